@@ -1,0 +1,31 @@
+# The two set-up commands of the README:
+#   make demo   run panio's main job on the embedded default
+#   make test   install everything and run the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test install system-deps bench clean
+
+$(BIN)/panio: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+install: $(BIN)/panio
+
+system-deps:
+	bash scripts/system-deps.sh
+
+demo: install
+	bash scripts/demo.sh
+
+test: system-deps install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) demo-out

@@ -1,0 +1,167 @@
+"""Every error panio reports, in one tree.
+
+    PanioError                      exit 1   error
+    ├── UsageError                  exit 2   usage
+    ├── NotConfigured               exit 3   not_configured
+    ├── Unreachable                 exit 4   unreachable
+    ├── ConfigInvalid               exit 5   config_invalid
+    ├── AlreadyExists               exit 6   exists
+    ├── InvalidName                 exit 7   invalid_name
+    ├── Busy                        exit 8   busy
+    ├── HookFailed                  exit 9   hook_failed
+    ├── NotRunning                  exit 10  not_running
+    ├── AuthFailed                  exit 11  auth_failed
+    ├── DeviceError                 exit 12  device_error
+    ├── Refused                     exit 13  refused
+    ├── Timeout                     exit 22  timeout
+    └── InternalError               exit 70  internal
+
+Lower layers translate library exceptions (pyserial, paramiko, redis, HTTP)
+into these at their boundary (``raise Unreachable(...) from exc``), so no caller
+ever sees a third-party exception. The CLI turns an error into one human line,
+one JSON line and the exit code in exactly one place
+(``controller.cli.main``). ``docs/exit-status.md`` documents the codes; a test
+keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PanioError(Exception):
+    """Base of every error panio reports to a user."""
+
+    code = "error"
+    exit_status = 1
+
+    def __init__(self, message: str, *, hint: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.details = details
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"error": self.code, "exit": self.exit_status, "message": self.message}
+        if self.hint:
+            out["hint"] = self.hint
+        out.update({k: v for k, v in self.details.items() if v is not None})
+        return out
+
+    def human(self) -> str:
+        line = f"panio: {self.message}"
+        if self.hint:
+            line += f" ({self.hint})"
+        return line
+
+
+class UsageError(PanioError):
+    """The command line itself is wrong: unknown flag, bad value, bad range."""
+
+    code, exit_status = "usage", 2
+
+
+class NotConfigured(PanioError):
+    """The lab file lacks what the command needs: target, interface, channel, hook."""
+
+    code, exit_status = "not_configured", 3
+
+
+class Unreachable(PanioError):
+    """A host, plug, daemon or device could not be reached."""
+
+    code, exit_status = "unreachable", 4
+
+
+class ConfigInvalid(PanioError):
+    """The lab (or job) file does not parse or does not validate."""
+
+    code, exit_status = "config_invalid", 5
+
+
+class AlreadyExists(PanioError):
+    """Adding something whose name is taken."""
+
+    code, exit_status = "exists", 6
+
+
+class InvalidName(PanioError):
+    """A target, interface, host or action name outside the grammar."""
+
+    code, exit_status = "invalid_name", 7
+
+
+class Busy(PanioError):
+    """Someone else holds the port, the lock or the lease."""
+
+    code, exit_status = "busy", 8
+
+
+class HookFailed(PanioError):
+    """A configured hook command exited non-zero or could not start."""
+
+    code, exit_status = "hook_failed", 9
+
+
+class NotRunning(PanioError):
+    """The command needs a daemon that is not running."""
+
+    code, exit_status = "not_running", 10
+
+
+class AuthFailed(PanioError):
+    """A device or host rejected the credentials."""
+
+    code, exit_status = "auth_failed", 11
+
+
+class DeviceError(PanioError):
+    """A device answered, but with a fault (I/O error, protocol error)."""
+
+    code, exit_status = "device_error", 12
+
+
+class Refused(PanioError):
+    """The request is well formed but not allowed (e.g. DTR on an interface that did not opt in)."""
+
+    code, exit_status = "refused", 13
+
+
+class Timeout(PanioError):
+    """A bounded wait ran out."""
+
+    code, exit_status = "timeout", 22
+
+
+class InternalError(PanioError):
+    """A bug in panio. Reported without a traceback unless PANIO_DEBUG=1."""
+
+    code, exit_status = "internal", 70
+
+
+ALL_ERRORS: tuple[type[PanioError], ...] = (
+    PanioError,
+    UsageError,
+    NotConfigured,
+    Unreachable,
+    ConfigInvalid,
+    AlreadyExists,
+    InvalidName,
+    Busy,
+    HookFailed,
+    NotRunning,
+    AuthFailed,
+    DeviceError,
+    Refused,
+    Timeout,
+    InternalError,
+)
+
+BY_CODE: dict[str, type[PanioError]] = {cls.code: cls for cls in ALL_ERRORS}
+
+
+def from_json(obj: dict[str, Any]) -> PanioError:
+    """Rebuild an error that crossed a transport (SSH, Celery) as JSON."""
+    cls = BY_CODE.get(obj.get("error", ""), PanioError)
+    details = {k: v for k, v in obj.items() if k not in {"error", "exit", "message", "hint"}}
+    return cls(obj.get("message", "unknown error"), hint=obj.get("hint"), **details)

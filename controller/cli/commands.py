@@ -1,0 +1,31 @@
+"""The top-level command table: name → (module, section, one-line summary).
+
+``main`` imports a command's module only when that command runs, so
+``panio --help`` costs nothing but this table. A module serving several
+top-level names (``power``, ``power-cycle``, ``power-state``) gets the name
+it is registering.
+"""
+
+from __future__ import annotations
+
+SECTIONS = {
+    "setup": "Set up the lab (edits lab.toml; channel commands take -t TARGET)",
+    "drive": "Drive a target (runtime; the target is positional: panio power-cycle pico)",
+    "operate": "Operate the bench",
+    "learn": "Learn",
+}
+
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "init": ("controller.cli.init_cmd", "setup", "create a lab file"),
+    "target": ("controller.cli.target", "setup", "add, remove, show and list targets"),
+    "host": ("controller.cli.host", "setup", "control hosts that own targets' devices (reached over SSH)"),
+    "serial": ("controller.cli.serial", "setup", "serial consoles: configure interfaces, list this host's ports"),
+    "netboot": ("controller.cli.netboot", "setup", "network boot: interface and TFTP root of a target"),
+    "power": ("controller.cli.power", "setup", "power hooks (commands that switch a target), optional levels"),
+    "video": ("controller.cli.channels", "setup", "the video capture device of a target"),
+    "hid": ("controller.cli.channels", "setup", "the keyboard/mouse (HID) rig of a target"),
+    "adb": ("controller.cli.channels", "setup", "the Android (adb) serial of a target"),
+    "action": ("controller.cli.action", "setup", "named actions: project commands bound to a target"),
+    "config": ("controller.cli.config", "setup", "show the whole lab file"),
+    "skill": ("controller.cli.skill", "learn", "print the panio skill: mental model, command map, traps (start here)"),
+}

@@ -1,0 +1,135 @@
+"""What every command module shares: parser class, help layout, output, lab access.
+
+Each command group lives in its own module with a ``register(parser)``
+function; ``main`` imports only the module of the command being run, so a
+command pays only for its own imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from bench_agent.errors import InvalidName, UsageError
+
+NAME_RE_TEXT = "[a-z0-9][a-z0-9_-]{0,63}"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises ``UsageError`` instead of printing and exiting."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}", hint=f"see `{self.prog} --help`")
+
+
+def subcommands(parser: argparse.ArgumentParser, title: str = "commands") -> argparse._SubParsersAction:
+    sub = parser.add_subparsers(title=title, dest="subcommand", metavar="COMMAND", parser_class=Parser)
+    parser.set_defaults(func=_group_help(parser))
+    return sub
+
+
+def _group_help(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    def show(args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 0
+
+    return show
+
+
+def command(
+    sub: argparse._SubParsersAction,
+    name: str,
+    summary: str,
+    *,
+    example: str | list[str],
+    see_also: str,
+    func: Callable[[argparse.Namespace], int | None] | None = None,
+    details: str = "",
+) -> argparse.ArgumentParser:
+    """Add one command whose --help has the summary, the arguments, an example and a see-also."""
+    examples = [example] if isinstance(example, str) else example
+    epilog = "example:\n" + "\n".join(f"  {e}" for e in examples) + f"\n\nsee also: {see_also}"
+    description = summary[0].upper() + summary[1:] + "." + (f"\n\n{details}" if details else "")
+    p = sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    if func is not None:
+        p.set_defaults(func=func)
+    return p
+
+
+def add_target_option(p: argparse.ArgumentParser) -> None:
+    """Channel (config) commands name the target with -t/--target."""
+    p.add_argument("-t", "--target", required=True, metavar="TARGET", help="the target to configure")
+
+
+def add_target_positional(p: argparse.ArgumentParser) -> None:
+    """Runtime commands take the target as the first positional argument."""
+    p.add_argument("target", metavar="TARGET", help="the target (see `panio target list`)")
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
+
+
+def check_name(kind: str, name: str) -> str:
+    from controller.lab.schema import NAME_RE, NAME_RULE
+
+    if not NAME_RE.match(name):
+        raise InvalidName(f"{name!r} is not a valid {kind} name: use {NAME_RULE}", kind=kind, name=name)
+    return name
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be greater than 0")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be 0 or more")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be greater than 0")
+    return value
+
+
+def lab_path(args: argparse.Namespace) -> Path:
+    return args.lab_path
+
+
+def load_lab(args: argparse.Namespace):
+    from controller.lab import load
+
+    return load(args.lab_path)
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def say(text: str) -> None:
+    sys.stdout.write(text + "\n")

@@ -1,0 +1,103 @@
+"""panio host add|set|rm|show|list: control hosts that own targets' devices."""
+
+from __future__ import annotations
+
+import argparse
+
+from bench_agent.errors import Refused
+from controller.cli.common import add_json, check_name, command, load_lab, positive_int, print_json, say, subcommands
+from controller.lab import edit, edits
+from controller.lab.describe import host_line
+
+
+def register(p: argparse.ArgumentParser, name: str) -> None:
+    p.description = (
+        "A control host is the machine a target's devices are plugged into. panio\n"
+        "reaches it over SSH. A target without a host is driven from this machine."
+    )
+    sub = subcommands(p)
+    c = command(sub, "add", "add a control host", func=add,
+                example="panio host add bench1 --ssh user@bench1.local",
+                see_also="panio target add --host, panio host show")
+    c.add_argument("name", metavar="NAME")
+    _fields(c, required=True)
+
+    c = command(sub, "set", "change a control host's settings", func=set_,
+                example="panio host set bench1 --port 2222", see_also="panio host show")
+    c.add_argument("name", metavar="NAME")
+    _fields(c, required=False)
+
+    c = command(sub, "rm", "remove a control host (refused while targets use it)", func=rm,
+                example="panio host rm bench1", see_also="panio host list")
+    c.add_argument("name", metavar="NAME")
+
+    c = command(sub, "show", "show one control host and the targets it owns", func=show,
+                example="panio host show bench1 --json", see_also="panio host list")
+    c.add_argument("name", metavar="NAME")
+    add_json(c)
+
+    c = command(sub, "list", "list control hosts", func=list_, example="panio host list", see_also="panio host show")
+    add_json(c)
+
+
+def _fields(c: argparse.ArgumentParser, required: bool) -> None:
+    c.add_argument("--ssh", required=required, metavar="[USER@]HOST", help="SSH destination")
+    c.add_argument("--port", type=positive_int, help="SSH port (default 22)")
+    c.add_argument("--description", help="free text")
+    c.add_argument("--python", metavar="PATH", help="python on the host that runs the bench agent")
+
+
+def _values(args: argparse.Namespace) -> dict:
+    return {"ssh": args.ssh, "port": args.port, "description": args.description, "python": args.python}
+
+
+def add(args: argparse.Namespace) -> None:
+    check_name("host", args.name)
+    with edit(args.lab_path) as doc:
+        hosts = edits.section(doc, "hosts")
+        edits.require_absent(hosts, args.name, "host", str(args.lab_path))
+        hosts[args.name] = edits.new_table(_values(args))
+    say(f"added host {args.name} (ssh {args.ssh})")
+
+
+def set_(args: argparse.Namespace) -> None:
+    with edit(args.lab_path) as doc:
+        changed = edits.set_fields(edits.host(doc, args.name, args.lab_path), _values(args))
+    say(f"host {args.name}: " + (f"set {', '.join(changed)}" if changed else "nothing to change"))
+
+
+def _users(doc_or_data, name: str) -> list[str]:
+    return [t for t, body in doc_or_data.get("targets", {}).items() if body.get("host") == name]
+
+
+def rm(args: argparse.Namespace) -> None:
+    with edit(args.lab_path) as doc:
+        edits.host(doc, args.name, args.lab_path)
+        users = _users(doc, args.name)
+        if users:
+            raise Refused(f"host {args.name!r} still owns targets: {', '.join(users)}",
+                          hint="move or remove them first (`panio target rm NAME`)", host=args.name, targets=users)
+        del doc["hosts"][args.name]
+    say(f"removed host {args.name}")
+
+
+def show(args: argparse.Namespace) -> None:
+    lab = load_lab(args)
+    h = lab.host(args.name)
+    users = _users(lab.data, args.name)
+    if args.json:
+        print_json({"name": args.name, **h, "targets": users})
+    else:
+        say(host_line(args.name, h))
+        say(f"  targets: {', '.join(users) if users else 'none'}")
+
+
+def list_(args: argparse.Namespace) -> None:
+    lab = load_lab(args)
+    if args.json:
+        print_json([{"name": n, **h, "targets": _users(lab.data, n)} for n, h in lab.hosts.items()])
+    elif not lab.hosts:
+        say("no hosts: every target is driven from this machine (add one with `panio host add NAME --ssh USER@HOST`)")
+    else:
+        for n, h in lab.hosts.items():
+            say(host_line(n, h))

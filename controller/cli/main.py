@@ -1,0 +1,139 @@
+"""panio's entry point: lazy command dispatch and the one place errors become output.
+
+Errors: every ``PanioError`` becomes one human line and one JSON object line
+on stderr and its documented exit status; anything else is a bug, reported
+the same way as ``internal`` (70), with the traceback only under
+``PANIO_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+
+from bench_agent.errors import InternalError, PanioError, UsageError
+from controller.cli.commands import COMMANDS, SECTIONS
+from controller.cli.common import Parser
+
+VERSION = "0.1.0.dev0"
+
+INTRO = """\
+panio drives hardware test benches: boards ("targets") wired to a control host
+by serial consoles, video capture, keyboard/mouse rigs, smart plugs and netboot.
+The lab file (lab.toml) says what is wired where; every other command reads it.
+
+New here? Run `panio skill`: the mental model, a command map by goal, and the
+traps to avoid. Every command has --help with an example."""
+
+OUTRO = """\
+Global options:
+  --lab PATH   the lab file (else $PANIO_LAB, else ~/.config/panio/lab.toml)
+  --version    print panio's version
+  -h, --help   this help; `panio COMMAND --help` for one command
+
+Errors print one human line and one JSON line on stderr; exit codes are in
+docs/exit-status.md (not_configured 3, unreachable 4, timeout 22, ...).
+See also: panio skill, panio skill --list, docs/ in the source tree."""
+
+
+def top_help() -> str:
+    lines = ["usage: panio [--lab PATH] COMMAND [ARGS...]", "", INTRO, ""]
+    width = max(len(n) for n in COMMANDS) + 2
+    for section, title in SECTIONS.items():
+        names = [n for n, (_, s, _) in COMMANDS.items() if s == section]
+        if not names:
+            continue
+        lines.append(f"{title}:")
+        lines += [f"  {n.ljust(width)}{COMMANDS[n][2]}" for n in names]
+        lines.append("")
+    lines.append(OUTRO)
+    return "\n".join(lines) + "\n"
+
+
+def build_parser(only: str | None = None, full: bool = False) -> Parser:
+    """The argument parser; with ``full`` every command is populated (for the drift guard)."""
+    parser = Parser(prog="panio", add_help=False)
+    parser.add_argument("--lab", metavar="PATH")
+    parser.add_argument("-h", "--help", action="store_true")
+    parser.add_argument("--version", action="store_true")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for name, (module, _, summary) in COMMANDS.items():
+        if full or name == only:
+            p = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+            importlib.import_module(module).register(p, name)
+    return parser
+
+
+def _find_command(argv: list[str]) -> str | None:
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token == "--lab":
+            skip = True
+        elif token.startswith("-"):
+            continue
+        else:
+            return token
+    return None
+
+
+def run(argv: list[str]) -> int:
+    name = _find_command(argv)
+    if name is None:
+        if "--version" in argv:
+            sys.stdout.write(f"panio {VERSION}\n")
+            return 0
+        sys.stdout.write(top_help())
+        return 0
+    if name not in COMMANDS:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(COMMANDS), n=1)
+        hint = f"did you mean `panio {close[0]}`? " if close else ""
+        raise UsageError(f"unknown command {name!r}", hint=f"{hint}see `panio --help` and `panio skill`", command=name)
+    parser = build_parser(only=name)
+    args = parser.parse_args(argv)
+    from controller.paths import resolve_lab_path
+
+    args.lab_path, args.lab_source = resolve_lab_path(args.lab)
+    status = args.func(args)
+    return 0 if status is None else int(status)
+
+
+def report(err: PanioError) -> int:
+    sys.stdout.flush()
+    sys.stderr.write(err.human() + "\n")
+    sys.stderr.write(json.dumps(err.to_json(), sort_keys=False) + "\n")
+    sys.stderr.flush()
+    return err.exit_status
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return run(argv)
+    except PanioError as err:
+        return report(err)
+    except KeyboardInterrupt:
+        sys.stderr.write("panio: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        # stdout closed early (e.g. `panio serial log pico | head`): not an error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the one place a bug becomes a report
+        if os.environ.get("PANIO_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        return report(InternalError(f"internal error: {type(exc).__name__}: {exc}",
+                                    hint="this is a bug in panio; rerun with PANIO_DEBUG=1 for the traceback"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""panio target add|rm|show|list."""
+
+from __future__ import annotations
+
+import argparse
+
+from controller.cli.common import add_json, check_name, command, load_lab, print_json, say, subcommands
+from controller.lab import edit
+from controller.lab import edits
+from controller.lab.describe import target_lines
+
+
+def register(p: argparse.ArgumentParser, name: str) -> None:
+    p.description = (
+        "Targets are the boards on your benches. Add a target first, then wire its\n"
+        "channels: panio serial add, netboot set, power set, video set, hid set, adb set."
+    )
+    sub = subcommands(p)
+    c = command(sub, "add", "add a target", func=add,
+                example="panio target add pico --description 'Raspberry Pi 5' --tag pi5",
+                see_also="panio serial add, panio power set, panio target show")
+    c.add_argument("name", metavar="NAME", help="target name ([a-z0-9][a-z0-9_-]*)")
+    c.add_argument("--description", help="free text shown by target list/show")
+    c.add_argument("--host", metavar="HOST", help="control host that owns its devices (default: this machine); see panio host add")
+    c.add_argument("--tag", action="append", metavar="TAG", help="a tag for job selectors; repeat for several")
+
+    c = command(sub, "rm", "remove a target and all its channels", func=rm,
+                example="panio target rm pico",
+                see_also="panio serial rm (remove one interface only), panio target list",
+                details="To drop a single channel and keep the target, use that channel's rm\n"
+                        "(e.g. `panio serial rm bmc -t pico`).")
+    c.add_argument("name", metavar="NAME")
+
+    c = command(sub, "show", "show one target and its channels", func=show,
+                example="panio target show pico --json", see_also="panio target list, panio config show")
+    c.add_argument("name", metavar="NAME")
+    add_json(c)
+
+    c = command(sub, "list", "list targets", func=list_,
+                example="panio target list --json", see_also="panio target show, panio config show")
+    add_json(c)
+
+
+def add(args: argparse.Namespace) -> None:
+    check_name("target", args.name)
+    if args.host:
+        check_name("host", args.host)
+    for tag in args.tag or []:
+        check_name("tag", tag)
+    with edit(args.lab_path) as doc:
+        if args.host:
+            edits.host(doc, args.host, args.lab_path)
+        targets = edits.section(doc, "targets")
+        edits.require_absent(targets, args.name, "target", str(args.lab_path))
+        targets[args.name] = edits.new_table({"description": args.description, "host": args.host, "tags": args.tag})
+    say(f"added target {args.name}")
+
+
+def rm(args: argparse.Namespace) -> None:
+    with edit(args.lab_path) as doc:
+        t = edits.target(doc, args.name, args.lab_path)
+        channels = [k for k in ("serial", "netboot", "power", "video", "hid", "adb", "actions") if k in t]
+        del doc["targets"][args.name]
+    say(f"removed target {args.name}" + (f" with its {', '.join(channels)}" if channels else ""))
+
+
+def show(args: argparse.Namespace) -> None:
+    lab = load_lab(args)
+    t = lab.target(args.name)
+    if args.json:
+        print_json({"name": args.name, **t})
+    else:
+        say("\n".join(target_lines(args.name, t)))
+
+
+def list_(args: argparse.Namespace) -> None:
+    lab = load_lab(args)
+    if args.json:
+        print_json([
+            {"name": n, "description": t.get("description", ""), "host": t.get("host"), "tags": t.get("tags", []),
+             "channels": lab.channels_of(n)}
+            for n, t in lab.targets.items()
+        ])
+        return
+    if not lab.targets:
+        say(f"no targets in {lab.path} (add one with `panio target add NAME`)")
+        return
+    width = max(len(n) for n in lab.targets) + 2
+    for n, t in lab.targets.items():
+        chans = ", ".join(lab.channels_of(n)) or "no channels"
+        desc = f"  {t['description']}" if t.get("description") else ""
+        say(f"{n.ljust(width)}{chans}{desc}")

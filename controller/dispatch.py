@@ -1,0 +1,35 @@
+"""The one dispatch: pick a transport from the target's host and call an operation.
+
+Every runtime command (CLI, MCP server, job runner) goes through ``call``, so
+a command behaves the same whichever way it travels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.lab.model import Lab
+from controller.transport import Transport
+
+_LOCAL: Transport | None = None
+
+
+def transport_for(lab: Lab, host: str | None) -> Transport:
+    """The transport for ``host`` (None = this machine)."""
+    global _LOCAL
+    if host is None:
+        if _LOCAL is None:
+            from controller.transports.local import LocalTransport
+
+            _LOCAL = LocalTransport()
+        return _LOCAL
+    lab.host(host)  # fails helpfully if the host is unknown
+    from bench_agent.errors import NotConfigured
+
+    raise NotConfigured(f"remote host {host!r}: remote transports are not available yet; run panio on {host}")
+
+
+def call(lab: Lab, target: str, op: str, args: dict[str, Any]) -> Any:
+    """Run ``op`` for ``target`` on the host that owns it."""
+    host = lab.target(target).get("host")
+    return transport_for(lab, host).call({"op": op, "args": args})

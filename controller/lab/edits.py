@@ -1,0 +1,75 @@
+"""Small helpers for changing a ``tomlkit`` lab document with clear errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench_agent.errors import AlreadyExists, NotConfigured
+
+
+def _names(items: Any) -> str:
+    names = sorted(items)
+    return ", ".join(names) if names else "none"
+
+
+def section(doc: Any, key: str) -> Any:
+    """The top-level ``hosts``/``targets`` table, created as a super-table if absent."""
+    import tomlkit
+
+    if key not in doc:
+        doc.add(key, tomlkit.table(is_super_table=True))
+    return doc[key]
+
+
+def target(doc: Any, name: str, path: Any) -> Any:
+    targets = doc.get("targets", {})
+    if name not in targets:
+        raise NotConfigured(
+            f"no target {name!r} in {path} (targets: {_names(targets)})",
+            hint=f"add it first with `panio target add {name}`",
+            target=name,
+            known=sorted(targets),
+        )
+    return targets[name]
+
+
+def host(doc: Any, name: str, path: Any) -> Any:
+    hosts = doc.get("hosts", {})
+    if name not in hosts:
+        raise NotConfigured(
+            f"no host {name!r} in {path} (hosts: {_names(hosts)})",
+            hint=f"add it with `panio host add {name} --ssh USER@HOST`",
+            host=name,
+            known=sorted(hosts),
+        )
+    return hosts[name]
+
+
+def require_absent(container: Any, name: str, kind: str, where: str) -> None:
+    if name in container:
+        raise AlreadyExists(f"{kind} {name!r} already exists in {where}", hint=f"change it with `panio {kind} set` or pick another name", name=name)
+
+
+def set_fields(table: Any, values: dict[str, Any]) -> list[str]:
+    """Set each non-None value; an empty string removes the key. Returns the keys changed."""
+    changed = []
+    for key, value in values.items():
+        if value is None:
+            continue
+        if value == "" and key in table:
+            del table[key]
+        elif value != "":
+            table[key] = value
+        changed.append(key)
+    return changed
+
+
+def new_table(values: dict[str, Any]) -> Any:
+    import tomlkit
+
+    t = tomlkit.table()
+    for key, value in values.items():
+        if value is not None and value != "":
+            t[key] = value
+    t.add(tomlkit.nl())
+    return t

@@ -1,0 +1,95 @@
+"""A read-only view of a validated lab file, with lookups that fail helpfully."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench_agent.errors import NotConfigured, UsageError
+
+CHANNELS = ("serial", "netboot", "power", "video", "hid", "adb")
+
+
+def _names(items: Any) -> str:
+    names = sorted(items)
+    return ", ".join(names) if names else "none"
+
+
+@dataclass(frozen=True)
+class Lab:
+    path: Path
+    data: dict[str, Any]
+
+    @property
+    def targets(self) -> dict[str, dict[str, Any]]:
+        return self.data.get("targets", {})
+
+    @property
+    def hosts(self) -> dict[str, dict[str, Any]]:
+        return self.data.get("hosts", {})
+
+    def target(self, name: str) -> dict[str, Any]:
+        try:
+            return self.targets[name]
+        except KeyError:
+            raise NotConfigured(
+                f"no target {name!r} in {self.path} (targets: {_names(self.targets)})",
+                hint=f"add it with `panio target add {name}`",
+                target=name,
+                known=sorted(self.targets),
+            ) from None
+
+    def host(self, name: str) -> dict[str, Any]:
+        try:
+            return self.hosts[name]
+        except KeyError:
+            raise NotConfigured(
+                f"no host {name!r} in {self.path} (hosts: {_names(self.hosts)})",
+                hint=f"add it with `panio host add {name} --ssh USER@HOST`",
+                host=name,
+                known=sorted(self.hosts),
+            ) from None
+
+    def channel(self, target: str, kind: str) -> dict[str, Any]:
+        t = self.target(target)
+        if kind not in t:
+            raise NotConfigured(
+                f"target {target!r} has no {kind} channel",
+                hint=f"configure it with `panio {kind} set -t {target} ...`",
+                target=target,
+                channel=kind,
+            )
+        return t[kind]
+
+    def serial(self, target: str, iface: str | None = None) -> dict[str, Any]:
+        """The serial interface ``iface`` of ``target``; with one interface, ``iface`` may be omitted."""
+        ifaces = self.target(target).get("serial", [])
+        names = [i["name"] for i in ifaces]
+        if not ifaces:
+            raise NotConfigured(
+                f"target {target!r} has no serial interface",
+                hint=f"add one with `panio serial add console -t {target} --device PATH`",
+                target=target,
+            )
+        if iface is None:
+            if len(ifaces) == 1:
+                return ifaces[0]
+            raise UsageError(
+                f"target {target!r} has {len(ifaces)} serial interfaces ({', '.join(names)}); choose one with -i NAME",
+                target=target,
+                interfaces=names,
+            )
+        for i in ifaces:
+            if i["name"] == iface:
+                return i
+        raise NotConfigured(
+            f"target {target!r} has no serial interface {iface!r} (interfaces: {', '.join(names)})",
+            target=target,
+            interface=iface,
+            interfaces=names,
+        )
+
+    def channels_of(self, target: str) -> list[str]:
+        t = self.target(target)
+        return [c for c in CHANNELS if c in t]

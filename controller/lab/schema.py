@@ -1,0 +1,253 @@
+"""The lab file's schema, and a validator that names the key at fault.
+
+The schema is data: a table spec maps each allowed key to a field spec. The
+validator walks a parsed document (plain dicts and lists from ``tomllib``) and
+returns the first problem as ``(key_path, message)``; ``store`` turns the path
+into a line and column of the file. Unknown keys are errors, with a
+"did you mean" when one is close, because a typo (``bauds = 9600``) that is
+silently ignored costs a lab engineer an afternoon.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+NAME_RULE = "lowercase letters, digits, '-' and '_', starting with a letter or digit, at most 64 characters"
+
+SENSE_SIGNALS = ("CTS", "DSR", "DCD", "RI")
+LINE_ENDINGS = ("cr", "lf", "crlf", "none")
+HID_PROTOCOLS = ("ch9329", "hidg", "qmp")
+HOOKS = ("on_cmd", "off_cmd", "cycle_cmd", "state_cmd")
+
+Path = tuple[Any, ...]
+
+
+class Problem(Exception):
+    def __init__(self, path: Path, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Field:
+    check: Callable[[Path, Any], None]
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    fields: dict[str, Field]
+    what: str = "table"
+    extra: Callable[[Path, dict], None] | None = field(default=None)
+
+
+def _type(kind: type | tuple[type, ...], label: str) -> Callable[[Path, Any], None]:
+    def check(path: Path, value: Any) -> None:
+        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+            raise Problem(path, f"{_dotted(path)} must be {label}, not a boolean")
+        if not isinstance(value, kind):
+            raise Problem(path, f"{_dotted(path)} must be {label}, not {_tomltype(value)}")
+
+    return check
+
+
+def _string(path: Path, value: Any) -> None:
+    _type(str, "a string")(path, value)
+
+
+def _nonempty_string(path: Path, value: Any) -> None:
+    _string(path, value)
+    if not value.strip():
+        raise Problem(path, f"{_dotted(path)} must not be empty")
+
+
+def _bool(path: Path, value: Any) -> None:
+    _type(bool, "true or false")(path, value)
+
+
+def _positive_int(path: Path, value: Any) -> None:
+    _type(int, "a whole number")(path, value)
+    if value <= 0:
+        raise Problem(path, f"{_dotted(path)} must be greater than 0, not {value}")
+
+
+def _positive_number(path: Path, value: Any) -> None:
+    _type((int, float), "a number")(path, value)
+    if value <= 0:
+        raise Problem(path, f"{_dotted(path)} must be greater than 0, not {value}")
+
+
+def _name(path: Path, value: Any) -> None:
+    _string(path, value)
+    if not NAME_RE.match(value):
+        raise Problem(path, f"{_dotted(path)} = {value!r} is not a valid name: use {NAME_RULE}")
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[Path, Any], None]:
+    def check(path: Path, value: Any) -> None:
+        _string(path, value)
+        if value not in choices:
+            raise Problem(path, f"{_dotted(path)} = {value!r} must be one of {', '.join(choices)}")
+
+    return check
+
+
+def _string_list(path: Path, value: Any) -> None:
+    _type(list, "a list of strings")(path, value)
+    for i, item in enumerate(value):
+        _name(path + (i,), item)
+
+
+def _table(spec: TableSpec) -> Callable[[Path, Any], None]:
+    def check(path: Path, value: Any) -> None:
+        _type(dict, "a table")(path, value)
+        check_table(path, value, spec)
+
+    return check
+
+
+def _named_tables(spec: TableSpec) -> Callable[[Path, Any], None]:
+    """A table whose keys are names, each holding a table of ``spec``."""
+
+    def check(path: Path, value: Any) -> None:
+        _type(dict, "a table")(path, value)
+        for key, sub in value.items():
+            if not NAME_RE.match(key):
+                raise Problem(path + (key,), f"{_dotted(path + (key,))}: {key!r} is not a valid name: use {NAME_RULE}")
+            _type(dict, "a table")(path + (key,), sub)
+            check_table(path + (key,), sub, spec)
+
+    return check
+
+
+def _table_array(spec: TableSpec) -> Callable[[Path, Any], None]:
+    def check(path: Path, value: Any) -> None:
+        _type(list, f"an array of tables ([[{_dotted(path)}]])")(path, value)
+        for i, item in enumerate(value):
+            _type(dict, "a table")(path + (i,), item)
+            check_table(path + (i,), item, spec)
+
+    return check
+
+
+def check_table(path: Path, value: dict, spec: TableSpec) -> None:
+    for key in value:
+        if key not in spec.fields:
+            close = difflib.get_close_matches(key, list(spec.fields), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; allowed: {', '.join(spec.fields)}"
+            raise Problem(path + (key,), f"unknown key {key!r} in {spec.what} {_dotted(path)}{hint}")
+    for key, fld in spec.fields.items():
+        if key in value:
+            fld.check(path + (key,), value[key])
+        elif fld.required:
+            raise Problem(path, f"{spec.what} {_dotted(path)} needs {key!r}")
+    if spec.extra:
+        spec.extra(path, value)
+
+
+def _unique_serial_names(path: Path, target: dict) -> None:
+    seen: set[str] = set()
+    for i, iface in enumerate(target.get("serial", [])):
+        name = iface.get("name")
+        if name in seen:
+            raise Problem(path + ("serial", i, "name"), f"target {path[-1]!r} has two serial interfaces named {name!r}")
+        seen.add(name)
+
+
+_HOOK_FIELDS = {key: Field(_nonempty_string) for key in HOOKS}
+_HOOK_FIELDS["timeout_s"] = Field(_positive_number)
+_HOOK_FIELDS["cycle_off_s"] = Field(_positive_number)
+
+LEVEL = TableSpec(dict(_HOOK_FIELDS), "power level")
+POWER = TableSpec({**_HOOK_FIELDS, "levels": Field(_named_tables(LEVEL))}, "power table")
+SERIAL = TableSpec(
+    {
+        "name": Field(_name, required=True),
+        "device": Field(_nonempty_string, required=True),
+        "baud": Field(_positive_int),
+        "power_sense_signal": Field(_one_of(SENSE_SIGNALS)),
+        "power_button": Field(_bool),
+        "line_ending": Field(_one_of(LINE_ENDINGS)),
+        "description": Field(_string),
+    },
+    "serial interface",
+)
+NETBOOT = TableSpec({"interface": Field(_nonempty_string, required=True), "tftp_root": Field(_nonempty_string)}, "netboot table")
+VIDEO = TableSpec(
+    {"device": Field(_nonempty_string, required=True), "width": Field(_positive_int), "height": Field(_positive_int)},
+    "video table",
+)
+HID = TableSpec(
+    {"device": Field(_nonempty_string, required=True), "protocol": Field(_one_of(HID_PROTOCOLS)), "baud": Field(_positive_int)},
+    "hid table",
+)
+ADB = TableSpec({"serial": Field(_nonempty_string, required=True)}, "adb table")
+ACTION = TableSpec(
+    {
+        "command": Field(_nonempty_string, required=True),
+        "description": Field(_string),
+        "requires_power": Field(_bool),
+        "host": Field(_name),
+        "timeout_s": Field(_positive_number),
+    },
+    "action",
+)
+TARGET = TableSpec(
+    {
+        "description": Field(_string),
+        "host": Field(_name),
+        "tags": Field(_string_list),
+        "serial": Field(_table_array(SERIAL)),
+        "netboot": Field(_table(NETBOOT)),
+        "power": Field(_table(POWER)),
+        "video": Field(_table(VIDEO)),
+        "hid": Field(_table(HID)),
+        "adb": Field(_table(ADB)),
+        "actions": Field(_named_tables(ACTION)),
+    },
+    "target",
+    extra=_unique_serial_names,
+)
+HOST = TableSpec(
+    {
+        "ssh": Field(_nonempty_string, required=True),
+        "port": Field(_positive_int),
+        "description": Field(_string),
+        "python": Field(_nonempty_string),
+    },
+    "host",
+)
+LAB = TableSpec({"hosts": Field(_named_tables(HOST)), "targets": Field(_named_tables(TARGET))}, "lab file")
+
+
+def _check_references(data: dict) -> None:
+    hosts = data.get("hosts", {})
+    for tname, target in data.get("targets", {}).items():
+        refs = [(("targets", tname, "host"), target.get("host"))]
+        refs += [(("targets", tname, "actions", a, "host"), act.get("host")) for a, act in target.get("actions", {}).items()]
+        for path, host in refs:
+            if host is not None and host not in hosts:
+                known = ", ".join(sorted(hosts)) or "none"
+                raise Problem(path, f"{_dotted(path)} = {host!r} names no host (hosts: {known}); add it with `panio host add {host} --ssh USER@HOST`")
+
+
+def validate(data: dict) -> None:
+    """Raise ``Problem`` for the first thing wrong with a parsed lab file."""
+    check_table((), data, LAB)
+    _check_references(data)
+
+
+def _dotted(path: Path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _tomltype(value: Any) -> str:
+    return {str: "a string", int: "an integer", float: "a float", list: "an array", dict: "a table"}.get(type(value), type(value).__name__)

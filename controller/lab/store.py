@@ -1,0 +1,134 @@
+"""Reading and editing the lab file: validated reads, locked atomic edits.
+
+Reads use ``tomllib`` (fast, strict). Edits use ``tomlkit`` so a person's
+comments, blank lines and ordering survive. An edit takes an exclusive
+``flock`` on ``<lab>.lock``, re-reads the file under the lock (so concurrent
+edits never lose an update), refuses to touch a file that does not validate,
+and replaces the file by rename from a fsynced temporary in the same folder
+(so a crash never leaves half a file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any, Iterator
+
+from bench_agent.errors import ConfigInvalid, NotConfigured, UsageError
+from controller.lab import schema
+from controller.lab.locate import locate
+from controller.lab.model import Lab
+
+
+def load_text(path: Path, text: str) -> dict[str, Any]:
+    """Parse and validate ``text`` (the content of ``path``); raise ``ConfigInvalid`` naming line and column."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        line, col = _line_col_from_tomllib(msg)
+        reason = msg.split(" (at ")[0]
+        raise ConfigInvalid(
+            f"{path}:{line}:{col}: not valid TOML: {reason}",
+            hint="fix that line; panio has not changed the file",
+            file=str(path), line=line, column=col,
+        ) from None
+    try:
+        schema.validate(data)
+    except schema.Problem as problem:
+        line, col = locate(text, problem.path)
+        raise ConfigInvalid(
+            f"{path}:{line}:{col}: {problem.message}",
+            hint="fix that line; panio has not changed the file",
+            file=str(path), line=line, column=col,
+        ) from None
+    return data
+
+
+def _line_col_from_tomllib(msg: str) -> tuple[int, int]:
+    # tomllib: "Expected '=' after a key in a key/value pair (at line 3, column 7)"
+    import re
+
+    m = re.search(r"line (\d+), column (\d+)", msg)
+    return (int(m.group(1)), int(m.group(2))) if m else (1, 1)
+
+
+def _missing(path: Path) -> NotConfigured:
+    return NotConfigured(f"no lab file at {path}", hint="create one with `panio init`", file=str(path))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise _missing(path) from None
+    except IsADirectoryError:
+        raise ConfigInvalid(f"{path} is a directory, not a lab file", file=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigInvalid(f"{path}: not UTF-8 text (byte {exc.start})", file=str(path)) from None
+    except PermissionError:
+        raise ConfigInvalid(f"{path}: permission denied", file=str(path)) from None
+
+
+def load(path: Path) -> Lab:
+    return Lab(path, load_text(path, _read(path)))
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    lock_path = path.with_name(path.name + ".lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except FileNotFoundError:
+        raise _missing(path) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    mode = 0o644
+    with contextlib.suppress(FileNotFoundError):
+        mode = os.stat(path).st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def edit(path: Path) -> Iterator[Any]:
+    """Yield the lab as a ``tomlkit`` document; on a clean exit, validate and write it back.
+
+    If the body raises, nothing is written. If the result would not validate,
+    nothing is written and the problem is reported as a usage error.
+    """
+    import tomlkit
+
+    with locked(path):
+        text = _read(path)
+        load_text(path, text)
+        doc = tomlkit.parse(text)
+        yield doc
+        new_text = doc.as_string()
+        if new_text == text:
+            return
+        try:
+            schema.validate(tomllib.loads(new_text))
+        except schema.Problem as problem:
+            raise UsageError(problem.message) from None
+        write_atomic(path, new_text)

@@ -1,0 +1,15 @@
+"""LocalTransport: the target's host is this machine; call the operation in-process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench_agent import ops
+
+
+class LocalTransport:
+    def call(self, request: dict[str, Any]) -> Any:
+        return ops.call(request["op"], request.get("args", {}))
+
+    def close(self) -> None:
+        pass

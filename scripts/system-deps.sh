@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Install and start what the test suite needs beyond Python packages.
+# Idempotent: does nothing when everything is already there.
+set -euo pipefail
+need=()
+command -v make >/dev/null || need+=(make)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+  else
+    echo "system-deps: please install: ${need[*]}" >&2; exit 1
+  fi
+fi

@@ -1,0 +1,62 @@
+"""Shared fixtures: run the real `panio` executable against a throwaway lab."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+PANIO = str(BIN / "panio")
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def error(self) -> dict:
+        """The JSON error object: the last line of stderr."""
+        return json.loads(self.err.strip().splitlines()[-1])
+
+    def json(self):
+        return json.loads(self.out)
+
+
+class Panio:
+    def __init__(self, tmp: Path) -> None:
+        self.lab = tmp / "lab.toml"
+        self.env = {**os.environ, "PANIO_LAB": str(self.lab), "PANIO_STATE_DIR": str(tmp / "state"),
+                    "HOME": str(tmp / "home")}
+        self.env.pop("PANIO_DEBUG", None)
+
+    def __call__(self, *args: str, check: bool = True, timeout: float = 60, input: str | None = None) -> Result:
+        p = subprocess.run([PANIO, *args], capture_output=True, text=True, env=self.env, timeout=timeout,
+                           input=input, stdin=None if input is not None else subprocess.DEVNULL)
+        r = Result(p.returncode, p.stdout, p.stderr)
+        if check and r.code != 0:
+            raise AssertionError(f"panio {' '.join(args)} exited {r.code}\nstdout: {r.out}\nstderr: {r.err}")
+        return r
+
+    def fails(self, *args: str, code: int) -> Result:
+        r = self(*args, check=False)
+        assert r.code == code, f"expected exit {code}, got {r.code}\nstdout: {r.out}\nstderr: {r.err}"
+        lines = r.err.strip().splitlines()
+        assert len(lines) == 2, f"expected one human line and one JSON line, got: {r.err!r}"
+        assert lines[0].startswith("panio: ")
+        assert "Traceback" not in r.err
+        assert r.error["exit"] == code
+        return r
+
+
+@pytest.fixture
+def panio(tmp_path: Path) -> Panio:
+    (tmp_path / "home").mkdir()
+    return Panio(tmp_path)
