@@ -33,3 +33,8 @@ def call(lab: Lab, target: str, op: str, args: dict[str, Any]) -> Any:
     """Run ``op`` for ``target`` on the host that owns it."""
     host = lab.target(target).get("host")
     return transport_for(lab, host).call({"op": op, "args": args})
+
+
+def call_host(lab: Lab, host: str | None, op: str, args: dict[str, Any]) -> Any:
+    """Run ``op`` on a control host (None = this machine), not tied to a target."""
+    return transport_for(lab, host).call({"op": op, "args": args})

@@ -18,3 +18,19 @@ def ping(payload: object = None) -> dict:
 @operation("system.info")
 def info() -> dict:
     return {"hostname": socket.gethostname(), "pid": os.getpid(), "python": platform.python_version()}
+
+
+@operation("system.discover")
+def discover() -> dict:
+    """This host's serial ports, capture devices, network links and adb devices."""
+    from bench_agent.discovery import inventory
+
+    return inventory()
+
+
+@operation("system.doctor")
+def doctor(config: dict, tftp_root: str | None = None) -> list:
+    """Check one target's channels against this host's hardware."""
+    from bench_agent.doctor import check
+
+    return check(config, tftp_root)

@@ -27,5 +27,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "adb": ("controller.cli.channels", "setup", "the Android (adb) serial of a target"),
     "action": ("controller.cli.action", "setup", "named actions: project commands bound to a target"),
     "config": ("controller.cli.config", "setup", "show the whole lab file"),
+    "discover": ("controller.cli.discover", "setup", "list this host's hardware that could be wired into the lab"),
+    "doctor": ("controller.cli.doctor", "setup", "check targets' configuration against the hardware actually present"),
+    "configure": ("controller.cli.configure", "setup", "propose a target block from a host's hardware (prints; writes nothing)"),
     "skill": ("controller.cli.skill", "learn", "print the panio skill: mental model, command map, traps (start here)"),
 }

@@ -22,7 +22,8 @@ class Parser(argparse.ArgumentParser):
     """argparse that raises ``UsageError`` instead of printing and exiting."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}", hint=f"see `{self.prog} --help`")
+        where = "" if self.prog == "panio" else f"{self.prog}: "
+        raise UsageError(f"{where}{message}", hint=f"see `{self.prog} --help`")
 
 
 def subcommands(parser: argparse.ArgumentParser, title: str = "commands") -> argparse._SubParsersAction:

@@ -97,7 +97,10 @@ def run(argv: list[str]) -> int:
         hint = f"did you mean `panio {close[0]}`? " if close else ""
         raise UsageError(f"unknown command {name!r}", hint=f"{hint}see `panio --help` and `panio skill`", command=name)
     parser = build_parser(only=name)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        where = " ".join(["panio", name] + ([args.subcommand] if getattr(args, "subcommand", None) else []))
+        raise UsageError(f"{where}: unrecognized arguments: {' '.join(extra)}", hint=f"see `{where} --help`")
     from controller.paths import resolve_lab_path
 
     args.lab_path, args.lab_source = resolve_lab_path(args.lab)

@@ -1,0 +1,81 @@
+"""Check a target's configuration against the hardware actually present on this host."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from typing import Any
+
+from bench_agent import discovery
+
+OK, MISSING, PROBLEM, UNCHECKED = "ok", "missing", "problem", "unchecked"
+
+
+def _row(channel: str, item: str, status: str, detail: str) -> dict[str, str]:
+    return {"channel": channel, "item": item, "status": status, "detail": detail}
+
+
+def _device(channel: str, item: str, device: str) -> dict[str, str]:
+    if "://" in device:
+        return _row(channel, item, UNCHECKED, f"{device} is a network URL; not probed")
+    path = os.path.expanduser(device)
+    if os.path.exists(path):
+        return _row(channel, item, OK, f"{device} present")
+    return _row(channel, item, MISSING, f"{device} not found on this host (see `panio discover`)")
+
+
+def _command(channel: str, item: str, command: str) -> dict[str, str]:
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        return _row(channel, item, PROBLEM, f"cannot parse {command!r}: {exc}")
+    exe = os.path.expanduser(argv[0]) if argv else ""
+    found = shutil.which(exe) if os.sep not in exe else (exe if os.access(exe, os.X_OK) else None)
+    if found:
+        return _row(channel, item, OK, f"{argv[0]} found ({found})")
+    return _row(channel, item, MISSING, f"{argv[0]} not found or not executable")
+
+
+def _netboot(nb: dict[str, Any], tftp_root: str) -> list[dict[str, str]]:
+    iface = nb["interface"]
+    links = {n["interface"]: n for n in discovery.network_interfaces()}
+    if iface not in links:
+        rows = [_row("netboot", "interface", MISSING, f"{iface} not found (interfaces: {', '.join(links) or 'none'})")]
+    elif links[iface]["primary"]:
+        rows = [_row("netboot", "interface", PROBLEM, f"{iface} is this host's primary interface; netboot needs a dedicated link")]
+    else:
+        rows = [_row("netboot", "interface", OK, f"{iface} present ({links[iface]['state'] or 'state unknown'})")]
+    status = OK if os.path.isdir(tftp_root) else MISSING
+    rows.append(_row("netboot", "tftp_root", status, f"{tftp_root} {'exists' if status == OK else 'does not exist'}"))
+    return rows
+
+
+def _adb(serial: str) -> dict[str, str]:
+    devices = discovery.adb_devices()
+    if devices is None:
+        return _row("adb", "serial", UNCHECKED, "adb is not installed on this host")
+    if any(d["serial"] == serial for d in devices):
+        return _row("adb", "serial", OK, f"{serial} attached")
+    return _row("adb", "serial", MISSING, f"{serial} not in `adb devices`")
+
+
+def check(config: dict[str, Any], tftp_root: str | None = None) -> list[dict[str, str]]:
+    """One row per configured item: channel, item, status (ok/missing/problem/unchecked), detail."""
+    rows = [_device("serial", i["name"], i["device"]) for i in config.get("serial", [])]
+    if "netboot" in config:
+        rows += _netboot(config["netboot"], tftp_root or "")
+    for kind in ("video", "hid"):
+        if kind in config:
+            rows.append(_device(kind, "device", config[kind]["device"]))
+    if "adb" in config:
+        rows.append(_adb(config["adb"]["serial"]))
+    power = config.get("power", {})
+    levels = [("", power)] + [(f"{n}.", lv) for n, lv in power.get("levels", {}).items()]
+    for prefix, hooks in levels:
+        for key in ("on_cmd", "off_cmd", "cycle_cmd", "state_cmd"):
+            if key in hooks:
+                rows.append(_command("power", prefix + key, hooks[key]))
+    for name, action in config.get("actions", {}).items():
+        rows.append(_command("action", name, action["command"]))
+    return rows

@@ -1,0 +1,48 @@
+"""panio doctor [TARGET]: is the configuration consistent with what is plugged in?"""
+
+from __future__ import annotations
+
+import argparse
+
+from controller.cli.common import add_json, load_lab, print_json, say
+
+MARK = {"ok": "ok     ", "missing": "MISSING", "problem": "PROBLEM", "unchecked": "-      "}
+
+
+def register(p: argparse.ArgumentParser, name: str) -> None:
+    p.description = (
+        "Check each target's configured channels against the hardware present on the\n"
+        "host that owns it: serial and capture devices, the netboot link and TFTP root,\n"
+        "adb serials, hook executables. Reads only; changes nothing.\n\n"
+        "Exit status: 0 when everything is present, 1 when something is missing or wrong."
+    )
+    p.epilog = ("example:\n  panio doctor pico\n  panio doctor --json\n\n"
+                "see also: panio discover (what this host has), panio config show (what the lab says)")
+    p.add_argument("target", nargs="?", metavar="TARGET", help="check one target (default: all)")
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from controller import dispatch
+    from controller.cli.netboot import effective_root
+
+    lab = load_lab(args)
+    names = [args.target] if args.target else list(lab.targets)
+    report = {}
+    for name in names:
+        config = lab.target(name)
+        root = effective_root(name, config["netboot"]) if "netboot" in config else None
+        report[name] = dispatch.call(lab, name, "system.doctor", {"config": config, "tftp_root": root})
+    bad = any(r["status"] in ("missing", "problem") for rows in report.values() for r in rows)
+    if args.json:
+        print_json({"ok": not bad, "targets": report})
+    else:
+        for name, rows in report.items():
+            say(f"{name}:")
+            for r in rows or [{"status": "unchecked", "channel": "-", "item": "-", "detail": "no channels configured"}]:
+                say(f"  {MARK[r['status']]}  {r['channel']:<8} {r['item']:<14} {r['detail']}")
+        if not names:
+            say("no targets in the lab file")
+        say("all configured hardware is present" if not bad else "some configured hardware is missing or wrong (see above)")
+    return 1 if bad else 0
