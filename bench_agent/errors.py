@@ -26,7 +26,10 @@ keeps the two in step.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class PanioError(Exception):

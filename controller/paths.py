@@ -7,16 +7,23 @@ Resolution order for the lab file: ``--lab PATH``, then ``PANIO_LAB``, then
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def config_dir() -> Path:
+    from pathlib import Path
+
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return Path(base) / "panio"
 
 
 def state_dir() -> Path:
     """Per-user state: logs, results database, daemon files. ``PANIO_STATE_DIR`` overrides."""
+    from pathlib import Path
+
     override = os.environ.get("PANIO_STATE_DIR")
     if override:
         return Path(override)
@@ -28,11 +35,15 @@ def default_lab_path() -> Path:
     return config_dir() / "lab.toml"
 
 
-def resolve_lab_path(cli_value: str | None) -> tuple[Path, str]:
-    """Return the lab path and where it came from (``--lab``, ``PANIO_LAB``, ``default``)."""
+def resolve_lab_path(cli_value: str | None) -> tuple[str, str]:
+    """Return the lab path (a string: pathlib costs start-up time) and where it came from.
+
+    The source is ``--lab``, ``PANIO_LAB`` or ``default``.
+    """
     if cli_value:
-        return Path(cli_value).expanduser(), "--lab"
+        return os.path.expanduser(cli_value), "--lab"
     env = os.environ.get("PANIO_LAB")
     if env:
-        return Path(env).expanduser(), "PANIO_LAB"
-    return default_lab_path(), "default"
+        return os.path.expanduser(env), "PANIO_LAB"
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "panio", "lab.toml"), "default"

@@ -113,3 +113,13 @@ def test_concurrent_edits_from_8_processes_all_land(panio):
     targets = tomllib.loads(panio.lab.read_text())["targets"]
     assert len(targets) == 400
     assert reads > 0
+
+
+def test_hand_edits_are_seen_immediately_even_at_the_same_size(panio):
+    panio("init")
+    panio("target", "add", "aaaa")
+    assert [t["name"] for t in panio("target", "list", "--json").json()] == ["aaaa"]
+    panio.lab.write_text(panio.lab.read_text().replace("aaaa", "bbbb"))
+    assert [t["name"] for t in panio("target", "list", "--json").json()] == ["bbbb"]
+    panio.lab.write_text(panio.lab.read_text().replace("[targets.bbbb]", "[targets.bbbb"))
+    panio.fails("target", "list", code=5)

@@ -8,10 +8,13 @@ command pays only for its own imports.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
-from pathlib import Path
-from typing import Any, Callable
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, Callable
 
 from bench_agent.errors import InvalidName, UsageError
 
@@ -20,6 +23,14 @@ NAME_RE_TEXT = "[a-z0-9][a-z0-9_-]{0,63}"
 
 class Parser(argparse.ArgumentParser):
     """argparse that raises ``UsageError`` instead of printing and exiting."""
+
+    def _get_formatter(self):  # type: ignore[override]
+        # argparse asks shutil for the width, importing shutil, bz2 and lzma: ~3 ms of start-up.
+        try:
+            width = os.get_terminal_size(sys.stdout.fileno()).columns - 2
+        except (OSError, ValueError):
+            width = 78
+        return self.formatter_class(prog=self.prog, width=max(40, min(width, 118)))
 
     def error(self, message: str) -> None:  # type: ignore[override]
         where = "" if self.prog == "panio" else f"{self.prog}: "
@@ -129,6 +140,8 @@ def load_lab(args: argparse.Namespace):
 
 
 def print_json(obj: Any) -> None:
+    import json
+
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 

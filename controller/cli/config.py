@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from controller.cli.common import add_json, command, load_lab, print_json, say, subcommands
 from controller.lab.describe import host_line, target_lines
@@ -21,7 +22,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 def show(args: argparse.Namespace) -> None:
     if args.path:
         if args.json:
-            print_json({"path": str(args.lab_path), "source": args.lab_source, "exists": args.lab_path.exists()})
+            print_json({"path": str(args.lab_path), "source": args.lab_source, "exists": os.path.exists(args.lab_path)})
         else:
             say(f"{args.lab_path}  (from {args.lab_source})")
         return

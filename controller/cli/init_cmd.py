@@ -35,10 +35,10 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = args.lab_path
-    if path.exists() and not args.force:
+    if os.path.exists(path) and not args.force:
         raise AlreadyExists(f"a lab file already exists at {path}", hint="keep it, or replace it with `panio init --force`", file=str(path))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         from controller.lab.store import locked
 
         with locked(path):

@@ -8,15 +8,11 @@ the same way as ``internal`` (70), with the traceback only under
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import json
 import os
 import sys
 
 from bench_agent.errors import InternalError, PanioError, UsageError
 from controller.cli.commands import COMMANDS, SECTIONS
-from controller.cli.common import Parser
 
 VERSION = "0.1.0.dev0"
 
@@ -53,8 +49,13 @@ def top_help() -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_parser(only: str | None = None, full: bool = False) -> Parser:
+def build_parser(only: str | None = None, full: bool = False):
     """The argument parser; with ``full`` every command is populated (for the drift guard)."""
+    import argparse
+    import importlib
+
+    from controller.cli.common import Parser
+
     parser = Parser(prog="panio", add_help=False)
     parser.add_argument("--lab", metavar="PATH")
     parser.add_argument("-h", "--help", action="store_true")
@@ -111,6 +112,8 @@ def run(argv: list[str]) -> int:
 def report(err: PanioError) -> int:
     sys.stdout.flush()
     sys.stderr.write(err.human() + "\n")
+    import json
+
     sys.stderr.write(json.dumps(err.to_json(), sort_keys=False) + "\n")
     sys.stderr.flush()
     return err.exit_status

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
 
-from controller.lab.schema import HOOKS
+if TYPE_CHECKING:
+    from typing import Any
+
 
 
 def _hooks(table: dict[str, Any]) -> str:
+    from controller.lab.schema import HOOKS
+
     parts = [f"{h.removesuffix('_cmd')}: {table[h]}" for h in HOOKS if h in table]
     return "; ".join(parts) if parts else "(no hooks)"
 

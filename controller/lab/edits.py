@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
+
+if TYPE_CHECKING:
+    from typing import Any
 
 from bench_agent.errors import AlreadyExists, NotConfigured
 

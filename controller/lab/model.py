@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
 
 from bench_agent.errors import NotConfigured, UsageError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 CHANNELS = ("serial", "netboot", "power", "video", "hid", "adb")
 
@@ -16,10 +18,14 @@ def _names(items: Any) -> str:
     return ", ".join(names) if names else "none"
 
 
-@dataclass(frozen=True)
 class Lab:
-    path: Path
-    data: dict[str, Any]
+    """A validated lab file: ``path`` and its parsed ``data``."""
+
+    __slots__ = ("path", "data")
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path = path
+        self.data = data
 
     @property
     def targets(self) -> dict[str, dict[str, Any]]:

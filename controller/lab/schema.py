@@ -10,10 +10,11 @@ silently ignored costs a lab engineer an afternoon.
 
 from __future__ import annotations
 
-import difflib
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
+
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 NAME_RULE = "lowercase letters, digits, '-' and '_', starting with a letter or digit, at most 64 characters"
@@ -23,7 +24,7 @@ LINE_ENDINGS = ("cr", "lf", "crlf", "none")
 HID_PROTOCOLS = ("ch9329", "hidg", "qmp")
 HOOKS = ("on_cmd", "off_cmd", "cycle_cmd", "state_cmd")
 
-Path = tuple[Any, ...]
+Path = tuple
 
 
 class Problem(Exception):
@@ -33,17 +34,22 @@ class Problem(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
 class Field:
-    check: Callable[[Path, Any], None]
-    required: bool = False
+    __slots__ = ("check", "required")
+
+    def __init__(self, check: Callable[[Path, Any], None], required: bool = False) -> None:
+        self.check = check
+        self.required = required
 
 
-@dataclass(frozen=True)
 class TableSpec:
-    fields: dict[str, Field]
-    what: str = "table"
-    extra: Callable[[Path, dict], None] | None = field(default=None)
+    __slots__ = ("fields", "what", "extra")
+
+    def __init__(self, fields: dict[str, Field], what: str = "table",
+                 extra: Callable[[Path, dict], None] | None = None) -> None:
+        self.fields = fields
+        self.what = what
+        self.extra = extra
 
 
 def _type(kind: type | tuple[type, ...], label: str) -> Callable[[Path, Any], None]:
@@ -138,6 +144,8 @@ def _table_array(spec: TableSpec) -> Callable[[Path, Any], None]:
 def check_table(path: Path, value: dict, spec: TableSpec) -> None:
     for key in value:
         if key not in spec.fields:
+            import difflib
+
             close = difflib.get_close_matches(key, list(spec.fields), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; allowed: {', '.join(spec.fields)}"
             raise Problem(path + (key,), f"unknown key {key!r} in {spec.what} {_dotted(path)}{hint}")

@@ -11,21 +11,25 @@ and replaces the file by rename from a fsynced temporary in the same folder
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import tempfile
-import tomllib
-from pathlib import Path
-from typing import Any, Iterator
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
 
 from bench_agent.errors import ConfigInvalid, NotConfigured, UsageError
-from controller.lab import schema
-from controller.lab.locate import locate
+
 from controller.lab.model import Lab
+
+if TYPE_CHECKING:
+    from typing import Any, Iterator
+
+Path = str  # lab paths are plain strings (see controller.paths)
 
 
 def load_text(path: Path, text: str) -> dict[str, Any]:
     """Parse and validate ``text`` (the content of ``path``); raise ``ConfigInvalid`` naming line and column."""
+    import tomllib
+
+    from controller.lab import schema
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -40,6 +44,8 @@ def load_text(path: Path, text: str) -> dict[str, Any]:
     try:
         schema.validate(data)
     except schema.Problem as problem:
+        from controller.lab.locate import locate
+
         line, col = locate(text, problem.path)
         raise ConfigInvalid(
             f"{path}:{line}:{col}: {problem.message}",
@@ -63,7 +69,8 @@ def _missing(path: Path) -> NotConfigured:
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as f:
+            return f.read()
     except FileNotFoundError:
         raise _missing(path) from None
     except IsADirectoryError:
@@ -75,12 +82,65 @@ def _read(path: Path) -> str:
 
 
 def load(path: Path) -> Lab:
-    return Lab(path, load_text(path, _read(path)))
+    """Read and validate the lab file, reusing the last validated parse of the very same text.
+
+    Parsing and validating costs more than the rest of a read command, so the
+    parse of a file is kept in the state dir beside the exact text it came
+    from; it is used only when the file's text is identical.
+    """
+    text = _read(path)
+    cache = _cache_file(path)
+    data = _cache_get(cache, text)
+    if data is None:
+        data = load_text(path, text)
+        _cache_put(cache, text, data)
+    return Lab(path, data)
+
+
+def _cache_file(path: Path) -> str | None:
+    from controller.paths import state_dir
+
+    name = "lab-" + os.path.abspath(path).replace(os.sep, "%") + ".marshal"
+    return None if len(name) > 250 else os.path.join(state_dir(), "cache", name)
+
+
+# marshal, not json: it is built in (no import cost) and the cache is private to this user.
+def _cache_get(cache: str | None, text: str) -> dict | None:
+    import marshal
+
+    if cache is None:
+        return None
+    try:
+        with open(cache, "rb") as f:
+            entry = marshal.load(f)
+    except (OSError, ValueError, EOFError, TypeError):
+        return None
+    if isinstance(entry, dict) and entry.get("text") == text and isinstance(entry.get("data"), dict):
+        return entry["data"]
+    return None
+
+
+def _cache_put(cache: str | None, text: str, data: dict) -> None:
+    import marshal
+
+    if cache is None:
+        return
+    tmp = f"{cache}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(cache), exist_ok=True)
+        with open(tmp, "wb") as f:
+            marshal.dump({"text": text, "data": data}, f)
+        os.replace(tmp, cache)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
-    lock_path = path.with_name(path.name + ".lock")
+    import fcntl
+
+    lock_path = f"{path}.lock"
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     except FileNotFoundError:
@@ -93,10 +153,13 @@ def locked(path: Path) -> Iterator[None]:
 
 
 def write_atomic(path: Path, text: str) -> None:
+    import tempfile
+
     mode = 0o644
     with contextlib.suppress(FileNotFoundError):
         mode = os.stat(path).st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    folder, name = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -119,6 +182,8 @@ def edit(path: Path) -> Iterator[Any]:
     """
     import tomlkit
 
+    from controller.lab import schema
+
     with locked(path):
         text = _read(path)
         load_text(path, text)
@@ -127,6 +192,8 @@ def edit(path: Path) -> Iterator[Any]:
         new_text = doc.as_string()
         if new_text == text:
             return
+        import tomllib
+
         try:
             schema.validate(tomllib.loads(new_text))
         except schema.Problem as problem:
