@@ -1,13 +1,40 @@
 #!/usr/bin/env bash
 # Install and start what the test suite needs beyond Python packages.
-# Idempotent: does nothing when everything is already there.
+# Idempotent: installs only what is missing, starts only what is not running.
 set -euo pipefail
+
+apt_install() {
+  if [ "$(id -u)" != 0 ]; then
+    echo "system-deps: please install: $*" >&2
+    return 1
+  fi
+  if [ -z "${_apt_updated:-}" ]; then
+    apt-get update -qq || true
+    _apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
 need=()
 command -v make >/dev/null || need+=(make)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v redis-server >/dev/null || need+=(redis-server)
 if [ ${#need[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
-  else
-    echo "system-deps: please install: ${need[*]}" >&2; exit 1
-  fi
+  echo "system-deps: installing ${need[*]}"
+  apt_install "${need[@]}"
+fi
+
+# Redis on 127.0.0.1:6379 (tests use their own key prefixes).
+if ! (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null; then
+  echo "system-deps: starting redis on 127.0.0.1:6379"
+  mkdir -p /var/lib/redis /var/log/redis 2>/dev/null || true
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+    --dir "${TMPDIR:-/tmp}" --logfile "${TMPDIR:-/tmp}/panio-ci-redis.log"
+  for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && break; sleep 0.1; done
+fi
+
+# PostgreSQL (optional: its tests skip, saying why, when it is absent).
+if command -v pg_ctlcluster >/dev/null && ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then
+  echo "system-deps: starting postgresql"
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
 fi
