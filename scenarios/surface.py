@@ -127,8 +127,8 @@ class Surface:
         walk(self.root)
         return out
 
-    def parse(self, argv: list[str]) -> "Parsed":
-        return parse(self, argv)
+    def parse(self, argv: list[str], strict: bool = True) -> "Parsed":
+        return parse(self, argv, strict)
 
 
 def _merge(node: Node, spec: dict) -> None:
@@ -182,7 +182,8 @@ def _is_flag(tok: str) -> bool:
     return tok.startswith("-") and tok != "-" and not tok[1:2].isdigit()
 
 
-def parse(surface: Surface, argv: list[str]) -> Parsed:
+def parse(surface: Surface, argv: list[str], strict: bool = True) -> Parsed:
+    """Resolve ``argv``; ``strict`` also lets the real parser judge types and choices."""
     out = Parsed(argv=list(argv))
     toks = list(argv)
     # global options before the command
@@ -212,11 +213,11 @@ def parse(surface: Surface, argv: list[str]) -> Parsed:
     if not node.path:
         out.status = "help"
         return out
-    _leaf(node, toks, out)
+    _leaf(node, toks, out, strict)
     return out
 
 
-def _leaf(node: Node, toks: list[str], out: Parsed) -> None:
+def _leaf(node: Node, toks: list[str], out: Parsed, strict: bool) -> None:
     rest = list(toks)
     remainder = any(a == argparse.REMAINDER for _, a in node.positionals)
     while rest:
@@ -253,7 +254,7 @@ def _leaf(node: Node, toks: list[str], out: Parsed) -> None:
                 return
         else:
             out.flags[canon] = True
-    _check_arity(node, out)
+    _check_arity(node, out, strict)
 
 
 def _resolve_opt(node: Node, name: str) -> str | None:
@@ -274,7 +275,7 @@ def _has_target_option(node: Node) -> bool:
     return "--target" in node.options
 
 
-def _check_arity(node: Node, out: Parsed) -> None:
+def _check_arity(node: Node, out: Parsed, strict: bool) -> None:
     lo = hi = 0
     for _, nargs in node.positionals:
         if nargs is None:
@@ -299,7 +300,7 @@ def _check_arity(node: Node, out: Parsed) -> None:
         out.status, out.problem = "malformed", f"`panio {node.name}` needs {lo} positional argument(s), got {n}"
     elif missing_req:
         out.status, out.problem = "malformed", f"`panio {node.name}` requires {', '.join(missing_req)}"
-    elif node.parser is not None:
+    elif strict and node.parser is not None:
         _argparse_check(node, out)
 
 
