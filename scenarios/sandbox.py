@@ -10,11 +10,13 @@ boundary: an agent that calls the real binary by absolute path escapes the log
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,8 +116,17 @@ class Sandbox:
 
     def run_panio(self, argv: list[str], timeout_s: float = 30) -> subprocess.CompletedProcess:
         """Run one panio command the way an agent would: through the shim, no shell."""
-        return subprocess.run([str(self.bin / "panio"), *argv], env=self.env(), cwd=self.cwd,
-                              capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        for attempt in range(20):
+            try:
+                return subprocess.run([str(self.bin / "panio"), *argv], env=self.env(), cwd=self.cwd,
+                                      capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+            except OSError as exc:
+                # ETXTBSY: another thread forked while this shim was open for writing; the child closes
+                # that inherited descriptor as soon as it execs, so a short retry is enough.
+                if exc.errno != errno.ETXTBSY or attempt == 19:
+                    raise
+                time.sleep(0.05)
+        raise AssertionError("unreachable")
 
     def records(self) -> list[dict]:
         if not self.log.exists():
