@@ -5,6 +5,7 @@
   panio-eval run --all --reference         golden self-test (references pass, known-bad fail)
   panio-eval run --agent claude --condition cold --n 3 [--scenario C1 ...]
   panio-eval report RUN.json [--previous OLD.json] [--format md|html|json]
+  panio-eval loopback                      serial loopback scenarios against a PTY fake DUT
   panio-eval judge-prompt C3 --transcript FILE
   panio-eval calibrate --labels human.jsonl --run RUN.json
 
@@ -70,6 +71,9 @@ def build() -> Parser:
     jp.add_argument("scenario")
     jp.add_argument("--transcript", type=Path, required=True)
     jp.add_argument("--condition", choices=CONDITIONS, default="cold")
+    lp = sub.add_parser("loopback", help="run the serial loopback scenarios (PTY fake DUT) for real")
+    lp.add_argument("--scenario", nargs="+", metavar="ID")
+    lp.add_argument("--json", action="store_true")
     cal = sub.add_parser("calibrate", help="Cohen's kappa + confusion matrix of verdicts vs human labels")
     cal.add_argument("--labels", type=Path, required=True, help='JSON lines: {"id": TRIAL_ID, "pass": true|false}')
     cal.add_argument("--run", type=Path, required=True, help="the run.json whose verdicts to compare")
@@ -114,6 +118,8 @@ def dispatch(args: argparse.Namespace) -> int:
         return cmd_judge_prompt(args)
     if args.cmd == "calibrate":
         return cmd_calibrate(args)
+    if args.cmd == "loopback":
+        return cmd_loopback(args)
     build().print_help()
     return 0
 
@@ -245,6 +251,23 @@ def cmd_judge_prompt(args) -> int:
     sc = select(load_all(), [args.scenario])[0]
     sys.stdout.write(judge.build_prompt(sc, args.transcript.read_text(), args.condition, judge.help_tree(real_panio())))
     return 0
+
+
+def cmd_loopback(args) -> int:
+    import tempfile
+
+    from scenarios import loopback
+
+    scs = select(load_all(), args.scenario) if args.scenario else load_all()
+    with tempfile.TemporaryDirectory(prefix="panio-eval-loop-") as tmp:
+        results = loopback.run_all(scs, Path(tmp))
+    failed = [r for r in results if r.status == "fail"]
+    if args.json:
+        print(json.dumps([r.to_json() for r in results], indent=1))
+    else:
+        for r in results:
+            print(f"{'FAIL' if r.status == 'fail' else 'ok  '} {r.scenario:4} {r.status}  {'; '.join(r.detail)}")
+    return 1 if failed else 0
 
 
 def cmd_calibrate(args) -> int:
