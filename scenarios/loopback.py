@@ -43,8 +43,11 @@ class FakeDut:
         for line in lines:
             os.write(self.master, line.encode() + b"\r\n")
 
-    def _serve(self) -> None:
+    def boot(self) -> None:
+        """Print the boot banner (call it once the port is open: opening a port flushes its input)."""
         self.say(self.banner)
+
+    def _serve(self) -> None:
         buf = b""
         while not self._stop.is_set():
             try:
@@ -125,15 +128,16 @@ def run(sc: Scenario, root: Path, guard: Guard | None = None, settle_s: float = 
     for d in duts.values():
         d.start()
     try:
-        return _drive(sc, lb, box, steps, duts[main], settle_s)
+        return _drive(sc, lb, box, steps, duts, main, settle_s)
     finally:
         box.run_panio(["serial", "stop", panio_argv(lb["steps"][0])[2]])
         for d in duts.values():
             d.stop()
 
 
-def _drive(sc: Scenario, lb: dict, box: Sandbox, steps: list[list[str]], dut: FakeDut, settle_s: float) -> LoopResult:
-    last_seq, out = None, ""
+def _drive(sc: Scenario, lb: dict, box: Sandbox, steps: list[list[str]], duts: dict[str, FakeDut], main: str,
+           settle_s: float) -> LoopResult:
+    dut, last_seq, out = duts[main], None, ""
     for i, argv in enumerate(steps):
         if "<seq>" in argv:
             dut.say(lb.get("later", []))
@@ -146,6 +150,10 @@ def _drive(sc: Scenario, lb: dict, box: Sandbox, steps: list[list[str]], dut: Fa
             out = r.stdout
             if r.returncode != 0 and not final:
                 return LoopResult(sc.id, "fail", [f"panio {' '.join(argv)} exited {r.returncode}: {r.stderr.strip()}"])
+            if argv[:2] == ["serial", "watch"] and r.returncode == 0:
+                time.sleep(0.3)
+                for d in duts.values():
+                    d.boot()
             if "--json" in argv:
                 try:
                     seqs = _seqs(json.loads(out))
@@ -158,7 +166,7 @@ def _drive(sc: Scenario, lb: dict, box: Sandbox, steps: list[list[str]], dut: Fa
         if lb.get("port_free_after") and argv == panio_argv(lb["port_free_after"]) and not port_free(dut.path):
             return LoopResult(sc.id, "fail", [f"{dut.path} still locked after `{lb['port_free_after']}`"])
     ok, detail = _verdict(lb, out)
-    return LoopResult(sc.id, "pass" if ok else "fail", detail)
+    return LoopResult(sc.id, "pass" if ok else "fail", detail + ([] if ok else [f"output tail: {out[-300:]!r}"]))
 
 
 def port_free(path: str) -> bool:

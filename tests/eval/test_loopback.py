@@ -19,6 +19,7 @@ def test_fake_dut_prints_its_banner_and_answers_like_a_shell():
     dut = FakeDut(["U-Boot 2024.01 (sim)", "dut login:"], {"cat /proc/version": "Linux version 6.6.0-sim"}).start()
     try:
         with serial.Serial(dut.path, 115200, timeout=0.1, exclusive=True) as port:
+            dut.boot()
             assert b"dut login:" in read_until(port, b"dut login:")
             assert not port_free(dut.path)  # held exclusively, as a watch daemon would
             port.write(b"cat /proc/version\r")
