@@ -6,6 +6,7 @@
   panio-eval run --agent claude --condition cold --n 3 [--scenario C1 ...]
   panio-eval report RUN.json [--previous OLD.json] [--format md|html|json]
   panio-eval loopback                      serial loopback scenarios against a PTY fake DUT
+  panio-eval hardware                      references as jobs on the simulated board (or --lab LAB --target T)
   panio-eval judge-prompt C3 --transcript FILE
   panio-eval calibrate --labels human.jsonl --run RUN.json
 
@@ -74,6 +75,12 @@ def build() -> Parser:
     lp = sub.add_parser("loopback", help="run the serial loopback scenarios (PTY fake DUT) for real")
     lp.add_argument("--scenario", nargs="+", metavar="ID")
     lp.add_argument("--json", action="store_true")
+    hw = sub.add_parser("hardware", help="hardware tier: references as jobs on the simulated board (or --lab)")
+    hw.add_argument("--scenario", nargs="+", metavar="ID")
+    hw.add_argument("--lab", type=Path, help="a real bench's lab file instead of the simulated board")
+    hw.add_argument("--target", help="the target on that bench")
+    hw.add_argument("--print-job", metavar="ID", help="print the job file of one scenario and exit")
+    hw.add_argument("--json", action="store_true")
     cal = sub.add_parser("calibrate", help="Cohen's kappa + confusion matrix of verdicts vs human labels")
     cal.add_argument("--labels", type=Path, required=True, help='JSON lines: {"id": TRIAL_ID, "pass": true|false}')
     cal.add_argument("--run", type=Path, required=True, help="the run.json whose verdicts to compare")
@@ -120,6 +127,8 @@ def dispatch(args: argparse.Namespace) -> int:
         return cmd_calibrate(args)
     if args.cmd == "loopback":
         return cmd_loopback(args)
+    if args.cmd == "hardware":
+        return cmd_hardware(args)
     build().print_help()
     return 0
 
@@ -268,6 +277,27 @@ def cmd_loopback(args) -> int:
         for r in results:
             print(f"{'FAIL' if r.status == 'fail' else 'ok  '} {r.scenario:4} {r.status}  {'; '.join(r.detail)}")
     return 1 if failed else 0
+
+
+def cmd_hardware(args) -> int:
+    import tempfile
+
+    from scenarios import hardware
+
+    if args.print_job:
+        sys.stdout.write(hardware.job_toml(select(load_all(), [args.print_job])[0]))
+        return 0
+    if bool(args.lab) != bool(args.target):
+        raise EvalUsage("panio-eval hardware: --lab and --target go together")
+    scs = select(load_all(), args.scenario) if args.scenario else load_all()
+    with tempfile.TemporaryDirectory(prefix="panio-eval-hw-") as tmp:
+        results = hardware.run_all(scs, Path(tmp), args.lab, args.target)
+    if args.json:
+        print(json.dumps([r.to_json() for r in results], indent=1))
+    else:
+        for r in results:
+            print(f"{'FAIL' if r.status == 'fail' else 'ok  '} {r.scenario:4} {r.status}  {'; '.join(r.detail)}")
+    return 1 if any(r.status == "fail" for r in results) else 0
 
 
 def cmd_calibrate(args) -> int:

@@ -88,6 +88,14 @@ class Guard:
                         miss = self.check_line(f"{sc.id} trap {trap.id}", pattern_argv(pat), False, report)
                         if miss:
                             wait.append(miss)
+        for j, step in enumerate((sc.hardware or {}).get("steps", []), 1):
+            import shlex
+
+            argv = shlex.split(step["run"].replace("${target}", "board0"))
+            argv = argv[1:] if argv[:1] == ["panio"] else argv
+            miss = self.check_line(f"{sc.id} hardware step {j}", argv, True, report)
+            if miss:
+                wait.append(miss)
         if need:
             report.pending[sc.id] = sorted(set(need))
         if wait:

@@ -78,6 +78,7 @@ class Scenario:
     bad: list[Bad]
     loopback: dict | None
     path: Path
+    hardware: dict | None = None
 
     @property
     def central_traps(self) -> list[Trap]:
@@ -110,6 +111,7 @@ def load(path: Path) -> Scenario:
             reference=[Step(**s) for s in d.get("reference", [])], reference_prose=d.get("reference_prose", ""),
             traps=[Trap(**t) for t in d.get("trap", [])], grader=d.get("grader", {}),
             bad=[Bad(**b) for b in d.get("bad", [])], loopback=d.get("loopback"), path=path,
+            hardware=d.get("hardware"),
         )
     except (KeyError, TypeError) as exc:
         raise CatalogError(f"{path.name}: {exc}") from None
