@@ -13,6 +13,7 @@ tests may overlay it to exercise the checker on runtime scenarios.
 from __future__ import annotations
 
 import argparse
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from pathlib import Path
 CATALOG = Path(__file__).parent / "catalog"
 GLOBAL_VALUE_OPTS = {"--lab"}
 GLOBAL_FLAGS = {"-h", "--help", "--version"}
+_PLACEHOLDER = re.compile(r"^<[^<>]+>$")
 
 
 @dataclass
@@ -300,8 +302,8 @@ def _check_arity(node: Node, out: Parsed, strict: bool) -> None:
         out.status, out.problem = "malformed", f"`panio {node.name}` needs {lo} positional argument(s), got {n}"
     elif missing_req:
         out.status, out.problem = "malformed", f"`panio {node.name}` requires {', '.join(missing_req)}"
-    elif strict and node.parser is not None:
-        _argparse_check(node, out)
+    elif strict and node.parser is not None and not any(_PLACEHOLDER.match(t) for t in out.argv):
+        _argparse_check(node, out)  # a stated `<seq>` is a placeholder, not a bad value
 
 
 def _argparse_check(node: Node, out: Parsed) -> None:

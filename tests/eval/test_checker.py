@@ -83,3 +83,9 @@ def test_discovery_and_efficiency_come_from_the_stream():
     assert r.scores["d1"] == 2 and r.scores["d7"] == 1
     r = checker.check(SC["C7"], ev, LIVE, "preloaded")
     assert r.scores["d1"] is None
+
+
+def test_placeholders_in_stated_commands_are_not_bad_values():
+    # `--baud` is int-typed in the live CLI; a stated `<baud>` is a placeholder, not a malformed value
+    assert LIVE.parse(["serial", "add", "bmc", "-t", "pico", "--device", "/dev/x", "--baud", "<baud>"]).status == "ok"
+    assert LIVE.parse(["serial", "add", "bmc", "-t", "pico", "--device", "/dev/x", "--baud", "fast"]).status == "malformed"
