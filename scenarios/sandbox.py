@@ -66,6 +66,9 @@ class Sandbox:
     root: Path
     safe_only: bool = True
 
+    def __post_init__(self) -> None:
+        self.root = Path(self.root).resolve()  # PATH and PANIO_LAB must not depend on the agent's cwd
+
     @property
     def home(self) -> Path:
         return self.root / "home"

@@ -78,8 +78,8 @@ def test_claude_good_then_bad_run_reports_rates_traps_invents_and_diff(panio_eva
 
 @pytest.mark.parametrize("agent", ["codex", "gemini", "pi", "myagent"])
 def test_each_adapter_reads_its_stream(panio_eval, agent_env, tmp_path, agent):
-    out = tmp_path / agent
-    r = panio_eval("run", "--agent", agent, "--n", "1", "--scenario", "C7", "M2", "--out", str(out), "--json",
+    out = tmp_path / agent  # given relative to the cwd: the sandbox paths must still resolve
+    r = panio_eval("run", "--agent", agent, "--n", "1", "--scenario", "C7", "M2", "--out", agent, "--json",
                    env={**agent_env, "FAKE_AGENT_MODE": "good"})
     assert r.code == 0, r.err
     run = json.loads((out / "run.json").read_text())
