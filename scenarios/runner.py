@@ -104,6 +104,17 @@ def merge_shim(ev: Evidence, records: list[dict]) -> Evidence:
     return ev
 
 
+def add_mcp(ev: Evidence, surface) -> Evidence:
+    """MCP tool calls become commands (source "mcp") the checker grades like shell ones."""
+    from scenarios.mcpmap import mcp_argv
+
+    for call in ev.mcp_calls:
+        argv = mcp_argv(surface, call.get("tool", ""), call.get("arguments") if isinstance(call.get("arguments"), dict) else {})
+        if argv is not None:
+            ev.commands.append(Command(argv, "mcp"))
+    return ev
+
+
 def one_trial(sc: Scenario, condition: str, index: int, cfg: RunConfig, guard: Guard, skill: Path | None) -> dict:
     ad = adapter(cfg.agent)
     tid = f"{sc.id}-{condition}-{index}"
@@ -118,8 +129,8 @@ def one_trial(sc: Scenario, condition: str, index: int, cfg: RunConfig, guard: G
     out, err, secs, timed_out = run_agent(ad, sc, condition, box, cfg, skill)
     (box.root / "stream.jsonl").write_text(out)
     (box.root / "stderr.txt").write_text(err)
-    ev = merge_shim(ad.parse(out), box.records())
     surface = guard.planned if cfg.planned else guard.live
+    ev = add_mcp(merge_shim(ad.parse(out), box.records()), surface)
     res = checker.check(sc, ev, surface, condition)
     scores, traps_checked = dict(res.scores), res.traps
     t1_res = None

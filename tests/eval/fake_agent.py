@@ -46,6 +46,11 @@ if fmt == "claude":
         code, out = sh(cmd)
         emit({"type": "user", "message": {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": out, "is_error": code != 0}]}})
+    for j, call in enumerate(plan.get("mcp", [])):
+        emit({"type": "assistant", "message": {"id": f"msg_mcp{j}", "role": "assistant", "content": [
+            {"type": "tool_use", "id": f"toolu_mcp{j}", "name": call["tool"], "input": call["args"]}]}})
+        emit({"type": "user", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_mcp{j}", "content": "[]"}]}})
     emit({"type": "assistant", "message": {"id": "msg_final", "role": "assistant",
           "usage": {"input_tokens": 50, "output_tokens": 20}, "content": [{"type": "text", "text": plan["answer"]}]}})
     if not os.environ.get("FAKE_AGENT_NO_RESULT"):

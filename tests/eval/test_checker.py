@@ -89,3 +89,14 @@ def test_placeholders_in_stated_commands_are_not_bad_values():
     # `--baud` is int-typed in the live CLI; a stated `<baud>` is a placeholder, not a malformed value
     assert LIVE.parse(["serial", "add", "bmc", "-t", "pico", "--device", "/dev/x", "--baud", "<baud>"]).status == "ok"
     assert LIVE.parse(["serial", "add", "bmc", "-t", "pico", "--device", "/dev/x", "--baud", "fast"]).status == "malformed"
+
+
+def test_mcp_tool_calls_map_to_commands():
+    from scenarios.mcpmap import mcp_argv
+
+    assert mcp_argv(PLANNED, "mcp__panio__serial_send", {"target": "pico", "text": "uname -a", "newline": False,
+                                                         "pace_ms": 20}) == ["serial", "send", "pico", "uname -a", "--no-newline", "--pace-ms", "20"]
+    assert mcp_argv(PLANNED, "mcp__panio__power_state", {"target": "pico"}) == ["power-state", "pico"]
+    assert mcp_argv(PLANNED, "panio.power_on", {"target": "pico"}) == ["power", "on", "pico"]
+    assert mcp_argv(LIVE, "mcp__panio__target_list", {}) == ["target", "list"]
+    assert mcp_argv(PLANNED, "mcp__panio__teleport", {"target": "pico"}) is None

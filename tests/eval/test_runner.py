@@ -23,6 +23,8 @@ SCRIPT = {
                             "panio power set -t tablet --cycle-cmd 'adb -s ABC123 reboot'"], "answer": "Done."},
            "bad": {"run": ["panio target add tablet", "panio adb set -t tablet --serial ABC123",
                            "panio adb reboot tablet"], "answer": "Use `panio adb reboot tablet`."}},
+    "C4": {"good": {"run": ["panio config show"], "mcp": [{"tool": "mcp__panio__target_list", "args": {}}],
+                    "answer": "pico (netboot, serial, video) and tablet (adb, power)."}},
     "M2": {"good": {"run": ["panio --help"],
                     "answer": "panio does not flash storage or SSH into targets. It can netboot an image, drive the "
                               "serial console, and hand the link over so you can use your own ssh."},
@@ -92,6 +94,15 @@ def test_each_adapter_reads_its_stream(panio_eval, agent_env, tmp_path, agent):
                    env={**agent_env, "FAKE_AGENT_MODE": "bad"})
     t = json.loads((out / "bad" / "run.json").read_text())["trials"][0]
     assert not t["pass"] and t["scores"]["d4"] == 0
+
+
+def test_mcp_tool_calls_are_read_and_graded_as_commands(panio_eval, agent_env, tmp_path):
+    r = panio_eval("run", "--agent", "claude", "--n", "1", "--scenario", "C4", "--out", str(tmp_path / "mcp"),
+                   env={**agent_env, "FAKE_AGENT_MODE": "good"})
+    assert r.code == 0, r.err
+    t = json.loads((tmp_path / "mcp" / "run.json").read_text())["trials"][0]
+    assert t["pass"] and t["mcp_calls"] == 1
+    assert {"argv": ["target", "list"], "source": "mcp", "exit": None, "refused": False} in t["commands"]
 
 
 def test_claude_usage_is_deduplicated_by_message_id_without_a_result_event():
