@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except FileNotFoundError as exc:
+        return _fail(f"no such file: {exc.filename}", "usage", 2)
     except (OSError, ValueError) as exc:
         return _fail(f"{type(exc).__name__}: {exc}", "error", 1)
 

@@ -76,6 +76,12 @@ def test_claude_good_then_bad_run_reports_rates_traps_invents_and_diff(panio_eva
     assert {(x["scenario"], x["condition"]) for x in agg["diff"]["regressions"]} == {("C1", "cold"), ("C7", "cold"), ("M2", "cold")}
     html = (bad / "report.html").read_text()
     assert html.startswith("<!doctype html>") and "C7:no-adb-reboot" in html
+    r = panio_eval("report", str(bad / "run.json"), "--previous", str(good / "run.json"), "--format", "json")
+    assert r.code == 0 and r.json()["diff"]["by_condition"]["cold"] == -1.0
+    md = panio_eval("report", str(bad / "run.json")).out
+    assert "| cold | 0% (6 trials)" in md and "Cold→Warm: —" in md
+    r = panio_eval("report", str(tmp_path / "missing.json"))
+    assert r.code == 2 and "no such file" in r.err
 
 
 @pytest.mark.parametrize("agent", ["codex", "gemini", "pi", "myagent"])
