@@ -33,3 +33,16 @@ def test_m5_is_adapted_and_says_so_and_loopback_fixtures_exist():
     assert {i for i, s in scs.items() if s.loopback} == {"s2", "s3", "s4", "s6", "s7", "s10"}
     for i in ("s2", "s4", "s6", "s10"):
         assert scs[i].loopback["steps"] and (scs[i].loopback.get("expect") or scs[i].loopback.get("expect_json_seq"))
+
+
+def test_fixture_labs_are_valid_panio_labs(tmp_path):
+    import os
+    import subprocess
+
+    from scenarios.sandbox import real_panio
+    from scenarios.surface import CATALOG
+
+    for lab in sorted((CATALOG / "labs").glob("*.toml")):
+        env = {**os.environ, "PANIO_LAB": str(lab), "PANIO_STATE_DIR": str(tmp_path), "HOME": str(tmp_path)}
+        r = subprocess.run([real_panio(), "config", "show", "--json"], capture_output=True, text=True, env=env, timeout=30)
+        assert r.returncode == 0, (lab.name, r.stderr)

@@ -15,8 +15,9 @@ def test_all_reference_passes_and_known_bad_fails_for_real(panio_eval):
     assert len(bad) >= 34 * 1
     assert all(o["status"] != "pass" for o in bad), [o for o in bad if o["status"] == "pass"]
     pending = {o["scenario"] for o in rep["outcomes"] if o["status"] == "pending"}
-    assert "R4" in pending and "C1" not in pending
-    assert any("needs: serial log, serial send, serial watch" in d for o in rep["outcomes"] if o["scenario"] == "R4" for d in o["detail"])
+    assert "R9" in pending and "C1" not in pending
+    assert any("needs: netif down-hard, netif mode, netif status" in d
+               for o in rep["outcomes"] if o["scenario"] == "R9" for d in o["detail"])
 
 
 def test_t0_references_against_the_announced_surface():
