@@ -44,7 +44,8 @@ def build() -> Parser:
     ls = sub.add_parser("list", help="list the catalog (pending scenarios named)")
     ls.add_argument("--json", action="store_true")
     r = sub.add_parser("run", help="golden self-test (--reference) or agent trials (--agent)",
-                       epilog="example:\n  panio-eval run --all --reference\n  panio-eval run --agent claude --condition cold --n 3 --scenario C1 C3",
+                       epilog="example:\n  panio-eval run --all --reference\n"
+                              "  panio-eval run --agent claude --condition cold --n 3 --scenario C1 C3",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("--reference", action="store_true", help="run each reference (and known-bad variant) through its grader")
     r.add_argument("--all", action="store_true", help="every scenario (default when no --scenario)")
@@ -327,7 +328,8 @@ def cmd_calibrate(args) -> int:
         print(json.dumps(result, indent=1))
     else:
         print(f"n={len(pairs)}  Cohen's kappa={kappa:.3f}")
-        print(f"             judge pass  judge fail\nhuman pass   {cm['tp']:>10}  {cm['fn']:>10}\nhuman fail   {cm['fp']:>10}  {cm['tn']:>10}")
+        print("             judge pass  judge fail")
+        print(f"human pass   {cm['tp']:>10}  {cm['fn']:>10}\nhuman fail   {cm['fp']:>10}  {cm['tn']:>10}")
         print("kappa by pass threshold: " + ", ".join(f"{k}: {v}" for k, v in sweep.items()))
         if missing:
             print(f"labels not found in the run: {', '.join(map(str, missing))}")

@@ -75,7 +75,8 @@ def run(sc: Scenario, root: Path, guard: Guard, lab: Path | None = None, target:
     sim = None if lab is not None else sim_exe()
     try:
         if sim:
-            up = subprocess.run([sim, "up", "--boards", "1", "--boot-s", "0.3", "--countdown-s", "0.3"], env=env, capture_output=True, text=True, timeout=60)
+            up = subprocess.run([sim, "up", "--boards", "1", "--boot-s", "0.3", "--countdown-s", "0.3"],
+                                env=env, capture_output=True, text=True, timeout=60)
             if up.returncode != 0:
                 return HwResult(sc.id, "fail", [f"panio-sim up exited {up.returncode}: {up.stderr.strip()}"])
             lab = Path(subprocess.run([sim, "status", "--lab"], env=env, capture_output=True, text=True,

@@ -217,6 +217,7 @@ def html_report(agg: dict, d: dict | None = None) -> str:
             body.append(f"<p>{html.escape(line)}</p>")
     if rows:
         body.append("<table>" + "".join(rows) + "</table>")
-    style = "body{font-family:sans-serif;max-width:70em;margin:auto}td{border:1px solid #ccc;padding:2px 6px}table{border-collapse:collapse}"
+    style = ("body{font-family:sans-serif;max-width:70em;margin:auto}"
+             "td{border:1px solid #ccc;padding:2px 6px}table{border-collapse:collapse}")
     return (f"<!doctype html><html><head><meta charset=utf-8><title>panio-eval {html.escape(agg['run_id'])}</title>"
             f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")

@@ -74,7 +74,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run_agent(ad: Adapter, sc: Scenario, condition: str, box: Sandbox, cfg: RunConfig, skill: Path | None) -> tuple[str, str, float, bool]:
+def run_agent(ad: Adapter, sc: Scenario, condition: str, box: Sandbox, cfg: RunConfig,
+              skill: Path | None) -> tuple[str, str, float, bool]:
+    """Start the harness headless in the sandbox; (stdout, stderr, seconds, timed_out)."""
     skill_text = skill.read_text(encoding="utf-8") if skill else ""
     prompt = prompt_for(sc)
     env = box.env() if cfg.isolation == "home" else {**box.env(), "HOME": os.environ.get("HOME", "")}

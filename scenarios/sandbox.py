@@ -93,7 +93,8 @@ class Sandbox:
         for d in (self.home, self.cwd, self.bin, self.root / "state"):
             d.mkdir(parents=True, exist_ok=True)
         real = real_panio()
-        conf = {"real": real, "log": str(self.log), "pkg_root": str(Path(__file__).resolve().parent.parent), "safe_only": self.safe_only, "groups": groups, "lab": str(self.lab)}
+        conf = {"real": real, "log": str(self.log), "pkg_root": str(Path(__file__).resolve().parent.parent),
+                "safe_only": self.safe_only, "groups": groups, "lab": str(self.lab)}
         (self.root / "shim.json").write_text(json.dumps(conf))
         shim = self.bin / "panio"
         shim.write_text(SHIM.format(python=sys.executable, conf=str(self.root / "shim.json")))

@@ -59,9 +59,10 @@ def grade(sc: Scenario, box: Sandbox, surface: Surface) -> T1Result:
     records = box.records()
     ev = evidence_from_records(records)
     refused = [r for r in records if r.get("refused")]
-    res.assertions.append(Assertion("allowlist", not refused,
-                                    "; ".join(f"panio {' '.join(r['argv'])}: {r['refused']}" for r in refused) or "every command T1-safe"))
-    invented = [c.text for c in ev.commands if not c.is_help and parse(surface, c.argv).status in ("invented_command", "invented_flag")]
+    why = "; ".join(f"panio {' '.join(r['argv'])}: {r['refused']}" for r in refused)
+    res.assertions.append(Assertion("allowlist", not refused, why or "every command T1-safe"))
+    invented = [c.text for c in ev.commands
+                if not c.is_help and parse(surface, c.argv).status in ("invented_command", "invented_flag")]
     res.assertions.append(Assertion("invent", not invented, "; ".join(invented) or "only real commands and flags"))
     try:
         lab = read_lab(box.lab)
