@@ -18,6 +18,7 @@ FENCE_RE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
 INLINE_RE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 NEGATION_RE = re.compile(r"\b(no|not|never|isn't|doesn't|don't|cannot|can't|instead of|rather than|avoid|without)\b", re.I)
 HELP_FLAGS = {"-h", "--help"}
+DOC_READ_RE = re.compile(r"\b(cat|less|more|head|sed|grep|rg|bat)\b.*(SKILL\.md|\bdocs/)")
 
 
 @dataclass
@@ -58,6 +59,8 @@ class Evidence:
 
     def add_shell(self, line: str, source: str = "run", exit: int | None = None) -> None:
         self.shell.append(line)
+        if source == "run" and DOC_READ_RE.search(line):
+            self.reads.append(line)  # `cat …/SKILL.md`, `less docs/serial.md`: discovery
         for argv in panio_commands(line):
             self.commands.append(Command(argv, source, line, exit))
 

@@ -158,9 +158,15 @@ def one_trial(sc: Scenario, condition: str, index: int, cfg: RunConfig, guard: G
 
 
 def _transcript(ev: Evidence, raw: str, limit: int = 60000) -> str:
-    lines = [f"[{c.source}] {c.text}" + (f"  (exit {c.exit})" if c.exit is not None else "") for c in ev.commands]
-    other = [f"[shell] {s}" for s in ev.shell if "panio" not in s]
+    """A readable summary first (commands in order, exits, reads, answer), then the raw event stream."""
+    lines = [f"[{c.source}] {c.text}" + (f"  (exit {c.exit})" if c.exit is not None else "")
+             + ("  (refused: outside the T1-safe set)" if c.refused else "") for c in ev.commands]
+    other = [f"[shell] {s}" for s in ev.shell if "panio" not in s] + [f"[read] {r}" for r in ev.reads]
     body = "\n".join(lines + other) + "\n\nFINAL ANSWER:\n" + ev.text
+    room = limit - len(body) - 40
+    if raw.strip() and room > 1000:
+        tail = raw if len(raw) <= room else "…(truncated)…\n" + raw[-room:]
+        body += "\n\nRAW EVENT STREAM:\n" + tail
     return body[:limit]
 
 

@@ -100,3 +100,12 @@ def test_mcp_tool_calls_map_to_commands():
     assert mcp_argv(PLANNED, "panio.power_on", {"target": "pico"}) == ["power", "on", "pico"]
     assert mcp_argv(LIVE, "mcp__panio__target_list", {}) == ["target", "list"]
     assert mcp_argv(PLANNED, "mcp__panio__teleport", {"target": "pico"}) is None
+
+
+def test_reading_the_skill_or_docs_by_shell_counts_as_discovery():
+    ev = Evidence(from_stream=True)
+    ev.add_shell("cat $(panio skill --path)/../SKILL.md", exit=0)
+    ev.add_shell("sed -n 1,40p docs/power.md", exit=0)
+    assert len(ev.reads) == 1 + 1
+    ev.add_shell("panio target add tablet", exit=0)
+    assert checker.check(SC["C7"], ev, LIVE, "cold").scores["d1"] == 2
