@@ -72,8 +72,11 @@ def aggregate(run: dict) -> dict:
         for cond in run["conditions"]:
             ts = [t for t in trials if t["scenario"] == sid and t["condition"] == cond]
             gap = _gap_reason(run, sid, cond, ts)
-            row[cond] = {"rate": _rate(ts), "n": len([t for t in ts if t.get("status") in ("done", "timeout")]),
-                         "passes": sum(1 for t in ts if t.get("pass")), "gap": gap}
+            done = [t for t in ts if t.get("status") in ("done", "timeout")]
+            scores = [_weighted(t) for t in done]
+            row[cond] = {"rate": _rate(ts), "n": len(done), "passes": sum(1 for t in done if t.get("pass")), "gap": gap,
+                         "score_mean": round(statistics.fmean(scores), 4) if scores else None,
+                         "score_std": round(statistics.pstdev(scores), 4) if len(scores) > 1 else None}
         cells[sid] = row
     return {"run_id": run["run_id"], "agent": run["agent"], "methodology": run["methodology"], "n": run["n"],
             "isolation": run.get("isolation"), "planned_preview": run.get("planned_preview", False),
@@ -179,7 +182,9 @@ def markdown(agg: dict, d: dict | None = None) -> str:
     out += ["", f"Cold→Warm: {_signed(agg['deltas']['cold_to_warm'])} · Warm→Preloaded: {_signed(agg['deltas']['warm_to_preloaded'])}",
             "", "## Per scenario", "", "| scenario | " + " | ".join(conds) + " |", "|---|" + "---|" * len(conds)]
     for sid, row in agg["cells"].items():
-        cells = [(_pct(row[c]["rate"]) + f" ({row[c]['passes']}/{row[c]['n']})") if row[c]["gap"] is None
+        cells = [(_pct(row[c]["rate"]) + f" ({row[c]['passes']}/{row[c]['n']}"
+                  + (f", score σ {row[c]['score_std']:.2f}" if row[c]["score_std"] is not None else "") + ")")
+                 if row[c]["gap"] is None
                  else f"— ({row[c]['gap']})" for c in conds]
         out.append(f"| {sid} | " + " | ".join(cells) + " |")
     out += ["", "## Traps (failure rate)", "", "| trap | central | failure rate |", "|---|---|---|"]
