@@ -159,6 +159,15 @@ def diff(cur: dict, prev: dict) -> dict:
             "changes": changes}
 
 
+def _tokens(t: dict | None) -> str:
+    if not t:
+        return "—"
+    parts = [f"{k.replace('_', ' ')} {v:,.0f}" for k, v in t.items() if k != "cost_usd" and v is not None]
+    if t.get("cost_usd") is not None:
+        parts.append(f"${t['cost_usd']:.4f}")
+    return " · ".join(parts)
+
+
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.0f}%"
 
@@ -178,7 +187,7 @@ def markdown(agg: dict, d: dict | None = None) -> str:
         b = agg["by_condition"][c]
         pk = ", ".join(f"k={k}: {_pct(v)}" for k, v in b["pass_hat_k"].items())
         out.append(f"| {c} | {_pct(b['rate'])} ({b['trials']} trials) | {_pct(b['core_rate'])} | {_pct(b['invent_rate'])} | "
-                   f"{pk or '—'} | {b['spread'] if b['spread'] is not None else '—'} | {b['tokens'] or '—'} | {b['turns'] or '—'} |")
+                   f"{pk or '—'} | {b['spread'] if b['spread'] is not None else '—'} | {_tokens(b['tokens'])} | {b['turns'] or '—'} |")
     out += ["", f"Cold→Warm: {_signed(agg['deltas']['cold_to_warm'])} · Warm→Preloaded: {_signed(agg['deltas']['warm_to_preloaded'])}",
             "", "## Per scenario", "", "| scenario | " + " | ".join(conds) + " |", "|---|" + "---|" * len(conds)]
     for sid, row in agg["cells"].items():
