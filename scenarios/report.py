@@ -94,7 +94,7 @@ def _weighted(t: dict) -> float:
 
 def _mean(xs: list) -> float | None:
     xs = [x for x in xs if isinstance(x, (int, float))]
-    return round(sum(xs) / len(xs), 2) if xs else None
+    return round(sum(xs) / len(xs), 4) if xs else None
 
 
 def _mean_tokens(ts: list[dict]) -> dict | None:
