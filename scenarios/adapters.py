@@ -1,0 +1,298 @@
+"""Agent adapters: how to start each headless harness, realize a condition, read its stream.
+
+Each adapter turns the harness's own event stream into ``Evidence``: shell
+commands, MCP tool calls, files read, the final answer, token usage and turns.
+
+* Claude Code ``-p --output-format stream-json --verbose``: totals from the final
+  ``result`` event, else usage deduplicated by assistant message id (one
+  message is streamed as several events that repeat its usage).
+* Codex ``exec --json``: ``item.completed`` command_execution / mcp_tool_call /
+  agent_message items; usage summed over ``turn.completed``.
+* Gemini CLI ``--output-format stream-json``: ``tool_use``/``tool_result``,
+  assistant ``message`` chunks, ``result.stats``.
+* pi ``--print --mode json``: ``tool_execution_start/end``, assistant
+  ``message_end`` (with per-message usage).
+* any other command (CMD): prompt on stdin; its stdout is sniffed for one of the
+  formats above, else taken as the plain final answer.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from scenarios.evidence import Evidence
+
+READ_HINTS = ("SKILL.md", "/docs/", "docs/")
+
+
+def _lines(stdout: str) -> list[dict]:
+    out = []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def _unwrap_shell(cmd: str) -> str:
+    """``bash -lc 'panio …'`` -> ``panio …`` (Codex wraps commands this way)."""
+    try:
+        toks = shlex.split(cmd)
+    except ValueError:
+        return cmd
+    if len(toks) == 3 and toks[0].rsplit("/", 1)[-1] in ("bash", "sh", "zsh") and toks[1] in ("-lc", "-c"):
+        return toks[2]
+    return cmd
+
+
+def _note_read(ev: Evidence, path: str | None) -> None:
+    if path and any(h in path for h in READ_HINTS):
+        ev.reads.append(path)
+
+
+# --- Claude Code -------------------------------------------------------------------------------------------
+
+def parse_claude(stdout: str) -> Evidence:
+    ev = Evidence(from_stream=True)
+    pending: dict[str, int] = {}
+    usage_by_msg: dict[str, dict] = {}
+    last_text, final = "", None
+    for e in _lines(stdout):
+        t = e.get("type")
+        if t == "assistant":
+            msg = e.get("message") or {}
+            if msg.get("id") and isinstance(msg.get("usage"), dict):
+                usage_by_msg[msg["id"]] = msg["usage"]
+            for item in msg.get("content") or []:
+                if item.get("type") == "text":
+                    last_text = item.get("text", "")
+                elif item.get("type") == "tool_use":
+                    _claude_tool(ev, item, pending)
+        elif t == "user":
+            for item in (e.get("message") or {}).get("content") or []:
+                if isinstance(item, dict) and item.get("type") == "tool_result" and item.get("tool_use_id") in pending:
+                    _set_exit(ev, pending.pop(item["tool_use_id"]), 1 if item.get("is_error") else 0)
+        elif t == "result":
+            final = e
+    if final is not None:
+        ev.turns = final.get("num_turns")
+        ev.tokens = _claude_usage(final.get("usage") or {})
+        if final.get("total_cost_usd") is not None:
+            ev.tokens["cost_usd"] = final["total_cost_usd"]
+        last_text = final.get("result") or last_text
+    elif usage_by_msg:
+        tot: dict = {}
+        for u in usage_by_msg.values():
+            for k, v in _claude_usage(u).items():
+                tot[k] = tot.get(k, 0) + v
+        ev.tokens, ev.turns = tot, len(usage_by_msg)
+    ev.add_answer(last_text)
+    return ev
+
+
+def _claude_usage(u: dict) -> dict:
+    keys = {"input_tokens": "input", "output_tokens": "output", "cache_read_input_tokens": "cache_read",
+            "cache_creation_input_tokens": "cache_write"}
+    return {new: int(u[old]) for old, new in keys.items() if isinstance(u.get(old), (int, float))}
+
+
+def _claude_tool(ev: Evidence, item: dict, pending: dict) -> None:
+    name, inp = item.get("name", ""), item.get("input") or {}
+    if name == "Bash" and inp.get("command"):
+        before = len(ev.commands)
+        ev.add_shell(inp["command"])
+        if len(ev.commands) > before:
+            pending[item.get("id", "")] = before
+    elif name.startswith("mcp__"):
+        ev.mcp_calls.append({"tool": name, "arguments": inp})
+    elif name == "Read":
+        _note_read(ev, inp.get("file_path"))
+    elif name == "Skill":
+        ev.reads.append(f"skill:{inp.get('skill') or inp.get('name') or inp.get('command', '')}")
+
+
+def _set_exit(ev: Evidence, index: int, status: int) -> None:
+    for c in ev.commands[index:]:
+        if c.exit is None:
+            c.exit = status
+
+
+# --- Codex -------------------------------------------------------------------------------------------------
+
+def parse_codex(stdout: str) -> Evidence:
+    ev = Evidence(from_stream=True)
+    last_text, turns, tokens = "", 0, {}
+    for e in _lines(stdout):
+        t = e.get("type")
+        if t == "item.completed":
+            item = e.get("item") or {}
+            kind = item.get("type") or item.get("item_type")
+            if kind == "command_execution":
+                ev.add_shell(_unwrap_shell(item.get("command", "")), exit=item.get("exit_code"))
+                for tok in _unwrap_shell(item.get("command", "")).split():
+                    _note_read(ev, tok)
+            elif kind == "mcp_tool_call":
+                ev.mcp_calls.append({"tool": f"{item.get('server', '')}.{item.get('tool', '')}",
+                                     "arguments": item.get("arguments")})
+            elif kind in ("agent_message", "assistant_message"):
+                last_text = item.get("text", "")
+        elif t == "turn.completed":
+            turns += 1
+            u = e.get("usage") or {}
+            for old, new in (("input_tokens", "input"), ("cached_input_tokens", "cache_read"), ("output_tokens", "output")):
+                if isinstance(u.get(old), (int, float)):
+                    tokens[new] = tokens.get(new, 0) + int(u[old])
+    ev.turns, ev.tokens = (turns or None), tokens
+    ev.add_answer(last_text)
+    return ev
+
+
+# --- Gemini CLI --------------------------------------------------------------------------------------------
+
+def parse_gemini(stdout: str) -> Evidence:
+    ev = Evidence(from_stream=True)
+    pending: dict[str, int] = {}
+    chunks: list[str] = []
+    for e in _lines(stdout):
+        t = e.get("type")
+        if t == "message" and e.get("role") == "assistant":
+            chunks.append(e.get("content") or "")
+        elif t == "tool_use":
+            chunks = []
+            name, params = e.get("tool_name", ""), e.get("parameters") or {}
+            if name in ("run_shell_command", "shell") and params.get("command"):
+                before = len(ev.commands)
+                ev.add_shell(params["command"])
+                pending[e.get("tool_id", "")] = before
+            elif name in ("read_file", "read_many_files"):
+                _note_read(ev, params.get("absolute_path") or params.get("file_path") or params.get("path"))
+            elif name not in ("list_directory", "glob", "search_file_content", "write_file", "replace"):
+                ev.mcp_calls.append({"tool": name, "arguments": params})
+        elif t == "tool_result" and e.get("tool_id") in pending:
+            _set_exit(ev, pending.pop(e["tool_id"]), 0 if e.get("status") == "success" else 1)
+        elif t == "result":
+            s = e.get("stats") or {}
+            ev.tokens = {new: int(s[old]) for old, new in (("input_tokens", "input"), ("output_tokens", "output"),
+                                                           ("total_tokens", "total")) if isinstance(s.get(old), (int, float))}
+    ev.add_answer("".join(chunks))
+    return ev
+
+
+# --- pi ----------------------------------------------------------------------------------------------------
+
+def parse_pi(stdout: str) -> Evidence:
+    ev = Evidence(from_stream=True)
+    pending: dict[str, int] = {}
+    last_text, turns, tokens = "", 0, {}
+    for e in _lines(stdout):
+        t = e.get("type")
+        if t == "tool_execution_start":
+            args = e.get("args") or {}
+            if e.get("toolName") == "bash" and args.get("command"):
+                before = len(ev.commands)
+                ev.add_shell(args["command"])
+                pending[e.get("toolCallId", "")] = before
+            elif e.get("toolName") == "read":
+                _note_read(ev, args.get("path") or args.get("file_path"))
+        elif t == "tool_execution_end" and e.get("toolCallId") in pending:
+            _set_exit(ev, pending.pop(e["toolCallId"]), 1 if e.get("isError") else 0)
+        elif t == "message_end" and (e.get("message") or {}).get("role") == "assistant":
+            msg = e["message"]
+            turns += 1
+            texts = [c.get("text", "") for c in msg.get("content") or [] if isinstance(c, dict) and c.get("type") == "text"]
+            if any(x.strip() for x in texts):
+                last_text = "\n".join(texts)
+            u = msg.get("usage") or {}
+            for old, new in (("input", "input"), ("output", "output"), ("cacheRead", "cache_read"), ("cacheWrite", "cache_write")):
+                if isinstance(u.get(old), (int, float)):
+                    tokens[new] = tokens.get(new, 0) + int(u[old])
+            cost = (u.get("cost") or {}).get("total") if isinstance(u.get("cost"), dict) else None
+            if isinstance(cost, (int, float)):
+                tokens["cost_usd"] = tokens.get("cost_usd", 0) + cost
+    ev.turns, ev.tokens = (turns or None), tokens
+    ev.add_answer(last_text)
+    return ev
+
+
+def sniff(stdout: str) -> Evidence:
+    """A custom agent command: recognise one of the four formats, else plain text."""
+    types = {e.get("type") for e in _lines(stdout)}
+    if "result" in types and ("assistant" in types or "system" in types):
+        return parse_claude(stdout)
+    if types & {"item.completed", "thread.started", "turn.completed"}:
+        return parse_codex(stdout)
+    if types & {"tool_execution_start", "message_end", "agent_start"}:
+        return parse_pi(stdout)
+    if types & {"init", "tool_use", "message"} and "result" in types:
+        return parse_gemini(stdout)
+    ev = Evidence()
+    ev.add_answer(stdout)
+    return ev
+
+
+@dataclass
+class Adapter:
+    """How to run one harness headlessly under a condition."""
+
+    name: str
+    exe: str
+    parse: callable
+    skill_dir: str | None  # where a registered skill goes under HOME (Warm); None: Warm not realizable
+    prompt_on_stdin: bool = False
+
+    def argv(self, prompt: str, condition: str, skill_text: str) -> list[str]:
+        text = _preload(prompt, condition, skill_text) if self.name != "claude" else prompt
+        if self.name == "claude":
+            a = [self.exe, "-p", text, "--output-format", "stream-json", "--verbose",
+                 "--allowedTools", "Bash,Read,Glob,Grep,Skill"]
+            return a + (["--append-system-prompt", skill_text] if condition == "preloaded" else [])
+        if self.name == "codex":
+            return [self.exe, "exec", "--json", "--skip-git-repo-check", "--full-auto", text]
+        if self.name == "gemini":
+            return [self.exe, "-p", text, "--output-format", "stream-json", "--yolo"]
+        if self.name == "pi":
+            return [self.exe, "--print", "--mode", "json", "--no-session", text]
+        return shlex.split(self.exe)
+
+    def stdin(self, prompt: str, condition: str, skill_text: str) -> str | None:
+        return _preload(prompt, condition, skill_text) if self.prompt_on_stdin else None
+
+    def register(self, home: Path, condition: str, skill_path: Path | None) -> str | None:
+        """Realize Warm: register the skill so only its description is listed. Returns why not, if it can't."""
+        if condition != "warm":
+            return None
+        if self.skill_dir is None:
+            return f"{self.name} has no lazily loaded skill registry: warm is not realizable"
+        if skill_path is None:
+            return "panio skill is unavailable (no bundled SKILL.md)"
+        dest = home / self.skill_dir / "panio"
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "SKILL.md").write_text(skill_path.read_text(encoding="utf-8"), encoding="utf-8")
+        return None
+
+
+def _preload(prompt: str, condition: str, skill_text: str) -> str:
+    if condition != "preloaded":
+        return prompt
+    return f"<skill name=\"panio\">\n{skill_text}\n</skill>\n\n{prompt}"
+
+
+def adapter(name: str) -> Adapter:
+    known = {
+        "claude": Adapter("claude", "claude", parse_claude, ".claude/skills"),
+        "codex": Adapter("codex", "codex", parse_codex, ".codex/skills"),
+        "gemini": Adapter("gemini", "gemini", parse_gemini, None),
+        "pi": Adapter("pi", "pi", parse_pi, ".pi/agent/skills"),
+    }
+    if name in known:
+        return known[name]
+    return Adapter("cmd", name, sniff, ".agents/skills", prompt_on_stdin=True)

@@ -1,0 +1,156 @@
+"""The T0 deterministic checker: rubric dimensions from evidence, no LLM.
+
+Every ``panio`` command the agent ran or stated is parsed against the live
+tree (D4 invented command/flag, D3 formation incl. the -t vs positional
+convention), matched in order against the reference (D2 capability, D6 goal),
+and the traps' predicates are evaluated (D5). D1 (discovery) and D7
+(efficiency) come from the event stream when there is one. A dimension the
+checker cannot decide stays ``None`` for the judge to fill.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scenarios.evidence import Command, Evidence
+from scenarios.matching import TrapResult, any_match, check_trap
+from scenarios.rubric import DIMS, pass_rule
+from scenarios.scenario import Scenario
+from scenarios.surface import Surface, parse
+
+INVENTED = ("invented_command", "invented_flag")
+
+
+@dataclass
+class CheckResult:
+    scores: dict[str, int | None]
+    traps: list[TrapResult]
+    invented: list[str] = field(default_factory=list)
+    malformed: list[str] = field(default_factory=list)
+    matched: list[str] = field(default_factory=list)
+    unmatched: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    verdict: str = "undetermined"  # pass | fail | undetermined (a judge must decide)
+    reasons: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"scores": self.scores, "traps": [t.to_json() for t in self.traps], "invented": self.invented,
+                "malformed": self.malformed, "matched": self.matched, "unmatched": self.unmatched,
+                "notes": self.notes, "verdict": self.verdict, "reasons": self.reasons}
+
+
+def check(sc: Scenario, ev: Evidence, surface: Surface, condition: str = "cold", lab: dict | None = None) -> CheckResult:
+    cmds = ev.commands
+    res = CheckResult(scores={d: None for d in DIMS}, traps=[check_trap(surface, t, ev, lab) for t in sc.traps])
+    _invent_and_form(res, cmds, surface)
+    _reference(res, sc, cmds, surface)
+    _gotchas(res)
+    if ev.from_stream:
+        _discovery(res, ev, condition)
+        _efficiency(res, ev)
+    if condition == "preloaded":
+        res.scores["d1"] = None
+    res.verdict, res.reasons = verdict(res.scores, res.traps, condition)
+    return res
+
+
+def _invent_and_form(res: CheckResult, cmds: list[Command], surface: Surface) -> None:
+    real = [c for c in cmds if not c.is_help]
+    bad_form = 0
+    for c in cmds:
+        p = parse(surface, c.argv)
+        if p.status in INVENTED and not c.is_help:
+            res.invented.append(f"{c.text}: {p.problem}")
+        elif p.status in ("convention", "malformed"):
+            res.malformed.append(f"{c.text}: {p.problem}")
+            bad_form += 1
+    res.scores["d4"] = 0 if res.invented else 2
+    formed = [c for c in real if parse(surface, c.argv).status not in INVENTED]
+    if not formed:
+        res.scores["d3"] = 2 if not res.invented else 0
+    else:
+        share = 1 - bad_form / len(formed)
+        res.scores["d3"] = 2 if share == 1 else (1 if share >= 0.5 else 0)
+
+
+def _reference(res: CheckResult, sc: Scenario, cmds: list[Command], surface: Surface) -> None:
+    required = [s for s in sc.reference if not s.optional]
+    real = [c for c in cmds if not c.is_help]
+    if not required:
+        goal_traps = [t for t in res.traps if t.respected is not None]
+        if goal_traps:
+            ok = all(t.respected for t in goal_traps)
+            res.scores["d2"] = res.scores["d6"] = 2 if ok else 0
+        return
+    # capability: the right command paths appear at all
+    want_paths = {" ".join(parse(surface, s.patterns()[0], strict=False).path) for s in required}
+    have_paths = {" ".join(parse(surface, c.argv, strict=False).path) for c in real}
+    share = len(want_paths & have_paths) / len(want_paths)
+    res.scores["d2"] = 2 if share == 1 else (1 if share >= 0.5 else 0)
+    # goal: every required step matched, in order
+    pos, in_order = 0, True
+    for step in required:
+        hit = _find(surface, step, real, pos)
+        if hit is None:
+            anywhere = _find(surface, step, real, 0)
+            if anywhere is None:
+                res.unmatched.append(step.cmd)
+                continue
+            in_order = False
+            res.matched.append(f"{step.cmd} (out of order)")
+        else:
+            res.matched.append(step.cmd)
+            pos = hit + 1
+    if res.unmatched:
+        res.scores["d6"] = 0
+    else:
+        res.scores["d6"] = 2 if in_order else 1
+
+
+def _find(surface: Surface, step, cmds: list[Command], start: int) -> int | None:
+    pats = step.patterns()
+    for i in range(start, len(cmds)):
+        if any_match(surface, pats, cmds[i].argv):
+            return i
+    return None
+
+
+def _gotchas(res: CheckResult) -> None:
+    decided = [t for t in res.traps if t.respected is not None]
+    if not decided:
+        return
+    if any(t.central and not t.respected for t in decided):
+        res.scores["d5"] = 0
+    elif any(not t.respected for t in decided):
+        res.scores["d5"] = 1
+    else:
+        res.scores["d5"] = 2
+
+
+def _discovery(res: CheckResult, ev: Evidence, condition: str) -> None:
+    runs = [c for c in ev.commands if c.source == "run"]
+    first_act = next((i for i, c in enumerate(runs) if not c.is_learning), len(runs))
+    looked = any(c.is_learning for c in runs[:first_act]) or bool(ev.reads)
+    looked_late = any(c.is_learning for c in runs)
+    res.scores["d1"] = 2 if looked else (1 if looked_late else 0)
+
+
+def _efficiency(res: CheckResult, ev: Evidence) -> None:
+    runs = [c for c in ev.commands if c.source == "run"]
+    failed = sum(1 for c in runs if c.exit not in (0, None) and not c.is_help)
+    helps = sum(1 for c in runs if c.is_learning)
+    waste = failed + max(0, helps - 8)
+    res.scores["d7"] = 2 if waste == 0 else (1 if waste <= 2 else 0)
+    if failed:
+        res.notes.append(f"{failed} panio command(s) exited non-zero")
+
+
+def verdict(scores: dict, traps: list[TrapResult], condition: str) -> tuple[str, list[str]]:
+    """pass/fail when the evidence decides it, else undetermined (the judge fills the gaps)."""
+    walked = [t.id for t in traps if t.central and t.respected is False]
+    ok, reasons = pass_rule(scores, condition, walked)
+    if not ok:
+        return "fail", reasons
+    if any(scores[d] is None for d in ("d2", "d3", "d6")):
+        return "undetermined", ["D2/D3/D6 need a judge"]
+    return "pass", reasons

@@ -1,0 +1,336 @@
+"""panio-eval: the eval suite's command line.
+
+  panio-eval --check                       drift guard (references + SAFE vs the live CLI)
+  panio-eval list                          the catalog, with pending scenarios named
+  panio-eval run --all --reference         golden self-test (references pass, known-bad fail)
+  panio-eval run --agent claude --condition cold --n 3 [--scenario C1 ...]
+  panio-eval report RUN.json [--previous OLD.json] [--format md|html|json]
+  panio-eval loopback                      serial loopback scenarios against a PTY fake DUT
+  panio-eval hardware                      references as jobs on the simulated board (or --lab LAB --target T)
+  panio-eval judge-prompt C3 --transcript FILE
+  panio-eval calibrate --labels human.jsonl --run RUN.json
+
+Exit status: 0 ok; 1 a check, self-test or run gate failed; 2 bad usage.
+Errors print one human line and one JSON line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from scenarios.scenario import CONDITIONS, CatalogError, load_all, select
+
+
+class EvalUsage(Exception):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise EvalUsage(f"{self.prog}: {message}")
+
+
+def build() -> Parser:
+    p = Parser(prog="panio-eval", description="Measure how well a naive coding agent discovers and uses panio.",
+               epilog="example:\n  panio-eval --check\n  panio-eval run --all --reference\n\nsee also: docs/evals.md",
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--check", action="store_true", help="drift guard: every reference command/flag and SAFE key exists")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=Parser)
+    ls = sub.add_parser("list", help="list the catalog (pending scenarios named)")
+    ls.add_argument("--json", action="store_true")
+    r = sub.add_parser("run", help="golden self-test (--reference) or agent trials (--agent)",
+                       epilog="example:\n  panio-eval run --all --reference\n"
+                              "  panio-eval run --agent claude --condition cold --n 3 --scenario C1 C3",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("--reference", action="store_true", help="run each reference (and known-bad variant) through its grader")
+    r.add_argument("--all", action="store_true", help="every scenario (default when no --scenario)")
+    r.add_argument("--core", action="store_true", help="the seed's core set only")
+    r.add_argument("--scenario", nargs="+", metavar="ID", help="scenario ids (C1 R4 s11 ...)")
+    r.add_argument("--no-bad", action="store_true", help="--reference only: skip the known-bad variants")
+    r.add_argument("--planned", action="store_true", help="preview: treat announced commands as present (not a valid result)")
+    r.add_argument("--agent", metavar="claude|codex|gemini|pi|CMD", help="the harness, or a command (prompt on stdin)")
+    r.add_argument("--condition", nargs="+", default=["cold"], metavar="C", help="cold, warm, preloaded (or all)")
+    r.add_argument("--n", type=int, default=3, help="trials per cell (default 3)")
+    r.add_argument("--parallel", type=int, default=2, help="trials running at once (default 2)")
+    r.add_argument("--timeout-s", type=float, default=600, help="time limit per trial (default 600)")
+    r.add_argument("--judge", metavar="CMD", help="judge command: prompt on stdin, verdict on stdout")
+    r.add_argument("--isolation", choices=["home", "light"], default="home", help="home: sandbox HOME (valid); light: smoke test")
+    r.add_argument("--link-auth", nargs="*", default=[], metavar="PATH", help="files under your HOME to link into the sandbox HOME")
+    r.add_argument("--out", type=Path, help="run directory (default ./panio-eval-runs/<time>)")
+    r.add_argument("--previous", type=Path, help="a previous run.json to diff against")
+    r.add_argument("--jobs", type=int, default=4, help="--reference: parallel sandboxes (default 4)")
+    r.add_argument("--json", action="store_true")
+    rep = sub.add_parser("report", help="render a run (json, md, html), optionally diffed against a previous one")
+    rep.add_argument("run", type=Path)
+    rep.add_argument("--previous", type=Path)
+    rep.add_argument("--format", choices=["md", "html", "json"], default="md")
+    jp = sub.add_parser("judge-prompt", help="print the judge prompt for a scenario and a transcript")
+    jp.add_argument("scenario")
+    jp.add_argument("--transcript", type=Path, required=True)
+    jp.add_argument("--condition", choices=CONDITIONS, default="cold")
+    lp = sub.add_parser("loopback", help="run the serial loopback scenarios (PTY fake DUT) for real")
+    lp.add_argument("--scenario", nargs="+", metavar="ID")
+    lp.add_argument("--json", action="store_true")
+    hw = sub.add_parser("hardware", help="hardware tier: references as jobs on the simulated board (or --lab)")
+    hw.add_argument("--scenario", nargs="+", metavar="ID")
+    hw.add_argument("--lab", type=Path, help="a real bench's lab file instead of the simulated board")
+    hw.add_argument("--target", help="the target on that bench")
+    hw.add_argument("--print-job", metavar="ID", help="print the job file of one scenario and exit")
+    hw.add_argument("--json", action="store_true")
+    cal = sub.add_parser("calibrate", help="Cohen's kappa + confusion matrix of verdicts vs human labels")
+    cal.add_argument("--labels", type=Path, required=True, help='JSON lines: {"id": TRIAL_ID, "pass": true|false}')
+    cal.add_argument("--run", type=Path, required=True, help="the run.json whose verdicts to compare")
+    cal.add_argument("--json", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = build().parse_args(argv)
+        return dispatch(args)
+    except EvalUsage as exc:
+        return _fail(str(exc), "usage", 2)
+    except CatalogError as exc:
+        return _fail(str(exc), "catalog", 2)
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except FileNotFoundError as exc:
+        return _fail(f"no such file: {exc.filename}", "usage", 2)
+    except (OSError, ValueError) as exc:
+        return _fail(f"{type(exc).__name__}: {exc}", "error", 1)
+
+
+def _fail(msg: str, code: str, status: int) -> int:
+    sys.stderr.write(f"panio-eval: {msg}\n")
+    sys.stderr.write(json.dumps({"error": code, "exit": status, "message": msg}) + "\n")
+    return status
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    if args.check and args.cmd is None:
+        return cmd_check(args)
+    if args.cmd == "list":
+        return cmd_list(args)
+    if args.cmd == "run":
+        return cmd_run(args)
+    if args.cmd == "report":
+        return cmd_report(args)
+    if args.cmd == "judge-prompt":
+        return cmd_judge_prompt(args)
+    if args.cmd == "calibrate":
+        return cmd_calibrate(args)
+    if args.cmd == "loopback":
+        return cmd_loopback(args)
+    if args.cmd == "hardware":
+        return cmd_hardware(args)
+    build().print_help()
+    return 0
+
+
+def cmd_check(args) -> int:
+    from scenarios.drift import Guard
+
+    t0 = time.monotonic()
+    report = Guard().run()
+    if args.json:
+        print(json.dumps({**report.to_json(), "seconds": round(time.monotonic() - t0, 3)}, indent=1))
+    else:
+        for e in report.errors:
+            print(f"DRIFT  {e}")
+        for sid, missing in report.pending.items():
+            print(f"pending  {sid}: needs {', '.join(missing)}")
+        for sid, missing in report.waiting.items():
+            print(f"waiting  {sid}: optional/alternative steps need {', '.join(missing)}")
+        if report.safe_pending:
+            print(f"pending  SAFE allowlist: {', '.join(report.safe_pending)}")
+        runnable = report.checked - len(report.pending)
+        print(f"{'ok' if report.ok else 'FAILED'}: {report.checked} scenarios, {runnable} runnable, "
+              f"{len(report.pending)} pending, {len(report.errors)} drift error(s) ({time.monotonic() - t0:.2f}s)")
+    return 0 if report.ok else 1
+
+
+def cmd_list(args) -> int:
+    from scenarios.drift import Guard
+
+    scs = load_all()
+    pending = Guard().run(scs).pending
+    rows = [{"id": s.id, "title": s.title, "tier": s.tier, "group": s.group, "core": s.core,
+             "pending": pending.get(s.id, [])} for s in scs]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        for r in rows:
+            extra = f"  pending: {', '.join(r['pending'])}" if r["pending"] else ""
+            print(f"{r['id']:4} {r['tier']}  {'core ' if r['core'] else '     '}{r['title']}{extra}")
+    return 0
+
+
+def _scenarios(args):
+    scs = load_all()
+    if args.scenario:
+        return select(scs, args.scenario)
+    if args.core:
+        return [s for s in scs if s.core]
+    return scs
+
+
+def cmd_run(args) -> int:
+    if args.reference:
+        return _reference(args)
+    if not args.agent:
+        raise EvalUsage("panio-eval run: give --reference or --agent")
+    conds = list(CONDITIONS) if args.condition == ["all"] else [c for x in args.condition for c in x.split(",")]
+    bad = [c for c in conds if c not in CONDITIONS]
+    if bad:
+        raise EvalUsage(f"panio-eval run: unknown condition(s) {', '.join(bad)} (cold, warm, preloaded)")
+    if args.n < 1:
+        raise EvalUsage("panio-eval run: --n must be at least 1")
+    from scenarios import report, runner
+
+    out = args.out or Path("panio-eval-runs") / time.strftime("%Y%m%dT%H%M%S")
+    cfg = runner.RunConfig(agent=args.agent, conditions=conds, n=args.n, out=out, parallel=args.parallel,
+                           timeout_s=args.timeout_s, judge_cmd=args.judge, isolation=args.isolation,
+                           link_auth=args.link_auth, planned=args.planned)
+    run = runner.run(_scenarios(args), cfg)
+    write_reports(run, out, args.previous)
+    agg = report.aggregate(run)
+    if args.json:
+        print(json.dumps(agg, indent=1))
+    else:
+        print(report.markdown(agg))
+        print(f"run directory: {out}")
+    return 0
+
+
+def write_reports(run: dict, out: Path, previous: Path | None) -> None:
+    from scenarios import report
+
+    agg = report.aggregate(run)
+    d = report.diff(agg, report.aggregate(json.loads(previous.read_text()))) if previous else None
+    (out / "report.json").write_text(json.dumps({**agg, "diff": d}, indent=1))
+    (out / "report.md").write_text(report.markdown(agg, d))
+    (out / "report.html").write_text(report.html_report(agg, d))
+
+
+def _reference(args) -> int:
+    from scenarios import selftest
+
+    t0 = time.monotonic()
+    outcomes = selftest.run(_scenarios(args), bad=not args.no_bad, planned=args.planned, jobs=args.jobs)
+    secs = time.monotonic() - t0
+    failed = [o for o in outcomes if not o.ok]
+    if args.json:
+        print(json.dumps({"ok": not failed, "seconds": round(secs, 2), "outcomes": [o.to_json() for o in outcomes]}, indent=1))
+    else:
+        for o in outcomes:
+            mark = "ok  " if o.ok else "FAIL"
+            want = "" if o.variant == "reference" else " (known-bad: must fail)"
+            detail = f"  [{'; '.join(o.detail[:2])}]" if o.detail and (not o.ok or o.status == "pending") else ""
+            print(f"{mark} {o.scenario:4} {o.variant:24} {o.status}{want}{detail}")
+        n_pend = len({o.scenario for o in outcomes if o.status == "pending"})
+        print(f"{'ok' if not failed else 'FAILED'}: {len(outcomes)} checks, {len(failed)} failed, "
+              f"{n_pend} scenario(s) pending ({secs:.1f}s)" + ("  PREVIEW: planned surface" if args.planned else ""))
+    return 0 if not failed else 1
+
+
+def cmd_report(args) -> int:
+    from scenarios import report
+
+    agg = report.aggregate(json.loads(args.run.read_text()))
+    d = report.diff(agg, report.aggregate(json.loads(args.previous.read_text()))) if args.previous else None
+    if args.format == "json":
+        print(json.dumps({**agg, "diff": d}, indent=1))
+    elif args.format == "html":
+        sys.stdout.write(report.html_report(agg, d))
+    else:
+        sys.stdout.write(report.markdown(agg, d))
+    return 0
+
+
+def cmd_judge_prompt(args) -> int:
+    from scenarios import judge
+    from scenarios.sandbox import real_panio
+
+    sc = select(load_all(), [args.scenario])[0]
+    sys.stdout.write(judge.build_prompt(sc, args.transcript.read_text(), args.condition, judge.help_tree(real_panio())))
+    return 0
+
+
+def cmd_loopback(args) -> int:
+    import tempfile
+
+    from scenarios import loopback
+
+    scs = select(load_all(), args.scenario) if args.scenario else load_all()
+    with tempfile.TemporaryDirectory(prefix="panio-eval-loop-") as tmp:
+        results = loopback.run_all(scs, Path(tmp))
+    failed = [r for r in results if r.status == "fail"]
+    if args.json:
+        print(json.dumps([r.to_json() for r in results], indent=1))
+    else:
+        for r in results:
+            print(f"{'FAIL' if r.status == 'fail' else 'ok  '} {r.scenario:4} {r.status}  {'; '.join(r.detail)}")
+    return 1 if failed else 0
+
+
+def cmd_hardware(args) -> int:
+    import tempfile
+
+    from scenarios import hardware
+
+    if args.print_job:
+        sys.stdout.write(hardware.job_toml(select(load_all(), [args.print_job])[0]))
+        return 0
+    if bool(args.lab) != bool(args.target):
+        raise EvalUsage("panio-eval hardware: --lab and --target go together")
+    scs = select(load_all(), args.scenario) if args.scenario else load_all()
+    with tempfile.TemporaryDirectory(prefix="panio-eval-hw-") as tmp:
+        results = hardware.run_all(scs, Path(tmp), args.lab, args.target)
+    if args.json:
+        print(json.dumps([r.to_json() for r in results], indent=1))
+    else:
+        for r in results:
+            print(f"{'FAIL' if r.status == 'fail' else 'ok  '} {r.scenario:4} {r.status}  {'; '.join(r.detail)}")
+    return 1 if any(r.status == "fail" for r in results) else 0
+
+
+def cmd_calibrate(args) -> int:
+    from scenarios import judge
+    from scenarios.rubric import pass_rule
+
+    run = json.loads(args.run.read_text())
+    trials = {t["id"]: t for t in run["trials"] if t.get("status") in ("done", "timeout")}
+    labels = [json.loads(x) for x in args.labels.read_text().splitlines() if x.strip()]
+    pairs = [(bool(lab["pass"]), trials[lab["id"]]) for lab in labels if lab.get("id") in trials]
+    missing = [lab.get("id") for lab in labels if lab.get("id") not in trials]
+    if not pairs:
+        raise EvalUsage("panio-eval calibrate: no labelled trial id is in the run")
+    kappa, cm = judge.cohen_kappa([h for h, _ in pairs], [bool(t.get("pass")) for _, t in pairs])
+    sweep = {}
+    for th in (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9):
+        verdicts = []
+        for _, t in pairs:
+            walked = [x["id"] for x in t.get("traps", []) if x.get("central") and x.get("respected") is False]
+            verdicts.append(pass_rule(t.get("scores") or {}, t["condition"], walked, threshold=th)[0])
+        sweep[str(th)] = round(judge.cohen_kappa([h for h, _ in pairs], verdicts)[0], 4)
+    result = {"n": len(pairs), "kappa": round(kappa, 4), "confusion": cm, "threshold_sweep": sweep,
+              "unlabelled_ids_missing_from_run": missing}
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(f"n={len(pairs)}  Cohen's kappa={kappa:.3f}")
+        print("             judge pass  judge fail")
+        print(f"human pass   {cm['tp']:>10}  {cm['fn']:>10}\nhuman fail   {cm['fp']:>10}  {cm['tn']:>10}")
+        print("kappa by pass threshold: " + ", ".join(f"{k}: {v}" for k, v in sweep.items()))
+        if missing:
+            print(f"labels not found in the run: {', '.join(map(str, missing))}")
+    return 0

@@ -1,0 +1,96 @@
+"""The hardware tier: a scenario's reference runs as a panio job on a bench, graded on what happened.
+
+A scenario with a ``[hardware]`` table lists job steps (its reference commands with
+``${target}``, plus ``expect_output`` on the physical outcome: the console shows the
+banner or the reply, the power state reads back). By default the bench is the
+simulated board (``panio-sim up --boards 1``: a PTY console and a Shelly plug);
+``--lab LAB --target NAME`` runs it on a real bench instead. The job's own verdict
+(``panio job run`` exit 0 = complete and passed) is the grade.
+
+Pending until panio has ``job run`` and the ``panio-sim`` executable exists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scenarios.drift import Guard
+from scenarios.sandbox import real_panio
+from scenarios.scenario import Scenario
+
+
+@dataclass
+class HwResult:
+    scenario: str
+    status: str  # pass | fail | pending
+    detail: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"scenario": self.scenario, "status": self.status, "detail": self.detail}
+
+
+def job_toml(sc: Scenario) -> str:
+    """The job file for a scenario's hardware table (target given on the command line)."""
+    hw = sc.hardware or {}
+    lines = [f"name = {json.dumps('eval-' + sc.id)}", f"description = {json.dumps(sc.title)}",
+             f"timeout_s = {int(hw.get('timeout_s', 120))}", ""]
+    for i, step in enumerate(hw.get("steps", []), 1):
+        lines.append("[[steps]]")
+        lines.append(f"name = {json.dumps(step.get('name', f'step {i}'))}")
+        for key in ("run", "expect_output", "reject_output"):
+            if key in step:
+                lines.append(f"{key} = {json.dumps(step[key])}")
+        for key in ("timeout_s", "expect_exit"):
+            if key in step:
+                lines.append(f"{key} = {json.dumps(step[key])}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def sim_exe() -> str | None:
+    beside = Path(real_panio()).parent / "panio-sim"
+    return str(beside) if beside.exists() else shutil.which("panio-sim")
+
+
+def missing(guard: Guard, real_bench: bool) -> list[str]:
+    out = [] if guard.live.find(["job", "run"]) else ["job run"]
+    if not real_bench and sim_exe() is None:
+        out.append("panio-sim")
+    return out
+
+
+def run(sc: Scenario, root: Path, guard: Guard, lab: Path | None = None, target: str | None = None) -> HwResult:
+    need = missing(guard, lab is not None)
+    if need:
+        return HwResult(sc.id, "pending", [f"needs: {', '.join(need)}"])
+    root.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PANIO_STATE_DIR": str(root / "state")}
+    job = root / f"{sc.id}.toml"
+    job.write_text(job_toml(sc))
+    sim = None if lab is not None else sim_exe()
+    try:
+        if sim:
+            up = subprocess.run([sim, "up", "--boards", "1", "--boot-s", "0.3", "--countdown-s", "0.3"],
+                                env=env, capture_output=True, text=True, timeout=60)
+            if up.returncode != 0:
+                return HwResult(sc.id, "fail", [f"panio-sim up exited {up.returncode}: {up.stderr.strip()}"])
+            lab = Path(subprocess.run([sim, "status", "--lab"], env=env, capture_output=True, text=True,
+                                      timeout=30).stdout.strip())
+            target = "board0"
+        r = subprocess.run([real_panio(), "--lab", str(lab), "job", "run", str(job), "--target", target or "board0"],
+                           env=env, capture_output=True, text=True, timeout=int((sc.hardware or {}).get("timeout_s", 120)) + 60)
+        status = "pass" if r.returncode == 0 else "fail"
+        return HwResult(sc.id, status, [f"job run exited {r.returncode}"] + r.stderr.strip().splitlines()[:2])
+    finally:
+        if sim:
+            subprocess.run([sim, "down"], env=env, capture_output=True, timeout=60)
+
+
+def run_all(scenarios: list[Scenario], root: Path, lab: Path | None = None, target: str | None = None) -> list[HwResult]:
+    guard = Guard()
+    return [run(sc, root / sc.id, guard, lab, target) for sc in scenarios if sc.hardware]

@@ -1,0 +1,173 @@
+"""Matching stated commands against reference patterns, and trap predicates.
+
+A pattern is a ``panio …`` line: ``<name>`` placeholders match any one value,
+``re:REGEX`` values must match in full, a trailing ``*`` allows extra
+positionals, and extra flags on the stated command are always allowed. Flags
+are compared by their canonical long spelling (``-t`` == ``--target``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from scenarios.evidence import Command, Evidence
+from scenarios.surface import Surface, parse
+
+PLACEHOLDER = re.compile(r"^<[^<>]+>$")
+
+
+def value_matches(pat: str | bool, val: str | bool) -> bool:
+    if isinstance(pat, bool) or isinstance(val, bool):
+        return pat == val or pat is True
+    if PLACEHOLDER.match(pat):
+        return True
+    if pat.startswith("re:"):
+        return re.fullmatch(pat[3:], val, re.S) is not None
+    return _norm(pat) == _norm(val)
+
+
+def _norm(v: str) -> str:
+    for home in ("$HOME/", "${HOME}/"):
+        if v.startswith(home):
+            v = "~/" + v[len(home):]
+    return v.rstrip("/") if len(v) > 1 else v
+
+
+def pattern_argv(pattern: str | list[str]) -> list[str]:
+    toks = shlex.split(pattern) if isinstance(pattern, str) else list(pattern)
+    return toks[1:] if toks[:1] == ["panio"] else toks
+
+
+def matches(surface: Surface, pattern: str | list[str], argv: list[str]) -> bool:
+    pat = pattern_argv(pattern)
+    star = bool(pat) and pat[-1] == "*"
+    if star:
+        pat = pat[:-1]
+    pp = parse(surface, pat, strict=False)
+    if pp.status == "invented_command":
+        return _raw_prefix(pat, argv, star)
+    sp = parse(surface, argv, strict=False)
+    if sp.path != pp.path or sp.status == "invented_command":
+        return False
+    for flag, val in pp.flags.items():
+        if flag not in sp.flags or not value_matches(val, sp.flags[flag]):
+            return False
+    if len(sp.positionals) < len(pp.positionals):
+        return False
+    if not star and len(sp.positionals) > len(pp.positionals):
+        return False
+    return all(value_matches(p, v) for p, v in zip(pp.positionals, sp.positionals))
+
+
+def _raw_prefix(pat: list[str], argv: list[str], star: bool) -> bool:
+    if len(argv) < len(pat) or (not star and len(argv) != len(pat)):
+        return False
+    return all(value_matches(p, a) for p, a in zip(pat, argv))
+
+
+def any_match(surface: Surface, patterns: list[str], argv: list[str]) -> bool:
+    return any(matches(surface, p, argv) for p in patterns)
+
+
+@dataclass
+class TrapResult:
+    id: str
+    central: bool
+    respected: bool | None  # None: not machine-checkable (the judge decides)
+    evidence: str
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "central": self.central, "respected": self.respected, "evidence": self.evidence}
+
+
+def check_trap(surface: Surface, trap, ev: Evidence, lab: dict | None = None) -> TrapResult:
+    c = trap.check
+    if not c:
+        return TrapResult(trap.id, trap.central, None, "judge-only trap")
+    kind = c["kind"]
+    cmds = [x for x in ev.commands if not x.is_help]
+    fn = _KINDS.get(kind)
+    if fn is None:
+        raise ValueError(f"trap {trap.id}: unknown check kind {kind!r}")
+    ok, why = fn(surface, c, cmds, ev, lab)
+    return TrapResult(trap.id, trap.central, ok, why)
+
+
+def _as_list(v) -> list[str]:
+    return [v] if isinstance(v, str) else list(v)
+
+
+def _order(surface, c, cmds: list[Command], ev, lab):
+    first, then = _as_list(c["first"]), _as_list(c["then"])
+    seen_first = False
+    for cmd in cmds:
+        if any_match(surface, then, cmd.argv) and not seen_first:
+            return False, f"`{cmd.text}` before any of {first}"
+        if any_match(surface, first, cmd.argv):
+            seen_first = True
+    return True, "order respected"
+
+
+def _sequence(surface, c, cmds, ev, lab):
+    want = _as_list(c["cmd"])
+    i = 0
+    for cmd in cmds:
+        if i < len(want) and matches(surface, want[i], cmd.argv):
+            i += 1
+    return (i == len(want)), ("sequence present" if i == len(want) else f"missing `{want[i]}` in order")
+
+
+def _forbid(surface, c, cmds, ev, lab):
+    for cmd in cmds:
+        if any_match(surface, _as_list(c["cmd"]), cmd.argv):
+            return False, f"ran/stated `{cmd.text}`"
+    return True, "no forbidden command"
+
+
+def _require(surface, c, cmds, ev, lab):
+    for cmd in cmds:
+        if any_match(surface, _as_list(c["cmd"]), cmd.argv):
+            return True, f"`{cmd.text}`"
+    return False, f"none of {_as_list(c['cmd'])}"
+
+
+def _convention(surface, c, cmds, ev, lab):
+    for cmd in cmds:
+        p = parse(surface, cmd.argv)
+        if p.status == "convention":
+            return False, f"`{cmd.text}`: {p.problem}"
+    return True, "-t/positional convention respected"
+
+
+def _forbid_shell(surface, c, cmds, ev, lab):
+    rx = re.compile(c["regex"])
+    for line in ev.shell:
+        if rx.search(line):
+            return False, f"shell: `{line}`"
+    return True, "no forbidden shell command"
+
+
+def _require_text(surface, c, cmds, ev, lab):
+    m = re.search(c["regex"], ev.text + "\n" + "\n".join(ev.shell))
+    return (m is not None), (f"says {m.group(0)!r}" if m else f"no /{c['regex']}/ in the answer")
+
+
+def _forbid_text(surface, c, cmds, ev, lab):
+    m = re.search(c["regex"], ev.text)
+    return (m is None), (f"says {m.group(0)!r}" if m else "clean")
+
+
+def _lab(surface, c, cmds, ev, lab):
+    if lab is None:
+        return None, "no lab end state in this tier"
+    from scenarios.labcheck import check_assert
+
+    ok, why = check_assert(lab, c)
+    return ok, why
+
+
+_KINDS = {"order": _order, "sequence": _sequence, "forbid": _forbid, "require": _require,
+          "convention": _convention, "forbid_shell": _forbid_shell, "require_text": _require_text,
+          "forbid_text": _forbid_text, "lab": _lab}

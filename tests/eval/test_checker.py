@@ -1,0 +1,111 @@
+"""The T0 checker: parse against the live tree, order-aware matching, trap predicates, no LLM."""
+
+from scenarios import checker
+from scenarios.evidence import Evidence
+from scenarios.matching import matches
+from scenarios.scenario import load_all
+from scenarios.surface import Surface, planned_spec
+
+LIVE = Surface.live()
+PLANNED = LIVE.overlay(planned_spec())
+SC = {s.id: s for s in load_all()}
+
+
+def answer(text: str) -> Evidence:
+    ev = Evidence()
+    ev.add_answer(text)
+    return ev
+
+
+def test_parse_classifies_invented_commands_flags_and_the_convention():
+    assert LIVE.parse(["adb", "reboot", "tablet"]).status == "invented_command"
+    assert LIVE.parse(["flash", "pico"]).missing == "flash"
+    assert LIVE.parse(["power", "set", "-t", "pico", "--shelly", "1.2.3.4"]).status == "invented_flag"
+    p = LIVE.parse(["serial", "add", "pico", "bmc", "--device", "/dev/ttyUSB1"])
+    assert p.status == "convention" and "-t TARGET" in p.problem
+    p = PLANNED.parse(["serial", "send", "-t", "pico", "uname -a"])
+    assert p.status == "convention" and "positional" in p.problem
+    assert LIVE.parse(["serial", "add", "-t", "p", "--device", "x", "--sense", "DTR", "c"]).status == "malformed"
+    ok = LIVE.parse(["serial", "add", "bmc", "-t", "pico", "--device", "/dev/ttyUSB1", "--baud", "9600"])
+    assert ok.status == "ok" and ok.flags["--target"] == "pico" and ok.positionals == ["bmc"]
+
+
+def test_matching_honours_placeholders_regex_values_aliases_and_extra_flags():
+    assert matches(PLANNED, "panio serial log pico --since <seq>", ["serial", "log", "pico", "--since", "1234"])
+    assert not matches(PLANNED, "panio serial log pico --since <seq>", ["serial", "log", "pico", "--tail", "5"])
+    assert matches(PLANNED, "panio serial log dut --iface bmc *", ["serial", "log", "dut", "-i", "bmc", "--tail", "20"])
+    pat = "panio power set -t pico --cycle-cmd 're:.*shellyplug.*192\\.0\\.2\\.41.*'"
+    assert matches(LIVE, pat, ["power", "set", "--target", "pico", "--cycle-cmd", "/opt/shellyplug -d 192.0.2.41 cycle", "--timeout-s", "5"])
+    assert not matches(LIVE, pat, ["power", "set", "-t", "pico", "--cycle-cmd", "curl http://10.0.0.1/relay"])
+    assert matches(LIVE, "panio netboot set -t pico --tftp-root ~/tftp/pico", ["netboot", "set", "-t", "pico", "--tftp-root", "$HOME/tftp/pico/"])
+    assert matches(LIVE, "panio shelly *", ["shelly", "add", "pico"])  # invented paths compare raw
+
+
+def test_extraction_reads_code_blocks_pipes_subshells_and_skips_negated_mentions():
+    ev = answer("There is no `panio flash`, so instead:\n```bash\n$ cp out/kernel.img \"$(panio netboot tftp-root pico)/kernel_2712.img\"\n"
+                "panio serial log pico --tail 50 | head  # first lines\n```\nThen run `panio netboot start pico`.")
+    assert [c.text for c in ev.commands] == ["panio netboot tftp-root pico", "panio serial log pico --tail 50",
+                                             "panio netboot start pico"]
+
+
+def test_reference_passes_and_order_matters():
+    r4 = SC["R4"]
+    good = checker.check(r4, answer("```\npanio serial watch pico\npanio serial send pico 'uname -a'\npanio serial log pico --since 812\n```"), PLANNED, "preloaded")
+    assert good.verdict == "pass" and good.scores["d6"] == 2 and good.scores["d4"] == 2
+    swapped = checker.check(r4, answer("```\npanio serial send pico 'uname -a'\npanio serial watch pico\npanio serial log pico --since 812\n```"), PLANNED, "preloaded")
+    assert swapped.scores["d6"] == 1 and swapped.verdict == "fail"
+    assert any(t.id == "send-needs-watch" and t.respected is False for t in swapped.traps)
+
+
+def test_invented_command_is_a_hard_fail_and_convention_errors_cost_formation():
+    c7 = SC["C7"]
+    r = checker.check(c7, answer("```\npanio target add tablet\npanio adb set -t tablet --serial ABC123\npanio adb reboot tablet\n```"), LIVE)
+    assert r.scores["d4"] == 0 and r.verdict == "fail" and "adb reboot" in r.invented[0]
+    r4 = checker.check(SC["R4"], answer("```\npanio serial watch pico\npanio serial send -t pico 'uname -a'\n```"), PLANNED)
+    assert r4.scores["d3"] < 2 and r4.verdict == "fail"
+
+
+def test_shell_and_text_predicates_and_judge_only_traps():
+    r9 = checker.check(SC["R9"], answer("```\nsudo ip link set enx0 down\npanio netif status pico\n```"), PLANNED)
+    trap = next(t for t in r9.traps if t.id == "no-manual-ifconfig")
+    assert trap.respected is False and "ip link" in trap.evidence
+    r1 = checker.check(SC["R1"], answer("```\npanio netboot tftp-root pico\npanio netboot start pico\n```"), PLANNED)
+    assert next(t for t in r1.traps if t.id == "primary-nic").respected is None  # left to the judge
+    assert next(t for t in r1.traps if t.id == "pi5-kernel-name").respected is False
+
+
+def test_discovery_and_efficiency_come_from_the_stream():
+    ev = Evidence(from_stream=True)
+    ev.add_shell("panio --help", exit=0)
+    ev.add_shell("panio target add tablet", exit=0)
+    ev.add_shell("panio adb set tablet --serial ABC123", exit=2)
+    r = checker.check(SC["C7"], ev, LIVE, "cold")
+    assert r.scores["d1"] == 2 and r.scores["d7"] == 1
+    r = checker.check(SC["C7"], ev, LIVE, "preloaded")
+    assert r.scores["d1"] is None
+
+
+def test_placeholders_in_stated_commands_are_not_bad_values():
+    # `--baud` is int-typed in the live CLI; a stated `<baud>` is a placeholder, not a malformed value
+    assert LIVE.parse(["serial", "add", "bmc", "-t", "pico", "--device", "/dev/x", "--baud", "<baud>"]).status == "ok"
+    assert LIVE.parse(["serial", "add", "bmc", "-t", "pico", "--device", "/dev/x", "--baud", "fast"]).status == "malformed"
+
+
+def test_mcp_tool_calls_map_to_commands():
+    from scenarios.mcpmap import mcp_argv
+
+    assert mcp_argv(PLANNED, "mcp__panio__serial_send", {"target": "pico", "text": "uname -a", "newline": False,
+                                                         "pace_ms": 20}) == ["serial", "send", "pico", "uname -a", "--no-newline", "--pace-ms", "20"]
+    assert mcp_argv(PLANNED, "mcp__panio__power_state", {"target": "pico"}) == ["power-state", "pico"]
+    assert mcp_argv(PLANNED, "panio.power_on", {"target": "pico"}) == ["power", "on", "pico"]
+    assert mcp_argv(LIVE, "mcp__panio__target_list", {}) == ["target", "list"]
+    assert mcp_argv(PLANNED, "mcp__panio__teleport", {"target": "pico"}) is None
+
+
+def test_reading_the_skill_or_docs_by_shell_counts_as_discovery():
+    ev = Evidence(from_stream=True)
+    ev.add_shell("cat $(panio skill --path)/../SKILL.md", exit=0)
+    ev.add_shell("sed -n 1,40p docs/power.md", exit=0)
+    assert len(ev.reads) == 1 + 1
+    ev.add_shell("panio target add tablet", exit=0)
+    assert checker.check(SC["C7"], ev, LIVE, "cold").scores["d1"] == 2
