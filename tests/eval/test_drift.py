@@ -68,7 +68,7 @@ def test_safe_allowlist_entries_must_exist_or_be_announced(monkeypatch):
     rep = Guard().run(load_all())
     assert not rep.ok
     assert any("SAFE allowlist" in e and "serial frobnicate" in e for e in rep.errors)
-    assert "doctor" in rep.safe_pending
+    assert "netif status" in rep.safe_pending
 
 
 def test_check_json_is_parseable_and_human_errors_are_two_lines(panio_eval):
