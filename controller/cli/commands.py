@@ -27,5 +27,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "adb": ("controller.cli.channels", "setup", "the Android (adb) serial of a target"),
     "action": ("controller.cli.action", "setup", "named actions: project commands bound to a target"),
     "config": ("controller.cli.config", "setup", "show the whole lab file"),
+    "daemons": ("controller.cli.daemons", "operate", "list and stop this host's panio daemons (serial capture), strays too"),
     "skill": ("controller.cli.skill", "learn", "print the panio skill: mental model, command map, traps (start here)"),
 }
