@@ -9,7 +9,7 @@ import time
 import pytest
 import serial
 
-from serial_fixtures import Bench
+from serial_fixtures import Bench, kill_and_reap
 
 PROMPT = r"root@sim:~# "
 
@@ -169,3 +169,20 @@ def test_daemons_lists_running_and_strays_and_stops_them(bench, panio):
     panio("daemons", "stop", "--all")
     assert panio("daemons", "--json").json() == []
     panio.fails("daemons", "stop", "serial-pico", code=10)
+    # kill -9 leaves a stale discovery file: listed as stale, and stop removes it
+    panio("serial", "watch", "pico")
+    pid = bench.discovery("pico")["pid"]
+    kill_and_reap(pid)
+    rows = panio("daemons", "--json").json()
+    assert [(r["name"], r["state"]) for r in rows] == [("serial-pico", "stale")]
+    panio.fails("serial", "send", "pico", "x", code=10)
+    assert "removed stale" in panio("daemons", "stop", "serial-pico").out
+    assert panio("daemons", "--json").json() == []
+
+
+def test_watch_of_a_missing_device_fails_and_leaves_nothing_running(bench, panio, tmp_path):
+    panio("target", "add", "ghost")
+    panio("serial", "add", "console", "-t", "ghost", "--device", str(tmp_path / "ttyNOPE"))
+    r = panio.fails("serial", "watch", "ghost", code=12)
+    assert "does not exist" in r.err
+    assert bench.discovery("ghost") is None and panio("daemons", "--json").json() == []

@@ -27,12 +27,19 @@ if "bench_agent.sim" not in serial.protocol_handler_packages:
 SIGNALS = {"CTS": "cts", "DSR": "dsr", "DCD": "cd", "RI": "ri"}
 
 
+WRITE_TIMEOUT_S = 10.0
+
+
 def open_port(cfg: dict[str, Any], timeout: float | None = 0.2) -> serial.SerialBase:
-    """Open the interface's device, exclusively; DTR released on a power_button interface."""
+    """Open the interface's device, exclusively; DTR released on a power_button interface.
+
+    Writes time out after WRITE_TIMEOUT_S: a board that stops reading (flow control held) must not
+    wedge the supervisor's input path.
+    """
     device = cfg["device"]
     try:
         port = serial.serial_for_url(device, baudrate=cfg.get("baud", 115200), timeout=timeout,
-                                     exclusive=True, do_not_open=True)
+                                     write_timeout=WRITE_TIMEOUT_S, exclusive=True, do_not_open=True)
         if cfg.get("power_button"):
             port.dtr = False  # DTR is the board's button: never press it by opening
         port.open()

@@ -82,3 +82,16 @@ def render(data: bytes, raw: bool = False) -> str:
     data = ANSI.sub(b"", data).replace(b"\r", b"")
     text = data.decode("utf-8", "backslashreplace")
     return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def format_entry(entry: dict) -> str:
+    """One `serial log` entry (the serial.log operation's JSON) as `[time] #<seq> <text>`, local time.
+
+    ``*`` after the seq marks the current, unterminated line; a gap reads `[time] -- gap: REASON --`.
+    """
+    from datetime import datetime
+
+    stamp = datetime.fromisoformat(entry["time"]).astimezone().strftime("%H:%M:%S.%f")[:-3]
+    if "gap" in entry:
+        return f"[{stamp}] -- gap: {entry['gap']} --"
+    return f"[{stamp}] #{entry['seq']}{'' if entry['complete'] else '*'} {entry['text']}"

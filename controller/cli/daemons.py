@@ -61,4 +61,4 @@ def stop(args: argparse.Namespace) -> None:
     if not rows:
         say("no panio daemons running")
     for r in rows:
-        say(f"stopped {r['name']} (pid {r['pid']}, {r['how']})")
+        say(f"{'stopped' if r.get('stopped') else 'cleaned up'} {r['name']} (pid {r['pid']}, {r['how']})")

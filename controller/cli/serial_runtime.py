@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime
 from typing import Any, Callable
 
 from bench_agent.errors import DeviceError, NotConfigured, NotRunning, Timeout, Unreachable, UsageError
@@ -238,14 +237,9 @@ def log(args: argparse.Namespace) -> None:
     if args.json:
         print_json(r)
         return
-    out = sys.stdout
-    for line in r["lines"]:
-        stamp = datetime.fromisoformat(line["time"]).astimezone().strftime("%H:%M:%S.%f")[:-3]
-        if "gap" in line:
-            out.write(f"[{stamp}] -- gap: {line['gap']} --\n")
-        else:
-            mark = "" if line["complete"] else "*"
-            out.write(f"[{stamp}] #{line['seq']}{mark} {line['text']}\n")
+    from bench_agent.serial.lines import format_entry
+
+    sys.stdout.write("".join(format_entry(entry) + "\n" for entry in r["lines"]))
 
 
 def send(args: argparse.Namespace) -> None:
