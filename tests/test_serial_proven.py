@@ -75,6 +75,11 @@ def test_20_mb_flood_loses_nothing_and_numbers_every_line(bench, panio):
     assert_contiguous(records)
     tail = panio("serial", "log", "pico", "--tail", "3", "--json").json()["lines"]
     assert [line["seq"] for line in tail] == [tail[0]["seq"], tail[0]["seq"] + 1, tail[0]["seq"] + 2]
+    # a wait from a cursor long out of the supervisor's memory reads the disk
+    epoch = bench.status("pico")["epoch"]
+    r = panio("serial", "wait", "pico", "--epoch", str(epoch), "--since", str(start), "--pattern", r"flood \d+",
+              "--max-bytes", "100").json()
+    assert r["status"] == "matched" and r["match"]["text"] == f"flood {size}" and r["start"] == start
     print(f"20 MB captured in {elapsed:.1f} s ({size / elapsed / 1e6:.1f} MB/s)")
 
 

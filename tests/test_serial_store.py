@@ -102,3 +102,29 @@ def test_sense_without_a_signal_or_on_a_pty(bench, panio, monkeypatch):
     with pytest.raises(DeviceError, match="modem lines"):
         ops.call("serial.sense", {"target": "pico", "iface": {**iface, "power_sense_signal": "CTS"}})
     assert os.path.exists(sim.device)
+
+
+def test_wait_follow_pending_output_cap_and_evidence_since(bench, panio, monkeypatch):
+    panio("target", "add", "loop")
+    panio("serial", "add", "console", "-t", "loop", "--device", "loop://", "--line-ending", "lf")
+    monkeypatch.setenv("PANIO_STATE_DIR", str(bench.state))
+    iface = {"name": "console", "device": "loop://", "baud": 115200, "line_ending": "lf"}
+    panio("serial", "watch", "loop")
+    sent = ops.call("serial.send", {"target": "loop", "iface": iface, "text": "a=1 b=2 c=3"})
+    epoch, since = sent["epoch"], sent["cursor"]
+    common = ["serial", "wait", "loop", "--epoch", str(epoch), "--since", str(since), "--timeout-ms", "300"]
+    r = panio(*common, "--pattern", r"b=(\d)", "--include-pending").json()
+    assert r["status"] == "matched" and r["text"] == "a=1 b=2" and r["pending"] == " c=3\n"
+    assert r["match"]["groups"] == ["2"] and r["cursor"] == since + 7 and not r["epoch_changed"]
+    r = panio(*common, "--pattern", r"\w=\d", "--follow").json()
+    assert [m["text"] for m in r["matches"]] == ["a=1", "b=2", "c=3"] and r["ended"] == "timeout"
+    r = panio.fails(*common, "--pattern", "c=3", "--max-bytes", "5", code=22).json()
+    assert r["status"] == "cap" and r["text"] == "a=1 b" and r["cursor"] == since + 5
+    r = panio(*common[:3], "--epoch", str(epoch + 7), "--since", str(since), "--pattern", "a").json()
+    assert r["epoch_changed"]
+    ops.call("serial.send", {"target": "loop", "iface": iface, "text": "x" * 20000})
+    r = panio(*common, "--max-output-bytes", "4096").json()
+    assert r["output_truncated"] and "data_b64" not in r and r["bytes"] == 20013 and len(r["text"]) < 4096
+    ev = panio("serial", "evidence", "loop", "--epoch", str(epoch), "--since", str(since + 4), "--max-bytes", "3").json()
+    data = [base64.b64decode(rec["data_b64"]) for rec in ev["records"] if rec["kind"] == "data"]
+    assert b"".join(data) == b"b=2" and ev["cap"] and ev["next_cursor"] == since + 7
