@@ -140,13 +140,17 @@ class Channel:
 
     # -- writing --------------------------------------------------------------------------------
 
+    def require_port(self) -> serial.SerialBase:
+        port = self.port
+        if port is None:
+            raise Unreachable(f"interface {self.name!r} is disconnected ({self.last_error})", interface=self.name)
+        return port
+
     def send(self, data: bytes, pace_ms: int = 0) -> int:
         if not self._write_lock.acquire(timeout=SEND_LOCK_WAIT_S):
             raise Busy(f"interface {self.name!r} is busy writing", interface=self.name)
         try:
-            port = self.port
-            if port is None:
-                raise Unreachable(f"interface {self.name!r} is disconnected ({self.last_error})", interface=self.name)
+            port = self.require_port()
             try:
                 if pace_ms:
                     for i in range(len(data)):

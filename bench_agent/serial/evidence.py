@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from bench_agent.serial.lines import render
-from bench_agent.serial.logstore import DATA, GAP, records_backward, segments
+from bench_agent.serial.logstore import DATA, GAP, SENT, records_backward, segments
 from bench_agent.serial.query import records_since
 
 UNKNOWN = "unknown"
@@ -26,40 +27,44 @@ def _iso(ns: int | None) -> str | None:
 
 def collect(target: str, iface: dict[str, Any], path: Path, epoch: int | None, since: int | None, max_bytes: int,
             running: dict[str, Any] | None) -> dict[str, Any]:
+    """Records in the byte window [lo, hi): from ``since`` on, or the last ``max_bytes`` received."""
     records = records_since(path, since, max_bytes)
-    out, total, cap, next_cursor = [], 0, False, None
-    for rec in records:
-        entry = {"kind": rec.kind_name, "epoch": rec.epoch, "cursor": rec.cursor, "rx_time": _iso(rec.time_ns)}
-        if rec.kind == DATA:
-            data = rec.payload
-            if since is not None and rec.cursor < since:
-                data, entry["cursor"], entry["partial"] = data[since - rec.cursor:], since, True
-            if total + len(data) > max_bytes:
-                if since is None:
-                    data, entry["partial"] = data[len(data) - (max_bytes - total):], True
-                    entry["cursor"] = rec.cursor + len(rec.payload) - len(data)
-                else:
-                    data, cap, entry["partial"] = data[:max_bytes - total], True, True
-                    next_cursor = entry["cursor"] + len(data)
-            total += len(data)
-            entry.update(bytes=len(data), data_b64=base64.b64encode(data).decode(), text=render(data))
-        else:
-            entry["note"] = rec.note() if rec.kind != ord("T") else {"sent_bytes": len(rec.payload)}
-        out.append(entry)
-        if cap:
-            break
-    if since is None and total > max_bytes:
-        cap = True
     last = next(records_backward(path), None)
     end = last.end_state()[0] if last else 0
     first = _first_cursor(path)
-    return {"target": target, "interface": iface["name"], "observed_at": _iso(_now()),
-            "epoch": running["epoch"] if running else (last.epoch if last else UNKNOWN),
+    lo = max(since, first or 0) if since is not None else max(first or 0, end - max_bytes)
+    hi = min(end, lo + max_bytes)
+    out = [_entry(rec, lo, hi) for rec in records if _in_window(rec, lo, hi)]
+    cap = hi < end if since is not None else lo > (first or 0)
+    current = running["epoch"] if running else (last.epoch if last else UNKNOWN)
+    return {"target": target, "interface": iface["name"], "observed_at": _iso(time.time_ns()), "epoch": current,
             "capturing": running is not None, "requested": {"epoch": epoch, "since": since, "max_bytes": max_bytes},
-            "epoch_changed": epoch is not None and last is not None and (running or {"epoch": last.epoch})["epoch"] != epoch,
-            "retained": {"first_cursor": first, "end_cursor": end}, "evicted": since is not None and first is not None and since < first,
-            "cap": cap, "next_cursor": next_cursor if cap else end, "bytes": total,
+            "epoch_changed": epoch is not None and current != epoch,
+            "retained": {"first_cursor": first, "end_cursor": end},
+            "evicted": since is not None and first is not None and since < first,
+            "cap": cap, "window": {"from": lo, "to": hi}, "next_cursor": hi, "bytes": hi - lo,
             "gaps": [e for e in out if e["kind"] == "gap"], "records": out}
+
+
+def _in_window(rec, lo: int, hi: int) -> bool:
+    if rec.kind == DATA:
+        return rec.cursor < hi and rec.cursor + len(rec.payload) > lo
+    return lo <= rec.cursor <= hi
+
+
+def _entry(rec, lo: int, hi: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {"kind": rec.kind_name, "epoch": rec.epoch, "cursor": rec.cursor,
+                             "rx_time": _iso(rec.time_ns)}
+    if rec.kind != DATA:
+        entry["note"] = rec.note() if rec.kind != SENT else {"sent_bytes": len(rec.payload),
+                                                            "text": render(rec.payload)}
+        return entry
+    start = max(lo, rec.cursor)
+    data = rec.payload[start - rec.cursor:hi - rec.cursor]
+    if len(data) != len(rec.payload):
+        entry["partial"] = True
+    entry.update(cursor=start, bytes=len(data), data_b64=base64.b64encode(data).decode(), text=render(data))
+    return entry
 
 
 def _first_cursor(path: Path) -> int | None:
@@ -71,19 +76,13 @@ def _first_cursor(path: Path) -> int | None:
     return None
 
 
-def _now() -> int:
-    import time
-
-    return time.time_ns()
-
-
 def status(target: str, iface: dict[str, Any], path: Path, info: dict[str, Any] | None,
            live: dict[str, Any] | None) -> dict[str, Any]:
     last = next(records_backward(path), None)
     cursor, seq, col = last.end_state() if last else (0, 0, 0)
     mine = (live or {}).get("interfaces", {}).get(iface["name"])
     configured = {k: iface.get(k) for k in ("device", "baud", "line_ending", "power_sense_signal", "power_button")}
-    out = {"target": target, "interface": iface["name"], "observed_at": _iso(_now()), "configured": configured}
+    out = {"target": target, "interface": iface["name"], "observed_at": _iso(time.time_ns()), "configured": configured}
     if mine is None:
         out["active"] = UNKNOWN
         out["process"] = {"state": "running" if info else "not_running", "pid": info["pid"] if info else None}

@@ -139,12 +139,10 @@ class Supervisor:
         if op == "wait":
             return self._wait(ch, req)
         if op == "sense":
-            self._need_port(ch)
-            return {"signal": req["signal"], "asserted": device.read_signal(ch.port, req["signal"])}
+            return {"signal": req["signal"], "asserted": device.read_signal(ch.require_port(), req["signal"])}
         if op == "dtr":
-            self._need_port(ch)
             with ch.transaction:
-                device.pulse_dtr(ch.port, int(req["ms"]))
+                device.pulse_dtr(ch.require_port(), int(req["ms"]))
             return {"interface": ch.name, "pulse_ms": int(req["ms"])}
         raise UsageError(f"unknown supervisor request {op!r}")
 
@@ -157,11 +155,6 @@ class Supervisor:
                                 hint=f"restart it after changing the lab: `panio serial stop {self.target}` then watch",
                                 interfaces=list(self.channels))
         return self.channels[name]
-
-    @staticmethod
-    def _need_port(ch: Channel) -> None:
-        if ch.port is None:
-            ch.send(b"")  # raises the disconnected error
 
     @staticmethod
     def _data(req: dict[str, Any]) -> bytes:
