@@ -46,6 +46,15 @@ class Channel:
         self._thread.start()
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # noqa: BLE001 - e.g. the disk filled: say so in status and waits, don't vanish
+            with self.cond:
+                self.state, self.last_error = "fault", f"capture stopped: {type(exc).__name__}: {exc}"
+                self.cond.notify_all()
+            raise
+
+    def _loop(self) -> None:
         attempt = 0
         while not self._stop.is_set():
             if self.port is None:

@@ -67,6 +67,8 @@ def wait(channel, *, since: int, pattern: str | None = None, timeout_ms: int = 3
         status = _idle(channel, pos, deadline)
     first = start if start is not None else since
     consumed = matches[-1]["end"] - first if matches and not follow else len(buf)
+    if status == "fault" and fault is None:
+        fault = channel.last_error
     ended = {"status": "matched" if matches else status, "ended": status} if follow else {"status": status}
     return {**ended, **({"fault": fault} if fault else {}),
             "interface": channel.name, "epoch": channel.epoch, "since": since, "start": first,
@@ -99,6 +101,8 @@ def _idle(channel, pos: int, deadline: float) -> str | None:
     """Wait for bytes past ``pos``; the end status when the wait must stop, else None."""
     with channel.cond:
         while channel.cursor <= pos:
+            if channel.state == "fault":
+                return "fault"
             if channel.state != "open":
                 return "disconnect"
             remaining = deadline - time.monotonic()
