@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 
 import pytest
@@ -199,7 +200,7 @@ def test_connect_is_an_interactive_terminal_until_ctrl_bracket(bench, panio):
     while sim.state != "shell" and time.monotonic() < deadline:
         time.sleep(0.05)
     master, slave = pty.openpty()
-    proc = subprocess.Popen([os.path.join(os.path.dirname(os.sys.executable), "panio"), "serial", "connect", "pico"],
+    proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "panio"), "serial", "connect", "pico"],
                             stdin=slave, stdout=slave, stderr=slave, env=panio.env)
     os.close(slave)
     try:

@@ -40,7 +40,7 @@ def line_window(path: Path, *, tail: int | None = None, since: int | None = None
     out, count = [], 0
     for item in assemble(picked):
         key = item.get("seq", item.get("next_seq"))
-        if lo <= key <= hi:
+        if lo <= key <= hi and not item.get("head_evicted"):
             if "seq" in item and count == MAX_LINES:
                 info["more_after"] = out[-1]["seq"] if "seq" in out[-1] else key - 1
                 break
