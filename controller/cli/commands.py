@@ -27,5 +27,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "adb": ("controller.cli.channels", "setup", "the Android (adb) serial of a target"),
     "action": ("controller.cli.action", "setup", "named actions: project commands bound to a target"),
     "config": ("controller.cli.config", "setup", "show the whole lab file"),
+    "power-cycle": ("controller.cli.power", "drive", "power-cycle a target through its power hooks"),
+    "power-state": ("controller.cli.power", "drive", "is the target powered? (state hook or serial sense line; changes nothing)"),
+    "helper": ("controller.cli.helper", "operate", "list the bundled helper programs (shellyplug, ...) or run one"),
     "skill": ("controller.cli.skill", "learn", "print the panio skill: mental model, command map, traps (start here)"),
 }
