@@ -30,5 +30,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "power-cycle": ("controller.cli.power", "drive", "power-cycle a target through its power hooks"),
     "power-state": ("controller.cli.power", "drive", "is the target powered? (state hook or serial sense line; changes nothing)"),
     "helper": ("controller.cli.helper", "operate", "list the bundled helper programs (shellyplug, ...) or run one"),
+    "daemons": ("controller.cli.daemons", "operate", "list and stop this host's panio daemons (serial capture), strays too"),
     "skill": ("controller.cli.skill", "learn", "print the panio skill: mental model, command map, traps (start here)"),
 }
