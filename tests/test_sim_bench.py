@@ -117,3 +117,44 @@ def test_simboard_lines_follow_the_state_file(tmp_path):
     finally:
         os.close(master)
         os.close(slave)
+
+
+def wait_log(panio, target: str, marker: str, count: int, timeout_s: float = 10.0) -> str:
+    end = time.monotonic() + timeout_s
+    while True:
+        log = panio("serial", "log", target, "--tail", "500").out
+        if log.count(marker) >= count or time.monotonic() > end:
+            assert log.count(marker) >= count, f"{marker!r} x{count} not in serial log:\n{log[-1500:]}"
+            return log
+        time.sleep(0.1)
+
+
+def test_power_cycle_shows_a_second_boot_in_the_serial_log(panio, bench):
+    panio("serial", "watch", "board0")
+    try:
+        panio("power", "off", "board0")
+        panio("power", "on", "board0")
+        wait_log(panio, "board0", "Welcome to the panio simulated board", 1)
+        panio("power-cycle", "board0")
+        log = wait_log(panio, "board0", "Welcome to the panio simulated board", 2)
+        assert log.count("panio simulated board board0") >= 2 and log.count("DRAM:  512 MiB") >= 2
+        assert panio("power-state", "board0").out == "Power ON (board0)\n"
+        panio("power", "set", "-t", "board0", "--state-cmd", "")
+        panio("power", "off", "board0")  # the sense line is read through the running capture
+        assert panio("power-state", "board0", "--json").json()[0]["source"] == "sense CTS (console)"
+        assert panio("power-state", "board0").out == "Power OFF (board0)\n"
+    finally:
+        panio("serial", "stop", "board0", check=False)
+
+
+def test_power_state_reads_the_sense_line_without_a_state_hook(panio, bench):
+    panio("power", "set", "-t", "board0", "--state-cmd", "")
+    assert panio("power-state", "board0", "--json").json() == [
+        {"target": "board0", "level": None, "state": "on", "source": "sense CTS (console)"}]
+    panio("power", "off", "board0")
+    assert panio("power-state", "board0").out == "Power OFF (board0)\n"
+    panio("serial", "set", "console", "-t", "board0", "--sense", "RI")
+    panio("power", "on", "board0")
+    assert panio("power-state", "board0").out == "Power OFF (board0)\n"  # RI is not wired to power
+    panio("serial", "set", "console", "-t", "board0", "--no-sense")
+    assert panio("power-state", "board0").out == "Power UNKNOWN (board0): no state_cmd or power_sense_signal\n"
