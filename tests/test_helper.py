@@ -48,3 +48,53 @@ def test_help_lists_the_new_commands(panio):
     assert "panio power-state pico" in panio("power-state", "--help").out
     assert "panio action run pico flash" in panio("action", "run", "--help").out
     assert "--level" in panio("power", "on", "--help").out
+
+
+@pytest.mark.parametrize("algorithm,response", [
+    ("MD5", "8ca523f5e9506fed4657c9700eebdbec"),
+    ("SHA-256", "753927fa0e85d155564e2e272a28d1802ca10daf4496794697cf8db5856cb6c1"),
+])
+def test_digest_matches_the_rfc_7616_example(algorithm, response):
+    from bench_agent.helpers.shellyplug import digest_authorization
+
+    challenge = (f'Digest realm="http-auth@example.org", qop="auth, auth-int", algorithm={algorithm}, '
+                 'nonce="7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v", opaque="FQhe/qaU925kfnzjCev0ciny7QMkPqMAFRtzCUYo5tdS"')
+    header = digest_authorization(challenge, "Mufasa", "Circle of Life", "GET", "/dir/index.html",
+                                  cnonce="f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ")
+    assert f'response="{response}"' in header
+
+
+@pytest.mark.parametrize("gen", [1, 2])
+def test_client_detects_generation_and_switches(gen):
+    from bench_agent.helpers.shellyplug import ShellyPlug
+
+    events: list[bool] = []
+    sim = SimPlug(gen=gen, password="pw", output=False, on_switch=events.append).start()
+    try:
+        plug = ShellyPlug("127.0.0.1", sim.port, password="pw")
+        assert plug.gen == gen and plug.state() is False
+        assert plug.toggle() is True and plug.set(False) is False and plug.cycle(0) is True
+        assert events == [True, False, True]
+    finally:
+        sim.close()
+
+
+def test_sim_gen2_answers_json_rpc_posts_with_digest_auth():
+    import json
+    import urllib.request
+
+    sim = SimPlug(gen=2, password="pw", output=True).start()
+    try:
+        body = json.dumps({"id": 7, "method": "Switch.GetStatus", "params": {"id": 0}}).encode()
+        url = f"http://127.0.0.1:{sim.port}/rpc"
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=5)
+        assert exc.value.code == 401 and "algorithm=SHA-256" in exc.value.headers["WWW-Authenticate"]
+        from bench_agent.helpers.shellyplug import digest_authorization
+
+        auth = digest_authorization(exc.value.headers["WWW-Authenticate"], "admin", "pw", "POST", "/rpc")
+        with urllib.request.urlopen(urllib.request.Request(url, data=body, headers={"Authorization": auth}), timeout=5) as r:
+            reply = json.loads(r.read())
+        assert reply["id"] == 7 and reply["result"]["output"] is True
+    finally:
+        sim.close()

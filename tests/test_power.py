@@ -199,3 +199,14 @@ def test_unreachable_plug_fails_the_hook_with_the_plug_named(panio):
     panio("power", "set", "-t", "pico", "--cycle-cmd", "shellyplug -d 127.0.0.1:9 cycle")
     r = panio.fails("power-cycle", "pico", code=9)
     assert "plug 127.0.0.1:9 unreachable" in r.err and r.error["hook_exit"] == 4
+
+
+def test_c1_tilde_cycle_script_runs_from_home(panio, tmp_path):
+    home = tmp_path / "home"
+    (home / "bin").mkdir()
+    cycle = script(home / "bin", "cycle.sh", f'echo "$PANIO_TARGET $PANIO_POWER_ACTION" > {tmp_path}/cycled')
+    assert cycle.endswith("/bin/cycle.sh")
+    panio("target", "add", "pico")
+    panio("power", "set", "-t", "pico", "--cycle-cmd", "~/bin/cycle.sh")
+    panio("power-cycle", "pico")
+    assert (tmp_path / "cycled").read_text() == "pico cycle\n"

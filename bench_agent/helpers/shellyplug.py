@@ -121,7 +121,8 @@ class ShellyPlug:
             conn.close()
 
 
-def digest_authorization(challenge: str, user: str, password: str, method: str, uri: str) -> str:
+def digest_authorization(challenge: str, user: str, password: str, method: str, uri: str,
+                         cnonce: str | None = None) -> str:
     """The ``Authorization`` value answering a ``WWW-Authenticate: Digest ...`` challenge (RFC 7616)."""
     fields = {k.lower(): a or b for k, a, b in re.findall(r'(\w+)=(?:"([^"]*)"|([^\s,]*))', challenge)}
     algorithm = fields.get("algorithm", "MD5").upper()
@@ -133,7 +134,7 @@ def digest_authorization(challenge: str, user: str, password: str, method: str, 
         return hashlib.new(hash_name, text.encode()).hexdigest()
 
     realm, nonce = fields.get("realm", ""), fields.get("nonce", "")
-    cnonce, nc = secrets.token_hex(8), "00000001"
+    cnonce, nc = cnonce or secrets.token_hex(8), "00000001"
     ha1, ha2 = h(f"{user}:{realm}:{password}"), h(f"{method}:{uri}")
     response = h(f"{ha1}:{nonce}:{nc}:{cnonce}:auth:{ha2}")
     return (f'Digest username="{user}", realm="{realm}", nonce="{nonce}", uri="{uri}", algorithm={algorithm}, '
