@@ -30,6 +30,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "discover": ("controller.cli.discover", "setup", "list this host's hardware that could be wired into the lab"),
     "doctor": ("controller.cli.doctor", "setup", "check targets' configuration against the hardware actually present"),
     "configure": ("controller.cli.configure", "setup", "propose a target block from a host's hardware (prints; writes nothing)"),
+    "power-cycle": ("controller.cli.power", "drive", "power-cycle a target through its power hooks"),
+    "power-state": ("controller.cli.power", "drive", "is the target powered? (state hook or serial sense line; changes nothing)"),
+    "helper": ("controller.cli.helper", "operate", "list the bundled helper programs (shellyplug, ...) or run one"),
     "daemons": ("controller.cli.daemons", "operate", "list and stop this host's panio daemons (serial capture), strays too"),
     "skill": ("controller.cli.skill", "learn", "print the panio skill: mental model, command map, traps (start here)"),
 }
