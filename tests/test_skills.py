@@ -59,7 +59,7 @@ def _concrete(token: str) -> str:
     return token
 
 
-@pytest.mark.parametrize("name", ["kvm-puppeting"])  # panio joins once the runtime commands land
+@pytest.mark.parametrize("name", ["panio", "kvm-puppeting"])
 def test_every_command_a_skill_mentions_parses_against_the_live_cli(name):
     parser = build_parser(full=True)
     bad = []
