@@ -24,7 +24,13 @@ demo: install
 test: system-deps install
 	$(BIN)/python -m pytest -q
 
-bench: install
+# labgrid (measured side by side in benchmarks/serial_roundtrip.py) ships its own
+# fork of pyserial, so it lives in a venv of its own.
+.venv-labgrid/bin/python:
+	$(PYTHON) -m venv .venv-labgrid
+	.venv-labgrid/bin/pip install -q 'labgrid>=24'
+
+bench: install .venv-labgrid/bin/python
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:

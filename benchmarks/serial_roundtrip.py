@@ -10,9 +10,14 @@ In the same run, on that responder:
           connection (send, then wait in the supervisor for ``ok N``), i.e. the
           path `panio serial transact` and the MCP server take, minus process start
 
+  labgrid labgrid's SerialDriver (write, then expect the reply), run by a
+          separate interpreter that has labgrid (`make bench` creates
+          .venv-labgrid: labgrid ships its own fork of pyserial, so it must not
+          share panio's venv); skipped, with the issue's figures quoted, when
+          there is none
+
 plus capture throughput (the responder floods N MB; time until the daemon's
-cursor has it all on disk) and the daemon's idle CPU and RSS. labgrid is not
-installed here; the issue's labgrid SerialDriver figures are quoted beside.
+cursor has it all on disk) and the daemon's idle CPU and RSS.
 """
 
 from __future__ import annotations
@@ -104,6 +109,40 @@ def floor_capture(device: str, size: int) -> float:
     return got / elapsed / 1e6
 
 
+def labgrid_client(device: str, trips: int) -> None:
+    """Runs inside the labgrid interpreter: print the round-trip percentiles as JSON."""
+    from labgrid import Target
+    from labgrid.driver import SerialDriver
+    from labgrid.resource import RawSerialPort
+
+    target = Target("bench")
+    RawSerialPort(target, name=None, port=device, speed=115200)
+    driver = SerialDriver(target, name=None)
+    target.activate(driver)
+    for i in range(100):  # warm-up, like the daemon's
+        driver.write(b"p %d\r" % i)
+        driver.expect("ok %d\r\n" % i, timeout=2)
+    samples = []
+    for i in range(trips):
+        t0 = time.perf_counter()
+        driver.write(b"p %d\r" % i)
+        driver.expect("ok %d\r\n" % i, timeout=2)
+        samples.append(time.perf_counter() - t0)
+    target.deactivate(driver)
+    print(json.dumps(percentiles(samples)))
+
+
+def labgrid(python: str | None, device: str, trips: int) -> dict[str, float] | None:
+    if not python or not os.path.exists(python):
+        return None
+    out = subprocess.run([python, __file__, "--labgrid-client", device, "--trips", str(trips)],
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        sys.stderr.write(f"labgrid run failed: {out.stderr.strip().splitlines()[-1:]}\n")
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def daemon(target: str, trips: int) -> dict[str, float]:
     from bench_agent.serial import client
 
@@ -150,10 +189,17 @@ def main() -> int:
     p.add_argument("--flood-mb", type=float, default=20)
     p.add_argument("--idle-s", type=float, default=10)
     p.add_argument("--json", action="store_true")
+    default_lg = Path(__file__).resolve().parent.parent / ".venv-labgrid" / "bin" / "python"
+    p.add_argument("--labgrid-python", default=str(default_lg),
+                   help="an interpreter with labgrid installed (default: .venv-labgrid, made by `make bench`)")
     p.add_argument("--responder", help=argparse.SUPPRESS)
+    p.add_argument("--labgrid-client", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.responder:
         responder(a.responder)
+        return 0
+    if a.labgrid_client:
+        labgrid_client(a.labgrid_client, a.trips)
         return 0
     with tempfile.TemporaryDirectory(prefix="panio-bench-") as tmp:
         os.environ["PANIO_STATE_DIR"] = tmp
@@ -173,6 +219,7 @@ def _run(a: argparse.Namespace, link: str, resp: subprocess.Popen) -> int:
         time.sleep(0.01)
     size = int(a.flood_mb * 1e6)
     out = {"trips": a.trips, "floor": floor(link, a.trips), "floor_capture_mb_s": round(floor_capture(link, size), 1)}
+    out["labgrid"] = labgrid(a.labgrid_python, link, a.trips)
     iface = {"name": "console", "device": link, "baud": 115200}
     started = ops.call("serial.watch", {"target": "bench", "interfaces": [iface]})
     try:
@@ -183,8 +230,9 @@ def _run(a: argparse.Namespace, link: str, resp: subprocess.Popen) -> int:
         out.update(idle(started["pid"], a.idle_s))
     finally:
         ops.call("serial.stop", {"target": "bench"})
-    out["labgrid_quoted"] = LABGRID
-    out["labgrid_note"] = "labgrid is not installed here; figures quoted from the issue (SerialDriver, same kind of PTY)"
+    if out["labgrid"] is None:
+        out["labgrid_quoted"] = LABGRID
+        out["labgrid_note"] = "no labgrid interpreter (run `make bench`); figures quoted from the issue"
     if a.json:
         print(json.dumps(out, indent=2))
     else:
@@ -192,7 +240,12 @@ def _run(a: argparse.Namespace, link: str, resp: subprocess.Popen) -> int:
         print(f"send->match round trip over {a.trips} trips (ms)     p50      p99     mean")
         print(f"  raw pyserial floor                        {f['p50_ms']:7.3f}  {f['p99_ms']:7.3f}  {f['mean_ms']:7.3f}")
         print(f"  panio daemon (transact, kept socket)      {d['p50_ms']:7.3f}  {d['p99_ms']:7.3f}  {d['mean_ms']:7.3f}")
-        print(f"  labgrid SerialDriver (quoted, not run)    {LABGRID['p50_ms']:7.3f}  {LABGRID['p99_ms']:7.3f}")
+        lg = out["labgrid"]
+        if lg:
+            print(f"  labgrid SerialDriver (same run)           {lg['p50_ms']:7.3f}  {lg['p99_ms']:7.3f}  {lg['mean_ms']:7.3f}")
+            print(f"  panio/labgrid: p50 {d['p50_ms'] / lg['p50_ms']:.2f}x, p99 {d['p99_ms'] / lg['p99_ms']:.2f}x")
+        else:
+            print(f"  labgrid SerialDriver (quoted, not run)    {LABGRID['p50_ms']:7.3f}  {LABGRID['p99_ms']:7.3f}")
         print(f"capture: floor {out['floor_capture_mb_s']} MB/s read-only; daemon {out['daemon_capture_mb_s']} MB/s to disk")
         print(f"daemon idle: {out['idle_cpu_percent']} % CPU, {out['rss_mb']} MB RSS over {a.idle_s} s")
     return 0
