@@ -30,6 +30,15 @@ def transport_for(lab: Lab, host: str | None) -> Transport:
 
 
 def call(lab: Lab, target: str, op: str, args: dict[str, Any]) -> Any:
-    """Run ``op`` for ``target`` on the host that owns it."""
+    """Run ``op`` for ``target`` on the host that owns it (refused while another holder leases it)."""
     host = lab.target(target).get("host")
+    _check_lease(target)
     return transport_for(lab, host).call({"op": op, "args": args})
+
+
+def _check_lease(target: str) -> None:
+    """A target leased by a job is refused to everyone but that job's steps (they carry its token: the fence)."""
+    from bench_agent.leases import check_access
+    from controller.jobs.backends import lease_store
+
+    check_access(lease_store(), target)

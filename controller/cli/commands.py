@@ -27,5 +27,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "adb": ("controller.cli.channels", "setup", "the Android (adb) serial of a target"),
     "action": ("controller.cli.action", "setup", "named actions: project commands bound to a target"),
     "config": ("controller.cli.config", "setup", "show the whole lab file"),
+    "ping": ("controller.cli.ping", "drive", "a no-op round trip to the agent that owns a target"),
+    "job": ("controller.cli.job", "operate", "run, queue and follow bench jobs (steps with expectations; JUnit, CI exit codes)"),
+    "lease": ("controller.cli.lease", "operate", "list and break exclusive target leases held by jobs"),
     "skill": ("controller.cli.skill", "learn", "print the panio skill: mental model, command map, traps (start here)"),
 }

@@ -1,0 +1,78 @@
+"""A finished job for people (summary lines), for CI (exit status) and for test tools (JUnit XML)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from bench_agent.errors import BY_CODE, Canceled, PanioError, TestFailed, Timeout, Unreachable
+
+MARKS = {"pass": "ok  ", "fail": "FAIL", "error": "ERR ", "timeout": "TIME", "skipped": "skip"}
+
+
+def ci_error(job: dict) -> PanioError | None:
+    """None when every step passed; else the error whose exit status tells CI who failed: board or lab."""
+    health, result = job["health"], job["result"]
+    where = f"job {job['id']} ({job['name']}) on {job['target']}"
+    if health == "complete" and result == "passed":
+        return None
+    if health == "complete":
+        failed = [s["name"] for s in job["steps"] if s["status"] == "fail"]
+        return TestFailed(f"{where}: the board failed {', '.join(failed) or 'a step'}", job=job["id"],
+                          hint=f"see `panio job logs {job['id']}`")
+    err = job.get("error") or {}
+    if health == "canceled":
+        return Canceled(f"{where}: canceled", job=job["id"])
+    if health == "timed_out":
+        return Timeout(f"{where}: timed out: {job['reason']}", job=job["id"])
+    cls = BY_CODE.get(err.get("error", ""), Unreachable)
+    if cls in (TestFailed, PanioError):
+        cls = Unreachable
+    return cls(f"{where}: incomplete (the lab failed): {job['reason']}", job=job["id"],
+               hint=f"see `panio job logs {job['id']}`")
+
+
+def summary_lines(job: dict) -> list[str]:
+    verdict = job["health"] if job["health"] != "complete" else f"complete, {job['result']}"
+    lines = [f"job {job['id']} {job['name']} on {job['target']}: {job['state']}"
+             + (f" ({verdict})" if job["state"] == "done" else "")]
+    for i, s in enumerate(job["steps"]):
+        took = f" {s['duration_s']:.2f}s" if s.get("duration_s") is not None else ""
+        lines.append(f"  {MARKS.get(s['status'], s['status'])} {i + 1}. {s['name']}{took}  ({s['command']})")
+        lines += [f"         - {c['check']}: got {c.get('got')!r}" for c in s.get("checks", []) if not c["ok"]]
+    if job.get("reason") and job["state"] == "done":
+        lines.append(f"  {job['reason']}")
+    return lines
+
+
+def junit(job: dict) -> str:
+    cases = job["steps"]
+    suite = ET.Element("testsuite", name=job["name"], tests=str(len(cases)),
+                       failures=str(sum(s["status"] == "fail" for s in cases)),
+                       errors=str(sum(s["status"] in ("error", "timeout") for s in cases)),
+                       skipped=str(sum(s["status"] == "skipped" for s in cases)),
+                       time=f"{sum(s.get('duration_s') or 0 for s in cases):.3f}")
+    props = ET.SubElement(suite, "properties")
+    for key in ("id", "target", "health", "result", "reason"):
+        ET.SubElement(props, "property", name=f"panio.job.{key}", value=str(job.get(key)))
+    for s in cases:
+        case = ET.SubElement(suite, "testcase", classname=f"panio.{job['target']}.{job['name']}", name=s["name"],
+                             time=f"{s.get('duration_s') or 0:.3f}")
+        bad = "; ".join(c["check"] for c in s.get("checks", []) if not c["ok"])
+        if s["status"] == "fail":
+            ET.SubElement(case, "failure", message=bad, type="test_failed").text = s["command"]
+        elif s["status"] in ("error", "timeout"):
+            ET.SubElement(case, "error", message=f"{s['status']}: {bad}", type=s["status"]).text = s["command"]
+        elif s["status"] == "skipped":
+            ET.SubElement(case, "skipped", message="not run: an earlier step stopped the job")
+        if s.get("output"):
+            ET.SubElement(case, "system-out").text = s["output"]
+    wrapper = ET.Element("testsuites")
+    wrapper.append(suite)
+    ET.indent(wrapper)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(wrapper, encoding="unicode") + "\n"
+
+
+def write_junit(job: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(junit(job), encoding="utf-8")
