@@ -87,7 +87,8 @@ class JobRunner:
                 self._skip_rest(job_id, steps, idx + 1)
                 break
             self._skip_rest(job_id, steps, idx + 1)
-            return self._finish(payload, *outcome["health"])
+            health, reason, error = outcome["health"]
+            return self._finish(payload, health, None, reason, error)
         if failed:
             return self._finish(payload, "complete", "failed", f"failed: {', '.join(failed)}")
         return self._finish(payload, "complete", "passed", "all steps passed")
