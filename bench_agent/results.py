@@ -43,6 +43,7 @@ def _tables():
         sa.Column("cancel_requested", sa.Boolean, nullable=False, default=False),
         sa.Column("created_at", sa.Float, nullable=False),
         sa.Column("started_at", sa.Float),
+        sa.Column("leased_at", sa.Float),
         sa.Column("finished_at", sa.Float),
     )
     steps = sa.Table(
@@ -133,7 +134,7 @@ class ResultStore:
 
     def set_fence(self, job_id: int, fence: int) -> None:
         with self.engine.begin() as c:
-            c.execute(self.jobs.update().where(self.jobs.c.id == job_id).values(fence=fence))
+            c.execute(self.jobs.update().where(self.jobs.c.id == job_id).values(fence=fence, leased_at=time.time()))
 
     def record_step(self, job_id: int, idx: int, step: dict) -> None:
         row = {"name": step["name"], "command": step["command"], "status": step["status"],
@@ -164,6 +165,11 @@ class ResultStore:
             c.execute(self.jobs.update().where(self.jobs.c.id == job_id).values(cancel_requested=True))
 
     # --- reading -------------------------------------------------------
+
+    def state(self, job_id: int) -> str | None:
+        with self.engine.connect() as c:
+            return c.execute(self.jobs.select().with_only_columns(self.jobs.c.state)
+                             .where(self.jobs.c.id == job_id)).scalar()
 
     def cancel_requested(self, job_id: int) -> bool:
         with self.engine.connect() as c:

@@ -1,4 +1,4 @@
-"""JobRunner: claim a job, lease its target, run its steps, record everything.
+"""JobRunner: lease a job's target, claim the job, run its steps, record everything.
 
 Job payload (plain data, built by ``controller.jobs.spec``)::
 
@@ -47,22 +47,28 @@ class JobRunner:
         self.lab_path, self.worker, self.progress = lab_path, worker, progress
 
     def run(self, payload: dict) -> dict | None:
-        """Run the job; None if another runner already claimed it."""
+        """Run the job; None if it is not queued any more (a redelivered copy, or canceled)."""
         job_id = payload["job_id"]
-        if not self.store.claim(job_id, self.worker):
+        if self.store.state(job_id) != "queued":
             return None
-        self.progress("job_start", {"job_id": job_id, "target": payload["target"]})
         try:
             lease = leasing.acquire(
                 self.leases, payload["target"],
                 {"holder": self.worker, "job": job_id, "name": payload["name"]},
                 payload.get("lease_ttl_s", 30), payload.get("lease_wait_s", 300),
-                should_stop=lambda: self.store.cancel_requested(job_id))
+                should_stop=lambda: self.store.state(job_id) != "queued" or self.store.cancel_requested(job_id))
         except (Busy, Unreachable) as err:
+            if self.store.state(job_id) != "queued":
+                return None
             return self._finish(payload, "incomplete", None, f"lease not obtained: {err.message}", err.to_json())
         try:
+            # Leased first, claimed second: a job waiting for its lease stays queued, so if its worker
+            # dies the redelivered task can still run it; the claim makes sure only one copy ever does.
+            if not self.store.claim(job_id, self.worker):
+                return None
             lease.keep(payload.get("lease_ttl_s", 30))
             self.store.set_fence(job_id, lease.token)
+            self.progress("job_start", {"job_id": job_id, "target": payload["target"]})
             return self._steps(payload, lease)
         finally:
             lease.release()

@@ -31,6 +31,16 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--junit", metavar="FILE", type=Path, help="write JUnit XML (one test case per step) to FILE")
     add_json(c)
 
+    c = command(sub, "submit", "queue a job file to the worker of the host that owns its target", func=submit,
+                example=["panio job submit smoke.toml --target pico", "panio job submit smoke.toml --wait --junit j.xml"],
+                see_also="panio worker, panio job status, panio job cancel, docs/jobs.md",
+                details="Needs PANIO_BROKER (redis://...). Everything is checked first; a rejected job\n"
+                        "queues nothing. With --wait it follows the job and exits like `job run`.")
+    _file_target(c)
+    c.add_argument("--wait", action="store_true", help="follow the job to its verdict and exit like `job run`")
+    c.add_argument("--junit", metavar="FILE", type=Path, help="with --wait: write JUnit XML to FILE")
+    add_json(c)
+
     c = command(sub, "check", "validate a job file and its steps without running anything", func=check,
                 example="panio job check smoke.toml", see_also="panio job run, docs/jobs.md")
     _file_target(c)
@@ -109,12 +119,32 @@ def _finish(job: dict, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from controller.jobs import local, progress
+    from controller.jobs import backends, local, progress
 
+    if backends.broker_url():
+        args.wait = True
+        submit(args)
+        return
     lab = load_lab(args)
     show = (lambda e, d: None) if args.json else progress.for_stream()
     job = local.run_now(args.file, lab, args.target, show)
     _finish(job, args)
+
+
+def submit(args: argparse.Namespace) -> None:
+    from controller.jobs import progress, remote
+
+    queued = remote.submit(args.file, load_lab(args), args.target)
+    if not args.wait:
+        if args.json:
+            print_json({"job_id": queued["job_id"], "target": queued["target"], "queue": queued["queue"]})
+        else:
+            say(f"queued job {queued['job_id']} ({queued['name']}) for {queued['target']} on {queued['queue']}")
+        return
+    if not args.json:
+        say(f"queued job {queued['job_id']} for {queued['target']} on {queued['queue']}")
+    show = (lambda e, d: None) if args.json else progress.PlainProgress()
+    _finish(remote.follow(queued["job_id"], show), args)
 
 
 def check(args: argparse.Namespace) -> None:
