@@ -12,10 +12,11 @@ from controller.lab.model import Lab
 from controller.transport import Transport
 
 _LOCAL: Transport | None = None
+_REMOTE: dict[str, Transport] = {}  # one kept connection per host, reused for the life of the process
 
 
 def transport_for(lab: Lab, host: str | None) -> Transport:
-    """The transport for ``host`` (None = this machine)."""
+    """The transport for ``host`` (None = this machine): in-process, else SSH to the host's agent."""
     global _LOCAL
     if host is None:
         if _LOCAL is None:
@@ -23,10 +24,12 @@ def transport_for(lab: Lab, host: str | None) -> Transport:
 
             _LOCAL = LocalTransport()
         return _LOCAL
-    lab.host(host)  # fails helpfully if the host is unknown
-    from bench_agent.errors import NotConfigured
+    config = lab.host(host)  # fails helpfully if the host is unknown
+    if host not in _REMOTE:
+        from controller.transports.ssh import SSHTransport
 
-    raise NotConfigured(f"remote host {host!r}: remote transports are not available yet; run panio on {host}")
+        _REMOTE[host] = SSHTransport(host, config)
+    return _REMOTE[host]
 
 
 def call(lab: Lab, target: str, op: str, args: dict[str, Any]) -> Any:

@@ -4,6 +4,7 @@
 set -euo pipefail
 need=()
 command -v make >/dev/null || need+=(make)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)   # the SSH transport's tests start their own sshd
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
@@ -11,3 +12,5 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "system-deps: please install: ${need[*]}" >&2; exit 1
   fi
 fi
+# sshd needs its privilege-separation directory even when started by a test.
+if [ "$(id -u)" = 0 ] && [ ! -d /run/sshd ]; then mkdir -p /run/sshd && chmod 755 /run/sshd; fi
