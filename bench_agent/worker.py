@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 TASK = "panio.run_job"
+OP_TASK = "panio.op"
 DEFAULT_VISIBILITY_S = 300
 
 
@@ -35,15 +36,19 @@ def queue_name(host: str) -> str:
 def make_app(broker_url: str, prefix: str = "panio:", visibility_timeout_s: float = DEFAULT_VISIBILITY_S):
     from celery import Celery
 
-    app = Celery("panio", broker=broker_url, set_as_current=False)
+    app = Celery("panio", broker=broker_url, backend=broker_url, set_as_current=False)
     app.conf.update(
         task_serializer="json", result_serializer="json", accept_content=["json"],
         worker_prefetch_multiplier=1, task_acks_late=True, task_ignore_result=True,
         task_reject_on_worker_lost=True, broker_connection_retry_on_startup=True,
-        broker_transport_options={"visibility_timeout": visibility_timeout_s,
-                                  "global_keyprefix": f"{prefix}celery:"},
+        broker_transport_options={
+            "visibility_timeout": visibility_timeout_s, "global_keyprefix": f"{prefix}celery:",
+            # Sweep for tasks a dead worker left unacknowledged every third of the visibility timeout.
+            "unacked_restore_interval": max(1, int(visibility_timeout_s / 3)), "unacked_restore_throttle": 1,
+        },
         task_publish_retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
-        worker_hijack_root_logger=False, worker_send_task_events=False,
+        worker_hijack_root_logger=False, worker_send_task_events=False, result_expires=300,
+        result_backend_transport_options={"global_keyprefix": f"{prefix}celery:"},
     )
     return app
 
@@ -90,6 +95,23 @@ def register_task(app, ctx: WorkerContext) -> None:
     @app.task(name=TASK, bind=True, acks_late=True)
     def run_job(self, payload: dict) -> dict[str, Any] | None:
         return ctx.run_job(payload)
+
+    @app.task(name=OP_TASK, ignore_result=False, acks_late=False)
+    def run_op(op: str, args: dict) -> dict[str, Any]:
+        return call_op(op, args)
+
+
+def call_op(op: str, args: dict) -> dict[str, Any]:
+    """One operation for the Celery transport; errors travel as data, like over SSH."""
+    from bench_agent import ops
+    from bench_agent.errors import InternalError, PanioError
+
+    try:
+        return {"ok": True, "result": ops.call(op, args)}
+    except PanioError as err:
+        return {"ok": False, "error": err.to_json()}
+    except Exception as exc:  # noqa: BLE001 - an operation's bug is reported, not raised into Celery
+        return {"ok": False, "error": InternalError(f"{type(exc).__name__}: {exc}").to_json()}
 
 
 def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeout_s: float) -> None:

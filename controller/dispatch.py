@@ -16,7 +16,8 @@ _REMOTE: dict[str, Transport] = {}  # one kept connection per host, reused for t
 
 
 def transport_for(lab: Lab, host: str | None) -> Transport:
-    """The transport for ``host`` (None = this machine): in-process, else SSH to the host's agent."""
+    """The transport for ``host`` (None = this machine): in-process, else SSH to the host's agent,
+    or the host's Celery worker when the host says ``transport = "celery"``."""
     global _LOCAL
     if host is None:
         if _LOCAL is None:
@@ -26,9 +27,14 @@ def transport_for(lab: Lab, host: str | None) -> Transport:
         return _LOCAL
     config = lab.host(host)  # fails helpfully if the host is unknown
     if host not in _REMOTE:
-        from controller.transports.ssh import SSHTransport
+        if config.get("transport") == "celery":
+            from controller.transports.celery import CeleryTransport
 
-        _REMOTE[host] = SSHTransport(host, config)
+            _REMOTE[host] = CeleryTransport(host)
+        else:
+            from controller.transports.ssh import SSHTransport
+
+            _REMOTE[host] = SSHTransport(host, config)
     return _REMOTE[host]
 
 

@@ -150,3 +150,14 @@ def test_kill_9_of_a_worker_mid_job(lab, tmp_path, bench):
     assert (nxt["health"], nxt["result"]) == ("complete", "passed")
     again = lab("job", "status", str(first), "--json").json()
     assert again["worker"] == job["worker"] and again["health"] == "incomplete"  # never re-run
+
+
+def test_runtime_commands_reach_a_host_through_its_celery_worker(lab):
+    lab("host", "set", "bench2", "--transport", "celery")
+    r = lab("ping", "b2a", "--count", "3", "--json").json()
+    assert r["host"] == "bench2" and len(r["times_ms"]) == 3
+    lab("host", "set", "nobody", "--transport", "celery")
+    lab.env["PANIO_OP_WAIT_S"] = "1"
+    start = time.monotonic()
+    r = lab.fails("ping", "lost", code=4)  # no worker serves host.nobody: unreachable, bounded, not a hang
+    assert "outcome of the operation is unknown" in r.err and time.monotonic() - start < 10

@@ -55,10 +55,14 @@ def _fields(c: argparse.ArgumentParser, required: bool) -> None:
     c.add_argument("--port", type=positive_int, help="SSH port (default 22)")
     c.add_argument("--description", help="free text")
     c.add_argument("--python", metavar="PATH", help="python on the host that runs the bench agent")
+    c.add_argument("--transport", choices=("ssh", "celery"),
+                   help="how runtime commands reach the host: ssh (default; a kept agent channel) or celery "
+                        "(the host's `panio worker`, needs PANIO_BROKER)")
 
 
 def _values(args: argparse.Namespace) -> dict:
-    return {"ssh": args.ssh, "port": args.port, "description": args.description, "python": args.python}
+    return {"ssh": args.ssh, "port": args.port, "description": args.description, "python": args.python,
+            "transport": args.transport}
 
 
 def add(args: argparse.Namespace) -> None:
