@@ -136,8 +136,8 @@ target = "far"
 [[steps]]
 run = "panio ping ${target}"
 """
-    r = panio.fails("job", "run", job_file(tmp_path, body), code=3)
-    assert "incomplete (the lab failed)" in r.error["message"]
+    r = panio.fails("job", "run", job_file(tmp_path, body), code=4)  # bench9's SSH port is closed
+    assert "incomplete (the lab failed)" in r.error["message"] and r.error["error"] == "unreachable"
     job = panio("job", "status", "1", "--json").json()
     assert (job["health"], job["result"], job["steps"][0]["status"]) == ("incomplete", None, "error")
 
