@@ -12,8 +12,8 @@ from controller.jobs.report import MARKS
 class PlainProgress:
     """One line per event, for logs and CI."""
 
-    def __init__(self, out: TextIO = sys.stdout) -> None:
-        self.out = out
+    def __init__(self, out: TextIO = sys.stdout, prefix: str = "") -> None:
+        self.out, self.prefix = out, prefix
 
     def __call__(self, event: str, data: dict[str, Any]) -> None:
         if event == "job_start":
@@ -22,12 +22,14 @@ class PlainProgress:
             self._say(f"step {data['idx'] + 1}/{data['count']} {data['name']}: {data['command']}")
         elif event == "step_end":
             self._say(f"step {data['idx'] + 1} {data['name']}: {data['status']} ({data['duration_s']:.2f}s)")
+        elif event == "queued":
+            self._say(f"job {data['job_id']} queued on {data['queue']}")
         elif event == "job_end":
             verdict = data["health"] + (f", {data['result']}" if data.get("result") else "")
             self._say(f"job {data['job_id']}: {verdict}: {data['reason']}")
 
     def _say(self, text: str) -> None:
-        self.out.write(text + "\n")
+        self.out.write(self.prefix + text + "\n")
         self.out.flush()
 
 

@@ -45,9 +45,10 @@ def summary_lines(job: dict) -> list[str]:
     return lines
 
 
-def junit(job: dict) -> str:
+def junit_suite(job: dict) -> ET.Element:
+    """One job as a JUnit <testsuite>, one <testcase> per step."""
     cases = job["steps"]
-    suite = ET.Element("testsuite", name=job["name"], tests=str(len(cases)),
+    suite = ET.Element("testsuite", name=f"{job['name']}@{job['target']}", tests=str(len(cases)),
                        failures=str(sum(s["status"] == "fail" for s in cases)),
                        errors=str(sum(s["status"] in ("error", "timeout") for s in cases)),
                        skipped=str(sum(s["status"] == "skipped" for s in cases)),
@@ -55,6 +56,13 @@ def junit(job: dict) -> str:
     props = ET.SubElement(suite, "properties")
     for key in ("id", "target", "health", "result", "reason"):
         ET.SubElement(props, "property", name=f"panio.job.{key}", value=str(job.get(key)))
+    if job["state"] == "done" and job["health"] != "complete" and not any(
+            s["status"] in ("error", "timeout") for s in cases):
+        # The lab failed before any step could (lease not obtained, worker lost): say so as an error case.
+        case = ET.SubElement(suite, "testcase", classname=f"panio.{job['target']}.{job['name']}", name="(job)")
+        ET.SubElement(case, "error", message=f"{job['health']}: {job['reason']}", type=job["health"])
+        suite.set("tests", str(len(cases) + 1))
+        suite.set("errors", str(int(suite.get("errors")) + 1))
     for s in cases:
         case = ET.SubElement(suite, "testcase", classname=f"panio.{job['target']}.{job['name']}", name=s["name"],
                              time=f"{s.get('duration_s') or 0:.3f}")
@@ -67,12 +75,21 @@ def junit(job: dict) -> str:
             ET.SubElement(case, "skipped", message="not run: an earlier step stopped the job")
         if s.get("output"):
             ET.SubElement(case, "system-out").text = s["output"]
-    wrapper = ET.Element("testsuites")
-    wrapper.append(suite)
+    return suite
+
+
+def junit(*jobs: dict, name: str = "panio") -> str:
+    wrapper = ET.Element("testsuites", name=name)
+    for job in jobs:
+        wrapper.append(junit_suite(job))
     ET.indent(wrapper)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(wrapper, encoding="unicode") + "\n"
 
 
 def write_junit(job: dict, path: Path) -> None:
+    write_text(path, junit(job, name=job["name"]))
+
+
+def write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(junit(job), encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
