@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from bench_agent.errors import Busy, Refused, Unreachable
 
 TOKEN_ENV = "PANIO_LEASE_TOKEN"
+RETRY_S = 3.0  # how long a Redis call keeps retrying (a restart) before it fails as unreachable
 
 
 def holder_name(what: str) -> str:
@@ -97,7 +98,13 @@ def acquire(store: LeaseStore, target: str, info: dict, ttl_s: float, wait_s: fl
     """Take the lease on ``target``, waiting up to ``wait_s``; ``Busy`` naming the holder if not obtained."""
     deadline = time.monotonic() + wait_s
     while True:
-        lease = store.try_acquire(target, info, ttl_s)
+        try:
+            lease = store.try_acquire(target, info, ttl_s)
+        except Unreachable:
+            if time.monotonic() >= deadline or should_stop():
+                raise
+            time.sleep(0.25)  # Redis restarting: keep trying until the wait runs out
+            continue
         if lease is not None:
             return lease
         if time.monotonic() >= deadline or should_stop():
@@ -154,10 +161,15 @@ class RedisLeaseStore:
         return f"{self.prefix}lease:{target}"
 
     def _do(self, func, *args):
-        try:
-            return func(*args)
-        except self._errors as exc:
-            raise Unreachable(f"Redis at {self.url} unreachable: {exc}", hint="check PANIO_REDIS_URL") from None
+        """Run one Redis call, riding out a restart of up to ``RETRY_S`` before calling Redis unreachable."""
+        deadline = time.monotonic() + RETRY_S
+        while True:
+            try:
+                return func(*args)
+            except self._errors as exc:
+                if time.monotonic() >= deadline:
+                    raise Unreachable(f"Redis at {self.url} unreachable: {exc}", hint="check PANIO_REDIS_URL") from None
+                time.sleep(0.2)
 
     def try_acquire(self, target: str, info: dict, ttl_s: float) -> Lease | None:
         keys = [self._key(target), f"{self.prefix}fence:{target}"]

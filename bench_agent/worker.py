@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,8 @@ class WorkerContext:
                  panio_argv: list[str]) -> None:
         self.host, self.results_url, self.redis_url, self.prefix = host, results_url, redis_url, prefix
         self.state_dir, self.panio_argv = Path(state_dir), panio_argv
+        self._in_flight: set[int] = set()
+        self._lock = threading.Lock()
 
     def write_lab(self, payload: dict) -> Path:
         import tomlkit
@@ -69,12 +73,26 @@ class WorkerContext:
             action.pop("host", None)
         labs = self.state_dir / "labs"
         labs.mkdir(parents=True, exist_ok=True)
-        path = labs / f"job-{payload['job_id']}.toml"
+        # One file per delivery: a redelivered copy of the task must never remove the file the running one uses.
+        path = labs / f"job-{payload['job_id']}-{uuid.uuid4().hex[:8]}.toml"
         path.write_text(f"# written by panio worker {self.host} for job {payload['job_id']}\n"
                         + tomlkit.dumps({"targets": {payload["target"]: config}}), encoding="utf-8")
         return path
 
     def run_job(self, payload: dict) -> dict[str, Any] | None:
+        # A redelivered copy of a job this process is already running (or waiting to lease) is dropped
+        # at once instead of tying up a second pool thread.
+        with self._lock:
+            if payload["job_id"] in self._in_flight:
+                return None
+            self._in_flight.add(payload["job_id"])
+        try:
+            return self._run_job(payload)
+        finally:
+            with self._lock:
+                self._in_flight.discard(payload["job_id"])
+
+    def _run_job(self, payload: dict) -> dict[str, Any] | None:
         from bench_agent.jobs.runner import JobRunner, mark_lost
         from bench_agent.leases import RedisLeaseStore
         from bench_agent.results import ResultStore
@@ -83,12 +101,27 @@ class WorkerContext:
         lab = self.write_lab(payload)
         worker = f"worker {self.host}@{socket.gethostname()}:{os.getpid()}"
         try:
-            summary = JobRunner(store, leases, self.panio_argv, str(lab), worker).run(payload)
+            summary = JobRunner(store, leases, self.panio_argv, str(lab), worker, _log_event).run(payload)
         finally:
             lab.unlink(missing_ok=True)
         if summary is None:  # a redelivered copy: someone else has (or had) the job
             mark_lost(store, leases, store.job(payload["job_id"]))
         return summary
+
+
+def _log_event(event: str, data: dict[str, Any]) -> None:
+    """The worker's log: one line when a job starts, per step started and finished, and at its end."""
+    from celery.utils.log import get_task_logger
+
+    log = get_task_logger("panio.worker")
+    if event == "job_start":
+        log.info("job %s: leased %s, running", data["job_id"], data["target"])
+    elif event == "step_start":
+        log.info("job step start: %s/%s %s", data["idx"] + 1, data["count"], data["command"])
+    elif event == "step_end":
+        log.info("job step end: %s %s %s", data["idx"] + 1, data["status"], data["command"])
+    elif event == "job_end":
+        log.info("job %s: %s %s: %s", data["job_id"], data["health"], data["result"] or "", data["reason"])
 
 
 def register_task(app, ctx: WorkerContext) -> None:

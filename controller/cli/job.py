@@ -92,9 +92,14 @@ def _reconciled(store, job_id: int) -> dict:
     from bench_agent.jobs.runner import mark_lost
     from controller.jobs import backends
 
+    from bench_agent.errors import Unreachable
+
     job = store.job(job_id)
-    if job["state"] == "running" and mark_lost(store, backends.lease_store(), job):
-        job = store.job(job_id)
+    try:
+        if job["state"] == "running" and mark_lost(store, backends.lease_store(), job):
+            job = store.job(job_id)
+    except Unreachable:
+        pass  # leases unreachable: show the job as recorded
     return job
 
 

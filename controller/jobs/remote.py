@@ -73,7 +73,7 @@ def follow(job_id: int, progress, poll_s: float = 0.25, timeout_s: float | None 
                                     "count": len(job["spec"]["steps"])})
             progress("step_end", {**s, "duration_s": s.get("duration_s") or 0.0})
         seen = len(done_steps)
-        if job["state"] == "running" and mark_lost(store, leases, job):
+        if job["state"] == "running" and _lost(store, leases, job, mark_lost):
             continue
         if job["state"] == "done":
             progress("job_end", {"job_id": job_id, "health": job["health"], "result": job["result"],
@@ -82,3 +82,10 @@ def follow(job_id: int, progress, poll_s: float = 0.25, timeout_s: float | None 
         if deadline is not None and time.monotonic() >= deadline:
             return job
         time.sleep(poll_s)
+
+
+def _lost(store, leases, job: dict, mark_lost) -> bool:
+    try:
+        return mark_lost(store, leases, job)
+    except Unreachable:
+        return False  # Redis is away (restarting?): judge the job's worker when it is back
