@@ -93,6 +93,8 @@ def _engine(url: str):
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
+    # WAL + NORMAL: a commit survives a crash of any panio process; only a power cut can lose the last ones.
+    cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA busy_timeout=30000")
     cur.close()
 

@@ -41,12 +41,20 @@ def redis_prefix() -> str:
     return os.environ.get("PANIO_REDIS_PREFIX", "panio:")
 
 
+_REDIS_STORES: dict[tuple[str, str], object] = {}
+
+
 def lease_store():
+    """Redis leases when Redis is configured (one client per process: a connection per call costs ~1 ms),
+    else file leases in the state directory."""
     from bench_agent import leases
 
     url = redis_url()
     if url:
-        return leases.RedisLeaseStore(url, redis_prefix())
+        key = (url, redis_prefix())
+        if key not in _REDIS_STORES:
+            _REDIS_STORES[key] = leases.RedisLeaseStore(url, redis_prefix())
+        return _REDIS_STORES[key]
     return leases.FileLeaseStore(state_dir() / "leases")
 
 

@@ -8,7 +8,6 @@ result backend; an operation's error travels as data and is raised again here.
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 from bench_agent.errors import Unreachable, from_json
@@ -29,32 +28,31 @@ class CeleryTransport:
         args = request.get("args", {})
         # How long to wait for a worker beyond the operation's own timeout (PANIO_OP_WAIT_S).
         wait_s = float(args.get("timeout_s", 0) or 0) + float(os.environ.get("PANIO_OP_WAIT_S", DEFAULT_WAIT_S))
+        pending, failure, reply = None, None, {}
         try:
-            task_id = self.app.send_task(OP_TASK, args=[request["op"], args], queue=queue_name(self.host)).id
-            reply = self._wait(task_id, wait_s)
+            pending = self.app.send_task(OP_TASK, args=[request["op"], args], queue=queue_name(self.host))
+            reply = pending.get(timeout=wait_s, propagate=True)
         except Exception as exc:  # celery/kombu/redis errors end here, translated
-            raise Unreachable(f"host {self.host}: no answer from its worker on {queue_name(self.host)} "
-                              f"({type(exc).__name__}: {exc}); the outcome of the operation is unknown",
-                              hint=f"is `panio worker --host {self.host}` running?", host=self.host,
-                              outcome="unknown") from None
+            failure = f"{type(exc).__name__}: {exc}"
+        if failure is not None:
+            _abandon(pending)
+            raise Unreachable(f"host {self.host}: no answer from its worker on {queue_name(self.host)} ({failure}); "
+                              "the outcome of the operation is unknown",
+                              hint=f"is `panio worker --host {self.host}` running?", host=self.host, outcome="unknown")
         if reply.get("ok"):
             return reply.get("result")
         raise from_json(reply.get("error") or {})
 
-    def _wait(self, task_id: str, wait_s: float) -> dict:
-        """Poll the result key (no pub/sub subscription left behind to trip at interpreter exit)."""
-        deadline, pause = time.monotonic() + wait_s, 0.0005
-        while True:
-            meta = self.app.backend.get_task_meta(task_id)
-            if meta["status"] == "SUCCESS":
-                self.app.backend.forget(task_id)
-                return meta["result"]
-            if meta["status"] in ("FAILURE", "REVOKED"):
-                raise RuntimeError(f"task {meta['status'].lower()}: {meta.get('result')}")
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"no reply within {wait_s:g} s")
-            time.sleep(pause)
-            pause = min(pause * 1.5, 0.02)
-
     def close(self) -> None:
         pass
+
+
+def _abandon(pending) -> None:
+    """Unsubscribe from a result we gave up on now; left to ``__del__`` it would run at interpreter exit and fail."""
+    if pending is None:
+        return
+    try:
+        pending.backend.remove_pending_result(pending)
+    except Exception:  # noqa: BLE001 - best effort: the broker may be the thing that is down
+        pass
+    pending.backend = None
