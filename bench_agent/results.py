@@ -20,6 +20,7 @@ from typing import Any
 from bench_agent.errors import ConfigInvalid, NotConfigured, Unreachable
 
 _ENGINES: dict[str, Any] = {}
+_ENSURED: set[str] = set()
 
 
 def _tables():
@@ -106,7 +107,9 @@ class ResultStore:
         self.url = url
         self.engine = _engine(url)
         self.md, self.jobs, self.steps, self.artifacts = _tables()
-        self._ensure()
+        if url not in _ENSURED:  # create the tables once per process and database
+            self._ensure()
+            _ENSURED.add(url)
 
     def _ensure(self) -> None:
         import sqlalchemy as sa

@@ -63,6 +63,7 @@ class WorkerContext:
         self.host, self.results_url, self.redis_url, self.prefix = host, results_url, redis_url, prefix
         self.state_dir, self.panio_argv = Path(state_dir), panio_argv
         self._in_flight: set[int] = set()
+        self._stores = None
         self._lock = threading.Lock()
 
     def write_lab(self, payload: dict) -> Path:
@@ -97,7 +98,10 @@ class WorkerContext:
         from bench_agent.leases import RedisLeaseStore
         from bench_agent.results import ResultStore
 
-        store, leases = ResultStore(self.results_url), RedisLeaseStore(self.redis_url, self.prefix)
+        with self._lock:  # one database engine and one Redis client per worker, shared by its threads
+            if self._stores is None:
+                self._stores = (ResultStore(self.results_url), RedisLeaseStore(self.redis_url, self.prefix))
+        store, leases = self._stores
         lab = self.write_lab(payload)
         worker = f"worker {self.host}@{socket.gethostname()}:{os.getpid()}"
         try:
