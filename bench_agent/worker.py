@@ -47,6 +47,8 @@ def make_app(broker_url: str, prefix: str = "panio:", visibility_timeout_s: floa
             "visibility_timeout": visibility_timeout_s, "global_keyprefix": f"{prefix}celery:",
             # Sweep for tasks a dead worker left unacknowledged every third of the visibility timeout.
             "unacked_restore_interval": max(1, int(visibility_timeout_s / 3)), "unacked_restore_throttle": 1,
+            # A worker killed inside a sweep leaves the sweep's mutex behind: let it expire in seconds, not 5 min.
+            "unacked_mutex_expire": 10,
         },
         task_publish_retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
         worker_hijack_root_logger=False, worker_send_task_events=False, result_expires=300,
