@@ -217,3 +217,31 @@ def test_a_killed_job_run_frees_the_target_and_is_marked_incomplete(panio, tmp_p
     job = panio("job", "status", "1", "--json").json()
     assert (job["state"], job["health"]) == ("done", "incomplete")
     panio("ping", "pico")
+
+
+def test_live_progress_on_a_terminal(panio, tmp_path):
+    import os
+    import pty
+
+    fixture_lab(panio)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([PANIO, "job", "run", job_file(tmp_path, SMOKE)], env=panio.env, stdin=slave,
+                            stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    out = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        proc.wait(timeout=30)
+        os.close(master)
+    text = out.decode()
+    assert proc.returncode == 0
+    assert "\r\x1b[K ..  1/3 agent answers" in text  # the running step's line, redrawn in place
+    assert "\r\x1b[Kok   3/3 show" in text and "step 1/3" not in text  # no plain log lines on a terminal

@@ -175,9 +175,13 @@ def status(args: argparse.Namespace) -> None:
 
 
 def list_(args: argparse.Namespace) -> None:
-    jobs = _store().list_jobs(limit=args.limit, target=args.target, state=args.state)
+    store = _store()
+    jobs = store.list_jobs(limit=args.limit, target=args.target, state=args.state)
+    if any(j["state"] == "running" for j in jobs):  # show jobs whose worker died as what they are
+        jobs = [_reconciled(store, j["id"]) if j["state"] == "running" else j for j in jobs]
+        jobs = [j for j in jobs if not args.state or j["state"] == args.state]
     if args.json:
-        print_json([{k: v for k, v in j.items() if k != "spec"} for j in jobs])
+        print_json([{k: v for k, v in j.items() if k not in ("spec", "steps")} for j in jobs])
         return
     if not jobs:
         say("no jobs yet (run one with `panio job run FILE`)")
