@@ -245,3 +245,25 @@ def test_live_progress_on_a_terminal(panio, tmp_path):
     assert proc.returncode == 0
     assert "\r\x1b[K ..  1/3 agent answers" in text  # the running step's line, redrawn in place
     assert "\r\x1b[Kok   3/3 show" in text and "step 1/3" not in text  # no plain log lines on a terminal
+
+
+def test_job_timeout_bounds_the_whole_job(panio, tmp_path):
+    fixture_lab(panio)
+    body = """
+target = "pico"
+timeout_s = 1.5
+[[steps]]
+run = "panio ping ${target} --count 5 --interval 0.2"
+timeout_s = 30
+[[steps]]
+run = "panio ping ${target} --count 100 --interval 0.2"
+timeout_s = 30
+[[steps]]
+run = "panio ping ${target}"
+"""
+    r = panio.fails("job", "run", job_file(tmp_path, body), code=22)
+    assert "job timeout" in r.error["message"]
+    job = panio("job", "status", "1", "--json").json()
+    assert job["health"] == "timed_out"
+    assert [s["status"] for s in job["steps"]] == ["pass", "timeout", "skipped"]
+    assert job["finished_at"] - job["started_at"] < 4
