@@ -112,6 +112,7 @@ def bench_celery(lab, env: dict, tmp: Path, n: int) -> dict:
     from controller import dispatch
 
     prefix = f"bench-raw-{uuid.uuid4().hex[:6]}:"
+    RAW_PREFIXES.append(prefix)
     raw_worker = subprocess.Popen([sys.executable, "-c", RAW_WORKER, REDIS_URL, prefix], stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL, start_new_session=True)
     app = Celery("raw", broker=REDIS_URL, backend=REDIS_URL)
@@ -233,12 +234,16 @@ def make_lab(tmp: Path, sshd):
     return load(tmp / "lab.toml")
 
 
+RAW_PREFIXES: list[str] = []
+
+
 def cleanup(prefix: str) -> None:
     import redis
 
     r = redis.Redis.from_url(REDIS_URL)
-    for key in r.scan_iter(match=f"*{prefix}*"):
-        r.delete(key)
+    for p in [prefix, *RAW_PREFIXES]:
+        for key in r.scan_iter(match=f"{p}*"):
+            r.delete(key)
 
 
 def report(r: dict) -> None:
