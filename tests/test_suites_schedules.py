@@ -27,8 +27,12 @@ def test_suite_runs_parallel_across_targets_and_serial_per_target(panio, tmp_pat
     path = suite_file(tmp_path, {"slow.toml": SLOW, "quick.toml": QUICK}, "name = 'nightly'\ntargets = ['pico', 'qemu']")
     assert len(panio("suite", "check", path, "--json").json()["matrix"]) == 4
     junit = tmp_path / "out" / "nightly.xml"
-    r = panio("suite", "run", path, "--junit", str(junit))
+    report = tmp_path / "out" / "nightly.md"
+    r = panio("suite", "run", path, "--junit", str(junit), "--report", str(report))
     assert "[pico] job" in r.out and "[qemu] job" in r.out
+    text = report.read_text()
+    assert text.startswith("# suite nightly") and text.count("| complete | passed |") == 4
+    assert "`panio ping qemu --count 8 --interval 0.1`" in text and "qemu (local): seq=8" in text
     jobs = {(j["name"], j["target"]): panio("job", "status", str(j["id"]), "--json").json()
             for j in panio("job", "list", "--json").json()}
     assert all(j["result"] == "passed" for j in jobs.values()) and len(jobs) == 4

@@ -29,6 +29,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 see_also="panio job check, panio job logs, docs/jobs.md", details=DETAILS_RUN)
     _file_target(c)
     c.add_argument("--junit", metavar="FILE", type=Path, help="write JUnit XML (one test case per step) to FILE")
+    c.add_argument("--report", metavar="FILE", type=Path, help="write a readable Markdown report to FILE")
     add_json(c)
 
     c = command(sub, "submit", "queue a job file to the worker of the host that owns its target", func=submit,
@@ -39,6 +40,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     _file_target(c)
     c.add_argument("--wait", action="store_true", help="follow the job to its verdict and exit like `job run`")
     c.add_argument("--junit", metavar="FILE", type=Path, help="with --wait: write JUnit XML to FILE")
+    c.add_argument("--report", metavar="FILE", type=Path, help="with --wait: write a readable Markdown report")
     add_json(c)
 
     c = command(sub, "check", "validate a job file and its steps without running anything", func=check,
@@ -112,6 +114,8 @@ def _finish(job: dict, args: argparse.Namespace) -> None:
 
     if getattr(args, "junit", None):
         report.write_junit(job, args.junit)
+    if getattr(args, "report", None):
+        report.write_text(args.report, report.markdown(job, title=f"job {job['id']} {job['name']}"))
     if args.json:
         print_json(_brief(job))
     else:

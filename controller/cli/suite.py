@@ -22,6 +22,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 see_also="panio suite check, panio job run, panio schedule add", details=DETAILS)
     c.add_argument("file", type=Path, metavar="FILE", help="the suite file (TOML)")
     c.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML (a testsuite per job and target)")
+    c.add_argument("--report", type=Path, metavar="FILE", help="write a readable Markdown report: verdicts, steps, output")
     add_json(c)
     c = command(sub, "check", "validate a suite, its job files and targets without running anything",
                 func=check, example="panio suite check nightly.toml", see_also="panio suite run")
@@ -38,6 +39,11 @@ def run(args: argparse.Namespace) -> None:
     data, jobs = suite.run(args.file, load_lab(args), progress_for)
     if args.junit:
         report.write_text(args.junit, report.junit(*jobs, name=data["name"]))
+    if args.report:
+        from controller.jobs import backends
+
+        store = backends.results_store()  # with the steps' output
+        report.write_text(args.report, report.markdown(*[store.job(j["id"]) for j in jobs], title=f"suite {data['name']}"))
     if args.json:
         print_json({"suite": data["name"], "jobs": [{k: v for k, v in j.items() if k not in ("spec", "steps")}
                                                     for j in jobs]})

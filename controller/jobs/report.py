@@ -93,3 +93,22 @@ def write_junit(job: dict, path: Path) -> None:
 def write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+
+
+def markdown(*jobs: dict, title: str = "panio report") -> str:
+    """A readable report: a verdict table, then each job's steps with their checks and output."""
+    lines = [f"# {title}", "", "| job | target | health | result | reason |", "|---|---|---|---|---|"]
+    for j in jobs:
+        lines.append(f"| {j['id']} {j['name']} | {j['target']} | {j['health']} | {j['result'] or '-'} | "
+                     f"{(j.get('reason') or '').replace('|', '/')} |")
+    for j in jobs:
+        lines += ["", f"## job {j['id']} {j['name']} on {j['target']}", ""]
+        for s in j["steps"]:
+            took = f", {s['duration_s']:.2f} s" if s.get("duration_s") is not None else ""
+            lines.append(f"### {s['idx'] + 1}. {s['name']}: {s['status']}{took}")
+            lines += ["", f"`{s['command']}`", ""]
+            lines += [f"- {'ok' if c['ok'] else 'FAILED'}: {c['check']}" for c in s.get("checks", [])]
+            if s.get("output"):
+                lines += ["", "```", s["output"].rstrip("\n")[-4000:], "```"]
+            lines.append("")
+    return "\n".join(lines) + "\n"
