@@ -22,6 +22,9 @@ class PlainProgress:
             self._say(f"step {data['idx'] + 1}/{data['count']} {data['name']}: {data['command']}")
         elif event == "step_end":
             self._say(f"step {data['idx'] + 1} {data['name']}: {data['status']} ({data['duration_s']:.2f}s)")
+        elif event == "waiting":
+            self._say(f"job {data['job_id']} still queued: is `panio worker --host {data['host']}` running "
+                      "(same PANIO_BROKER and PANIO_REDIS_PREFIX)?")
         elif event == "queued":
             self._say(f"job {data['job_id']} queued on {data['queue']}")
         elif event == "job_end":

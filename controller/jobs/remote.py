@@ -17,6 +17,7 @@ from controller.jobs import backends, local, spec
 from controller.lab.model import Lab
 
 LOCAL_HOST = "local"
+QUEUED_HINT_S = 10.0  # after this long still queued, say which worker the job waits for
 
 
 def visibility_timeout_s() -> float:
@@ -60,10 +61,13 @@ def follow(job_id: int, progress, poll_s: float = 0.25, timeout_s: float | None 
     from bench_agent.jobs.runner import mark_lost
 
     store, leases = backends.results_store(), backends.lease_store()
-    seen, started = 0, False
+    seen, started, hinted, since = 0, False, False, time.monotonic()
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         job = store.job(job_id)
+        if job["state"] == "queued" and not hinted and time.monotonic() - since > QUEUED_HINT_S:
+            hinted = True
+            progress("waiting", {"job_id": job_id, "host": job["host"] or LOCAL_HOST})
         if job["state"] == "running" and not started:
             started = True
             progress("job_start", {"job_id": job_id, "target": job["target"]})
