@@ -28,14 +28,25 @@ def substitute(text: str, variables: dict[str, str]) -> str:
     return VAR_RE.sub(lambda m: variables.get(m.group(1), m.group(0)), text)
 
 
-def _pdeathsig() -> None:
-    """Kill the step if the worker dies (kill -9): no orphan keeps driving a board."""
-    try:
-        import ctypes
+_PRCTL = None
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+
+def _death_signal_hook():
+    """A pre-exec hook that makes the kernel kill the step if the worker dies (kill -9), so no orphan keeps
+    driving a board. prctl is resolved here, in the parent: a forked child of a threaded worker must not
+    dlopen anything."""
+    global _PRCTL
+    if not sys.platform.startswith("linux"):
+        return None
+    if _PRCTL is None:
+        try:
+            import ctypes
+
+            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            return None
+    prctl = _PRCTL
+    return lambda: prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -60,7 +71,7 @@ class StepProcess:
         self._on_line = on_line
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True, preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
+            start_new_session=True, preexec_fn=_death_signal_hook())
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
