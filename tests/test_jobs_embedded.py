@@ -57,6 +57,9 @@ def test_passing_job_records_results_and_junit(panio, tmp_path, results):
     assert "seq=2" in logs and "panio ping pico --count 2" in logs
     arts = {a["name"] for a in panio("job", "artifacts", "1", "--json").json()}
     assert arts == {"step-01.log", "step-02.log", "step-03.log", "junit.xml"}
+    panio("job", "artifacts", "1", "--out", str(tmp_path / "arts"))
+    assert "seq=2" in (tmp_path / "arts" / "step-01.log").read_text()
+    assert ET.parse(tmp_path / "arts" / "junit.xml").getroot().find("testsuite").get("tests") == "3"
     assert panio("job", "list", "--json").json()[0]["id"] == 1
 
 
