@@ -13,6 +13,8 @@
     ├── AuthFailed                  exit 11  auth_failed
     ├── DeviceError                 exit 12  device_error
     ├── Refused                     exit 13  refused
+    ├── TestFailed                  exit 14  test_failed
+    ├── Canceled                    exit 15  canceled
     ├── Timeout                     exit 22  timeout
     └── InternalError               exit 70  internal
 
@@ -130,6 +132,19 @@ class Refused(PanioError):
     code, exit_status = "refused", 13
 
 
+class TestFailed(PanioError):
+    """The lab worked and the board failed: a job step or expectation did not pass (CI: a real failure)."""
+
+    __test__ = False  # not a pytest test class
+    code, exit_status = "test_failed", 14
+
+
+class Canceled(PanioError):
+    """A job was canceled before it finished."""
+
+    code, exit_status = "canceled", 15
+
+
 class Timeout(PanioError):
     """A bounded wait ran out."""
 
@@ -156,6 +171,8 @@ ALL_ERRORS: tuple[type[PanioError], ...] = (
     AuthFailed,
     DeviceError,
     Refused,
+    TestFailed,
+    Canceled,
     Timeout,
     InternalError,
 )

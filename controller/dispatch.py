@@ -12,10 +12,12 @@ from controller.lab.model import Lab
 from controller.transport import Transport
 
 _LOCAL: Transport | None = None
+_REMOTE: dict[str, Transport] = {}  # one kept connection per host, reused for the life of the process
 
 
 def transport_for(lab: Lab, host: str | None) -> Transport:
-    """The transport for ``host`` (None = this machine)."""
+    """The transport for ``host`` (None = this machine): in-process, else SSH to the host's agent,
+    or the host's Celery worker when the host says ``transport = "celery"``."""
     global _LOCAL
     if host is None:
         if _LOCAL is None:
@@ -23,18 +25,34 @@ def transport_for(lab: Lab, host: str | None) -> Transport:
 
             _LOCAL = LocalTransport()
         return _LOCAL
-    lab.host(host)  # fails helpfully if the host is unknown
-    from bench_agent.errors import NotConfigured
+    config = lab.host(host)  # fails helpfully if the host is unknown
+    if host not in _REMOTE:
+        if config.get("transport") == "celery":
+            from controller.transports.celery import CeleryTransport
 
-    raise NotConfigured(f"remote host {host!r}: remote transports are not available yet; run panio on {host}")
+            _REMOTE[host] = CeleryTransport(host)
+        else:
+            from controller.transports.ssh import SSHTransport
+
+            _REMOTE[host] = SSHTransport(host, config)
+    return _REMOTE[host]
 
 
 def call(lab: Lab, target: str, op: str, args: dict[str, Any]) -> Any:
-    """Run ``op`` for ``target`` on the host that owns it."""
+    """Run ``op`` for ``target`` on the host that owns it (refused while another holder leases it)."""
     host = lab.target(target).get("host")
+    _check_lease(target)
     return transport_for(lab, host).call({"op": op, "args": args})
 
 
 def call_host(lab: Lab, host: str | None, op: str, args: dict[str, Any]) -> Any:
     """Run ``op`` on a control host (None = this machine), not tied to a target."""
     return transport_for(lab, host).call({"op": op, "args": args})
+
+
+def _check_lease(target: str) -> None:
+    """A target leased by a job is refused to everyone but that job's steps (they carry its token: the fence)."""
+    from bench_agent.leases import check_access
+    from controller.jobs.backends import lease_store
+
+    check_access(lease_store(), target)

@@ -17,8 +17,8 @@ apt_install() {
 
 need=()
 command -v make >/dev/null || need+=(make)
-[ -x /usr/sbin/sshd ] || need+=(openssh-server)
-command -v redis-server >/dev/null || need+=(redis-server)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)   # the SSH transport's tests start their own sshd
+command -v redis-server >/dev/null || need+=(redis-server)   # leases, Celery broker, restart tests
 if [ ${#need[@]} -gt 0 ]; then
   echo "system-deps: installing ${need[*]}"
   apt_install "${need[@]}"
@@ -38,3 +38,5 @@ if command -v pg_ctlcluster >/dev/null && ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>
   echo "system-deps: starting postgresql"
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
 fi
+# sshd needs its privilege-separation directory even when started by a test.
+if [ "$(id -u)" = 0 ] && [ ! -d /run/sshd ]; then mkdir -p /run/sshd && chmod 755 /run/sshd; fi

@@ -34,5 +34,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "power-state": ("controller.cli.power", "drive", "is the target powered? (state hook or serial sense line; changes nothing)"),
     "helper": ("controller.cli.helper", "operate", "list the bundled helper programs (shellyplug, ...) or run one"),
     "daemons": ("controller.cli.daemons", "operate", "list and stop this host's panio daemons (serial capture), strays too"),
+    "ping": ("controller.cli.ping", "drive", "a no-op round trip to the agent that owns a target"),
+    "job": ("controller.cli.job", "operate", "run, queue and follow bench jobs (steps with expectations; JUnit, CI exit codes)"),
+    "suite": ("controller.cli.suite", "operate", "run job files over a matrix of targets (parallel across targets)"),
+    "schedule": ("controller.cli.schedule", "operate", "run suites at set times (exactly one scheduler)"),
+    "lease": ("controller.cli.lease", "operate", "list and break exclusive target leases held by jobs"),
+    "worker": ("controller.cli.worker", "operate", "run a control host's bench worker (Celery, queue host.NAME)"),
     "skill": ("controller.cli.skill", "learn", "print the panio skill: mental model, command map, traps (start here)"),
 }

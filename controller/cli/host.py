@@ -36,6 +36,16 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("name", metavar="NAME")
     add_json(c)
 
+    c = command(sub, "trust", "record a host's SSH host key so panio will connect to it", func=trust,
+                example=["panio host trust bench1", "panio host trust bench1 --fingerprint SHA256:abc..."],
+                see_also="panio host show, panio ping TARGET",
+                details="panio verifies every host key and refuses an unknown one. Compare the printed\n"
+                        "fingerprint with the host's own (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`\n"
+                        "on the host), or pass --fingerprint to have panio compare it.")
+    c.add_argument("name", metavar="NAME")
+    c.add_argument("--fingerprint", metavar="SHA256:...", help="record only if the key has this fingerprint")
+    add_json(c)
+
     c = command(sub, "list", "list control hosts", func=list_, example="panio host list", see_also="panio host show")
     add_json(c)
 
@@ -45,10 +55,14 @@ def _fields(c: argparse.ArgumentParser, required: bool) -> None:
     c.add_argument("--port", type=positive_int, help="SSH port (default 22)")
     c.add_argument("--description", help="free text")
     c.add_argument("--python", metavar="PATH", help="python on the host that runs the bench agent")
+    c.add_argument("--transport", choices=("ssh", "celery"),
+                   help="how runtime commands reach the host: ssh (default; a kept agent channel) or celery "
+                        "(the host's `panio worker`, needs PANIO_BROKER)")
 
 
 def _values(args: argparse.Namespace) -> dict:
-    return {"ssh": args.ssh, "port": args.port, "description": args.description, "python": args.python}
+    return {"ssh": args.ssh, "port": args.port, "description": args.description, "python": args.python,
+            "transport": args.transport}
 
 
 def add(args: argparse.Namespace) -> None:
@@ -101,3 +115,19 @@ def list_(args: argparse.Namespace) -> None:
     else:
         for n, h in lab.hosts.items():
             say(host_line(n, h))
+
+
+def trust(args: argparse.Namespace) -> None:
+    from controller.transports import ssh
+
+    h = load_lab(args).host(args.name)
+    key = ssh.scan_host_key(args.name, h)
+    seen = ssh.fingerprint(key)
+    if args.fingerprint and args.fingerprint not in (seen, seen.split(" ", 1)[1]):
+        raise Refused(f"host {args.name} presents {seen}, not {args.fingerprint}; nothing recorded",
+                      hint="someone may be in the middle: check the host's key on its console", host=args.name)
+    path = ssh.record_host_key(args.name, h, key)
+    if args.json:
+        print_json({"host": args.name, "key": seen, "known_hosts": str(path)})
+    else:
+        say(f"trusted host {args.name}: {seen} (recorded in {path})")

@@ -227,6 +227,7 @@ HOST = TableSpec(
         "port": Field(_positive_int),
         "description": Field(_string),
         "python": Field(_nonempty_string),
+        "transport": Field(_one_of(("ssh", "celery"))),
     },
     "host",
 )

@@ -1,0 +1,65 @@
+"""The host-side agent: ``python -m bench_agent.agent`` speaks JSON lines on stdin/stdout.
+
+One agent runs per SSH connection, for the life of the connection, so an
+operation costs one round trip over a kept channel instead of a fresh
+``exec`` (and the host's shell start-up) per call.
+
+Protocol, version 1. The agent first writes a hello line::
+
+    {"panio_agent": 1, "pid": 4242, "python": "3.11.7"}
+
+then answers each request line with exactly one response line, in order::
+
+    -> {"v": 1, "id": 7, "op": "system.ping", "args": {"payload": 1}}
+    <- {"id": 7, "ok": true, "result": {"pong": 1}}
+    <- {"id": 7, "ok": false, "error": {"error": "not_configured", "exit": 3, "message": "..."}}
+
+A request with another ``v`` is answered with a ``usage`` error naming the
+versions this agent speaks. The agent exits at end of input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from typing import Any, TextIO
+
+from bench_agent import ops
+from bench_agent.errors import InternalError, PanioError, UsageError
+
+VERSION = 1
+
+
+def handle(line: str) -> dict[str, Any]:
+    try:
+        req = json.loads(line)
+        if not isinstance(req, dict):
+            raise ValueError("a request is a JSON object")
+    except ValueError as exc:
+        return {"id": None, "ok": False, "error": UsageError(f"bad request line: {exc}").to_json()}
+    rid = req.get("id")
+    if req.get("v") != VERSION:
+        err = UsageError(f"protocol version {req.get('v')!r} not spoken here (this agent speaks {VERSION})",
+                         hint="upgrade panio on both ends", versions=[VERSION])
+        return {"id": rid, "ok": False, "error": err.to_json()}
+    try:
+        return {"id": rid, "ok": True, "result": ops.call(str(req.get("op")), req.get("args") or {})}
+    except PanioError as err:
+        return {"id": rid, "ok": False, "error": err.to_json()}
+    except Exception as exc:  # noqa: BLE001 - an operation's bug must not kill the connection
+        return {"id": rid, "ok": False, "error": InternalError(f"{type(exc).__name__}: {exc}").to_json()}
+
+
+def serve(inp: TextIO, out: TextIO) -> None:
+    out.write(json.dumps({"panio_agent": VERSION, "pid": os.getpid(), "python": platform.python_version()}) + "\n")
+    out.flush()
+    for line in inp:
+        if line.strip():
+            out.write(json.dumps(handle(line)) + "\n")
+            out.flush()
+
+
+if __name__ == "__main__":
+    serve(sys.stdin, sys.stdout)

@@ -1,0 +1,191 @@
+"""JobRunner: lease a job's target, claim the job, run its steps, record everything.
+
+Job payload (plain data, built by ``controller.jobs.spec``)::
+
+    {"job_id": 7, "name": "smoke", "target": "pico", "timeout_s": 600,
+     "lease_ttl_s": 30, "lease_wait_s": 300,
+     "steps": [{"name": "boot", "argv": ["serial", "wait", "${target}", "login:"],
+                "command": "panio serial wait ${target} login:", "timeout_s": 60,
+                "expect_exit": [0], "expect_output": null, "reject_output": null,
+                "capture": {}, "continue_on_failure": false}]}
+
+Health (the lab) and result (the board) are decided apart:
+
+* ``complete``   every step that should run ran and was judged; result passed/failed;
+* ``incomplete`` the lab failed: lease not obtained or lost, a step exited with
+                 a lab status (unreachable, busy, not configured, ...), the worker died;
+* ``canceled``   someone ran ``panio job cancel``;
+* ``timed_out``  a step or the whole job ran out of time.
+
+Claiming is atomic in the results database (queued -> running), so a task
+that Celery redelivers finds the job taken and does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from typing import Any, Callable
+
+from bench_agent import leases as leasing
+from bench_agent.errors import Busy, Refused, Unreachable
+from bench_agent.jobs.steps import LAB_EXITS, StepProcess, error_of, judge, substitute
+from bench_agent.results import ResultStore
+
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+def _quiet(event: str, data: dict[str, Any]) -> None:
+    pass
+
+
+class JobRunner:
+    def __init__(self, store: ResultStore, leases: leasing.LeaseStore, panio_argv: list[str], lab_path: str,
+                 worker: str, progress: Progress = _quiet) -> None:
+        self.store, self.leases, self.panio_argv = store, leases, panio_argv
+        self.lab_path, self.worker, self.progress = lab_path, worker, progress
+
+    def run(self, payload: dict) -> dict | None:
+        """Run the job; None if it is not queued any more (a redelivered copy, or canceled)."""
+        job_id = payload["job_id"]
+        if self.store.state(job_id) != "queued":
+            return None
+        try:
+            lease = leasing.acquire(
+                self.leases, payload["target"],
+                {"holder": self.worker, "job": job_id, "name": payload["name"]},
+                payload.get("lease_ttl_s", 30), payload.get("lease_wait_s", 300),
+                should_stop=lambda: self.store.state(job_id) != "queued" or self.store.cancel_requested(job_id))
+        except (Busy, Unreachable) as err:
+            if self.store.state(job_id) != "queued":
+                return None
+            return self._finish(payload, "incomplete", None, f"lease not obtained: {err.message}", err.to_json())
+        try:
+            # Leased first, claimed second: a job waiting for its lease stays queued, so if its worker
+            # dies the redelivered task can still run it; the claim makes sure only one copy ever does.
+            if not self.store.claim(job_id, self.worker):
+                return None
+            lease.keep(payload.get("lease_ttl_s", 30))
+            self.store.set_fence(job_id, lease.token)
+            self.progress("job_start", {"job_id": job_id, "target": payload["target"]})
+            return self._steps(payload, lease)
+        finally:
+            lease.release()
+
+    def _steps(self, payload: dict, lease: leasing.Lease) -> dict:
+        job_id, steps = payload["job_id"], payload["steps"]
+        deadline = time.monotonic() + payload["timeout_s"] if payload.get("timeout_s") else None
+        variables = {"target": payload["target"], "job_id": str(job_id)}
+        failed: list[str] = []
+        for idx, step in enumerate(steps):
+            stop = self._stop_reason(job_id, lease, deadline)
+            if stop:
+                return self._abort(payload, idx, *stop)
+            outcome = self._one_step(payload, idx, step, variables, lease, deadline)
+            if outcome["status"] == "pass":
+                variables.update(outcome["captured"])
+                continue
+            if outcome["status"] == "fail":
+                failed.append(step["name"])
+                if step.get("continue_on_failure"):
+                    continue
+                self._skip_rest(job_id, steps, idx + 1)
+                break
+            self._skip_rest(job_id, steps, idx + 1)
+            health, reason, error = outcome["health"]
+            return self._finish(payload, health, None, reason, error)
+        if failed:
+            return self._finish(payload, "complete", "failed", f"failed: {', '.join(failed)}")
+        return self._finish(payload, "complete", "passed", "all steps passed")
+
+    def _stop_reason(self, job_id: int, lease: leasing.Lease, deadline: float | None) -> tuple | None:
+        if self.store.cancel_requested(job_id):
+            return ("canceled", "canceled by request", {"error": "canceled", "exit": 15, "message": "canceled"})
+        if deadline is not None and time.monotonic() >= deadline:
+            return ("timed_out", "job timeout reached", {"error": "timeout", "exit": 22, "message": "job timed out"})
+        try:
+            lease.check()
+        except (Refused, Unreachable) as err:
+            return ("incomplete", f"lease lost: {err.message}", err.to_json())
+        return None
+
+    def _abort(self, payload: dict, idx: int, health: str, reason: str, error: dict) -> dict:
+        self._skip_rest(payload["job_id"], payload["steps"], idx)
+        return self._finish(payload, health, None, reason, error)
+
+    def _one_step(self, payload: dict, idx: int, step: dict, variables: dict, lease: leasing.Lease,
+                  deadline: float | None) -> dict:
+        job_id = payload["job_id"]
+        argv = [substitute(a, variables) for a in step["argv"]]
+        command = "panio " + shlex.join(argv)
+        self.progress("step_start", {"idx": idx, "name": step["name"], "command": command, "count": len(payload["steps"])})
+        env = {**os.environ, leasing.TOKEN_ENV: str(lease.token)}
+        timeout_s = step["timeout_s"]
+        if deadline is not None:
+            timeout_s = max(0.0, min(timeout_s, deadline - time.monotonic()))
+        start = time.monotonic()
+        proc = StepProcess([*self.panio_argv, "--lab", self.lab_path, *argv], env,
+                           lambda line: self.progress("output", {"idx": idx, "line": line}))
+        code, why = proc.wait(timeout_s, lambda: self._interrupt(job_id, lease))
+        record = {"name": step["name"], "command": command, "exit_status": code,
+                  "duration_s": round(time.monotonic() - start, 3), "output": proc.output, "checks": [], "captured": {}}
+        outcome = self._classify(step, record, why, variables, deadline)
+        self.store.record_step(job_id, idx, record)
+        self.progress("step_end", {"idx": idx, **record})
+        return outcome
+
+    def _interrupt(self, job_id: int, lease: leasing.Lease) -> str | None:
+        if lease.lost:
+            return "lease_lost"
+        return "canceled" if self.store.cancel_requested(job_id) else None
+
+    def _classify(self, step: dict, record: dict, why: str | None, variables: dict, deadline: float | None) -> dict:
+        if why is not None:
+            record["status"] = "timeout" if why == "timeout" else "error"
+            record["checks"] = [{"check": "finished", "ok": False, "got": why, "outcome": "unknown"}]
+            job_timeout = deadline is not None and time.monotonic() >= deadline - 0.05
+            what = "job timeout" if job_timeout else f"step timeout ({step['timeout_s']:g} s)"
+            health = {
+                "timeout": ("timed_out", f"step {step['name']!r}: {what}; its outcome is unknown",
+                            {"error": "timeout", "exit": 22, "message": what}),
+                "canceled": ("canceled", f"canceled during step {step['name']!r}",
+                             {"error": "canceled", "exit": 15, "message": "canceled"}),
+                "lease_lost": ("incomplete", f"lease lost during step {step['name']!r}",
+                               {"error": "refused", "exit": 13, "message": "lease lost"}),
+            }[why]
+            return {"status": record["status"], "health": health}
+        code = record["exit_status"]
+        if code not in step.get("expect_exit", [0]) and code in LAB_EXITS:
+            err = error_of(record["output"]) or {"error": "error", "exit": code, "message": f"exited {code}"}
+            record["status"] = "error"
+            record["checks"] = [{"check": "lab", "ok": False, "got": code, "error": err}]
+            unknown = " (the outcome of its side effects is unknown)" if code in (4, 70) else ""
+            return {"status": "error", "health": ("incomplete", f"step {step['name']!r}: lab failure: "
+                                                  f"{err.get('message', code)}{unknown}", err)}
+        checks, captured = judge(step, code, record["output"], variables)
+        record.update(checks=checks, captured=captured, status="pass" if all(c["ok"] for c in checks) else "fail")
+        return {"status": record["status"], "captured": captured}
+
+    def _skip_rest(self, job_id: int, steps: list[dict], start: int) -> None:
+        for idx in range(start, len(steps)):
+            step = steps[idx]
+            self.store.record_step(job_id, idx, {"name": step["name"], "command": step["command"], "status": "skipped"})
+
+    def _finish(self, payload: dict, health: str, result: str | None, reason: str, error: dict | None = None) -> dict:
+        self.store.finish(payload["job_id"], health, result, reason, error)
+        summary = {"job_id": payload["job_id"], "health": health, "result": result, "reason": reason, "error": error}
+        self.progress("job_end", summary)
+        return summary
+
+
+def mark_lost(store: ResultStore, leases: leasing.LeaseStore, job: dict) -> bool:
+    """A running job whose lease is gone lost its worker: mark it incomplete. True if marked."""
+    if job["state"] != "running" or job.get("fence") is None:
+        return False
+    held = leases.current(job["target"])
+    if held and held.get("token") == job["fence"]:
+        return False
+    return store.finish(job["id"], "incomplete", None, f"worker {job.get('worker')} lost: the lease expired "
+                        "while the job ran; steps in flight have an unknown outcome",
+                        {"error": "unreachable", "exit": 4, "message": "worker lost"}, only_if_running=True)

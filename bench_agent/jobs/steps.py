@@ -1,0 +1,144 @@
+"""Run one job step: a panio command line as a subprocess, bounded in time, judged by its expectations.
+
+The step runs ``panio --lab LAB ARGV...`` in its own process group with the
+lease token in its environment, so the step's own dispatch can check the
+lease (the fence) before any side effect. Output (stdout and stderr, in
+order) is streamed to ``on_line`` and kept for the results database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable
+
+VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+OUTPUT_LIMIT = 1_000_000
+# Exit statuses that mean the lab failed rather than the board: the job is incomplete.
+LAB_EXITS = {3, 4, 5, 8, 9, 10, 11, 12, 70}
+
+
+def substitute(text: str, variables: dict[str, str]) -> str:
+    return VAR_RE.sub(lambda m: variables.get(m.group(1), m.group(0)), text)
+
+
+_PRCTL = None
+
+
+def _death_signal_hook():
+    """A pre-exec hook that makes the kernel kill the step if the worker dies (kill -9), so no orphan keeps
+    driving a board. prctl is resolved here, in the parent: a forked child of a threaded worker must not
+    dlopen anything."""
+    global _PRCTL
+    if not sys.platform.startswith("linux"):
+        return None
+    if _PRCTL is None:
+        try:
+            import ctypes
+
+            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            return None
+    prctl = _PRCTL
+    return lambda: prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig, wait_s in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class StepProcess:
+    """One running step. ``wait`` returns (exit_status or None, why_stopped)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], on_line: Callable[[str], None]) -> None:
+        self.lines: list[str] = []
+        self._size = 0
+        self._on_line = on_line
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True, preexec_fn=_death_signal_hook())
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in iter(self.proc.stdout.readline, b""):
+            line = raw.decode("utf-8", "replace")
+            if self._size < OUTPUT_LIMIT:
+                self.lines.append(line)
+                self._size += len(line)
+            self._on_line(line.rstrip("\n"))
+        self.proc.stdout.close()
+
+    def wait(self, timeout_s: float, should_stop: Callable[[], str | None]) -> tuple[int | None, str | None]:
+        """Wait for the exit; stop it early on timeout or when ``should_stop`` names a reason."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                try:
+                    code = self.proc.wait(timeout=0.1)
+                    self._reader.join(timeout=5)
+                    return code, None
+                except subprocess.TimeoutExpired:
+                    pass
+                why = "timeout" if time.monotonic() >= deadline else should_stop()
+                if why:
+                    _kill_group(self.proc)
+                    self._reader.join(timeout=5)
+                    return None, why
+        except BaseException:
+            _kill_group(self.proc)  # Ctrl-C or a dying worker: never leave a step running
+            raise
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+
+def error_of(output: str) -> dict | None:
+    """The panio JSON error line a failed step printed last, if any."""
+    for line in reversed(output.strip().splitlines()[-5:]):
+        if line.startswith("{") and '"error"' in line:
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and "error" in obj:
+                return obj
+    return None
+
+
+def judge(step: dict, exit_status: int, output: str, variables: dict[str, str]) -> tuple[list[dict], dict[str, str]]:
+    """The checks of a finished step and the variables it captured."""
+    expected = step.get("expect_exit", [0])
+    checks = [{"check": f"exit status in {expected}", "ok": exit_status in expected, "got": exit_status}]
+    if step.get("expect_output"):
+        pattern = substitute(step["expect_output"], variables)
+        checks.append({"check": f"output matches /{pattern}/", "ok": re.search(pattern, output, re.M) is not None})
+    if step.get("reject_output"):
+        pattern = substitute(step["reject_output"], variables)
+        checks.append({"check": f"output does not match /{pattern}/",
+                       "ok": re.search(pattern, output, re.M) is None})
+    captured: dict[str, str] = {}
+    for var, pattern in step.get("capture", {}).items():
+        m = re.search(pattern, output, re.M)
+        if m:
+            captured[var] = m.group(1) if m.groups() else m.group(0)
+        checks.append({"check": f"capture {var} from /{pattern}/", "ok": m is not None,
+                       "got": captured.get(var)})
+    return checks, captured

@@ -1,0 +1,222 @@
+"""The results database: job history, step results and artifacts (SQLAlchemy Core).
+
+One store, two engines: SQLite (a file in the user's state directory, the
+embedded default) and PostgreSQL (``PANIO_RESULTS_URL=postgresql://...``,
+shared by the controller and the workers of every control host). The caller
+passes the URL; nothing here opens a connection on import.
+
+A job row carries both axes kept apart by design: ``health`` (did the lab
+deliver a verdict: complete, incomplete, canceled, timed_out) and ``result``
+(did the board pass: passed, failed). ``state`` (queued, running, done) plus
+an atomic claim decide who runs a job, so a redelivered task never runs it twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from bench_agent.errors import ConfigInvalid, NotConfigured, Unreachable
+
+_ENGINES: dict[str, Any] = {}
+_ENSURED: set[str] = set()
+
+
+def _tables():
+    import sqlalchemy as sa
+
+    md = sa.MetaData()
+    jobs = sa.Table(
+        "panio_jobs", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("name", sa.String(200), nullable=False),
+        sa.Column("target", sa.String(64), nullable=False),
+        sa.Column("host", sa.String(64)),
+        sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("health", sa.String(16)),
+        sa.Column("result", sa.String(16)),
+        sa.Column("reason", sa.Text),
+        sa.Column("error", sa.Text),
+        sa.Column("spec", sa.Text, nullable=False),
+        sa.Column("worker", sa.String(200)),
+        sa.Column("fence", sa.BigInteger),
+        sa.Column("cancel_requested", sa.Boolean, nullable=False, default=False),
+        sa.Column("created_at", sa.Float, nullable=False),
+        sa.Column("started_at", sa.Float),
+        sa.Column("leased_at", sa.Float),
+        sa.Column("finished_at", sa.Float),
+    )
+    steps = sa.Table(
+        "panio_steps", md,
+        sa.Column("job_id", sa.Integer, sa.ForeignKey("panio_jobs.id"), primary_key=True),
+        sa.Column("idx", sa.Integer, primary_key=True),
+        sa.Column("name", sa.String(200), nullable=False),
+        sa.Column("command", sa.Text, nullable=False),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("exit_status", sa.Integer),
+        sa.Column("duration_s", sa.Float),
+        sa.Column("checks", sa.Text),
+        sa.Column("captured", sa.Text),
+        sa.Column("output", sa.Text),
+    )
+    artifacts = sa.Table(
+        "panio_artifacts", md,
+        sa.Column("job_id", sa.Integer, sa.ForeignKey("panio_jobs.id"), primary_key=True),
+        sa.Column("name", sa.String(200), primary_key=True),
+        sa.Column("content", sa.Text, nullable=False),
+    )
+    return md, jobs, steps, artifacts
+
+
+def _engine(url: str):
+    if url not in _ENGINES:
+        import sqlalchemy as sa
+
+        if url.startswith("postgresql://"):
+            url_eff = "postgresql+psycopg://" + url[len("postgresql://"):]
+        else:
+            url_eff = url
+        kwargs: dict[str, Any] = {}
+        if url_eff.startswith("sqlite"):
+            kwargs["connect_args"] = {"timeout": 30}
+        try:
+            engine = sa.create_engine(url_eff, **kwargs)
+        except (sa.exc.ArgumentError, ImportError) as exc:
+            raise ConfigInvalid(f"results database URL {url!r} is not usable: {exc}",
+                                hint="use sqlite:///PATH or postgresql://USER@HOST/DB") from None
+        if url_eff.startswith("sqlite"):
+            sa.event.listen(engine, "connect", _sqlite_pragmas)
+        _ENGINES[url] = engine
+    return _ENGINES[url]
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    # WAL + NORMAL: a commit survives a crash of any panio process; only a power cut can lose the last ones.
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+class ResultStore:
+    """Job history in SQLite or PostgreSQL. Every method is one short transaction."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = _engine(url)
+        self.md, self.jobs, self.steps, self.artifacts = _tables()
+        if url not in _ENSURED:  # create the tables once per process and database
+            self._ensure()
+            _ENSURED.add(url)
+
+    def _ensure(self) -> None:
+        import sqlalchemy as sa
+
+        try:
+            self.md.create_all(self.engine)
+        except sa.exc.OperationalError as exc:
+            raise Unreachable(f"results database {self.url} unreachable: {str(exc.orig).strip().splitlines()[0]}",
+                              hint="check PANIO_RESULTS_URL") from None
+
+    # --- writing -------------------------------------------------------
+
+    def create_job(self, name: str, target: str, host: str | None, spec: dict) -> int:
+        with self.engine.begin() as c:
+            res = c.execute(self.jobs.insert().values(
+                name=name, target=target, host=host, state="queued", spec=json.dumps(spec),
+                cancel_requested=False, created_at=time.time()))
+            return int(res.inserted_primary_key[0])
+
+    def claim(self, job_id: int, worker: str) -> bool:
+        """Move a queued job to running for ``worker``; False if someone else already has (or had) it."""
+        with self.engine.begin() as c:
+            res = c.execute(self.jobs.update()
+                            .where(self.jobs.c.id == job_id, self.jobs.c.state == "queued")
+                            .values(state="running", worker=worker, started_at=time.time()))
+            return res.rowcount == 1
+
+    def set_fence(self, job_id: int, fence: int) -> None:
+        with self.engine.begin() as c:
+            c.execute(self.jobs.update().where(self.jobs.c.id == job_id).values(fence=fence, leased_at=time.time()))
+
+    def record_step(self, job_id: int, idx: int, step: dict) -> None:
+        row = {"name": step["name"], "command": step["command"], "status": step["status"],
+               "exit_status": step.get("exit_status"), "duration_s": step.get("duration_s"),
+               "checks": json.dumps(step.get("checks", [])), "captured": json.dumps(step.get("captured", {})),
+               "output": step.get("output", "")}
+        with self.engine.begin() as c:
+            c.execute(self.steps.delete().where(self.steps.c.job_id == job_id, self.steps.c.idx == idx))
+            c.execute(self.steps.insert().values(job_id=job_id, idx=idx, **row))
+
+    def add_artifact(self, job_id: int, name: str, content: str) -> None:
+        with self.engine.begin() as c:
+            c.execute(self.artifacts.delete().where(self.artifacts.c.job_id == job_id, self.artifacts.c.name == name))
+            c.execute(self.artifacts.insert().values(job_id=job_id, name=name, content=content))
+
+    def finish(self, job_id: int, health: str, result: str | None, reason: str = "",
+               error: dict | None = None, only_if_running: bool = False) -> bool:
+        q = self.jobs.update().where(self.jobs.c.id == job_id, self.jobs.c.state != "done")
+        if only_if_running:
+            q = q.where(self.jobs.c.state == "running")
+        with self.engine.begin() as c:
+            res = c.execute(q.values(state="done", health=health, result=result, reason=reason,
+                                     error=json.dumps(error) if error else None, finished_at=time.time()))
+            return res.rowcount == 1
+
+    def request_cancel(self, job_id: int) -> None:
+        with self.engine.begin() as c:
+            c.execute(self.jobs.update().where(self.jobs.c.id == job_id).values(cancel_requested=True))
+
+    # --- reading -------------------------------------------------------
+
+    def state(self, job_id: int) -> str | None:
+        with self.engine.connect() as c:
+            return c.execute(self.jobs.select().with_only_columns(self.jobs.c.state)
+                             .where(self.jobs.c.id == job_id)).scalar()
+
+    def cancel_requested(self, job_id: int) -> bool:
+        with self.engine.connect() as c:
+            return bool(c.execute(self.jobs.select().with_only_columns(self.jobs.c.cancel_requested)
+                                  .where(self.jobs.c.id == job_id)).scalar())
+
+    def job(self, job_id: int) -> dict:
+        with self.engine.connect() as c:
+            row = c.execute(self.jobs.select().where(self.jobs.c.id == job_id)).mappings().first()
+            if row is None:
+                raise NotConfigured(f"no job {job_id} in the results database ({self.url})",
+                                    hint="see `panio job list`", job=job_id)
+            steps = c.execute(self.steps.select().where(self.steps.c.job_id == job_id)
+                              .order_by(self.steps.c.idx)).mappings().all()
+        return {**_job_dict(row), "steps": [_step_dict(s) for s in steps]}
+
+    def list_jobs(self, limit: int = 20, target: str | None = None, state: str | None = None) -> list[dict]:
+        q = self.jobs.select().order_by(self.jobs.c.id.desc()).limit(limit)
+        if target:
+            q = q.where(self.jobs.c.target == target)
+        if state:
+            q = q.where(self.jobs.c.state == state)
+        with self.engine.connect() as c:
+            return [_job_dict(r) for r in c.execute(q).mappings().all()]
+
+    def list_artifacts(self, job_id: int) -> dict[str, str]:
+        with self.engine.connect() as c:
+            rows = c.execute(self.artifacts.select().where(self.artifacts.c.job_id == job_id)
+                             .order_by(self.artifacts.c.name)).mappings().all()
+        return {r["name"]: r["content"] for r in rows}
+
+
+def _job_dict(row) -> dict:
+    out = dict(row)
+    out["spec"] = json.loads(out["spec"])
+    out["error"] = json.loads(out["error"]) if out.get("error") else None
+    out["cancel_requested"] = bool(out["cancel_requested"])
+    return out
+
+
+def _step_dict(row) -> dict:
+    out = dict(row)
+    out["checks"] = json.loads(out["checks"] or "[]")
+    out["captured"] = json.loads(out["captured"] or "{}")
+    return out

@@ -1,0 +1,263 @@
+"""Dispatch benchmarks: a no-op operation in-process, over a kept SSH channel and over Celery, each beside
+its raw floor measured in the same run; no-op jobs per second with leases and results; how long after a
+worker's kill -9 its target is leasable again.
+
+Run: .venv/bin/python benchmarks/dispatch.py [--n 2000] [--jobs 200]
+Needs: Redis on 127.0.0.1:6379 (DB 5, a random key prefix), /usr/sbin/sshd. Starts and stops its own sshd
+and workers. Every interpreter is this venv's, never a shim on PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the test suite's real-sshd helper
+
+PANIO = str(Path(sys.executable).parent / "panio")
+REDIS_URL = "redis://127.0.0.1:6379/5"
+ECHO = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line); sys.stdout.flush()\n"
+
+
+def per_call_ms(func, n: int) -> float:
+    for _ in range(min(50, n)):
+        func()
+    samples = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(n // 5):
+            func()
+        samples.append((time.perf_counter() - start) * 1000 / (n // 5))
+    return statistics.median(samples)
+
+
+def wait_for(pred, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        if time.monotonic() > deadline:
+            raise RuntimeError("timed out")
+        time.sleep(0.05)
+
+
+def bench_local(lab, n: int) -> dict:
+    from bench_agent import ops
+
+    raw = per_call_ms(lambda: ops.call("system.ping", {"payload": 1}), n)
+    return {"raw_ms": raw, **both(lab, "near", None, n)}
+
+
+def both(lab, target: str, host: str | None, n: int) -> dict:
+    """The transport alone, and the whole dispatch (which also checks the target's lease in Redis)."""
+    from controller import dispatch
+
+    req = {"op": "system.ping", "args": {"payload": 1}}
+    transport = dispatch.transport_for(lab, host)
+    return {"panio_ms": per_call_ms(lambda: transport.call(req), n),
+            "dispatch_ms": per_call_ms(lambda: dispatch.call(lab, target, "system.ping", {"payload": 1}), n)}
+
+
+def bench_ssh(lab, sshd, n: int) -> dict:
+    import paramiko
+
+    client = paramiko.SSHClient()
+    client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+    client.connect("127.0.0.1", port=sshd.port, username=sshd.user)
+    chan = client.get_transport().open_session()
+    chan.exec_command(f"{sys.executable} -c {_shq(ECHO)}")
+    f = chan.makefile("rb")
+
+    def echo() -> None:
+        chan.sendall(b'{"v": 1, "id": 1, "op": "system.ping", "args": {"payload": 1}}\n')
+        json.loads(f.readline())
+
+    raw = per_call_ms(echo, n)
+    client.close()
+    return {"raw_ms": raw, **both(lab, "far", "bench", n)}
+
+
+def _shq(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+RAW_WORKER = """
+import sys
+from celery import Celery
+app = Celery("raw", broker=sys.argv[1], backend=sys.argv[1])
+app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"],
+                worker_prefetch_multiplier=1, broker_transport_options={"global_keyprefix": sys.argv[2]},
+                result_backend_transport_options={"global_keyprefix": sys.argv[2]}, worker_hijack_root_logger=False)
+@app.task(name="raw.noop")
+def noop(x):
+    return x
+app.worker_main(["worker", "-Q", "raw", "--pool", "threads", "-c", "1", "--without-gossip", "--without-mingle",
+                 "--without-heartbeat", "--loglevel", "WARNING"])
+"""
+
+
+def bench_celery(lab, env: dict, tmp: Path, n: int) -> dict:
+    from celery import Celery
+
+    from controller import dispatch
+
+    prefix = f"bench-raw-{uuid.uuid4().hex[:6]}:"
+    RAW_PREFIXES.append(prefix)
+    raw_worker = subprocess.Popen([sys.executable, "-c", RAW_WORKER, REDIS_URL, prefix], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True)
+    app = Celery("raw", broker=REDIS_URL, backend=REDIS_URL)
+    app.conf.update(task_serializer="json", accept_content=["json"], broker_transport_options={"global_keyprefix": prefix},
+                    result_backend_transport_options={"global_keyprefix": prefix})
+    try:
+        app.send_task("raw.noop", args=[1], queue="raw").get(timeout=60)
+        raw = per_call_ms(lambda: app.send_task("raw.noop", args=[1], queue="raw").get(timeout=10), n)
+    finally:
+        os.killpg(raw_worker.pid, signal.SIGTERM)
+        raw_worker.wait(timeout=20)
+    worker = start_worker(env, tmp, "celhost", concurrency=1)
+    try:
+        dispatch.call(lab, "viacel", "system.ping", {"payload": 1})
+        via = both(lab, "viacel", "celhost", n)
+    finally:
+        stop_worker(worker)
+    return {"raw_ms": raw, **via}
+
+
+def start_worker(env: dict, tmp: Path, host: str, concurrency: int = 4) -> subprocess.Popen:
+    log = tmp / f"worker-{host}-{uuid.uuid4().hex[:4]}.log"
+    proc = subprocess.Popen([PANIO, "worker", "--host", host, "--concurrency", str(concurrency)],
+                            env={**os.environ, **env, "PANIO_STATE_DIR": str(tmp / "w")},
+                            stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    wait_for(lambda: "ready." in log.read_text())
+    return proc
+
+
+def stop_worker(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+    proc.wait(timeout=30)
+
+
+def bench_jobs(env: dict, tmp: Path, jobs: int) -> dict:
+    """No-op jobs (no steps) through queue, lease, claim and results: what panio adds per job."""
+    from bench_agent.worker import make_app, submit
+    from controller.jobs import backends
+
+    store = backends.results_store()
+    worker = start_worker(env, tmp, "jobhost", concurrency=4)
+    app = make_app(env["PANIO_BROKER"], env["PANIO_REDIS_PREFIX"])
+    try:
+        ids = []
+        start = time.perf_counter()
+        for i in range(jobs):
+            target = f"t{i % 4}"
+            payload = {"name": "noop", "target": target, "steps": [], "timeout_s": None, "lease_wait_s": 60,
+                       "lease_ttl_s": 30, "target_config": {}}
+            job_id = store.create_job("noop", target, "jobhost", payload)
+            submit(app, {**payload, "job_id": job_id}, "jobhost")
+            ids.append(job_id)
+        wait_for(lambda: all(j["state"] == "done" for j in store.list_jobs(limit=jobs)), timeout_s=300)
+        elapsed = time.perf_counter() - start
+    finally:
+        stop_worker(worker)
+    return {"jobs": jobs, "seconds": elapsed, "jobs_per_s": jobs / elapsed}
+
+
+def bench_kill(env: dict, tmp: Path, ttl_s: float = 3.0) -> dict:
+    from bench_agent.leases import RedisLeaseStore
+    from bench_agent.worker import make_app, submit
+    from controller.jobs import backends
+
+    store, leases = backends.results_store(), RedisLeaseStore(env["PANIO_REDIS_URL"], env["PANIO_REDIS_PREFIX"])
+    worker = start_worker(env, tmp, "killhost", concurrency=1)
+    step = {"name": "long", "argv": ["config", "show"], "command": "panio config show", "timeout_s": 60,
+            "expect_exit": [0, 3, 5]}
+    payload = {"name": "long", "target": "victim", "steps": [step] * 400, "timeout_s": None, "lease_wait_s": 5,
+               "lease_ttl_s": ttl_s, "target_config": {}}
+    job_id = store.create_job("long", "victim", "killhost", payload)
+    submit(make_app(env["PANIO_BROKER"], env["PANIO_REDIS_PREFIX"]), {**payload, "job_id": job_id}, "killhost")
+    wait_for(lambda: leases.current("victim") is not None)
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait()
+    killed = time.monotonic()
+    while leases.try_acquire("victim", {"holder": "bench"}, 5) is None:
+        time.sleep(0.01)
+    return {"ttl_s": ttl_s, "leasable_after_s": time.monotonic() - killed}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=2000, help="round trips per measurement")
+    ap.add_argument("--jobs", type=int, default=200, help="no-op jobs for the jobs/s measurement")
+    args = ap.parse_args()
+    from sshd import Sshd
+
+    tmp = Path(tempfile.mkdtemp(prefix="panio-bench-"))
+    prefix = f"bench-{uuid.uuid4().hex[:8]}:"
+    env = {"PANIO_BROKER": REDIS_URL, "PANIO_REDIS_URL": REDIS_URL, "PANIO_REDIS_PREFIX": prefix,
+           "PANIO_RESULTS_URL": f"sqlite:///{tmp / 'results.db'}", "PANIO_STATE_DIR": str(tmp / "state"),
+           "HOME": str(tmp / "home"), "PANIO_LAB": str(tmp / "lab.toml")}
+    os.environ.update(env)
+    sshd = Sshd(tmp / "sshd", tmp / "home")
+    try:
+        lab = make_lab(tmp, sshd)
+        results = {"python": sys.executable, "cores": os.cpu_count()}
+        results["in_process"] = bench_local(lab, args.n)
+        results["ssh"] = bench_ssh(lab, sshd, args.n)
+        results["celery"] = bench_celery(lab, env, tmp, max(200, args.n // 5))
+        results["jobs"] = bench_jobs(env, tmp, args.jobs)
+        results["kill"] = bench_kill(env, tmp)
+    finally:
+        sshd.stop()
+        cleanup(prefix)
+    report(results)
+
+
+def make_lab(tmp: Path, sshd):
+    from controller.lab import load
+
+    (tmp / "lab.toml").write_text(
+        f'[hosts.bench]\nssh = "{sshd.user}@127.0.0.1"\nport = {sshd.port}\npython = "{sys.executable}"\n'
+        '[hosts.celhost]\nssh = "ops@celhost.invalid"\ntransport = "celery"\n'
+        '[targets.near]\n[targets.far]\nhost = "bench"\n[targets.viacel]\nhost = "celhost"\n')
+    subprocess.run([PANIO, "host", "trust", "bench"], check=True, capture_output=True)
+    return load(tmp / "lab.toml")
+
+
+RAW_PREFIXES: list[str] = []
+
+
+def cleanup(prefix: str) -> None:
+    import redis
+
+    r = redis.Redis.from_url(REDIS_URL)
+    for p in [prefix, *RAW_PREFIXES]:
+        for key in r.scan_iter(match=f"{p}*"):
+            r.delete(key)
+
+
+def report(r: dict) -> None:
+    print(f"python {r['python']}, {r['cores']} cores")
+    print(f"{'route':<12}{'raw floor':>12}{'transport':>12}{'added':>9}{'+lease check':>14}")
+    for route in ("in_process", "ssh", "celery"):
+        raw, via, full = r[route]["raw_ms"], r[route]["panio_ms"], r[route]["dispatch_ms"]
+        print(f"{route:<12}{raw:>10.3f}ms{via:>10.3f}ms{(via / raw - 1) * 100:>8.0f}%{full:>12.3f}ms")
+    j = r["jobs"]
+    print(f"no-op jobs: {j['jobs']} in {j['seconds']:.2f} s = {j['jobs_per_s']:.0f} jobs/s (leases + results)")
+    k = r["kill"]
+    print(f"kill -9 of a worker mid-job: target leasable again after {k['leasable_after_s']:.2f} s (TTL {k['ttl_s']:g} s)")
+    print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,252 @@
+"""panio job run|check|submit|status|list|logs|artifacts|cancel: bench jobs and their results."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from controller.cli.common import add_json, command, load_lab, positive_int, print_json, say, subcommands
+
+DETAILS_RUN = """\
+A job file (TOML) names a target (or tags) and steps; each step is a panio
+command line with expectations (exit status, a regex on its output), captured
+variables for later steps and a timeout. Every step is checked against panio's
+own commands before anything runs. Without PANIO_BROKER the job runs in this
+process; results go to the results database (`panio job list`).
+
+Exit status for CI: 0 every step passed; 14 the board failed a step
+(test_failed); lab failures: 4 unreachable, 8 lease not obtained (busy),
+22 timed out, 15 canceled, or the failing step's own lab status (3, 5, 9, ...)."""
+
+
+def register(p: argparse.ArgumentParser, name: str) -> None:
+    p.description = ("Bench jobs: a target plus panio command steps with expectations. `job run` blocks\n"
+                     "and exits with a CI status; history lives in the results database. See docs/jobs.md.")
+    sub = subcommands(p)
+    c = command(sub, "run", "run a job file now and wait for its verdict (CI: exit 0 = passed)", func=run,
+                example=["panio job run smoke.toml --target pico --junit out/junit.xml",
+                         "panio job run smoke.toml --json"],
+                see_also="panio job check, panio job logs, docs/jobs.md", details=DETAILS_RUN)
+    _file_target(c)
+    c.add_argument("--junit", metavar="FILE", type=Path, help="write JUnit XML (one test case per step) to FILE")
+    c.add_argument("--report", metavar="FILE", type=Path, help="write a readable Markdown report to FILE")
+    add_json(c)
+
+    c = command(sub, "submit", "queue a job file to the worker of the host that owns its target", func=submit,
+                example=["panio job submit smoke.toml --target pico", "panio job submit smoke.toml --wait --junit j.xml"],
+                see_also="panio worker, panio job status, panio job cancel, docs/jobs.md",
+                details="Needs PANIO_BROKER (redis://...). Everything is checked first; a rejected job\n"
+                        "queues nothing. With --wait it follows the job and exits like `job run`.")
+    _file_target(c)
+    c.add_argument("--wait", action="store_true", help="follow the job to its verdict and exit like `job run`")
+    c.add_argument("--junit", metavar="FILE", type=Path, help="with --wait: write JUnit XML to FILE")
+    c.add_argument("--report", metavar="FILE", type=Path, help="with --wait: write a readable Markdown report")
+    add_json(c)
+
+    c = command(sub, "check", "validate a job file and its steps without running anything", func=check,
+                example="panio job check smoke.toml", see_also="panio job run, docs/jobs.md")
+    _file_target(c)
+    add_json(c)
+
+    c = command(sub, "status", "show one job: health, result, each step", func=status,
+                example="panio job status 12 --json", see_also="panio job logs, panio job list")
+    c.add_argument("id", type=positive_int, metavar="JOB")
+    add_json(c)
+
+    c = command(sub, "list", "list recent jobs, newest first", func=list_,
+                example="panio job list --target pico --limit 5", see_also="panio job status")
+    c.add_argument("--target", metavar="TARGET", help="only jobs on TARGET")
+    c.add_argument("--state", choices=("queued", "running", "done"), help="only jobs in this state")
+    c.add_argument("--limit", type=positive_int, default=20, help="how many (default 20)")
+    add_json(c)
+
+    c = command(sub, "logs", "print each step's command line and output", func=logs,
+                example="panio job logs 12 --step 2", see_also="panio job artifacts, panio job status")
+    c.add_argument("id", type=positive_int, metavar="JOB")
+    c.add_argument("--step", type=positive_int, metavar="N", help="only step N (1-based)")
+    add_json(c)
+
+    c = command(sub, "artifacts", "list a job's artifacts (step outputs, logs) or save them to a folder",
+                func=artifacts, example="panio job artifacts 12 --out ./artifacts",
+                see_also="panio job logs")
+    c.add_argument("id", type=positive_int, metavar="JOB")
+    c.add_argument("--out", type=Path, metavar="DIR", help="write every artifact into DIR")
+    add_json(c)
+
+    c = command(sub, "cancel", "cancel a queued or running job (its running step is stopped)", func=cancel,
+                example="panio job cancel 12", see_also="panio job status, panio lease list")
+    c.add_argument("id", type=positive_int, metavar="JOB")
+
+
+def _file_target(c: argparse.ArgumentParser) -> None:
+    c.add_argument("file", type=Path, metavar="FILE", help="the job file (TOML; see docs/jobs.md)")
+    c.add_argument("--target", metavar="TARGET", help="run on TARGET instead of the file's target/tags")
+
+
+def _store():
+    from controller.jobs import backends
+
+    return backends.results_store()
+
+
+def _reconciled(store, job_id: int) -> dict:
+    """The job, after marking it incomplete if its worker died (its lease is gone)."""
+    from bench_agent.jobs.runner import mark_lost
+    from controller.jobs import backends
+
+    from bench_agent.errors import Unreachable
+
+    job = store.job(job_id)
+    try:
+        if job["state"] == "running" and mark_lost(store, backends.lease_store(), job):
+            job = store.job(job_id)
+    except Unreachable:
+        pass  # leases unreachable: show the job as recorded
+    return job
+
+
+def _brief(job: dict) -> dict:
+    return {**job, "steps": [{k: v for k, v in s.items() if k != "output"} for s in job.get("steps", [])]}
+
+
+def _finish(job: dict, args: argparse.Namespace) -> None:
+    from controller.jobs import report
+
+    if getattr(args, "junit", None):
+        report.write_junit(job, args.junit)
+    if getattr(args, "report", None):
+        report.write_text(args.report, report.markdown(job, title=f"job {job['id']} {job['name']}"))
+    if args.json:
+        print_json(_brief(job))
+    else:
+        say("\n".join(report.summary_lines(job)))
+        if getattr(args, "junit", None):
+            say(f"JUnit XML written to {args.junit}")
+    err = report.ci_error(job)
+    if err is not None:
+        raise err
+
+
+def run(args: argparse.Namespace) -> None:
+    from controller.jobs import backends, local, progress
+
+    if backends.broker_url():
+        args.wait = True
+        submit(args)
+        return
+    lab = load_lab(args)
+    show = (lambda e, d: None) if args.json else progress.for_stream()
+    job = local.run_now(args.file, lab, args.target, show)
+    _finish(job, args)
+
+
+def submit(args: argparse.Namespace) -> None:
+    from controller.jobs import progress, remote
+
+    queued = remote.submit(args.file, load_lab(args), args.target)
+    if not args.wait:
+        if args.json:
+            print_json({"job_id": queued["job_id"], "target": queued["target"], "queue": queued["queue"]})
+        else:
+            say(f"queued job {queued['job_id']} ({queued['name']}) for {queued['target']} on {queued['queue']}")
+        return
+    if not args.json:
+        say(f"queued job {queued['job_id']} for {queued['target']} on {queued['queue']}")
+    show = (lambda e, d: None) if args.json else progress.PlainProgress()
+    _finish(remote.follow(queued["job_id"], show), args)
+
+
+def check(args: argparse.Namespace) -> None:
+    from controller.jobs import spec
+
+    job, steps, targets = spec.prepare(args.file, load_lab(args), args.target)
+    if args.json:
+        print_json({"file": str(args.file), "name": job["data"]["name"], "targets": targets, "steps": steps})
+        return
+    say(f"{args.file}: job {job['data']['name']!r} is valid: {len(steps)} steps, targets: {', '.join(targets)}")
+    for i, s in enumerate(steps, 1):
+        say(f"  {i}. {s['name']}: {s['command']}")
+
+
+def status(args: argparse.Namespace) -> None:
+    from controller.jobs import report
+
+    job = _reconciled(_store(), args.id)
+    if args.json:
+        print_json(_brief(job))
+    else:
+        say("\n".join(report.summary_lines(job)))
+
+
+def list_(args: argparse.Namespace) -> None:
+    store = _store()
+    jobs = store.list_jobs(limit=args.limit, target=args.target, state=args.state)
+    if any(j["state"] == "running" for j in jobs):  # show jobs whose worker died as what they are
+        jobs = [_reconciled(store, j["id"]) if j["state"] == "running" else j for j in jobs]
+        jobs = [j for j in jobs if not args.state or j["state"] == args.state]
+    if args.json:
+        print_json([{k: v for k, v in j.items() if k not in ("spec", "steps")} for j in jobs])
+        return
+    if not jobs:
+        say("no jobs yet (run one with `panio job run FILE`)")
+    for j in jobs:
+        verdict = j["health"] + (f", {j['result']}" if j["result"] else "") if j["state"] == "done" else j["state"]
+        say(f"{j['id']:>5}  {j['name']:<20} {j['target']:<12} {verdict}")
+
+
+def logs(args: argparse.Namespace) -> None:
+    job = _store().job(args.id)
+    steps = job["steps"]
+    if args.step:
+        if args.step > len(steps):
+            from bench_agent.errors import UsageError
+
+            raise UsageError(f"job {args.id} has {len(steps)} steps, not {args.step}", job=args.id)
+        steps = [steps[args.step - 1]]
+    if args.json:
+        print_json([{"idx": s["idx"] + 1, "name": s["name"], "command": s["command"], "status": s["status"],
+                     "output": s["output"]} for s in steps])
+        return
+    for s in steps:
+        say(f"== step {s['idx'] + 1} {s['name']} [{s['status']}]: {s['command']}")
+        if s.get("output"):
+            say(s["output"].rstrip("\n"))
+
+
+def _artifact_map(store, job_id: int) -> dict[str, str]:
+    job = store.job(job_id)
+    out = {f"step-{s['idx'] + 1:02d}.log": s["output"] for s in job["steps"] if s.get("output")}
+    out.update(store.list_artifacts(job_id))
+    from controller.jobs import report
+
+    if job["state"] == "done":
+        out["junit.xml"] = report.junit(job)
+    return out
+
+
+def artifacts(args: argparse.Namespace) -> None:
+    items = _artifact_map(_store(), args.id)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        for name, content in items.items():
+            (args.out / name).write_text(content, encoding="utf-8")
+    if args.json:
+        print_json([{"name": n, "bytes": len(c.encode()), **({"path": str(args.out / n)} if args.out else {})}
+                    for n, c in items.items()])
+        return
+    for n, c in items.items():
+        say(f"{n}  {len(c.encode())} bytes" + (f"  -> {args.out / n}" if args.out else ""))
+
+
+def cancel(args: argparse.Namespace) -> None:
+    store = _store()
+    job = store.job(args.id)
+    if job["state"] == "done":
+        say(f"job {args.id} already finished ({job['health']})")
+        return
+    store.request_cancel(args.id)
+    if job["state"] == "queued" and store.finish(args.id, "canceled", None, "canceled before it started",
+                                                 {"error": "canceled", "exit": 15, "message": "canceled"}):
+        say(f"job {args.id} canceled before it started")
+        return
+    say(f"job {args.id}: cancel requested; its runner stops the running step")

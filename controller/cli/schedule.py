@@ -1,0 +1,100 @@
+"""panio schedule add|list|rm|serve: suites at set times, fired by exactly one scheduler."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+from controller.cli.common import add_json, check_name, command, load_lab, print_json, say, subcommands
+
+
+def register(p: argparse.ArgumentParser, name: str) -> None:
+    p.description = ("Schedules run a suite at a time of day (--at 02:00) or every so often (--every 6h).\n"
+                     "They are kept in the results database; `panio schedule serve` fires them, and only\n"
+                     "one scheduler may run (a second is refused naming the first).")
+    sub = subcommands(p)
+    c = command(sub, "add", "schedule a suite daily at a time, or every so often", func=add,
+                example=["panio schedule add nightly --suite nightly.toml --at 02:00",
+                         "panio schedule add hourly-smoke --suite smoke-suite.toml --every 1h"],
+                see_also="panio schedule list, panio schedule serve, panio suite run")
+    c.add_argument("name", metavar="NAME")
+    c.add_argument("--suite", required=True, type=Path, metavar="FILE", help="the suite file (checked now)")
+    when = c.add_mutually_exclusive_group(required=True)
+    when.add_argument("--at", metavar="HH:MM", help="every day at this local time")
+    when.add_argument("--every", metavar="DURATION", help="every DURATION: 30s, 15m, 6h, 1d")
+    c = command(sub, "list", "list schedules: when, next run, last run and its jobs", func=list_,
+                example="panio schedule list --json", see_also="panio schedule add, panio job list")
+    add_json(c)
+    c = command(sub, "rm", "remove a schedule", func=rm, example="panio schedule rm nightly",
+                see_also="panio schedule list")
+    c.add_argument("name", metavar="NAME")
+    c = command(sub, "serve", "run the scheduler (exactly one may run; SIGTERM stops it after running suites)",
+                func=serve, example="panio schedule serve", see_also="panio schedule list, panio lease list",
+                details="Runs each due suite like `panio suite run` (in this process, or queued to workers\n"
+                        "when PANIO_BROKER is set). Its lock shows in `panio lease list` as _scheduler.")
+
+
+def _store():
+    from controller.jobs import backends
+    from controller.jobs.schedules import ScheduleStore
+
+    return ScheduleStore(backends.results_url())
+
+
+def add(args: argparse.Namespace) -> None:
+    from controller.jobs import schedules, suite
+
+    check_name("schedule", args.name)
+    at = schedules.parse_at(args.at) if args.at else None
+    every_s = schedules.parse_every(args.every) if args.every else None
+    path = args.suite.resolve()
+    data, entries = suite.matrix(path, load_lab(args))  # reject a bad suite now, not at 2 a.m.
+    row = _store().add(args.name, path, at, every_s)
+    when = f"daily at {at}" if at else f"every {args.every}"
+    say(f"scheduled {args.name}: suite {data['name']} ({len(entries)} jobs) {when}; next run "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(row['next_due']))}")
+
+
+def list_(args: argparse.Namespace) -> None:
+    rows = _store().list()
+    if args.json:
+        print_json(rows)
+        return
+    if not rows:
+        say("no schedules (add one with `panio schedule add NAME --suite FILE --at HH:MM`)")
+    for r in rows:
+        when = f"at {r['at']}" if r["at"] else f"every {r['every_s']:g}s"
+        nxt = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["next_due"]))
+        last = f"last jobs {r['last_jobs']}" if r["last_jobs"] else "never ran"
+        say(f"{r['name']:<16} {when:<14} next {nxt}  {last}  ({r['suite']})")
+
+
+def rm(args: argparse.Namespace) -> None:
+    _store().remove(args.name)
+    say(f"removed schedule {args.name}")
+
+
+def serve(args: argparse.Namespace) -> None:
+    from controller.jobs import progress, suite
+    from controller.jobs.schedules import Scheduler
+
+    def log(text: str) -> None:
+        sys.stdout.write(time.strftime("%H:%M:%S ") + text + "\n")
+        sys.stdout.flush()
+
+    def fire(s: dict) -> list[int]:
+        lab = load_lab(args)  # re-read each time: lab edits apply to the next run
+        _, jobs = suite.run(Path(s["suite"]), lab, lambda t: progress.PlainProgress(prefix=f"[{s['name']} {t}] "))
+        return [j["id"] for j in jobs]
+
+    scheduler = Scheduler(_store(), fire, log)
+
+    def stop(signum, frame) -> None:
+        scheduler.stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    scheduler.serve()

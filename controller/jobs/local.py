@@ -1,0 +1,57 @@
+"""The embedded default: run a job now, in this process, with no broker and no server.
+
+The same ``bench_agent.jobs.runner.JobRunner`` a Celery worker uses runs here;
+leases are file locks in the state directory (or Redis when configured) and
+results go to the same database ``panio job status`` reads.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from bench_agent.leases import holder_name
+from controller.jobs import backends, spec
+from controller.lab.model import Lab
+
+
+def create(store, lab: Lab, job: dict, steps: list[dict], target: str) -> dict:
+    """Record a queued job and return its payload."""
+    host = lab.target(target).get("host")
+    draft = spec.payload(job, steps, target, 0)
+    job_id = store.create_job(job["data"]["name"], target, host, draft)
+    return {**draft, "job_id": job_id}
+
+
+def pick_target(leases, targets: list[str]) -> str:
+    """A free target among the candidates, else the first (its job waits for the lease)."""
+    for t in targets:
+        if leases.current(t) is None:
+            return t
+    return targets[0]
+
+
+def run_now(path: Path, lab: Lab, target: str | None, progress) -> dict:
+    from bench_agent.jobs.runner import JobRunner
+
+    job, steps, targets = spec.prepare(path, lab, target)
+    store, leases = backends.results_store(), backends.lease_store()
+    payload = create(store, lab, job, steps, pick_target(leases, targets))
+    runner = JobRunner(store, leases, backends.panio_argv(), str(lab.path), holder_name("panio job run"), progress)
+    try:
+        runner.run(payload)
+    except KeyboardInterrupt:
+        store.finish(payload["job_id"], "canceled", None, "interrupted (Ctrl-C)",
+                     {"error": "canceled", "exit": 15, "message": "interrupted"})
+        raise
+    return store.job(payload["job_id"])
+
+
+def wait_done(store, job_id: int, timeout_s: float | None, poll_s: float = 0.2) -> dict:
+    """Poll the results database until the job is done (or ``timeout_s`` passes)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        job = store.job(job_id)
+        if job["state"] == "done" or (deadline is not None and time.monotonic() >= deadline):
+            return job
+        time.sleep(poll_s)

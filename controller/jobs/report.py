@@ -1,0 +1,114 @@
+"""A finished job for people (summary lines), for CI (exit status) and for test tools (JUnit XML)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from bench_agent.errors import BY_CODE, Canceled, PanioError, TestFailed, Timeout, Unreachable
+
+MARKS = {"pass": "ok  ", "fail": "FAIL", "error": "ERR ", "timeout": "TIME", "skipped": "skip"}
+
+
+def ci_error(job: dict) -> PanioError | None:
+    """None when every step passed; else the error whose exit status tells CI who failed: board or lab."""
+    health, result = job["health"], job["result"]
+    where = f"job {job['id']} ({job['name']}) on {job['target']}"
+    if health == "complete" and result == "passed":
+        return None
+    if health == "complete":
+        failed = [s["name"] for s in job["steps"] if s["status"] == "fail"]
+        return TestFailed(f"{where}: the board failed {', '.join(failed) or 'a step'}", job=job["id"],
+                          hint=f"see `panio job logs {job['id']}`")
+    err = job.get("error") or {}
+    if health == "canceled":
+        return Canceled(f"{where}: canceled", job=job["id"])
+    if health == "timed_out":
+        return Timeout(f"{where}: timed out: {job['reason']}", job=job["id"])
+    cls = BY_CODE.get(err.get("error", ""), Unreachable)
+    if cls in (TestFailed, PanioError):
+        cls = Unreachable
+    return cls(f"{where}: incomplete (the lab failed): {job['reason']}", job=job["id"],
+               hint=f"see `panio job logs {job['id']}`")
+
+
+def summary_lines(job: dict) -> list[str]:
+    verdict = job["health"] if job["health"] != "complete" else f"complete, {job['result']}"
+    lines = [f"job {job['id']} {job['name']} on {job['target']}: {job['state']}"
+             + (f" ({verdict})" if job["state"] == "done" else "")]
+    for i, s in enumerate(job["steps"]):
+        took = f" {s['duration_s']:.2f}s" if s.get("duration_s") is not None else ""
+        lines.append(f"  {MARKS.get(s['status'], s['status'])} {i + 1}. {s['name']}{took}  ({s['command']})")
+        lines += [f"         - {c['check']}: got {c.get('got')!r}" for c in s.get("checks", []) if not c["ok"]]
+    if job.get("reason") and job["state"] == "done":
+        lines.append(f"  {job['reason']}")
+    return lines
+
+
+def junit_suite(job: dict) -> ET.Element:
+    """One job as a JUnit <testsuite>, one <testcase> per step."""
+    cases = job["steps"]
+    suite = ET.Element("testsuite", name=f"{job['name']}@{job['target']}", tests=str(len(cases)),
+                       failures=str(sum(s["status"] == "fail" for s in cases)),
+                       errors=str(sum(s["status"] in ("error", "timeout") for s in cases)),
+                       skipped=str(sum(s["status"] == "skipped" for s in cases)),
+                       time=f"{sum(s.get('duration_s') or 0 for s in cases):.3f}")
+    props = ET.SubElement(suite, "properties")
+    for key in ("id", "target", "health", "result", "reason"):
+        ET.SubElement(props, "property", name=f"panio.job.{key}", value=str(job.get(key)))
+    if job["state"] == "done" and job["health"] != "complete" and not any(
+            s["status"] in ("error", "timeout") for s in cases):
+        # The lab failed before any step could (lease not obtained, worker lost): say so as an error case.
+        case = ET.SubElement(suite, "testcase", classname=f"panio.{job['target']}.{job['name']}", name="(job)")
+        ET.SubElement(case, "error", message=f"{job['health']}: {job['reason']}", type=job["health"])
+        suite.set("tests", str(len(cases) + 1))
+        suite.set("errors", str(int(suite.get("errors")) + 1))
+    for s in cases:
+        case = ET.SubElement(suite, "testcase", classname=f"panio.{job['target']}.{job['name']}", name=s["name"],
+                             time=f"{s.get('duration_s') or 0:.3f}")
+        bad = "; ".join(c["check"] for c in s.get("checks", []) if not c["ok"])
+        if s["status"] == "fail":
+            ET.SubElement(case, "failure", message=bad, type="test_failed").text = s["command"]
+        elif s["status"] in ("error", "timeout"):
+            ET.SubElement(case, "error", message=f"{s['status']}: {bad}", type=s["status"]).text = s["command"]
+        elif s["status"] == "skipped":
+            ET.SubElement(case, "skipped", message="not run: an earlier step stopped the job")
+        if s.get("output"):
+            ET.SubElement(case, "system-out").text = s["output"]
+    return suite
+
+
+def junit(*jobs: dict, name: str = "panio") -> str:
+    wrapper = ET.Element("testsuites", name=name)
+    for job in jobs:
+        wrapper.append(junit_suite(job))
+    ET.indent(wrapper)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(wrapper, encoding="unicode") + "\n"
+
+
+def write_junit(job: dict, path: Path) -> None:
+    write_text(path, junit(job, name=job["name"]))
+
+
+def write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def markdown(*jobs: dict, title: str = "panio report") -> str:
+    """A readable report: a verdict table, then each job's steps with their checks and output."""
+    lines = [f"# {title}", "", "| job | target | health | result | reason |", "|---|---|---|---|---|"]
+    for j in jobs:
+        lines.append(f"| {j['id']} {j['name']} | {j['target']} | {j['health']} | {j['result'] or '-'} | "
+                     f"{(j.get('reason') or '').replace('|', '/')} |")
+    for j in jobs:
+        lines += ["", f"## job {j['id']} {j['name']} on {j['target']}", ""]
+        for s in j["steps"]:
+            took = f", {s['duration_s']:.2f} s" if s.get("duration_s") is not None else ""
+            lines.append(f"### {s['idx'] + 1}. {s['name']}: {s['status']}{took}")
+            lines += ["", f"`{s['command']}`", ""]
+            lines += [f"- {'ok' if c['ok'] else 'FAILED'}: {c['check']}" for c in s.get("checks", [])]
+            if s.get("output"):
+                lines += ["", "```", s["output"].rstrip("\n")[-4000:], "```"]
+            lines.append("")
+    return "\n".join(lines) + "\n"

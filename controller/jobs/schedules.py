@@ -1,0 +1,167 @@
+"""Schedules: run a suite at a time of day or every so often, fired by exactly one scheduler.
+
+Schedules live in the results database (table ``panio_schedules``), so
+``schedule add`` on a laptop and ``schedule serve`` on the controller see the
+same list. Exactly one scheduler runs: ``serve`` takes a lock first (a Redis
+key with a TTL when Redis is configured, else a file lock in the state
+directory) and a second one is refused naming the first. Even so, each firing
+is claimed with a compare-and-set on ``next_due``, so a slot can never fire twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from bench_agent.errors import AlreadyExists, NotConfigured, UsageError
+
+DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
+UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_every(text: str) -> float:
+    m = DURATION_RE.match(text.strip())
+    if not m or float(m.group(1)) <= 0:
+        raise UsageError(f"--every {text!r}: use a number and a unit, e.g. 30s, 15m, 6h, 1d")
+    return float(m.group(1)) * UNITS_S[m.group(2)]
+
+
+def parse_at(text: str) -> str:
+    m = re.fullmatch(r"([01]?\d|2[0-3]):([0-5]\d)", text.strip())
+    if not m:
+        raise UsageError(f"--at {text!r}: use a 24-hour local time, e.g. 02:30")
+    return f"{int(m.group(1)):02d}:{m.group(2)}"
+
+
+def next_due(at: str | None, every_s: float | None, now: float) -> float:
+    if every_s:
+        return now + every_s
+    hour, minute = map(int, at.split(":"))
+    base = datetime.fromtimestamp(now)
+    due = base.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    if due.timestamp() <= now:
+        due += timedelta(days=1)
+    return due.timestamp()
+
+
+class ScheduleStore:
+    def __init__(self, url: str) -> None:
+        import sqlalchemy as sa
+
+        from bench_agent.results import _engine
+
+        self.engine = _engine(url)
+        md = sa.MetaData()
+        self.t = sa.Table(
+            "panio_schedules", md,
+            sa.Column("name", sa.String(64), primary_key=True),
+            sa.Column("suite", sa.Text, nullable=False),
+            sa.Column("at", sa.String(5)),
+            sa.Column("every_s", sa.Float),
+            sa.Column("next_due", sa.Float, nullable=False),
+            sa.Column("last_fired", sa.Float),
+            sa.Column("last_jobs", sa.Text),
+            sa.Column("created_at", sa.Float, nullable=False),
+        )
+        md.create_all(self.engine)
+
+    def add(self, name: str, suite: Path, at: str | None, every_s: float | None) -> dict:
+        import sqlalchemy as sa
+
+        now = time.time()
+        row = {"name": name, "suite": str(suite), "at": at, "every_s": every_s,
+               "next_due": next_due(at, every_s, now), "created_at": now}
+        try:
+            with self.engine.begin() as c:
+                c.execute(self.t.insert().values(**row))
+        except sa.exc.IntegrityError:
+            raise AlreadyExists(f"schedule {name!r} exists", hint=f"remove it first: `panio schedule rm {name}`",
+                                schedule=name) from None
+        return row
+
+    def remove(self, name: str) -> None:
+        with self.engine.begin() as c:
+            if c.execute(self.t.delete().where(self.t.c.name == name)).rowcount == 0:
+                raise NotConfigured(f"no schedule {name!r}", hint="see `panio schedule list`", schedule=name)
+
+    def list(self) -> list[dict]:
+        with self.engine.connect() as c:
+            rows = c.execute(self.t.select().order_by(self.t.c.name)).mappings().all()
+        return [{**r, "last_jobs": json.loads(r["last_jobs"] or "[]")} for r in rows]
+
+    def claim_due(self, now: float) -> list[dict]:
+        """Schedules due now, each moved to its next slot atomically; only the winner of a slot gets it."""
+        fired = []
+        for s in self.list():
+            if s["next_due"] > now:
+                continue
+            new = next_due(s["at"], s["every_s"], now)
+            with self.engine.begin() as c:
+                won = c.execute(self.t.update().where(self.t.c.name == s["name"], self.t.c.next_due == s["next_due"])
+                                .values(next_due=new, last_fired=now)).rowcount == 1
+            if won:
+                fired.append(s)
+        return fired
+
+    def record(self, name: str, job_ids: list[int]) -> None:
+        with self.engine.begin() as c:
+            c.execute(self.t.update().where(self.t.c.name == name).values(last_jobs=json.dumps(job_ids)))
+
+
+SCHEDULER_LEASE = "_scheduler"  # not a valid target name, so it never collides with one
+
+
+class Scheduler:
+    """The one scheduler: holds the scheduler lease, fires due schedules, one run per schedule at a time."""
+
+    def __init__(self, store: ScheduleStore, fire, log, ttl_s: float = 15.0) -> None:
+        self.store, self.fire, self.log, self.ttl_s = store, fire, log, ttl_s
+        self.running: dict[str, object] = {}
+        self.stopping = False
+
+    def serve(self, tick_s: float = 0.5) -> None:
+        import threading
+
+        from bench_agent import leases
+        from controller.jobs import backends
+
+        from bench_agent.errors import Busy
+
+        store = backends.lease_store()
+        lease = store.try_acquire(SCHEDULER_LEASE, {"holder": leases.holder_name("panio schedule serve")}, self.ttl_s)
+        if lease is None:
+            held = store.current(SCHEDULER_LEASE) or {}
+            raise Busy(f"another scheduler is running: {held.get('holder', 'unknown')}",
+                       hint="exactly one `panio schedule serve` may run; see `panio lease list`",
+                       holder=held.get("holder"))
+        lease.keep(self.ttl_s)
+        self.log(f"scheduler running (lease token {lease.token}); {len(self.store.list())} schedules")
+        try:
+            while not self.stopping and not lease.lost:
+                for s in self.store.claim_due(time.time()):
+                    busy = self.running.get(s["name"])
+                    if busy is not None and busy.is_alive():
+                        self.log(f"schedule {s['name']}: previous run still going; this slot is skipped")
+                        continue
+                    th = threading.Thread(target=self._fire, args=(s,), name=f"schedule-{s['name']}")
+                    self.running[s["name"]] = th
+                    th.start()
+                time.sleep(tick_s)
+            if lease.lost:
+                self.log("scheduler lease lost: stopping")
+        finally:
+            for th in self.running.values():
+                th.join()
+            lease.release()
+
+    def _fire(self, s: dict) -> None:
+        self.log(f"schedule {s['name']}: running {s['suite']}")
+        try:
+            job_ids = self.fire(s)
+            self.store.record(s["name"], job_ids)
+            self.log(f"schedule {s['name']}: jobs {', '.join(map(str, job_ids)) or 'none'}")
+        except Exception as exc:  # noqa: BLE001 - a bad run must not stop the scheduler; it is logged and recorded
+            self.log(f"schedule {s['name']}: failed: {getattr(exc, 'message', exc)}")

@@ -1,0 +1,220 @@
+"""Job files: parse, validate (file:line errors), check each step against panio's own CLI, build payloads.
+
+A job file is TOML::
+
+    name = "smoke"                    # default: the file's stem
+    target = "pico"                   # or: tags = ["pi5"] (first matching target)
+    timeout_s = 600                   # the whole job (default: no limit but the steps')
+    lease_wait_s = 300                # how long to wait for the target's lease
+
+    [[steps]]
+    name = "agent answers"
+    run = "panio ping ${target}"      # a panio command line; ${var} = earlier captures
+    timeout_s = 30                    # default 60
+    expect_exit = 0                   # or a list: [0, 1]
+    expect_output = "seq=1"           # a regex the output must match
+    capture = { rtt = 'time=(\\S+)' } # group 1 (or the whole match) -> ${rtt}
+
+Everything is rejected *before* anything is queued: TOML errors, unknown
+keys, bad regexes, unknown variables, and steps that do not parse against
+the live command tree (with argparse's reason).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from bench_agent.errors import ConfigInvalid, NotConfigured, UsageError
+from bench_agent.jobs.steps import VAR_RE
+from controller.lab.locate import locate
+from controller.lab.model import Lab
+from controller.lab.schema import (Field, Problem, TableSpec, _bool, _dotted, _name, _nonempty_string, _positive_number,
+                                   _string, _string_list, _table_array, check_table)
+
+DEFAULT_STEP_TIMEOUT_S = 60.0
+# Commands a step may not run: they manage jobs and workers, not a target.
+FORBIDDEN = {"job", "worker", "lease", "suite", "schedule", "init"}
+BUILTIN_VARS = {"target", "job_id"}
+
+
+def _exit_codes(path, value: Any) -> None:
+    items = value if isinstance(value, list) else [value]
+    for i, item in enumerate(items):
+        if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item <= 255:
+            raise Problem(path, f"{_dotted(path)} must be an exit status 0-255 or a list of them, not {item!r}")
+
+
+def _regex(path, value: Any) -> None:
+    _nonempty_string(path, value)
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise Problem(path, f"{_dotted(path)} is not a valid regular expression: {exc}")
+
+
+def _captures(path, value: Any) -> None:
+    if not isinstance(value, dict):
+        raise Problem(path, f"{_dotted(path)} must be a table of NAME = 'regex'")
+    for var, pattern in value.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var) or var in BUILTIN_VARS:
+            raise Problem(path + (var,), f"{_dotted(path + (var,))}: {var!r} is not a usable variable name")
+        _regex(path + (var,), pattern)
+        if re.compile(pattern).groups > 1:
+            raise Problem(path + (var,), f"{_dotted(path + (var,))} has several groups; keep one (group 1 is captured)")
+
+
+STEP = TableSpec({
+    "name": Field(_nonempty_string),
+    "run": Field(_nonempty_string, required=True),
+    "timeout_s": Field(_positive_number),
+    "expect_exit": Field(_exit_codes),
+    "expect_output": Field(_regex),
+    "reject_output": Field(_regex),
+    "capture": Field(_captures),
+    "continue_on_failure": Field(_bool),
+}, "step")
+JOB = TableSpec({
+    "name": Field(_nonempty_string),
+    "description": Field(_string),
+    "target": Field(_name),
+    "tags": Field(_string_list),
+    "timeout_s": Field(_positive_number),
+    "lease_wait_s": Field(_positive_number),
+    "lease_ttl_s": Field(_positive_number),
+    "steps": Field(_table_array(STEP), required=True),
+}, "job file")
+
+
+def _invalid(path: Path, text: str, where: tuple, message: str) -> ConfigInvalid:
+    line, col = locate(text, where)
+    return ConfigInvalid(f"{path}:{line}:{col}: {message}", hint="fix the job file; nothing was queued",
+                         file=str(path), line=line, column=col)
+
+
+def load(path: Path) -> dict:
+    """Parse and validate a job file; ``ConfigInvalid`` names file, line and column."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NotConfigured(f"no job file at {path}", file=str(path)) from None
+    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
+        raise ConfigInvalid(f"{path}: cannot read the job file: {exc}", file=str(path)) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+), column (\d+)", str(exc))
+        line, col = (int(m.group(1)), int(m.group(2))) if m else (1, 1)
+        raise ConfigInvalid(f"{path}:{line}:{col}: not valid TOML: {str(exc).split(' (at ')[0]}",
+                            hint="fix the job file; nothing was queued", file=str(path), line=line, column=col) from None
+    try:
+        check_table((), data, JOB)
+        if not data["steps"]:
+            raise Problem(("steps",), "a job needs at least one [[steps]]")
+    except Problem as problem:
+        raise _invalid(path, text, problem.path, problem.message) from None
+    data.setdefault("name", path.stem)
+    return {"data": data, "text": text, "path": path}
+
+
+def _check_step(job: dict, idx: int, step: dict, known_vars: set[str], parser) -> list[str]:
+    """Tokens of the step's command line, after checking them against the CLI tree."""
+    where = ("steps", idx, "run")
+    try:
+        argv = shlex.split(step["run"])
+    except ValueError as exc:
+        raise _invalid(job["path"], job["text"], where, f"steps[{idx}].run: cannot split the command line: {exc}")
+    if argv and argv[0] == "panio":
+        argv = argv[1:]
+    if not argv:
+        raise _invalid(job["path"], job["text"], where, f"steps[{idx}].run names no panio command")
+    if "--lab" in argv or any(a.startswith("--lab=") for a in argv):
+        raise _invalid(job["path"], job["text"], where, f"steps[{idx}].run: drop --lab; the job runs against its own lab")
+    if argv[0] in FORBIDDEN:
+        raise _invalid(job["path"], job["text"], where, f"steps[{idx}].run: `panio {argv[0]}` cannot run inside a job")
+    for token in argv + [step.get("expect_output", ""), step.get("reject_output", "")]:
+        for var in VAR_RE.findall(token):
+            if var not in known_vars:
+                raise _invalid(job["path"], job["text"], where, f"steps[{idx}]: ${{{var}}} is not captured by an "
+                               f"earlier step (known: {', '.join(sorted(known_vars))})")
+    _parse_against_cli(job, idx, argv, parser)
+    return argv
+
+
+def _parse_against_cli(job: dict, idx: int, argv: list[str], parser) -> None:
+    from controller.cli.commands import COMMANDS
+
+    if argv[0] not in COMMANDS:
+        raise _invalid(job["path"], job["text"], ("steps", idx, "run"),
+                       f"steps[{idx}].run: unknown panio command {argv[0]!r} (see `panio --help`)")
+    stand_in = [VAR_RE.sub("1", a) for a in argv]
+    try:
+        parser.parse_args(stand_in)
+    except UsageError as err:
+        raise _invalid(job["path"], job["text"], ("steps", idx, "run"), f"steps[{idx}].run: {err.message}") from None
+    except SystemExit:
+        raise _invalid(job["path"], job["text"], ("steps", idx, "run"),
+                       f"steps[{idx}].run: --help is not a test step") from None
+
+
+def compile_steps(job: dict) -> list[dict]:
+    from controller.cli.main import build_parser
+
+    parser = build_parser(full=True)
+    known = set(BUILTIN_VARS)
+    out = []
+    for idx, step in enumerate(job["data"]["steps"]):
+        argv = _check_step(job, idx, step, known, parser)
+        expect = step.get("expect_exit", 0)
+        out.append({
+            "name": step.get("name", f"step {idx + 1}"),
+            "argv": argv,
+            "command": "panio " + shlex.join(argv),
+            "timeout_s": float(step.get("timeout_s", DEFAULT_STEP_TIMEOUT_S)),
+            "expect_exit": expect if isinstance(expect, list) else [expect],
+            "expect_output": step.get("expect_output"),
+            "reject_output": step.get("reject_output"),
+            "capture": step.get("capture", {}),
+            "continue_on_failure": step.get("continue_on_failure", False),
+        })
+        known |= set(step.get("capture", {}))
+    return out
+
+
+def select_targets(job: dict, lab: Lab, override: str | None) -> list[str]:
+    """The targets a job may run on: --target, else ``target``, else every target carrying all ``tags``."""
+    data = job["data"]
+    if override:
+        lab.target(override)
+        return [override]
+    if data.get("target"):
+        try:
+            lab.target(data["target"])
+        except NotConfigured as err:
+            raise _invalid(job["path"], job["text"], ("target",), err.message) from None
+        return [data["target"]]
+    tags = set(data.get("tags", []))
+    if not tags:
+        raise UsageError(f"{job['path']}: the job names no target and no tags", hint="pass --target TARGET")
+    hits = [n for n, t in lab.targets.items() if tags <= set(t.get("tags", []))]
+    if not hits:
+        raise NotConfigured(f"no target in {lab.path} carries tags {', '.join(sorted(tags))}",
+                            hint="tag one with `panio target add NAME --tag TAG`", tags=sorted(tags))
+    return hits
+
+
+def payload(job: dict, steps: list[dict], target: str, job_id: int) -> dict:
+    data = job["data"]
+    return {"job_id": job_id, "name": data["name"], "target": target, "steps": steps,
+            "timeout_s": data.get("timeout_s"), "lease_wait_s": data.get("lease_wait_s", 300),
+            "lease_ttl_s": data.get("lease_ttl_s", 30)}
+
+
+def prepare(path: Path, lab: Lab, target: str | None) -> tuple[dict, list[dict], list[str]]:
+    """Everything checked before a job is created: (job, compiled steps, candidate targets)."""
+    job = load(path)
+    steps = compile_steps(job)
+    return job, steps, select_targets(job, lab, target)

@@ -1,0 +1,159 @@
+"""Suites: run job files over a matrix of targets, parallel across targets, one job at a time per target.
+
+A suite file is TOML::
+
+    name = "nightly"                      # default: the file's stem
+    jobs = ["smoke.toml", "boot.toml"]    # job files, relative to the suite file
+    targets = ["pico", "qemu"]            # or tags = ["pi5"] (every target carrying them);
+                                          # neither: each job's own target / every target its tags match
+
+Every job file and target is checked before anything runs. Without a broker
+each target gets a thread that runs its jobs in order in this process; with
+``PANIO_BROKER`` every job is queued to its host's worker and the target's
+lease keeps them one at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+import tomllib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench_agent.errors import ConfigInvalid, NotConfigured, PanioError, TestFailed
+from controller.jobs import backends, local, report, spec
+from controller.lab.locate import locate
+from controller.lab.model import Lab
+from controller.lab.schema import Field, Problem, TableSpec, _dotted, _nonempty_string, _string, _string_list, check_table
+
+
+def _job_paths(path, value: Any) -> None:
+    if not isinstance(value, list) or not value:
+        raise Problem(path, f"{_dotted(path)} must be a non-empty list of job files")
+    for i, item in enumerate(value):
+        _nonempty_string(path + (i,), item)
+
+
+SUITE = TableSpec({
+    "name": Field(_nonempty_string), "description": Field(_string), "jobs": Field(_job_paths, required=True),
+    "targets": Field(_string_list), "tags": Field(_string_list),
+}, "suite file")
+
+
+def load(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NotConfigured(f"no suite file at {path}", file=str(path)) from None
+    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
+        raise ConfigInvalid(f"{path}: cannot read the suite file: {exc}", file=str(path)) from None
+    try:
+        data = tomllib.loads(text)
+        check_table((), data, SUITE)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigInvalid(f"{path}: not valid TOML: {exc}", hint="fix the suite file; nothing ran",
+                            file=str(path)) from None
+    except Problem as problem:
+        line, col = locate(text, problem.path)
+        raise ConfigInvalid(f"{path}:{line}:{col}: {problem.message}", hint="fix the suite file; nothing ran",
+                            file=str(path), line=line, column=col) from None
+    data.setdefault("name", path.stem)
+    return data
+
+
+def _suite_targets(data: dict, lab: Lab) -> list[str] | None:
+    if data.get("targets"):
+        for t in data["targets"]:
+            lab.target(t)
+        return data["targets"]
+    if data.get("tags"):
+        tags = set(data["tags"])
+        hits = [n for n, t in lab.targets.items() if tags <= set(t.get("tags", []))]
+        if not hits:
+            raise NotConfigured(f"no target carries tags {', '.join(sorted(tags))}", tags=sorted(tags))
+        return hits
+    return None
+
+
+def matrix(path: Path, lab: Lab) -> tuple[dict, list[tuple[dict, list[dict], str]]]:
+    """(suite, [(job, steps, target)]): everything checked, nothing run."""
+    data = load(path)
+    targets = _suite_targets(data, lab)
+    entries = []
+    for rel in data["jobs"]:
+        job = spec.load((path.parent / rel).resolve())
+        steps = spec.compile_steps(job)
+        for target in targets or spec.select_targets(job, lab, None):
+            entries.append((job, steps, target))
+    return data, entries
+
+
+def run(path: Path, lab: Lab, progress_for) -> tuple[dict, list[dict]]:
+    """Run the suite; ``progress_for(target)`` gives the progress callback of one target's jobs."""
+    data, entries = matrix(path, lab)
+    if backends.broker_url():
+        return data, _run_queued(lab, entries, progress_for)
+    return data, _run_here(lab, entries, progress_for)
+
+
+def _run_here(lab: Lab, entries: list, progress_for) -> list[dict]:
+    from bench_agent.jobs.runner import JobRunner
+    from bench_agent.leases import holder_name
+
+    store = backends.results_store()
+    by_target: dict[str, list[dict]] = {}
+    for job, steps, target in entries:  # record every job as queued first: all of the suite is visible at once
+        by_target.setdefault(target, []).append(local.create(store, lab, job, steps, target))
+    lock = threading.Lock()
+
+    def one_target(payloads: list[dict]) -> None:
+        progress = _locked(progress_for(payloads[0]["target"]), lock)
+        runner = JobRunner(store, backends.lease_store(), backends.panio_argv(), str(lab.path),
+                           holder_name("panio suite run"), progress)
+        for payload in payloads:
+            runner.run(payload)
+
+    with ThreadPoolExecutor(max_workers=len(by_target)) as pool:
+        for fut in [pool.submit(one_target, p) for p in by_target.values()]:
+            fut.result()
+    return [store.job(p["job_id"]) for ps in by_target.values() for p in ps]
+
+
+def _run_queued(lab: Lab, entries: list, progress_for) -> list[dict]:
+    from bench_agent.worker import queue_name, submit as send
+    from controller.jobs import remote
+
+    app, store = remote.celery_app(), backends.results_store()
+    ids = []
+    for job, steps, target in entries:
+        payload = local.create(store, lab, job, steps, target)
+        host = lab.target(target).get("host") or remote.LOCAL_HOST
+        send(app, {**payload, "target_config": dict(lab.target(target))}, host)
+        progress_for(target)("queued", {"job_id": payload["job_id"], "target": target, "queue": queue_name(host)})
+        ids.append((payload["job_id"], target))
+    return [remote.follow(i, lambda e, d, t=t: progress_for(t)(e, d) if e == "job_end" else None) for i, t in ids]
+
+
+def _locked(progress, lock: threading.Lock):
+    def call(event: str, data: dict) -> None:
+        with lock:
+            progress(event, data)
+    return call
+
+
+def ci_error(name: str, jobs: list[dict]) -> PanioError | None:
+    """Lab failures win over board failures: a CI gate must not call a broken lab a broken board."""
+    errors = [(j, report.ci_error(j)) for j in jobs]
+    lab = [(j, e) for j, e in errors if e is not None and not isinstance(e, TestFailed)]
+    if lab:
+        job, err = lab[0]
+        err.message = f"suite {name}: {len(lab)} of {len(jobs)} jobs could not finish (the lab failed); " \
+                      f"first: {err.message}"
+        return err
+    failed = [j for j, e in errors if e is not None]
+    if failed:
+        names = ", ".join(f"{j['name']}@{j['target']}" for j in failed)
+        return TestFailed(f"suite {name}: the board failed {len(failed)} of {len(jobs)} jobs: {names}",
+                          jobs=[j["id"] for j in failed])
+    return None

@@ -1,0 +1,163 @@
+"""Jobs through real `panio worker` processes (Celery on the real Redis), one queue per control host."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import PANIO
+from jobhelp import job_file, wait_for
+
+REDIS_URL = "redis://127.0.0.1:6379/5"
+LONG = "lease_ttl_s = 2\n[[steps]]\nname = 'long'\nrun = 'ping ${target} --count 600 --interval 0.05'\n"
+QUICK = "[[steps]]\nname = 'quick'\nrun = 'ping ${target} --count 3'\nexpect_output = 'seq=3'\n"
+
+
+class Bench:
+    """Shared broker/results settings and the worker processes started for them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.prefix = f"panio-test-{uuid.uuid4().hex[:10]}:"
+        self.env = {"PANIO_BROKER": REDIS_URL, "PANIO_REDIS_PREFIX": self.prefix,
+                    "PANIO_RESULTS_URL": f"sqlite:///{root / 'results.db'}", "PANIO_VISIBILITY_TIMEOUT_S": "3"}
+        self.workers: dict[str, subprocess.Popen] = {}
+
+    def start(self, host: str) -> subprocess.Popen:
+        log = open(self.root / f"worker-{host}-{len(self.workers)}.log", "w+")
+        env = {**os.environ, **self.env, "PANIO_STATE_DIR": str(self.root / "wstate"), "HOME": str(self.root)}
+        proc = subprocess.Popen([PANIO, "worker", "--host", host, "--concurrency", "3"], env=env,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(lambda: "ready." in (self.root / log.name).read_text() or proc.poll() is not None, timeout_s=60)
+        assert proc.poll() is None, (self.root / log.name).read_text()
+        self.workers[f"{host}-{proc.pid}"] = proc
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in self.workers.values():
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)
+        for proc in self.workers.values():
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    b = Bench(tmp_path_factory.mktemp("bench"))
+    b.start("bench1")
+    b.start("bench2")
+    yield b
+    b.stop_all()
+    import redis
+
+    r = redis.Redis.from_url(REDIS_URL)
+    for key in r.scan_iter(match=f"{b.prefix}*"):
+        r.delete(key)
+
+
+@pytest.fixture
+def lab(panio, bench):
+    panio.env.update(bench.env)
+    panio("init")
+    for host in ("bench1", "bench2", "bench3", "nobody"):
+        panio("host", "add", host, "--ssh", f"ops@{host}.invalid")
+    for target, host in (("b1a", "bench1"), ("b1b", "bench1"), ("b2a", "bench2"), ("b3a", "bench3"),
+                         ("lost", "nobody")):
+        panio("target", "add", target, "--host", host)
+    return panio
+
+
+def submit(panio, tmp_path, body, target, name="job.toml") -> int:
+    return panio("job", "submit", job_file(tmp_path, body, name), "--target", target, "--json").json()["job_id"]
+
+
+def done(panio, job_id: int, timeout_s: float = 60) -> dict:
+    return wait_for(lambda: (j := panio("job", "status", str(job_id), "--json").json())["state"] == "done" and j,
+                    timeout_s=timeout_s, every_s=0.2)
+
+
+def test_jobs_go_to_the_worker_of_their_targets_host(lab, tmp_path):
+    j1, j2 = submit(lab, tmp_path, QUICK, "b1a"), submit(lab, tmp_path, QUICK, "b2a")
+    a, b = done(lab, j1), done(lab, j2)
+    assert (a["health"], a["result"], b["health"], b["result"]) == ("complete", "passed", "complete", "passed")
+    assert a["worker"].startswith("worker bench1@") and b["worker"].startswith("worker bench2@")
+    assert "b1a (local): seq=3" in lab("job", "logs", str(j1)).out
+
+
+def test_job_run_with_a_broker_blocks_and_exits_like_ci(lab, tmp_path):
+    fail = "[[steps]]\nrun = 'target show ${target}'\nexpect_output = 'no such text'\n"
+    r = lab.fails("job", "run", job_file(tmp_path, fail), "--target", "b2a", code=14)
+    assert "queued job" in r.out and "on host.bench2" in r.out
+    r = lab("job", "run", job_file(tmp_path, QUICK, "q.toml"), "--target", "b1b", "--junit", str(tmp_path / "j.xml"))
+    assert "complete, passed" in r.out and (tmp_path / "j.xml").exists()
+
+
+def test_two_jobs_for_one_target_run_one_after_the_other(lab, tmp_path):
+    body = "[[steps]]\nrun = 'ping ${target} --count 10 --interval 0.05'\n"
+    first, second = submit(lab, tmp_path, body, "b1a"), submit(lab, tmp_path, body, "b1a")
+    a, b = done(lab, first), done(lab, second)
+    assert a["result"] == b["result"] == "passed"
+    x, y = sorted((a, b), key=lambda j: j["leased_at"])
+    assert y["leased_at"] >= x["finished_at"] - 0.05, "the second job held the target while the first ran"
+    assert y["fence"] > x["fence"]
+
+
+def test_cancel_a_running_job_and_a_queued_one(lab, tmp_path):
+    running = submit(lab, tmp_path, LONG, "b2a")
+    wait_for(lambda: lab("job", "status", str(running), "--json").json()["state"] == "running")
+    queued = submit(lab, tmp_path, QUICK, "lost", "q.toml")  # no worker serves host.nobody
+    lab("job", "cancel", str(running))
+    assert "canceled before it started" in lab("job", "cancel", str(queued)).out
+    assert done(lab, running, 20)["health"] == "canceled"
+    job = lab("job", "status", str(queued), "--json").json()
+    assert (job["health"], job["steps"]) == ("canceled", [])
+
+
+def test_a_rejected_job_queues_nothing(lab, tmp_path):
+    before = len(lab("job", "list", "--limit", "1000", "--json").json())
+    bad = "[[steps]]\nrun = 'panio flash ${target}'\n"
+    lab.fails("job", "submit", job_file(tmp_path, bad), "--target", "b1a", code=5)
+    lab.fails("job", "submit", job_file(tmp_path, QUICK), "--target", "ghost", code=3)
+    assert len(lab("job", "list", "--limit", "1000", "--json").json()) == before
+
+
+def test_kill_9_of_a_worker_mid_job(lab, tmp_path, bench):
+    worker = bench.start("bench3")
+    first = submit(lab, tmp_path, LONG, "b3a")
+    wait_for(lambda: lab("lease", "list", "--json").json())
+    second = submit(lab, tmp_path, QUICK, "b3a", "q.toml")
+    time.sleep(0.5)  # the second job's task is now waiting for the lease inside the doomed worker
+    os.killpg(worker.pid, signal.SIGKILL)
+    worker.wait(timeout=10)
+    killed = time.monotonic()
+    wait_for(lambda: not [le for le in lab("lease", "list", "--json").json() if le["target"] == "b3a"],
+             timeout_s=10, every_s=0.05)
+    assert time.monotonic() - killed <= 2 + 1.0, "the lease outlived its TTL"
+    job = lab("job", "status", str(first), "--json").json()
+    assert (job["state"], job["health"]) == ("done", "incomplete") and "lost" in job["reason"]
+    bench.start("bench3")  # the host's service manager restarts it; redelivered tasks come back
+    nxt = done(lab, second, 60)
+    assert (nxt["health"], nxt["result"]) == ("complete", "passed")
+    again = lab("job", "status", str(first), "--json").json()
+    assert again["worker"] == job["worker"] and again["health"] == "incomplete"  # never re-run
+
+
+def test_runtime_commands_reach_a_host_through_its_celery_worker(lab):
+    lab("host", "set", "bench2", "--transport", "celery")
+    r = lab("ping", "b2a", "--count", "3", "--json").json()
+    assert r["host"] == "bench2" and len(r["times_ms"]) == 3
+    lab("host", "set", "nobody", "--transport", "celery")
+    lab.env["PANIO_OP_WAIT_S"] = "1"
+    start = time.monotonic()
+    r = lab.fails("ping", "lost", code=4)  # no worker serves host.nobody: unreachable, bounded, not a hang
+    assert "outcome of the operation is unknown" in r.err and time.monotonic() - start < 10

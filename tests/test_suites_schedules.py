@@ -1,0 +1,100 @@
+"""Suites over a matrix of targets and schedules with exactly one scheduler (embedded default)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+
+from conftest import PANIO
+from jobhelp import fixture_lab, job_file, stop, wait_for
+
+SLOW = "name = 'slow'\n[[steps]]\nrun = 'ping ${target} --count 8 --interval 0.1'\n"
+QUICK = "name = 'quick'\n[[steps]]\nrun = 'ping ${target}'\nexpect_output = '${target} \\(local\\)'\n"
+BOARD_FAIL = "name = 'banner'\n[[steps]]\nrun = 'target show ${target}'\nexpect_output = 'Linux version'\n"
+
+
+def suite_file(tmp_path, jobs: dict[str, str], header: str, name: str = "suite.toml") -> str:
+    for fname, body in jobs.items():
+        job_file(tmp_path, body, fname)
+    listed = ", ".join(f"'{f}'" for f in jobs)
+    return job_file(tmp_path, f"{header}\njobs = [{listed}]\n", name)
+
+
+def test_suite_runs_parallel_across_targets_and_serial_per_target(panio, tmp_path):
+    fixture_lab(panio)
+    path = suite_file(tmp_path, {"slow.toml": SLOW, "quick.toml": QUICK}, "name = 'nightly'\ntargets = ['pico', 'qemu']")
+    assert len(panio("suite", "check", path, "--json").json()["matrix"]) == 4
+    junit = tmp_path / "out" / "nightly.xml"
+    report = tmp_path / "out" / "nightly.md"
+    r = panio("suite", "run", path, "--junit", str(junit), "--report", str(report))
+    assert "[pico] job" in r.out and "[qemu] job" in r.out
+    text = report.read_text()
+    assert text.startswith("# suite nightly") and text.count("| complete | passed |") == 4
+    assert "`panio ping qemu --count 8 --interval 0.1`" in text and "qemu (local): seq=8" in text
+    jobs = {(j["name"], j["target"]): panio("job", "status", str(j["id"]), "--json").json()
+            for j in panio("job", "list", "--json").json()}
+    assert all(j["result"] == "passed" for j in jobs.values()) and len(jobs) == 4
+    for target in ("pico", "qemu"):  # one at a time per target, in file order
+        assert jobs[("quick", target)]["leased_at"] >= jobs[("slow", target)]["finished_at"] - 0.05
+    slow_p, slow_q = jobs[("slow", "pico")], jobs[("slow", "qemu")]
+    assert slow_p["leased_at"] < slow_q["finished_at"] and slow_q["leased_at"] < slow_p["finished_at"], \
+        "targets did not run in parallel"
+    suites = ET.parse(junit).getroot().findall("testsuite")
+    assert sorted(s.get("name") for s in suites) == ["quick@pico", "quick@qemu", "slow@pico", "slow@qemu"]
+
+
+def test_suite_exit_status_board_failure_then_lab_failure_wins(panio, tmp_path):
+    fixture_lab(panio)
+    path = suite_file(tmp_path, {"quick.toml": QUICK, "banner.toml": BOARD_FAIL}, "tags = ['pi5']")
+    r = panio.fails("suite", "run", path, code=14)
+    assert "the board failed 1 of 2 jobs: banner@pico" in r.err
+    path = suite_file(tmp_path, {"quick.toml": QUICK, "banner.toml": BOARD_FAIL}, "targets = ['pico', 'far']",
+                      "mixed.toml")
+    r = panio.fails("suite", "run", path, code=4)  # far's host is unreachable: the lab failed
+    assert "could not finish (the lab failed)" in r.err
+
+
+def test_a_bad_suite_runs_nothing(panio, tmp_path):
+    fixture_lab(panio)
+    bad = "[[steps]]\nrun = 'panio flash ${target}'\n"
+    path = suite_file(tmp_path, {"quick.toml": QUICK, "bad.toml": bad}, "targets = ['pico']")
+    r = panio.fails("suite", "run", path, code=5)
+    assert "bad.toml" in r.err and "unknown panio command 'flash'" in r.err
+    panio.fails("suite", "run", job_file(tmp_path, "jobs = ['quick.toml']\ntargets = ['ghost']\n", "g.toml"), code=3)
+    panio.fails("suite", "run", job_file(tmp_path, "jobs = 'quick.toml'\n", "h.toml"), code=5)
+    assert panio("job", "list", "--json").json() == []
+
+
+def test_schedules_fire_from_exactly_one_scheduler(panio, tmp_path):
+    fixture_lab(panio)
+    path = suite_file(tmp_path, {"quick.toml": QUICK}, "targets = ['pico']")
+    panio.fails("schedule", "add", "often", "--suite", path, "--every", "soon", code=2)
+    bad = suite_file(tmp_path, {"x.toml": "[[steps]]\nrun = 'nope'\n"}, "targets = ['pico']", "bad.toml")
+    panio.fails("schedule", "add", "broken", "--suite", bad, "--every", "1s", code=5)
+    panio("schedule", "add", "often", "--suite", path, "--every", "1s")
+    panio("schedule", "add", "nightly", "--suite", path, "--at", "02:00")
+    panio.fails("schedule", "add", "often", "--suite", path, "--every", "1s", code=6)
+    listed = {s["name"]: s for s in panio("schedule", "list", "--json").json()}
+    assert listed["often"]["every_s"] == 1 and listed["nightly"]["at"] == "02:00"
+    first = subprocess.Popen([PANIO, "schedule", "serve"], env=panio.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: [le for le in panio("lease", "list", "--json").json() if le["target"] == "_scheduler"])
+        r = panio.fails("schedule", "serve", code=8)
+        assert "schedule serve@" in r.err
+        wait_for(lambda: len(panio("job", "list", "--json").json()) >= 2, timeout_s=20)
+        first.send_signal(signal.SIGTERM)
+        out, err = first.communicate(timeout=20)
+        assert first.returncode == 0, err
+    finally:
+        stop(first)
+    assert "schedule often: jobs" in out
+    jobs = panio("job", "list", "--json").json()
+    assert all(j["result"] == "passed" for j in jobs)
+    fired = panio("schedule", "list", "--json").json()
+    often = next(s for s in fired if s["name"] == "often")
+    assert often["last_jobs"] and next(s for s in fired if s["name"] == "nightly")["last_fired"] is None
+    panio("schedule", "rm", "often")
+    panio.fails("schedule", "rm", "often", code=3)
