@@ -21,8 +21,9 @@ SIGTERM (waits for running jobs) or Ctrl-C."""
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
     p.description = "Run the bench worker of one control host.\n\n" + DETAILS
-    p.epilog = ("example:\n  PANIO_BROKER=redis://ctl:6379/0 PANIO_RESULTS_URL=postgresql://panio@ctl/panio "
-                "panio worker --host bench1\n\nsee also: panio job submit, panio lease list, docs/jobs.md")
+    p.epilog = ("example:\n  panio worker --host bench1\n"
+                "  # with PANIO_BROKER=redis://ctl:6379/0 and PANIO_RESULTS_URL=postgresql://panio@ctl/panio set\n\n"
+                "see also: panio job submit, panio lease list, docs/jobs.md")
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--host", required=True, metavar="NAME", help="the control host this worker serves")
     p.add_argument("--concurrency", type=positive_int, default=4, metavar="N",
