@@ -7,7 +7,9 @@
 ``up`` starts one detached process per board (``bench_agent.sim.board``),
 waits until each is ready, and writes ``DIR/lab.toml`` (targets ``board0``,
 ``board1``, ... with a serial console whose CTS line senses power, and power
-hooks that call the real ``shellyplug`` helper over HTTP) and ``DIR/sim.pids``.
+hooks that call the real ``shellyplug`` helper over HTTP), ``DIR/sim.pids`` and
+the bundled jobs (``DIR/boot.toml``, ``DIR/suite.toml``: power-cycle, boot to a
+shell, answer on the console, on every board).
 ``down`` stops exactly the processes listed there. Not part of ``panio --help``.
 """
 
@@ -50,7 +52,21 @@ def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: flo
         raise
     _write_json(directory / PIDFILE, described)
     (directory / "lab.toml").write_text(lab_toml(described, password))
+    copy_jobs(directory)
     return described
+
+
+JOBS = Path(__file__).resolve().parent / "jobs"
+
+
+def copy_jobs(directory: Path) -> list[Path]:
+    """Put the bundled job files (a boot job and a suite running it on every board) beside the lab."""
+    copied = []
+    for job in sorted(JOBS.glob("*.toml")):
+        dest = directory / job.name
+        dest.write_text(job.read_text())
+        copied.append(dest)
+    return copied
 
 
 def _spawn(directory: Path, name: str, gen: int, password: str | None, boot_s: float,
@@ -204,6 +220,8 @@ def run(argv: list[str]) -> int:
         for b in boards:
             print(f"{b['name']}: console {b['pty']}, Gen{b['gen']} plug {b['plug']}, pid {b['pid']}")
         print(f"lab file: {directory / 'lab.toml'}\n  export PANIO_LAB={shlex.quote(str(directory / 'lab.toml'))}")
+        print(f"bundled suite: panio suite run {shlex.quote(str(directory / 'suite.toml'))} "
+              "(start capture first: panio serial watch board0)")
     elif args.verb == "down":
         print(f"stopped {down(directory)} simulated board(s) in {directory}")
     else:

@@ -1,0 +1,50 @@
+"""The bundled suite on the simulated bench: what `make demo` runs, and the CI exit codes it gives."""
+
+from __future__ import annotations
+
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import BIN
+
+SIM = str(BIN / "panio-sim")
+
+
+@pytest.fixture
+def bench(panio, tmp_path):
+    directory = tmp_path / "sim"
+    subprocess.run([SIM, "up", "--dir", str(directory), "--boot-s", "0.2", "--countdown-s", "0.3"],
+                   env=panio.env, check=True, capture_output=True, timeout=30)
+    panio.env["PANIO_LAB"] = str(directory / "lab.toml")
+    panio("serial", "watch", "board0")
+    yield directory
+    panio("serial", "stop", "board0", check=False)
+    subprocess.run([SIM, "down", "--dir", str(directory)], env=panio.env, capture_output=True, timeout=30)
+
+
+def test_bundled_suite_passes_on_the_simulated_bench(panio, bench, tmp_path):
+    junit, report = tmp_path / "junit.xml", tmp_path / "report.md"
+    r = panio("suite", "run", str(bench / "suite.toml"), "--junit", str(junit), "--report", str(report), timeout=120)
+    assert "complete, passed" in r.out
+    cases = ET.parse(junit).getroot().findall(".//testcase")
+    assert [c.get("name") for c in cases] == ["capture is running", "power-cycle", "boots to a shell",
+                                              "console answers uname -a", "reports power on"]
+    assert not any(c.find("failure") is not None or c.find("error") is not None for c in cases)
+    assert "Linux sim" in report.read_text()
+    log = panio("serial", "log", "board0", "--tail", "400").out
+    # capture started after the first boot's banner, so a banner in the log is the power-cycle's boot
+    assert log.index("U-Boot 2024.01-sim") < log.index("Linux sim 6.1.0-sim")
+
+
+def test_a_board_that_fails_a_check_is_exit_14_not_a_lab_failure(panio, bench, tmp_path):
+    job = (bench / "boot.toml").read_text().replace('expect_output = "Linux"', 'expect_output = "FreeBSD"')
+    (tmp_path / "bad.toml").write_text(job)
+    junit = tmp_path / "junit.xml"
+    r = panio("job", "run", str(tmp_path / "bad.toml"), "--target", "board0", "--junit", str(junit), check=False,
+              timeout=120)
+    assert r.code == 14, r.err
+    assert r.error["error"] == "test_failed"
+    failed = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None]
+    assert failed == ["console answers uname -a"]
