@@ -48,3 +48,15 @@ def test_a_board_that_fails_a_check_is_exit_14_not_a_lab_failure(panio, bench, t
     assert r.error["error"] == "test_failed"
     failed = [c.get("name") for c in ET.parse(junit).getroot().iter("testcase") if c.find("failure") is not None]
     assert failed == ["console answers uname -a"]
+
+
+def test_the_serial_log_of_the_jobs_window_is_an_artifact(panio, bench, tmp_path):
+    panio("serial", "send", "board0", "echo before-the-job")
+    r = panio("job", "run", str(bench / "boot.toml"), "--target", "board0", "--json", timeout=120)
+    job_id = r.json()["id"]
+    out = tmp_path / "artifacts"
+    names = {a["name"] for a in panio("job", "artifacts", str(job_id), "--out", str(out), "--json").json()}
+    assert "serial-console.log" in names
+    log = (out / "serial-console.log").read_text()
+    assert "U-Boot 2024.01-sim" in log and "Linux sim 6.1.0-sim" in log
+    assert "before-the-job" not in log

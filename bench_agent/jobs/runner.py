@@ -69,9 +69,55 @@ class JobRunner:
             lease.keep(payload.get("lease_ttl_s", 30))
             self.store.set_fence(job_id, lease.token)
             self.progress("job_start", {"job_id": job_id, "target": payload["target"]})
-            return self._steps(payload, lease)
+            env = {**os.environ, leasing.TOKEN_ENV: str(lease.token)}
+            marks = self._serial_marks(payload["target"], env)
+            try:
+                return self._steps(payload, lease)
+            finally:
+                self._serial_artifacts(job_id, payload["target"], marks, env)
         finally:
             lease.release()
+
+    # The target's serial log for the job's window is an artifact: the last line of each
+    # interface is noted before the first step, and every line after it is saved at the end.
+    def _serial_interfaces(self, target: str) -> list[str]:
+        import tomllib
+
+        try:
+            with open(self.lab_path, "rb") as f:
+                lab = tomllib.load(f)
+        except (OSError, tomllib.TOMLDecodeError):
+            return []
+        return [i["name"] for i in lab.get("targets", {}).get(target, {}).get("serial", [])]
+
+    def _serial_log(self, target: str, iface: str, window: list[str], env: dict, json_out: bool) -> str | None:
+        import subprocess
+
+        argv = [*self.panio_argv, "--lab", self.lab_path, "serial", "log", target, "-i", iface, *window]
+        try:
+            p = subprocess.run(argv + (["--json"] if json_out else []), capture_output=True, text=True, env=env,
+                               timeout=30, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return p.stdout if p.returncode == 0 else None
+
+    def _serial_marks(self, target: str, env: dict) -> dict[str, int | None]:
+        import json
+
+        marks: dict[str, int | None] = {}
+        for iface in self._serial_interfaces(target):
+            out = self._serial_log(target, iface, ["--tail", "1"], env, json_out=True)
+            lines = [ln for ln in (json.loads(out)["lines"] if out else []) if "seq" in ln]
+            # an unterminated last line may still grow during the job: start the window with it
+            marks[iface] = (lines[-1]["seq"] - (0 if lines[-1]["complete"] else 1)) if lines else None
+        return marks
+
+    def _serial_artifacts(self, job_id: int, target: str, marks: dict[str, int | None], env: dict) -> None:
+        for iface, seq in marks.items():
+            window = ["--since", str(seq)] if seq is not None and seq >= 0 else ["--tail", "5000"]
+            out = self._serial_log(target, iface, window, env, json_out=False)
+            if out:
+                self.store.add_artifact(job_id, f"serial-{iface}.log", out)
 
     def _steps(self, payload: dict, lease: leasing.Lease) -> dict:
         job_id, steps = payload["job_id"], payload["steps"]
