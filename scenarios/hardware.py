@@ -34,20 +34,35 @@ class HwResult:
         return {"scenario": self.scenario, "status": self.status, "detail": self.detail}
 
 
+# A table with ``shell = true`` starts from a known state: capture on, a power-cycle, and the
+# board's shell prompt seen after the new boot's banner (a prompt from before the cycle does
+# not count). Typing while the board still counts down to autoboot would stop it in U-Boot.
+SHELL_PREAMBLE = [
+    {"name": "capture the console", "run": "panio serial watch ${target}"},
+    {"name": "note the cursor before the cycle", "run": "panio serial status ${target}",
+     "capture": {"boot_epoch": '"epoch": (\\d+)', "boot_cursor": '"cursor": (\\d+)'}},
+    {"name": "power-cycle", "run": "panio power-cycle ${target}", "timeout_s": 60},
+    {"name": "boots to a shell", "timeout_s": 40,
+     "run": "panio serial wait ${target} --epoch ${boot_epoch} --since ${boot_cursor} "
+            "--pattern 'U-Boot[\\s\\S]*root@sim:~# ' --timeout-ms 30000"},
+]
+
+
 def job_toml(sc: Scenario) -> str:
     """The job file for a scenario's hardware table (target given on the command line)."""
     hw = sc.hardware or {}
     lines = [f"name = {json.dumps('eval-' + sc.id)}", f"description = {json.dumps(sc.title)}",
              f"timeout_s = {int(hw.get('timeout_s', 120))}", ""]
-    for i, step in enumerate(hw.get("steps", []), 1):
+    steps = (SHELL_PREAMBLE if hw.get("shell") else []) + list(hw.get("steps", []))
+    for i, step in enumerate(steps, 1):
         lines.append("[[steps]]")
         lines.append(f"name = {json.dumps(step.get('name', f'step {i}'))}")
-        for key in ("run", "expect_output", "reject_output"):
+        for key in ("run", "expect_output", "reject_output", "timeout_s", "expect_exit"):
             if key in step:
                 lines.append(f"{key} = {json.dumps(step[key])}")
-        for key in ("timeout_s", "expect_exit"):
-            if key in step:
-                lines.append(f"{key} = {json.dumps(step[key])}")
+        if step.get("capture"):
+            pairs = ", ".join(f"{k} = {json.dumps(v)}" for k, v in step["capture"].items())
+            lines.append(f"capture = {{ {pairs} }}")
         lines.append("")
     return "\n".join(lines)
 
