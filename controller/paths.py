@@ -8,27 +8,22 @@ from __future__ import annotations
 
 import os
 
+from bench_agent.paths import state_dir  # noqa: F401  (re-exported: one definition for both sides)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
 
+def _config_base() -> str:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "panio")
+
+
 def config_dir() -> Path:
     from pathlib import Path
 
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "panio"
-
-
-def state_dir() -> Path:
-    """Per-user state: logs, results database, daemon files. ``PANIO_STATE_DIR`` overrides."""
-    from pathlib import Path
-
-    override = os.environ.get("PANIO_STATE_DIR")
-    if override:
-        return Path(override)
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "panio"
+    return Path(_config_base())
 
 
 def default_lab_path() -> Path:
@@ -45,5 +40,4 @@ def resolve_lab_path(cli_value: str | None) -> tuple[str, str]:
     env = os.environ.get("PANIO_LAB")
     if env:
         return os.path.expanduser(env), "PANIO_LAB"
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "panio", "lab.toml"), "default"
+    return os.path.join(_config_base(), "lab.toml"), "default"

@@ -14,15 +14,11 @@ import hashlib
 import os
 from pathlib import Path
 
+from bench_agent.paths import state_dir  # noqa: F401  (re-exported for the serial modules)
+
 MAX_SOCKET_PATH = 100
 
 
-def state_dir() -> Path:
-    override = os.environ.get("PANIO_STATE_DIR")
-    if override:
-        return Path(override)
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "panio"
 
 
 def target_dir(target: str, state: Path | None = None) -> Path:

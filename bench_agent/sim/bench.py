@@ -35,9 +35,9 @@ READY_TIMEOUT_S = 10.0
 
 def default_dir() -> Path:
     """``$PANIO_STATE_DIR/sim``, else the per-user state directory's ``sim``."""
-    state = os.environ.get("PANIO_STATE_DIR") or os.path.join(
-        os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state"), "panio")
-    return Path(state) / "sim"
+    from bench_agent.paths import state_dir
+
+    return state_dir() / "sim"
 
 
 def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: float, countdown_s: float) -> list[dict]:
