@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "adb": ("controller.cli.channels", "setup", "the Android (adb) serial of a target"),
     "action": ("controller.cli.action", "setup", "named actions: project commands bound to a target"),
     "config": ("controller.cli.config", "setup", "show the whole lab file"),
+    "mcp": ("controller.cli.mcp_cmd", "drive", "serve the runtime commands as MCP tools over stdio (for agent harnesses)"),
     "discover": ("controller.cli.discover", "setup", "list this host's hardware that could be wired into the lab"),
     "doctor": ("controller.cli.doctor", "setup", "check targets' configuration against the hardware actually present"),
     "configure": ("controller.cli.configure", "setup", "propose a target block from a host's hardware (prints; writes nothing)"),
