@@ -31,5 +31,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "discover": ("controller.cli.discover", "setup", "list this host's hardware that could be wired into the lab"),
     "doctor": ("controller.cli.doctor", "setup", "check targets' configuration against the hardware actually present"),
     "configure": ("controller.cli.configure", "setup", "propose a target block from a host's hardware (prints; writes nothing)"),
+    "daemons": ("controller.cli.daemons", "operate", "list and stop this host's panio daemons (serial capture), strays too"),
     "skill": ("controller.cli.skill", "learn", "print the panio skill: mental model, command map, traps (start here)"),
 }

@@ -1,0 +1,231 @@
+"""Serial operations: capture (watch/stop), reading the log from disk, and input through the supervisor.
+
+Every operation takes the target's name and the interface's configuration
+(``iface``: the lab's [[serial]] table, plain data) and the request's own
+arguments. Reads (log, evidence, status) work from disk whether or not the
+supervisor runs; input (send, transact, wait, reset, dtr) needs it.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime, timezone
+from typing import Any
+
+from bench_agent.errors import NotRunning, PanioError, Refused, UsageError
+from bench_agent.ops import operation
+
+LINE_ENDINGS = {"cr": "\r", "lf": "\n", "crlf": "\r\n", "none": ""}
+RESET_MS = 200
+HARD_MIN_MS = 3000
+BOUNDS = {"timeout_ms": (0, 3_600_000), "max_bytes": (1, 1_048_576), "max_output_bytes": (4096, 8_388_608),
+          "tail": (0, 5000), "pace_ms": (0, 10_000), "since": (0, 1 << 62), "from": (0, 1 << 62), "to": (0, 1 << 62),
+          "ms": (1, 60_000)}
+DEFAULT_TAIL = 200
+
+
+def check(name: str, value: int | None) -> int | None:
+    """Bounds of the MCP page; a value outside them is a usage error."""
+    if value is None:
+        return None
+    lo, hi = BOUNDS[name]
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise UsageError(f"{name} must be a whole number from {lo} to {hi}, not {value!r}", argument=name)
+    return value
+
+
+def _client():
+    from bench_agent.serial import client
+
+    return client
+
+
+def _log_path(target: str, iface: dict[str, Any]):
+    from bench_agent.serial import files
+
+    return files.log_path(target, iface["name"])
+
+
+def _ask(target: str, req: dict[str, Any], wait_ms: int = 0) -> Any:
+    client = _client()
+    if client.discovery(target) is None:
+        from bench_agent.serial.control import not_running
+
+        raise not_running(target)
+    return client.request(target, req, timeout_s=wait_ms / 1000 + 15)
+
+
+@operation("serial.watch")
+def watch(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
+    client = _client()
+    info = client.discovery(target)
+    if info is not None:
+        return {"target": target, "pid": info["pid"], "epoch": info["epoch"], "already_running": True,
+                "interfaces": [i["name"] for i in info["interfaces"]]}
+    reply = client.start(target, interfaces)
+    return {"target": target, "pid": reply["pid"], "epoch": reply["epoch"], "already_running": False,
+            "interfaces": [i["name"] for i in interfaces]}
+
+
+@operation("serial.stop")
+def stop(target: str, force: bool = False) -> dict[str, Any]:
+    return _client().stop(target, force=force)
+
+
+@operation("serial.log")
+def log(target: str, iface: dict[str, Any], tail: int | None = None, since: int | None = None,
+        first: int | None = None, last: int | None = None, raw: bool = False) -> dict[str, Any]:
+    from bench_agent.serial.lines import render
+    from bench_agent.serial.query import line_window
+
+    check("tail", tail), check("since", since), check("from", first), check("to", last)
+    if first is not None and last is not None and first > last:
+        raise UsageError(f"--from {first} is after --to {last}")
+    if tail is None and since is None and first is None and last is None:
+        tail = DEFAULT_TAIL
+    items, info = line_window(_log_path(target, iface), tail=tail, since=since, first=first, last=last)
+    lines = []
+    for item in items:
+        when = _iso(item["time_ns"])
+        if "gap" in item:
+            lines.append({"gap": item["gap"], "time": when, "epoch": item["epoch"], "next_seq": item["next_seq"]})
+        else:
+            lines.append({"seq": item["seq"], "time": when, "epoch": item["epoch"],
+                          "text": render(item["data"], raw), "complete": item["complete"]})
+    return {"target": target, "interface": iface["name"], "lines": lines, **info,
+            "running": _client().discovery(target) is not None}
+
+
+@operation("serial.send")
+def send(target: str, iface: dict[str, Any], text: str, newline: bool = True, pace_ms: int = 0) -> dict[str, Any]:
+    check("pace_ms", pace_ms)
+    data = _with_ending(iface, text, newline)
+    return _ask(target, {"op": "send", "iface": iface["name"], "data_b64": _b64(data), "pace_ms": pace_ms},
+                wait_ms=pace_ms * len(data))
+
+
+@operation("serial.transact")
+def transact(target: str, iface: dict[str, Any], text: str, until: str, timeout_ms: int = 30000,
+             max_bytes: int = 65536, newline: bool = True, pace_ms: int = 0,
+             max_output_bytes: int = 1 << 20) -> dict[str, Any]:
+    from bench_agent.serial.matcher import compile_pattern
+
+    compile_pattern(until)
+    check("timeout_ms", timeout_ms), check("max_bytes", max_bytes), check("pace_ms", pace_ms)
+    check("max_output_bytes", max_output_bytes)
+    data = _with_ending(iface, text, newline)
+    return _ask(target, {"op": "transact", "iface": iface["name"], "data_b64": _b64(data), "until": until,
+                         "timeout_ms": timeout_ms, "max_bytes": max_bytes, "pace_ms": pace_ms,
+                         "max_output_bytes": max_output_bytes}, wait_ms=timeout_ms + pace_ms * len(data))
+
+
+@operation("serial.wait")
+def wait(target: str, iface: dict[str, Any], epoch: int, since: int, pattern: str | None = None,
+         timeout_ms: int = 30000, max_bytes: int = 65536, max_output_bytes: int = 1 << 20,
+         include_pending: bool = False, follow: bool = False) -> dict[str, Any]:
+    from bench_agent.serial.matcher import compile_pattern
+
+    compile_pattern(pattern)
+    check("since", since), check("timeout_ms", timeout_ms), check("max_bytes", max_bytes)
+    check("max_output_bytes", max_output_bytes)
+    return _ask(target, {"op": "wait", "iface": iface["name"], "epoch": epoch, "since": since, "pattern": pattern,
+                         "timeout_ms": timeout_ms, "max_bytes": max_bytes, "max_output_bytes": max_output_bytes,
+                         "include_pending": include_pending, "follow": follow}, wait_ms=timeout_ms)
+
+
+@operation("serial.evidence")
+def evidence(target: str, iface: dict[str, Any], epoch: int | None = None, since: int | None = None,
+             max_bytes: int = 65536) -> dict[str, Any]:
+    from bench_agent.serial.evidence import collect
+
+    check("max_bytes", max_bytes), check("since", since)
+    if since is not None and epoch is None:
+        raise UsageError("--since needs --epoch (the capture epoch the cursor came from)")
+    return collect(target, iface, _log_path(target, iface), epoch, since, max_bytes, _client().discovery(target))
+
+
+@operation("serial.status")
+def status(target: str, iface: dict[str, Any]) -> dict[str, Any]:
+    from bench_agent.serial.evidence import status as build
+
+    info = _client().discovery(target)
+    live = None
+    if info is not None:
+        try:
+            live = _client().request(target, {"op": "status"}, timeout_s=5)
+        except PanioError:
+            live = None
+    return build(target, iface, _log_path(target, iface), info, live)
+
+
+@operation("serial.sense")
+def sense(target: str, iface: dict[str, Any]) -> dict[str, Any]:
+    from bench_agent.serial import device
+
+    name = iface.get("power_sense_signal")
+    if not name:
+        from bench_agent.errors import NotConfigured
+
+        raise NotConfigured(f"serial interface {iface['name']!r} of {target!r} has no power_sense_signal",
+                            hint=f"set one with `panio serial set {iface['name']} -t {target} --sense CTS`")
+    if _client().discovery(target) is not None:
+        return _ask(target, {"op": "sense", "iface": iface["name"], "signal": name})
+    port = device.open_port(iface)
+    try:
+        return {"signal": name, "asserted": device.read_signal(port, name)}
+    finally:
+        port.close()
+
+
+@operation("serial.reset")
+def reset(target: str, iface: dict[str, Any]) -> dict[str, Any]:
+    return _pulse(target, iface, RESET_MS, "reset")
+
+
+@operation("serial.dtr")
+def dtr(target: str, iface: dict[str, Any], ms: int) -> dict[str, Any]:
+    check("ms", ms)
+    if ms < HARD_MIN_MS:
+        raise UsageError(f"serial dtr holds the button for a hard power-off: --ms must be at least {HARD_MIN_MS} "
+                         f"(use `panio serial reset {target}` for a short pulse)")
+    return _pulse(target, iface, ms, "dtr")
+
+
+def _pulse(target: str, iface: dict[str, Any], ms: int, verb: str) -> dict[str, Any]:
+    if not iface.get("power_button"):
+        raise Refused(f"serial interface {iface['name']!r} of {target!r} is not wired to a power button, "
+                      f"so serial {verb} is refused",
+                      hint=f"to reboot from the console use `panio serial send {target} reboot`; if DTR really drives "
+                           f"the button: `panio serial set {iface['name']} -t {target} --power-button`",
+                      target=target, interface=iface["name"])
+    try:
+        return {**_ask(target, {"op": "dtr", "iface": iface["name"], "ms": ms}, wait_ms=ms), "target": target}
+    except NotRunning:
+        from bench_agent.serial import device
+
+        port = device.open_port(iface)
+        try:
+            device.pulse_dtr(port, ms)
+        finally:
+            port.close()
+        return {"interface": iface["name"], "pulse_ms": ms, "target": target}
+
+
+@operation("serial.connect")
+def connect(target: str, iface: dict[str, Any]) -> dict[str, Any]:
+    from bench_agent.serial.terminal import run
+
+    return run(target, iface)
+
+
+def _with_ending(iface: dict[str, Any], text: str, newline: bool) -> bytes:
+    return (text + (LINE_ENDINGS[iface.get("line_ending") or "cr"] if newline else "")).encode()
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _iso(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat(timespec="milliseconds")
+

@@ -1,0 +1,193 @@
+"""One interface inside a supervisor: its port, reader thread, log writer and live tail.
+
+The reader thread owns reading: bytes go to disk first (one record per read),
+then to an in-memory tail that waits match against, then waiters are woken.
+A lost device is recorded as a gap; the reader reopens it with backoff.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+import time
+from typing import Any
+
+import serial
+
+from bench_agent.errors import Busy, DeviceError, PanioError, Unreachable
+from bench_agent.serial import device
+from bench_agent.serial.logstore import DATA, GAP, SENT, LogWriter
+from bench_agent.serial.query import bytes_between
+
+RING_BYTES = 4 << 20
+BACKOFF_S = (0.1, 0.2, 0.5, 1.0, 2.0)
+SEND_LOCK_WAIT_S = 10.0
+
+
+class Channel:
+    def __init__(self, cfg: dict[str, Any], writer: LogWriter, epoch: int, port: serial.SerialBase) -> None:
+        self.cfg, self.name, self.writer, self.epoch = cfg, cfg["name"], writer, epoch
+        self.port: serial.SerialBase | None = port
+        self.state, self.last_error, self.disconnects = "open", None, 0
+        self.cond = threading.Condition()
+        self.ring, self.ring_start = bytearray(), writer.cursor
+        self.rx_last_ns: int | None = None
+        self.tx_bytes, self.tx_last_ns = 0, None
+        self.transaction = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = threading.Thread(target=self._run, name=f"reader-{self.name}", daemon=True)
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # noqa: BLE001 - e.g. the disk filled: say so in status and waits, don't vanish
+            with self.cond:
+                self.state, self.last_error = "fault", f"capture stopped: {type(exc).__name__}: {exc}"
+                self.cond.notify_all()
+            raise
+
+    def _loop(self) -> None:
+        attempt = 0
+        while not self._stop.is_set():
+            if self.port is None:
+                attempt = self._reopen(attempt)
+                continue
+            try:
+                data = self._read()
+            except (serial.SerialException, OSError) as exc:
+                self._lost(exc)
+                continue
+            if data:
+                self._received(data, time.time_ns())
+
+    def _read(self) -> bytes:
+        port = self.port
+        fd = getattr(port, "fd", None)
+        if isinstance(fd, int):
+            ready, _, _ = select.select([fd, self._wake_r], [], [], 1.0)
+            if fd not in ready:
+                return b""
+            data = os.read(fd, 65536)
+            if not data:
+                raise OSError("device reports readiness to read but returned no data (unplugged?)")
+            return data
+        data = port.read(1)
+        waiting = port.in_waiting if data else 0
+        return data + port.read(waiting) if waiting else data
+
+    def _received(self, data: bytes, now_ns: int) -> None:
+        with self.cond:
+            self.writer.append(DATA, self.epoch, data, now_ns)
+            self.ring += data
+            if len(self.ring) > RING_BYTES:
+                drop = len(self.ring) - RING_BYTES // 2
+                del self.ring[:drop]
+                self.ring_start += drop
+            self.rx_last_ns = now_ns
+            self.cond.notify_all()
+
+    def _lost(self, exc: Exception) -> None:
+        with self.cond:
+            self.state, self.last_error = "disconnected", str(exc)
+            self.disconnects += 1
+            self.writer.note(GAP, self.epoch, time.time_ns(), reason=f"device lost: {exc}")
+            self.cond.notify_all()
+        self._close_port()
+
+    def _reopen(self, attempt: int) -> int:
+        if self._stop.wait(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]):
+            return attempt
+        try:
+            port = device.open_port(self.cfg)
+        except PanioError as err:
+            self.last_error = err.message
+            return attempt + 1
+        with self.cond:
+            self.port, self.state, self.last_error = port, "open", None
+            self.cond.notify_all()
+        return 0
+
+    def _close_port(self) -> None:
+        port, self.port = self.port, None
+        if port is not None:
+            try:
+                port.close()
+            except (serial.SerialException, OSError):
+                pass
+
+    def stop(self) -> None:
+        self._stop.set()
+        os.write(self._wake_w, b"x")
+        self._thread.join(5)
+        self._close_port()
+        with self.cond:
+            self.state = "stopped"
+            self.cond.notify_all()
+
+    # -- the live tail --------------------------------------------------------------------------
+
+    @property
+    def cursor(self) -> int:
+        return self.writer.cursor
+
+    def read_from(self, pos: int, limit: int) -> tuple[bytes, int]:
+        """Up to ``limit`` received bytes from cursor ``pos``: from memory, else from disk (caller holds no lock)."""
+        with self.cond:
+            end = min(self.writer.cursor, pos + limit)
+            if pos >= self.ring_start:
+                return bytes(self.ring[pos - self.ring_start:end - self.ring_start]), pos
+            end = min(end, self.ring_start)
+        return bytes_between(self.writer.path, pos, end)
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def require_port(self) -> serial.SerialBase:
+        port = self.port
+        if port is None:
+            raise Unreachable(f"interface {self.name!r} is disconnected ({self.last_error})", interface=self.name)
+        return port
+
+    def send(self, data: bytes, pace_ms: int = 0) -> int:
+        if not self._write_lock.acquire(timeout=SEND_LOCK_WAIT_S):
+            raise Busy(f"interface {self.name!r} is busy writing", interface=self.name)
+        try:
+            port = self.require_port()
+            try:
+                if pace_ms:
+                    for i in range(len(data)):
+                        port.write(data[i:i + 1])
+                        port.flush()
+                        time.sleep(pace_ms / 1000)
+                else:
+                    port.write(data)
+            except (serial.SerialException, OSError) as exc:
+                raise DeviceError(f"write to {self.cfg['device']} failed: {exc}", interface=self.name) from exc
+            with self.cond:
+                self.tx_last_ns = time.time_ns()
+                self.writer.append(SENT, self.epoch, data, self.tx_last_ns)
+                self.tx_bytes += len(data)
+            return len(data)
+        finally:
+            self._write_lock.release()
+
+    def status(self) -> dict[str, Any]:
+        with self.cond:
+            return {"state": self.state, "cursor": self.writer.cursor, "next_seq": self.writer.seq + (1 if self.writer.col else 0),
+                    "rx_last": _iso(self.rx_last_ns), "tx_bytes": self.tx_bytes, "tx_last": _iso(self.tx_last_ns),
+                    "disconnects": self.disconnects, "last_error": self.last_error}
+
+
+def _iso(ns: int | None) -> str | None:
+    if ns is None:
+        return None
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat(timespec="milliseconds")

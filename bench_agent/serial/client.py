@@ -1,0 +1,130 @@
+"""Starting, finding, asking and stopping a target's serial supervisor."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_agent.errors import PanioError, Timeout, from_json
+from bench_agent.serial import files
+from bench_agent.serial.device import command_line
+from bench_agent.serial.control import ControlClient, not_running
+from bench_agent.serial.supervisor import MODULE
+
+START_TIMEOUT_S = 15.0
+STOP_TIMEOUT_S = 10.0
+
+
+def discovery(target: str, state: Path | None = None) -> dict[str, Any] | None:
+    """The running supervisor's discovery record, or None (a record whose pid is gone counts as none)."""
+    try:
+        info = json.loads(files.discovery_path(target, state).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    pid = info.get("pid", -1)
+    return info if pid_alive(pid) and MODULE in command_line(pid) else None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def connect(target: str, timeout_s: float | None = 10.0) -> ControlClient:
+    return ControlClient(files.socket_address(target), target, timeout_s)
+
+
+def request(target: str, req: dict[str, Any], timeout_s: float | None = 10.0) -> Any:
+    with connect(target, timeout_s) as c:
+        return c.call(req)
+
+
+def start(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
+    """Spawn the detached supervisor and wait until it reports ready (or its start-up error)."""
+    state = files.state_dir()
+    log = files.target_dir(target, state) / "supervisor.err"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    r, w = os.pipe()
+    argv = [sys.executable, "-m", MODULE, "--state-dir", str(state), "--target", target,
+            "--config", json.dumps(interfaces), "--ready-fd", str(w)]
+    with open(log, "ab") as err:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=(w,),
+                                start_new_session=True, close_fds=True)
+    os.close(w)
+    try:
+        reply = _read_ready(r, proc)
+    finally:
+        os.close(r)
+    if not reply.get("ok"):
+        proc.wait(5)
+        raise from_json(reply["error"])
+    return reply
+
+
+def _read_ready(fd: int, proc: subprocess.Popen) -> dict[str, Any]:
+    data, deadline = b"", time.monotonic() + START_TIMEOUT_S
+    while not data.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            proc.kill()
+            raise Timeout(f"the serial supervisor did not start within {START_TIMEOUT_S:.0f} s")
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            code = proc.wait(5)
+            raise PanioError(f"the serial supervisor exited ({code}) during start-up; "
+                             f"see {files.target_dir('x').parent}/<target>/supervisor.err")
+        data += chunk
+    return json.loads(data)
+
+
+def stop(target: str, force: bool = False) -> dict[str, Any]:
+    """Stop the target's supervisor: politely over the socket, else SIGTERM, and with force SIGKILL."""
+    info = discovery(target)
+    if info is None:
+        raise not_running(target)
+    pid, how = info["pid"], "request"
+    try:
+        request(target, {"op": "stop"}, timeout_s=5)
+    except PanioError:
+        how = "SIGTERM"
+        _signal(pid, signal.SIGTERM)
+    if not wait_gone(pid, STOP_TIMEOUT_S):
+        if not force:
+            raise Timeout(f"serial supervisor of {target!r} (pid {pid}) did not stop within {STOP_TIMEOUT_S:.0f} s",
+                          hint=f"`panio daemons stop serial-{target} --force` kills it", pid=pid)
+        _signal(pid, signal.SIGKILL)
+        how = "SIGKILL"
+        wait_gone(pid, 5)
+    return {"target": target, "pid": pid, "epoch": info.get("epoch"), "stopped": True, "how": how}
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def wait_gone(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            return True
+        time.sleep(0.02)
+    return not pid_alive(pid)

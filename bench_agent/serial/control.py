@@ -1,0 +1,120 @@
+"""The supervisor's local control protocol: JSON lines over a unix stream socket.
+
+A client sends one request per line, ``{"op": "send", "iface": "console", ...}``,
+and reads one reply line: ``{"ok": true, "result": ...}`` or
+``{"ok": false, "error": {...PanioError JSON...}}``. A connection may carry
+many requests (the benchmark keeps one open); requests on one connection run
+in order, connections run in parallel (one thread each).
+
+Ops: hello, status, send, transact, wait, sense, dtr, stop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from typing import Any, Callable
+
+from bench_agent.errors import InternalError, NotRunning, PanioError, Unreachable, from_json
+
+Handler = Callable[[dict[str, Any]], Any]
+
+
+class ControlServer:
+    """Accepts connections on ``address`` and answers each request with ``handler(request)``."""
+
+    def __init__(self, address: str, handler: Handler) -> None:
+        self.address, self.handler = address, handler
+        if not address.startswith("\0"):
+            os.makedirs(os.path.dirname(address), exist_ok=True)
+            if os.path.exists(address):
+                os.unlink(address)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(address)
+        if not address.startswith("\0"):
+            os.chmod(address, 0o600)
+        self.sock.listen(16)
+        self._thread = threading.Thread(target=self._accept, name="control", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rb") as lines:
+            for line in lines:
+                conn.sendall(json.dumps(self._answer(line)).encode() + b"\n")
+
+    def _answer(self, line: bytes) -> dict[str, Any]:
+        try:
+            return {"ok": True, "result": self.handler(json.loads(line))}
+        except PanioError as err:
+            return {"ok": False, "error": err.to_json()}
+        except Exception as exc:  # noqa: BLE001 - a supervisor bug must reach the caller, not kill the daemon
+            return {"ok": False, "error": InternalError(f"supervisor error: {type(exc).__name__}: {exc}").to_json()}
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        if not self.address.startswith("\0"):
+            try:
+                os.unlink(self.address)
+            except FileNotFoundError:
+                pass
+
+
+class ControlClient:
+    """One connection to a supervisor; ``call`` sends a request and returns its result or raises its error."""
+
+    def __init__(self, address: str, target: str, timeout_s: float | None = 10.0) -> None:
+        self.target = target
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout_s)
+        try:
+            self.sock.connect(address)
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            self.sock.close()
+            raise not_running(target) from exc
+        self._lines = self.sock.makefile("rb")
+
+    def call(self, request: dict[str, Any], timeout_s: float | None = None) -> Any:
+        if timeout_s is not None:
+            self.sock.settimeout(timeout_s)
+        try:
+            self.sock.sendall(json.dumps(request).encode() + b"\n")
+            line = self._lines.readline()
+        except OSError as exc:
+            raise Unreachable(f"lost the serial supervisor of {self.target!r}: {exc}", target=self.target) from exc
+        if not line:
+            raise Unreachable(f"the serial supervisor of {self.target!r} closed the connection", target=self.target)
+        reply = json.loads(line)
+        if not reply["ok"]:
+            raise from_json(reply["error"])
+        return reply["result"]
+
+    def close(self) -> None:
+        self._lines.close()
+        self.sock.close()
+
+    def __enter__(self) -> "ControlClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def not_running(target: str) -> NotRunning:
+    return NotRunning(f"no serial capture is running for {target!r}",
+                      hint=f"run `panio serial watch {target}`", target=target)

@@ -1,0 +1,145 @@
+"""Opening a serial port exclusively, and saying who holds it when that fails.
+
+Every device string goes through ``serial.serial_for_url``: a /dev path,
+``rfc2217://host:port`` (ser2net), ``socket://host:port``, or a simulator's
+scheme from ``bench_agent/sim/protocol_<scheme>.py``. A posix port is
+``flock``ed (pyserial's ``exclusive=True``, which tio and minicom honour too)
+and then marked TIOCEXCL, so one of watch, connect or an outside program holds
+it at a time. pyserial exceptions become panio errors here.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import termios
+import time
+from typing import Any
+
+import serial
+
+from bench_agent.errors import Busy, DeviceError, Unreachable
+
+if "bench_agent.sim" not in serial.protocol_handler_packages:
+    serial.protocol_handler_packages.append("bench_agent.sim")
+
+SIGNALS = {"CTS": "cts", "DSR": "dsr", "DCD": "cd", "RI": "ri"}
+
+
+WRITE_TIMEOUT_S = 10.0
+
+
+def open_port(cfg: dict[str, Any], timeout: float | None = 0.2) -> serial.SerialBase:
+    """Open the interface's device, exclusively; DTR released on a power_button interface.
+
+    Writes time out after WRITE_TIMEOUT_S: a board that stops reading (flow control held) must not
+    wedge the supervisor's input path.
+    """
+    device = cfg["device"]
+    try:
+        port = serial.serial_for_url(device, baudrate=cfg.get("baud", 115200), timeout=timeout,
+                                     write_timeout=WRITE_TIMEOUT_S, exclusive=True, do_not_open=True)
+        if cfg.get("power_button"):
+            port.dtr = False  # DTR is the board's button: never press it by opening
+        port.open()
+    except (serial.SerialException, OSError, ValueError) as exc:
+        raise open_error(device, exc) from exc
+    fd = getattr(port, "fd", None)
+    if isinstance(fd, int):
+        try:
+            fcntl.ioctl(fd, termios.TIOCEXCL)
+        except OSError:
+            pass  # not a tty (e.g. a pipe-backed simulator): the flock still guards it
+    return port
+
+
+def open_error(device: str, exc: Exception) -> Exception:
+    text = str(exc)
+    code = getattr(exc, "errno", None)
+    if "exclusively lock" in text or code in (errno.EBUSY, errno.EAGAIN) or "[Errno 16]" in text:
+        return busy(device)
+    if code == errno.ENOENT or "[Errno 2]" in text:
+        return DeviceError(f"serial device {device} does not exist (unplugged?)",
+                           hint="`panio serial devices` lists this host's ports", device=device)
+    if "refused" in text.lower() or "timed out" in text.lower():
+        return Unreachable(f"cannot reach serial device {device}: {text}", device=device)
+    return DeviceError(f"cannot open serial device {device}: {text}", device=device)
+
+
+def busy(device: str) -> Busy:
+    who = holders(device)
+    if who:
+        first = who[0]
+        names = "; ".join(f"pid {h['pid']} ({h['command']})" for h in who)
+        target = _watch_target(first["command"])
+        hint = (f"`panio serial stop {target}` frees it; while it runs use `panio serial log` and `panio serial send`"
+                if target else "stop that program, or find panio's own holders with `panio daemons`")
+        return Busy(f"serial device {device} is in use by {names}", hint=hint, device=device, holders=who)
+    return Busy(f"serial device {device} is in use by another program",
+                hint="`panio daemons` lists panio's holders", device=device, holders=[])
+
+
+def _watch_target(command: str) -> str | None:
+    words = command.split()
+    if "bench_agent.serial.supervisor" in words and "--target" in words[:-1]:
+        return words[words.index("--target") + 1]
+    return None
+
+
+def holders(device: str) -> list[dict[str, Any]]:
+    """Processes holding ``device``: flock owners first (from /proc/locks), else any opener."""
+    try:
+        st = os.stat(device)
+    except OSError:
+        return []
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids = _flock_pids(key) or _opener_pids(os.path.realpath(device))
+    return [{"pid": pid, "command": command_line(pid)} for pid in sorted(pids) if pid != os.getpid()]
+
+
+def _flock_pids(key: str) -> set[int]:
+    try:
+        with open("/proc/locks") as f:
+            rows = [line.split() for line in f]
+    except OSError:
+        return set()
+    return {int(r[4]) for r in rows if len(r) > 5 and r[1] == "FLOCK" and r[5] == key}
+
+
+def _opener_pids(real: str) -> set[int]:
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") == real for fd in fds):
+                found.add(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "?"
+
+
+def read_signal(port: serial.SerialBase, name: str) -> bool:
+    try:
+        return bool(getattr(port, SIGNALS[name]))
+    except (serial.SerialException, OSError) as exc:
+        raise DeviceError(f"cannot read {name} on {port.port}: {exc} (a pseudo-terminal has no modem lines)",
+                          signal=name) from exc
+
+
+def pulse_dtr(port: serial.SerialBase, ms: int) -> None:
+    """Press the board's button (DTR asserted) for ``ms`` milliseconds, then release it."""
+    try:
+        port.dtr = True
+        time.sleep(ms / 1000)
+        port.dtr = False
+    except (serial.SerialException, OSError) as exc:
+        raise DeviceError(f"cannot drive DTR on {port.port}: {exc} (a pseudo-terminal has no modem lines)") from exc

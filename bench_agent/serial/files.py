@@ -1,0 +1,50 @@
+"""Where serial state lives on a control host.
+
+    <state>/serial/<target>/<iface>.log[.N]   record logs (current segment, older ones)
+    <state>/serial/<target>/epoch             last capture epoch of the target
+    <state>/daemons/serial-<target>.json      discovery file of a running supervisor
+    <state>/run/serial-<target>.sock          control socket (abstract name if the path is too long)
+
+``PANIO_STATE_DIR`` overrides the state directory, as on the controller side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+MAX_SOCKET_PATH = 100
+
+
+def state_dir() -> Path:
+    override = os.environ.get("PANIO_STATE_DIR")
+    if override:
+        return Path(override)
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "panio"
+
+
+def target_dir(target: str, state: Path | None = None) -> Path:
+    return (state or state_dir()) / "serial" / target
+
+
+def log_path(target: str, iface: str, state: Path | None = None) -> Path:
+    return target_dir(target, state) / f"{iface}.log"
+
+
+def daemons_dir(state: Path | None = None) -> Path:
+    return (state or state_dir()) / "daemons"
+
+
+def discovery_path(target: str, state: Path | None = None) -> Path:
+    return daemons_dir(state) / f"serial-{target}.json"
+
+
+def socket_address(target: str, state: Path | None = None) -> str:
+    """A filesystem path, or an abstract-namespace name (leading NUL) when the path would be too long."""
+    path = str((state or state_dir()) / "run" / f"serial-{target}.sock")
+    if len(path) <= MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(path.encode()).hexdigest()[:24]
+    return f"\0panio-serial-{digest}"

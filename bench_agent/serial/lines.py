@@ -1,0 +1,97 @@
+"""Lines of a serial log: numbering, assembly from records, and the text a person reads.
+
+A line ends at LF, or after LINE_CAP bytes without one (a console that never
+sends a newline must not hold a line open forever). ``line_seq`` numbers lines
+from the log's creation; the records carry it, so numbering is stable.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Iterator
+
+LINE_CAP = 4096
+ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def pieces(seq: int, col: int, data: bytes) -> Iterator[tuple[int, bytes, bool]]:
+    """Split ``data`` (starting at column ``col`` of line ``seq``) into (seq, piece, ends_line)."""
+    i, n = 0, len(data)
+    while i < n:
+        room = LINE_CAP - col
+        nl = data.find(b"\n", i, i + room)
+        if nl >= 0:
+            yield seq, data[i:nl + 1], True
+            i = nl + 1
+        elif n - i >= room:
+            yield seq, data[i:i + room], True
+            i += room
+        else:
+            yield seq, data[i:], False
+            return
+        seq, col = seq + 1, 0
+
+
+def advance(seq: int, col: int, data: bytes) -> tuple[int, int]:
+    """The (seq, col) after ``data``."""
+    if b"\n" not in data and col + len(data) < LINE_CAP:
+        return seq, col + len(data)
+    for seq, piece, ends in pieces(seq, col, data):
+        col = 0 if ends else col + len(piece)
+        if ends:
+            seq += 1
+        else:
+            return seq, col
+    return seq, 0
+
+
+def assemble(records: Iterable) -> list[dict]:
+    """Lines (and gap markers) from D and G records in forward order.
+
+    Each line: {"seq", "time_ns" (RX time of its first byte), "epoch", "data" (bytes), "complete"}.
+    A gap: {"gap": reason, "next_seq" (the line after it), "time_ns", "epoch"}.
+    """
+    out: list[dict] = []
+    current: dict | None = None
+    for rec in records:
+        if rec.kind == ord("G"):
+            current = None
+            out.append({"gap": rec.note().get("reason", "gap"), "next_seq": rec.seq, "time_ns": rec.time_ns,
+                        "epoch": rec.epoch})
+            continue
+        if rec.kind != ord("D"):
+            continue
+        for seq, piece, ends in pieces(rec.seq, rec.col, rec.payload):
+            if current is None or current["seq"] != seq:
+                current = {"seq": seq, "time_ns": rec.time_ns, "epoch": rec.epoch, "data": b"", "complete": False}
+                out.append(current)
+            current["data"] += piece
+            current["complete"] = ends
+    return out
+
+
+def render(data: bytes, raw: bool = False) -> str:
+    """The text of one line: line end dropped; ANSI stripped and controls escaped unless raw."""
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    if data.endswith(b"\r"):
+        data = data[:-1]
+    if raw:
+        return data.decode("utf-8", "backslashreplace")
+    data = ANSI.sub(b"", data).replace(b"\r", b"")
+    text = data.decode("utf-8", "backslashreplace")
+    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def format_entry(entry: dict) -> str:
+    """One `serial log` entry (the serial.log operation's JSON) as `[time] #<seq> <text>`, local time.
+
+    ``*`` after the seq marks the current, unterminated line; a gap reads `[time] -- gap: REASON --`.
+    """
+    from datetime import datetime
+
+    stamp = datetime.fromisoformat(entry["time"]).astimezone().strftime("%H:%M:%S.%f")[:-3]
+    if "gap" in entry:
+        return f"[{stamp}] -- gap: {entry['gap']} --"
+    return f"[{stamp}] #{entry['seq']}{'' if entry['complete'] else '*'} {entry['text']}"

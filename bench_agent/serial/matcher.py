@@ -1,0 +1,133 @@
+"""Bounded waits on an interface's received bytes, run inside the supervisor.
+
+A wait reads from byte cursor ``since`` on (memory or disk), matches
+``pattern`` (a bytes regex) as bytes arrive, and ends with a status:
+
+    matched     the pattern matched (with follow: every match until the bound, see below)
+    timeout     timeout_ms passed
+    cap         max_bytes were examined without a match
+    disconnect  the device went away
+    fault       the supervisor could not read its own data
+
+Whatever ended it, the bytes accepted so far come back with the ``cursor`` to
+continue from, so nothing is lost by an incomplete wait. After a match the
+cursor is just past the match; ``include_pending`` also returns the bytes
+already received after it (not consumed). ``follow`` keeps matching until the
+time or byte bound and returns every match together (status "matched" when
+there was at least one, and "ended" says which bound stopped it).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from typing import Any
+
+from bench_agent.errors import UsageError
+
+CHUNK = 1 << 20
+
+
+def compile_pattern(pattern: str | None) -> re.Pattern[bytes] | None:
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern.encode("utf-8"))
+    except re.error as exc:
+        raise UsageError(f"invalid regular expression {pattern!r}: {exc}", pattern=pattern) from None
+
+
+def wait(channel, *, since: int, pattern: str | None = None, timeout_ms: int = 30000, max_bytes: int = 65536,
+         follow: bool = False, include_pending: bool = False) -> dict[str, Any]:
+    rx = compile_pattern(pattern)
+    if since > channel.cursor:
+        raise UsageError(f"cursor {since} is past the end of interface {channel.name!r} ({channel.cursor})",
+                         cursor=channel.cursor)
+    started = time.monotonic()
+    deadline = started + timeout_ms / 1000
+    buf, pos, start, matches, search_from = bytearray(), since, None, [], 0
+    status, fault = None, None
+    while status is None:
+        try:
+            data, at = channel.read_from(pos, min(CHUNK, max_bytes - len(buf)))
+        except OSError as exc:
+            status, fault = "fault", f"cannot read the capture log: {exc}"
+            break
+        if data:
+            if start is None:
+                start = at
+            buf += data
+            pos = at + len(data)
+            status, search_from = _search(rx, buf, start, search_from, matches, follow)
+            if status is None and len(buf) >= max_bytes:
+                status = "cap"
+            continue
+        status = _idle(channel, pos, deadline)
+    first = start if start is not None else since
+    consumed = matches[-1]["end"] - first if matches and not follow else len(buf)
+    if status == "fault" and fault is None:
+        fault = channel.last_error
+    ended = {"status": "matched" if matches else status, "ended": status} if follow else {"status": status}
+    return {**ended, **({"fault": fault} if fault else {}),
+            "interface": channel.name, "epoch": channel.epoch, "since": since, "start": first,
+            "cursor": first + consumed, "end": first + len(buf), "evicted_bytes": first - since,
+            "elapsed_ms": round((time.monotonic() - started) * 1000, 3),
+            **_payload(bytes(buf[:consumed])),
+            **({"match": matches[-1]} if matches and not follow else {}),
+            **({"matches": matches} if follow else {}),
+            **({"pending": bytes(buf[consumed:]).decode("utf-8", "backslashreplace")} if include_pending else {})}
+
+
+def _search(rx, buf: bytearray, start: int, search_from: int, matches: list, follow: bool):
+    if rx is None:
+        return None, search_from
+    while True:
+        m = rx.search(buf, search_from)
+        if m is None:
+            return None, search_from
+        matches.append({"start": start + m.start(), "end": start + m.end(),
+                        "text": m.group().decode("utf-8", "backslashreplace"),
+                        "groups": [g.decode("utf-8", "backslashreplace") if g is not None else None for g in m.groups()]})
+        if not follow:
+            return "matched", search_from
+        search_from = m.end() + (1 if m.end() == m.start() else 0)
+        if search_from > len(buf):
+            return None, search_from
+
+
+def _idle(channel, pos: int, deadline: float) -> str | None:
+    """Wait for bytes past ``pos``; the end status when the wait must stop, else None."""
+    with channel.cond:
+        while channel.cursor <= pos:
+            if channel.state == "fault":
+                return "fault"
+            if channel.state != "open":
+                return "disconnect"
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "timeout"
+            channel.cond.wait(remaining)
+    return None
+
+
+def _payload(data: bytes) -> dict[str, Any]:
+    return {"bytes": len(data), "text": data.decode("utf-8", "backslashreplace"),
+            "data_b64": base64.b64encode(data).decode()}
+
+
+def fit_output(result: dict[str, Any], max_output_bytes: int) -> dict[str, Any]:
+    """Shrink a wait result to max_output_bytes of JSON: drop the base64 copy, then cut text (head kept)."""
+    if len(json.dumps(result)) <= max_output_bytes:
+        return result
+    result = {**result, "output_truncated": True}
+    result.pop("data_b64", None)
+    for key in ("pending", "text"):
+        over = len(json.dumps(result)) - max_output_bytes
+        if over > 0 and key in result:
+            result[key] = result[key][:max(0, len(result[key]) - over - 64)]
+    if "matches" in result and len(json.dumps(result)) > max_output_bytes:
+        keep = max(1, len(result["matches"]) * max_output_bytes // len(json.dumps(result)) - 1)
+        result["matches"], result["matches_dropped"] = result["matches"][:keep], len(result["matches"]) - keep
+    return result

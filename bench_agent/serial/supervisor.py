@@ -1,0 +1,241 @@
+"""The serial supervisor: one detached process per target that owns all its interfaces.
+
+    python -m bench_agent.serial.supervisor --state-dir DIR --target T --config JSON [--ready-fd N]
+
+Start-up, in order: take the target's supervisor lock (a second watch is
+refused), open every port exclusively (any failure ends start-up with that
+error, nothing left running), pick the next capture epoch, record a gap on any
+log whose previous capture did not stop cleanly, write an epoch-start record,
+serve the control socket, write the discovery file, report ready on
+``--ready-fd``. SIGTERM or the ``stop`` request end it cleanly: stop records,
+discovery file and socket removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import fcntl
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from bench_agent.errors import Busy, NotConfigured, PanioError, UsageError
+from bench_agent.serial import device, files, matcher
+from bench_agent.serial.channel import SEND_LOCK_WAIT_S, Channel
+from bench_agent.serial.control import ControlServer
+from bench_agent.serial.logstore import GAP, START, STOP, LogWriter
+
+MODULE = "bench_agent.serial.supervisor"
+
+
+class Supervisor:
+    def __init__(self, state: Path, target: str, configs: list[dict[str, Any]]) -> None:
+        self.state, self.target, self.configs = state, target, configs
+        self.stopping = threading.Event()
+        self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.channels: dict[str, Channel] = {}
+        self.epoch = 0
+        self.server: ControlServer | None = None
+
+    # -- life cycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._lock()
+        ports = self._open_all()
+        writers = {c["name"]: LogWriter(files.log_path(self.target, c["name"], self.state)) for c in self.configs}
+        self.epoch = self._next_epoch(writers)
+        now = time.time_ns()
+        for cfg in self.configs:
+            w = writers[cfg["name"]]
+            if w.last is not None and w.last.kind != STOP:
+                w.note(GAP, self.epoch, now, reason=f"capture epoch {w.last.epoch} ended without a clean stop",
+                       previous_epoch=w.last.epoch)
+            w.note(START, self.epoch, now, pid=os.getpid(), device=cfg["device"], baud=cfg.get("baud"))
+            self.channels[cfg["name"]] = Channel(cfg, w, self.epoch, ports[cfg["name"]])
+        self.server = ControlServer(files.socket_address(self.target, self.state), self.handle)
+        self.server.start()
+        for ch in self.channels.values():
+            ch.start()
+        self._write_discovery()
+
+    def _lock(self) -> None:
+        path = files.target_dir(self.target, self.state) / "supervisor.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Busy(f"serial capture for {self.target!r} is already running", target=self.target) from None
+
+    def _open_all(self) -> dict[str, Any]:
+        ports: dict[str, Any] = {}
+        try:
+            for cfg in self.configs:
+                ports[cfg["name"]] = device.open_port(cfg)
+        except PanioError:
+            for p in ports.values():
+                p.close()
+            raise
+        return ports
+
+    def _next_epoch(self, writers: dict[str, LogWriter]) -> int:
+        path = files.target_dir(self.target, self.state) / "epoch"
+        try:
+            last = int(path.read_text())
+        except (FileNotFoundError, ValueError):
+            last = 0
+        last = max([last] + [w.last.epoch for w in writers.values() if w.last is not None])
+        _write_atomic(path, f"{last + 1}\n")
+        return last + 1
+
+    def _write_discovery(self) -> None:
+        info = {"name": f"serial-{self.target}", "kind": "serial", "target": self.target, "pid": os.getpid(),
+                "epoch": self.epoch, "started": self.started, "socket": files.socket_address(self.target, self.state),
+                "argv": sys.argv, "state_dir": str(self.state),
+                "interfaces": [{"name": c["name"], "device": c["device"], "baud": c.get("baud"),
+                                "log": str(files.log_path(self.target, c["name"], self.state))} for c in self.configs]}
+        path = files.discovery_path(self.target, self.state)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, json.dumps(info, indent=2) + "\n")
+
+    def run_until_stopped(self) -> None:
+        while not self.stopping.wait(3600):
+            pass
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        if self.server:
+            self.server.close()
+        for ch in self.channels.values():
+            ch.stop()
+            ch.writer.note(STOP, self.epoch, time.time_ns(), reason="stopped")
+            ch.writer.close()
+        try:
+            files.discovery_path(self.target, self.state).unlink()
+        except FileNotFoundError:
+            pass
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def handle(self, req: dict[str, Any]) -> Any:
+        op = req.get("op")
+        if op in ("hello", "status"):
+            return self.status()
+        if op == "stop":
+            self.stopping.set()
+            return {"stopping": True, "pid": os.getpid(), "epoch": self.epoch}
+        ch = self._channel(req.get("iface"))
+        if op == "send":
+            return self._send(ch, req)
+        if op == "transact":
+            return self._transact(ch, req)
+        if op == "wait":
+            return self._wait(ch, req)
+        if op == "sense":
+            return {"signal": req["signal"], "asserted": device.read_signal(ch.require_port(), req["signal"])}
+        if op == "dtr":
+            with ch.transaction:
+                device.pulse_dtr(ch.require_port(), int(req["ms"]))
+            return {"interface": ch.name, "pulse_ms": int(req["ms"])}
+        raise UsageError(f"unknown supervisor request {op!r}")
+
+    def _channel(self, name: str | None) -> Channel:
+        if name is None and len(self.channels) == 1:
+            return next(iter(self.channels.values()))
+        if name not in self.channels:
+            raise NotConfigured(f"the supervisor of {self.target!r} has no interface {name!r} "
+                                f"(interfaces: {', '.join(self.channels)})",
+                                hint=f"restart it after changing the lab: `panio serial stop {self.target}` then watch",
+                                interfaces=list(self.channels))
+        return self.channels[name]
+
+    @staticmethod
+    def _data(req: dict[str, Any]) -> bytes:
+        return base64.b64decode(req["data_b64"]) if "data_b64" in req else req.get("text", "").encode()
+
+    def _send(self, ch: Channel, req: dict[str, Any]) -> dict[str, Any]:
+        if not ch.transaction.acquire(timeout=SEND_LOCK_WAIT_S):
+            raise Busy(f"a transaction holds interface {ch.name!r}; try again when it ends", interface=ch.name)
+        try:
+            before = ch.cursor
+            sent = ch.send(self._data(req), int(req.get("pace_ms", 0)))
+        finally:
+            ch.transaction.release()
+        return {"interface": ch.name, "sent_bytes": sent, "epoch": self.epoch, "cursor": before}
+
+    def _transact(self, ch: Channel, req: dict[str, Any]) -> dict[str, Any]:
+        matcher.compile_pattern(req["until"])
+        timeout_ms = int(req.get("timeout_ms", 30000))
+        if not ch.transaction.acquire(timeout=timeout_ms / 1000):
+            raise Busy(f"another transaction holds interface {ch.name!r}", interface=ch.name)
+        try:
+            since = ch.cursor
+            sent = ch.send(self._data(req), int(req.get("pace_ms", 0)))
+            result = matcher.wait(ch, since=since, pattern=req["until"], timeout_ms=timeout_ms,
+                                  max_bytes=int(req.get("max_bytes", 65536)))
+        finally:
+            ch.transaction.release()
+        result["sent_bytes"] = sent
+        return matcher.fit_output(result, int(req.get("max_output_bytes", 1 << 20)))
+
+    def _wait(self, ch: Channel, req: dict[str, Any]) -> dict[str, Any]:
+        result = matcher.wait(ch, since=int(req["since"]), pattern=req.get("pattern"),
+                              timeout_ms=int(req.get("timeout_ms", 30000)), max_bytes=int(req.get("max_bytes", 65536)),
+                              follow=bool(req.get("follow")), include_pending=bool(req.get("include_pending")))
+        asked = req.get("epoch")
+        result["epoch_changed"] = asked is not None and int(asked) != self.epoch
+        return matcher.fit_output(result, int(req.get("max_output_bytes", 1 << 20)))
+
+    def status(self) -> dict[str, Any]:
+        return {"target": self.target, "pid": os.getpid(), "epoch": self.epoch, "started": self.started,
+                "interfaces": {name: {"device": ch.cfg["device"], "baud": ch.cfg.get("baud"),
+                                      "real_device": os.path.realpath(ch.cfg["device"])
+                                      if ch.cfg["device"].startswith("/") else ch.cfg["device"],
+                                      **ch.status()} for name, ch in self.channels.items()}}
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _report(fd: int | None, obj: dict[str, Any]) -> None:
+    if fd is None:
+        return
+    try:
+        os.write(fd, json.dumps(obj).encode() + b"\n")
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog=f"python -m {MODULE}")
+    p.add_argument("--state-dir", required=True)
+    p.add_argument("--target", required=True)
+    p.add_argument("--config", required=True, help="JSON list of the target's serial interfaces")
+    p.add_argument("--ready-fd", type=int)
+    a = p.parse_args(argv)
+    sup = Supervisor(Path(a.state_dir), a.target, json.loads(a.config))
+    signal.signal(signal.SIGTERM, lambda *_: sup.stopping.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        sup.start()
+    except PanioError as err:
+        _report(a.ready_fd, {"ok": False, "error": err.to_json()})
+        return 1
+    _report(a.ready_fd, {"ok": True, "pid": os.getpid(), "epoch": sup.epoch})
+    sup.run_until_stopped()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,74 @@
+"""serial connect: a person's interactive terminal on a port (Ctrl-] quits).
+
+The port is opened exclusively like watch does, so connect is refused while a
+supervisor (or tio, minicom, ...) holds it, and the refusal names the holder.
+With stdin not a terminal, connect copies stdin to the port, then prints what
+the board says until it has been quiet for IDLE_S.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import time
+from typing import Any
+
+from bench_agent.serial import device
+
+QUIT = b"\x1d"
+IDLE_S = 0.5
+
+
+def run(target: str, iface: dict[str, Any]) -> dict[str, Any]:
+    port = device.open_port(iface, timeout=0)
+    try:
+        if os.isatty(sys.stdin.fileno()):
+            _interactive(port, iface)
+        else:
+            _piped(port)
+    finally:
+        port.close()
+    return {"target": target, "interface": iface["name"], "closed": True}
+
+
+def _pump_out(port) -> bool:
+    data = port.read(65536)
+    if data:
+        os.write(sys.stdout.fileno(), data)
+    return bool(data)
+
+
+def _interactive(port, iface: dict[str, Any]) -> None:
+    import termios
+    import tty
+
+    stdin = sys.stdin.fileno()
+    saved = termios.tcgetattr(stdin)
+    sys.stderr.write(f"panio: connected to {iface['device']} ({iface['name']}); Ctrl-] quits\r\n")
+    tty.setraw(stdin)
+    try:
+        while True:
+            ready, _, _ = select.select([stdin, port.fileno()], [], [], 0.5)
+            if port.fileno() in ready:
+                _pump_out(port)
+            if stdin in ready:
+                key = os.read(stdin, 1024)
+                if not key or QUIT in key:
+                    return
+                port.write(key)
+    finally:
+        termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
+        sys.stderr.write("\r\npanio: disconnected\n")
+
+
+def _piped(port) -> None:
+    data = sys.stdin.buffer.read()
+    if data:
+        port.write(data)
+    quiet_since = time.monotonic()
+    while time.monotonic() - quiet_since < IDLE_S:
+        if _pump_out(port):
+            quiet_since = time.monotonic()
+        else:
+            time.sleep(0.02)

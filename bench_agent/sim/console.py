@@ -1,0 +1,345 @@
+"""SimConsole: a simulated board on the far end of a pseudo-terminal.
+
+The slave side of a PTY pair is what a lab file names as the device (or a
+symlink to it); this class drives the master side from one background thread:
+
+    powered off   silent, input ignored
+    power_on()    banner + boot log over ``boot_s``, then an autoboot countdown
+                  ("Hit any key to stop autoboot: N") over ``countdown_s``;
+                  ONE key stops it at the U-Boot prompt "=> ", otherwise the
+                  kernel boots to the shell prompt "root@sim:~# "
+    U-Boot        boot | reset | version | printenv | help; else "Unknown command"
+    shell         uname -a, cat /proc/version, echo ..., reboot, flood N
+                  (exactly N bytes as fast as the PTY takes them, then a line end
+                  if the cut left none, then the prompt); else "sh: X: not found"
+
+Input lines may end in CR, LF or CRLF; typed characters are echoed, as a real
+console does. ``python -m bench_agent.sim.console --link PATH`` runs one until
+SIGTERM; in that process SIGUSR1 powers the board on and SIGUSR2 powers it off.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import select
+import shlex
+import threading
+import time
+import tty
+from typing import Callable
+
+PROMPT = "root@sim:~# "
+UBOOT_PROMPT = "=> "
+UNAME = "Linux sim 6.1.0-sim #1 SMP PREEMPT Thu Jan  1 00:00:00 UTC 2026 armv7l GNU/Linux"
+PROC_VERSION = "Linux version 6.1.0-sim (panio@sim) (gcc 12.2.0) #1 SMP PREEMPT Thu Jan  1 00:00:00 UTC 2026"
+UBOOT_VERSION = "U-Boot 2024.01-sim (Jan 01 2026 - 00:00:00 +0000)"
+BOOT_LOG = [
+    UBOOT_VERSION,
+    "DRAM:  512 MiB",
+    "Core:  42 devices, 14 uclasses, devicetree: separate",
+    "MMC:   mmc@7e300000: 0",
+    "Loading Environment from FAT... OK",
+    "In:    serial",
+    "Out:   serial",
+    "Err:   serial",
+    "Net:   eth0: ethernet@7d580000",
+]
+KERNEL_LOG = [
+    "Starting kernel ...",
+    "[    0.000000] Booting Linux on physical CPU 0x0",
+    f"[    0.000000] {PROC_VERSION}",
+    "[    0.412345] Run /sbin/init as init process",
+    "Welcome to the panio simulated board",
+]
+FLOOD_LINE = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def flood_bytes(n: int) -> bytes:
+    """Exactly what ``flood n`` prints before its prompt: numbered 72-byte lines, cut at n bytes."""
+    lines = (b"%08d " % i + FLOOD_LINE + b"\r\n" for i in range(n // 72 + 1))
+    return b"".join(lines)[:n]
+
+
+class SimConsole:
+    """A simulated board's console on a PTY pair (see the module docstring)."""
+
+    def __init__(self, link: str | None = None, *, banner: str = "panio simulated board", boot_s: float = 1.0,
+                 countdown_s: float = 3.0, powered: bool = True) -> None:
+        self._master, self._slave = os.openpty()
+        tty.setraw(self._slave)
+        os.set_blocking(self._master, False)
+        self.slave_path = os.ttyname(self._slave)
+        self.link = link
+        if link:
+            _symlink(self.slave_path, link)
+        self.device = link or self.slave_path
+        self.banner, self.boot_s, self.countdown_s = banner, boot_s, countdown_s
+        self._lock = threading.Lock()
+        self._powered, self._boots = False, 0
+        self._want_on = powered
+        self._state = "off"
+        self._steps: collections.deque[tuple[float, Callable[[], None]]] = collections.deque()
+        self._next_at = 0.0
+        self._line = bytearray()
+        self._after_cr = False
+        self._requests: collections.deque[str] = collections.deque()
+        self._wake_r, self._wake_w = os.pipe()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sim-console", daemon=True)
+
+    # -- public ---------------------------------------------------------------------------------
+
+    @property
+    def powered(self) -> bool:
+        return self._powered
+
+    @property
+    def boots(self) -> int:
+        return self._boots
+
+    @property
+    def state(self) -> str:
+        """off | boot | countdown | uboot | kernel | shell | busy."""
+        return self._state
+
+    def start(self) -> None:
+        self._thread.start()
+        if self._want_on:
+            self.power_on()
+
+    def power_on(self) -> None:
+        with self._lock:
+            if self._powered:
+                return
+            self._powered = True
+            self._boots += 1
+        self._request("on")
+
+    def power_off(self) -> None:
+        with self._lock:
+            self._powered = False
+        self._request("off")
+
+    def close(self) -> None:
+        self._stop.set()
+        os.write(self._wake_w, b"x")
+        if self._thread.is_alive():
+            self._thread.join(5)
+        for fd in (self._master, self._slave, self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if self.link and os.path.islink(self.link) and os.readlink(self.link) == self.slave_path:
+            os.unlink(self.link)
+
+    def __enter__(self) -> "SimConsole":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the thread -----------------------------------------------------------------------------
+
+    def _request(self, what: str) -> None:
+        self._requests.append(what)
+        os.write(self._wake_w, b"x")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            timeout = max(0.0, self._next_at - time.monotonic()) if self._steps else None
+            ready, _, _ = select.select([self._master, self._wake_r], [], [], timeout)
+            if self._wake_r in ready:
+                os.read(self._wake_r, 512)
+                self._handle_requests()
+            if self._master in ready:
+                self._read_input()
+            self._run_due_steps()
+
+    def _handle_requests(self) -> None:
+        while self._requests:
+            what = self._requests.popleft()
+            self._steps.clear()
+            self._line.clear()
+            if what == "on":
+                self._boot()
+            else:
+                self._state = "off"
+
+    def _read_input(self) -> None:
+        try:
+            data = os.read(self._master, 4096)
+        except OSError:  # EIO: no opener on the slave side right now
+            time.sleep(0.01)
+            return
+        if self._state in ("off", "boot", "kernel", "busy"):
+            return
+        if self._state == "countdown":
+            self._schedule([(0, lambda: self._enter("uboot", "\r\n" + UBOOT_PROMPT))], replace=True)
+            return
+        for byte in data:
+            self._feed(byte)
+
+    def _feed(self, byte: int) -> None:
+        if byte == 0x0A and self._after_cr:
+            self._after_cr = False
+            return
+        self._after_cr = byte == 0x0D
+        if byte in (0x0D, 0x0A):
+            self._out(b"\r\n")
+            line = self._line.decode("utf-8", "replace").strip()
+            self._line.clear()
+            (self._uboot_command if self._state == "uboot" else self._shell_command)(line)
+        elif byte in (0x08, 0x7F):
+            if self._line:
+                self._line.pop()
+                self._out(b"\b \b")
+        else:
+            self._line.append(byte)
+            self._out(bytes([byte]))
+
+    def _run_due_steps(self) -> None:
+        while self._steps and time.monotonic() >= self._next_at and not self._stop.is_set():
+            _, action = self._steps.popleft()
+            action()
+            if self._steps:
+                self._next_at = time.monotonic() + self._steps[0][0]
+
+    def _schedule(self, steps: list[tuple[float, Callable[[], None]]], replace: bool = False) -> None:
+        if replace:
+            self._steps.clear()
+        was_empty = not self._steps
+        self._steps.extend(steps)
+        if was_empty and self._steps:
+            self._next_at = time.monotonic() + self._steps[0][0]
+
+    # -- the board ------------------------------------------------------------------------------
+
+    def _enter(self, state: str, text: str = "") -> None:
+        self._state = state
+        if text:
+            self._out(text.encode())
+
+    def _boot(self) -> None:
+        self._state = "boot"
+        lines = [self.banner, *BOOT_LOG]
+        gap = self.boot_s / len(lines)
+        steps = [(0 if i == 0 else gap, self._printer(line)) for i, line in enumerate(lines)]
+        ticks = max(1, round(self.countdown_s))
+        steps.append((gap, lambda: self._enter("countdown")))
+        for n in range(ticks, -1, -1):
+            steps.append((0 if n == ticks else self.countdown_s / ticks, self._printer(f"Hit any key to stop autoboot: {n}")))
+        steps.append((0, self._start_kernel))
+        self._schedule(steps, replace=True)
+
+    def _start_kernel(self) -> None:
+        self._state = "kernel"
+        steps = [(0.02, self._printer(line)) for line in KERNEL_LOG]
+        steps.append((0.02, lambda: self._enter("shell", PROMPT)))
+        self._schedule(steps, replace=True)
+
+    def _printer(self, line: str) -> Callable[[], None]:
+        return lambda: self._out(line.encode() + b"\r\n")
+
+    def _uboot_command(self, line: str) -> None:
+        word = line.split(" ", 1)[0]
+        if word in ("boot", "bootm", "run"):
+            self._start_kernel()
+            return
+        if word == "reset":
+            self._out(b"resetting ...\r\n")
+            with self._lock:
+                self._boots += 1
+            self._boot()
+            return
+        replies = {"": "", "version": UBOOT_VERSION, "help": "boot printenv reset version",
+                   "printenv": "bootcmd=run distro_bootcmd\r\nbootdelay=3\r\nbaudrate=115200"}
+        reply = replies.get(word, f"Unknown command '{word}' - try 'help'")
+        self._out((reply + "\r\n" if reply else "").encode() + UBOOT_PROMPT.encode())
+
+    def _shell_command(self, line: str) -> None:
+        try:
+            argv = shlex.split(line)
+        except ValueError:
+            argv = line.split()
+        if argv[:1] == ["reboot"]:
+            self._out(b"reboot: Restarting system\r\n")
+            with self._lock:
+                self._boots += 1
+            self._boot()
+            return
+        if argv[:1] == ["flood"]:
+            self._flood(argv)
+            return
+        self._out(self._shell_reply(argv).encode() + PROMPT.encode())
+
+    def _shell_reply(self, argv: list[str]) -> str:
+        if not argv:
+            return ""
+        if argv == ["uname", "-a"]:
+            return UNAME + "\r\n"
+        if argv == ["cat", "/proc/version"]:
+            return PROC_VERSION + "\r\n"
+        if argv[0] == "echo":
+            return " ".join(argv[1:]) + "\r\n"
+        return f"sh: {argv[0]}: not found\r\n"
+
+    def _flood(self, argv: list[str]) -> None:
+        if len(argv) != 2 or not argv[1].isdigit():
+            self._out(b"usage: flood N\r\n" + PROMPT.encode())
+            return
+        self._state = "busy"
+        data, n = memoryview(flood_bytes(int(argv[1]))), int(argv[1])
+        for start in range(0, n, 65536):
+            if self._stop.is_set() or not self._powered:
+                return
+            self._out(data[start:start + 65536])
+        self._enter("shell", ("" if data[-1:] == b"\n" else "\r\n") + PROMPT)
+
+    def _out(self, data: bytes | memoryview) -> None:
+        """Write all of data to the master, waiting while the PTY is full (a reader drains it)."""
+        view = memoryview(data)
+        while view and not self._stop.is_set():
+            try:
+                view = view[os.write(self._master, view):]
+            except BlockingIOError:
+                select.select([], [self._master], [], 0.2)
+            except OSError:
+                return
+
+
+def _symlink(target: str, link: str) -> None:
+    tmp = f"{link}.{os.getpid()}.tmp"
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import signal
+
+    p = argparse.ArgumentParser(prog="python -m bench_agent.sim.console",
+                                description="Run a simulated board console on a PTY until SIGTERM.")
+    p.add_argument("--link", required=True, help="symlink to create to the PTY's slave side (the device path)")
+    p.add_argument("--off", action="store_true", help="start powered off (SIGUSR1 powers on, SIGUSR2 off)")
+    p.add_argument("--boot-s", type=float, default=1.0, help="seconds of boot log before the countdown")
+    p.add_argument("--countdown-s", type=float, default=3.0, help="seconds of autoboot countdown")
+    p.add_argument("--banner", default="panio simulated board", help="first line of every boot")
+    a = p.parse_args(argv)
+    sim = SimConsole(a.link, banner=a.banner, boot_s=a.boot_s, countdown_s=a.countdown_s, powered=not a.off)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    signal.signal(signal.SIGUSR1, lambda *_: sim.power_on())
+    signal.signal(signal.SIGUSR2, lambda *_: sim.power_off())
+    sim.start()
+    while not done.wait(3600):
+        pass
+    sim.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,322 @@
+"""panio serial watch|log|send|transact|wait|evidence|status|connect|stop|reset|dtr: the console at run time.
+
+Each command resolves the target's interface from the lab file and calls the
+``serial.<verb>`` operation through ``controller.dispatch``; the operation runs
+on the host that owns the port, where the capture supervisor lives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Callable
+
+from bench_agent.errors import DeviceError, NotConfigured, NotRunning, Timeout, Unreachable, UsageError
+from controller.cli.common import add_json, add_target_positional, command, load_lab, print_json, say
+
+SEE = "docs/serial.md, panio skill"
+
+
+def bounded(name: str, lo: int, hi: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{name} must be from {lo} to {hi}")
+        return value
+
+    parse.__name__ = name
+    return parse
+
+
+SEQ = bounded("a sequence number", 0, 1 << 62)
+CURSOR = bounded("a cursor", 0, 1 << 62)
+
+
+def _iface_opt(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--interface", metavar="IFACE",
+                   help="interface name (needed only when the target has several, e.g. console, bmc)")
+
+
+def _input_opts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-newline", action="store_true",
+                   help="send the text as is (a bare key); else the interface's line ending (default CR) follows")
+    p.add_argument("--pace-ms", type=bounded("--pace-ms", 0, 10000), default=0, metavar="N",
+                   help="pause N ms after each byte, for a polled UART without flow control (max 10000)")
+
+
+def _wait_opts(p: argparse.ArgumentParser, timeout_lo: int) -> None:
+    p.add_argument("--timeout-ms", type=bounded("--timeout-ms", timeout_lo, 3600000), default=30000, metavar="N",
+                   help=f"give up after N ms ({timeout_lo}-3600000, default 30000)")
+    p.add_argument("--max-bytes", type=bounded("--max-bytes", 1, 1048576), default=65536, metavar="N",
+                   help="examine at most N received bytes (1-1048576, default 65536)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    _register_capture(sub)
+    _register_input(sub)
+    _register_inspect(sub)
+    _register_power_button(sub)
+
+
+def _register_capture(sub: argparse._SubParsersAction) -> None:
+    c = command(sub, "watch", "start capturing all of a target's serial interfaces to disk (a detached supervisor)",
+                func=watch, example="panio serial watch pico",
+                see_also=f"panio serial log, panio serial stop, panio daemons, {SEE}",
+                details="One supervisor per target owns every interface and survives this command.\n"
+                        "It holds the ports exclusively; read with `serial log`, type with `serial send`.\n"
+                        "Running it again while capture runs is harmless.")
+    add_target_positional(c)
+    add_json(c)
+
+    c = command(sub, "stop", "stop a target's capture supervisor and free its ports (the log stays on disk)",
+                func=stop, example="panio serial stop pico", see_also="panio serial log (works after stop), panio daemons")
+    add_target_positional(c)
+    add_json(c)
+
+    c = command(sub, "log", "print captured console lines from disk (works while capture is stopped)",
+                func=log, example=["panio serial log pico --tail 50", "panio serial log pico --since 1234",
+                                   "panio serial log dut -i bmc --from 840 --to 870 --json"],
+                see_also=f"panio serial watch, panio serial wait, {SEE}",
+                details="Lines print as `[time] #<seq> <text>`; seq numbers are stable for the log's life,\n"
+                        "so poll with --since <last seq you saw>. `*` after the seq marks the current,\n"
+                        "unterminated line. ANSI sequences are stripped and control bytes escaped\n"
+                        "unless --raw. Without a window: the last 200 lines.")
+    add_target_positional(c)
+    _iface_opt(c)
+    window = c.add_mutually_exclusive_group()
+    window.add_argument("--tail", type=bounded("--tail", 0, 5000), metavar="N", help="the last N lines (max 5000)")
+    window.add_argument("--since", type=SEQ, metavar="SEQ", help="lines after line SEQ (the poll loop)")
+    window.add_argument("--from", dest="first", type=SEQ, metavar="A", help="lines A..B (with --to)")
+    c.add_argument("--to", dest="last", type=SEQ, metavar="B", help="last line of a --from range (inclusive)")
+    add_json(c)
+    c.add_argument("--raw", action="store_true", help="keep ANSI escape sequences and control bytes")
+
+
+def _register_input(sub: argparse._SubParsersAction) -> None:
+    c = command(sub, "send", "type text into a console through the running capture (CR appended)",
+                func=send, example=["panio serial send pico \"uname -a\"", "panio serial send pico \" \" --no-newline"],
+                see_also=f"panio serial transact (send and wait for the reply), panio serial log --since, {SEE}",
+                details="Needs `panio serial watch TARGET`. Input lands only if the board's console\n"
+                        "reads the UART. The line ending is the interface's line_ending (cr by default).")
+    add_target_positional(c)
+    c.add_argument("text", metavar="TEXT", help="what to type")
+    _iface_opt(c)
+    _input_opts(c)
+    add_json(c)
+
+    c = command(sub, "transact", "send text and wait until the reply matches a regex; print the reply",
+                func=transact, example="panio serial transact pico \"cat /proc/version\" --until 'root@.*# '",
+                see_also=f"panio serial send, panio serial wait, {SEE}",
+                details="Runs under the interface's transaction lock, so other input waits. The reply\n"
+                        "is every byte received after the send up to the end of the match (the board's\n"
+                        "echo of TEXT included). Exit 22 (timeout) when --until never matched; the bytes\n"
+                        "received so far are printed anyway.")
+    add_target_positional(c)
+    c.add_argument("text", metavar="TEXT", help="what to type")
+    c.add_argument("--until", required=True, metavar="REGEX", help="stop when the reply matches (Python regex)")
+    _iface_opt(c)
+    _wait_opts(c, 1)
+    _input_opts(c)
+    add_json(c)
+
+    c = command(sub, "wait", "wait for received bytes from a cursor, optionally until a regex matches (JSON)",
+                func=wait, example="panio serial wait pico --epoch 3 --since 10240 --pattern 'login:' --timeout-ms 60000",
+                see_also=f"panio serial status (current epoch and cursor), panio serial evidence, {SEE}",
+                details="Status is matched, timeout, cap, disconnect or fault; the accepted bytes and the\n"
+                        "cursor to continue from come back whatever the status. Exit 0 when matched (or\n"
+                        "no --pattern), 22 on timeout/cap, 4 on disconnect, 12 on fault.")
+    add_target_positional(c)
+    c.add_argument("--epoch", type=SEQ, required=True, metavar="E", help="capture epoch the cursor belongs to")
+    c.add_argument("--since", type=CURSOR, required=True, metavar="CURSOR", help="byte cursor to read from")
+    _iface_opt(c)
+    c.add_argument("--pattern", metavar="RE", help="stop when this regex matches")
+    _wait_opts(c, 0)
+    c.add_argument("--max-output-bytes", type=bounded("--max-output-bytes", 4096, 8388608), default=1 << 20,
+                   metavar="N", help="cap the JSON printed (4096-8388608)")
+    c.add_argument("--include-pending", action="store_true",
+                   help="also return bytes received after the match (not consumed)")
+    c.add_argument("--follow", action="store_true", help="keep matching until the bound; return every match")
+
+
+def _register_inspect(sub: argparse._SubParsersAction) -> None:
+    c = command(sub, "evidence", "exact received bytes with RX times, cursors, gaps (read-only JSON)",
+                func=evidence, example=["panio serial evidence pico", "panio serial evidence pico --epoch 3 --since 10240"],
+                see_also=f"panio serial status, panio serial wait, {SEE}")
+    add_target_positional(c)
+    _iface_opt(c)
+    c.add_argument("--epoch", type=SEQ, metavar="E", help="capture epoch of --since")
+    c.add_argument("--since", type=CURSOR, metavar="CURSOR", help="records from this byte cursor (needs --epoch)")
+    c.add_argument("--max-bytes", type=bounded("--max-bytes", 1, 1048576), default=65536, metavar="N",
+                   help="at most N bytes of evidence (default 65536)")
+    add_json(c)
+
+    c = command(sub, "status", "capture and port state of an interface: identity, process, epoch, RX/TX (JSON)",
+                func=status, example="panio serial status pico", see_also=f"panio serial evidence, panio daemons, {SEE}")
+    add_target_positional(c)
+    _iface_opt(c)
+    add_json(c)
+
+    c = command(sub, "connect", "open an interactive terminal on a console (Ctrl-] quits)",
+                func=connect, example="panio serial connect pico",
+                see_also="panio serial log / send (the agent's way while watch runs), panio serial stop",
+                details="Refused while `serial watch` or another program holds the port; the error names\n"
+                        "the holder. Agents: use `serial log` and `serial send` instead.")
+    add_target_positional(c)
+    _iface_opt(c)
+
+
+def _register_power_button(sub: argparse._SubParsersAction) -> None:
+    c = command(sub, "reset", "press the board's button with a short DTR pulse (200 ms); needs power_button",
+                func=reset, example="panio serial reset dut",
+                see_also="panio serial dtr (hard off), panio serial set --power-button, "
+                         "panio serial send TARGET reboot (a console reboot)")
+    add_target_positional(c)
+    _iface_opt(c)
+    add_json(c)
+
+    c = command(sub, "dtr", "hold the board's button via DTR for N ms (>= 3000: hard power-off); needs power_button",
+                func=dtr, example="panio serial dtr dut --ms 3000",
+                see_also="panio serial reset, panio serial set --power-button")
+    add_target_positional(c)
+    c.add_argument("--ms", type=bounded("--ms", 1, 60000), required=True, metavar="N", help="how long to hold it")
+    _iface_opt(c)
+    add_json(c)
+
+
+# -- handlers -------------------------------------------------------------------------------------
+
+
+def _call(args: argparse.Namespace, op: str, extra: dict[str, Any], with_iface: bool = True) -> Any:
+    from controller import dispatch
+
+    lab = load_lab(args)
+    call_args: dict[str, Any] = {"target": args.target, **extra}
+    if with_iface:
+        call_args["iface"] = dict(lab.serial(args.target, args.interface))
+    return dispatch.call(lab, args.target, op, call_args)
+
+
+def watch(args: argparse.Namespace) -> None:
+    from controller import dispatch
+
+    lab = load_lab(args)
+    ifaces = [dict(i) for i in lab.target(args.target).get("serial", [])]
+    if not ifaces:
+        raise NotConfigured(f"target {args.target!r} has no serial interface",
+                            hint=f"add one with `panio serial add console -t {args.target} --device PATH`")
+    r = dispatch.call(lab, args.target, "serial.watch", {"target": args.target, "interfaces": ifaces})
+    if args.json:
+        print_json(r)
+        return
+    how = "already running" if r["already_running"] else "started"
+    say(f"serial capture of {args.target} {how}: pid {r['pid']}, epoch {r['epoch']}, interfaces "
+        f"{', '.join(r['interfaces'])}. Read with `panio serial log {args.target}`.")
+
+
+def stop(args: argparse.Namespace) -> None:
+    r = _call(args, "serial.stop", {}, with_iface=False)
+    if args.json:
+        print_json(r)
+    else:
+        say(f"stopped serial capture of {args.target} (pid {r['pid']}, epoch {r['epoch']}); the log stays on disk")
+
+
+def log(args: argparse.Namespace) -> None:
+    if args.last is not None and args.first is None:
+        raise UsageError("--to needs --from")
+    if args.first is not None and args.last is not None and args.first > args.last:
+        raise UsageError(f"--from {args.first} is after --to {args.last}")
+    r = _call(args, "serial.log", {"tail": args.tail, "since": args.since, "first": args.first, "last": args.last,
+                                   "raw": args.raw})
+    if r["last_seq"] is None and not r["lines"] and not r["running"]:
+        raise NotRunning(f"nothing captured yet for {args.target!r}", hint=f"run `panio serial watch {args.target}`",
+                         target=args.target)
+    if args.json:
+        print_json(r)
+        return
+    from bench_agent.serial.lines import format_entry
+
+    sys.stdout.write("".join(format_entry(entry) + "\n" for entry in r["lines"]))
+
+
+def send(args: argparse.Namespace) -> None:
+    r = _call(args, "serial.send", {"text": args.text, "newline": not args.no_newline, "pace_ms": args.pace_ms})
+    if args.json:
+        print_json(r)
+    else:
+        say(f"sent {r['sent_bytes']} bytes to {args.target}/{r['interface']}; "
+            f"read the reply with `panio serial log {args.target} --tail 20`")
+
+
+def _check_regex(pattern: str | None) -> None:
+    from bench_agent.serial.matcher import compile_pattern
+
+    compile_pattern(pattern)
+
+
+def transact(args: argparse.Namespace) -> None:
+    _check_regex(args.until)
+    r = _call(args, "serial.transact", {"text": args.text, "until": args.until, "timeout_ms": args.timeout_ms,
+                                        "max_bytes": args.max_bytes, "newline": not args.no_newline,
+                                        "pace_ms": args.pace_ms})
+    if args.json:
+        print_json(r)
+    else:
+        sys.stdout.write(r["text"] + ("" if r["text"].endswith("\n") else "\n"))
+    _raise_unless_matched(r, args.until, args.target)
+
+
+def wait(args: argparse.Namespace) -> None:
+    _check_regex(args.pattern)
+    r = _call(args, "serial.wait", {"epoch": args.epoch, "since": args.since, "pattern": args.pattern,
+                                    "timeout_ms": args.timeout_ms, "max_bytes": args.max_bytes,
+                                    "max_output_bytes": args.max_output_bytes,
+                                    "include_pending": args.include_pending, "follow": args.follow})
+    print_json(r)
+    _raise_unless_matched(r, args.pattern, args.target)
+
+
+def _raise_unless_matched(r: dict[str, Any], pattern: str | None, target: str) -> None:
+    status, details = r["status"], {"status": r["status"], "cursor": r["cursor"], "epoch": r["epoch"]}
+    if status == "disconnect":
+        raise Unreachable(f"the serial device of {target!r} went away during the wait", **details)
+    if status == "fault":
+        raise DeviceError(f"serial wait on {target!r} failed: {r.get('fault')}", **details)
+    if pattern is not None and status in ("timeout", "cap"):
+        why = "time ran out" if status == "timeout" else f"{r['bytes']} bytes arrived"
+        raise Timeout(f"{pattern!r} did not match before {why}",
+                      hint=f"the bytes so far are on stdout; continue with --epoch {r['epoch']} --since {r['cursor']}",
+                      **details)
+
+
+def evidence(args: argparse.Namespace) -> None:
+    if args.since is not None and args.epoch is None:
+        raise UsageError("--since needs --epoch (the capture epoch the cursor came from)")
+    print_json(_call(args, "serial.evidence", {"epoch": args.epoch, "since": args.since, "max_bytes": args.max_bytes}))
+
+
+def status(args: argparse.Namespace) -> None:
+    print_json(_call(args, "serial.status", {}))
+
+
+def connect(args: argparse.Namespace) -> None:
+    _call(args, "serial.connect", {})
+
+
+def reset(args: argparse.Namespace) -> None:
+    _pulse_out(args, _call(args, "serial.reset", {}))
+
+
+def dtr(args: argparse.Namespace) -> None:
+    _pulse_out(args, _call(args, "serial.dtr", {"ms": args.ms}))
+
+
+def _pulse_out(args: argparse.Namespace, r: dict[str, Any]) -> None:
+    if args.json:
+        print_json(r)
+    else:
+        say(f"held DTR (the power button) of {args.target}/{r['interface']} for {r['pulse_ms']} ms")
+

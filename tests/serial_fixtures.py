@@ -1,0 +1,79 @@
+"""Helpers for serial tests: a lab with simulated boards on real PTYs, and supervisor clean-up."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from bench_agent.sim.console import SimConsole
+
+
+class Bench:
+    """A lab whose target's interfaces are SimConsoles; stops every supervisor it started."""
+
+    def __init__(self, panio, tmp: Path) -> None:
+        self.panio, self.tmp = panio, tmp
+        self.sims: dict[str, SimConsole] = {}
+        self.state = Path(panio.env["PANIO_STATE_DIR"])
+        panio("init")
+
+    def board(self, target: str, ifaces: tuple[str, ...] = ("console",), **sim_args) -> dict[str, SimConsole]:
+        self.panio("target", "add", target)
+        for name in ifaces:
+            sim = SimConsole(str(self.tmp / f"{target}-{name}"), boot_s=sim_args.get("boot_s", 0.1),
+                             countdown_s=sim_args.get("countdown_s", 0.2), powered=False, banner=f"{target} {name}")
+            sim.start()
+            self.sims[f"{target}/{name}"] = sim
+            self.panio("serial", "add", name, "-t", target, "--device", sim.device)
+        return {n: self.sims[f"{target}/{n}"] for n in ifaces}
+
+    def discovery(self, target: str) -> dict | None:
+        path = self.state / "daemons" / f"serial-{target}.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def status(self, target: str, *flags: str) -> dict:
+        return self.panio("serial", "status", target, *flags).json()
+
+    def wait_for(self, target: str, pattern: str, *flags: str, since: int = 0, timeout_ms: int = 10000) -> dict:
+        epoch = self.status(target, *flags)["epoch"]
+        return self.panio("serial", "wait", target, "--epoch", str(epoch), "--since", str(since), "--pattern", pattern,
+                          "--timeout-ms", str(timeout_ms), "--max-bytes", "1048576", *flags).json()
+
+    def close(self) -> None:
+        for path in (self.state / "daemons").glob("serial-*.json") if (self.state / "daemons").exists() else []:
+            kill_and_reap(json.loads(path.read_text())["pid"])
+        for pid in supervisor_pids(self.state):
+            kill_and_reap(pid)
+        for sim in self.sims.values():
+            sim.close()
+
+
+def supervisor_pids(state: Path) -> list[int]:
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"bench_agent.serial.supervisor" in argv and str(state).encode() in argv:
+            pids.append(int(pid))
+    return pids
+
+
+def kill_and_reap(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    end = time.monotonic() + 5
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return
+        time.sleep(0.01)
