@@ -1,0 +1,52 @@
+"""Bundled helper programs: small standalone tools that power hooks and people call.
+
+A helper is a module with ``run(argv) -> int`` (raises ``PanioError`` on
+failure) and ``main()`` (its own console script). ``panio helper`` lists
+them; ``panio helper NAME ARGS...`` runs one with its arguments passed
+through verbatim. Helpers sit behind generic hooks: there is no
+``panio shelly``, there is ``shellyplug`` in a power hook.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from typing import Callable
+
+from bench_agent.errors import NotConfigured, PanioError
+
+# name -> (module, one-line summary, example)
+HELPERS: dict[str, tuple[str, str, str]] = {
+    "shellyplug": (
+        "bench_agent.helpers.shellyplug",
+        "switch a Shelly smart plug (Gen1 HTTP or Gen2+ RPC): on, off, cycle, state, toggle",
+        "shellyplug -d 192.0.2.41 cycle",
+    ),
+}
+
+
+def listing() -> list[dict[str, str]]:
+    return [{"name": n, "summary": s, "example": e} for n, (_, s, e) in HELPERS.items()]
+
+
+def runner(name: str) -> Callable[[list[str]], int]:
+    if name not in HELPERS:
+        known = ", ".join(HELPERS)
+        raise NotConfigured(f"no bundled helper {name!r} (helpers: {known})", hint="list them with `panio helper`",
+                            helper=name)
+    return importlib.import_module(HELPERS[name][0]).run
+
+
+def console_main(prog: str, run: Callable[[list[str]], int]) -> None:
+    """Entry point of a helper's own console script: errors as one human line and one JSON line."""
+    try:
+        status = run(sys.argv[1:])
+    except PanioError as err:
+        sys.stdout.flush()
+        sys.stderr.write(f"{prog}: {err.message}" + (f" ({err.hint})" if err.hint else "") + "\n")
+        sys.stderr.write(json.dumps(err.to_json()) + "\n")
+        status = err.exit_status
+    except KeyboardInterrupt:
+        status = 130
+    sys.exit(status)

@@ -1,0 +1,119 @@
+"""Run a configured hook command: no shell, bounded in time, failures made clear.
+
+A hook is a command line from the lab file (``shellyplug -d 192.0.2.41
+cycle``, ``~/bin/relay.sh 3 off``). It is split with ``shlex`` and executed
+directly, so runtime input never reaches a shell. A word starting with ``~/``
+is expanded as a shell would; nothing else is.
+
+Failures, each with its own exit status:
+
+    missing executable   NotConfigured 3  (the lab file names a program that is not there)
+    non-zero exit        HookFailed 9     (its stderr is shown)
+    runs past timeout_s  Timeout 22       (the whole process group is killed)
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench_agent.errors import HookFailed, NotConfigured, Timeout, UsageError
+
+DEFAULT_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class HookResult:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def split(command: str, name: str) -> list[str]:
+    """The argv of ``command``, with ``~/`` words expanded."""
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise NotConfigured(f"{name} {command!r} cannot be split into words: {exc}", hook=name) from None
+    if not argv:
+        raise NotConfigured(f"{name} is empty", hook=name)
+    return [os.path.expanduser(w) if w.startswith("~/") or w == "~" else w for w in argv]
+
+
+def resolve(program: str, name: str) -> str:
+    """The executable for ``program``: a path as given, else PATH, else beside this Python.
+
+    Looking beside ``sys.executable`` finds the helpers installed with panio
+    (``shellyplug``) even when a venv's bin directory is not on PATH.
+    """
+    if os.sep in program:
+        if os.access(program, os.X_OK) and not os.path.isdir(program):
+            return program
+        why = "does not exist" if not os.path.exists(program) else "is not executable"
+        raise NotConfigured(f"{name}: {program} {why}", hint="fix the hook with `panio power set`", hook=name,
+                            program=program)
+    found = shutil.which(program) or shutil.which(program, path=str(Path(sys.executable).parent))
+    if found is None:
+        raise NotConfigured(f"{name}: program {program!r} not found on PATH", hint="install it or give its full path",
+                            hook=name, program=program)
+    return found
+
+
+def run(command: str, *, name: str, timeout_s: float | None = None, env: dict[str, str] | None = None,
+        check: bool = True) -> HookResult:
+    """Run hook ``command`` (described as ``name`` in errors) and return its output.
+
+    With ``check`` a non-zero exit raises ``HookFailed``; without it the
+    caller reads ``returncode`` itself.
+    """
+    timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
+    if timeout_s <= 0:
+        raise UsageError(f"{name}: timeout must be greater than 0, not {timeout_s}")
+    argv = split(command, name)
+    argv[0] = resolve(argv[0], name)
+    full_env = {**os.environ, **(env or {})}
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, errors="replace", env=full_env, start_new_session=True)
+    except OSError as exc:
+        raise NotConfigured(f"{name}: cannot start {argv[0]}: {exc.strerror}", hook=name, program=argv[0]) from None
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise Timeout(f"{name} `{command}` still running after {timeout_s:g} s; killed", hook=name,
+                      command=command, timeout_s=timeout_s) from None
+    result = HookResult(argv, proc.returncode, out, err)
+    if check and proc.returncode != 0:
+        raise failed(result, name, command)
+    return result
+
+
+def failed(result: HookResult, name: str, command: str) -> HookFailed:
+    """The error for a hook that exited non-zero, showing the gist of its stderr."""
+    lines = [ln.strip() for ln in result.stderr.splitlines() if ln.strip()]
+    gist = next((ln for ln in lines if not ln.startswith("{")), lines[0] if lines else "")
+    shown = f": {gist}" if gist else " (no stderr)"
+    status = f"signal {-result.returncode}" if result.returncode < 0 else f"exit {result.returncode}"
+    return HookFailed(f"{name} `{command}` failed ({status}){shown}", hook=name, command=command,
+                      hook_exit=result.returncode, stderr=result.stderr[-4000:])
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill the hook and anything it started (they share its new session)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

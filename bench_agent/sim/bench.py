@@ -1,0 +1,231 @@
+"""panio-sim: start and stop a simulated bench (boards behind Shelly-protocol plugs) and write its lab file.
+
+    panio-sim up [--dir DIR] [--boards N] [--gen 1|2] [--password PW]
+    panio-sim status [--dir DIR] [--json]
+    panio-sim down [--dir DIR]
+
+``up`` starts one detached process per board (``bench_agent.sim.board``),
+waits until each is ready, and writes ``DIR/lab.toml`` (targets ``board0``,
+``board1``, ... with a serial console whose CTS line senses power, and power
+hooks that call the real ``shellyplug`` helper over HTTP) and ``DIR/sim.pids``.
+``down`` stops exactly the processes listed there. Not part of ``panio --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_agent.errors import Busy, DeviceError, NotRunning, UsageError
+
+PIDFILE = "sim.pids"
+BOARD_MODULE = "bench_agent.sim.board"
+READY_TIMEOUT_S = 10.0
+
+
+def default_dir() -> Path:
+    """``$PANIO_STATE_DIR/sim``, else the per-user state directory's ``sim``."""
+    state = os.environ.get("PANIO_STATE_DIR") or os.path.join(
+        os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state"), "panio")
+    return Path(state) / "sim"
+
+
+def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: float, countdown_s: float) -> list[dict]:
+    directory.mkdir(parents=True, exist_ok=True)
+    if alive(read_pids(directory)):
+        raise Busy(f"a simulated bench is already running in {directory}", hint=f"stop it with `panio-sim down --dir {directory}`")
+    procs = [_spawn(directory, f"board{i}", gen, password, boot_s, countdown_s) for i in range(boards)]
+    try:
+        described = [_wait_ready(directory, name, proc) for name, proc in procs]
+    except BaseException:
+        _stop([proc.pid for _, proc in procs], directory)
+        raise
+    _write_json(directory / PIDFILE, described)
+    (directory / "lab.toml").write_text(lab_toml(described, password))
+    return described
+
+
+def _spawn(directory: Path, name: str, gen: int, password: str | None, boot_s: float,
+           countdown_s: float) -> tuple[str, subprocess.Popen]:
+    for stale in (directory / f"{name}.json",):
+        stale.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", BOARD_MODULE, "--dir", str(directory), "--name", name, "--gen", str(gen),
+            "--boot-s", str(boot_s), "--countdown-s", str(countdown_s)]
+    env = {**os.environ, "PANIO_SIM_PASSWORD": password or ""}
+    with open(directory / f"{name}.log", "ab") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
+    return name, proc
+
+
+def _wait_ready(directory: Path, name: str, proc: subprocess.Popen) -> dict:
+    ready, end = directory / f"{name}.json", time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < end:
+        if ready.exists():
+            return json.loads(ready.read_text())
+        if proc.poll() is not None:
+            tail = (directory / f"{name}.log").read_text(errors="replace").strip().splitlines()[-1:]
+            raise DeviceError(f"simulated {name} exited {proc.returncode} at start: {' '.join(tail)}", board=name)
+        time.sleep(0.05)
+    raise DeviceError(f"simulated {name} not ready after {READY_TIMEOUT_S:g} s (see {directory / (name + '.log')})")
+
+
+def lab_toml(boards: list[dict], password: str | None) -> str:
+    """A lab file whose targets are the simulated boards."""
+    import tomlkit
+
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment("Written by `panio-sim up`: simulated boards behind simulated Shelly plugs."))
+    targets = tomlkit.table(is_super_table=True)
+    for b in boards:
+        plug = ["shellyplug", "-d", b["plug"]] + (["-p", password] if password else [])
+        hook = {verb: shlex.join(plug + [verb]) for verb in ("on", "off", "cycle", "state")}
+        t = tomlkit.table()
+        t["description"] = f"simulated board (Gen{b['gen']} plug on {b['plug']})"
+        t["tags"] = ["sim"]
+        serial = tomlkit.aot()
+        serial.append(tomlkit.item({"name": "console", "device": b["device"], "baud": 115200,
+                                    "power_sense_signal": "CTS"}))
+        t["serial"] = serial
+        t["power"] = {f"{verb}_cmd": cmd for verb, cmd in hook.items()} | {"cycle_off_s": 1.0}
+        targets[b["name"]] = t
+    doc["targets"] = targets
+    return tomlkit.dumps(doc)
+
+
+def read_pids(directory: Path) -> list[dict]:
+    try:
+        return json.loads((directory / PIDFILE).read_text())
+    except (OSError, ValueError):
+        return []
+
+
+def ours(pid: int, directory: Path) -> bool:
+    """Is ``pid`` still a board process of this bench (not a recycled pid)?"""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return BOARD_MODULE.encode() in argv and str(directory).encode() in argv
+
+
+def alive(boards: list[dict], directory: Path | None = None) -> list[dict]:
+    return [b for b in boards if ours(b["pid"], directory or Path(b["state_file"]).parent)]
+
+
+def down(directory: Path) -> int:
+    boards = read_pids(directory)
+    if not boards:
+        raise NotRunning(f"no simulated bench in {directory}", hint="start one with `panio-sim up`")
+    _stop([b["pid"] for b in boards], directory)
+    (directory / PIDFILE).unlink(missing_ok=True)
+    return len(boards)
+
+
+def _stop(pids: list[int], directory: Path) -> None:
+    mine = [pid for pid in pids if ours(pid, directory)]
+    for pid in mine:
+        os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + 5
+    while any(ours(pid, directory) for pid in mine) and time.monotonic() < end:
+        _reap(mine)
+        time.sleep(0.05)
+    for pid in mine:
+        if ours(pid, directory):
+            os.kill(pid, signal.SIGKILL)
+    _reap(mine)
+
+
+def _reap(pids: list[int]) -> None:
+    """Collect our own exited children (when up and down run in one process)."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+def status(directory: Path) -> list[dict[str, Any]]:
+    out = []
+    for b in read_pids(directory):
+        running = ours(b["pid"], directory)
+        power = Path(b["state_file"]).read_text().strip() if running and Path(b["state_file"]).exists() else "off"
+        out.append({**b, "running": running, "power": power})
+    return out
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}", hint=f"see `{self.prog} --help`")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="panio-sim", description="Run a simulated bench: boards whose consoles boot on PTYs, "
+                "powered through plugs that speak the real Shelly HTTP APIs on loopback.",
+                epilog="example:\n  panio-sim up --boards 2 && export PANIO_LAB=$(panio-sim status --lab)\n"
+                       "  panio power-cycle board0\n  panio-sim down\n\nsee also: docs/simulator.md",
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="verb", metavar="COMMAND", parser_class=_Parser, required=True)
+    u = sub.add_parser("up", help="start the boards and write DIR/lab.toml")
+    u.add_argument("--boards", type=int, default=1, help="how many boards (default 1)")
+    u.add_argument("--gen", type=int, choices=(1, 2), default=2, help="plug API generation (default 2)")
+    u.add_argument("--password", help="protect the plugs with this password (digest auth on Gen2)")
+    u.add_argument("--boot-s", type=float, default=1.0, help="seconds of boot log (default 1)")
+    u.add_argument("--countdown-s", type=float, default=3.0, help="seconds of autoboot countdown (default 3)")
+    s = sub.add_parser("status", help="list the boards, their power and devices")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--lab", action="store_true", help="print only the lab file's path")
+    sub.add_parser("down", help="stop every board this bench started")
+    for c in sub.choices.values():
+        c.add_argument("--dir", type=Path, help=f"the bench's directory (default {default_dir()})")
+    return p
+
+
+def run(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    directory = (args.dir or default_dir()).expanduser().resolve()
+    if args.verb == "up":
+        if not 1 <= args.boards <= 16:
+            raise UsageError(f"--boards must be 1..16, not {args.boards}")
+        boards = up(directory, args.boards, args.gen, args.password, args.boot_s, args.countdown_s)
+        for b in boards:
+            print(f"{b['name']}: console {b['pty']}, Gen{b['gen']} plug {b['plug']}, pid {b['pid']}")
+        print(f"lab file: {directory / 'lab.toml'}\n  export PANIO_LAB={shlex.quote(str(directory / 'lab.toml'))}")
+    elif args.verb == "down":
+        print(f"stopped {down(directory)} simulated board(s) in {directory}")
+    else:
+        return _print_status(directory, args)
+    return 0
+
+
+def _print_status(directory: Path, args: argparse.Namespace) -> int:
+    boards = status(directory)
+    if args.lab:
+        print(directory / "lab.toml")
+    elif args.json:
+        print(json.dumps(boards, indent=2))
+    elif not boards:
+        print(f"no simulated bench in {directory} (start one with `panio-sim up`)")
+    for b in boards if not (args.lab or args.json) else []:
+        state = f"power {b['power']}" if b["running"] else "NOT RUNNING"
+        print(f"{b['name']}: {state}, console {b['pty']}, plug {b['plug']}, pid {b['pid']}")
+    return 0
+
+
+def main() -> None:
+    from bench_agent.helpers import console_main
+
+    console_main("panio-sim", run)

@@ -1,0 +1,63 @@
+"""Runtime power commands: power on|off (under `power`), power-cycle and power-state (top level)."""
+
+from __future__ import annotations
+
+import argparse
+
+from controller.cli.common import add_json, add_target_positional, command, load_lab, print_json, say
+
+LEVEL_HELP = "a named power level (e.g. hard); it never falls back to the default level's hooks"
+SEE_ALSO = "panio power set (configure hooks), panio helper (smart-plug helpers), docs/power.md"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """`power on` and `power off`, inside the `power` group."""
+    for verb in ("on", "off"):
+        c = command(sub, verb, f"switch a target's power {verb} by running its {verb}_cmd hook", func=_switch,
+                    example=[f"panio power {verb} pico", f"panio power {verb} pico --level hard"],
+                    see_also=f"panio power-state, panio power-cycle, {SEE_ALSO}")
+        add_target_positional(c)
+        c.add_argument("--level", metavar="LEVEL", help=LEVEL_HELP)
+        c.set_defaults(verb=verb)
+
+
+def register_top(p: argparse.ArgumentParser, name: str) -> None:
+    """The top-level `power-cycle` and `power-state` commands."""
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    if name == "power-cycle":
+        p.description = ("Power-cycle a target: its cycle_cmd hook, or without one: off_cmd, a pause\n"
+                         "(cycle_off_s, default 2 s), on_cmd. A failed or timed-out hook is reported with\n"
+                         "its stderr; after a timeout the outcome is unknown (check with power-state).")
+        p.epilog = ("example:\n  panio power-cycle pico\n  panio power-cycle pico --level hard\n\n"
+                    f"see also: panio power-state, {SEE_ALSO}")
+        p.set_defaults(func=_switch, verb="cycle")
+    else:
+        p.description = ("Read whether a target is powered, without changing it: the state_cmd hook,\n"
+                         "else the serial sense line (serial add --sense), else UNKNOWN. A target with\n"
+                         "power levels gets one line per level, the default first.")
+        p.epilog = ("example:\n  panio power-state pico\n  panio power-state pico --level hard --json\n\n"
+                    f"see also: panio power on/off, panio serial add --sense, {SEE_ALSO}")
+        p.set_defaults(func=_state)
+        add_json(p)
+    add_target_positional(p)
+    p.add_argument("--level", metavar="LEVEL", help=LEVEL_HELP)
+
+
+def _switch(args: argparse.Namespace) -> None:
+    from controller import power
+
+    result = power.switch(load_lab(args), args.target, args.verb, args.level)
+    where = f"{args.target}, level {args.level}" if args.level else args.target
+    done = {"on": "switched on", "off": "switched off", "cycle": "power-cycled"}[args.verb]
+    say(f"{where}: {done} ({' then '.join(result['via'])})")
+
+
+def _state(args: argparse.Namespace) -> None:
+    from controller import power
+
+    states = power.states(load_lab(args), args.target, args.level)
+    if args.json:
+        print_json(states)
+        return
+    for st in states:
+        say(power.line(st))

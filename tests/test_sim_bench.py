@@ -1,0 +1,160 @@
+"""panio-sim: detached board processes, their lab file, the simboard:// sense line, and a clean down."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import serial
+
+from bench_agent.sim import protocol_simboard
+from bench_agent.sim.console import PROMPT
+from conftest import BIN
+
+SIM = str(BIN / "panio-sim")
+
+if "bench_agent.sim" not in serial.protocol_handler_packages:
+    serial.protocol_handler_packages.append("bench_agent.sim")
+
+
+def sim(*args: str, env: dict, check: bool = True) -> subprocess.CompletedProcess:
+    p = subprocess.run([SIM, *args], capture_output=True, text=True, env=env, timeout=30)
+    assert not check or p.returncode == 0, p.stderr
+    return p
+
+
+@pytest.fixture
+def bench(panio, tmp_path):
+    """A one-board simulated bench (Gen2, password) in tmp_path/sim; always brought down."""
+    directory = tmp_path / "sim"
+    sim("up", "--dir", str(directory), "--gen", "2", "--password", "pw", "--boot-s", "0.2", "--countdown-s", "0.3",
+        env=panio.env)
+    panio.env["PANIO_LAB"] = str(directory / "lab.toml")
+    yield directory
+    if (directory / "sim.pids").exists():
+        sim("down", "--dir", str(directory), env=panio.env, check=False)
+
+
+def read_until(port: serial.Serial, marker: bytes, timeout_s: float = 8.0) -> bytes:
+    buf, end = b"", time.monotonic() + timeout_s
+    while marker not in buf and time.monotonic() < end:
+        buf += port.read(4096)
+    assert marker in buf, f"no {marker!r} in {buf[-300:]!r}"
+    return buf
+
+
+def test_up_writes_a_lab_whose_board_power_cycles_through_the_plug(panio, bench):
+    board = json.loads((bench / "sim.pids").read_text())[0]
+    lab = panio("config", "show").out
+    assert "board0" in lab and "shellyplug -d 127.0.0.1:" in lab
+    port = serial.serial_for_url(board["device"], 115200, timeout=0.05)
+    try:
+        read_until(port, PROMPT.encode())
+        assert port.cts and port.dsr and port.cd and not port.ri
+        assert panio("power-state", "board0").out == "Power ON (board0)\n"
+        panio("power", "off", "board0")
+        assert not port.cts
+        assert panio("power-state", "board0").out == "Power OFF (board0)\n"
+        port.reset_input_buffer()
+        panio("power", "on", "board0")
+        assert b"panio simulated board board0" in read_until(port, PROMPT.encode())
+        r = panio("power-cycle", "board0")
+        assert r.out == "board0: power-cycled (cycle_cmd)\n"
+        second = read_until(port, PROMPT.encode())
+        assert b"DRAM:  512 MiB" in second and b"Hit any key to stop autoboot" in second
+    finally:
+        port.close()
+
+
+def test_status_and_down_stop_exactly_the_board_processes(panio, bench):
+    pid = json.loads((bench / "sim.pids").read_text())[0]["pid"]
+    out = sim("status", "--dir", str(bench), env=panio.env).stdout
+    assert out.startswith("board0: power on, console ") and f"pid {pid}" in out
+    again = sim("up", "--dir", str(bench), env=panio.env, check=False)
+    assert again.returncode == 8 and "already running" in again.stderr
+    assert "stopped 1 simulated board(s)" in sim("down", "--dir", str(bench), env=panio.env).stdout
+    assert not Path(f"/proc/{pid}").exists() or b"bench_agent.sim.board" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert not (bench / "board0.tty").exists()
+    gone = sim("down", "--dir", str(bench), env=panio.env, check=False)
+    assert gone.returncode == 10 and json.loads(gone.stderr.splitlines()[-1])["error"] == "not_running"
+
+
+def test_gen1_bench_without_password(panio, tmp_path):
+    directory = tmp_path / "g1"
+    sim("up", "--dir", str(directory), "--gen", "1", "--boards", "2", "--boot-s", "0.1", "--countdown-s", "0.1",
+        env=panio.env)
+    try:
+        panio.env["PANIO_LAB"] = str(directory / "lab.toml")
+        panio("power", "off", "board1")
+        assert panio("power-state", "board1").out == "Power OFF (board1)\n"
+        assert panio("power-state", "board0").out == "Power ON (board0)\n"
+        assert "-p" not in panio("config", "show").out.split()
+    finally:
+        sim("down", "--dir", str(directory), env=panio.env)
+
+
+@pytest.mark.parametrize("url,why", [("simboard:///dev/null", "state="),
+                                     ("simboard:///dev/null?state=/x&lines=CTS,XYZ", "unknown line")])
+def test_bad_simboard_urls_are_refused(url, why):
+    with pytest.raises(serial.SerialException, match=why):
+        protocol_simboard.parse(url)
+
+
+def test_simboard_lines_follow_the_state_file(tmp_path):
+    master, slave = os.openpty()
+    state = tmp_path / "power"
+    state.write_text("off\n")
+    try:
+        port = serial.serial_for_url(f"simboard://{os.ttyname(slave)}?state={state}&lines=RI", timeout=0)
+        assert not port.ri
+        state.write_text("on\n")
+        assert port.ri and port.getRI() and not port.cts
+        port.close()
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def wait_log(panio, target: str, marker: str, count: int, timeout_s: float = 10.0) -> str:
+    end = time.monotonic() + timeout_s
+    while True:
+        log = panio("serial", "log", target, "--tail", "500").out
+        if log.count(marker) >= count or time.monotonic() > end:
+            assert log.count(marker) >= count, f"{marker!r} x{count} not in serial log:\n{log[-1500:]}"
+            return log
+        time.sleep(0.1)
+
+
+def test_power_cycle_shows_a_second_boot_in_the_serial_log(panio, bench):
+    panio("serial", "watch", "board0")
+    try:
+        panio("power", "off", "board0")
+        panio("power", "on", "board0")
+        wait_log(panio, "board0", "Welcome to the panio simulated board", 1)
+        panio("power-cycle", "board0")
+        log = wait_log(panio, "board0", "Welcome to the panio simulated board", 2)
+        assert log.count("panio simulated board board0") >= 2 and log.count("DRAM:  512 MiB") >= 2
+        assert panio("power-state", "board0").out == "Power ON (board0)\n"
+        panio("power", "set", "-t", "board0", "--state-cmd", "")
+        panio("power", "off", "board0")  # the sense line is read through the running capture
+        assert panio("power-state", "board0", "--json").json()[0]["source"] == "sense CTS (console)"
+        assert panio("power-state", "board0").out == "Power OFF (board0)\n"
+    finally:
+        panio("serial", "stop", "board0", check=False)
+
+
+def test_power_state_reads_the_sense_line_without_a_state_hook(panio, bench):
+    panio("power", "set", "-t", "board0", "--state-cmd", "")
+    assert panio("power-state", "board0", "--json").json() == [
+        {"target": "board0", "level": None, "state": "on", "source": "sense CTS (console)"}]
+    panio("power", "off", "board0")
+    assert panio("power-state", "board0").out == "Power OFF (board0)\n"
+    panio("serial", "set", "console", "-t", "board0", "--sense", "RI")
+    panio("power", "on", "board0")
+    assert panio("power-state", "board0").out == "Power OFF (board0)\n"  # RI is not wired to power
+    panio("serial", "set", "console", "-t", "board0", "--no-sense")
+    assert panio("power-state", "board0").out == "Power UNKNOWN (board0): no state_cmd or power_sense_signal\n"
