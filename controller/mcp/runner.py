@@ -3,8 +3,8 @@
 The child is ``python -m controller.cli.main --lab LAB ...`` with this
 interpreter, so the server and its children are always the same panio. It
 gets its own process group: at the deadline, or when the client cancels the
-call, the group gets SIGTERM, then SIGKILL, so a hook the command started
-cannot outlive the call. Nothing the child prints reaches the server's
+call, it, its group and its descendants get SIGTERM, then SIGKILL, so a hook
+the command started cannot outlive the call. Nothing the child prints reaches the server's
 stdout, which is the MCP protocol stream.
 """
 
@@ -86,22 +86,65 @@ async def _drain(stream, into: bytearray, done: anyio.Event) -> None:
 
 
 async def _stop(proc) -> None:
-    """SIGTERM the child's process group, SIGKILL it if it is still there after a grace period."""
-    _signal_group(proc.pid, signal.SIGTERM)
+    """SIGTERM the child, its process group and its descendants; SIGKILL whatever is left after a grace period.
+
+    Descendants are found through /proc as well, because panio runs hooks in
+    sessions of their own (so it can kill them at their timeout): once the
+    child is gone, nothing else would stop them.
+    """
+    family = _descendants(proc.pid)
+    _signal(proc.pid, family, signal.SIGTERM)
     with anyio.move_on_after(TERM_GRACE_S):
         await proc.wait()
     if proc.returncode is None:
-        _signal_group(proc.pid, signal.SIGKILL)
+        _signal(proc.pid, family + _descendants(proc.pid), signal.SIGKILL)
         await proc.wait()
-    else:  # the leader went; take any straggler of its group with it
-        _signal_group(proc.pid, signal.SIGKILL)
+    else:  # the child is reaped: its pid (and group id) may be reused, so only the recorded family
+        _signal(None, family, signal.SIGKILL)
 
 
-def _signal_group(pgid: int, sig: int) -> None:
+def _signal(pgid: int | None, family: list[tuple[int, int]], sig: int) -> None:
+    """Signal the group, then each (pid, start time) of ``family`` that is still that same process."""
     try:
-        os.killpg(pgid, sig)
+        if pgid is not None:
+            os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+    for pid, started in family:
+        if _stat(pid)[1] != started:  # gone, or the pid now belongs to someone else
+            continue
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _stat(pid: int | str) -> tuple[int, int]:
+    """(parent pid, start time in clock ticks) from /proc; (-1, -1) when unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[1]), int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return -1, -1
+
+
+def _descendants(root: int) -> list[tuple[int, int]]:
+    """Every live descendant of ``root`` as (pid, start time) (Linux /proc; elsewhere the group has to do)."""
+    children: dict[int, list[tuple[int, int]]] = {}
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return []
+    for entry in entries:
+        ppid, started = _stat(entry)
+        children.setdefault(ppid, []).append((int(entry), started))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child[0])
+    return found
 
 
 def _text(data: bytearray) -> str:
