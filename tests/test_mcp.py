@@ -46,7 +46,9 @@ def test_handshake_at_each_revision_then_tools_work(lab, version):
             assert c.init.protocol_version == version
             assert c.init.server_info.name == "panio"
             assert c.init.capabilities.tools is not None
-            assert set(await c.tools()) == TOOLS
+            tools = await c.tools()
+            assert set(tools) == TOOLS
+            assert all(t.annotations.read_only_hint is (n not in CHANGERS) for n, t in tools.items())
             targets = await c.ok_json("target_list")
             assert [t["name"] for t in targets] == ["pico", "far"]
 

@@ -156,3 +156,43 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_action_output_cannot_corrupt_the_protocol_stream(panio, tmp_path):
+    fake = '{"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}'
+    panio("init")
+    panio("target", "add", "pico")
+    panio("action", "add", "chatty", "-t", "pico", "--command", _script(
+        tmp_path, "chatty", f"echo '{fake}'; yes x | head -n 100000 | tr -d '[:space:]'; echo; echo progress >&2"))
+
+    async def go():
+        async with connect(panio.env) as c:
+            out = await c.ok("action_run", {"target": "pico", "name": "chatty"})
+            return out, await c.ok_json("target_list")
+
+    out, targets = anyio.run(go)
+    assert out.startswith(fake) and "x" * 100000 in out and out.endswith("note: progress")
+    assert [t["name"] for t in targets] == ["pico"]  # the session is intact
+
+
+def test_cancelled_call_stops_the_command_and_what_it_started(panio, tmp_path):
+    pidfile = tmp_path / "action.pid"
+    panio("init")
+    panio("target", "add", "pico")
+    panio("action", "add", "soak", "-t", "pico", "--command",
+          _script(tmp_path, "soak", f"echo $$ > {pidfile}; exec sleep 60"))
+
+    async def go():
+        async with connect(panio.env) as c:
+            with anyio.move_on_after(1.5) as scope:
+                await c.call("action_run", {"target": "pico", "name": "soak"})
+            assert scope.cancelled_caught
+            pid = int(pidfile.read_text())
+            deadline = time.monotonic() + 5
+            while Path(f"/proc/{pid}").exists() and not _zombie(pid) and time.monotonic() < deadline:
+                await anyio.sleep(0.05)
+            return pid, await c.ok_json("action_list", {"target": "pico"})
+
+    pid, actions = anyio.run(go)
+    assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"action process {pid} outlived the cancelled call"
+    assert [a["name"] for a in actions] == ["soak"]  # the server serves the next call

@@ -62,8 +62,12 @@ class PanioTools:
             raise MCPError(types.INVALID_PARAMS, str(err), data={"tool": tool.name}) from None
         argv = tool.argv(values)
         deadline_s = tool.deadline_s(values, self._peek_lab())
-        async with self.one_at_a_time:
-            done = await runner.run(self.lab, argv, deadline_s)
+        try:
+            async with self.one_at_a_time:
+                done = await runner.run(self.lab, argv, deadline_s)
+        except anyio.get_cancelled_exc_class():
+            log(f"{tool.name}: {results.command_line(argv)} -> cancelled by the client; stopped")
+            raise
         text, is_error = results.render(done, tool.changes_target)
         outcome = "stopped at its deadline" if done.timed_out else f"exit {done.code}"
         log(f"{tool.name}: {results.command_line(argv)} -> {outcome} in {done.elapsed_s:.2f} s")
