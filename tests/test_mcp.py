@@ -218,3 +218,35 @@ def test_json_error_of_a_tool_result_matches_the_cli(lab):
     is_error, text = run(go)
     _, obj = failure(text)
     assert is_error and obj == cli
+
+
+def test_argv_puts_flags_first_and_positionals_after_a_double_dash():
+    from controller.mcp.tools import BY_NAME
+
+    send = BY_NAME["serial_send"].argv({"target": "pico", "text": "-h", "newline": False, "pace_ms": 5})
+    assert send == ["serial", "send", "--no-newline", "--pace-ms=5", "--", "pico", "-h"]
+    assert BY_NAME["serial_send"].argv({"target": "pico", "text": "x", "newline": True}) == \
+        ["serial", "send", "--", "pico", "x"]
+    wait = BY_NAME["serial_wait"].argv({"target": "pico", "epoch": 2, "since": 0, "pattern": "-x", "follow": True,
+                                        "include_pending": False})
+    assert wait == ["serial", "wait", "--epoch=2", "--since=0", "--pattern=-x", "--follow", "--", "pico"]
+    assert BY_NAME["target_list"].argv({}) == ["target", "list", "--json"]
+    assert BY_NAME["power_cycle"].argv({"target": "pi5", "level": "hard"}) == \
+        ["power-cycle", "--level=hard", "--", "pi5"]
+
+
+def test_deadlines_follow_the_tool_bound_and_the_lab(lab):
+    from controller.lab import load
+    from controller.mcp.tools import BY_NAME, DEFAULT_DEADLINE_S, MARGIN_S
+
+    lab("power", "set", "-t", "pico", "--cycle-cmd", "true", "--timeout-s", "5", "--cycle-off-s", "1")
+    lab("action", "add", "flash", "-t", "pico", "--command", "true", "--timeout-s", "90")
+    parsed = load(lab.lab)
+    assert BY_NAME["serial_wait"].deadline_s({"timeout_ms": 3600000}, parsed) == 3600 + MARGIN_S
+    assert BY_NAME["serial_wait"].deadline_s({}, parsed) == 30 + MARGIN_S
+    assert BY_NAME["serial_send"].deadline_s({"text": "ab", "pace_ms": 1000}, parsed) == DEFAULT_DEADLINE_S + 4
+    assert BY_NAME["power_cycle"].deadline_s({"target": "pico"}, parsed) == 2 * 5 + 1 + MARGIN_S
+    assert BY_NAME["power_cycle"].deadline_s({"target": "far"}, parsed) == 2 * 30 + 2 + MARGIN_S
+    assert BY_NAME["action_run"].deadline_s({"target": "pico", "name": "flash"}, parsed) == 90 + MARGIN_S
+    assert BY_NAME["action_run"].deadline_s({"target": "pico", "name": "logs"}, None) == 600 + MARGIN_S
+    assert BY_NAME["target_list"].deadline_s({}, parsed) == DEFAULT_DEADLINE_S

@@ -66,10 +66,13 @@ def test_send_and_read_back_then_power_cycle_shows_the_second_boot(bench):
             assert reply["status"] == "matched" and reply["sent_bytes"] == len("uname -a\r")
             assert "Linux" in reply["text"]
             assert await c.ok("power_state", {"target": "board0"}) == "Power ON (board0)"
+            dash = await c.ok_json("serial_transact", {"target": "board0", "text": "--help", "newline": True,
+                                                       "until": re.escape(PROMPT), "timeout_ms": 10000})
+            assert "sh: --help: not found" in dash["text"]  # typed, not parsed as a flag
 
             # The second boot.
             assert await c.ok("power_cycle", {"target": "board0"}) == "board0: power-cycled (cycle_cmd)"
-            again = await c.ok_json("serial_wait", {"target": "board0", "epoch": epoch, "since": reply["cursor"],
+            again = await c.ok_json("serial_wait", {"target": "board0", "epoch": epoch, "since": dash["cursor"],
                                                     "pattern": re.escape(PROMPT), "timeout_ms": 15000})
             assert again["status"] == "matched" and BANNER in again["text"]
             log = await c.ok("serial_log", {"target": "board0", "tail": 500})
