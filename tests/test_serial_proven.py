@@ -115,7 +115,7 @@ def test_kill_9_mid_stream_then_watch_again(bench, panio):
     assert [r.epoch for r in records if r.kind == START] == [first["epoch"], second["epoch"]]
     after = received(records, second["epoch"])
     assert after and expected.endswith(after[-1000:]) and after in expected
-    view = panio("serial", "log", "pico", "--since", str(records[0].seq)).out
+    view = panio("serial", "log", "pico", "--from", str(gaps[0].seq - 2), "--to", str(gaps[0].seq + 2)).out
     assert "-- gap: capture epoch" in view
 
 
@@ -159,3 +159,25 @@ def test_unplug_is_a_disconnect_then_capture_resumes(bench, panio, tmp_path):
         board.terminate()
         board.wait(10)
         Path(link).unlink(missing_ok=True)
+
+
+def test_seq_stays_put_when_old_segments_are_evicted(bench, panio):
+    panio.env["PANIO_SERIAL_SEGMENT_BYTES"] = str(256 * 1024)  # the supervisor inherits it
+    sim = bench.board("pico")["console"]
+    booted(bench, panio, sim)
+    size = 5_000_000  # more than the supervisor keeps in memory (4 MiB) and on disk (2 x 256 KiB)
+    start = bench.status("pico")["rx"]["cursor"]
+    panio("serial", "send", "pico", f"flood {size}")
+    wait_cursor(bench, "pico", start + len(f"flood {size}\r\n") + size + 2 + len(PROMPT), timeout_s=60)
+    log_file = bench.state / "serial" / "pico" / "console.log"
+    assert len(list(log_file.parent.glob("console.log*"))) == 2  # older segments were evicted
+    lines = panio("serial", "log", "pico", "--tail", "500", "--json").json()["lines"]
+    flood = [(line["seq"], int(line["text"][:8])) for line in lines if line["text"][:8].isdigit()]
+    offsets = {seq - number for seq, number in flood}
+    assert len(flood) > 400 and len(offsets) == 1  # one constant offset: no line lost, none renumbered
+    epoch = bench.status("pico")["epoch"]
+    r = panio("serial", "wait", "pico", "--epoch", str(epoch), "--since", str(start), "--pattern", r"\d{8} ",
+              "--max-bytes", "200", "--timeout-ms", "1000").json()
+    assert r["status"] == "matched" and r["evicted_bytes"] > 1_000_000 and r["start"] == start + r["evicted_bytes"]
+    first = panio("serial", "log", "pico", "--from", "0", "--to", str(flood[0][0]), "--json").json()["lines"]
+    assert first[0]["seq"] > 0 and first[0]["seq"] - int(first[0]["text"][:8]) == offsets.pop()

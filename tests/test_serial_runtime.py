@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 
 import pytest
@@ -186,3 +187,38 @@ def test_watch_of_a_missing_device_fails_and_leaves_nothing_running(bench, panio
     r = panio.fails("serial", "watch", "ghost", code=12)
     assert "does not exist" in r.err
     assert bench.discovery("ghost") is None and panio("daemons", "--json").json() == []
+
+
+def test_connect_is_an_interactive_terminal_until_ctrl_bracket(bench, panio):
+    import pty
+    import select
+    import subprocess
+
+    sim = bench.board("pico")["console"]
+    sim.power_on()
+    deadline = time.monotonic() + 10
+    while sim.state != "shell" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "panio"), "serial", "connect", "pico"],
+                            stdin=slave, stdout=slave, stderr=slave, env=panio.env)
+    os.close(slave)
+    try:
+        def read_until(marker: bytes) -> bytes:
+            seen, end = b"", time.monotonic() + 10
+            while marker not in seen and time.monotonic() < end:
+                if select.select([master], [], [], 0.5)[0]:
+                    seen += os.read(master, 4096)
+            assert marker in seen, seen
+            return seen
+
+        read_until(b"Ctrl-] quits")  # the terminal is raw from here on
+        os.write(master, b"echo tty-mode\r")
+        assert b"tty-mode\r\nroot@sim:~# " in read_until(b"tty-mode\r\nroot@sim:~# ")
+        os.write(master, b"\x1d")
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        os.close(master)

@@ -128,3 +128,17 @@ def test_wait_follow_pending_output_cap_and_evidence_since(bench, panio, monkeyp
     ev = panio("serial", "evidence", "loop", "--epoch", str(epoch), "--since", str(since + 4), "--max-bytes", "3").json()
     data = [base64.b64decode(rec["data_b64"]) for rec in ev["records"] if rec["kind"] == "data"]
     assert b"".join(data) == b"b=2" and ev["cap"] and ev["next_cursor"] == since + 7
+
+
+def test_a_long_window_is_cut_with_a_continuation(tmp_path, monkeypatch):
+    from bench_agent.serial import query
+
+    monkeypatch.setattr(query, "MAX_LINES", 10)
+    path = tmp_path / "console.log"
+    w = LogWriter(path)
+    w.append(DATA, 1, b"".join(b"l%d\n" % i for i in range(25)), 1)
+    w.close()
+    lines, info = line_window(path, since=2)
+    assert [line["seq"] for line in lines] == list(range(3, 13)) and info["more_after"] == 12
+    lines, info = line_window(path, since=info["more_after"])
+    assert lines[0]["seq"] == 13 and info["more_after"] == 22

@@ -24,8 +24,11 @@ def read_until(port: serial.Serial, marker: bytes, timeout_s: float = 5.0) -> by
 def test_boots_to_shell_and_answers_commands():
     with SimConsole(boot_s=0.1, countdown_s=0.2, powered=False) as sim:
         port = serial.serial_for_url(sim.device, 115200, timeout=0.05)  # opening flushes input: open first
+        screen = []
+        sim.add_listener(screen.append)
         sim.power_on()
         boot = read_until(port, PROMPT.encode())
+        assert b"".join(screen) == boot
         assert boot.startswith(b"panio simulated board\r\n") and b"Hit any key to stop autoboot: 0" in boot
         for line_end in (b"\r", b"\n", b"\r\n"):
             port.write(b"echo 'hello world'" + line_end)

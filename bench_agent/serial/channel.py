@@ -140,12 +140,16 @@ class Channel:
 
     def read_from(self, pos: int, limit: int) -> tuple[bytes, int]:
         """Up to ``limit`` received bytes from cursor ``pos``: from memory, else from disk (caller holds no lock)."""
-        with self.cond:
-            end = min(self.writer.cursor, pos + limit)
-            if pos >= self.ring_start:
-                return bytes(self.ring[pos - self.ring_start:end - self.ring_start]), pos
-            end = min(end, self.ring_start)
-        return bytes_between(self.writer.path, pos, end)
+        while True:
+            with self.cond:
+                end = min(self.writer.cursor, pos + limit)
+                if pos >= self.ring_start:
+                    return bytes(self.ring[pos - self.ring_start:end - self.ring_start]), pos
+                ring_start = self.ring_start
+            data, at = bytes_between(self.writer.path, pos, min(end, ring_start))
+            if data:
+                return data, at
+            pos = ring_start  # evicted from disk as well: go on with what memory holds
 
     # -- writing --------------------------------------------------------------------------------
 

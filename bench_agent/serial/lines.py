@@ -65,6 +65,8 @@ def assemble(records: Iterable) -> list[dict]:
         for seq, piece, ends in pieces(rec.seq, rec.col, rec.payload):
             if current is None or current["seq"] != seq:
                 current = {"seq": seq, "time_ns": rec.time_ns, "epoch": rec.epoch, "data": b"", "complete": False}
+                if seq == rec.seq and rec.col:
+                    current["head_evicted"] = True  # its first bytes are in an evicted segment
                 out.append(current)
             current["data"] += piece
             current["complete"] = ends

@@ -24,6 +24,7 @@ import json
 import mmap
 import os
 import struct
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -106,16 +107,26 @@ def _map(path: Path):
         return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) if size else b""
 
 
+def _whole(seg: Path, tries: int = 5):
+    """Map a segment, waiting a moment if its last record is still being written (a big write lands in steps)."""
+    buf = _map(seg)
+    for _ in range(tries):
+        if not len(buf) or _decode_at(buf, len(buf)) is not None:
+            break
+        time.sleep(0.002)
+        buf = _map(seg)
+    return buf
+
+
 def records_backward(path: Path) -> Iterator[Record]:
     """Every whole record of the log, newest first, across segments."""
     for seg in reversed(segments(path)):
         try:
-            buf = _map(seg)
+            buf = _whole(seg)
         except FileNotFoundError:  # rotated away while we read
             continue
         end = len(buf)
-        tail = _decode_at(buf, end)
-        if tail is None and end:  # torn or being written: find the last whole record the slow way
+        if end and _decode_at(buf, end) is None:  # torn by a crash: find the last whole record the slow way
             end = max((e for e, _ in _walk_forward(buf)), default=0)
         while end > 0:
             rec = _decode_at(buf, end)

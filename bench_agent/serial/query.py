@@ -13,11 +13,16 @@ from bench_agent.serial.lines import assemble
 from bench_agent.serial.logstore import DATA, GAP, Record, records_backward
 
 NO_END = 1 << 62
+MAX_LINES = 5000
 
 
 def line_window(path: Path, *, tail: int | None = None, since: int | None = None,
                 first: int | None = None, last: int | None = None) -> tuple[list[dict], dict]:
-    """Lines in the window (tail N | since SEQ | first..last), and {"next_seq", "last_seq"} of the log."""
+    """Lines in the window (tail N | since SEQ | first..last), and {"next_seq", "last_seq"} of the log.
+
+    A window of more than MAX_LINES lines is cut after MAX_LINES; ``info["more_after"]`` is then the
+    seq to continue from (``--since`` it).
+    """
     records = records_backward(path)
     newest = next(records, None)
     if newest is None:
@@ -32,11 +37,15 @@ def line_window(path: Path, *, tail: int | None = None, since: int | None = None
     else:
         lo, hi = first or 0, last if last is not None else NO_END
     picked = _back_to_line(newest, records, lo)
-    out = []
+    out, count = [], 0
     for item in assemble(picked):
         key = item.get("seq", item.get("next_seq"))
-        if lo <= key <= hi:
+        if lo <= key <= hi and not item.get("head_evicted"):
+            if "seq" in item and count == MAX_LINES:
+                info["more_after"] = out[-1]["seq"] if "seq" in out[-1] else key - 1
+                break
             out.append(item)
+            count += "seq" in item
     return out, info
 
 

@@ -86,6 +86,7 @@ class SimConsole:
         self._requests: collections.deque[str] = collections.deque()
         self._wake_r, self._wake_w = os.pipe()
         self._stop = threading.Event()
+        self._listeners: list[Callable[[bytes], None]] = []
         self._thread = threading.Thread(target=self._run, name="sim-console", daemon=True)
 
     # -- public ---------------------------------------------------------------------------------
@@ -102,6 +103,10 @@ class SimConsole:
     def state(self) -> str:
         """off | boot | countdown | uboot | kernel | shell | busy."""
         return self._state
+
+    def add_listener(self, listener: Callable[[bytes], None]) -> None:
+        """Call ``listener(data)`` (on the console's thread) with everything the board prints, e.g. a simulated screen."""
+        self._listeners.append(listener)
 
     def start(self) -> None:
         self._thread.start()
@@ -300,6 +305,8 @@ class SimConsole:
 
     def _out(self, data: bytes | memoryview) -> None:
         """Write all of data to the master, waiting while the PTY is full (a reader drains it)."""
+        for listener in self._listeners:
+            listener(bytes(data))
         view = memoryview(data)
         while view and not self._stop.is_set():
             try:

@@ -240,6 +240,8 @@ def log(args: argparse.Namespace) -> None:
     from bench_agent.serial.lines import format_entry
 
     sys.stdout.write("".join(format_entry(entry) + "\n" for entry in r["lines"]))
+    if r.get("more_after") is not None:
+        say(f"-- more lines follow: panio serial log {args.target} --since {r['more_after']} --")
 
 
 def send(args: argparse.Namespace) -> None:
