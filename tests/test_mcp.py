@@ -250,3 +250,10 @@ def test_deadlines_follow_the_tool_bound_and_the_lab(lab):
     assert BY_NAME["action_run"].deadline_s({"target": "pico", "name": "flash"}, parsed) == 90 + MARGIN_S
     assert BY_NAME["action_run"].deadline_s({"target": "pico", "name": "logs"}, None) == 600 + MARGIN_S
     assert BY_NAME["target_list"].deadline_s({}, parsed) == DEFAULT_DEADLINE_S
+
+
+def test_a_child_that_cannot_start_is_an_internal_error_result():
+    from controller.mcp import results
+
+    code, obj = failure(results.cannot_start(["target", "list", "--json"], FileNotFoundError(2, "No such file")))
+    assert code == 70 and obj["error"] == "internal" and "No such file" in obj["message"]

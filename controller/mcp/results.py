@@ -73,3 +73,9 @@ def _deadline_error(done: Finished) -> dict[str, Any]:
             "message": f"{command_line(done.argv)} did not finish within {done.deadline_s:g} s "
                        "(the tool's own bound plus a margin) and was stopped",
             "deadline_s": done.deadline_s}
+
+
+def cannot_start(argv: list[str], exc: OSError) -> str:
+    error = {"error": "internal", "exit": 70, "message": f"cannot start {command_line(argv)}: {exc}"}
+    return "\n".join([f"`{command_line(argv)}` failed: exit code 70 (internal)", f"error: {error['message']}",
+                      json.dumps(error)])
