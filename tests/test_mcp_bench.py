@@ -199,3 +199,22 @@ def test_cancelled_call_stops_the_command_and_what_it_started(panio, tmp_path):
     pid, actions = anyio.run(go)
     assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"action process {pid} outlived the cancelled call"
     assert [a["name"] for a in actions] == ["soak"]  # the server serves the next call
+
+
+def test_calls_run_one_at_a_time(panio, tmp_path):
+    spans = tmp_path / "spans"
+    panio("init")
+    panio("target", "add", "pico")
+    panio("action", "add", "nap", "-t", "pico", "--command", _script(
+        tmp_path, "nap", f"python3 -c 'import time; print(time.time())' >> {spans}; sleep 0.7; "
+                         f"python3 -c 'import time; print(time.time())' >> {spans}"))
+
+    async def go():
+        async with connect(panio.env) as c:
+            async with anyio.create_task_group() as tg:
+                for _ in range(2):
+                    tg.start_soon(c.ok, "action_run", {"target": "pico", "name": "nap"})
+
+    anyio.run(go)
+    start1, end1, start2, end2 = (float(x) for x in spans.read_text().split())
+    assert start2 >= end1, "the second call started before the first one ended"
