@@ -57,10 +57,11 @@ def failure(text: str) -> tuple[int, dict]:
 
 
 @asynccontextmanager
-async def connect(env: dict[str, str], *, version: str = "2025-11-25", lab: Path | None = None, errlog=None):
+async def connect(env: dict[str, str], *, version: str = "2025-11-25", lab: Path | None = None, errlog=None,
+                  cwd: Path | None = None):
     """Spawn `panio [--lab LAB] mcp`, initialize at protocol ``version``, yield a ``Client``."""
     args = (["--lab", str(lab)] if lab else []) + ["mcp"]
-    params = StdioServerParameters(command=PANIO, args=args, env=env)
+    params = StdioServerParameters(command=PANIO, args=args, env=env, cwd=cwd)
     kwargs = {"errlog": errlog} if errlog is not None else {}
     async with stdio_client(params, **kwargs) as (read, write):
         async with ClientSession(read, write, read_timeout_seconds=120) as session:

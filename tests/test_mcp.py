@@ -257,3 +257,17 @@ def test_a_child_that_cannot_start_is_an_internal_error_result():
 
     code, obj = failure(results.cannot_start(["target", "list", "--json"], FileNotFoundError(2, "No such file")))
     assert code == 70 and obj["error"] == "internal" and "No such file" in obj["message"]
+
+
+def test_a_project_controller_package_in_the_working_directory_does_not_shadow_panio(lab, tmp_path):
+    project = tmp_path / "project"
+    (project / "controller" / "cli").mkdir(parents=True)
+    for init in ("controller/__init__.py", "controller/cli/__init__.py"):
+        (project / init).write_text("")
+    (project / "controller" / "cli" / "main.py").write_text("print('not panio')\n")
+
+    async def go():
+        async with connect(lab.env, cwd=project) as c:
+            return await c.ok_json("target_list")
+
+    assert [t["name"] for t in run(go)] == ["pico", "far"]

@@ -41,7 +41,8 @@ class Finished:
 
 
 def child_argv(lab: Path, argv: list[str]) -> list[str]:
-    return [sys.executable, "-m", "controller.cli.main", "--lab", str(lab), *argv]
+    # -P: no current directory on sys.path, so a project's own `controller` package cannot shadow panio's.
+    return [sys.executable, "-P", "-m", "controller.cli.main", "--lab", str(lab), *argv]
 
 
 async def run(lab: Path, argv: list[str], deadline_s: float) -> Finished:
