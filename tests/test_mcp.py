@@ -9,7 +9,6 @@ JSON-RPC error that names the bound, and nothing runs).
 
 from __future__ import annotations
 
-import io
 
 import anyio
 import mcp_types as types
@@ -176,22 +175,19 @@ MALFORMED = [
 
 
 def test_malformed_calls_are_json_rpc_errors_and_run_nothing(lab):
-    errlog = io.StringIO()
+    server_log = lab.lab.parent / "server.err"  # a real file: the SDK hands it to the child as its stderr
 
     async def go():
-        # io.StringIO has no fileno; the SDK's stdio client needs a real file for the child's stderr.
-        with open(lab.lab.parent / "server.err", "w+") as log:
-            async with connect(lab.env, errlog=log) as c:
+        with open(server_log, "w") as errlog:
+            async with connect(lab.env, errlog=errlog) as c:
                 errors = [await c.error(name, args) for name, args, _ in MALFORMED]
                 await c.ok("target_list")  # the session survives them all
-            log.seek(0)
-            errlog.write(log.read())
         return errors
 
     for (name, args, expected), err in zip(MALFORMED, run(go)):
         assert err.code == types.INVALID_PARAMS, (name, args, err)
         assert expected in err.message, (name, args, err.message)
-    ran = [line for line in errlog.getvalue().splitlines() if "->" in line]
+    ran = [line for line in server_log.read_text().splitlines() if "->" in line]
     assert len(ran) == 1 and ran[0].startswith("panio mcp: target_list:"), ran
 
 
