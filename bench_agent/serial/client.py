@@ -65,7 +65,7 @@ def start(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
             "--config", json.dumps(interfaces), "--ready-fd", str(w)]
     with open(log, "ab") as err:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=(w,),
-                                start_new_session=True, close_fds=True)
+                                start_new_session=True, close_fds=True, cwd="/")
     os.close(w)
     try:
         reply = _read_ready(r, proc)

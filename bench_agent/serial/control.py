@@ -27,14 +27,12 @@ class ControlServer:
 
     def __init__(self, address: str, handler: Handler) -> None:
         self.address, self.handler = address, handler
-        if not address.startswith("\0"):
-            os.makedirs(os.path.dirname(address), exist_ok=True)
-            if os.path.exists(address):
-                os.unlink(address)
+        os.makedirs(os.path.dirname(address), exist_ok=True)
+        if os.path.exists(address):
+            os.unlink(address)  # left by a supervisor that was killed
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(address)
-        if not address.startswith("\0"):
-            os.chmod(address, 0o600)
+        os.chmod(address, 0o600)
         self.sock.listen(16)
         self._thread = threading.Thread(target=self._accept, name="control", daemon=True)
 
@@ -68,11 +66,10 @@ class ControlServer:
         except OSError:
             pass
         self.sock.close()
-        if not self.address.startswith("\0"):
-            try:
-                os.unlink(self.address)
-            except FileNotFoundError:
-                pass
+        try:
+            os.unlink(self.address)
+        except FileNotFoundError:
+            pass
 
 
 class ControlClient:

@@ -3,7 +3,7 @@
     <state>/serial/<target>/<iface>.log[.N]   record logs (current segment, older ones)
     <state>/serial/<target>/epoch             last capture epoch of the target
     <state>/daemons/serial-<target>.json      discovery file of a running supervisor
-    <state>/run/serial-<target>.sock          control socket (abstract name if the path is too long)
+    <state>/run/serial-<target>.sock          control socket (/tmp/panio-<uid>/serial-<hash>.sock if too long)
 
 ``PANIO_STATE_DIR`` overrides the state directory, as on the controller side.
 """
@@ -42,9 +42,11 @@ def discovery_path(target: str, state: Path | None = None) -> Path:
 
 
 def socket_address(target: str, state: Path | None = None) -> str:
-    """A filesystem path, or an abstract-namespace name (leading NUL) when the path would be too long."""
+    """The control socket's path; when that would be too long for a unix socket, a short one in a private /tmp dir."""
     path = str((state or state_dir()) / "run" / f"serial-{target}.sock")
     if len(path) <= MAX_SOCKET_PATH:
         return path
     digest = hashlib.sha256(path.encode()).hexdigest()[:24]
-    return f"\0panio-serial-{digest}"
+    private = Path(os.environ.get("TMPDIR", "/tmp")) / f"panio-{os.getuid()}"
+    private.mkdir(mode=0o700, exist_ok=True)
+    return str(private / f"serial-{digest}.sock")

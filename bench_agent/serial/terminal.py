@@ -45,12 +45,14 @@ def _interactive(port, iface: dict[str, Any]) -> None:
 
     stdin = sys.stdin.fileno()
     saved = termios.tcgetattr(stdin)
-    sys.stderr.write(f"panio: connected to {iface['device']} ({iface['name']}); Ctrl-] quits\r\n")
-    tty.setraw(stdin)
     try:
+        tty.setraw(stdin)  # before the banner, so whatever is typed after it goes to the board as is
+        sys.stderr.write(f"panio: connected to {iface['device']} ({iface['name']}); Ctrl-] quits\r\n")
+        sys.stderr.flush()
+        fd = _fileno(port)
         while True:
-            ready, _, _ = select.select([stdin, port.fileno()], [], [], 0.5)
-            if port.fileno() in ready:
+            ready, _, _ = select.select([stdin] + ([fd] if fd is not None else []), [], [], 0.5 if fd else 0.02)
+            if fd is None or fd in ready:
                 _pump_out(port)
             if stdin in ready:
                 key = os.read(stdin, 1024)
@@ -60,6 +62,14 @@ def _interactive(port, iface: dict[str, Any]) -> None:
     finally:
         termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
         sys.stderr.write("\r\npanio: disconnected\n")
+
+
+def _fileno(port) -> int | None:
+    """The port's descriptor to select on; None for URL ports without one (rfc2217://), which are polled."""
+    try:
+        return port.fileno()
+    except (AttributeError, NotImplementedError, OSError):
+        return None
 
 
 def _piped(port) -> None:
