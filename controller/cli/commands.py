@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "configure": ("controller.cli.configure", "setup", "propose a target block from a host's hardware (prints; writes nothing)"),
     "power-cycle": ("controller.cli.power", "drive", "power-cycle a target through its power hooks"),
     "power-state": ("controller.cli.power", "drive", "is the target powered? (state hook or serial sense line; changes nothing)"),
+    "mcp": ("controller.cli.mcp_cmd", "drive", "serve the runtime commands as MCP tools over stdio (for agent harnesses)"),
     "helper": ("controller.cli.helper", "operate", "list the bundled helper programs (shellyplug, ...) or run one"),
     "daemons": ("controller.cli.daemons", "operate", "list and stop this host's panio daemons (serial capture), strays too"),
     "ping": ("controller.cli.ping", "drive", "a no-op round trip to the agent that owns a target"),

@@ -78,7 +78,7 @@ def list_(args: argparse.Namespace) -> None:
     if args.json:
         print_json([
             {"name": n, "description": t.get("description", ""), "host": t.get("host"), "tags": t.get("tags", []),
-             "channels": lab.channels_of(n)}
+             "channels": lab.channels_of(n), **_placement(lab, n)}
             for n, t in lab.targets.items()
         ])
         return
@@ -90,3 +90,13 @@ def list_(args: argparse.Namespace) -> None:
         chans = ", ".join(lab.channels_of(n)) or "no channels"
         desc = f"  {t['description']}" if t.get("description") else ""
         say(f"{n.ljust(width)}{chans}{desc}")
+
+
+def _placement(lab, name: str) -> dict:
+    """Where a target's parts live: ``hosts`` (null = this machine) and each channel's kind, name and host."""
+    t = lab.target(name)
+    host = t.get("host")
+    details = [{"kind": "serial", "name": i["name"], "host": host} for i in t.get("serial", [])]
+    details += [{"kind": k, "name": k, "host": host} for k in lab.channels_of(name) if k != "serial"]
+    hosts = [host] + [a.get("host", host) for a in t.get("actions", {}).values()]
+    return {"hosts": list(dict.fromkeys(hosts)), "channel_details": details}

@@ -1,0 +1,220 @@
+"""`panio mcp` end to end against the simulated bench (panio-sim): serial and power tools through a real client.
+
+Send a command and read it back with serial_wait; power-cycle and see the
+second boot; a target-changing tool that fails as timeout says the outcome is
+unknown; a child past its deadline is stopped with everything it started.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from bench_agent.sim.console import PROMPT
+from conftest import BIN
+from controller.mcp import results, runner
+from mcp_client import connect, failure
+
+BANNER = "panio simulated board board0"
+
+
+@pytest.fixture
+def bench(panio, tmp_path):
+    """One simulated board with its serial capture running; both always stopped."""
+    directory = tmp_path / "sim"
+    sim = [str(BIN / "panio-sim")]
+    p = subprocess.run([*sim, "up", "--dir", str(directory), "--boot-s", "0.2", "--countdown-s", "0.3"],
+                       capture_output=True, text=True, env=panio.env, timeout=30)
+    assert p.returncode == 0, p.stderr
+    panio.env["PANIO_LAB"] = str(directory / "lab.toml")
+    try:
+        panio("serial", "watch", "board0")
+        yield panio
+    finally:
+        panio("serial", "stop", "board0", check=False)
+        subprocess.run([*sim, "down", "--dir", str(directory)], capture_output=True, env=panio.env, timeout=30)
+
+
+def test_send_and_read_back_then_power_cycle_shows_the_second_boot(bench):
+    async def go():
+        async with connect(bench.env) as c:
+            status = await c.ok_json("serial_status", {"target": "board0"})
+            epoch, cursor = status["epoch"], status["rx"]["cursor"]
+
+            # First boot seen through MCP: power-cycle, then wait for the banner and the shell prompt.
+            assert await c.ok("power_cycle", {"target": "board0"}) == "board0: power-cycled (cycle_cmd)"
+            boot = await c.ok_json("serial_wait", {"target": "board0", "epoch": epoch, "since": cursor,
+                                                   "pattern": re.escape(PROMPT), "timeout_ms": 15000})
+            assert boot["status"] == "matched" and BANNER in boot["text"]
+
+            # Send a command and read its output back from the cursor the wait returned.
+            sent = await c.ok("serial_send", {"target": "board0", "text": "echo mcp-roundtrip-42"})
+            assert "sent" in sent
+            echo = await c.ok_json("serial_wait", {"target": "board0", "epoch": epoch, "since": boot["cursor"],
+                                                   "pattern": r"\nmcp-roundtrip-42\r?\n", "timeout_ms": 10000})
+            assert echo["status"] == "matched" and "echo mcp-roundtrip-42" in echo["text"]
+
+            reply = await c.ok_json("serial_transact", {"target": "board0", "text": "uname -a",
+                                                        "until": re.escape(PROMPT), "timeout_ms": 10000})
+            assert reply["status"] == "matched" and reply["sent_bytes"] == len("uname -a\r")
+            assert "Linux" in reply["text"]
+            assert await c.ok("power_state", {"target": "board0"}) == "Power ON (board0)"
+            dash = await c.ok_json("serial_transact", {"target": "board0", "text": "--help", "newline": True,
+                                                       "until": re.escape(PROMPT), "timeout_ms": 10000})
+            assert "sh: --help: not found" in dash["text"]  # typed, not parsed as a flag
+
+            # The second boot.
+            assert await c.ok("power_cycle", {"target": "board0"}) == "board0: power-cycled (cycle_cmd)"
+            again = await c.ok_json("serial_wait", {"target": "board0", "epoch": epoch, "since": dash["cursor"],
+                                                    "pattern": re.escape(PROMPT), "timeout_ms": 15000})
+            assert again["status"] == "matched" and BANNER in again["text"]
+            log = await c.ok("serial_log", {"target": "board0", "tail": 500})
+            evidence = await c.ok_json("serial_evidence", {"target": "board0", "epoch": epoch,
+                                                           "since": again["cursor"] - 12})
+            return log, evidence, epoch, again["cursor"]
+
+    log, evidence, epoch, end = anyio.run(go)
+    lines = log.splitlines()
+    assert sum(BANNER in line for line in lines) == 2, log  # two boots, both started through MCP
+    assert any("mcp-roundtrip-42" in line for line in lines) and all(re.match(r"\[[\d:.]+\] #\d+", l) for l in lines)
+    assert evidence["epoch"] == epoch and evidence["window"] == {"from": end - 12, "to": end}
+    exact = b"".join(base64.b64decode(r["data_b64"]) for r in evidence["records"] if "data_b64" in r)
+    assert exact.endswith(PROMPT.encode()) and len(exact) == 12
+
+
+def test_wait_that_times_out_is_an_error_that_still_returns_the_bytes(bench):
+    async def go():
+        async with connect(bench.env) as c:
+            status = await c.ok_json("serial_status", {"target": "board0"})
+            return await c.call("serial_wait", {"target": "board0", "epoch": status["epoch"],
+                                                "since": status["rx"]["cursor"], "pattern": "never-printed",
+                                                "timeout_ms": 300})
+
+    is_error, text = anyio.run(go)
+    code, obj = failure(text)
+    assert is_error and code == 22 and obj["error"] == "timeout" and obj["status"] == "timeout"
+    assert "outcome is unknown" not in text  # serial_wait only reads
+    partial = json.loads(text.split("output before the failure:\n", 1)[1])
+    assert partial["status"] == "timeout" and partial["cursor"] == obj["cursor"]
+
+
+def _script(tmp_path: Path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_changing_tool_failing_as_timeout_says_the_outcome_is_unknown(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico")
+    panio("power", "set", "-t", "pico", "--off-cmd", _script(tmp_path, "hang", "sleep 30"), "--timeout-s", "0.5",
+          "--on-cmd", _script(tmp_path, "bad", "echo relay 3 not found >&2; exit 5"))
+
+    async def go():
+        async with connect(panio.env) as c:
+            return (await c.call("power_off", {"target": "pico"}), await c.call("power_on", {"target": "pico"}),
+                    await c.call("power_on", {"target": "pico", "level": "hard"}))
+
+    (off_err, off), (on_err, on), (lvl_err, lvl) = anyio.run(go)
+    code, obj = failure(off)
+    assert off_err and code == 22 and obj["error"] == "timeout"
+    assert results.UNKNOWN_OUTCOME in off
+    code, obj = failure(on)
+    assert on_err and code == 9 and "relay 3 not found" in obj["message"]
+    assert results.UNKNOWN_OUTCOME not in on  # the hook ran and said no: the outcome is known
+    code, obj = failure(lvl)
+    assert lvl_err and code == 3 and obj["error"] == "not_configured"
+
+
+def test_child_past_its_deadline_is_stopped_with_everything_it_started(panio, tmp_path):
+    pidfile = tmp_path / "action.pid"
+    panio("init")
+    panio("target", "add", "pico")
+    panio("action", "add", "soak", "-t", "pico", "--command",
+          _script(tmp_path, "soak", f"echo $$ > {pidfile}; exec sleep 60"))
+
+    started = time.monotonic()
+    done = anyio.run(runner.run, panio.lab, ["action", "run", "pico", "soak"], 1.5)
+    assert done.timed_out and time.monotonic() - started < 6
+    text, is_error = results.render(done, changes_target=True)
+    code, obj = failure(text)
+    assert is_error and code == 22 and "within 1.5 s" in obj["message"] and results.UNKNOWN_OUTCOME in text
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 3
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"action process {pid} outlived the call"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_action_output_cannot_corrupt_the_protocol_stream(panio, tmp_path):
+    fake = '{"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}'
+    panio("init")
+    panio("target", "add", "pico")
+    panio("action", "add", "chatty", "-t", "pico", "--command", _script(
+        tmp_path, "chatty", f"echo '{fake}'; yes x | head -n 100000 | tr -d '[:space:]'; echo; echo progress >&2"))
+
+    async def go():
+        async with connect(panio.env) as c:
+            out = await c.ok("action_run", {"target": "pico", "name": "chatty"})
+            return out, await c.ok_json("target_list")
+
+    out, targets = anyio.run(go)
+    assert out.startswith(fake) and "x" * 100000 in out and out.endswith("note: progress")
+    assert [t["name"] for t in targets] == ["pico"]  # the session is intact
+
+
+def test_cancelled_call_stops_the_command_and_what_it_started(panio, tmp_path):
+    pidfile = tmp_path / "action.pid"
+    panio("init")
+    panio("target", "add", "pico")
+    panio("action", "add", "soak", "-t", "pico", "--command",
+          _script(tmp_path, "soak", f"echo $$ > {pidfile}; exec sleep 60"))
+
+    async def go():
+        async with connect(panio.env) as c:
+            with anyio.move_on_after(1.5) as scope:
+                await c.call("action_run", {"target": "pico", "name": "soak"})
+            assert scope.cancelled_caught
+            pid = int(pidfile.read_text())
+            deadline = time.monotonic() + 5
+            while Path(f"/proc/{pid}").exists() and not _zombie(pid) and time.monotonic() < deadline:
+                await anyio.sleep(0.05)
+            return pid, await c.ok_json("action_list", {"target": "pico"})
+
+    pid, actions = anyio.run(go)
+    assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"action process {pid} outlived the cancelled call"
+    assert [a["name"] for a in actions] == ["soak"]  # the server serves the next call
+
+
+def test_calls_run_one_at_a_time(panio, tmp_path):
+    spans = tmp_path / "spans"
+    panio("init")
+    panio("target", "add", "pico")
+    panio("action", "add", "nap", "-t", "pico", "--command", _script(
+        tmp_path, "nap", f"python3 -c 'import time; print(time.time())' >> {spans}; sleep 0.7; "
+                         f"python3 -c 'import time; print(time.time())' >> {spans}"))
+
+    async def go():
+        async with connect(panio.env) as c:
+            async with anyio.create_task_group() as tg:
+                for _ in range(2):
+                    tg.start_soon(c.ok, "action_run", {"target": "pico", "name": "nap"})
+
+    anyio.run(go)
+    start1, end1, start2, end2 = (float(x) for x in spans.read_text().split())
+    assert start2 >= end1, "the second call started before the first one ended"
