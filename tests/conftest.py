@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,3 +61,17 @@ class Panio:
 def panio(tmp_path: Path) -> Panio:
     (tmp_path / "home").mkdir()
     return Panio(tmp_path)
+
+
+def lab(panio: Panio) -> dict:
+    """The lab file as parsed data."""
+    return tomllib.loads(panio.lab.read_text())
+
+
+@pytest.fixture
+def pico(panio: Panio) -> Panio:
+    """A lab with one target, pico, that has one serial interface, console."""
+    panio("init")
+    panio("target", "add", "pico")
+    panio("serial", "add", "console", "-t", "pico", "--device", "/dev/ttyUSB0")
+    return panio

@@ -6,17 +6,7 @@ import tomllib
 
 import pytest
 
-
-def lab(panio) -> dict:
-    return tomllib.loads(panio.lab.read_text())
-
-
-@pytest.fixture
-def pico(panio):
-    panio("init")
-    panio("target", "add", "pico")
-    panio("serial", "add", "console", "-t", "pico", "--device", "/dev/ttyUSB0")
-    return panio
+from conftest import lab
 
 
 def test_init_refuses_to_overwrite_and_force_replaces(panio):

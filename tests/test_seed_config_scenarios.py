@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-import tomllib
-
 import pytest
 
-
-def lab(panio) -> dict:
-    return tomllib.loads(panio.lab.read_text())
-
-
-@pytest.fixture
-def pico(panio):
-    panio("init")
-    panio("target", "add", "pico")
-    panio("serial", "add", "console", "-t", "pico", "--device", "/dev/ttyUSB0")
-    return panio
+from conftest import lab
 
 
 def test_c1_provision_a_pi_end_to_end(panio):

@@ -33,7 +33,7 @@ class Parser(argparse.ArgumentParser):
         return self.formatter_class(prog=self.prog, width=max(40, min(width, 118)))
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        where = "" if self.prog == "panio" else f"{self.prog}: "
+        where = "" if self.prog == "panio" else f"{self.prog.removeprefix('panio ')}: "
         raise UsageError(f"{where}{message}", hint=f"see `{self.prog} --help`")
 
 
@@ -99,44 +99,25 @@ def check_name(kind: str, name: str) -> str:
     return name
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be greater than 0")
-    return value
+def _number(convert, noun: str, allow_zero: bool):
+    """An argparse type: ``convert`` the text, then require > 0 (or >= 0 with ``allow_zero``)."""
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        if value < 0 or (value == 0 and not allow_zero):
+            raise argparse.ArgumentTypeError(f"{text} must be {'0 or more' if allow_zero else 'greater than 0'}")
+        return value
+
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must be 0 or more")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be greater than 0")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} must be 0 or more")
-    return value
+positive_int = _number(int, "a whole number", allow_zero=False)
+non_negative_int = _number(int, "a whole number", allow_zero=True)
+positive_float = _number(float, "a number", allow_zero=False)
+non_negative_float = _number(float, "a number", allow_zero=True)
 
 
 def lab_path(args: argparse.Namespace) -> Path:
