@@ -21,7 +21,6 @@ from typing import Any
 from bench_agent.errors import NotRunning, Timeout
 from bench_agent.serial import files
 from bench_agent.serial.client import pid_alive, wait_gone
-from bench_agent.serial.device import command_line
 
 STOP_TIMEOUT_S = 10.0
 

@@ -31,7 +31,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from bench_agent.errors import Busy, Refused, Unreachable
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -97,25 +96,15 @@ def _invalid(path: Path, text: str, where: tuple, message: str) -> ConfigInvalid
 
 def load(path: Path) -> dict:
     """Parse and validate a job file; ``ConfigInvalid`` names file, line and column."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise NotConfigured(f"no job file at {path}", file=str(path)) from None
-    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
-        raise ConfigInvalid(f"{path}: cannot read the job file: {exc}", file=str(path)) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"line (\d+), column (\d+)", str(exc))
-        line, col = (int(m.group(1)), int(m.group(2))) if m else (1, 1)
-        raise ConfigInvalid(f"{path}:{line}:{col}: not valid TOML: {str(exc).split(' (at ')[0]}",
-                            hint="fix the job file; nothing was queued", file=str(path), line=line, column=col) from None
-    try:
+    from controller.lab import tomlfile
+
+    def validate(data: dict) -> None:
         check_table((), data, JOB)
         if not data["steps"]:
             raise Problem(("steps",), "a job needs at least one [[steps]]")
-    except Problem as problem:
-        raise _invalid(path, text, problem.path, problem.message) from None
+
+    text = tomlfile.read(path, "job file")
+    data = tomlfile.parse(path, text, validate, "fix the job file; nothing was queued")
     data.setdefault("name", path.stem)
     return {"data": data, "text": text, "path": path}
 

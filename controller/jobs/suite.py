@@ -16,14 +16,12 @@ lease keeps them one at a time.
 from __future__ import annotations
 
 import threading
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench_agent.errors import ConfigInvalid, NotConfigured, PanioError, TestFailed
+from bench_agent.errors import NotConfigured, PanioError, TestFailed
 from controller.jobs import backends, local, report, spec
-from controller.lab.locate import locate
 from controller.lab.model import Lab
 from controller.lab.schema import Field, Problem, TableSpec, _dotted, _nonempty_string, _string, _string_list, check_table
 
@@ -42,22 +40,10 @@ SUITE = TableSpec({
 
 
 def load(path: Path) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise NotConfigured(f"no suite file at {path}", file=str(path)) from None
-    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
-        raise ConfigInvalid(f"{path}: cannot read the suite file: {exc}", file=str(path)) from None
-    try:
-        data = tomllib.loads(text)
-        check_table((), data, SUITE)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigInvalid(f"{path}: not valid TOML: {exc}", hint="fix the suite file; nothing ran",
-                            file=str(path)) from None
-    except Problem as problem:
-        line, col = locate(text, problem.path)
-        raise ConfigInvalid(f"{path}:{line}:{col}: {problem.message}", hint="fix the suite file; nothing ran",
-                            file=str(path), line=line, column=col) from None
+    from controller.lab import tomlfile
+
+    text = tomlfile.read(path, "suite file")
+    data = tomlfile.parse(path, text, lambda d: check_table((), d, SUITE), "fix the suite file; nothing ran")
     data.setdefault("name", path.stem)
     return data
 

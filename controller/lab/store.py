@@ -14,7 +14,7 @@ import contextlib
 import os
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
 
-from bench_agent.errors import ConfigInvalid, NotConfigured, UsageError
+from bench_agent.errors import NotConfigured, UsageError
 
 from controller.lab.model import Lab
 
@@ -26,59 +26,22 @@ Path = str  # lab paths are plain strings (see controller.paths)
 
 def load_text(path: Path, text: str) -> dict[str, Any]:
     """Parse and validate ``text`` (the content of ``path``); raise ``ConfigInvalid`` naming line and column."""
-    import tomllib
+    from controller.lab import schema, tomlfile
 
-    from controller.lab import schema
+    return tomlfile.parse(path, text, schema.validate, "fix that line; panio has not changed the file")
+
+
+def _read(path: Path) -> str:
+    from controller.lab import tomlfile
 
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        msg = str(exc)
-        line, col = _line_col_from_tomllib(msg)
-        reason = msg.split(" (at ")[0]
-        raise ConfigInvalid(
-            f"{path}:{line}:{col}: not valid TOML: {reason}",
-            hint="fix that line; panio has not changed the file",
-            file=str(path), line=line, column=col,
-        ) from None
-    try:
-        schema.validate(data)
-    except schema.Problem as problem:
-        from controller.lab.locate import locate
-
-        line, col = locate(text, problem.path)
-        raise ConfigInvalid(
-            f"{path}:{line}:{col}: {problem.message}",
-            hint="fix that line; panio has not changed the file",
-            file=str(path), line=line, column=col,
-        ) from None
-    return data
-
-
-def _line_col_from_tomllib(msg: str) -> tuple[int, int]:
-    # tomllib: "Expected '=' after a key in a key/value pair (at line 3, column 7)"
-    import re
-
-    m = re.search(r"line (\d+), column (\d+)", msg)
-    return (int(m.group(1)), int(m.group(2))) if m else (1, 1)
+        return tomlfile.read(path, "lab file")
+    except NotConfigured:
+        raise _missing(path) from None
 
 
 def _missing(path: Path) -> NotConfigured:
     return NotConfigured(f"no lab file at {path}", hint="create one with `panio init`", file=str(path))
-
-
-def _read(path: Path) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise _missing(path) from None
-    except IsADirectoryError:
-        raise ConfigInvalid(f"{path} is a directory, not a lab file", file=str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigInvalid(f"{path}: not UTF-8 text (byte {exc.start})", file=str(path)) from None
-    except PermissionError:
-        raise ConfigInvalid(f"{path}: permission denied", file=str(path)) from None
 
 
 def load(path: Path) -> Lab:
