@@ -156,10 +156,12 @@ class ResultStore:
             c.execute(self.artifacts.insert().values(job_id=job_id, name=name, content=content))
 
     def finish(self, job_id: int, health: str, result: str | None, reason: str = "",
-               error: dict | None = None, only_if_running: bool = False) -> bool:
+               error: dict | None = None, only_if_running: bool = False, only_if_queued: bool = False) -> bool:
         q = self.jobs.update().where(self.jobs.c.id == job_id, self.jobs.c.state != "done")
         if only_if_running:
             q = q.where(self.jobs.c.state == "running")
+        if only_if_queued:
+            q = q.where(self.jobs.c.state == "queued")
         with self.engine.begin() as c:
             res = c.execute(q.values(state="done", health=health, result=result, reason=reason,
                                      error=json.dumps(error) if error else None, finished_at=time.time()))

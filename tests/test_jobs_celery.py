@@ -102,6 +102,16 @@ def test_job_run_with_a_broker_blocks_and_exits_like_ci(lab, tmp_path):
     assert "complete, passed" in r.out and (tmp_path / "j.xml").exists()
 
 
+def test_a_job_no_worker_starts_is_withdrawn_after_the_queue_timeout(lab, tmp_path):
+    path = job_file(tmp_path, QUICK)
+    started = time.monotonic()
+    r = lab.fails("job", "run", path, "--target", "lost", "--queue-timeout-s", "1.5", code=4)
+    assert time.monotonic() - started < 30
+    assert "panio worker --host nobody" in r.err
+    job = lab("job", "status", str(r.error["job"]), "--json").json()
+    assert (job["state"], job["health"]) == ("done", "incomplete")
+
+
 def test_two_jobs_for_one_target_run_one_after_the_other(lab, tmp_path):
     body = "[[steps]]\nrun = 'ping ${target} --count 10 --interval 0.05'\n"
     first, second = submit(lab, tmp_path, body, "b1a"), submit(lab, tmp_path, body, "b1a")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from controller.cli.common import add_json, command, load_lab, positive_int, print_json, say, subcommands
+from controller.cli.common import add_json, command, load_lab, positive_float, positive_int, print_json, say, subcommands
 
 DETAILS_RUN = """\
 A job file (TOML) names a target (or tags) and steps; each step is a panio
@@ -30,6 +30,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     _file_target(c)
     c.add_argument("--junit", metavar="FILE", type=Path, help="write JUnit XML (one test case per step) to FILE")
     c.add_argument("--report", metavar="FILE", type=Path, help="write a readable Markdown report to FILE")
+    _queue_timeout(c)
     add_json(c)
 
     c = command(sub, "submit", "queue a job file to the worker of the host that owns its target", func=submit,
@@ -41,6 +42,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--wait", action="store_true", help="follow the job to its verdict and exit like `job run`")
     c.add_argument("--junit", metavar="FILE", type=Path, help="with --wait: write JUnit XML to FILE")
     c.add_argument("--report", metavar="FILE", type=Path, help="with --wait: write a readable Markdown report")
+    _queue_timeout(c)
     add_json(c)
 
     c = command(sub, "check", "validate a job file and its steps without running anything", func=check,
@@ -109,6 +111,12 @@ def _brief(job: dict) -> dict:
     return {**job, "steps": [{k: v for k, v in s.items() if k != "output"} for s in job.get("steps", [])]}
 
 
+def _queue_timeout(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--queue-timeout-s", type=positive_float, metavar="S",
+                   help="with a broker: if no worker has started the job after S seconds, withdraw it and exit 4 "
+                        "(default: wait as long as it takes)")
+
+
 def _finish(job: dict, args: argparse.Namespace) -> None:
     from controller.jobs import report
 
@@ -153,7 +161,7 @@ def submit(args: argparse.Namespace) -> None:
     if not args.json:
         say(f"queued job {queued['job_id']} for {queued['target']} on {queued['queue']}")
     show = (lambda e, d: None) if args.json else progress.PlainProgress()
-    _finish(remote.follow(queued["job_id"], show), args)
+    _finish(remote.follow(queued["job_id"], show, queue_timeout_s=args.queue_timeout_s), args)
 
 
 def check(args: argparse.Namespace) -> None:

@@ -56,8 +56,13 @@ def submit(path: Path, lab: Lab, target: str | None) -> dict:
     return {**payload, "queue": queue_name(host), "host": host}
 
 
-def follow(job_id: int, progress, poll_s: float = 0.25, timeout_s: float | None = None) -> dict:
-    """Wait for a queued job to finish, reporting each step as its result lands."""
+def follow(job_id: int, progress, poll_s: float = 0.25, timeout_s: float | None = None,
+           queue_timeout_s: float | None = None) -> dict:
+    """Wait for a queued job to finish, reporting each step as its result lands.
+
+    With ``queue_timeout_s``, a job no worker has started by then is withdrawn and
+    ends ``incomplete`` as unreachable, so CI never hangs on a host without a worker.
+    """
     from bench_agent.jobs.runner import mark_lost
 
     store, leases = backends.results_store(), backends.lease_store()
@@ -65,6 +70,9 @@ def follow(job_id: int, progress, poll_s: float = 0.25, timeout_s: float | None 
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         job = store.job(job_id)
+        if job["state"] == "queued" and queue_timeout_s is not None and time.monotonic() - since >= queue_timeout_s:
+            _withdraw(store, job, queue_timeout_s)
+            continue
         if job["state"] == "queued" and not hinted and time.monotonic() - since > QUEUED_HINT_S:
             hinted = True
             progress("waiting", {"job_id": job_id, "host": job["host"] or LOCAL_HOST})
@@ -86,6 +94,19 @@ def follow(job_id: int, progress, poll_s: float = 0.25, timeout_s: float | None 
         if deadline is not None and time.monotonic() >= deadline:
             return job
         time.sleep(poll_s)
+
+
+def _withdraw(store, job: dict, waited_s: float) -> None:
+    """Take back a job that no worker started: a worker that picks it up later drops it (cancel requested)."""
+    from bench_agent.worker import queue_name
+
+    host = job["host"] or LOCAL_HOST
+    store.request_cancel(job["id"])
+    store.finish(job["id"], "incomplete", None,
+                 f"no worker started the job within {waited_s:g} s (queue {queue_name(host)}); "
+                 f"is `panio worker --host {host}` running? (or the target's lease is held)",
+                 {"error": "unreachable", "exit": 4, "message": f"no worker started job {job['id']}",
+                  "hint": f"start `panio worker --host {host}` on that host"}, only_if_queued=True)
 
 
 def _lost(store, leases, job: dict, mark_lost) -> bool:
