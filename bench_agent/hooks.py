@@ -90,6 +90,9 @@ def run(command: str, *, name: str, timeout_s: float | None = None, env: dict[st
         _kill_group(proc)
         raise Timeout(f"{name} `{command}` still running after {timeout_s:g} s; killed", hook=name,
                       command=command, timeout_s=timeout_s) from None
+    except BaseException:  # Ctrl-C, or SIGTERM (the CLI turns it into SystemExit): take the hook with us
+        _kill_group(proc)
+        raise
     result = HookResult(argv, proc.returncode, out, err)
     if check and proc.returncode != 0:
         raise failed(result, name, command)

@@ -119,8 +119,16 @@ def report(err: PanioError) -> int:
     return err.exit_status
 
 
+def _terminated(signum: int, frame: object) -> None:
+    # Unwind like Ctrl-C does, so `finally` blocks stop what this command started (hooks, steps).
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
     argv = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         return run(argv)
     except PanioError as err:
