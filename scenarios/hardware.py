@@ -102,6 +102,9 @@ def run(sc: Scenario, root: Path, guard: Guard, lab: Path | None = None, target:
         status = "pass" if r.returncode == 0 else "fail"
         return HwResult(sc.id, status, [f"job run exited {r.returncode}"] + r.stderr.strip().splitlines()[:2])
     finally:
+        # A job that failed midway skipped its own `serial stop`: stop every daemon of this private
+        # state dir, so no capture outlives the run.
+        subprocess.run([real_panio(), "daemons", "stop", "--all", "--force"], env=env, capture_output=True, timeout=60)
         if sim:
             subprocess.run([sim, "down"], env=env, capture_output=True, timeout=60)
 

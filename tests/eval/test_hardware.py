@@ -37,3 +37,28 @@ def test_hardware_tier_is_pending_with_the_missing_pieces_named(panio_eval):
             assert row["status"] == "pass", row
     r = panio_eval("hardware", "--lab", "x.toml")
     assert r.code == 2 and "go together" in r.err
+
+
+def test_a_failed_hardware_job_leaves_no_capture_daemon_behind(tmp_path):
+    import copy
+    import dataclasses
+
+    from bench_agent.daemons import _daemon_processes
+
+    sc = next(s for s in load_all() if s.id == "s11")
+    hw = copy.deepcopy(sc.hardware)
+    hw["steps"][2]["run"] = hw["steps"][2]["run"].replace("restarting system", "no such reply")
+    hw["steps"][2]["run"] = hw["steps"][2]["run"].replace("--timeout-ms 10000", "--timeout-ms 500")
+    broken = dataclasses.replace(sc, hardware=hw)
+    if hardware.missing(Guard(), real_bench=False):
+        return  # pending here: nothing runs, nothing to leak
+    import os
+    import signal
+
+    try:
+        result = hardware.run(broken, tmp_path / "run", Guard())
+        assert result.status == "fail", result  # the job failed midway and skipped its own `serial stop`
+        assert _daemon_processes(tmp_path / "run" / "state") == {}
+    finally:
+        for pid in _daemon_processes(tmp_path / "run" / "state"):
+            os.kill(pid, signal.SIGKILL)
