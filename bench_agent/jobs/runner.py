@@ -4,8 +4,8 @@ Job payload (plain data, built by ``controller.jobs.spec``)::
 
     {"job_id": 7, "name": "smoke", "target": "pico", "timeout_s": 600,
      "lease_ttl_s": 30, "lease_wait_s": 300,
-     "steps": [{"name": "boot", "argv": ["serial", "wait", "${target}", "login:"],
-                "command": "panio serial wait ${target} login:", "timeout_s": 60,
+     "steps": [{"name": "boot", "argv": ["serial", "transact", "${target}", "uname -a", "--until", "# $"],
+                "command": "panio serial transact ${target} 'uname -a' --until '# $'", "timeout_s": 60,
                 "expect_exit": [0], "expect_output": null, "reject_output": null,
                 "capture": {}, "continue_on_failure": false}]}
 
