@@ -270,3 +270,11 @@ run = "panio ping ${target}"
     assert job["health"] == "timed_out"
     assert [s["status"] for s in job["steps"]] == ["pass", "timeout", "skipped"]
     assert job["finished_at"] - job["started_at"] < 4
+
+
+def test_a_job_file_that_is_not_there_is_a_usage_error(panio):
+    panio("init")
+    r = panio.fails("job", "run", "no-such-job.toml", code=2)
+    assert "no job file at no-such-job.toml" in r.err
+    r = panio.fails("suite", "run", "no-such-suite.toml", code=2)
+    assert "no suite file" in r.err

@@ -34,10 +34,9 @@ def load_text(path: Path, text: str) -> dict[str, Any]:
 def _read(path: Path) -> str:
     from controller.lab import tomlfile
 
-    try:
-        return tomlfile.read(path, "lab file")
-    except NotConfigured:
-        raise _missing(path) from None
+    if not os.path.lexists(path):
+        raise _missing(path)  # no lab file yet: not_configured, and `panio init` makes one
+    return tomlfile.read(path, "lab file")
 
 
 def _missing(path: Path) -> NotConfigured:

@@ -6,16 +6,16 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-from bench_agent.errors import ConfigInvalid, NotConfigured
+from bench_agent.errors import ConfigInvalid, UsageError
 
 
 def read(path: Any, kind: str) -> str:
-    """The file's text; a missing file is ``NotConfigured``, an unreadable one ``ConfigInvalid``."""
+    """The file's text; a missing file is a ``UsageError`` (the caller named it), an unreadable one ``ConfigInvalid``."""
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
     except FileNotFoundError:
-        raise NotConfigured(f"no {kind} at {path}", file=str(path)) from None
+        raise UsageError(f"no {kind} at {path}", hint="check the path", file=str(path)) from None
     except IsADirectoryError:
         raise ConfigInvalid(f"{path} is a directory, not a {kind}", file=str(path)) from None
     except UnicodeDecodeError as exc:
