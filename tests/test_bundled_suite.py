@@ -60,3 +60,9 @@ def test_the_serial_log_of_the_jobs_window_is_an_artifact(panio, bench, tmp_path
     log = (out / "serial-console.log").read_text()
     assert "U-Boot 2024.01-sim" in log and "Linux sim 6.1.0-sim" in log
     assert "before-the-job" not in log
+
+
+def test_connect_refused_while_capture_runs_names_panios_capture_even_through_a_url(panio, bench):
+    r = panio.fails("serial", "connect", "board0", code=8)  # the device is a simboard:// URL over a PTY
+    assert "panio's serial capture of board0" in r.err and "panio serial stop board0" in r.err
+    assert r.error["holders"][0]["pid"] > 0

@@ -71,13 +71,21 @@ def busy(device: str) -> Busy:
     who = holders(device)
     if who:
         first = who[0]
-        names = "; ".join(f"pid {h['pid']} ({h['command']})" for h in who)
+        names = "; ".join(_holder_name(h) for h in who)
         target = _watch_target(first["command"])
         hint = (f"`panio serial stop {target}` frees it; while it runs use `panio serial log` and `panio serial send`"
                 if target else "stop that program, or find panio's own holders with `panio daemons`")
         return Busy(f"serial device {device} is in use by {names}", hint=hint, device=device, holders=who)
     return Busy(f"serial device {device} is in use by another program",
                 hint="`panio daemons` lists panio's holders", device=device, holders=[])
+
+
+def _holder_name(holder: dict[str, Any]) -> str:
+    target = _watch_target(holder["command"])
+    if target:
+        return f"panio's serial capture of {target} (pid {holder['pid']})"
+    command = holder["command"]
+    return f"pid {holder['pid']} ({command if len(command) <= 80 else command[:77] + '...'})"
 
 
 def _watch_target(command: str) -> str | None:
@@ -87,8 +95,19 @@ def _watch_target(command: str) -> str | None:
     return None
 
 
+def _local_path(device: str) -> str:
+    """The file behind a device string: the path itself, or the path of a URL with no host (simboard:///dev/..)."""
+    if "://" not in device:
+        return device
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(device)
+    return parts.path if not parts.netloc and parts.path else device
+
+
 def holders(device: str) -> list[dict[str, Any]]:
     """Processes holding ``device``: flock owners first (from /proc/locks), else any opener."""
+    device = _local_path(device)
     try:
         st = os.stat(device)
     except OSError:
