@@ -109,3 +109,23 @@ def test_an_unreachable_host_makes_the_job_incomplete_with_exit_4(remote, sshd, 
     body = "target = 'far'\n[[steps]]\nrun = 'ping ${target}'\n"
     r = remote.fails("job", "run", job_file(tmp_path, body), code=4)
     assert "incomplete" in r.err
+
+
+def test_discover_configure_and_doctor_reach_a_remote_host(remote, sshd, tmp_path):
+    import tomllib
+
+    remote("host", "trust", "bench")
+    inv = remote("discover", "--host", "bench", "--json").json()
+    assert set(inv) == {"serial", "video", "network", "adb"}
+    proposal = remote("configure", "far2", "--host", "bench").out
+    assert tomllib.loads(proposal)["targets"]["far2"]["host"] == "bench"
+    # doctor runs on the host that owns the target: a device present there, and one that is not
+    master, slave = os.openpty()
+    try:
+        remote("serial", "add", "console", "-t", "far", "--device", os.ttyname(slave))
+        remote("serial", "add", "bmc", "-t", "far", "--device", str(tmp_path / "no-such-tty"))
+        rows = {r["item"]: r["status"] for r in remote("doctor", "far", "--json", check=False).json()["targets"]["far"]}
+        assert rows == {"console": "ok", "bmc": "missing"}
+    finally:
+        os.close(master)
+        os.close(slave)
