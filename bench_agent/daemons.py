@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 from pathlib import Path
 from typing import Any
 
-from bench_agent.errors import NotRunning, Timeout
+from bench_agent.errors import NotRunning
 from bench_agent.serial import files
-from bench_agent.serial.client import pid_alive, wait_gone
+from bench_agent.serial.client import pid_alive, terminate
 
-STOP_TIMEOUT_S = 10.0
 
 
 def _records(state: Path) -> list[dict[str, Any]]:
@@ -84,25 +82,11 @@ def stop_daemon(entry: dict[str, Any], force: bool = False) -> dict[str, Any]:
         from bench_agent.serial import client
 
         return {"name": entry["name"], **client.stop(entry["target"], force=force)}
-    pid, how = entry["pid"], "SIGTERM"
-    _kill(pid, signal.SIGTERM)
-    if not wait_gone(pid, STOP_TIMEOUT_S):
-        if not force:
-            raise Timeout(f"{entry['name']} (pid {pid}) did not stop within {STOP_TIMEOUT_S:.0f} s",
-                          hint=f"`panio daemons stop {entry['name']} --force` kills it", pid=pid)
-        _kill(pid, signal.SIGKILL)
-        how = "SIGKILL"
-        wait_gone(pid, 5)
+    pid = entry["pid"]
+    how = terminate(pid, entry["name"], entry["name"], force)
     if entry.get("file"):
         Path(entry["file"]).unlink(missing_ok=True)
     return {"name": entry["name"], "pid": pid, "how": how, "stopped": True}
-
-
-def _kill(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def stop_named(names: list[str] | None, force: bool = False) -> list[dict[str, Any]]:

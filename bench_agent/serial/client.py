@@ -98,20 +98,33 @@ def stop(target: str, force: bool = False) -> dict[str, Any]:
     info = discovery(target)
     if info is None:
         raise not_running(target)
-    pid, how = info["pid"], "request"
+    pid = info["pid"]
     try:
         request(target, {"op": "stop"}, timeout_s=5)
+        asked = True
     except PanioError:
-        how = "SIGTERM"
+        asked = False
+    how = terminate(pid, f"serial supervisor of {target!r}", f"serial-{target}", force, already_asked=asked)
+    return {"target": target, "pid": pid, "epoch": info.get("epoch"), "stopped": True, "how": how}
+
+
+def terminate(pid: int, what: str, name: str, force: bool, already_asked: bool = False) -> str:
+    """Stop process ``pid``: SIGTERM (unless it was already asked to stop), wait, and with ``force`` SIGKILL.
+
+    Returns how it went: "request", "SIGTERM" or "SIGKILL". Without ``force``, a process that
+    outlives the wait is a ``Timeout`` naming the `panio daemons stop NAME --force` that kills it.
+    """
+    how = "request" if already_asked else "SIGTERM"
+    if not already_asked:
         _signal(pid, signal.SIGTERM)
     if not wait_gone(pid, STOP_TIMEOUT_S):
         if not force:
-            raise Timeout(f"serial supervisor of {target!r} (pid {pid}) did not stop within {STOP_TIMEOUT_S:.0f} s",
-                          hint=f"`panio daemons stop serial-{target} --force` kills it", pid=pid)
+            raise Timeout(f"{what} (pid {pid}) did not stop within {STOP_TIMEOUT_S:.0f} s",
+                          hint=f"`panio daemons stop {name} --force` kills it", pid=pid)
         _signal(pid, signal.SIGKILL)
         how = "SIGKILL"
         wait_gone(pid, 5)
-    return {"target": target, "pid": pid, "epoch": info.get("epoch"), "stopped": True, "how": how}
+    return how
 
 
 def _signal(pid: int, sig: int) -> None:
