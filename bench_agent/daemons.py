@@ -22,7 +22,6 @@ from bench_agent.serial import files
 from bench_agent.serial.client import pid_alive, terminate
 
 
-
 def _records(state: Path) -> list[dict[str, Any]]:
     out = []
     for path in sorted(files.daemons_dir(state).glob("*.json")):

@@ -26,10 +26,6 @@ def config_dir() -> Path:
     return Path(_config_base())
 
 
-def default_lab_path() -> Path:
-    return config_dir() / "lab.toml"
-
-
 def resolve_lab_path(cli_value: str | None) -> tuple[str, str]:
     """Return the lab path (a string: pathlib costs start-up time) and where it came from.
 

@@ -13,7 +13,6 @@ import sys
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
 
 if TYPE_CHECKING:
-    from pathlib import Path
     from typing import Any, Callable
 
 from bench_agent.errors import InvalidName, UsageError
@@ -115,13 +114,8 @@ def _number(convert, noun: str, allow_zero: bool):
 
 
 positive_int = _number(int, "a whole number", allow_zero=False)
-non_negative_int = _number(int, "a whole number", allow_zero=True)
 positive_float = _number(float, "a number", allow_zero=False)
 non_negative_float = _number(float, "a number", allow_zero=True)
-
-
-def lab_path(args: argparse.Namespace) -> Path:
-    return args.lab_path
 
 
 def load_lab(args: argparse.Namespace):
