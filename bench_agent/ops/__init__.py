@@ -6,6 +6,11 @@ configuration from the lab file, never the lab file itself, plus the request's
 own arguments — and returns JSON-able data or raises a ``PanioError``. So the
 same call crosses SSH and Celery as JSON, with no pickling.
 
+Each operation is registered with its ``OpSpec`` (``bench_agent.ops.spec``):
+its parameters, whether it changes the target, whether it is interactive, its
+deadline. ``call`` validates a request against the spec before running it, so
+every road in (in-process, SSH agent, Celery task) checks the same bounds.
+
 Operations live in ``bench_agent/ops/<group>.py`` and are imported lazily on
 first use of their group, so a process pays only for what it calls.
 """
@@ -16,21 +21,34 @@ import importlib
 from typing import Any, Callable
 
 from bench_agent.errors import UsageError
+from bench_agent.ops.spec import OpSpec, Param
 
 Operation = Callable[..., Any]
 REGISTRY: dict[str, Operation] = {}
+SPECS: dict[str, OpSpec] = {}
 
 
-def operation(name: str) -> Callable[[Operation], Operation]:
-    """Register ``func`` under ``name`` (``<group>.<verb>``)."""
+def operation(name: str, *, params: tuple[Param, ...] = (), side_effect: bool = False, interactive: bool = False,
+              deadline: Callable[[dict[str, Any]], float | None] | None = None,
+              unknown_on_failure: bool | None = None, **extra: Any) -> Callable[[Operation], Operation]:
+    """Register ``func`` under ``name`` (``<group>.<verb>``) with its spec (see ``bench_agent.ops.spec``)."""
 
     def register(func: Operation) -> Operation:
         if name in REGISTRY and REGISTRY[name] is not func:
             raise RuntimeError(f"operation {name!r} registered twice")
+        summary = (func.__doc__ or "").strip().splitlines()[0] if func.__doc__ else ""
         REGISTRY[name] = func
+        SPECS[name] = OpSpec(name, tuple(params), side_effect, interactive, deadline, unknown_on_failure,
+                             summary, extra)
         return func
 
     return register
+
+
+def spec(name: str) -> OpSpec:
+    """The spec of operation ``name`` (its group imported on first use)."""
+    lookup(name)
+    return SPECS[name]
 
 
 def lookup(name: str) -> Operation:
@@ -50,5 +68,6 @@ def lookup(name: str) -> Operation:
 
 
 def call(name: str, args: dict[str, Any]) -> Any:
-    """Run operation ``name`` in this process."""
-    return lookup(name)(**args)
+    """Run operation ``name`` in this process, its arguments checked against its spec first."""
+    func = lookup(name)
+    return func(**SPECS[name].validate(args))

@@ -211,7 +211,7 @@ def _pulse(target: str, iface: dict[str, Any], ms: int, verb: str) -> dict[str, 
         return {"interface": iface["name"], "pulse_ms": ms, "target": target}
 
 
-@operation("serial.connect")
+@operation("serial.connect", side_effect=True, interactive=True)
 def connect(target: str, iface: dict[str, Any]) -> dict[str, Any]:
     from bench_agent.serial.terminal import run
 
