@@ -13,6 +13,21 @@ if TYPE_CHECKING:
 CHANNELS = ("serial", "netboot", "power", "video", "hid", "adb")
 
 
+def _unknown_hint(name: str, known: Any, add: str) -> str:
+    """A hint for an unknown name: the near miss if there is one, else how to add it (only for a valid name,
+    so no unchecked input ever lands in a line meant to be pasted into a shell)."""
+    import difflib
+
+    from controller.lab.schema import NAME_RE
+
+    close = [k for k in known if k == name.lower()] or difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    if NAME_RE.match(name):
+        return f"add it with `{add.format(name)}`"
+    return "names are lowercase letters, digits, '-' and '_'"
+
+
 def _names(items: Any) -> str:
     names = sorted(items)
     return ", ".join(names) if names else "none"
@@ -41,7 +56,7 @@ class Lab:
         except KeyError:
             raise NotConfigured(
                 f"no target {name!r} in {self.path} (targets: {_names(self.targets)})",
-                hint=f"add it with `panio target add {name}`",
+                hint=_unknown_hint(name, self.targets, "panio target add {}"),
                 target=name,
                 known=sorted(self.targets),
             ) from None
@@ -52,7 +67,7 @@ class Lab:
         except KeyError:
             raise NotConfigured(
                 f"no host {name!r} in {self.path} (hosts: {_names(self.hosts)})",
-                hint=f"add it with `panio host add {name} --ssh USER@HOST`",
+                hint=_unknown_hint(name, self.hosts, "panio host add {} --ssh USER@HOST"),
                 host=name,
                 known=sorted(self.hosts),
             ) from None

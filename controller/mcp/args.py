@@ -63,7 +63,7 @@ def _check_value(tool: ToolSpec, name: str, value: Any) -> Any:
             raise BadArguments(f"{where} must not be empty")
         if "\x00" in value:
             raise BadArguments(f"{where} must not contain a NUL character")
-        if a.is_name and not _NAME.match(value):
+        if a.is_name and not _NAME.fullmatch(value):
             raise BadArguments(f"{where} = {value!r} is not a valid name: lowercase letters, digits, '-' and '_', "
                                "starting with a letter or digit, at most 64 characters")
     return value
