@@ -19,7 +19,7 @@ from bench_agent.errors import ConfigInvalid, NotConfigured, Refused, UsageError
 from controller.lab.model import Lab
 
 if TYPE_CHECKING:
-    from typing import Any, Iterator
+    from typing import Any, Callable, Iterator
 
 Path = str  # lab paths are plain strings (see controller.paths)
 
@@ -210,3 +210,45 @@ def edit(path: Path) -> Iterator[Any]:
         except schema.Problem as problem:
             raise UsageError(problem.message) from None
         write_atomic(path, new_text)
+
+
+def append_table(path: Path, section: str, name: str, values: dict[str, Any],
+                 check: Callable[[dict], None] | None = None) -> bool:
+    """Add ``[section.name]`` with ``values`` by appending its text; ``False`` when only a full edit can do it.
+
+    Adding a target or a host is the one edit a big lab sees most, and a full
+    ``tomlkit`` round trip of a 50,000-target file takes minutes. A new table can
+    go at the end of the file without touching the rest: ``check`` sees the
+    parsed lab first and raises to refuse, the schema validates the lab with the
+    new table, and only the new text is parsed. When the file's layout does not
+    allow a plain append (``targets`` written as an inline table or with dotted
+    keys) the caller falls back to ``edit``.
+    """
+    import re
+    import tomllib
+
+    import tomlkit
+
+    from controller.lab import schema
+
+    with locked(path):
+        text = _read(path)
+        if re.search(rf"^[ \t]*{section}[ \t]*[.=]", text, re.M):
+            return False  # `targets = {...}` or `targets.x.y = ...`: a header appended after may not be valid TOML
+        cache = _cache_file(path)
+        data = _cache_get(cache, text) or load_text(path, text)
+        if check is not None:
+            check(data)
+        body = tomlkit.dumps({k: v for k, v in values.items() if v is not None and v != ""})
+        fragment = f"[{section}.{name}]\n{body}"
+        table = tomllib.loads(fragment)[section][name]  # only the new text is parsed; the rest is unchanged
+        new_data = {**data, section: {**data.get(section, {}), name: table}}
+        try:
+            schema.validate(new_data)
+        except schema.Problem as problem:
+            raise UsageError(problem.message) from None
+        sep = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
+        new_text = f"{text}{sep}{fragment}"
+        write_atomic(path, new_text)
+        _cache_put(cache, new_text, new_data)
+    return True
