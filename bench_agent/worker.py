@@ -38,8 +38,11 @@ def queue_name(host: str) -> str:
 def make_app(broker_url: str, prefix: str = "panio:", visibility_timeout_s: float = DEFAULT_VISIBILITY_S):
     from celery import Celery
 
+    from bench_agent.kombu_redis import PATH as TRANSPORT
+
     app = Celery("panio", broker=broker_url, backend=broker_url, set_as_current=False)
     app.conf.update(
+        broker_transport=TRANSPORT if broker_url.startswith(("redis://", "rediss://")) else None,
         task_serializer="json", result_serializer="json", accept_content=["json"],
         worker_prefetch_multiplier=1, task_acks_late=True, task_ignore_result=True,
         task_reject_on_worker_lost=True, broker_connection_retry_on_startup=True,
