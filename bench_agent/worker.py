@@ -49,6 +49,11 @@ def make_app(broker_url: str, prefix: str = "panio:", visibility_timeout_s: floa
     from bench_agent.kombu_redis import PATH as TRANSPORT
 
     app = Celery("panio", broker=broker_url, backend=broker_url, set_as_current=False)
+    # Prefetch 1 with late acks: a worker reserves only the jobs it can start, so a job waits in the queue
+    # (where any worker can take it), not inside one busy worker. task_reject_on_worker_lost only covers a
+    # prefork child that dies; a worker killed whole (kill -9) leaves its reserved jobs unacknowledged for the
+    # visibility timeout (300 s, not lowered: every longer job would be redelivered). The reconciler resends
+    # them as soon as the worker is proven dead instead (bench_agent.jobs.reconcile).
     app.conf.update(
         broker_transport=TRANSPORT if broker_url.startswith(("redis://", "rediss://")) else None,
         task_serializer="json", result_serializer="json", accept_content=["json"],
@@ -131,6 +136,15 @@ class WorkerContext:
         try:
             return JobRunner(store, leases, self.panio_argv, str(lab), self.name, _log_event,
                              self._heartbeat).run(payload)
+        except Exception as exc:  # a bug or a dead database: say so in the job rather than leave it running
+            from bench_agent.errors import InternalError
+
+            err = InternalError(f"the runner failed: {type(exc).__name__}: {exc}")
+            try:
+                store.finish(payload["job_id"], "incomplete", None, err.message, err.to_json(), only_if_running=True)
+            except Exception:  # noqa: BLE001 - the database itself is away: a reconciler settles it later
+                pass
+            raise
         finally:
             lab.unlink(missing_ok=True)
 

@@ -145,3 +145,38 @@ def test_embedded_job_run_deadline(panio, tmp_path):
                     code=22)
     assert time.monotonic() - started < 3 + 15
     assert "timed out" in r.err
+
+
+def test_embedded_job_run_killed_mid_step_is_settled_by_a_reader(panio, tmp_path):
+    import signal
+
+    from bench_agent.results import ResultStore
+
+    panio("init")
+    panio("target", "add", "here")
+    run = subprocess.Popen([PANIO, "job", "run", job_file(tmp_path, LONG, "long.toml"), "--target", "here"],
+                           env=panio.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    store = wait_for(lambda: (tmp_path / "state" / "results.db").exists()
+                     and ResultStore(f"sqlite:///{tmp_path / 'state' / 'results.db'}"), timeout_s=30)
+    wait_for(lambda: [s for j in store.list_jobs() for s in store.job(j["id"])["steps"]
+                      if s["name"] == "long" and s["status"] == "running"], timeout_s=60)
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait(timeout=10)
+    job = panio("job", "status", "1", "--json").json()  # no broker, no worker: the reader is the only one left
+    assert (job["state"], job["health"]) == ("done", "incomplete") and "lost" in job["reason"]
+    assert [s["status"] for s in job["steps"]] == ["pass", "error", "skipped"]
+
+
+def test_embedded_suite_deadline(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "here")
+    job_file(tmp_path, LONG, "a.toml")
+    job_file(tmp_path, LONG, "b.toml")
+    suite = job_file(tmp_path, "jobs = ['a.toml', 'b.toml']\ntargets = ['here']\n", "suite.toml")
+    started = time.monotonic()
+    r = panio.fails("suite", "run", suite, "--deadline-s", "4", code=22)
+    assert time.monotonic() - started < 4 + 20
+    jobs = panio("job", "list", "--json").json()
+    assert sorted(j["health"] for j in jobs) == ["timed_out", "timed_out"], jobs
+    assert any("before the job started" in j["reason"] for j in jobs), jobs
+    assert "suite" in r.err

@@ -6,7 +6,8 @@ such as ``panio job status``), but only what is proven:
 
 * a **running** job whose runner is dead: its lease no longer holds the job's
   fencing token *and* its process is provably gone (same machine, pid not
-  running) or, on another machine, it has not beaten for ``dead_after_s``.
+  running) or, on another machine, it has not beaten for ``dead_after_s``
+  (on this machine, for three times that: a pid can be reused).
   The job ends ``incomplete`` ("worker lost"), the step it was running becomes
   an error with an unknown outcome, the steps after it are skipped;
 * a **queued** job held by a dead worker (it was waiting for its lease): it is
@@ -100,10 +101,10 @@ def process_state(worker: str | None) -> str:
 def runner_dead(job: dict, leases, now: float) -> bool:
     """Proven dead: lease gone (for a running job) and the process gone or silent past ``dead_after_s``."""
     state = process_state(job.get("worker"))
-    if state == "alive":
-        return False
-    beat = job.get("beat_at") or job.get("started_at") or job["created_at"]
-    if state == "unknown" and now - beat <= dead_after_s(job["spec"]):
+    silent_s = now - (job.get("beat_at") or job.get("started_at") or job["created_at"])
+    if state == "alive" and silent_s <= 3 * dead_after_s(job["spec"]):
+        return False  # (a pid can be reused: a long silence outweighs a running process of that number)
+    if state == "unknown" and silent_s <= dead_after_s(job["spec"]):
         return False
     if job["state"] == "running" and job.get("fence") is not None:
         held = leases.current(job["target"])  # Unreachable: cannot prove anything now
