@@ -148,6 +148,7 @@ class Reconciler:
         self.store, self.leases, self.resend, self.broker = store, leases, resend, broker
         self.fail_unsendable, self.log = fail_unsendable, log
         self._suspects: dict[int, tuple[float | None, float]] = {}
+        self._looked_at = 0.0  # when the broker's queues were last read (at most once a second: they can be long)
 
     def pass_(self, ids: list[int] | None = None) -> None:
         now, pending = time.time(), None
@@ -160,12 +161,19 @@ class Reconciler:
                     continue  # Redis away: a lease cannot be judged right now
             elif self.broker is not None and self.resend is not None and job.get("sent_at"):
                 if pending is None:
-                    try:
-                        pending = self.broker.pending()
-                    except Unreachable:
-                        pending = False  # the broker is away: no message can be called vanished now
+                    pending = self._look()
                 if pending is not False:
                     self._maybe_vanished(job, pending)
+
+    def _look(self) -> set[int] | bool:
+        """The jobs with a message in the broker; False when it is away or was read less than a second ago."""
+        if time.monotonic() - self._looked_at < VANISH_GRACE_S / 2:
+            return False
+        self._looked_at = time.monotonic()
+        try:
+            return self.broker.pending()
+        except Unreachable:
+            return False  # the broker is away: no message can be called vanished now
 
     def job(self, job: dict) -> dict:
         """Settle one job (readers); returns it as it now stands."""

@@ -86,39 +86,57 @@ def follow(job_id: int, progress, poll_s: float = 0.25, queue_timeout_s: float |
     """
     from bench_agent.jobs.reconcile import RECONCILE_S
 
-    store, rec = backends.results_store(), rec or reconciler()
-    seen, started, hinted, since, last_pass = 0, False, False, time.monotonic(), 0.0
+    store, rec, shown = backends.results_store(), rec or reconciler(), _Shown(progress)
+    since, last_pass = time.monotonic(), 0.0
     while True:
         if time.monotonic() - last_pass >= RECONCILE_S:
             last_pass = time.monotonic()
             rec.pass_(watch or [job_id])
         job = store.job(job_id)
-        if job["state"] == "queued" and queue_timeout_s is not None and time.monotonic() - since >= queue_timeout_s:
-            _withdraw(store, job, queue_timeout_s)
+        if job["state"] == "queued" and _withdrawn(store, job, time.monotonic() - since, queue_timeout_s, deadline_at):
             continue
-        if job["state"] == "queued" and deadline_at is not None and time.time() >= deadline_at:
-            _expire(store, job)
-            continue
-        if job["state"] == "queued" and not hinted and time.monotonic() - since > QUEUED_HINT_S:
-            hinted = True
-            progress("waiting", {"job_id": job_id, "host": job["host"] or LOCAL_HOST})
-        if job["state"] == "running" and not started:
-            started = True
-            progress("job_start", {"job_id": job_id, "target": job["target"]})
-        done_steps = [s for s in job["steps"] if s["status"] not in ("skipped", "running")]
-        for s in done_steps[seen:]:
-            progress("step_start", {"idx": s["idx"], "name": s["name"], "command": s["command"],
-                                    "count": len(job["spec"]["steps"])})
-            progress("step_end", {**s, "duration_s": s.get("duration_s") or 0.0})
-        seen = len(done_steps)
+        shown.update(job, time.monotonic() - since)
         if job["state"] == "done":
-            progress("job_end", {"job_id": job_id, "health": job["health"], "result": job["result"],
-                                 "reason": job["reason"]})
             return job
         if deadline_at is not None and time.time() >= deadline_at + EXPIRE_GRACE_S:
             store.request_cancel(job_id)  # its runner did not stop at the deadline: make it stop now
             return store.job(job_id)
         time.sleep(poll_s)
+
+
+class _Shown:
+    """What a follower has reported so far: each event once, steps as their results land."""
+
+    def __init__(self, progress) -> None:
+        self.progress, self.steps, self.started, self.hinted = progress, 0, False, False
+
+    def update(self, job: dict, waited_s: float) -> None:
+        if job["state"] == "queued" and not self.hinted and waited_s > QUEUED_HINT_S:
+            self.hinted = True
+            self.progress("waiting", {"job_id": job["id"], "host": job["host"] or LOCAL_HOST})
+        if job["state"] == "running" and not self.started:
+            self.started = True
+            self.progress("job_start", {"job_id": job["id"], "target": job["target"]})
+        done_steps = [s for s in job["steps"] if s["status"] not in ("skipped", "running")]
+        for s in done_steps[self.steps:]:
+            self.progress("step_start", {"idx": s["idx"], "name": s["name"], "command": s["command"],
+                                         "count": len(job["spec"]["steps"])})
+            self.progress("step_end", {**s, "duration_s": s.get("duration_s") or 0.0})
+        self.steps = len(done_steps)
+        if job["state"] == "done":
+            self.progress("job_end", {"job_id": job["id"], "health": job["health"], "result": job["result"],
+                                      "reason": job["reason"]})
+
+
+def _withdrawn(store, job: dict, waited_s: float, queue_timeout_s: float | None, deadline_at: float | None) -> bool:
+    """Withdraw a job still queued past the queue timeout or the run's deadline; True if it was due."""
+    if queue_timeout_s is not None and waited_s >= queue_timeout_s:
+        _withdraw(store, job, queue_timeout_s)
+        return True
+    if deadline_at is not None and time.time() >= deadline_at:
+        _expire(store, job)
+        return True
+    return False
 
 
 def _expire(store, job: dict) -> None:
