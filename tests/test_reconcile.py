@@ -64,3 +64,13 @@ def test_a_silent_runner_elsewhere_that_holds_its_lease_is_left_alone(world):
     lease.release()
     Reconciler(store, leases).pass_()
     assert store.job(job_id)["health"] == "incomplete"
+
+
+def test_a_queued_job_past_its_runs_deadline_never_starts(world):
+    store, leases = world
+    job_id = store.create_job("j", "t", "h", {**SPEC, "deadline_at": time.time() - 5})
+    fresh = store.create_job("j", "t", "h", {**SPEC, "deadline_at": time.time() + 60})
+    Reconciler(store, leases).pass_()
+    job = store.job(job_id)
+    assert (job["health"], job["cancel_requested"]) == ("timed_out", True)
+    assert store.job(fresh)["state"] == "queued"

@@ -15,7 +15,9 @@ such as ``panio job status``), but only what is proven:
   is free, instead of after the broker's visibility timeout;
 * a **queued** job whose broker message vanished (Redis restarted without
   persistence): not in its queue, not reserved by a worker, on two looks at
-  least ``VANISH_GRACE_S`` apart: it is sent again.
+  least ``VANISH_GRACE_S`` apart: it is sent again;
+* a **queued** job nobody holds whose run's deadline (``--deadline-s``) has
+  passed: it ends ``timed_out`` and will never start.
 
 Each action is a compare-and-set in the results database, so when several
 reconcilers see the same death only one acts. A copy sent twice is harmless:
@@ -153,7 +155,11 @@ class Reconciler:
     def pass_(self, ids: list[int] | None = None) -> None:
         now, pending = time.time(), None
         for job in self.store.active_jobs(ids):
-            if job["state"] == "running" or job.get("worker"):
+            if job["state"] == "queued" and not job.get("worker") and _expired(job, now):
+                self.store.request_cancel(job["id"])  # a copy still in the broker is dropped when it arrives
+                self.store.finish(job["id"], "timed_out", None, "the run's deadline passed before the job started",
+                                  {"error": "timeout", "exit": 22, "message": "deadline reached"}, only_if_queued=True)
+            elif job["state"] == "running" or job.get("worker"):
                 try:
                     if runner_dead(job, self.leases, now):
                         self._dead(job, now)
@@ -222,6 +228,11 @@ class Reconciler:
         if self.store.mark_sent(job["id"], job["sent_at"]):
             self.log(f"job {job['id']}: its broker message vanished (Redis lost its data?); sent again")
             self.resend({**job["spec"], "job_id": job["id"]})
+
+
+def _expired(job: dict, now: float) -> bool:
+    at = job["spec"].get("deadline_at")
+    return at is not None and now > at + SKEW_S
 
 
 def _gone(job: dict) -> bool:

@@ -184,7 +184,8 @@ class JobRunner:
         if self.store.cancel_requested(job_id):
             return ("canceled", "canceled by request", {"error": "canceled", "exit": 15, "message": "canceled"})
         if deadline is not None and time.monotonic() >= deadline:
-            return ("timed_out", "job timeout (or the run's deadline) reached", {"error": "timeout", "exit": 22, "message": "job timed out"})
+            return ("timed_out", "job timeout (or the run's deadline) reached",
+                    {"error": "timeout", "exit": 22, "message": "job timed out"})
         try:
             lease.check()
         except (Refused, Unreachable) as err:
