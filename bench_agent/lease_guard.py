@@ -18,7 +18,8 @@ it consults, and checks all of them (a target leased in any one is leased):
 
 A job's steps present their lease's token in the request (the argument
 ``lease_token``, which the controller's dispatch fills from
-``PANIO_LEASE_TOKEN``); ``bench_agent.leases.access`` decides. A store that
+``PANIO_LEASE_TOKEN``, with ``lease_store`` naming the store that issued it);
+``enforce`` picks the leases that matter and ``bench_agent.leases.access`` decides. A store that
 cannot be read refuses the operation (unreachable): a check that cannot be
 made is not a pass.
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from typing import Any
 
@@ -34,6 +36,7 @@ from bench_agent import leases
 from bench_agent.errors import UsageError, Unreachable
 
 TOKEN_ARG = "lease_token"  # the request argument that carries a job step's lease token to the host
+ORIGIN_ARG = "lease_store"  # ... and the store that issued it (``store_key``)
 RECORD_NAME = "lease-stores.json"
 _REDIS: dict[tuple[str, str], leases.RedisLeaseStore] = {}  # one client per store, for the process's life
 
@@ -93,6 +96,13 @@ def env_store() -> tuple[str, str] | None:
     return (url, os.environ.get("PANIO_REDIS_PREFIX", "panio:")) if url else None
 
 
+def store_key(store: Any) -> tuple[str, ...]:
+    """What identifies a lease store across machines: a Redis URL and prefix, or a file store's machine and directory."""
+    if isinstance(store, leases.FileLeaseStore):
+        return ("file", socket.gethostname(), str(store.dir))
+    return ("redis", store.url, store.prefix)
+
+
 def stores() -> list[tuple[Any, str]]:
     """Every lease store this host checks, each with a word on where it came from."""
     from bench_agent.paths import state_dir
@@ -110,10 +120,10 @@ def stores() -> list[tuple[Any, str]]:
     return out
 
 
-def held(target: str) -> list[dict[str, Any]]:
-    """The leases on ``target`` in every store this host checks."""
+def held(target: str, checked: list[tuple[Any, str]] | None = None) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
+    """The leases on ``target`` in every store this host checks (or in ``checked``), each with its store's key."""
     found = []
-    for store, why in stores():
+    for store, why in stores() if checked is None else checked:
         try:
             lease = store.current(target)
         except Unreachable as err:
@@ -121,19 +131,39 @@ def held(target: str) -> list[dict[str, Any]]:
                               hint="start that Redis, or stop checking it with `panio lease store --forget URL`",
                               target=target) from None
         if lease:
-            found.append(lease)
+            found.append((store_key(store), lease))
     return found
 
 
-def enforce(op: str, args: dict[str, Any], token: Any) -> None:
-    """Refuse side-effecting ``op`` unless its target is free or ``token`` is the target's current lease token."""
+def enforce(op: str, args: dict[str, Any], token: Any, origin: Any = None) -> None:
+    """Refuse side-effecting ``op`` unless its target is free or ``token`` is the target's current lease token.
+
+    ``origin`` names the store that issued ``token``. When this host checks that store (or no origin is
+    given), the token must be the current lease's there. A token from a store this host does not know
+    (file leases on the controller, a Redis this host never recorded) cannot be checked here, so the host
+    only makes sure that no holder it knows leases the target: exactly what it checks for a caller with
+    no token, so naming a foreign origin gains nothing.
+    """
     target = args.get("target")
     if not isinstance(target, str) or not target:
         raise UsageError(f"{op} changes a target: the request must name it (target)", argument="target")
-    leases.access(target, token, held(target), what=f"{op}: ")
+    checked = stores()
+    found = held(target, checked)
+    keys = {store_key(store) for store, _ in checked}
+    origin_key = tuple(origin) if isinstance(origin, list) and origin else None
+    if token is not None and origin_key is not None and origin_key not in keys:
+        token = None
+    elif token is not None and origin_key is not None:
+        found = [(k, h) for k, h in found if k == origin_key or str(h.get("token")) != str(token)]
+    leases.access(target, token, [h for _, h in found], what=f"{op}: ")
 
 
-def with_token(args: dict[str, Any]) -> dict[str, Any]:
-    """``args`` plus this process's lease token, if it runs as a job step (the controller's side of the fence)."""
+def with_token(args: dict[str, Any], store: Any = None) -> dict[str, Any]:
+    """``args`` plus this process's lease token and the store that issued it, if it runs as a job step."""
     token = os.environ.get(leases.TOKEN_ENV)
-    return {**args, TOKEN_ARG: token} if token else args
+    if not token:
+        return args
+    out = {**args, TOKEN_ARG: token}
+    if store is not None:
+        out[ORIGIN_ARG] = list(store_key(store))
+    return out

@@ -311,3 +311,24 @@ def test_a_projects_own_controller_package_cannot_stand_in_for_panio(panio, tmp_
     assert r.returncode == 0, r.stderr
     logs = panio("job", "logs", "1").out
     assert "seq=2" in logs and "FAKE" not in logs
+
+
+def test_an_embedded_job_drives_a_target_on_an_ssh_host(panio, tmp_path):
+    """The job's file lease lives on the controller, where the host cannot see it: the host lets the job's
+    token through (it checks its own stores for other holders) instead of refusing it as stale."""
+    from sshd import Sshd
+
+    sshd = Sshd(tmp_path / "sshd", tmp_path / "home")
+    try:
+        panio("init")
+        panio("host", "add", "bench", "--ssh", f"{sshd.user}@127.0.0.1", "--port", str(sshd.port),
+              "--python", sys.executable)
+        panio("host", "trust", "bench")
+        panio("target", "add", "far", "--host", "bench")
+        powered = tmp_path / "powered"
+        panio("power", "set", "-t", "far", "--on-cmd", f"touch {powered}")
+        body = "target = 'far'\n[[steps]]\nrun = 'power on ${target}'\n"
+        panio("job", "run", job_file(tmp_path, body))
+        assert panio("job", "status", "1", "--json").json()["result"] == "passed" and powered.exists()
+    finally:
+        sshd.stop()

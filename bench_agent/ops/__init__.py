@@ -74,14 +74,14 @@ def call(name: str, args: dict[str, Any]) -> Any:
     a target is refused while someone else leases it, and a stale ``lease_token`` is refused even
     while the target is free (``bench_agent.lease_guard``). Reads pass.
     """
-    from bench_agent.lease_guard import TOKEN_ARG
+    from bench_agent.lease_guard import ORIGIN_ARG, TOKEN_ARG
 
     func = lookup(name)
     args = dict(args)
-    token = args.pop(TOKEN_ARG, None)
+    token, origin = args.pop(TOKEN_ARG, None), args.pop(ORIGIN_ARG, None)
     checked = SPECS[name].validate(args)
     if SPECS[name].side_effect:
         from bench_agent import lease_guard
 
-        lease_guard.enforce(name, checked, token)
+        lease_guard.enforce(name, checked, token, origin)
     return func(**checked)

@@ -36,10 +36,12 @@ def run(args: argparse.Namespace) -> None:
                          f"running {args.name} anyway\n")
     host = act.get("host", lab.target(args.target).get("host"))
     from bench_agent.lease_guard import with_token
+    from controller.jobs.backends import lease_store
 
     # The host refuses it while someone else leases the target; a job's step presents its token.
     result = dispatch.transport_for(lab, host).call({"op": "action.run", "args": with_token({
-        "target": args.target, "name": args.name, "command": act["command"], "timeout_s": act.get("timeout_s")})})
+        "target": args.target, "name": args.name, "command": act["command"], "timeout_s": act.get("timeout_s")},
+        lease_store())})
     sys.stdout.write(result["stdout"])
     sys.stderr.write(result["stderr"])
     if result["exit"] != 0:
