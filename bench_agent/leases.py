@@ -48,6 +48,15 @@ TOKEN_ENV = "PANIO_LEASE_TOKEN"
 RETRY_S = 3.0  # how long a Redis call keeps retrying (a restart) before it fails as unreachable
 
 
+def redact(url: str | None) -> str | None:
+    """``url`` without its password, fit to print (a broker URL may carry one)."""
+    if not url or "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    cred, host = rest.rsplit("@", 1)
+    return f"{scheme}://{cred.split(':', 1)[0]}:***@{host}" if ":" in cred else url
+
+
 def holder_name(what: str) -> str:
     return f"{what}@{socket.gethostname()}:{os.getpid()}"
 
@@ -190,7 +199,8 @@ class RedisLeaseStore:
                 return func(*args)
             except self._errors as exc:
                 if time.monotonic() >= deadline:
-                    raise Unreachable(f"Redis at {self.url} unreachable: {exc}", hint="check PANIO_REDIS_URL") from None
+                    raise Unreachable(f"Redis at {redact(self.url)} unreachable: {exc}",
+                                      hint="check PANIO_REDIS_URL") from None
                 time.sleep(0.2)
 
     @property

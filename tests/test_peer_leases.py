@@ -332,3 +332,25 @@ def test_an_embedded_job_drives_a_target_on_an_ssh_host(panio, tmp_path):
         assert panio("job", "status", "1", "--json").json()["result"] == "passed" and powered.exists()
     finally:
         sshd.stop()
+
+
+def test_lease_store_records_and_refuses_bad_input(panio, tmp_path):
+    marks = hooked_lab(panio, tmp_path)
+    record = Path(panio.env["PANIO_STATE_DIR"]) / "lease-stores.json"
+    panio.fails("lease", "store", "--set", "http://ctl:6379", code=2)
+    panio.fails("lease", "store", "--forget", "redis://nowhere:6379/0", code=3)
+    assert not record.exists()
+    dead = f"redis://:hunter2@127.0.0.1:{free_port()}/0"  # nothing listens there
+    shown = panio("lease", "store", "--set", dead, "--json").json()
+    assert shown[0]["url"].endswith("***@127.0.0.1:" + dead.rsplit(":", 1)[1]) and "hunter2" not in str(shown)
+    assert oct(record.stat().st_mode & 0o777) == "0o600"
+    r = panio.fails("power", "on", "pico", code=4)  # a check that cannot be made is not a pass
+    assert "hunter2" not in r.err
+    reply = agent_call(panio.env, "power.on", {"target": "pico", "power": {"on_cmd": f"touch {marks / 'powered'}"}})
+    assert reply["error"]["error"] == "unreachable" and "cannot check the lease on 'pico'" in reply["error"]["message"]
+    assert "hunter2" not in json.dumps(reply)
+    assert not list(marks.iterdir())
+    panio.fails("lease", "store", "--set", dead, "--forget", dead, code=2)
+    panio("lease", "store", "--forget", dead)
+    panio("power", "on", "pico")
+    assert (marks / "powered").exists()

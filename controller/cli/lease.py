@@ -11,8 +11,10 @@ from controller.cli.common import add_json, command, print_json, say, subcommand
 def register(p: argparse.ArgumentParser, name: str) -> None:
     p.description = (
         "A job holds an exclusive lease on its target while it runs; other jobs wait and\n"
-        "interactive commands on that target are refused naming the holder. Leases live\n"
-        "in Redis (PANIO_REDIS_URL or PANIO_BROKER), else in file locks on this machine."
+        "commands that change that target are refused naming the holder, by the control\n"
+        "host itself, whatever the caller's environment (see `panio lease store`). Leases\n"
+        "live in Redis (PANIO_REDIS_URL or PANIO_BROKER, else the store this host recorded),\n"
+        "else in file locks on this machine."
     )
     sub = subcommands(p)
     c = command(sub, "list", "list held leases: target, holder, job, fencing token, time left", func=list_,
@@ -86,6 +88,7 @@ def break_(args: argparse.Namespace) -> None:
 def store(args: argparse.Namespace) -> None:
     from bench_agent import lease_guard
     from bench_agent.errors import NotConfigured, UsageError
+    from bench_agent.leases import redact as _redact
     from controller.jobs import backends
 
     if args.set and args.forget:
@@ -107,11 +110,3 @@ def store(args: argparse.Namespace) -> None:
         where = f"{r['url']} (prefix {r['prefix']})" if r["prefix"] else r["url"]
         say(f"{r['kind']:<6} {where}: {r['source']}")
 
-
-def _redact(url: str | None) -> str | None:
-    """A URL without its password, fit to print."""
-    if not url or "@" not in url or "://" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    cred, host = rest.rsplit("@", 1)
-    return f"{scheme}://{cred.split(':', 1)[0]}:***@{host}" if ":" in cred else url
