@@ -100,7 +100,7 @@ def store_key(store: Any) -> tuple[str, ...]:
     """What identifies a lease store across machines: a Redis URL and prefix, or a file store's machine and directory."""
     if isinstance(store, leases.FileLeaseStore):
         return ("file", socket.gethostname(), str(store.dir))
-    return ("redis", store.url, store.prefix)
+    return ("redis", leases.redact(store.url), store.prefix)  # it travels in requests: never the password
 
 
 def stores() -> list[tuple[Any, str]]:
