@@ -354,3 +354,28 @@ def test_lease_store_records_and_refuses_bad_input(panio, tmp_path):
     panio("lease", "store", "--forget", dead)
     panio("power", "on", "pico")
     assert (marks / "powered").exists()
+
+
+def test_mcp_tools_cannot_change_a_leased_target(panio, tmp_path, prefix):
+    """The MCP road: an agent harness's `panio mcp`, started without the broker, on a worker's host."""
+    import anyio
+
+    from mcp_client import connect, failure
+
+    marks = hooked_lab(panio, tmp_path)
+    panio("lease", "store", "--set", SHARED_REDIS, "--prefix", prefix)
+    store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'fences.db'}"))
+    lease = store.try_acquire("pico", {"holder": "worker bench1@ctl:77", "job": 9}, ttl_s=30)
+
+    async def go():
+        async with connect(panio.env) as c:
+            return [await c.call(tool, {"target": "pico", **extra})
+                    for tool, extra in (("power_on", {}), ("action_run", {"name": "flash"}))]
+
+    try:
+        for is_error, text in anyio.run(go):
+            code, obj = failure(text)
+            assert is_error and code == 8 and obj["holder"] == "worker bench1@ctl:77" and obj["job"] == 9
+    finally:
+        lease.release()
+    assert not list(marks.iterdir())
