@@ -155,8 +155,8 @@ def access(target: str, token: str | int | None, held: list[dict], what: str = "
                    hint="wait for the job to finish, or see `panio lease list`",
                    target=target, holder=h.get("holder"), job=h.get("job"))
     if token is not None and not held:
-        raise Refused(f"{what}lease token {token} on target {target!r} is not current (the lease expired or was "
-                      "broken)", hint="a job that lost its lease stops; see `panio lease list --breaks`",
+        raise Refused(f"{what}lease lost: token {token} on target {target!r} is not current (the lease expired or "
+                      "was broken)", hint="a job that lost its lease stops; see `panio lease list --breaks`",
                       target=target, token=str(token))
 
 
