@@ -40,9 +40,12 @@ def transport_for(lab: Lab, host: str | None) -> Transport:
 
 def call(lab: Lab, target: str, op: str, args: dict[str, Any]) -> Any:
     """Run ``op`` for ``target`` on the host that owns it (refused while another holder leases it)."""
+    from bench_agent.lease_guard import with_token
+    from controller.jobs.backends import lease_store
+
     host = lab.target(target).get("host")
     _check_lease(target)
-    return transport_for(lab, host).call({"op": op, "args": args})
+    return transport_for(lab, host).call({"op": op, "args": with_token(args, lease_store())})
 
 
 def call_host(lab: Lab, host: str | None, op: str, args: dict[str, Any]) -> Any:

@@ -20,8 +20,9 @@ from typing import Callable
 
 VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 OUTPUT_LIMIT = 1_000_000
-# Exit statuses that mean the lab failed rather than the board: the job is incomplete.
-LAB_EXITS = {3, 4, 5, 8, 9, 10, 11, 12, 70}
+# Exit statuses that mean the lab failed rather than the board: the job is incomplete. 13 (refused) is
+# the lab saying no: above all the host refusing a step whose lease was lost or broken.
+LAB_EXITS = {3, 4, 5, 8, 9, 10, 11, 12, 13, 70}
 
 
 def substitute(text: str, variables: dict[str, str]) -> str:

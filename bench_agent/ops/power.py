@@ -67,17 +67,17 @@ def _switch(target: str, power: dict | None, level: str | None, key: str, action
     return {"target": target, "level": level, "action": action, "via": [key]}
 
 
-@operation("power.on")
+@operation("power.on", side_effect=True)
 def on(target: str, power: dict | None = None, level: str | None = None) -> dict[str, Any]:
     return _switch(target, power, level, "on_cmd", "on")
 
 
-@operation("power.off")
+@operation("power.off", side_effect=True)
 def off(target: str, power: dict | None = None, level: str | None = None) -> dict[str, Any]:
     return _switch(target, power, level, "off_cmd", "off")
 
 
-@operation("power.cycle")
+@operation("power.cycle", side_effect=True)
 def cycle(target: str, power: dict | None = None, level: str | None = None) -> dict[str, Any]:
     """The cycle hook; without one: off, a pause of ``cycle_off_s``, on."""
     conf = level_config(target, power, level)

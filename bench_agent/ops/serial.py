@@ -96,7 +96,7 @@ def log(target: str, iface: dict[str, Any], tail: int | None = None, since: int 
             "running": _client().discovery(target) is not None}
 
 
-@operation("serial.send")
+@operation("serial.send", side_effect=True)
 def send(target: str, iface: dict[str, Any], text: str, newline: bool = True, pace_ms: int = 0) -> dict[str, Any]:
     check("pace_ms", pace_ms)
     data = _with_ending(iface, text, newline)
@@ -104,7 +104,7 @@ def send(target: str, iface: dict[str, Any], text: str, newline: bool = True, pa
                 wait_ms=pace_ms * len(data))
 
 
-@operation("serial.transact")
+@operation("serial.transact", side_effect=True)
 def transact(target: str, iface: dict[str, Any], text: str, until: str, timeout_ms: int = 30000,
              max_bytes: int = 65536, newline: bool = True, pace_ms: int = 0,
              max_output_bytes: int = 1 << 20) -> dict[str, Any]:
@@ -177,12 +177,12 @@ def sense(target: str, iface: dict[str, Any]) -> dict[str, Any]:
         port.close()
 
 
-@operation("serial.reset")
+@operation("serial.reset", side_effect=True)
 def reset(target: str, iface: dict[str, Any]) -> dict[str, Any]:
     return _pulse(target, iface, RESET_MS, "reset")
 
 
-@operation("serial.dtr")
+@operation("serial.dtr", side_effect=True)
 def dtr(target: str, iface: dict[str, Any], ms: int) -> dict[str, Any]:
     check("ms", ms)
     if ms < HARD_MIN_MS:

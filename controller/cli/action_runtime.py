@@ -35,8 +35,13 @@ def run(args: argparse.Namespace) -> None:
         sys.stderr.write(f"note: cannot read {args.target}'s power state (no state_cmd or power_sense_signal); "
                          f"running {args.name} anyway\n")
     host = act.get("host", lab.target(args.target).get("host"))
-    result = dispatch.transport_for(lab, host).call({"op": "action.run", "args": {
-        "target": args.target, "name": args.name, "command": act["command"], "timeout_s": act.get("timeout_s")}})
+    from bench_agent.lease_guard import with_token
+    from controller.jobs.backends import lease_store
+
+    # The host refuses it while someone else leases the target; a job's step presents its token.
+    result = dispatch.transport_for(lab, host).call({"op": "action.run", "args": with_token({
+        "target": args.target, "name": args.name, "command": act["command"], "timeout_s": act.get("timeout_s")},
+        lease_store())})
     sys.stdout.write(result["stdout"])
     sys.stderr.write(result["stderr"])
     if result["exit"] != 0:

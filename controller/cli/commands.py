@@ -44,3 +44,58 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "setup": ("controller.cli.setup", "operate", "provision a control host: venv, worker unit, devices (Ansible)"),
     "skill": ("controller.cli.skill", "learn", "print the panio skill: mental model, command map, traps (start here)"),
 }
+
+# What a job step may run: commands that drive or read a target and never edit the lab file, manage jobs
+# or start servers. A name mapped to None allows the whole command; a tuple allows only those subcommands.
+# Anything not listed is refused (by `job check`, and by the step's own panio at run time), so a command
+# added to the CLI stays out of jobs until it is listed here. The MCP tools are a subset (a test checks).
+RUNTIME: dict[str, tuple[str, ...] | None] = {
+    "serial": ("watch", "stop", "log", "send", "transact", "wait", "evidence", "status", "reset", "dtr", "devices"),
+    "power": ("on", "off"),
+    "power-cycle": None,
+    "power-state": None,
+    "action": ("run", "list"),
+    "ping": None,
+    "netboot": ("tftp-root",),
+    "video": ("show",),
+    "hid": ("show",),
+    "adb": ("show",),
+    "target": ("show", "list"),
+    "host": ("show", "list"),
+    "config": ("show",),
+    "doctor": None,
+    "discover": None,
+    "configure": None,
+}
+
+
+def is_runtime(command: str, subcommand: str | None) -> bool:
+    """Whether ``panio COMMAND [SUBCOMMAND]`` is a runtime command (see ``RUNTIME``)."""
+    if command not in RUNTIME:
+        return False
+    allowed = RUNTIME[command]
+    return allowed is None or subcommand in allowed
+
+
+def runtime_names() -> list[str]:
+    """The runtime commands as people type them (``serial send``, ``power-cycle``), for messages and docs."""
+    return [name if subs is None else f"{name} {'|'.join(subs)}" for name, subs in RUNTIME.items()]
+
+
+def refuse_in_job(command: str, subcommand: str | None) -> str | None:
+    """Why ``panio COMMAND [SUBCOMMAND]`` may not run as a job step, or None if it may."""
+    if is_runtime(command, subcommand):
+        return None
+    what = f"panio {command}" + (f" {subcommand}" if subcommand else "")
+    section = COMMANDS.get(command, ("", "", ""))[1]
+    if section == "operate":
+        why = "manages jobs, workers, daemons or helpers, not a target"
+    elif section == "learn":
+        why = "does nothing to a target"
+    elif command == "serial" and subcommand == "connect":
+        why = "is interactive, and a job step has no terminal"
+    elif command == "mcp":
+        why = "starts a server"
+    else:
+        why = "configures the lab (a job never edits the lab file, host keys or hooks)"
+    return f"`{what}` cannot run inside a job: it {why}; a step runs only runtime commands (docs/jobs.md)"
