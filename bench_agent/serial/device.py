@@ -5,17 +5,30 @@ Every device string goes through ``serial.serial_for_url``: a /dev path,
 scheme from ``bench_agent/sim/protocol_<scheme>.py``. A posix port is
 ``flock``ed (pyserial's ``exclusive=True``, which tio and minicom honour too)
 and then marked TIOCEXCL, so one of watch, connect or an outside program holds
-it at a time. pyserial exceptions become panio errors here.
+it at a time; a network port is refused while one of panio's own captures
+holds the same URL (ser2net would hand the port over to the newcomer).
+pyserial exceptions become panio errors here.
+
+The three kinds of port read differently, and ``fileno``/``read_now`` hide it:
+
+    /dev path     an fd to select on; os.read returns what the driver holds
+    socket://     a socket to select on; opened with a zero read timeout, so a
+                  read takes one recv (pyserial's in_waiting only says 0 or 1)
+    rfc2217://    no descriptor: pyserial's reader thread queues the bytes, one
+                  queue item per byte; in_waiting counts them, and a read of that
+                  many returns at once (a zero timeout would stop after one byte)
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import termios
 import time
 from typing import Any
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import serial
 
@@ -28,18 +41,31 @@ SIGNALS = {"CTS": "cts", "DSR": "dsr", "DCD": "cd", "RI": "ri"}
 
 
 WRITE_TIMEOUT_S = 10.0
+READ_MAX = 65536
+RFC2217_READ_S = 0.05
 
 
 def open_port(cfg: dict[str, Any], timeout: float | None = 0.2) -> serial.SerialBase:
     """Open the interface's device, exclusively; DTR released on a power_button interface.
 
-    Writes time out after WRITE_TIMEOUT_S: a board that stops reading (flow control held) must not
-    wedge the supervisor's input path.
+    ``timeout`` bounds a blocking read (callers that select on ``fileno`` never block). Writes time
+    out after WRITE_TIMEOUT_S: a board that stops reading (flow control held) must not wedge the
+    supervisor's input path. rfc2217:// is the exception, pyserial refuses a write timeout there;
+    its socket's own 5 s timeout bounds those writes instead.
     """
     device = cfg["device"]
+    scheme = urlsplit(device).scheme if "://" in device else ""
+    if scheme in ("rfc2217", "socket"):
+        _refuse_if_captured(device)
+    options: dict[str, Any] = {"write_timeout": WRITE_TIMEOUT_S}
+    if scheme == "rfc2217":
+        options = {}
+        timeout = RFC2217_READ_S if timeout == 0 else timeout
+    elif scheme == "socket":
+        timeout = 0
     try:
-        port = serial.serial_for_url(device, baudrate=cfg.get("baud", 115200), timeout=timeout,
-                                     write_timeout=WRITE_TIMEOUT_S, exclusive=True, do_not_open=True)
+        port = serial.serial_for_url(port_url(device), baudrate=cfg.get("baud", 115200), timeout=timeout,
+                                     exclusive=True, do_not_open=True, **options)
         if cfg.get("power_button"):
             port.dtr = False  # DTR is the board's button: never press it by opening
         port.open()
@@ -52,6 +78,76 @@ def open_port(cfg: dict[str, Any], timeout: float | None = 0.2) -> serial.Serial
         except OSError:
             pass  # not a tty (e.g. a pipe-backed simulator): the flock still guards it
     return port
+
+
+def port_url(device: str) -> str:
+    """What pyserial opens for ``device``: an rfc2217:// URL gains ``ign_set_control``.
+
+    ser2net exporting a PTY (or any port whose driver refuses modem-control ioctls) never
+    answers RFC 2217 SET_CONTROL, and pyserial then fails every open after 3 s. labgrid adds
+    the option to every rfc2217 URL for the same reason; users never have to.
+    """
+    parts = urlsplit(device) if device.startswith("rfc2217://") else None
+    if parts is None or "ign_set_control" in parse_qs(parts.query, keep_blank_values=True):
+        return device
+    return urlunsplit(parts._replace(query="&".join(filter(None, (parts.query, "ign_set_control")))))
+
+
+def fileno(port: serial.SerialBase) -> int | None:
+    """The descriptor to select on before ``read_now``; None for rfc2217:// (its bytes sit in a queue)."""
+    fd = getattr(port, "fd", None)
+    if isinstance(fd, int):
+        return fd
+    try:
+        return port.fileno()
+    except (AttributeError, NotImplementedError, OSError, serial.SerialException):
+        return None
+
+
+def read_now(port: serial.SerialBase, limit: int = READ_MAX) -> bytes:
+    """Up to ``limit`` bytes the port holds now. Call it once ``fileno`` is readable, or any time without one.
+
+    An empty answer from a readable descriptor means the device went away: SerialException.
+    """
+    fd = getattr(port, "fd", None)
+    if isinstance(fd, int):
+        data = os.read(fd, limit)
+        if not data:
+            raise serial.SerialException("device reports readiness to read but returned no data (unplugged?)")
+        return data
+    if fileno(port) is not None:
+        return port.read(limit)  # socket://: zero timeout, one recv; a closed peer raises
+    waiting = min(port.in_waiting, limit)
+    return port.read(waiting) if waiting else b""
+
+
+def _refuse_if_captured(url: str) -> None:
+    """A network port held by another of panio's captures is busy (ser2net would kick that capture off)."""
+    from bench_agent.serial import files
+
+    holders = []
+    directory = files.daemons_dir()
+    for path in directory.glob("serial-*.json") if directory.is_dir() else []:
+        try:
+            info = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        pid = info.get("pid")
+        if (pid != os.getpid() and isinstance(pid, int) and _alive(pid)
+                and any(i.get("device") == url for i in info.get("interfaces", []))):
+            holders.append({"pid": pid, "command": command_line(pid)})
+    if holders:
+        raise busy(url, holders)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def open_error(device: str, exc: Exception) -> Exception:
@@ -67,8 +163,8 @@ def open_error(device: str, exc: Exception) -> Exception:
     return DeviceError(f"cannot open serial device {device}: {text}", device=device)
 
 
-def busy(device: str) -> Busy:
-    who = holders(device)
+def busy(device: str, who: list[dict[str, Any]] | None = None) -> Busy:
+    who = holders(device) if who is None else who
     if who:
         first = who[0]
         names = "; ".join(_holder_name(h) for h in who)
@@ -99,8 +195,6 @@ def _local_path(device: str) -> str:
     """The file behind a device string: the path itself, or the path of a URL with no host (simboard:///dev/..)."""
     if "://" not in device:
         return device
-    from urllib.parse import urlsplit
-
     parts = urlsplit(device)
     return parts.path if not parts.netloc and parts.path else device
 
