@@ -12,6 +12,7 @@ import select
 import subprocess
 import sys
 import time
+import tty
 from pathlib import Path
 
 import pytest
@@ -101,8 +102,9 @@ def test_watch_send_transact_wait_log(bench, panio, tmp_path, kind):
     assert s2n.proc.poll() is None, "ser2net must outlive panio's capture"
 
 
-def test_flood_of_100k_lines_through_socket_loses_none_in_batched_records(bench, panio, tmp_path):
-    sim, _ = exported(bench, tmp_path, "socket")
+@pytest.mark.parametrize("kind", KINDS)
+def test_flood_of_100k_lines_loses_none_in_batched_records(bench, panio, tmp_path, kind):
+    sim, _ = exported(bench, tmp_path, kind)
     panio("serial", "watch", "pico")
     sim.power_on()
     start = bench.wait_for("pico", PROMPT, timeout_ms=20000)["cursor"]
@@ -137,7 +139,7 @@ def test_ser2net_restart_mid_capture_is_a_recorded_gap_and_capture_resumes(bench
     sim.power_on()
     bench.wait_for("pico", PROMPT, timeout_ms=20000)
     before = bench.status("pico")
-    size = 1_000_000 if kind == "rfc2217" else 30_000_000  # a few seconds of flood either way
+    size = 30_000_000  # a few seconds of flood
     panio("serial", "send", "pico", f"flood {size}")
     wait_cursor(bench, before["rx"]["cursor"] + 200_000, timeout_s=30)
     s2n.kill()
@@ -209,3 +211,33 @@ def test_connect_through_ser2net_and_refused_while_watched(bench, panio, tmp_pat
     r = panio.fails("serial", "connect", "pico", code=8)
     assert f"pid {pid}" in r.err and "panio serial stop pico" in r.err
     assert bench.status("pico")["port"]["disconnects"] == 0, "connect must not kick the capture off ser2net"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_byte_value_arrives_exactly(bench, panio, tmp_path, kind):
+    """0xff is telnet's IAC: ser2net doubles it on rfc2217 ports, and the capture must undo exactly that."""
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    try:
+        s2n = Ser2net(tmp_path / "ser2net", os.ttyname(slave), kind)
+        bench.exporters.append(s2n)
+        panio("target", "add", "pico")
+        panio("serial", "add", "console", "-t", "pico", "--device", s2n.url)
+        panio("serial", "watch", "pico")
+        payload = bytes(range(256)) * 2048 + b"\xff\xff\xfa\xf0 done\n"
+        view = memoryview(payload)
+        while view:
+            if select.select([], [master], [], 5)[1]:
+                view = view[os.write(master, view[:4096]):]
+        wait_cursor(bench, len(payload), timeout_s=60)
+        assert received(records(bench)) == payload
+        sent = panio("serial", "send", "pico", "\u00ff typed", "--json").json()
+        got = b""
+        deadline = time.monotonic() + 10
+        while not got.endswith(b"typed\r") and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.5)[0]:
+                got += os.read(master, 4096)
+        assert got == "\u00ff typed\r".encode() and sent["sent_bytes"] == len(got)
+    finally:
+        os.close(master)
+        os.close(slave)

@@ -14,9 +14,9 @@ The three kinds of port read differently, and ``fileno``/``read_now`` hide it:
     /dev path     an fd to select on; os.read returns what the driver holds
     socket://     a socket to select on; opened with a zero read timeout, so a
                   read takes one recv (pyserial's in_waiting only says 0 or 1)
-    rfc2217://    no descriptor: pyserial's reader thread queues the bytes, one
-                  queue item per byte; in_waiting counts them, and a read of that
-                  many returns at once (a zero timeout would stop after one byte)
+    rfc2217://    no descriptor: a reader thread queues what arrives (rfc2217.py,
+                  in chunks); in_waiting counts the bytes, and a read of that
+                  many returns at once
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def open_port(cfg: dict[str, Any], timeout: float | None = 0.2) -> serial.Serial
     elif scheme == "socket":
         timeout = 0
     try:
-        port = serial.serial_for_url(port_url(device), baudrate=cfg.get("baud", 115200), timeout=timeout,
-                                     exclusive=True, do_not_open=True, **options)
+        port = _unopened(port_url(device), scheme, baudrate=cfg.get("baud", 115200), timeout=timeout,
+                         exclusive=True, **options)
         if cfg.get("power_button"):
             port.dtr = False  # DTR is the board's button: never press it by opening
         port.open()
@@ -78,6 +78,16 @@ def open_port(cfg: dict[str, Any], timeout: float | None = 0.2) -> serial.Serial
         except OSError:
             pass  # not a tty (e.g. a pipe-backed simulator): the flock still guards it
     return port
+
+
+def _unopened(url: str, scheme: str, **settings: Any) -> serial.SerialBase:
+    if scheme == "rfc2217":
+        from bench_agent.serial.rfc2217 import ChunkedRfc2217Serial
+
+        port = ChunkedRfc2217Serial(None, **settings)
+        port.port = url
+        return port
+    return serial.serial_for_url(url, do_not_open=True, **settings)
 
 
 def port_url(device: str) -> str:
