@@ -1,6 +1,7 @@
 """ser2net benchmark: panio's capture through a real ser2net vs plain pyserial on the same URL.
 
-    .venv/bin/python benchmarks/ser2net_capture.py [--lines 100000] [--rfc2217-lines 20000] [--json]
+    .venv/bin/python benchmarks/ser2net_capture.py [--lines 100000] [--rfc2217-lines 5000] [--repeat 5]
+                                                   [--bufsize 4096] [--json]
 
 One PTY responder process answers ``flood N`` with N numbered 73-byte lines
 then ``END``. Debian's ser2net exports that PTY on a loopback port, as
@@ -9,9 +10,11 @@ run, for each URL kind:
 
   pyserial  plain pyserial on the URL: write the request, ``read(65536)`` until END
   panio     panio's supervisor (what `panio serial watch` starts) capturing the URL to
-            its on-disk log: time until its cursor has every byte (polled every 2 ms)
+            its on-disk log: time until its cursor has every byte (polled every 10 ms)
 
 Both count the numbered lines they got (lost = N - distinct numbers seen).
+Each side runs ``--repeat`` times, alternating; the best rate of each counts
+(a shared machine only ever slows a run down) and the worst loss.
 Also measured on panio's log: bytes on disk per byte received, and the time
 `panio serial log` takes to read 5,000 lines. Target: panio >= 80 % of
 pyserial's rate with 0 lines lost. rfc2217 is slower for both: pyserial's
@@ -101,7 +104,7 @@ def captured(url: str, lines: int) -> dict[str, float]:
             c.call({"op": "send", "iface": "console", "data_b64": base64.b64encode(b"flood %d\r" % lines).decode()})
             t0, cursor = time.perf_counter(), start
             while cursor < start + lines * (9 + len(LINE_BODY)) + len(END):
-                time.sleep(0.002)
+                time.sleep(0.01)  # a faster poll steals CPU from the capture on a small machine
                 cursor = c.call({"op": "status"})["interfaces"]["console"]["cursor"]
             elapsed = time.perf_counter() - t0
         data = b"".join(rec.payload for rec in reversed(list(records_backward(log)))
@@ -110,7 +113,7 @@ def captured(url: str, lines: int) -> dict[str, float]:
         window = ops.call("serial.log", {"target": "bench", "iface": {"name": "console", "device": url},
                                          "tail": 5000})
         read_ms = (time.perf_counter() - t1) * 1000
-        assert len(window["lines"]) == 5000, len(window["lines"])
+        assert len(window["lines"]) == min(5000, lines + 1), len(window["lines"])
         on_disk = sum(p.stat().st_size for p in segments(log))
     finally:
         ops.call("serial.stop", {"target": "bench"})
@@ -120,11 +123,21 @@ def captured(url: str, lines: int) -> dict[str, float]:
             "disk_per_byte": round(on_disk / max(cursor, 1), 3), "log_5000_lines_ms": round(read_ms, 1)}
 
 
+def best(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The fastest run's figures, with the worst loss of any run (a shared machine only ever slows a run down)."""
+    top = max(runs, key=lambda r: r["mb_s"])
+    return {**top, "lines_lost": max(r["lines_lost"] for r in runs), "mb_s_all": [r["mb_s"] for r in runs]}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lines", type=int, default=100_000, help="flood size on socket:// (default 100000)")
-    p.add_argument("--rfc2217-lines", type=int, default=20_000,
-                   help="flood size on rfc2217:// (default 20000: pyserial reads RFC 2217 at ~0.3 MB/s)")
+    p.add_argument("--rfc2217-lines", type=int, default=5_000,
+                   help="flood size on rfc2217:// (default 5000: pyserial reads RFC 2217 at ~0.1-0.3 MB/s)")
+    p.add_argument("--repeat", type=int, default=5, help="runs of each side, alternating; the best rate counts")
+    p.add_argument("--bufsize", type=int, default=4096,
+                   help="ser2net's dev-to-net-bufsize (default 4096, as docs/remote-serial.md advises for fast "
+                        "ports; ser2net's own default is 64)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--responder", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -143,12 +156,13 @@ def main() -> int:
         try:
             while not os.path.exists(link):
                 time.sleep(0.01)
-            out = {}
+            out = {"ser2net_dev_to_net_bufsize": a.bufsize}
             for kind, lines in (("socket", a.lines), ("rfc2217", a.rfc2217_lines)):
-                exporter = Ser2net(Path(tmp) / "ser2net", link, kind)
+                exporter = Ser2net(Path(tmp) / "ser2net", link, kind, bufsize=a.bufsize)
                 try:
-                    row = {"lines": lines, "url": exporter.url, "pyserial": plain(exporter.url, lines),
-                           "panio": captured(exporter.url, lines)}
+                    runs = [(plain(exporter.url, lines), captured(exporter.url, lines)) for _ in range(a.repeat)]
+                    row = {"lines": lines, "url": exporter.url, "runs": a.repeat,
+                           "pyserial": best([r[0] for r in runs]), "panio": best([r[1] for r in runs])}
                 finally:
                     exporter.stop()
                 row["ratio"] = round(row["panio"]["mb_s"] / row["pyserial"]["mb_s"], 3)
@@ -159,8 +173,10 @@ def main() -> int:
     if a.json:
         print(json.dumps(out, indent=2))
         return 0
-    print("capture through ser2net, side by side   lines     MB/s   lost   disk/byte  log 5000 lines")
-    for kind, row in out.items():
+    print(f"capture through ser2net (dev-to-net-bufsize {a.bufsize})")
+    print(f"  side by side, best of {a.repeat} runs each       lines     MB/s   lost   disk/byte  log 5000 lines")
+    for kind in ("socket", "rfc2217"):
+        row = out[kind]
         py, pa = row["pyserial"], row["panio"]
         print(f"  {kind:8} plain pyserial            {row['lines']:7d}  {py['mb_s']:7.3f}  {py['lines_lost']:5d}")
         print(f"  {kind:8} panio capture to disk     {row['lines']:7d}  {pa['mb_s']:7.3f}  {pa['lines_lost']:5d}"

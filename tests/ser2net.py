@@ -1,8 +1,9 @@
 """Debian's real ser2net on a loopback port, exporting one device as rfc2217:// or socket://.
 
-The YAML is written the way docs/remote-serial.md tells a lab to write it,
-plus ``nouucplock`` (tests run many PTYs side by side, and root's uucp locks in
-/var/lock would outlive a killed ser2net).
+The YAML is written the way docs/remote-serial.md tells a lab to write it:
+``max-connections: 1``, no ``kickolduser``, ``dev-to-net-bufsize: 4096`` (a
+PTY floods faster than any adapter), plus ``nouucplock`` (tests run many PTYs
+side by side, and uucp locks in /var/lock would outlive a killed ser2net).
 """
 
 from __future__ import annotations
@@ -25,24 +26,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def config(device: str, kind: str, port: int, baud: int = 115200) -> str:
+def config(device: str, kind: str, port: int, baud: int = 115200, bufsize: int = 4096) -> str:
     return (f"connection: &panio\n"
             f"  accepter: {ACCEPTERS[kind]},127.0.0.1,{port}\n"
             f"  connector: serialdev(nouucplock=true),{device},{baud}n81,local\n"
             f"  options:\n"
-            f"    kickolduser: true\n"
-            f"    dev-to-net-bufsize: 4096\n"
-            f"    net-to-dev-bufsize: 4096\n")
+            f"    max-connections: 1\n"
+            f"    dev-to-net-bufsize: {bufsize}\n")
 
 
 class Ser2net:
     """One ser2net process (``-n -d -c FILE``); ``url`` is what a lab file names as the device."""
 
-    def __init__(self, root: Path, device: str, kind: str, port: int | None = None) -> None:
+    def __init__(self, root: Path, device: str, kind: str, port: int | None = None, bufsize: int = 4096) -> None:
         self.root, self.kind, self.port = root, kind, port or free_port()
         root.mkdir(parents=True, exist_ok=True)
         self.conf = root / f"ser2net-{self.port}.yaml"
-        self.conf.write_text(config(os.path.realpath(device), kind, self.port))
+        self.conf.write_text(config(os.path.realpath(device), kind, self.port, bufsize=bufsize))
         self.url = f"{kind}://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
         self.start()
