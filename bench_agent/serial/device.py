@@ -6,7 +6,7 @@ scheme from ``bench_agent/sim/protocol_<scheme>.py``. A posix port is
 ``flock``ed (pyserial's ``exclusive=True``, which tio and minicom honour too)
 and then marked TIOCEXCL, so one of watch, connect or an outside program holds
 it at a time; a network port is refused while one of panio's own captures
-holds the same URL (ser2net would hand the port over to the newcomer).
+holds the same URL.
 pyserial exceptions become panio errors here.
 
 The three kinds of port read differently, and ``fileno``/``read_now`` hide it:
@@ -42,7 +42,6 @@ SIGNALS = {"CTS": "cts", "DSR": "dsr", "DCD": "cd", "RI": "ri"}
 
 WRITE_TIMEOUT_S = 10.0
 READ_MAX = 65536
-RFC2217_READ_S = 0.05
 
 
 def open_port(cfg: dict[str, Any], timeout: float | None = 0.2) -> serial.SerialBase:
@@ -57,12 +56,9 @@ def open_port(cfg: dict[str, Any], timeout: float | None = 0.2) -> serial.Serial
     scheme = urlsplit(device).scheme if "://" in device else ""
     if scheme in ("rfc2217", "socket"):
         _refuse_if_captured(device)
-    options: dict[str, Any] = {"write_timeout": WRITE_TIMEOUT_S}
-    if scheme == "rfc2217":
-        options = {}
-        timeout = RFC2217_READ_S if timeout == 0 else timeout
-    elif scheme == "socket":
-        timeout = 0
+    options: dict[str, Any] = {} if scheme == "rfc2217" else {"write_timeout": WRITE_TIMEOUT_S}
+    if scheme == "socket":
+        timeout = 0  # callers select on fileno(); with any other timeout a read waits to fill its size
     try:
         port = _unopened(port_url(device), scheme, baudrate=cfg.get("baud", 115200), timeout=timeout,
                          exclusive=True, **options)
@@ -132,8 +128,13 @@ def read_now(port: serial.SerialBase, limit: int = READ_MAX) -> bytes:
 
 
 def _refuse_if_captured(url: str) -> None:
-    """A network port held by another of panio's captures is busy (ser2net would kick that capture off)."""
+    """A network port that another of panio's captures holds is busy.
+
+    No lock can say so across the network, and ser2net would refuse the newcomer (max-connections)
+    or, with kickolduser, drop the capture for it; panio's own discovery files can.
+    """
     from bench_agent.serial import files
+    from bench_agent.serial.client import pid_alive  # client imports this module
 
     holders = []
     directory = files.daemons_dir()
@@ -143,21 +144,11 @@ def _refuse_if_captured(url: str) -> None:
         except (OSError, ValueError):
             continue
         pid = info.get("pid")
-        if (pid != os.getpid() and isinstance(pid, int) and _alive(pid)
+        if (isinstance(pid, int) and pid != os.getpid() and pid_alive(pid)
                 and any(i.get("device") == url for i in info.get("interfaces", []))):
             holders.append({"pid": pid, "command": command_line(pid)})
     if holders:
         raise busy(url, holders)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def open_error(device: str, exc: Exception) -> Exception:
