@@ -19,7 +19,7 @@ import pytest
 
 from bench_agent.serial.logstore import DATA, GAP, records_backward
 from bench_agent.sim.console import PROMPT, UNAME, SimConsole, flood_bytes
-from ser2net import SER2NET, Ser2net
+from ser2net import SER2NET, Ser2net, free_port
 from serial_fixtures import Bench
 
 pytestmark = pytest.mark.skipif(not os.path.exists(SER2NET), reason="ser2net is not installed "
@@ -100,6 +100,18 @@ def test_watch_send_transact_wait_log(bench, panio, tmp_path, kind):
     assert "root@sim:~# echo via-ser2net" in panio("serial", "log", "pico").out
     panio("serial", "stop", "pico")
     assert s2n.proc.poll() is None, "ser2net must outlive panio's capture"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_nothing_listening_is_unreachable_and_nothing_keeps_running(bench, panio, kind):
+    url = f"{kind}://127.0.0.1:{free_port()}"
+    panio("target", "add", "pico")
+    panio("serial", "add", "console", "-t", "pico", "--device", url)
+    r = panio.fails("serial", "watch", "pico", code=4)
+    assert f"cannot reach serial device {url}: " in r.err and "ign_set_control" not in r.err
+    assert r.error["device"] == url
+    assert bench.discovery("pico") is None and panio("daemons", "--json").json() == []
+    panio.fails("serial", "connect", "pico", code=4)
 
 
 @pytest.mark.parametrize("kind", KINDS)

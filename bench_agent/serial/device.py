@@ -152,7 +152,7 @@ def _refuse_if_captured(url: str) -> None:
 
 
 def open_error(device: str, exc: Exception) -> Exception:
-    text = str(exc)
+    text = str(exc).replace(port_url(device), device)  # the user wrote the URL without panio's options
     code = getattr(exc, "errno", None)
     if "exclusively lock" in text or code in (errno.EBUSY, errno.EAGAIN) or "[Errno 16]" in text:
         return busy(device)
