@@ -69,6 +69,19 @@ def wait_cursor(bench: Bench, at_least: int, timeout_s: float) -> int:
     raise AssertionError(f"cursor {cursor} never reached {at_least}")
 
 
+def keepalive_probes(pid: int, port: int) -> bool:
+    """Whether process ``pid``'s connection to ``port`` runs the kernel's keepalive timer (/proc/net/tcp "timer 2")."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    with open("/proc/net/tcp") as f:
+        rows = [line.split() for line in list(f)[1:]]
+    mine = [r for r in rows if r[9] in inodes and r[2].endswith(f":{port:04X}")]
+    return bool(mine) and all(r[5].split(":")[0] == "02" for r in mine)
+
+
 def wait_state(bench: Bench, state: str, timeout_s: float = 20) -> dict:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -90,6 +103,7 @@ def test_watch_send_transact_wait_log(bench, panio, tmp_path, kind):
     assert r["status"] == "matched" and UNAME in r["text"]
     st = bench.status("pico")
     assert st["port"]["state"] == "open" and st["active"]["device"] == s2n.url
+    assert keepalive_probes(bench.discovery("pico")["pid"], s2n.port), "an idle link must be probed"
     sent = panio("serial", "send", "pico", "echo via-ser2net", "--json").json()
     r = panio("serial", "wait", "pico", "--epoch", str(st["epoch"]), "--since", str(sent["cursor"]),
               "--pattern", r"via-ser2net\r\n", "--timeout-ms", "10000").json()

@@ -25,6 +25,7 @@ import errno
 import fcntl
 import json
 import os
+import socket
 import termios
 import time
 from typing import Any
@@ -42,6 +43,7 @@ SIGNALS = {"CTS": "cts", "DSR": "dsr", "DCD": "cd", "RI": "ri"}
 
 WRITE_TIMEOUT_S = 10.0
 READ_MAX = 65536
+KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_PROBES = 10, 5, 3  # a dead link is lost within ~25 s
 
 
 def open_port(cfg: dict[str, Any], timeout: float | None = 0.2) -> serial.SerialBase:
@@ -73,7 +75,23 @@ def open_port(cfg: dict[str, Any], timeout: float | None = 0.2) -> serial.Serial
             fcntl.ioctl(fd, termios.TIOCEXCL)
         except OSError:
             pass  # not a tty (e.g. a pipe-backed simulator): the flock still guards it
+    _keepalive(getattr(port, "_socket", None))
     return port
+
+
+def _keepalive(sock: socket.socket | None) -> None:
+    """Probe an idle network port, so a console server that rebooted or vanished reads as lost.
+
+    A quiet board and a dead link look alike on an idle TCP connection; without probes the capture
+    would wait on the old connection forever while the new ser2net has no client.
+    """
+    if sock is None:
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE_S), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S),
+                          ("TCP_KEEPCNT", KEEPALIVE_PROBES)):
+        if hasattr(socket, option):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 
 
 def _unopened(url: str, scheme: str, **settings: Any) -> serial.SerialBase:
