@@ -236,6 +236,27 @@ def test_connect_through_ser2net_and_refused_while_watched(bench, panio, tmp_pat
             proc.kill()
             proc.wait(5)
         os.close(master)
+    # ser2net going away under a person's terminal ends it as unreachable, not a hang or a traceback
+    master, slave = os.openpty()
+    proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "panio"), "serial", "connect", "pico"],
+                            stdin=slave, stdout=slave, stderr=slave, env=panio.env)
+    os.close(slave)
+    try:
+        seen = read_until(b"Ctrl-] quits")
+        s2n.kill()
+        assert proc.wait(20) == 4
+        while select.select([master], [], [], 0.5)[0]:
+            try:
+                seen += os.read(master, 4096)
+            except OSError:  # EIO: the terminal's last opener is gone
+                break
+        assert b"panio: lost serial device " + s2n.url.encode() in seen and b"Traceback" not in seen
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        os.close(master)
+    s2n.start()
     panio("serial", "watch", "pico")
     pid = bench.discovery("pico")["pid"]
     r = panio.fails("serial", "connect", "pico", code=8)

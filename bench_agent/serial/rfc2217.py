@@ -31,6 +31,8 @@ class ChunkedRfc2217Serial(rfc2217.Serial):
         if not self.is_open:
             raise PortNotOpenError()
         self._take(block=False)
+        if not self._pending and self._eof:  # as a readable descriptor that returns nothing: gone
+            raise SerialException("connection failed (the server closed it)")
         return len(self._pending)
 
     def read(self, size: int = 1) -> bytes:
