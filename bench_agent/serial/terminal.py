@@ -55,8 +55,9 @@ def _interactive(port, iface: dict[str, Any]) -> None:
         sys.stderr.write(f"panio: connected to {iface['device']} ({iface['name']}); Ctrl-] quits\r\n")
         sys.stderr.flush()
         fd = device.fileno(port)
+        watched, poll_s = ([stdin, fd], 0.5) if fd is not None else ([stdin], 0.02)  # rfc2217 has no fd: poll
         while True:
-            ready, _, _ = select.select([stdin] + ([fd] if fd is not None else []), [], [], 0.5 if fd is not None else 0.02)
+            ready, _, _ = select.select(watched, [], [], poll_s)
             if fd is None or fd in ready:
                 _pump_out(port)
             if stdin in ready:
