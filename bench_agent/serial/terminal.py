@@ -14,6 +14,9 @@ import sys
 import time
 from typing import Any
 
+import serial
+
+from bench_agent.errors import Unreachable
 from bench_agent.serial import device
 
 QUIT = b"\x1d"
@@ -27,13 +30,15 @@ def run(target: str, iface: dict[str, Any]) -> dict[str, Any]:
             _interactive(port, iface)
         else:
             _piped(port)
+    except (serial.SerialException, OSError) as exc:
+        raise Unreachable(f"lost serial device {iface['device']}: {exc}", device=iface["device"]) from exc
     finally:
         port.close()
     return {"target": target, "interface": iface["name"], "closed": True}
 
 
 def _pump_out(port) -> bool:
-    data = port.read(65536)
+    data = device.read_now(port)
     if data:
         os.write(sys.stdout.fileno(), data)
     return bool(data)
@@ -49,9 +54,10 @@ def _interactive(port, iface: dict[str, Any]) -> None:
         tty.setraw(stdin)  # before the banner, so whatever is typed after it goes to the board as is
         sys.stderr.write(f"panio: connected to {iface['device']} ({iface['name']}); Ctrl-] quits\r\n")
         sys.stderr.flush()
-        fd = _fileno(port)
+        fd = device.fileno(port)
+        watched, poll_s = ([stdin, fd], 0.5) if fd is not None else ([stdin], 0.02)  # rfc2217 has no fd: poll
         while True:
-            ready, _, _ = select.select([stdin] + ([fd] if fd is not None else []), [], [], 0.5 if fd else 0.02)
+            ready, _, _ = select.select(watched, [], [], poll_s)
             if fd is None or fd in ready:
                 _pump_out(port)
             if stdin in ready:
@@ -64,21 +70,16 @@ def _interactive(port, iface: dict[str, Any]) -> None:
         sys.stderr.write("\r\npanio: disconnected\n")
 
 
-def _fileno(port) -> int | None:
-    """The port's descriptor to select on; None for URL ports without one (rfc2217://), which are polled."""
-    try:
-        return port.fileno()
-    except (AttributeError, NotImplementedError, OSError):
-        return None
-
-
 def _piped(port) -> None:
     data = sys.stdin.buffer.read()
     if data:
         port.write(data)
+    fd = device.fileno(port)
     quiet_since = time.monotonic()
     while time.monotonic() - quiet_since < IDLE_S:
+        if fd is not None and not select.select([fd], [], [], 0.02)[0]:
+            continue
         if _pump_out(port):
             quiet_since = time.monotonic()
-        else:
+        elif fd is None:
             time.sleep(0.02)
