@@ -256,14 +256,28 @@ class ResultStore:
                               .order_by(self.steps.c.idx)).mappings().all()
         return {**_job_dict(row), "steps": [_step_dict(s) for s in steps]}
 
-    def list_jobs(self, limit: int = 20, target: str | None = None, state: str | None = None) -> list[dict]:
+    def list_jobs(self, limit: int = 20, target: str | None = None, state: str | None = None,
+                  before: int | None = None, **equal: str | None) -> list[dict]:
+        """Newest first; ``before``: only ids below it (the next page); ``equal``: more column filters
+        (name, host, health, result)."""
         q = self.jobs.select().order_by(self.jobs.c.id.desc()).limit(limit)
-        if target:
-            q = q.where(self.jobs.c.target == target)
-        if state:
-            q = q.where(self.jobs.c.state == state)
+        for column, value in {"target": target, "state": state, **equal}.items():
+            if value:
+                q = q.where(self.jobs.c[column] == value)
+        if before is not None:
+            q = q.where(self.jobs.c.id < before)
         with self.engine.connect() as c:
             return [_job_dict(r) for r in c.execute(q).mappings().all()]
+
+    def last_jobs(self, targets: list[str]) -> dict[str, dict]:
+        """The newest job of each of ``targets`` (a target with none is left out)."""
+        import sqlalchemy as sa
+
+        j = self.jobs.c
+        newest = (sa.select(sa.func.max(j.id)).where(j.target.in_(targets)).group_by(j.target)).scalar_subquery()
+        with self.engine.connect() as c:
+            rows = c.execute(self.jobs.select().where(j.id.in_(newest))).mappings().all()
+        return {r["target"]: _job_dict(r) for r in rows}
 
     def active_jobs(self, ids: list[int] | None = None) -> list[dict]:
         """Jobs not done yet (queued or running), oldest first, without their steps."""

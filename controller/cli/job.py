@@ -95,19 +95,9 @@ def _store():
 
 
 def _reconciled(store, job_id: int, job: dict | None = None) -> dict:
-    """The job, after settling it if its runner is proven dead (a reader never overrules a live runner)."""
-    job = job or store.job(job_id)
-    if job["state"] == "done":
-        return job
-    return _reader_reconciler(store).job(job)
+    from controller.jobs.control import reconciled
 
-
-def _reader_reconciler(store):
-    from bench_agent.jobs.reconcile import Reconciler
-    from controller.jobs import backends
-
-    # Without a broker nobody else can settle a job whose process died before it started.
-    return Reconciler(store, backends.lease_store(), fail_unsendable=backends.broker_url() is None)
+    return reconciled(store, job_id, job)
 
 
 def _brief(job: dict) -> dict:
@@ -197,11 +187,9 @@ def status(args: argparse.Namespace) -> None:
 
 
 def list_(args: argparse.Namespace) -> None:
-    store = _store()
-    jobs = store.list_jobs(limit=args.limit, target=args.target, state=args.state)
-    if any(j["state"] != "done" for j in jobs):  # show jobs whose runner died as what they are
-        jobs = [_reconciled(store, j["id"], j) for j in jobs]
-        jobs = [j for j in jobs if not args.state or j["state"] == args.state]
+    from controller.jobs.control import list_settled
+
+    jobs = list_settled(_store(), limit=args.limit, target=args.target, state=args.state)
     if args.json:
         print_json([{k: v for k, v in j.items() if k not in ("spec", "steps")} for j in jobs])
         return
@@ -257,14 +245,6 @@ def artifacts(args: argparse.Namespace) -> None:
 
 
 def cancel(args: argparse.Namespace) -> None:
-    store = _store()
-    job = store.job(args.id)
-    if job["state"] == "done":
-        say(f"job {args.id} already finished ({job['health']})")
-        return
-    store.request_cancel(args.id)
-    if job["state"] == "queued" and store.finish(args.id, "canceled", None, "canceled before it started",
-                                                 {"error": "canceled", "exit": 15, "message": "canceled"}):
-        say(f"job {args.id} canceled before it started")
-        return
-    say(f"job {args.id}: cancel requested; its runner stops the running step")
+    from controller.jobs.control import cancel as cancel_job
+
+    say(cancel_job(_store(), args.id))

@@ -1,0 +1,75 @@
+"""panio dashboard: serve the operator's web view (hosts, targets, jobs, schedules) on loopback."""
+
+from __future__ import annotations
+
+import argparse
+
+from controller.cli.common import say
+
+DETAILS = """\
+Serves a small web app: control hosts and whether their workers answer,
+targets with their lease holder, health and last job, the job queue and
+history with filters, each job's steps, output, serial log, screenshots and
+JUnit (live while it runs), schedules; operators can cancel jobs.
+
+It reads the same results database and lease store as `panio job` (set
+PANIO_RESULTS_URL / PANIO_BROKER as for the workers). Access tokens come from
+the environment: PANIO_DASHBOARD_TOKEN (operator: may cancel jobs) and
+PANIO_DASHBOARD_READ_TOKEN (read-only). Without a token it serves loopback only;
+--bind beyond loopback without PANIO_DASHBOARD_TOKEN is refused (exit 3)."""
+
+
+def register(p: argparse.ArgumentParser, name: str) -> None:
+    p.description = "Serve the operator's web dashboard (loopback by default).\n\n" + DETAILS
+    p.epilog = ("example:\n  panio dashboard                      # http://127.0.0.1:8765/\n"
+                "  PANIO_DASHBOARD_TOKEN=$(cat ~/.panio-token) panio dashboard --bind 0.0.0.0 --port 8080\n\n"
+                "see also: panio job list, panio lease list, panio schedule list, docs/dashboard.md")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("--bind", default="127.0.0.1", metavar="ADDR",
+                   help="address to listen on (default 127.0.0.1; anything else needs PANIO_DASHBOARD_TOKEN)")
+    p.add_argument("--port", type=_port, default=8765, metavar="PORT", help="TCP port (default 8765; 0 = any free)")
+    p.set_defaults(func=run)
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
+    return int(text)
+
+
+def run(args: argparse.Namespace) -> None:
+    import socket
+
+    from bench_agent.errors import NotConfigured, Unreachable
+    from controller.dashboard.auth import Auth, is_loopback
+
+    auth = Auth.from_env()
+    if not is_loopback(args.bind) and "operator" not in auth.tokens:
+        raise NotConfigured(f"refusing to serve {args.bind} without a token: anyone who reaches it could "
+                            "cancel jobs", hint="set PANIO_DASHBOARD_TOKEN, or keep the default --bind 127.0.0.1")
+    try:  # bind here, so a taken port fails with panio's error, not a server traceback
+        sock = socket.socket(socket.AF_INET6 if ":" in args.bind else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((args.bind, args.port))
+    except OSError as exc:
+        raise Unreachable(f"cannot listen on {args.bind}:{args.port}: {exc.strerror}",
+                          hint="pick another --port") from None
+    _serve(args, auth, sock)
+
+
+def _serve(args: argparse.Namespace, auth, sock) -> None:
+    import uvicorn
+
+    from controller.cli.common import load_lab
+    from controller.dashboard.app import build
+
+    load_lab(args)  # a broken lab file fails now, not on the first page
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    say(f"panio dashboard on http://{shown}:{port}/ ({'no token: loopback only' if auth.open else 'token required'})")
+    import sys
+
+    sys.stdout.flush()
+    config = uvicorn.Config(build(lambda: load_lab(args), auth), log_level="warning", access_log=False,
+                            lifespan="off")
+    uvicorn.Server(config).run(sockets=[sock])

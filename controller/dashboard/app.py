@@ -1,0 +1,205 @@
+"""The dashboard's web app (Starlette): server-rendered pages, htmx for live parts, no build step.
+
+Every handler is a plain function (Starlette runs it in its thread pool, so
+a slow database or broker never blocks the event loop). Pages that change
+while a job runs re-fetch their live fragment with htmx until the job is done.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from functools import partial
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from bench_agent.errors import NotConfigured, PanioError
+from controller.dashboard import reads
+from controller.dashboard.auth import COOKIE, Auth
+
+HERE = Path(__file__).parent
+IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+PUBLIC = ("/login", "/static/")
+HEADERS = {"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+           "Cache-Control": "no-store",
+           "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'"}
+
+
+class Dashboard:
+    """The lab it shows, the stores it reads and who may do what."""
+
+    def __init__(self, load_lab, auth: Auth) -> None:
+        self.load_lab, self.auth = load_lab, auth
+        self.templates = Jinja2Templates(directory=str(HERE / "templates"))
+        self.templates.env.filters["when"] = _when
+        self.templates.env.filters["duration"] = _duration
+        self.templates.env.globals["verdict"] = _verdict
+
+    def store(self):
+        from controller.jobs import backends
+
+        return backends.results_store()
+
+    def page(self, request: Request, name: str, status_code: int = 200, **context) -> HTMLResponse:
+        cookie = request.cookies.get(COOKIE)
+        context.update(role=request.state.role, csrf=self.auth.csrf(cookie), open=self.auth.open)
+        return self.templates.TemplateResponse(request, name, context, status_code=status_code)
+
+
+def build(load_lab, auth: Auth | None = None) -> Starlette:
+    d = Dashboard(load_lab, auth or Auth.from_env())
+    routes = [
+        Route("/", partial(overview, d)),
+        Route("/login", partial(login, d), methods=["GET", "POST"]),
+        Route("/logout", partial(logout, d), methods=["POST"]),
+        Route("/jobs", partial(jobs, d)),
+        Route("/jobs/{id:int}", partial(job, d)),
+        Route("/jobs/{id:int}/live", partial(job, d, fragment=True)),
+        Route("/jobs/{id:int}/serial", partial(serial, d)),
+        Route("/jobs/{id:int}/serial/live", partial(serial, d, fragment=True)),
+        Route("/jobs/{id:int}/artifacts/{name:str}", partial(artifact, d)),
+        Route("/jobs/{id:int}/cancel", partial(cancel, d), methods=["POST"]),
+        Route("/schedules", partial(schedules, d)),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+
+    async def guard(request: Request, call_next):
+        request.state.role = d.auth.role(request.cookies.get(COOKIE), request.headers.get("authorization"))
+        if request.state.role is None and not request.url.path.startswith(PUBLIC):
+            if request.headers.get("hx-request"):
+                return Response(status_code=401, headers={"HX-Redirect": "/login"})
+            return RedirectResponse("/login", status_code=303)
+        response = await call_next(request)
+        response.headers.update(HEADERS)
+        return response
+
+    # A form or token larger than this is not one of ours.
+    return Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)],
+                     max_body_size=64 * 1024)
+
+
+def overview(d: Dashboard, request: Request) -> Response:
+    lab = d.load_lab()
+    store = d.store()
+    return d.page(request, "overview.html", hosts=reads.hosts(lab), targets=reads.targets(lab, store),
+                  queue=reads.queue(store))
+
+
+async def login(d: Dashboard, request: Request) -> Response:
+    if request.method == "GET":
+        return d.templates.TemplateResponse(request, "login.html", {"error": None, "open": d.auth.open})
+    form = await request.form()
+    role = d.auth.role_for_token(str(form.get("token", ""))) if not d.auth.open else None
+    if role is None:
+        return d.templates.TemplateResponse(request, "login.html", {"error": "wrong token", "open": d.auth.open},
+                                            status_code=401)
+    response = RedirectResponse("/", status_code=303)
+    response.set_cookie(COOKIE, d.auth.session(role), httponly=True, samesite="strict", path="/")
+    return response
+
+
+async def logout(d: Dashboard, request: Request) -> Response:
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/")
+    return response
+
+
+def jobs(d: Dashboard, request: Request) -> Response:
+    filters = {k: request.query_params.get(k, "") for k in reads.JOB_FILTERS}
+    before = _int(request.query_params.get("before"))
+    found = reads.jobs(d.store(), filters, limit=50, before=before)
+    more = found[-1]["id"] if len(found) == 50 else None
+    return d.page(request, "jobs.html", jobs=found, filters=filters, more=more)
+
+
+def _job_or_404(d: Dashboard, job_id: int) -> dict | None:
+    try:
+        return reads.job(d.store(), job_id)
+    except NotConfigured:
+        return None
+
+
+def job(d: Dashboard, request: Request, fragment: bool = False) -> Response:
+    found = _job_or_404(d, request.path_params["id"])
+    if found is None:
+        return d.page(request, "missing.html", status_code=404, what=f"job {request.path_params['id']}")
+    images = [n for n in found["artifacts"] if Path(n).suffix.lower() in IMAGE_TYPES]
+    return d.page(request, "job_live.html" if fragment else "job.html", job=found, images=images,
+                  message=request.query_params.get("message"))
+
+
+def serial(d: Dashboard, request: Request, fragment: bool = False) -> Response:
+    found = _job_or_404(d, request.path_params["id"])
+    if found is None:
+        return d.page(request, "missing.html", status_code=404, what=f"job {request.path_params['id']}")
+    logs = reads.serial_log(d.load_lab(), found)
+    return d.page(request, "serial_live.html" if fragment else "serial.html", job=found, logs=logs)
+
+
+def artifact(d: Dashboard, request: Request) -> Response:
+    found = _job_or_404(d, request.path_params["id"])
+    name = request.path_params["name"]
+    if found is None or name not in found["artifacts"]:
+        return PlainTextResponse("no such artifact", status_code=404)
+    content = found["artifacts"][name]
+    kind = IMAGE_TYPES.get(Path(name).suffix.lower())
+    if kind:  # an image artifact is stored base64-encoded (the results database holds text)
+        try:
+            return Response(base64.b64decode(content, validate=True), media_type=kind)
+        except ValueError:
+            return PlainTextResponse("artifact is not base64", status_code=422)
+    media = "application/xml" if name.endswith(".xml") else "text/plain; charset=utf-8"
+    return Response(content, media_type=media,
+                    headers={"Content-Disposition": f'inline; filename="{name}"'})
+
+
+async def cancel(d: Dashboard, request: Request) -> Response:
+    job_id = request.path_params["id"]
+    form = await request.form()
+    if request.state.role != "operator":
+        return PlainTextResponse("only an operator may cancel jobs", status_code=403)
+    if not d.auth.csrf_ok(request.cookies.get(COOKIE), str(form.get("csrf", ""))):
+        return PlainTextResponse("stale or forged form: reload the page", status_code=403)
+    from starlette.concurrency import run_in_threadpool
+
+    from controller.jobs import control
+
+    try:
+        message = await run_in_threadpool(control.cancel, d.store(), job_id)
+    except PanioError as err:
+        message = err.message
+    from urllib.parse import quote
+
+    return RedirectResponse(f"/jobs/{job_id}?message={quote(message)}", status_code=303)
+
+
+def schedules(d: Dashboard, request: Request) -> Response:
+    return d.page(request, "schedules.html", schedules=reads.schedules())
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() else None
+
+
+def _when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else ""
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def _verdict(job: dict) -> str:
+    if job["state"] != "done":
+        return job["state"] + (" (cancel requested)" if job.get("cancel_requested") else "")
+    return job["health"] + (f", {job['result']}" if job.get("result") else "")

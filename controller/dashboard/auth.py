@@ -1,0 +1,77 @@
+"""Who may look and who may act: bearer tokens, a session cookie derived from them, and CSRF checks.
+
+Two roles: ``reader`` (every page) and ``operator`` (also cancels jobs).
+Tokens come from the environment (``PANIO_DASHBOARD_TOKEN`` for operators,
+``PANIO_DASHBOARD_READ_TOKEN`` for readers), never from the command line,
+where any local user could read them in the process list. With no token at
+all the dashboard only binds to loopback and everyone on this machine is an
+operator. The session cookie is an HMAC of the role under its token, so it
+stays valid across restarts and dies when the token changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+
+COOKIE = "panio_dashboard"
+ROLES = ("reader", "operator")
+
+
+class Auth:
+    def __init__(self, operator_token: str | None, reader_token: str | None) -> None:
+        self.tokens = {r: t for r, t in (("operator", operator_token), ("reader", reader_token)) if t}
+        self.csrf_key = secrets.token_bytes(32)  # per process: a form from a previous run must be reloaded
+
+    @classmethod
+    def from_env(cls) -> "Auth":
+        return cls(os.environ.get("PANIO_DASHBOARD_TOKEN") or None,
+                   os.environ.get("PANIO_DASHBOARD_READ_TOKEN") or None)
+
+    @property
+    def open(self) -> bool:
+        return not self.tokens
+
+    def role_for_token(self, token: str) -> str | None:
+        for role, expected in self.tokens.items():
+            if hmac.compare_digest(token.encode(), expected.encode()):
+                return role
+        return None
+
+    def session(self, role: str) -> str:
+        return f"{role}:{_mac(self.tokens[role].encode(), 'session:' + role)}"
+
+    def role(self, cookie: str | None, authorization: str | None) -> str | None:
+        """The caller's role, or None: no token, a wrong one, or a session from another token."""
+        if self.open:
+            return "operator"
+        if authorization and authorization.lower().startswith("bearer "):
+            return self.role_for_token(authorization[7:].strip())
+        if cookie and ":" in cookie:
+            role = cookie.split(":", 1)[0]
+            if role in self.tokens and hmac.compare_digest(cookie, self.session(role)):
+                return role
+        return None
+
+    def csrf(self, cookie: str | None) -> str:
+        return _mac(self.csrf_key, cookie or "open")
+
+    def csrf_ok(self, cookie: str | None, presented: str | None) -> bool:
+        return bool(presented) and hmac.compare_digest(presented, self.csrf(cookie))
+
+
+def _mac(key: bytes, text: str) -> str:
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

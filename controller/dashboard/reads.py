@@ -1,0 +1,166 @@
+"""What the dashboard shows, read from the lab file, the results database, the lease store and the broker.
+
+Each function returns plain data for one page section. Job queries are the
+results store's own (``bench_agent.results``); jobs whose runner died are
+shown settled, as ``panio job list`` shows them (``controller.jobs.control``).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+from bench_agent.errors import PanioError
+from controller.jobs import backends, control
+
+WORKER_PING_S = 1.0
+_PINGS: dict[str, tuple[float, dict[str, list[str]]]] = {}  # broker -> (when, host -> worker names)
+PING_CACHE_S = 5.0
+
+
+def hosts(lab) -> list[dict]:
+    """Each control host of the lab (and ``local``) with the workers that answered a ping just now."""
+    answering = workers()
+    names = ["local", *lab.hosts]
+    out = []
+    for name in names:
+        config = lab.hosts.get(name, {})
+        out.append({"name": name, "ssh": config.get("ssh", ""), "transport": config.get("transport", "ssh"),
+                    "targets": sorted(t for t, c in lab.targets.items() if (c.get("host") or "local") == name),
+                    "workers": answering.get(name, []) if answering is not None else None})
+    return out
+
+
+def workers() -> dict[str, list[str]] | None:
+    """Host name -> names of its `panio worker` processes that answered a Celery ping; None without a broker."""
+    url = backends.broker_url()
+    if not url:
+        return None
+    cached = _PINGS.get(url)
+    if cached and time.monotonic() - cached[0] < PING_CACHE_S:
+        return cached[1]
+    from controller.jobs import remote
+
+    try:
+        replies = remote.celery_app().control.ping(timeout=WORKER_PING_S)
+    except Exception:  # noqa: BLE001 - an unreachable broker shows as no worker answering, not as a crash
+        replies = []
+    by_host: dict[str, list[str]] = {}
+    for reply in replies:
+        for name in reply:  # "<host>.<pid>@<machine>" (bench_agent.worker.run)
+            by_host.setdefault(name.split("@", 1)[0].rsplit(".", 1)[0], []).append(name)
+    _PINGS[url] = (time.monotonic(), by_host)
+    return by_host
+
+
+def targets(lab, store) -> list[dict]:
+    """Each target with its host, lease holder, health (when recorded) and last job."""
+    names = sorted(lab.targets)
+    leases = {h["target"]: h for h in _leases()}
+    last = store.last_jobs(names) if names else {}
+    health = health_by_target(store)
+    return [{"name": t, "host": lab.targets[t].get("host") or "local", "tags": lab.targets[t].get("tags", []),
+             "lease": leases.get(t), "health": health.get(t) if health is not None else None,
+             "last_job": last.get(t)} for t in names]
+
+
+def _leases() -> list[dict]:
+    try:
+        return backends.lease_store().list()
+    except PanioError:
+        return []
+
+
+HEALTH_TABLES = ("panio_health", "panio_target_health", "health")
+
+
+def health_by_target(store) -> dict[str, dict] | None:
+    """The newest health row of each target, if this database records device health; None if it does not.
+
+    Device health is recorded by its own module; this only reads whichever table it made, so the dashboard
+    shows health as soon as the database has it."""
+    import sqlalchemy as sa
+
+    names = set(sa.inspect(store.engine).get_table_names())
+    table_name = next((n for n in HEALTH_TABLES if n in names), None)
+    if table_name is None:
+        return None
+    table = sa.Table(table_name, sa.MetaData(), autoload_with=store.engine)
+    if "target" not in table.c:
+        return None
+    order = next((table.c[c] for c in ("set_at", "changed_at", "at", "updated_at", "id") if c in table.c), None)
+    q = table.select() if order is None else table.select().order_by(order)
+    with store.engine.connect() as c:
+        rows = c.execute(q).mappings().all()
+    return {r["target"]: dict(r) for r in rows}  # ordered oldest first: the last row of a target wins
+
+
+JOB_FILTERS = ("target", "state", "name", "host", "health", "result")
+
+
+def jobs(store, filters: dict[str, str], limit: int = 50, before: int | None = None) -> list[dict]:
+    """Jobs newest first, filtered by any of ``JOB_FILTERS``."""
+    wanted = {k: v for k, v in filters.items() if k in JOB_FILTERS and v}
+    return control.list_settled(store, limit=limit, before=before, **wanted)
+
+
+def queue(store) -> list[dict]:
+    """Jobs not done yet, oldest first, settled (a job whose runner died is not shown as running)."""
+    settled = [control.reconciled(store, j["id"], j) for j in store.active_jobs()]
+    return [j for j in settled if j["state"] != "done"]
+
+
+def job(store, job_id: int) -> dict:
+    """One job, settled, with its steps and artifacts (JUnit once it is done)."""
+    from controller.jobs import report
+
+    found = control.reconciled(store, job_id)
+    artifacts = store.list_artifacts(job_id)
+    if found["state"] == "done":
+        artifacts["junit.xml"] = report.junit(found)
+    return {**found, "artifacts": artifacts}
+
+
+def serial_log(lab, job: dict) -> dict[str, str]:
+    """The target's serial log over the job's window, per interface.
+
+    A finished job saved it as the artifacts ``serial-<iface>.log``; a running job's is read live from the
+    target's host, lines since the job took its lease. Reading a log changes nothing, so it goes to the
+    host directly (its lease guard lets reads through), not through the lease check of a target's commands."""
+    saved = {n[len("serial-"):-len(".log")]: c for n, c in job["artifacts"].items()
+             if n.startswith("serial-") and n.endswith(".log")}
+    if job["state"] != "running" or saved:
+        return saved
+    from controller import dispatch
+
+    since = job.get("leased_at") or job.get("started_at") or job["created_at"]
+    out = {}
+    try:
+        config = lab.target(job["target"])
+    except PanioError:
+        return {}
+    for iface in config.get("serial", []):
+        try:
+            r = dispatch.call_host(lab, config.get("host"), "serial.log",
+                                   {"target": job["target"], "iface": dict(iface), "tail": 2000})
+        except PanioError as err:
+            out[iface["name"]] = f"(serial log unavailable: {err.message})\n"
+            continue
+        out[iface["name"]] = "".join(_line(item) for item in r["lines"] if _when(item) >= since - 1)
+    return out
+
+
+def _when(item: dict) -> float:
+    return datetime.fromisoformat(item["time"]).timestamp()
+
+
+def _line(item: dict) -> str:
+    from bench_agent.serial.lines import format_entry
+
+    return format_entry(item) + "\n"
+
+
+def schedules() -> list[dict]:
+    from controller.jobs.schedules import ScheduleStore
+
+    return ScheduleStore(backends.results_url()).list()
