@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> None:
         sock = socket.socket(socket.AF_INET6 if ":" in args.bind else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((args.bind, args.port))
+        sock.listen(128)  # connections wait in the backlog from now on, before the URL is printed
     except OSError as exc:
         raise Unreachable(f"cannot listen on {args.bind}:{args.port}: {exc.strerror}",
                           hint="pick another --port") from None

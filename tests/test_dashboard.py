@@ -1,0 +1,162 @@
+"""panio dashboard over real HTTP: tokens and roles, CSRF, pages over a real results database, worker pings
+through a real broker, cancel. The browser test (test_dashboard_browser.py) drives it in Chromium."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import uuid
+import zlib
+
+import pytest
+
+from dashhelp import Client, DashboardProc
+from jobhelp import job_file
+from peerhelp import Workers
+
+OP, READ = "op-" + uuid.uuid4().hex, "rd-" + uuid.uuid4().hex
+PASSING = "name = 'smoke'\n[[steps]]\nname = 'ping it'\nrun = 'ping ${target} --count 2'\n"
+FAILING = "name = 'expects-more'\n[[steps]]\nname = 'wrong'\nrun = 'ping ${target}'\nexpect_output = 'seq=9'\n"
+
+
+def png(width: int = 4, height: int = 3) -> bytes:
+    """A real PNG (red pixels), as a screenshot artifact would be."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    raw = b"".join(b"\0" + b"\xff\0\0" * width for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+@pytest.fixture
+def lab(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico", "--tag", "pi5")
+    panio("target", "add", "spare")
+    panio("host", "add", "bench1", "--ssh", "ops@bench1.invalid")
+    panio("target", "add", "far", "--host", "bench1")
+    panio("job", "run", job_file(tmp_path, PASSING, "pass.toml"), "--target", "pico")
+    panio("job", "run", job_file(tmp_path, FAILING, "fail.toml"), "--target", "pico", check=False)
+    return panio
+
+
+@pytest.fixture
+def dashboard(lab, tmp_path):
+    lab.env.update(PANIO_DASHBOARD_TOKEN=OP, PANIO_DASHBOARD_READ_TOKEN=READ)
+    d = DashboardProc(lab.env, tmp_path / "dashboard.log")
+    yield d
+    d.stop()
+
+
+def signed_in(d: DashboardProc, token: str) -> Client:
+    c = Client(d.url)
+    status, headers, _ = c.post("/login", {"token": token})
+    assert status == 303 and headers["location"] == "/"
+    return c
+
+
+def test_nothing_without_a_token_and_a_wrong_one_is_refused(dashboard):
+    c = Client(dashboard.url)
+    status, headers, _ = c.get("/jobs/1")
+    assert status == 303 and headers["location"] == "/login"
+    assert c.get("/jobs/1/live", **{"HX-Request": "true"})[:2][0] == 401
+    status, _, body = c.post("/login", {"token": "not-it"})
+    assert status == 401 and "wrong token" in body
+    assert c.get("/")[0] == 303
+    assert c.get("/static/htmx.min.js")[0] == 200  # the login page needs nothing else
+    assert c.get("/", Authorization=f"Bearer {READ}")[0] == 200
+
+
+def test_pages_show_hosts_targets_history_and_a_job(dashboard, lab):
+    c = signed_in(dashboard, READ)
+    status, headers, page = c.get("/")
+    assert status == 200 and "default-src 'self'" in headers["content-security-policy"]
+    assert "signed in: reader" in page
+    assert "bench1" in page and "ops@bench1.invalid" in page and "no broker: jobs run in-process" in page
+    assert '<a href="/jobs/2">#2 expects-more</a> complete, failed' in page  # pico's last job
+    assert "no job queued or running" in page
+    _, _, failed = c.get("/jobs?result=failed")
+    assert "#2" in failed and "/jobs/1\"" not in failed
+    assert "no jobs match" in c.get("/jobs?target=far")[2]
+    _, _, job = c.get("/jobs/2")
+    assert "complete, failed" in job and "output matches /seq=9/" in job and "seq=1 time=" in job
+    assert 'hx-trigger="every 1s"' not in job  # a finished job is not polled
+    assert 'id="cancel"' not in job
+    status, headers, junit = c.get("/jobs/2/artifacts/junit.xml")
+    assert status == 200 and headers["content-type"].startswith("application/xml") and "<failure" in junit
+    assert c.get("/jobs/99")[0] == 404
+    assert c.get("/jobs/1/artifacts/nope.txt")[0] == 404
+
+
+def test_a_screenshot_artifact_and_recorded_health_are_shown(dashboard, lab):
+    from bench_agent.results import ResultStore
+
+    store = ResultStore(f"sqlite:///{lab.env['PANIO_STATE_DIR']}/results.db")
+    shot = png()
+    store.add_artifact(1, "screen-boot.png", base64.b64encode(shot).decode())
+    with store.engine.begin() as conn:  # device health, as its recorder keeps it: the newest row per target
+        conn.exec_driver_sql("CREATE TABLE panio_health (id INTEGER PRIMARY KEY, target TEXT, health TEXT, "
+                             "reason TEXT, set_by TEXT, set_at REAL)")
+        conn.exec_driver_sql("INSERT INTO panio_health (target, health, reason, set_by, set_at) VALUES "
+                             "('spare', 'good', 'health check passed', 'hc', 1), "
+                             "('spare', 'maintenance', 'reflashing the bootloader', 'ops', 2)")
+    c = signed_in(dashboard, READ)
+    assert '<img class="shot" alt="screen-boot.png" src="/jobs/1/artifacts/screen-boot.png">' in c.get("/jobs/1")[2]
+    with c.opener.open(dashboard.url + "/jobs/1/artifacts/screen-boot.png") as r:
+        assert r.status == 200 and r.headers["content-type"] == "image/png" and r.read() == shot
+    page = c.get("/")[2]
+    assert '<span class="maintenance">maintenance</span> <span class="muted">reflashing the bootloader' in page
+
+
+def test_binding_beyond_loopback_needs_an_operator_token(panio):
+    panio("init")
+    r = panio.fails("dashboard", "--bind", "0.0.0.0", "--port", "0", code=3)
+    assert "PANIO_DASHBOARD_TOKEN" in r.err
+    panio.env["PANIO_DASHBOARD_READ_TOKEN"] = READ  # a read token alone would leave no one able to act safely
+    panio.fails("dashboard", "--bind", "0.0.0.0", "--port", "0", code=3)
+    panio.fails("dashboard", "--port", "99999", code=2)
+
+
+@pytest.fixture
+def broker_lab(lab, tmp_path):
+    workers = Workers(tmp_path, "redis://127.0.0.1:6379/7")
+    lab.env.update(workers.env, PANIO_DASHBOARD_TOKEN=OP, PANIO_DASHBOARD_READ_TOKEN=READ)
+    workers.start("bench1")
+    yield lab, workers
+    workers.stop_all()
+    import redis
+
+    r = redis.Redis.from_url("redis://127.0.0.1:6379/7")
+    for key in r.scan_iter(match=f"{workers.env['PANIO_REDIS_PREFIX']}*"):
+        r.delete(key)
+
+
+def test_workers_that_answer_and_an_operator_cancels_a_queued_job(broker_lab, tmp_path):
+    lab, workers = broker_lab
+    lab("host", "add", "bench2", "--ssh", "ops@bench2.invalid")
+    lab("target", "add", "lonely", "--host", "bench2")
+    queued = json.loads(lab("job", "submit", job_file(tmp_path, PASSING, "q.toml"), "--target", "lonely",
+                            "--json").out)["job_id"]
+    d = DashboardProc(lab.env, tmp_path / "dashboard-broker.log")
+    try:
+        reader, operator = signed_in(d, READ), signed_in(d, OP)
+        hosts = reader.get("/")[2].split('id="targets"')[0]
+        bench1, bench2 = hosts.split("<td>bench1</td>")[1], hosts.split("<td>bench2</td>")[1]
+        assert '<span class="good">1</span>' in bench1.split("</tr>")[0] and "bench1." in bench1.split("</tr>")[0]
+        assert '<span class="bad">none</span>' in bench2.split("</tr>")[0]
+        assert f'<a href="/jobs/{queued}">#{queued}</a>' in reader.get("/")[2]  # in the queue
+
+        assert 'id="cancel"' not in reader.get(f"/jobs/{queued}")[2]
+        status, _, body = reader.post(f"/jobs/{queued}/cancel", {"csrf": reader.csrf(f"/jobs/{queued}")})
+        assert status == 403 and "only an operator" in body
+        assert operator.post(f"/jobs/{queued}/cancel", {"csrf": "0" * 64})[0] == 403  # a forged form
+        assert workers.store().job(queued)["state"] == "queued"
+
+        status, headers, _ = operator.post(f"/jobs/{queued}/cancel", {"csrf": operator.csrf(f"/jobs/{queued}")})
+        assert status == 303
+        assert "canceled before it started" in operator.get(headers["location"])[2]
+        assert workers.store().job(queued)["health"] == "canceled"
+    finally:
+        d.stop()
