@@ -20,6 +20,8 @@ command -v make >/dev/null || need+=(make)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)   # the SSH transport's tests start their own sshd
 command -v redis-server >/dev/null || need+=(redis-server)   # leases, Celery broker, restart tests
 [ -x /usr/sbin/ser2net ] || need+=(ser2net)   # tests/test_peer_ser2net.py exports PTY boards through it
+[ -x /usr/bin/chromium ] || need+=(chromium)   # tests/test_dashboard_browser.py: the dashboard in a real browser
+[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)   # ... driven by Selenium
 if [ ${#need[@]} -gt 0 ]; then
   echo "system-deps: installing ${need[*]}"
   apt_install "${need[@]}"

@@ -1,0 +1,165 @@
+"""The dashboard in a real browser: Debian's Chromium, headless, driven by Selenium through chromedriver.
+
+An operator signs in with the token, watches a running job on a simulated board update in place, opens
+its serial log, and cancels it. Screenshots of each page are kept as test artifacts (the test's tmp dir,
+and $PANIO_TEST_ARTIFACTS when set)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import BIN, PANIO
+from dashhelp import DashboardProc
+from jobhelp import job_file, wait_for
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+TOKEN = "op-" + uuid.uuid4().hex
+MARKER = "dash-" + uuid.uuid4().hex[:8]
+JOB = f"""name = "live"
+[[steps]]
+name = "say hello"
+run = "panio serial transact ${{target}} 'echo {MARKER}' --until 'root@sim:~# ' --timeout-ms 10000"
+expect_output = "{MARKER}"
+[[steps]]
+name = "slow ping"
+run = "panio ping ${{target}} --count 6 --interval 0.5"
+[[steps]]
+name = "long ping"
+run = "panio ping ${{target}} --count 2000 --interval 0.05"
+[[steps]]
+name = "never reached"
+run = "panio ping ${{target}}"
+"""
+
+pytestmark = pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
+                                reason="chromium and chromium-driver (scripts/system-deps.sh installs them)")
+
+
+@pytest.fixture
+def bench(panio, tmp_path):
+    """A one-board simulated bench with its console captured; brought down whatever happens."""
+    sim_dir = tmp_path / "sim"
+    subprocess.run([str(BIN / "panio-sim"), "up", "--dir", str(sim_dir), "--boot-s", "0.2", "--countdown-s", "0.3"],
+                   env=panio.env, check=True, capture_output=True, timeout=60)
+    panio.env["PANIO_LAB"] = str(sim_dir / "lab.toml")
+    try:
+        panio("serial", "watch", "board0")
+        yield panio
+    finally:
+        panio("serial", "stop", "board0", check=False)
+        subprocess.run([str(BIN / "panio-sim"), "down", "--dir", str(sim_dir)], env=panio.env,
+                       capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                 "--window-size=1280,1000", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    service = Service(executable_path=CHROMEDRIVER, log_output=str(tmp_path / "chromedriver.log"))
+    driver = webdriver.Chrome(options=options, service=service)
+    driver.implicitly_wait(0)
+    yield driver
+    driver.quit()
+
+
+class Shots:
+    """Screenshots under the test's tmp dir, copied to $PANIO_TEST_ARTIFACTS when it is set."""
+
+    def __init__(self, driver, directory: Path) -> None:
+        self.driver, self.directory = driver, directory
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def take(self, name: str) -> Path:
+        path = self.directory / f"{name}.png"
+        assert self.driver.save_screenshot(str(path)), f"no screenshot {name}"
+        if os.environ.get("PANIO_TEST_ARTIFACTS"):
+            out = Path(os.environ["PANIO_TEST_ARTIFACTS"]) / "dashboard"
+            out.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, out / path.name)
+        return path
+
+
+def text_of(driver, css: str) -> str:
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    try:
+        return driver.find_element("css selector", css).text
+    except (NoSuchElementException, StaleElementReferenceException):
+        return ""
+
+
+def test_operator_watches_a_running_job_opens_its_serial_log_and_cancels_it(bench, browser, tmp_path):
+    panio = bench
+    panio.env["PANIO_DASHBOARD_TOKEN"] = TOKEN
+    dashboard = DashboardProc(panio.env, tmp_path / "dashboard.log")
+    shots = Shots(browser, tmp_path / "screenshots")
+    job = subprocess.Popen([PANIO, "job", "run", job_file(tmp_path, JOB), "--target", "board0"], env=panio.env,
+                           stdout=open(tmp_path / "job.out", "w"), stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        browser.get(dashboard.url + "/jobs")
+        assert browser.current_url.endswith("/login")
+        browser.find_element("id", "token").send_keys("not the token")
+        browser.find_element("id", "sign-in").click()
+        assert "wrong token" in text_of(browser, "#login-error")
+        browser.find_element("id", "token").send_keys(TOKEN)
+        browser.find_element("id", "sign-in").click()
+        wait_for(lambda: "Control hosts" in browser.page_source, timeout_s=10)
+        assert "signed in: operator" in text_of(browser, "header")
+        shots.take("01-overview")
+
+        browser.get(dashboard.url + "/jobs/1")
+        wait_for(lambda: "running" in text_of(browser, "#verdict"), timeout_s=30)
+        browser.execute_script("window.loadedOnce = 'yes';")  # gone if the page reloads: updates must come in place
+        # the steps turn green one after another on the open page, without a reload
+        wait_for(lambda: _step_status(browser, 3) == "running", timeout_s=40)
+        assert _step_status(browser, 1) == "pass" and _step_status(browser, 2) == "pass"
+        assert browser.execute_script("return window.loadedOnce;") == "yes"
+        shots.take("02-job-running")
+
+        browser.find_element("id", "serial-link").click()
+        wait_for(lambda: MARKER in text_of(browser, "#serial-console"), timeout_s=20)
+        assert "live: lines since the job took its lease" in browser.page_source
+        shots.take("03-serial-log")
+
+        browser.back()
+        wait_for(lambda: browser.find_elements("id", "cancel"), timeout_s=10)
+        browser.find_element("id", "cancel").click()
+        wait_for(lambda: "cancel requested" in text_of(browser, "#message"), timeout_s=10)
+        wait_for(lambda: "canceled" in text_of(browser, "#verdict").replace("cancel requested", ""), timeout_s=40)
+        assert not browser.find_elements("id", "cancel")  # a finished job offers no cancel
+        assert _step_status(browser, 4) == "skipped"
+        shots.take("04-job-canceled")
+        assert job.wait(timeout=30) == 15, (tmp_path / "job.out").read_text()
+
+        browser.find_element("id", "serial-link").click()  # now the saved window, not the live one
+        wait_for(lambda: MARKER in text_of(browser, "#serial-console"), timeout_s=10)
+        assert "as saved when it ended" in browser.page_source
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait(timeout=10)
+        dashboard.stop()
+    for name in ("01-overview", "02-job-running", "03-serial-log", "04-job-canceled"):
+        assert (tmp_path / "screenshots" / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+
+
+def _step_status(driver, n: int) -> str:
+    rows = driver.find_elements("css selector", "tr.step")
+    try:
+        return rows[n - 1].find_element("css selector", ".step-status").text if len(rows) >= n else ""
+    except Exception:  # noqa: BLE001 - the row was swapped out while read: ask again
+        return ""
