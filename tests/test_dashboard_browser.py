@@ -49,12 +49,31 @@ def bench(panio, tmp_path):
                    env=panio.env, check=True, capture_output=True, timeout=60)
     panio.env["PANIO_LAB"] = str(sim_dir / "lab.toml")
     try:
+        _wait_for_shell(sim_dir)  # else the job's first keystroke could stop the autoboot at U-Boot
         panio("serial", "watch", "board0")
         yield panio
     finally:
         panio("serial", "stop", "board0", check=False)
         subprocess.run([str(BIN / "panio-sim"), "down", "--dir", str(sim_dir)], env=panio.env,
                        capture_output=True, timeout=60)
+
+
+def _wait_for_shell(sim_dir: Path) -> None:
+    import json
+
+    import serial
+
+    from bench_agent.sim.console import PROMPT
+
+    if "bench_agent.sim" not in serial.protocol_handler_packages:
+        serial.protocol_handler_packages.append("bench_agent.sim")
+    board = json.loads((sim_dir / "sim.pids").read_text())[0]
+    port = serial.serial_for_url(board["device"], 115200, timeout=0.1)
+    try:
+        seen = bytearray()
+        wait_for(lambda: seen.extend(port.read(4096)) or PROMPT.encode() in seen, timeout_s=30)
+    finally:
+        port.close()
 
 
 @pytest.fixture
@@ -148,6 +167,9 @@ def test_operator_watches_a_running_job_opens_its_serial_log_and_cancels_it(benc
         browser.find_element("id", "serial-link").click()  # now the saved window, not the live one
         wait_for(lambda: MARKER in text_of(browser, "#serial-console"), timeout_s=10)
         assert "as saved when it ended" in browser.page_source
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\njob output:\n{(tmp_path / 'job.out').read_text()}\n"
+                             f"dashboard log:\n{dashboard.log.read_text()}") from exc
     finally:
         if job.poll() is None:
             job.kill()

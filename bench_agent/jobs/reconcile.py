@@ -209,9 +209,12 @@ class Reconciler:
         check = {"check": "finished", "ok": False, "got": "worker lost", "outcome": "unknown"}
         self.store.fail_running_steps(job["id"], [check])
         recorded = {s["idx"] for s in self.store.job(job["id"])["steps"]}
+        from bench_agent.jobs.steps import command_line, known_variables
+
+        known = known_variables(job["id"], job["target"])
         for idx, step in enumerate(job["spec"].get("steps", [])):
             if idx not in recorded:
-                self.store.record_step(job["id"], idx, {"name": step["name"], "command": step["command"],
+                self.store.record_step(job["id"], idx, {"name": step["name"], "command": command_line(step, known),
                                                         "status": "skipped"})
 
     def _maybe_vanished(self, job: dict, pending: set[int]) -> None:

@@ -29,14 +29,13 @@ lease wait and the steps like ``timeout_s`` does.
 from __future__ import annotations
 
 import os
-import shlex
 import time
 from typing import Any, Callable
 
 from bench_agent import leases as leasing
 from bench_agent.errors import Busy, Refused, Unreachable
 from bench_agent.jobs import reconcile
-from bench_agent.jobs.steps import LAB_EXITS, StepProcess, error_of, judge, substitute
+from bench_agent.jobs.steps import LAB_EXITS, StepProcess, command_line, error_of, judge, known_variables, substitute
 from bench_agent.results import ResultStore
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -157,12 +156,12 @@ class JobRunner:
         left_s = _deadline_left_s(payload)
         if left_s is not None and (deadline is None or time.monotonic() + left_s < deadline):
             deadline = time.monotonic() + left_s
-        variables = {"target": payload["target"], "job_id": str(job_id)}
+        variables = known_variables(job_id, payload["target"])
         failed: list[str] = []
         for idx, step in enumerate(steps):
             stop = self._stop_reason(job_id, lease, deadline)
             if stop:
-                return self._abort(payload, idx, *stop)
+                return self._abort(payload, idx, variables, *stop)
             outcome = self._one_step(payload, idx, step, variables, lease, deadline)
             if outcome["status"] == "pass":
                 variables.update(outcome["captured"])
@@ -171,9 +170,9 @@ class JobRunner:
                 failed.append(step["name"])
                 if step.get("continue_on_failure"):
                     continue
-                self._skip_rest(job_id, steps, idx + 1)
+                self._skip_rest(job_id, steps, idx + 1, variables)
                 break
-            self._skip_rest(job_id, steps, idx + 1)
+            self._skip_rest(job_id, steps, idx + 1, variables)
             health, reason, error = outcome["health"]
             return self._finish(payload, health, None, reason, error)
         if failed:
@@ -192,15 +191,15 @@ class JobRunner:
             return ("incomplete", f"lease lost: {err.message}", err.to_json())
         return None
 
-    def _abort(self, payload: dict, idx: int, health: str, reason: str, error: dict) -> dict:
-        self._skip_rest(payload["job_id"], payload["steps"], idx)
+    def _abort(self, payload: dict, idx: int, variables: dict, health: str, reason: str, error: dict) -> dict:
+        self._skip_rest(payload["job_id"], payload["steps"], idx, variables)
         return self._finish(payload, health, None, reason, error)
 
     def _one_step(self, payload: dict, idx: int, step: dict, variables: dict, lease: leasing.Lease,
                   deadline: float | None) -> dict:
         job_id = payload["job_id"]
         argv = [substitute(a, variables) for a in step["argv"]]
-        command = "panio " + shlex.join(argv)
+        command = command_line(step, variables)
         self.progress("step_start", {"idx": idx, "name": step["name"], "command": command, "count": len(payload["steps"])})
         env = {**os.environ, leasing.TOKEN_ENV: str(lease.token)}
         timeout_s = step["timeout_s"]
@@ -251,10 +250,11 @@ class JobRunner:
         record.update(checks=checks, captured=captured, status="pass" if all(c["ok"] for c in checks) else "fail")
         return {"status": record["status"], "captured": captured}
 
-    def _skip_rest(self, job_id: int, steps: list[dict], start: int) -> None:
+    def _skip_rest(self, job_id: int, steps: list[dict], start: int, variables: dict) -> None:
         for idx in range(start, len(steps)):
-            step = steps[idx]
-            self.store.record_step(job_id, idx, {"name": step["name"], "command": step["command"], "status": "skipped"})
+            step = steps[idx]  # shown as it would have run: ${target} filled, like the steps that ran
+            self.store.record_step(job_id, idx, {"name": step["name"], "command": command_line(step, variables),
+                                                 "status": "skipped"})
 
     def _finish(self, payload: dict, health: str, result: str | None, reason: str, error: dict | None = None) -> dict:
         self.store.finish(payload["job_id"], health, result, reason, error)

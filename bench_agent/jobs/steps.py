@@ -29,6 +29,20 @@ def substitute(text: str, variables: dict[str, str]) -> str:
     return VAR_RE.sub(lambda m: variables.get(m.group(1), m.group(0)), text)
 
 
+def command_line(step: dict, variables: dict[str, str]) -> str:
+    """The step's command as it runs (or would have run) with ``variables``, for records and reports."""
+    import shlex
+
+    if "argv" not in step:  # a payload from an older panio carries only the command text
+        return substitute(step.get("command", ""), variables)
+    return "panio " + shlex.join(substitute(a, variables) for a in step["argv"])
+
+
+def known_variables(job_id: int, target: str) -> dict[str, str]:
+    """The variables every step has before any capture."""
+    return {"target": target, "job_id": str(job_id)}
+
+
 _PRCTL = None
 
 

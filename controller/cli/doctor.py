@@ -14,7 +14,8 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
         "Check each target's configured channels against the hardware present on the\n"
         "host that owns it: serial and capture devices, the netboot link and TFTP root,\n"
         "adb serials, hook executables. Reads only; changes nothing.\n\n"
-        "Exit status: 0 when everything is present, 1 when something is missing or wrong."
+        "Exit status: 0 when everything is present; 1 when something is missing or wrong (the report on\n"
+        "stdout, and the usual two error lines on stderr naming what)."
     )
     p.epilog = ("example:\n  panio doctor pico\n  panio doctor --json\n\n"
                 "see also: panio discover (what this host has), panio config show (what the lab says)")
@@ -44,5 +45,13 @@ def run(args: argparse.Namespace) -> int:
                 say(f"  {MARK[r['status']]}  {r['channel']:<8} {r['item']:<14} {r['detail']}")
         if not names:
             say("no targets in the lab file")
-        say("all configured hardware is present" if not bad else "some configured hardware is missing or wrong (see above)")
-    return 1 if bad else 0
+        if not bad:
+            say("all configured hardware is present")
+    if bad:  # the report is on stdout; the failure gets its two lines on stderr like every other
+        from bench_agent.errors import PanioError
+
+        wrong = [f"{t}/{r['channel']}/{r['item']}" for t, rows in report.items() for r in rows
+                 if r["status"] in ("missing", "problem")]
+        raise PanioError(f"{len(wrong)} configured item(s) missing or wrong: {', '.join(wrong)}",
+                         hint="see the report on stdout and `panio discover`", items=wrong)
+    return 0

@@ -42,6 +42,9 @@ class Dashboard:
         self.templates.env.filters["when"] = _when
         self.templates.env.filters["duration"] = _duration
         self.templates.env.globals["verdict"] = _verdict
+        from controller.jobs.report import failure
+
+        self.templates.env.globals["failure"] = failure
 
     def store(self):
         from controller.jobs import backends

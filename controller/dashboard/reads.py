@@ -114,11 +114,15 @@ def job(store, job_id: int) -> dict:
     """One job, settled, with its steps and artifacts (JUnit once it is done)."""
     from controller.jobs import report
 
+    from bench_agent.jobs.steps import command_line, known_variables
+
     found = control.reconciled(store, job_id)
     artifacts = store.list_artifacts(job_id)
     if found["state"] == "done":
         artifacts["junit.xml"] = report.junit(found)
-    return {**found, "artifacts": artifacts}
+    known = known_variables(job_id, found["target"])
+    planned = [command_line(s, known) for s in found["spec"].get("steps", [])]
+    return {**found, "artifacts": artifacts, "planned": planned}
 
 
 def serial_log(lab, job: dict) -> dict[str, str]:

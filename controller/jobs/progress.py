@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any, TextIO
 
@@ -37,27 +38,55 @@ class PlainProgress:
 
 
 class LiveProgress(PlainProgress):
-    """On a terminal: the running step's line updates in place with its elapsed time and last output."""
+    """On a terminal: the running step's line updates in place with its elapsed time and last output.
 
-    def __init__(self, out: TextIO = sys.stdout) -> None:
+    The time ticks every ``tick_s`` even while the step prints nothing: a quiet step (a long wait for a
+    prompt) must not look hung."""
+
+    def __init__(self, out: TextIO = sys.stdout, tick_s: float = 0.5) -> None:
         super().__init__(out)
         self.started = 0.0
         self.current = ""
+        self.tail = ""
         self.count = 0
+        self.tick_s = tick_s
+        self._lock = threading.Lock()
+        self._running = threading.Event()
+        self._ticker: threading.Thread | None = None
 
     def __call__(self, event: str, data: dict[str, Any]) -> None:
-        if event == "step_start":
-            self.started, self.count = time.monotonic(), data["count"]
-            self.current = f"{data['idx'] + 1}/{data['count']} {data['name']}"
-            self._line(f" ..  {self.current}")
-        elif event == "output":
-            tail = data["line"].strip()[:60]
-            self._line(f" ..  {self.current} {time.monotonic() - self.started:5.1f}s  {tail}")
-        elif event == "step_end":
-            self._line(f"{MARKS.get(data['status'], data['status'])} {self.current}  {data['duration_s']:.2f}s")
-            self.out.write("\n")
-        else:
-            super().__call__(event, data)
+        with self._lock:
+            if event == "step_start":
+                self.started, self.count, self.tail = time.monotonic(), data["count"], ""
+                self.current = f"{data['idx'] + 1}/{data['count']} {data['name']}"
+                self._running.set()
+                self._redraw()
+                self._start_ticker()
+            elif event == "output":
+                self.tail = data["line"].strip()[:60]
+                self._redraw()
+            elif event == "step_end":
+                self._running.clear()
+                self._line(f"{MARKS.get(data['status'], data['status'])} {self.current}  {data['duration_s']:.2f}s")
+                self.out.write("\n")
+            else:
+                self._running.clear()
+                super().__call__(event, data)
+
+    def _redraw(self) -> None:
+        self._line(f" ..  {self.current} {time.monotonic() - self.started:5.1f}s" + (f"  {self.tail}" if self.tail else ""))
+
+    def _start_ticker(self) -> None:
+        if self._ticker is None or not self._ticker.is_alive():
+            self._ticker = threading.Thread(target=self._tick, name="panio-progress", daemon=True)
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while self._running.wait(timeout=5):
+            time.sleep(self.tick_s)
+            with self._lock:
+                if self._running.is_set():
+                    self._redraw()
 
     def _line(self, text: str) -> None:
         self.out.write("\r\x1b[K" + text)

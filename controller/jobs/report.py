@@ -42,10 +42,25 @@ def summary_lines(job: dict) -> list[str]:
     for i, s in enumerate(job["steps"]):
         took = f" {s['duration_s']:.2f}s" if s.get("duration_s") is not None else ""
         lines.append(f"  {MARKS.get(s['status'], s['status'])} {i + 1}. {s['name']}{took}  ({s['command']})")
-        lines += [f"         - {c['check']}: got {c.get('got')!r}" for c in s.get("checks", []) if not c["ok"]]
+        lines += [f"         - {c['check']}: {failure(c, s.get('output') or '')}" for c in s.get("checks", [])
+                  if not c["ok"]]
     if job.get("reason") and job["state"] == "done":
         lines.append(f"  {job['reason']}")
     return lines
+
+
+def failure(check: dict, output: str) -> str:
+    """What a failed check saw, in words: never a bare `None`."""
+    if check.get("error"):
+        err = check["error"]
+        return str(err.get("message", err) if isinstance(err, dict) else err)
+    if check.get("got") is not None:
+        return f"got {check['got']!r}"
+    last = next((ln.strip() for ln in reversed(output.splitlines()) if ln.strip()), None)
+    seen = f"last output line: {last[:120]!r}" if last else "the step printed nothing"
+    if check["check"].startswith("output does not match"):
+        return "the output matched"
+    return f"no match in the output ({seen})"
 
 
 def junit_suite(job: dict) -> ET.Element:
@@ -58,7 +73,8 @@ def junit_suite(job: dict) -> ET.Element:
                        time=f"{sum(s.get('duration_s') or 0 for s in cases):.3f}")
     props = ET.SubElement(suite, "properties")
     for key in ("id", "target", "health", "result", "reason"):
-        ET.SubElement(props, "property", name=f"panio.job.{key}", value=str(job.get(key)))
+        if job.get(key) is not None:  # a job the lab stopped has no result: leave it out, never "None"
+            ET.SubElement(props, "property", name=f"panio.job.{key}", value=str(job[key]))
     if job["state"] == "done" and job["health"] != "complete" and not any(
             s["status"] in ("error", "timeout") for s in cases):
         # The lab failed before any step could (lease not obtained, worker lost): say so as an error case.
