@@ -6,11 +6,14 @@ from __future__ import annotations
 import base64
 import json
 import struct
+import subprocess
 import uuid
 import zlib
 
 import pytest
 
+from bench_agent.errors import Refused
+from conftest import PANIO, Panio
 from dashhelp import Client, DashboardProc
 from jobhelp import job_file
 from peerhelp import Workers
@@ -30,22 +33,28 @@ def png(width: int = 4, height: int = 3) -> bytes:
             + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
-@pytest.fixture
-def lab(panio, tmp_path):
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """One lab and results database for the module: hosts, targets and two finished jobs (passed, failed)."""
+    root = tmp_path_factory.mktemp("dashlab")
+    (root / "home").mkdir()
+    panio = Panio(root)
     panio("init")
     panio("target", "add", "pico", "--tag", "pi5")
     panio("target", "add", "spare")
     panio("host", "add", "bench1", "--ssh", "ops@bench1.invalid")
+    panio("host", "add", "bench2", "--ssh", "ops@bench2.invalid")
     panio("target", "add", "far", "--host", "bench1")
-    panio("job", "run", job_file(tmp_path, PASSING, "pass.toml"), "--target", "pico")
-    panio("job", "run", job_file(tmp_path, FAILING, "fail.toml"), "--target", "pico", check=False)
+    panio("target", "add", "lonely", "--host", "bench2")
+    panio("job", "run", job_file(root, PASSING, "pass.toml"), "--target", "pico")
+    panio("job", "run", job_file(root, FAILING, "fail.toml"), "--target", "pico", check=False)
     return panio
 
 
-@pytest.fixture
-def dashboard(lab, tmp_path):
-    lab.env.update(PANIO_DASHBOARD_TOKEN=OP, PANIO_DASHBOARD_READ_TOKEN=READ)
-    d = DashboardProc(lab.env, tmp_path / "dashboard.log")
+@pytest.fixture(scope="module")
+def dashboard(lab, tmp_path_factory):
+    env = {**lab.env, "PANIO_DASHBOARD_TOKEN": OP, "PANIO_DASHBOARD_READ_TOKEN": READ}
+    d = DashboardProc(env, tmp_path_factory.mktemp("dash") / "dashboard.log")
     yield d
     d.stop()
 
@@ -110,6 +119,20 @@ def test_a_screenshot_artifact_and_recorded_health_are_shown(dashboard, lab):
     assert '<span class="maintenance">maintenance</span> <span class="muted">reflashing the bootloader' in page
 
 
+def test_without_a_token_only_loopback_names_are_served(lab, tmp_path):
+    d = DashboardProc(lab.env, tmp_path / "open.log")
+    try:
+        c = Client(d.url)
+        status, _, page = c.get("/")
+        assert status == 200 and "no token (loopback)" in page
+        status, _, body = c.get("/", Host=f"rebound.example:{d.url.rsplit(':', 1)[1]}")  # DNS rebinding
+        assert status == 403 and "no token" in body
+        assert c.post("/jobs/1/cancel", {"csrf": c.csrf("/")}, Host="rebound.example")[0] == 403
+        assert "words" not in c.get("/jobs/1?message=words&sig=00")[2]  # only the dashboard's own messages show
+    finally:
+        d.stop()
+
+
 def test_binding_beyond_loopback_needs_an_operator_token(panio):
     panio("init")
     r = panio.fails("dashboard", "--bind", "0.0.0.0", "--port", "0", code=3)
@@ -119,12 +142,17 @@ def test_binding_beyond_loopback_needs_an_operator_token(panio):
     panio.fails("dashboard", "--port", "99999", code=2)
 
 
-@pytest.fixture
-def broker_lab(lab, tmp_path):
-    workers = Workers(tmp_path, "redis://127.0.0.1:6379/7")
-    lab.env.update(workers.env, PANIO_DASHBOARD_TOKEN=OP, PANIO_DASHBOARD_READ_TOKEN=READ)
+@pytest.fixture(scope="module")
+def broker(lab, tmp_path_factory):
+    """A real `panio worker` for bench1 (none for bench2) on Redis, its results database, and a dashboard
+    that reads both."""
+    root = tmp_path_factory.mktemp("broker")
+    workers = Workers(root, "redis://127.0.0.1:6379/7")
     workers.start("bench1")
-    yield lab, workers
+    env = {**lab.env, **workers.env, "PANIO_DASHBOARD_TOKEN": OP, "PANIO_DASHBOARD_READ_TOKEN": READ}
+    d = DashboardProc(env, root / "dashboard.log")
+    yield env, workers, d
+    d.stop()
     workers.stop_all()
     import redis
 
@@ -133,30 +161,51 @@ def broker_lab(lab, tmp_path):
         r.delete(key)
 
 
-def test_workers_that_answer_and_an_operator_cancels_a_queued_job(broker_lab, tmp_path):
-    lab, workers = broker_lab
-    lab("host", "add", "bench2", "--ssh", "ops@bench2.invalid")
-    lab("target", "add", "lonely", "--host", "bench2")
-    queued = json.loads(lab("job", "submit", job_file(tmp_path, PASSING, "q.toml"), "--target", "lonely",
-                            "--json").out)["job_id"]
-    d = DashboardProc(lab.env, tmp_path / "dashboard-broker.log")
+def test_workers_that_answer_and_an_operator_cancels_a_queued_job(lab, broker, tmp_path):
+    env, workers, d = broker
+    submit = subprocess.run([PANIO, "job", "submit", job_file(tmp_path, PASSING, "q.toml"), "--target", "lonely",
+                             "--json"], env=env, capture_output=True, text=True, timeout=60, check=True)
+    queued = json.loads(submit.stdout)["job_id"]
+    reader, operator = signed_in(d, READ), signed_in(d, OP)
+    hosts = reader.get("/")[2].split('id="targets"')[0]
+    bench1, bench2 = hosts.split("<td>bench1</td>")[1], hosts.split("<td>bench2</td>")[1]
+    assert '<span class="good">1</span>' in bench1.split("</tr>")[0] and "bench1." in bench1.split("</tr>")[0]
+    assert '<span class="bad">none</span>' in bench2.split("</tr>")[0]
+    assert f'<a href="/jobs/{queued}">#{queued}</a>' in reader.get("/")[2]  # in the queue
+
+    assert 'id="cancel"' not in reader.get(f"/jobs/{queued}")[2]
+    status, _, body = reader.post(f"/jobs/{queued}/cancel", {"csrf": reader.csrf(f"/jobs/{queued}")})
+    assert status == 403 and "only an operator" in body
+    assert operator.post(f"/jobs/{queued}/cancel", {"csrf": "0" * 64})[0] == 403  # a forged form
+    assert workers.store().job(queued)["state"] == "queued"
+
+    status, headers, _ = operator.post(f"/jobs/{queued}/cancel", {"csrf": operator.csrf(f"/jobs/{queued}")})
+    assert status == 303
+    assert "canceled before it started" in operator.get(headers["location"])[2]
+    assert workers.store().job(queued)["health"] == "canceled"
+
+
+def test_an_operator_breaks_a_lease_and_the_break_is_recorded(broker):
+    from bench_agent.fences import FenceStore
+    from bench_agent.leases import RedisLeaseStore
+
+    env, workers, d = broker
+    leases = RedisLeaseStore(workers.env["PANIO_BROKER"], workers.env["PANIO_REDIS_PREFIX"],
+                             FenceStore(workers.env["PANIO_RESULTS_URL"]))
+    held = leases.try_acquire("far", {"holder": "stuck-runner@bench1:42", "job": 7}, ttl_s=60)
+    assert held is not None
     try:
         reader, operator = signed_in(d, READ), signed_in(d, OP)
-        hosts = reader.get("/")[2].split('id="targets"')[0]
-        bench1, bench2 = hosts.split("<td>bench1</td>")[1], hosts.split("<td>bench2</td>")[1]
-        assert '<span class="good">1</span>' in bench1.split("</tr>")[0] and "bench1." in bench1.split("</tr>")[0]
-        assert '<span class="bad">none</span>' in bench2.split("</tr>")[0]
-        assert f'<a href="/jobs/{queued}">#{queued}</a>' in reader.get("/")[2]  # in the queue
-
-        assert 'id="cancel"' not in reader.get(f"/jobs/{queued}")[2]
-        status, _, body = reader.post(f"/jobs/{queued}/cancel", {"csrf": reader.csrf(f"/jobs/{queued}")})
-        assert status == 403 and "only an operator" in body
-        assert operator.post(f"/jobs/{queued}/cancel", {"csrf": "0" * 64})[0] == 403  # a forged form
-        assert workers.store().job(queued)["state"] == "queued"
-
-        status, headers, _ = operator.post(f"/jobs/{queued}/cancel", {"csrf": operator.csrf(f"/jobs/{queued}")})
+        assert "stuck-runner@bench1:42" in reader.get("/")[2] and 'id="break-far"' not in reader.get("/")[2]
+        assert reader.post("/targets/far/break-lease", {"csrf": reader.csrf("/")})[0] == 403
+        assert leases.current("far") is not None
+        status, headers, _ = operator.post("/targets/far/break-lease", {"csrf": operator.csrf("/")})
         assert status == 303
-        assert "canceled before it started" in operator.get(headers["location"])[2]
-        assert workers.store().job(queued)["health"] == "canceled"
+        page = operator.get(headers["location"])[2]
+        assert "broke the lease on far (was stuck-runner@bench1:42, job 7); recorded" in page
+        assert leases.current("far") is None
+        assert leases.breaks()[0]["broken_by"].startswith("dashboard (127.0.0.1, operator)")
+        with pytest.raises(Refused):
+            held.check()  # the old holder is fenced off
     finally:
-        d.stop()
+        held.release()

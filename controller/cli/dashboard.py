@@ -10,11 +10,11 @@ DETAILS = """\
 Serves a small web app: control hosts and whether their workers answer,
 targets with their lease holder, health and last job, the job queue and
 history with filters, each job's steps, output, serial log, screenshots and
-JUnit (live while it runs), schedules; operators can cancel jobs.
+JUnit (live while it runs), schedules; operators can cancel jobs and break leases.
 
 It reads the same results database and lease store as `panio job` (set
 PANIO_RESULTS_URL / PANIO_BROKER as for the workers). Access tokens come from
-the environment: PANIO_DASHBOARD_TOKEN (operator: may cancel jobs) and
+the environment: PANIO_DASHBOARD_TOKEN (operator: may cancel jobs, break leases) and
 PANIO_DASHBOARD_READ_TOKEN (read-only). Without a token it serves loopback only;
 --bind beyond loopback without PANIO_DASHBOARD_TOKEN is refused (exit 3)."""
 

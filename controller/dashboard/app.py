@@ -11,6 +11,7 @@ import base64
 import time
 from functools import partial
 from pathlib import Path
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -23,7 +24,7 @@ from starlette.templating import Jinja2Templates
 
 from bench_agent.errors import NotConfigured, PanioError
 from controller.dashboard import reads
-from controller.dashboard.auth import COOKIE, Auth
+from controller.dashboard.auth import COOKIE, Auth, is_loopback
 
 HERE = Path(__file__).parent
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
@@ -70,11 +71,17 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
         Route("/jobs/{id:int}/serial/live", partial(serial, d, fragment=True)),
         Route("/jobs/{id:int}/artifacts/{name:str}", partial(artifact, d)),
         Route("/jobs/{id:int}/cancel", partial(cancel, d), methods=["POST"]),
+        Route("/targets/{name:str}/break-lease", partial(break_lease, d), methods=["POST"]),
         Route("/schedules", partial(schedules, d)),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
 
     async def guard(request: Request, call_next):
+        if d.auth.open and not is_loopback(request.url.hostname or ""):
+            # No token: only a page this machine asked for by a loopback name. A web page that rebinds its own
+            # DNS name to 127.0.0.1 must not be able to read the dashboard or post to it.
+            return PlainTextResponse("this dashboard has no token: open it as http://127.0.0.1:PORT/",
+                                     status_code=403)
         request.state.role = d.auth.role(request.cookies.get(COOKIE), request.headers.get("authorization"))
         if request.state.role is None and not request.url.path.startswith(PUBLIC):
             if request.headers.get("hx-request"):
@@ -93,7 +100,7 @@ def overview(d: Dashboard, request: Request) -> Response:
     lab = d.load_lab()
     store = d.store()
     return d.page(request, "overview.html", hosts=reads.hosts(lab), targets=reads.targets(lab, store),
-                  queue=reads.queue(store))
+                  queue=reads.queue(store), message=_message(d, request))
 
 
 async def login(d: Dashboard, request: Request) -> Response:
@@ -136,7 +143,7 @@ def job(d: Dashboard, request: Request, fragment: bool = False) -> Response:
         return d.page(request, "missing.html", status_code=404, what=f"job {request.path_params['id']}")
     images = [n for n in found["artifacts"] if Path(n).suffix.lower() in IMAGE_TYPES]
     return d.page(request, "job_live.html" if fragment else "job.html", job=found, images=images,
-                  message=request.query_params.get("message"))
+                  message=_message(d, request))
 
 
 def serial(d: Dashboard, request: Request, fragment: bool = False) -> Response:
@@ -164,24 +171,57 @@ def artifact(d: Dashboard, request: Request) -> Response:
                     headers={"Content-Disposition": f'inline; filename="{name}"'})
 
 
-async def cancel(d: Dashboard, request: Request) -> Response:
-    job_id = request.path_params["id"]
+async def _operator_form(d: Dashboard, request: Request, what: str) -> Response | None:
+    """None if the caller is an operator posting a form this dashboard served; else the refusal."""
     form = await request.form()
     if request.state.role != "operator":
-        return PlainTextResponse("only an operator may cancel jobs", status_code=403)
+        return PlainTextResponse(f"only an operator may {what}", status_code=403)
     if not d.auth.csrf_ok(request.cookies.get(COOKIE), str(form.get("csrf", ""))):
         return PlainTextResponse("stale or forged form: reload the page", status_code=403)
+    return None
+
+
+async def _act(func, *args) -> str:
     from starlette.concurrency import run_in_threadpool
 
+    try:
+        return await run_in_threadpool(func, *args)
+    except PanioError as err:
+        return err.message + (f" ({err.hint})" if err.hint else "")
+
+
+async def cancel(d: Dashboard, request: Request) -> Response:
+    job_id = request.path_params["id"]
+    refused = await _operator_form(d, request, "cancel jobs")
+    if refused:
+        return refused
     from controller.jobs import control
 
-    try:
-        message = await run_in_threadpool(control.cancel, d.store(), job_id)
-    except PanioError as err:
-        message = err.message
-    from urllib.parse import quote
+    message = await _act(control.cancel, d.store(), job_id)
+    return _redirect(d, f"/jobs/{job_id}", message)
 
-    return RedirectResponse(f"/jobs/{job_id}?message={quote(message)}", status_code=303)
+
+async def break_lease(d: Dashboard, request: Request) -> Response:
+    target = request.path_params["name"]
+    refused = await _operator_form(d, request, "break leases")
+    if refused:
+        return refused
+    from controller.lab.schema import NAME_RE
+
+    if not NAME_RE.match(target):
+        return PlainTextResponse("not a target name", status_code=404)
+    by = f"dashboard ({request.client.host if request.client else '?'}, {request.state.role})"
+    return _redirect(d, "/", await _act(reads.break_lease, target, by))
+
+
+def _redirect(d: Dashboard, path: str, message: str) -> Response:
+    """Back to ``path`` saying ``message``; signed, so a crafted link cannot put words in the dashboard's mouth."""
+    return RedirectResponse(f"{path}?message={quote(message)}&sig={d.auth.sign(message)}", status_code=303)
+
+
+def _message(d: Dashboard, request: Request) -> str | None:
+    message, sig = request.query_params.get("message"), request.query_params.get("sig", "")
+    return message if message and d.auth.signed(message, sig) else None
 
 
 def schedules(d: Dashboard, request: Request) -> Response:

@@ -61,6 +61,12 @@ class Auth:
     def csrf_ok(self, cookie: str | None, presented: str | None) -> bool:
         return bool(presented) and hmac.compare_digest(presented, self.csrf(cookie))
 
+    def sign(self, text: str) -> str:
+        return _mac(self.csrf_key, "message:" + text)
+
+    def signed(self, text: str, sig: str) -> bool:
+        return hmac.compare_digest(sig, self.sign(text))
+
 
 def _mac(key: bytes, text: str) -> str:
     return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()

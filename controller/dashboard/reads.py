@@ -71,6 +71,14 @@ def _leases() -> list[dict]:
         return []
 
 
+def break_lease(target: str, by: str) -> str:
+    """Break ``target``'s lease (recorded with ``by``, as `panio lease break` does); what happened, in words."""
+    record = backends.lease_store().break_(target, by)
+    if record is None:
+        return f"{target} is not leased"
+    return f"broke the lease on {target} (was {record['was'].get('holder')}, job {record['was'].get('job')}); recorded"
+
+
 HEALTH_TABLES = ("panio_health", "panio_target_health", "health")
 
 
