@@ -48,6 +48,8 @@ def lab(tmp_path_factory):
     panio("target", "add", "lonely", "--host", "bench2")
     panio("job", "run", job_file(root, PASSING, "pass.toml"), "--target", "pico")
     panio("job", "run", job_file(root, FAILING, "fail.toml"), "--target", "pico", check=False)
+    suite = job_file(root, "name = 'nightly-smoke'\njobs = ['pass.toml']\ntags = ['pi5']\n", "suite.toml")
+    panio("schedule", "add", "nightly", "--suite", suite, "--at", "02:00")
     return panio
 
 
@@ -99,24 +101,31 @@ def test_pages_show_hosts_targets_history_and_a_job(dashboard, lab):
     assert c.get("/jobs/1/artifacts/nope.txt")[0] == 404
 
 
+def test_schedules_are_listed(dashboard):
+    page = signed_in(dashboard, READ).get("/schedules")[2]
+    row = page.split("<td>nightly</td>")[1].split("</tr>")[0]
+    assert "suite.toml" in row and "daily at 02:00" in row and ":00:00" in row  # its next run
+
+
 def test_a_screenshot_artifact_and_recorded_health_are_shown(dashboard, lab):
     from bench_agent.results import ResultStore
 
     store = ResultStore(f"sqlite:///{lab.env['PANIO_STATE_DIR']}/results.db")
     shot = png()
     store.add_artifact(1, "screen-boot.png", base64.b64encode(shot).decode())
-    with store.engine.begin() as conn:  # device health, as its recorder keeps it: the newest row per target
-        conn.exec_driver_sql("CREATE TABLE panio_health (id INTEGER PRIMARY KEY, target TEXT, health TEXT, "
-                             "reason TEXT, set_by TEXT, set_at REAL)")
-        conn.exec_driver_sql("INSERT INTO panio_health (target, health, reason, set_by, set_at) VALUES "
-                             "('spare', 'good', 'health check passed', 'hc', 1), "
-                             "('spare', 'maintenance', 'reflashing the bootloader', 'ops', 2)")
+    with store.engine.begin() as conn:  # device health as bench_agent.health keeps it: one row per target
+        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS panio_health (target VARCHAR(64) PRIMARY KEY, "
+                             "health VARCHAR(16) NOT NULL, reason TEXT, set_by VARCHAR(200), set_at FLOAT NOT NULL, "
+                             "job_id INTEGER, checked_at FLOAT)")
+        conn.exec_driver_sql("INSERT OR REPLACE INTO panio_health (target, health, reason, set_by, set_at) VALUES "
+                             "('spare', 'maintenance', 'reflashing the bootloader', 'ops@desk', 2)")
     c = signed_in(dashboard, READ)
     assert '<img class="shot" alt="screen-boot.png" src="/jobs/1/artifacts/screen-boot.png">' in c.get("/jobs/1")[2]
     with c.opener.open(dashboard.url + "/jobs/1/artifacts/screen-boot.png") as r:
         assert r.status == 200 and r.headers["content-type"] == "image/png" and r.read() == shot
     page = c.get("/")[2]
     assert '<span class="maintenance">maintenance</span> <span class="muted">reflashing the bootloader' in page
+    assert "set by ops@desk" in page
 
 
 def test_without_a_token_only_loopback_names_are_served(lab, tmp_path):

@@ -39,6 +39,7 @@ class Dashboard:
 
     def __init__(self, load_lab, auth: Auth) -> None:
         self.load_lab, self.auth = load_lab, auth
+        self._stores: dict[str, object] = {}
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.filters["when"] = _when
         self.templates.env.filters["duration"] = _duration
@@ -48,9 +49,14 @@ class Dashboard:
         self.templates.env.globals["failure"] = failure
 
     def store(self):
+        """One results store per database for the life of the server: a page a second must not build new
+        SQLAlchemy tables each time (each new table fills the engine's statement cache anew)."""
         from controller.jobs import backends
 
-        return backends.results_store()
+        url = backends.results_url()
+        if url not in self._stores:
+            self._stores[url] = backends.results_store()
+        return self._stores[url]
 
     def page(self, request: Request, name: str, status_code: int = 200, **context) -> HTMLResponse:
         cookie = request.cookies.get(COOKIE)

@@ -79,28 +79,32 @@ def break_lease(target: str, by: str) -> str:
     return f"broke the lease on {target} (was {record['was'].get('holder')}, job {record['was'].get('job')}); recorded"
 
 
-HEALTH_TABLES = ("panio_health", "panio_target_health", "health")
+HEALTH_TABLE = "panio_health"
+_HEALTH: dict[str, object] = {}  # url -> the reflected table, built once (a new Table per call grows the engine's cache)
+
+
+def _health_table(store):
+    import sqlalchemy as sa
+
+    if store.url not in _HEALTH:
+        if not sa.inspect(store.engine).has_table(HEALTH_TABLE):
+            return None  # not recorded yet: look again on the next page, it may appear
+        _HEALTH[store.url] = sa.Table(HEALTH_TABLE, sa.MetaData(), autoload_with=store.engine)
+    return _HEALTH[store.url]
 
 
 def health_by_target(store) -> dict[str, dict] | None:
-    """The newest health row of each target, if this database records device health; None if it does not.
+    """Each target's current health, if this database records device health; None if it does not.
 
-    Device health is recorded by its own module; this only reads whichever table it made, so the dashboard
-    shows health as soon as the database has it."""
-    import sqlalchemy as sa
-
-    names = set(sa.inspect(store.engine).get_table_names())
-    table_name = next((n for n in HEALTH_TABLES if n in names), None)
-    if table_name is None:
+    Device health is recorded by its own module (``panio_health``: target, health, reason, set_by, set_at);
+    this only reads the table, so the dashboard shows health as soon as the database has it."""
+    table = _health_table(store)
+    if table is None:
         return None
-    table = sa.Table(table_name, sa.MetaData(), autoload_with=store.engine)
-    if "target" not in table.c:
-        return None
-    order = next((table.c[c] for c in ("set_at", "changed_at", "at", "updated_at", "id") if c in table.c), None)
-    q = table.select() if order is None else table.select().order_by(order)
+    order = table.c["set_at"] if "set_at" in table.c else None
     with store.engine.connect() as c:
-        rows = c.execute(q).mappings().all()
-    return {r["target"]: dict(r) for r in rows}  # ordered oldest first: the last row of a target wins
+        rows = c.execute(table.select().order_by(order)).mappings().all()
+    return {r["target"]: dict(r) for r in rows}  # oldest first: were there several rows, the newest wins
 
 
 JOB_FILTERS = ("target", "state", "name", "host", "health", "result")
@@ -172,7 +176,13 @@ def _line(item: dict) -> str:
     return format_entry(item) + "\n"
 
 
+_SCHEDULES: dict[str, object] = {}
+
+
 def schedules() -> list[dict]:
     from controller.jobs.schedules import ScheduleStore
 
-    return ScheduleStore(backends.results_url()).list()
+    url = backends.results_url()
+    if url not in _SCHEDULES:  # built once: see Dashboard.store
+        _SCHEDULES[url] = ScheduleStore(url)
+    return _SCHEDULES[url].list()
