@@ -142,6 +142,18 @@ def test_without_a_token_only_loopback_names_are_served(lab, tmp_path):
         d.stop()
 
 
+def test_an_unreachable_database_is_a_page_saying_so(lab, tmp_path):
+    env = {**lab.env, "PANIO_RESULTS_URL": "postgresql://panio@127.0.0.1:1/none?connect_timeout=2"}
+    d = DashboardProc(env, tmp_path / "down.log")
+    try:
+        status, _, body = Client(d.url).get("/jobs")
+        assert status == 503 and body.startswith("panio: results database") and "unreachable" in body
+        assert Client(d.url).get("/static/htmx.min.js")[0] == 200  # still serving
+    finally:
+        d.stop()
+    assert "Traceback" not in (tmp_path / "down.log").read_text()
+
+
 def test_binding_beyond_loopback_needs_an_operator_token(panio):
     panio("init")
     r = panio.fails("dashboard", "--bind", "0.0.0.0", "--port", "0", code=3)

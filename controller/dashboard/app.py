@@ -97,9 +97,14 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
         response.headers.update(HEADERS)
         return response
 
+    def lab_failed(request: Request, err: PanioError) -> Response:
+        """The database, Redis or the lab file failed: say so on the page (and keep serving), no traceback."""
+        text = f"panio: {err.message}" + (f" ({err.hint})" if err.hint else "")
+        return PlainTextResponse(text, status_code=503, headers=HEADERS)
+
     # A form or token larger than this is not one of ours.
     return Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)],
-                     max_body_size=64 * 1024)
+                     exception_handlers={PanioError: lab_failed}, max_body_size=64 * 1024)
 
 
 def overview(d: Dashboard, request: Request) -> Response:
