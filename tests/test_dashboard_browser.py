@@ -150,7 +150,7 @@ def test_operator_watches_a_running_job_opens_its_serial_log_and_cancels_it(benc
         shots.take("02-job-running")
 
         browser.find_element("id", "serial-link").click()
-        wait_for(lambda: MARKER in text_of(browser, "#serial-console"), timeout_s=20)
+        wait_for(lambda: f"echo {MARKER}" in text_of(browser, "#serial-console"), timeout_s=20)
         assert "live: lines since the job took its lease" in browser.page_source
         shots.take("03-serial-log")
 

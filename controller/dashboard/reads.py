@@ -162,8 +162,15 @@ def serial_log(lab, job: dict) -> dict[str, str]:
         except PanioError as err:
             out[iface["name"]] = f"(serial log unavailable: {err.message})\n"
             continue
-        out[iface["name"]] = "".join(_line(item) for item in r["lines"] if _when(item) >= since - 1)
+        out[iface["name"]] = "".join(_line(item) for item in _window(r["lines"], since))
     return out
+
+
+def _window(lines: list[dict], since: float) -> list[dict]:
+    """Lines from the job's start: the first one that began after it, and the line before, which may have
+    been the unterminated prompt the job's first command was typed into (as the saved window does)."""
+    first = next((i for i, item in enumerate(lines) if _when(item) >= since), len(lines))
+    return lines[max(0, first - 1):]
 
 
 def _when(item: dict) -> float:
