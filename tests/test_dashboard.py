@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import struct
 import subprocess
 import uuid
@@ -91,6 +92,11 @@ def test_pages_show_hosts_targets_history_and_a_job(dashboard, lab):
     _, _, failed = c.get("/jobs?result=failed")
     assert "#2" in failed and "/jobs/1\"" not in failed
     assert "no jobs match" in c.get("/jobs?target=far")[2]
+    first = c.get("/jobs?target=pico&limit=1")[2]  # a page of one: the newest, and a link to the next page
+    assert "#2" in first and '"/jobs/1"' not in first
+    older = re.search(r'id="older" href="([^"]+)"', first).group(1).replace("&amp;", "&")
+    assert older == "/jobs?target=pico&limit=1&before=2"
+    assert '"/jobs/1"' in c.get(older)[2]
     _, _, job = c.get("/jobs/2")
     assert "complete, failed" in job and "output matches /seq=9/" in job and "seq=1 time=" in job
     assert 'hx-trigger="every 1s"' not in job  # a finished job is not polled

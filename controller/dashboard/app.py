@@ -29,6 +29,7 @@ from controller.dashboard.auth import COOKIE, Auth, is_loopback
 HERE = Path(__file__).parent
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 PUBLIC = ("/login", "/static/")
+PAGE = 50  # jobs a page
 HEADERS = {"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
            "Cache-Control": "no-store",
            "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'"}
@@ -136,9 +137,10 @@ async def logout(d: Dashboard, request: Request) -> Response:
 def jobs(d: Dashboard, request: Request) -> Response:
     filters = {k: request.query_params.get(k, "") for k in reads.JOB_FILTERS}
     before = _int(request.query_params.get("before"))
-    found = reads.jobs(d.store(), filters, limit=50, before=before)
-    more = found[-1]["id"] if len(found) == 50 else None
-    return d.page(request, "jobs.html", jobs=found, filters=filters, more=more)
+    limit = min(max(_int(request.query_params.get("limit")) or PAGE, 1), 500)
+    found = reads.jobs(d.store(), filters, limit=limit, before=before)
+    more = found[-1]["id"] if len(found) == limit else None
+    return d.page(request, "jobs.html", jobs=found, filters=filters, more=more, limit=limit)
 
 
 def _job_or_404(d: Dashboard, job_id: int) -> dict | None:
