@@ -7,6 +7,7 @@ shown settled, as ``panio job list`` shows them (``controller.jobs.control``).
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import datetime
 
@@ -16,6 +17,7 @@ from controller.jobs import backends, control
 WORKER_PING_S = 1.0
 _PINGS: dict[str, tuple[float, dict[str, list[str]]]] = {}  # broker -> (when, host -> worker names)
 PING_CACHE_S = 5.0
+_PING_LOCK = threading.Lock()
 
 
 def hosts(lab) -> list[dict]:
@@ -36,13 +38,16 @@ def workers() -> dict[str, list[str]] | None:
     url = backends.broker_url()
     if not url:
         return None
+    with _PING_LOCK:  # pages loading at once share one ping
+        return _ping(url)
+
+
+def _ping(url: str) -> dict[str, list[str]]:
     cached = _PINGS.get(url)
     if cached and time.monotonic() - cached[0] < PING_CACHE_S:
         return cached[1]
-    from controller.jobs import remote
-
     try:
-        replies = remote.celery_app().control.ping(timeout=WORKER_PING_S)
+        replies = _celery(url).control.ping(timeout=WORKER_PING_S)
     except Exception:  # noqa: BLE001 - an unreachable broker shows as no worker answering, not as a crash
         replies = []
     by_host: dict[str, list[str]] = {}
@@ -51,6 +56,18 @@ def workers() -> dict[str, list[str]] | None:
             by_host.setdefault(name.split("@", 1)[0].rsplit(".", 1)[0], []).append(name)
     _PINGS[url] = (time.monotonic(), by_host)
     return by_host
+
+
+_APPS: dict[str, object] = {}
+
+
+def _celery(url: str):
+    """One Celery app (and connection pool) per broker for the life of the server, not one per ping."""
+    if url not in _APPS:
+        from controller.jobs import remote
+
+        _APPS[url] = remote.celery_app()
+    return _APPS[url]
 
 
 def targets(lab, store) -> list[dict]:
