@@ -133,7 +133,7 @@ def test_operator_watches_a_running_job_opens_its_serial_log_and_cancels_it(benc
         assert browser.current_url.endswith("/login")
         browser.find_element("id", "token").send_keys("not the token")
         browser.find_element("id", "sign-in").click()
-        assert "wrong token" in text_of(browser, "#login-error")
+        wait_for(lambda: "wrong token" in text_of(browser, "#login-error"), timeout_s=10)  # the next page loaded
         browser.find_element("id", "token").send_keys(TOKEN)
         browser.find_element("id", "sign-in").click()
         wait_for(lambda: "Control hosts" in browser.page_source, timeout_s=10)
