@@ -167,6 +167,13 @@ def test_binding_beyond_loopback_needs_an_operator_token(panio):
     panio.env["PANIO_DASHBOARD_READ_TOKEN"] = READ  # a read token alone would leave no one able to act safely
     panio.fails("dashboard", "--bind", "0.0.0.0", "--port", "0", code=3)
     panio.fails("dashboard", "--port", "99999", code=2)
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        r = panio.fails("dashboard", "--port", str(taken.getsockname()[1]), code=4)
+        assert "cannot listen on 127.0.0.1:" in r.err
 
 
 @pytest.fixture(scope="module")
