@@ -8,6 +8,7 @@ import json
 import re
 import struct
 import subprocess
+import time
 import uuid
 import zlib
 
@@ -148,7 +149,7 @@ def test_without_a_token_only_loopback_names_are_served(lab, tmp_path):
         d.stop()
 
 
-def test_an_unreachable_database_is_a_page_saying_so(lab, tmp_path):
+def test_an_unreachable_database_or_broker_is_a_page_saying_so(lab, tmp_path):
     env = {**lab.env, "PANIO_RESULTS_URL": "postgresql://panio@127.0.0.1:1/none?connect_timeout=2"}
     d = DashboardProc(env, tmp_path / "down.log")
     try:
@@ -157,7 +158,17 @@ def test_an_unreachable_database_is_a_page_saying_so(lab, tmp_path):
         assert Client(d.url).get("/static/htmx.min.js")[0] == 200  # still serving
     finally:
         d.stop()
-    assert "Traceback" not in (tmp_path / "down.log").read_text()
+    env = {**lab.env, "PANIO_BROKER": "redis://127.0.0.1:1/0"}
+    d = DashboardProc(env, tmp_path / "nobroker.log")
+    try:
+        started = time.monotonic()
+        status, _, page = Client(d.url).get("/")
+        assert status == 200 and page.count('<span class="bad">broker unreachable</span>') == 3  # local, bench1, 2
+        assert page.count("unknown: lease store unreachable") == 4  # every target: never "free" on a guess
+        assert time.monotonic() - started < 5  # not Celery's publish retries
+    finally:
+        d.stop()
+    assert "Traceback" not in (tmp_path / "down.log").read_text() + (tmp_path / "nobroker.log").read_text()
 
 
 def test_binding_beyond_loopback_needs_an_operator_token(panio):

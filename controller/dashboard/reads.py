@@ -23,13 +23,14 @@ _PING_LOCK = threading.Lock()
 def hosts(lab) -> list[dict]:
     """Each control host of the lab (and ``local``) with the workers that answered a ping just now."""
     answering = workers()
+    down = answering.why if isinstance(answering, BrokerDown) else None
     names = ["local", *lab.hosts]
     out = []
     for name in names:
         config = lab.hosts.get(name, {})
         out.append({"name": name, "ssh": config.get("ssh", ""), "transport": config.get("transport", "ssh"),
                     "targets": sorted(t for t, c in lab.targets.items() if (c.get("host") or "local") == name),
-                    "workers": answering.get(name, []) if answering is not None else None})
+                    "workers": answering.get(name, []) if answering is not None else None, "broker_down": down})
     return out
 
 
@@ -42,20 +43,40 @@ def workers() -> dict[str, list[str]] | None:
         return _ping(url)
 
 
+class BrokerDown(dict):
+    """No worker can answer: the broker itself does not (the page says so instead of "none")."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__()
+        self.why = why
+
+
 def _ping(url: str) -> dict[str, list[str]]:
     cached = _PINGS.get(url)
     if cached and time.monotonic() - cached[0] < PING_CACHE_S:
         return cached[1]
     try:
+        _reachable(url)  # fast: Celery's own publish retries for seconds against a broker that is down
         replies = _celery(url).control.ping(timeout=WORKER_PING_S)
-    except Exception:  # noqa: BLE001 - an unreachable broker shows as no worker answering, not as a crash
-        replies = []
+    except Exception as exc:  # noqa: BLE001 - a broker that fails shows on the page, not as a crash
+        _PINGS[url] = (time.monotonic(), BrokerDown(str(exc).splitlines()[0][:200]))
+        return _PINGS[url][1]
     by_host: dict[str, list[str]] = {}
     for reply in replies:
         for name in reply:  # "<host>.<pid>@<machine>" (bench_agent.worker.run)
             by_host.setdefault(name.split("@", 1)[0].rsplit(".", 1)[0], []).append(name)
     _PINGS[url] = (time.monotonic(), by_host)
     return by_host
+
+
+def _reachable(url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=WORKER_PING_S, socket_timeout=WORKER_PING_S)
+    try:
+        client.ping()
+    finally:
+        client.close()
 
 
 _APPS: dict[str, object] = {}
@@ -73,7 +94,8 @@ def _celery(url: str):
 def targets(lab, store) -> list[dict]:
     """Each target with its host, lease holder, health (when recorded) and last job."""
     names = sorted(lab.targets)
-    leases = {h["target"]: h for h in _leases()}
+    held = _leases()
+    leases = {h["target"]: h for h in held} if held is not None else {t: {"unknown": True} for t in names}
     last = store.last_jobs(names) if names else {}
     health = health_by_target(store)
     return [{"name": t, "host": lab.targets[t].get("host") or "local", "tags": lab.targets[t].get("tags", []),
@@ -81,11 +103,12 @@ def targets(lab, store) -> list[dict]:
              "last_job": last.get(t)} for t in names]
 
 
-def _leases() -> list[dict]:
+def _leases() -> list[dict] | None:
+    """Every lease held now; None if the lease store cannot be read (the page must not say "free")."""
     try:
         return backends.lease_store().list()
     except PanioError:
-        return []
+        return None
 
 
 def break_lease(target: str, by: str) -> str:
