@@ -217,6 +217,8 @@ def test_workers_that_answer_and_an_operator_cancels_a_queued_job(lab, broker, t
     assert '<span class="good">1</span>' in bench1.split("</tr>")[0] and "bench1." in bench1.split("</tr>")[0]
     assert '<span class="bad">none</span>' in bench2.split("</tr>")[0]
     assert f'<a href="/jobs/{queued}">#{queued}</a>' in reader.get("/")[2]  # in the queue
+    status, _, fragment = reader.get("/queue", **{"HX-Request": "true"})  # what the overview polls
+    assert status == 200 and fragment.startswith('<section id="queue-live"') and f"#{queued}</a>" in fragment
 
     assert 'id="cancel"' not in reader.get(f"/jobs/{queued}")[2]
     status, _, body = reader.post(f"/jobs/{queued}/cancel", {"csrf": reader.csrf(f"/jobs/{queued}")})
@@ -228,6 +230,7 @@ def test_workers_that_answer_and_an_operator_cancels_a_queued_job(lab, broker, t
     assert status == 303
     assert "canceled before it started" in operator.get(headers["location"])[2]
     assert workers.store().job(queued)["health"] == "canceled"
+    assert f"#{queued}</a>" not in reader.get("/queue")[2]  # gone from the queue
 
 
 def test_an_operator_breaks_a_lease_and_the_break_is_recorded(broker):

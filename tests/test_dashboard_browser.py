@@ -138,6 +138,7 @@ def test_operator_watches_a_running_job_opens_its_serial_log_and_cancels_it(benc
         browser.find_element("id", "sign-in").click()
         wait_for(lambda: "Control hosts" in browser.page_source, timeout_s=10)
         assert "signed in: operator" in text_of(browser, "header")
+        wait_for(lambda: "#1 live board0 running" in text_of(browser, "#queue-live"), timeout_s=30)  # polled in
         shots.take("01-overview")
 
         browser.get(dashboard.url + "/jobs/1")

@@ -71,6 +71,7 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
         Route("/", partial(overview, d)),
         Route("/login", partial(login, d), methods=["GET", "POST"]),
         Route("/logout", partial(logout, d), methods=["POST"]),
+        Route("/queue", partial(queue, d)),
         Route("/jobs", partial(jobs, d)),
         Route("/jobs/{id:int}", partial(job, d)),
         Route("/jobs/{id:int}/live", partial(job, d, fragment=True)),
@@ -113,6 +114,11 @@ def overview(d: Dashboard, request: Request) -> Response:
     store = d.store()
     return d.page(request, "overview.html", hosts=reads.hosts(lab), targets=reads.targets(lab, store),
                   queue=reads.queue(store), message=_message(d, request))
+
+
+def queue(d: Dashboard, request: Request) -> Response:
+    """The overview's queue, refreshed in place every few seconds."""
+    return d.page(request, "queue_live.html", queue=reads.queue(d.store()))
 
 
 async def login(d: Dashboard, request: Request) -> Response:
