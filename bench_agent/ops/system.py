@@ -7,9 +7,10 @@ import platform
 import socket
 
 from bench_agent.ops import operation
+from bench_agent.ops.spec import Param
 
 
-@operation("system.ping")
+@operation("system.ping")  # payload: any JSON value, so it is not a typed Param
 def ping(payload: object = None) -> dict:
     """A no-op round trip: echoes ``payload``. Used by health checks and benchmarks."""
     return {"pong": payload}
@@ -28,7 +29,9 @@ def discover() -> dict:
     return inventory()
 
 
-@operation("system.doctor")
+@operation("system.doctor", params=(
+    Param("config", dict, "one target's table from the lab file"),
+    Param("tftp_root", str, "the netboot TFTP root to check", default=None)))
 def doctor(config: dict, tftp_root: str | None = None) -> list:
     """Check one target's channels against this host's hardware."""
     from bench_agent.doctor import check
