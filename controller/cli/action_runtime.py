@@ -35,8 +35,9 @@ def run(args: argparse.Namespace) -> None:
         sys.stderr.write(f"note: cannot read {args.target}'s power state (no state_cmd or power_sense_signal); "
                          f"running {args.name} anyway\n")
     host = act.get("host", lab.target(args.target).get("host"))
-    result = dispatch.transport_for(lab, host).call({"op": "action.run", "args": {
-        "target": args.target, "name": args.name, "command": act["command"], "timeout_s": act.get("timeout_s")}})
+    result = dispatch.for_lab(lab).call(args.target, "action.run", {
+        "target": args.target, "name": args.name, "command": act["command"], "timeout_s": act.get("timeout_s")},
+        host=host)
     sys.stdout.write(result["stdout"])
     sys.stderr.write(result["stderr"])
     if result["exit"] != 0:

@@ -28,14 +28,14 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     add_json(c)
 
 
-def _local():
-    from controller.dispatch import transport_for
+def _local(op: str, args: dict) -> list:
+    from controller.dispatch import Dispatcher
 
-    return transport_for(None, None)  # daemons are this host's
+    return Dispatcher(None).call_host(None, op, args)  # daemons are this host's
 
 
 def list_(args: argparse.Namespace) -> None:
-    rows = _local().call({"op": "daemons.list", "args": {}})
+    rows = _local("daemons.list", {})
     if args.json:
         print_json(rows)
         return
@@ -53,8 +53,7 @@ def list_(args: argparse.Namespace) -> None:
 def stop(args: argparse.Namespace) -> None:
     if bool(args.name) == bool(args.all):
         raise UsageError("name one daemon or give --all", hint="see `panio daemons` for names")
-    rows = _local().call({"op": "daemons.stop", "args": {"names": None if args.all else [args.name],
-                                                          "force": args.force}})
+    rows = _local("daemons.stop", {"names": None if args.all else [args.name], "force": args.force})
     if args.json:
         print_json(rows)
         return
