@@ -240,9 +240,10 @@ def test_deadlines_follow_the_tool_bound_and_the_lab(lab):
     parsed = load(lab.lab)
     assert BY_NAME["serial_wait"].deadline_s({"timeout_ms": 3600000}, parsed) == 3600 + MARGIN_S
     assert BY_NAME["serial_wait"].deadline_s({}, parsed) == 30 + MARGIN_S
-    assert BY_NAME["serial_send"].deadline_s({"text": "ab", "pace_ms": 1000}, parsed) == DEFAULT_DEADLINE_S + 4
+    assert BY_NAME["serial_send"].deadline_s({"text": "ab", "pace_ms": 1000}, parsed) == 4 + MARGIN_S  # 2 + CR LF
     assert BY_NAME["power_cycle"].deadline_s({"target": "pico"}, parsed) == 2 * 5 + 1 + MARGIN_S
     assert BY_NAME["power_cycle"].deadline_s({"target": "far"}, parsed) == 2 * 30 + 2 + MARGIN_S
+    assert BY_NAME["power_on"].deadline_s({"target": "pico"}, parsed) == 5 + MARGIN_S  # one hook
     assert BY_NAME["action_run"].deadline_s({"target": "pico", "name": "flash"}, parsed) == 90 + MARGIN_S
     assert BY_NAME["action_run"].deadline_s({"target": "pico", "name": "logs"}, None) == 600 + MARGIN_S
     assert BY_NAME["target_list"].deadline_s({}, parsed) == DEFAULT_DEADLINE_S

@@ -118,6 +118,54 @@ positive_float = _number(float, "a number", allow_zero=False)
 non_negative_float = _number(float, "a number", allow_zero=True)
 
 
+def spec_type(op: str, name: str) -> Callable[[str], Any]:
+    """An argparse type for parameter ``name`` of operation ``op``: its kind, bounds and choices, from the spec."""
+    from bench_agent import ops
+
+    param = ops.spec(op).param(name)
+    assert param is not None, f"{op} has no parameter {name}"
+    convert, noun = {int: (int, "a whole number"), float: (float, "a number")}.get(param.kind, (str, "text"))
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        try:
+            return param.check(value)
+        except UsageError as err:
+            raise argparse.ArgumentTypeError(err.message.removeprefix(param.name + " ")) from None
+
+    parse.__name__ = noun  # argparse names the type in its messages
+    return parse
+
+
+def add_param(p: argparse.ArgumentParser, op: str, name: str, *flags: str, **kw: Any) -> argparse.Action:
+    """Add the flag for parameter ``name`` of ``op``: type, bounds, default and help derived from its spec.
+
+    ``flags`` default to ``--<name with dashes>``; ``kw`` adds what the spec does not
+    say (``metavar``, ``required`` for a positional-like flag, a different ``dest``).
+    """
+    from bench_agent import ops
+
+    param = ops.spec(op).param(name)
+    assert param is not None, f"{op} has no parameter {name}"
+    flags = flags or ("--" + name.replace("_", "-"),)
+    if param.kind is bool:
+        return p.add_argument(*flags, dest=kw.pop("dest", name), action="store_true",
+                              help=kw.pop("help", param.help), **kw)
+    kw.setdefault("type", spec_type(op, name))
+    if param.required:
+        kw.setdefault("required", True)
+    else:
+        kw.setdefault("default", param.default)
+    bounds = param.bounds_text() if param.minimum is not None or param.maximum is not None else ""
+    default = f"default {param.default}" if not param.required and param.default is not None else ""
+    extra = ", ".join(x for x in (bounds, default) if x)
+    kw.setdefault("help", param.help + (f" ({extra})" if extra else ""))
+    return p.add_argument(*flags, dest=kw.pop("dest", name), **kw)
+
+
 def load_lab(args: argparse.Namespace):
     from controller.lab import load
 

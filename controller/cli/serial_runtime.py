@@ -9,30 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable
+from typing import Any
 
 from bench_agent.errors import DeviceError, NotConfigured, NotRunning, Timeout, Unreachable, UsageError
-from controller.cli.common import add_json, add_target_positional, command, load_lab, print_json, say
+from controller.cli.common import add_json, add_param, add_target_positional, command, load_lab, print_json, say
 
 SEE = "docs/serial.md, panio skill"
-
-
-def bounded(name: str, lo: int, hi: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{name} must be from {lo} to {hi}")
-        return value
-
-    parse.__name__ = name
-    return parse
-
-
-SEQ = bounded("a sequence number", 0, 1 << 62)
-CURSOR = bounded("a cursor", 0, 1 << 62)
 
 
 def _iface_opt(p: argparse.ArgumentParser) -> None:
@@ -40,18 +22,15 @@ def _iface_opt(p: argparse.ArgumentParser) -> None:
                    help="interface name (needed only when the target has several, e.g. console, bmc)")
 
 
-def _input_opts(p: argparse.ArgumentParser) -> None:
+def _input_opts(p: argparse.ArgumentParser, op: str) -> None:
     p.add_argument("--no-newline", action="store_true",
                    help="send the text as is (a bare key); else the interface's line ending (default CR) follows")
-    p.add_argument("--pace-ms", type=bounded("--pace-ms", 0, 10000), default=0, metavar="N",
-                   help="pause N ms after each byte, for a polled UART without flow control (max 10000)")
+    add_param(p, op, "pace_ms", metavar="N")
 
 
-def _wait_opts(p: argparse.ArgumentParser, timeout_lo: int) -> None:
-    p.add_argument("--timeout-ms", type=bounded("--timeout-ms", timeout_lo, 3600000), default=30000, metavar="N",
-                   help=f"give up after N ms ({timeout_lo}-3600000, default 30000)")
-    p.add_argument("--max-bytes", type=bounded("--max-bytes", 1, 1048576), default=65536, metavar="N",
-                   help="examine at most N received bytes (1-1048576, default 65536)")
+def _wait_opts(p: argparse.ArgumentParser, op: str) -> None:
+    add_param(p, op, "timeout_ms", metavar="N")
+    add_param(p, op, "max_bytes", metavar="N")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -87,12 +66,12 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
     add_target_positional(c)
     _iface_opt(c)
     window = c.add_mutually_exclusive_group()
-    window.add_argument("--tail", type=bounded("--tail", 0, 5000), metavar="N", help="the last N lines (max 5000)")
-    window.add_argument("--since", type=SEQ, metavar="SEQ", help="lines after line SEQ (the poll loop)")
-    window.add_argument("--from", dest="first", type=SEQ, metavar="A", help="lines A..B (with --to)")
-    c.add_argument("--to", dest="last", type=SEQ, metavar="B", help="last line of a --from range (inclusive)")
+    add_param(window, "serial.log", "tail", metavar="N")
+    add_param(window, "serial.log", "since", metavar="SEQ")
+    add_param(window, "serial.log", "first", "--from", metavar="A", help="lines A..B (with --to)")
+    add_param(c, "serial.log", "last", "--to", metavar="B", help="last line of a --from range (inclusive)")
     add_json(c)
-    c.add_argument("--raw", action="store_true", help="keep ANSI escape sequences and control bytes")
+    add_param(c, "serial.log", "raw")
 
 
 def _register_input(sub: argparse._SubParsersAction) -> None:
@@ -104,7 +83,7 @@ def _register_input(sub: argparse._SubParsersAction) -> None:
     add_target_positional(c)
     c.add_argument("text", metavar="TEXT", help="what to type")
     _iface_opt(c)
-    _input_opts(c)
+    _input_opts(c, "serial.send")
     add_json(c)
 
     c = command(sub, "transact", "send text and wait until the reply matches a regex; print the reply",
@@ -118,8 +97,8 @@ def _register_input(sub: argparse._SubParsersAction) -> None:
     c.add_argument("text", metavar="TEXT", help="what to type")
     c.add_argument("--until", required=True, metavar="REGEX", help="stop when the reply matches (Python regex)")
     _iface_opt(c)
-    _wait_opts(c, 1)
-    _input_opts(c)
+    _wait_opts(c, "serial.transact")
+    _input_opts(c, "serial.transact")
     add_json(c)
 
     c = command(sub, "wait", "wait for received bytes from a cursor, optionally until a regex matches (JSON)",
@@ -129,16 +108,14 @@ def _register_input(sub: argparse._SubParsersAction) -> None:
                         "cursor to continue from come back whatever the status. Exit 0 when matched (or\n"
                         "no --pattern), 22 on timeout/cap, 4 on disconnect, 12 on fault.")
     add_target_positional(c)
-    c.add_argument("--epoch", type=SEQ, required=True, metavar="E", help="capture epoch the cursor belongs to")
-    c.add_argument("--since", type=CURSOR, required=True, metavar="CURSOR", help="byte cursor to read from")
+    add_param(c, "serial.wait", "epoch", metavar="E")
+    add_param(c, "serial.wait", "since", metavar="CURSOR")
     _iface_opt(c)
-    c.add_argument("--pattern", metavar="RE", help="stop when this regex matches")
-    _wait_opts(c, 0)
-    c.add_argument("--max-output-bytes", type=bounded("--max-output-bytes", 4096, 8388608), default=1 << 20,
-                   metavar="N", help="cap the JSON printed (4096-8388608)")
-    c.add_argument("--include-pending", action="store_true",
-                   help="also return bytes received after the match (not consumed)")
-    c.add_argument("--follow", action="store_true", help="keep matching until the bound; return every match")
+    add_param(c, "serial.wait", "pattern", metavar="RE")
+    _wait_opts(c, "serial.wait")
+    add_param(c, "serial.wait", "max_output_bytes", metavar="N")
+    add_param(c, "serial.wait", "include_pending")
+    add_param(c, "serial.wait", "follow")
 
 
 def _register_inspect(sub: argparse._SubParsersAction) -> None:
@@ -147,10 +124,9 @@ def _register_inspect(sub: argparse._SubParsersAction) -> None:
                 see_also=f"panio serial status, panio serial wait, {SEE}")
     add_target_positional(c)
     _iface_opt(c)
-    c.add_argument("--epoch", type=SEQ, metavar="E", help="capture epoch of --since")
-    c.add_argument("--since", type=CURSOR, metavar="CURSOR", help="records from this byte cursor (needs --epoch)")
-    c.add_argument("--max-bytes", type=bounded("--max-bytes", 1, 1048576), default=65536, metavar="N",
-                   help="at most N bytes of evidence (default 65536)")
+    add_param(c, "serial.evidence", "epoch", metavar="E")
+    add_param(c, "serial.evidence", "since", metavar="CURSOR", help="records from this byte cursor (needs --epoch)")
+    add_param(c, "serial.evidence", "max_bytes", metavar="N")
     add_json(c)
 
     c = command(sub, "status", "capture and port state of an interface: identity, process, epoch, RX/TX (JSON)",
@@ -181,7 +157,7 @@ def _register_power_button(sub: argparse._SubParsersAction) -> None:
                 func=dtr, example="panio serial dtr dut --ms 3000",
                 see_also="panio serial reset, panio serial set --power-button")
     add_target_positional(c)
-    c.add_argument("--ms", type=bounded("--ms", 1, 60000), required=True, metavar="N", help="how long to hold it")
+    add_param(c, "serial.dtr", "ms", metavar="N")
     _iface_opt(c)
     add_json(c)
 
