@@ -314,3 +314,42 @@ def test_celery_waits_the_operations_deadline_not_a_fixed_minute(shared, monkeyp
     assert r["exit"] == 0 and time.monotonic() - started >= 3
     assert d.call("slow", "power.off", {"target": "slow", "power": power})["via"] == ["off_cmd"]
     road.close()
+
+
+# --- every runtime command: the lease refuses its side effects and serves its reads -------------------
+
+COMMANDS = [  # (argv after the target is substituted, the operation it reaches)
+    (["serial", "watch", "pico"], "serial.watch"), (["serial", "stop", "pico"], "serial.stop"),
+    (["serial", "send", "pico", "x"], "serial.send"),
+    (["serial", "transact", "pico", "x", "--until", "y", "--timeout-ms", "100"], "serial.transact"),
+    (["serial", "reset", "pico"], "serial.reset"), (["serial", "dtr", "pico", "--ms", "3000"], "serial.dtr"),
+    (["serial", "connect", "pico"], "serial.connect"),
+    (["power", "on", "pico"], "power.on"), (["power", "off", "pico"], "power.off"),
+    (["power-cycle", "pico"], "power.cycle"), (["action", "run", "pico", "flash"], "action.run"),
+    (["serial", "log", "pico"], "serial.log"), (["serial", "status", "pico"], "serial.status"),
+    (["serial", "evidence", "pico"], "serial.evidence"),
+    (["serial", "wait", "pico", "--epoch", "1", "--since", "0", "--timeout-ms", "100"], "serial.wait"),
+    (["power-state", "pico"], "power.state"), (["ping", "pico"], "system.ping"),
+]
+
+
+@pytest.mark.parametrize("argv,op", COMMANDS, ids=[" ".join(a[:2]) for a, _ in COMMANDS])
+def test_every_command_is_refused_or_served_while_leased_as_its_spec_says(panio, tmp_path, argv, op):
+    from bench_agent import ops
+
+    panio("init")
+    panio("target", "add", "pico")
+    panio("serial", "add", "console", "-t", "pico", "--device", str(tmp_path / "tty"), "--power-button")
+    panio("power", "set", "-t", "pico", "--on-cmd", f"touch {tmp_path / 'ran'}", "--off-cmd",
+          f"touch {tmp_path / 'ran'}", "--state-cmd", "echo off")
+    panio("action", "add", "flash", "-t", "pico", "--command", f"touch {tmp_path / 'ran'}")
+    lease = FileLeaseStore(tmp_path / "state" / "leases").try_acquire("pico", {"holder": "job@ci:1", "job": 5}, 30)
+    try:
+        r = panio(*argv, check=False)
+    finally:
+        lease.release()
+    if ops.spec(op).side_effect:
+        assert r.code == 8 and r.error["holder"] == "job@ci:1" and "leased by job@ci:1" in r.err, r.err
+        assert not (tmp_path / "ran").exists()
+    else:
+        assert r.code != 8, r.err
