@@ -172,13 +172,17 @@ class JudgeRun:
 
 def run_judge(command: str, prompt: str, timeout_s: float = 300) -> JudgeRun:
     """Prompt on stdin, reply on stdout; never a shell."""
+    from bench_agent.process import Child
+
     try:
-        p = subprocess.run(shlex.split(command), input=prompt, capture_output=True, text=True, timeout=timeout_s)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = Child(shlex.split(command), input=prompt.encode()).wait(timeout_s)
+    except OSError as exc:
         return JudgeRun(None, "", f"judge command failed: {exc}")
-    v = parse_verdict(p.stdout)
-    err = "" if v else f"no verdict-shaped JSON in the judge's reply (exit {p.returncode})"
-    return JudgeRun(v, p.stdout, err)
+    if done.timed_out:
+        return JudgeRun(None, "", f"judge command failed: still running after {timeout_s:g} s; stopped")
+    v = parse_verdict(done.out)
+    err = "" if v else f"no verdict-shaped JSON in the judge's reply (exit {done.code})"
+    return JudgeRun(v, done.out, err)
 
 
 def merge(checker_scores: dict, checker_traps: list, verdict: Verdict | None, condition: str) -> tuple[dict, list[dict], bool, list[str]]:

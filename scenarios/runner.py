@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 import uuid
@@ -62,18 +61,6 @@ def skill_source(panio: str) -> Path | None:
     return path if path and path.exists() else None
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=5)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait()
-
-
 def run_agent(ad: Adapter, sc: Scenario, condition: str, box: Sandbox, cfg: RunConfig,
               skill: Path | None) -> tuple[str, str, float, bool]:
     """Start the harness headless in the sandbox; (stdout, stderr, seconds, timed_out)."""
@@ -83,18 +70,11 @@ def run_agent(ad: Adapter, sc: Scenario, condition: str, box: Sandbox, cfg: RunC
     env.update(PANIO_EVAL_PROMPT=prompt, PANIO_EVAL_CONDITION=condition, PANIO_EVAL_SCENARIO=sc.id,
                PANIO_EVAL_SKILL=str(skill or ""))
     stdin = ad.stdin(prompt, condition, skill_text)
-    t0 = time.monotonic()
-    proc = subprocess.Popen(ad.argv(prompt, condition, skill_text), cwd=box.cwd, env=env, text=True,
-                            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    timed_out = False
-    try:
-        out, err = proc.communicate(input=stdin, timeout=cfg.timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc)
-        out, err = proc.stdout.read() if proc.stdout else "", proc.stderr.read() if proc.stderr else ""
-    return out or "", err or "", time.monotonic() - t0, timed_out
+    from bench_agent.process import Child
+
+    done = Child(ad.argv(prompt, condition, skill_text), cwd=str(box.cwd), env=env,
+                 input=stdin.encode() if stdin is not None else None).wait(cfg.timeout_s)
+    return done.out, done.err, done.elapsed_s, done.timed_out
 
 
 def merge_shim(ev: Evidence, records: list[dict]) -> Evidence:

@@ -29,7 +29,7 @@ import time
 from typing import Any, Callable
 
 from bench_agent import leases as leasing
-from bench_agent.errors import Busy, Refused, Unreachable
+from bench_agent.errors import Busy, Canceled, Refused, Timeout, Unreachable
 from bench_agent.jobs.steps import LAB_EXITS, StepProcess, error_of, judge, substitute
 from bench_agent.results import ResultStore
 
@@ -91,15 +91,14 @@ class JobRunner:
         return [i["name"] for i in lab.get("targets", {}).get(target, {}).get("serial", [])]
 
     def _serial_log(self, target: str, iface: str, window: list[str], env: dict, json_out: bool) -> str | None:
-        import subprocess
+        from bench_agent.process import run
 
         argv = [*self.panio_argv, "--lab", self.lab_path, "serial", "log", target, "-i", iface, *window]
         try:
-            p = subprocess.run(argv + (["--json"] if json_out else []), capture_output=True, text=True, env=env,
-                               timeout=30, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
+            done = run(argv + (["--json"] if json_out else []), deadline_s=30, env=env)
+        except OSError:
             return None
-        return p.stdout if p.returncode == 0 else None
+        return done.out if done.code == 0 else None
 
     def _serial_marks(self, target: str, env: dict) -> dict[str, int | None]:
         import json
@@ -147,9 +146,9 @@ class JobRunner:
 
     def _stop_reason(self, job_id: int, lease: leasing.Lease, deadline: float | None) -> tuple | None:
         if self.store.cancel_requested(job_id):
-            return ("canceled", "canceled by request", {"error": "canceled", "exit": 15, "message": "canceled"})
+            return ("canceled", "canceled by request", Canceled("canceled").to_json())
         if deadline is not None and time.monotonic() >= deadline:
-            return ("timed_out", "job timeout reached", {"error": "timeout", "exit": 22, "message": "job timed out"})
+            return ("timed_out", "job timeout reached", Timeout("job timed out").to_json())
         try:
             lease.check()
         except (Refused, Unreachable) as err:
@@ -194,11 +193,11 @@ class JobRunner:
             what = "job timeout" if job_timeout else f"step timeout ({step['timeout_s']:g} s)"
             health = {
                 "timeout": ("timed_out", f"step {step['name']!r}: {what}; its outcome is unknown",
-                            {"error": "timeout", "exit": 22, "message": what}),
+                            Timeout(what).to_json()),
                 "canceled": ("canceled", f"canceled during step {step['name']!r}",
-                             {"error": "canceled", "exit": 15, "message": "canceled"}),
+                             Canceled("canceled").to_json()),
                 "lease_lost": ("incomplete", f"lease lost during step {step['name']!r}",
-                               {"error": "refused", "exit": 13, "message": "lease lost"}),
+                               Refused("lease lost").to_json()),
             }[why]
             return {"status": record["status"], "health": health}
         code = record["exit_status"]
@@ -234,4 +233,4 @@ def mark_lost(store: ResultStore, leases: leasing.LeaseStore, job: dict) -> bool
         return False
     return store.finish(job["id"], "incomplete", None, f"worker {job.get('worker')} lost: the lease expired "
                         "while the job ran; steps in flight have an unknown outcome",
-                        {"error": "unreachable", "exit": 4, "message": "worker lost"}, only_if_running=True)
+                        Unreachable("worker lost").to_json(), only_if_running=True)

@@ -61,7 +61,7 @@ def start(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
     log = files.target_dir(target, state) / "supervisor.err"
     log.parent.mkdir(parents=True, exist_ok=True)
     r, w = os.pipe()
-    argv = [sys.executable, "-m", MODULE, "--state-dir", str(state), "--target", target,
+    argv = [sys.executable, "-P", "-m", MODULE, "--state-dir", str(state), "--target", target,
             "--config", json.dumps(interfaces), "--ready-fd", str(w)]
     with open(log, "ab") as err:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=(w,),

@@ -10,9 +10,8 @@
 from __future__ import annotations
 
 import os
-import sys
 
-from controller.paths import state_dir
+from bench_agent.paths import state_dir
 
 
 def results_url() -> str:
@@ -59,5 +58,7 @@ def lease_store():
 
 
 def panio_argv() -> list[str]:
-    """How a step runs panio: this very interpreter, never a shim on PATH."""
-    return [sys.executable, "-m", "controller.cli.main"]
+    """How a step runs panio: this very interpreter (never a shim on PATH), isolated from the step's cwd."""
+    from bench_agent.process import panio_argv as argv
+
+    return argv()
