@@ -27,7 +27,7 @@ import sys
 from typing import Any, TextIO
 
 from bench_agent import ops
-from bench_agent.errors import InternalError, PanioError, UsageError
+from bench_agent.errors import UsageError, reply
 
 VERSION = 1
 
@@ -44,12 +44,7 @@ def handle(line: str) -> dict[str, Any]:
         err = UsageError(f"protocol version {req.get('v')!r} not spoken here (this agent speaks {VERSION})",
                          hint="upgrade panio on both ends", versions=[VERSION])
         return {"id": rid, "ok": False, "error": err.to_json()}
-    try:
-        return {"id": rid, "ok": True, "result": ops.call(str(req.get("op")), req.get("args") or {})}
-    except PanioError as err:
-        return {"id": rid, "ok": False, "error": err.to_json()}
-    except Exception as exc:  # noqa: BLE001 - an operation's bug must not kill the connection
-        return {"id": rid, "ok": False, "error": InternalError(f"{type(exc).__name__}: {exc}").to_json()}
+    return {"id": rid, **reply(ops.call, str(req.get("op")), req.get("args") or {})}
 
 
 def serve(inp: TextIO, out: TextIO) -> None:

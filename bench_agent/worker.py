@@ -143,14 +143,9 @@ def register_task(app, ctx: WorkerContext) -> None:
 def call_op(op: str, args: dict) -> dict[str, Any]:
     """One operation for the Celery transport; errors travel as data, like over SSH."""
     from bench_agent import ops
-    from bench_agent.errors import InternalError, PanioError
+    from bench_agent.errors import reply
 
-    try:
-        return {"ok": True, "result": ops.call(op, args)}
-    except PanioError as err:
-        return {"ok": False, "error": err.to_json()}
-    except Exception as exc:  # noqa: BLE001 - an operation's bug is reported, not raised into Celery
-        return {"ok": False, "error": InternalError(f"{type(exc).__name__}: {exc}").to_json()}
+    return reply(ops.call, op, args)
 
 
 def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeout_s: float) -> None:

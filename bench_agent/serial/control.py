@@ -17,7 +17,7 @@ import socket
 import threading
 from typing import Any, Callable
 
-from bench_agent.errors import InternalError, NotRunning, PanioError, Unreachable, from_json
+from bench_agent.errors import NotRunning, Unreachable, reply, unwrap
 
 Handler = Callable[[dict[str, Any]], Any]
 
@@ -53,12 +53,7 @@ class ControlServer:
                 conn.sendall(json.dumps(self._answer(line)).encode() + b"\n")
 
     def _answer(self, line: bytes) -> dict[str, Any]:
-        try:
-            return {"ok": True, "result": self.handler(json.loads(line))}
-        except PanioError as err:
-            return {"ok": False, "error": err.to_json()}
-        except Exception as exc:  # noqa: BLE001 - a supervisor bug must reach the caller, not kill the daemon
-            return {"ok": False, "error": InternalError(f"supervisor error: {type(exc).__name__}: {exc}").to_json()}
+        return reply(lambda: self.handler(json.loads(line)))  # a supervisor bug reaches the caller
 
     def close(self) -> None:
         try:
@@ -96,10 +91,7 @@ class ControlClient:
             raise Unreachable(f"lost the serial supervisor of {self.target!r}: {exc}", target=self.target) from exc
         if not line:
             raise Unreachable(f"the serial supervisor of {self.target!r} closed the connection", target=self.target)
-        reply = json.loads(line)
-        if not reply["ok"]:
-            raise from_json(reply["error"])
-        return reply["result"]
+        return unwrap(json.loads(line))
 
     def close(self) -> None:
         self._lines.close()

@@ -247,6 +247,8 @@ def artifacts(args: argparse.Namespace) -> None:
 
 
 def cancel(args: argparse.Namespace) -> None:
+    from bench_agent.errors import Canceled
+
     store = _store()
     job = store.job(args.id)
     if job["state"] == "done":
@@ -254,7 +256,7 @@ def cancel(args: argparse.Namespace) -> None:
         return
     store.request_cancel(args.id)
     if job["state"] == "queued" and store.finish(args.id, "canceled", None, "canceled before it started",
-                                                 {"error": "canceled", "exit": 15, "message": "canceled"}):
+                                                 Canceled("canceled").to_json()):
         say(f"job {args.id} canceled before it started")
         return
     say(f"job {args.id}: cancel requested; its runner stops the running step")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from bench_agent.errors import Canceled
 from bench_agent.leases import holder_name
 from controller.jobs import backends, spec
 from controller.lab.model import Lab
@@ -42,7 +43,7 @@ def run_now(path: Path, lab: Lab, target: str | None, progress) -> dict:
         runner.run(payload)
     except KeyboardInterrupt:
         store.finish(payload["job_id"], "canceled", None, "interrupted (Ctrl-C)",
-                     {"error": "canceled", "exit": 15, "message": "interrupted"})
+                     Canceled("interrupted").to_json())
         raise
     return store.job(payload["job_id"])
 

@@ -51,7 +51,7 @@ def submit(path: Path, lab: Lab, target: str | None) -> dict:
         send(app, payload, host)
     except Exception as exc:  # kombu/redis errors: the broker is the boundary
         store.finish(payload["job_id"], "incomplete", None, f"not queued: broker unreachable: {exc}",
-                     {"error": "unreachable", "exit": 4, "message": "broker unreachable"})
+                     Unreachable("broker unreachable").to_json())
         raise Unreachable(f"broker {backends.broker_url()} unreachable: {exc}", job=payload["job_id"]) from None
     return {**payload, "queue": queue_name(host), "host": host}
 
@@ -105,8 +105,8 @@ def _withdraw(store, job: dict, waited_s: float) -> None:
     store.finish(job["id"], "incomplete", None,
                  f"no worker started the job within {waited_s:g} s (queue {queue_name(host)}); "
                  f"is `panio worker --host {host}` running? (or the target's lease is held)",
-                 {"error": "unreachable", "exit": 4, "message": f"no worker started job {job['id']}",
-                  "hint": f"start `panio worker --host {host}` on that host"}, only_if_queued=True)
+                 Unreachable(f"no worker started job {job['id']}",
+                             hint=f"start `panio worker --host {host}` on that host").to_json(), only_if_queued=True)
 
 
 def _lost(store, leases, job: dict, mark_lost) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from bench_agent.errors import Refused, Unreachable, from_json
+from bench_agent.errors import Refused, Unreachable, unwrap
 
 DEFAULT_MARGIN_S = 60.0
 
@@ -50,9 +50,7 @@ class CeleryTransport:
             raise Unreachable(f"host {self.host}: no answer from its worker on {queue_name(self.host)} "
                               f"within {waited_s:g} s ({failure})",
                               hint=f"is `panio worker --host {self.host}` running?", host=self.host)
-        if reply.get("ok"):
-            return reply.get("result")
-        raise from_json(reply.get("error") or {})
+        return unwrap(reply)
 
     def interactive(self, request: dict[str, Any]) -> Any:
         raise Refused(f"host {self.host} is reached through its Celery worker, which carries requests and replies, "

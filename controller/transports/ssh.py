@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_agent.errors import AuthFailed, PanioError, Refused, Unreachable, from_json
+from bench_agent.errors import AuthFailed, PanioError, Refused, Unreachable, unwrap
 from controller.paths import config_dir
 
 PROTOCOL = 1
@@ -128,9 +128,7 @@ class SSHTransport:
             except (OSError, EOFError) as exc:
                 self.close()
                 raise self._lost(str(exc)) from None
-        if reply.get("ok"):
-            return reply.get("result")
-        raise from_json(reply.get("error") or {})
+        return unwrap(reply)
 
     def _lost(self, why: str) -> PanioError:
         return Unreachable(f"host {self.name}: link lost ({why}); the outcome of the operation is unknown",
