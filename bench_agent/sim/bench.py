@@ -73,7 +73,7 @@ def _spawn(directory: Path, name: str, gen: int, password: str | None, boot_s: f
            countdown_s: float) -> tuple[str, subprocess.Popen]:
     for stale in (directory / f"{name}.json",):
         stale.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", BOARD_MODULE, "--dir", str(directory), "--name", name, "--gen", str(gen),
+    argv = [sys.executable, "-P", "-m", BOARD_MODULE, "--dir", str(directory), "--name", name, "--gen", str(gen),
             "--boot-s", str(boot_s), "--countdown-s", str(countdown_s)]
     env = {**os.environ, "PANIO_SIM_PASSWORD": password or ""}
     with open(directory / f"{name}.log", "ab") as log:
@@ -195,16 +195,27 @@ def parser() -> argparse.ArgumentParser:
                        "  panio power-cycle board0\n  panio-sim down\n\nsee also: docs/simulator.md",
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="verb", metavar="COMMAND", parser_class=_Parser, required=True)
-    u = sub.add_parser("up", help="start the boards and write DIR/lab.toml")
+    def verb(name: str, summary: str, details: str, example: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}.\n\n{details}",
+                              epilog=f"example:\n  {example}\n\nsee also: panio-sim --help, docs/simulator.md",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    u = verb("up", "start the boards and write DIR/lab.toml",
+             "Each board is a console on a PTY that boots when its plug switches on, and a plug that\n"
+             "speaks the Shelly HTTP API on loopback. The lab file wires them as targets board0...", "panio-sim up --boards 2")
     u.add_argument("--boards", type=int, default=1, help="how many boards (default 1)")
     u.add_argument("--gen", type=int, choices=(1, 2), default=2, help="plug API generation (default 2)")
     u.add_argument("--password", help="protect the plugs with this password (digest auth on Gen2)")
     u.add_argument("--boot-s", type=float, default=1.0, help="seconds of boot log (default 1)")
     u.add_argument("--countdown-s", type=float, default=3.0, help="seconds of autoboot countdown (default 3)")
-    s = sub.add_parser("status", help="list the boards, their power and devices")
-    s.add_argument("--json", action="store_true")
+    s = verb("status", "list the boards, their power and devices",
+             "Reads the bench's directory; changes nothing. --lab prints the lab file's path for PANIO_LAB.",
+             "panio-sim status --json\n  export PANIO_LAB=$(panio-sim status --lab)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
     s.add_argument("--lab", action="store_true", help="print only the lab file's path")
-    sub.add_parser("down", help="stop every board this bench started")
+    verb("down", "stop every board this bench started",
+         "Stops each board's process (its console and plug) and forgets their pids; the lab file stays.",
+         "panio-sim down")
     for c in sub.choices.values():
         c.add_argument("--dir", type=Path, help=f"the bench's directory (default {default_dir()})")
     return p

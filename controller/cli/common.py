@@ -33,12 +33,35 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         where = "" if self.prog == "panio" else f"{self.prog.removeprefix('panio ')}: "
-        raise UsageError(f"{where}{message}", hint=f"see `{self.prog} --help`")
+        raise UsageError(f"{where}{message}", hint=self._did_you_mean(message) or f"see `{self.prog} --help`")
+
+    def _did_you_mean(self, message: str) -> str | None:
+        """For a subcommand typo (`serial wacth`) or a top-level command typed as two words (`power cycle`)."""
+        import re
+
+        m = re.search(r"invalid choice: '([^']*)'", message)
+        subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        if not m or not subs:
+            return None
+        from controller.cli.groups import MOVED
+
+        wrong = f"{self.prog} {m.group(1)}"
+        if wrong in MOVED:
+            return f"did you mean `{MOVED[wrong]}`? see `{self.prog} --help`"
+        import difflib
+
+        close = difflib.get_close_matches(m.group(1), list(subs[0].choices), n=1)
+        return f"did you mean `{self.prog} {close[0]}`? see `{self.prog} --help`" if close else None
 
 
 def subcommands(parser: argparse.ArgumentParser, title: str = "commands") -> argparse._SubParsersAction:
+    from controller.cli.groups import epilog
+
     sub = parser.add_subparsers(title=title, dest="subcommand", metavar="COMMAND", parser_class=Parser)
     parser.set_defaults(func=_group_help(parser))
+    if parser.epilog is None:
+        parser.epilog = epilog(parser.prog.split()[-1])
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
     return sub
 
 

@@ -18,6 +18,16 @@ def _names(items: Any) -> str:
     return ", ".join(names) if names else "none"
 
 
+def _suggest(name: str, known: Any) -> str | None:
+    """``did you mean `board0`?`` for ``Board0`` (names are lowercase) or a near miss, else None."""
+    if name.lower() in known:
+        return f"did you mean {name.lower()!r}? target names are lowercase"
+    import difflib
+
+    close = difflib.get_close_matches(name.lower(), list(known), n=1)
+    return f"did you mean {close[0]!r}?" if close else None
+
+
 class Lab:
     """A validated lab file: ``path`` and its parsed ``data``."""
 
@@ -41,7 +51,7 @@ class Lab:
         except KeyError:
             raise NotConfigured(
                 f"no target {name!r} in {self.path} (targets: {_names(self.targets)})",
-                hint=f"add it with `panio target add {name}`",
+                hint=_suggest(name, self.targets) or f"add it with `panio target add {name}`",
                 target=name,
                 known=sorted(self.targets),
             ) from None
