@@ -29,6 +29,9 @@ from controller.lab.model import Lab
 from controller.transport import Transport
 
 
+OWNER: Any = object()  # ``Dispatcher.call``'s default host: the one the lab gives the target
+
+
 class Dispatcher:
     def __init__(self, lab: Lab | None, *, transport: Transport | None = None, leases: Any = None) -> None:
         self.lab = lab
@@ -38,9 +41,9 @@ class Dispatcher:
 
     # --- the road ----------------------------------------------------------
 
-    def call(self, target: str, op: str, args: dict[str, Any], host: str | None = "") -> Any:
+    def call(self, target: str, op: str, args: dict[str, Any], host: Any = OWNER) -> Any:
         """Run ``op`` for ``target`` on the host that owns it (``host`` overrides it, as an action's own host)."""
-        if host == "":
+        if host is OWNER:
             host = self.lab.target(target).get("host") if self.lab is not None else None
         return self._send(host, op, args, target)
 

@@ -7,7 +7,7 @@ import os
 
 from controller.cli.common import add_json, add_target_option, add_target_positional, command, load_lab, print_json, say, subcommands
 from controller.lab import edit, edits
-from controller.paths import state_dir
+from bench_agent.paths import state_dir
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:

@@ -24,11 +24,11 @@ LINE_ENDINGS = ("cr", "lf", "crlf", "none")
 HID_PROTOCOLS = ("ch9329", "hidg", "qmp")
 HOOKS = ("on_cmd", "off_cmd", "cycle_cmd", "state_cmd")
 
-Path = tuple
+KeyPath = tuple  # where a value sits in the lab file: ("targets", "pico", "power")
 
 
 class Problem(Exception):
-    def __init__(self, path: Path, message: str) -> None:
+    def __init__(self, path: KeyPath, message: str) -> None:
         super().__init__(message)
         self.path = path
         self.message = message
@@ -37,7 +37,7 @@ class Problem(Exception):
 class Field:
     __slots__ = ("check", "required")
 
-    def __init__(self, check: Callable[[Path, Any], None], required: bool = False) -> None:
+    def __init__(self, check: Callable[[KeyPath, Any], None], required: bool = False) -> None:
         self.check = check
         self.required = required
 
@@ -46,14 +46,14 @@ class TableSpec:
     __slots__ = ("fields", "what", "extra")
 
     def __init__(self, fields: dict[str, Field], what: str = "table",
-                 extra: Callable[[Path, dict], None] | None = None) -> None:
+                 extra: Callable[[KeyPath, dict], None] | None = None) -> None:
         self.fields = fields
         self.what = what
         self.extra = extra
 
 
-def _type(kind: type | tuple[type, ...], label: str) -> Callable[[Path, Any], None]:
-    def check(path: Path, value: Any) -> None:
+def _type(kind: type | tuple[type, ...], label: str) -> Callable[[KeyPath, Any], None]:
+    def check(path: KeyPath, value: Any) -> None:
         if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
             raise Problem(path, f"{_dotted(path)} must be {label}, not a boolean")
         if not isinstance(value, kind):
@@ -62,40 +62,40 @@ def _type(kind: type | tuple[type, ...], label: str) -> Callable[[Path, Any], No
     return check
 
 
-def _string(path: Path, value: Any) -> None:
+def _string(path: KeyPath, value: Any) -> None:
     _type(str, "a string")(path, value)
 
 
-def _nonempty_string(path: Path, value: Any) -> None:
+def _nonempty_string(path: KeyPath, value: Any) -> None:
     _string(path, value)
     if not value.strip():
         raise Problem(path, f"{_dotted(path)} must not be empty")
 
 
-def _bool(path: Path, value: Any) -> None:
+def _bool(path: KeyPath, value: Any) -> None:
     _type(bool, "true or false")(path, value)
 
 
-def _positive_int(path: Path, value: Any) -> None:
+def _positive_int(path: KeyPath, value: Any) -> None:
     _type(int, "a whole number")(path, value)
     if value <= 0:
         raise Problem(path, f"{_dotted(path)} must be greater than 0, not {value}")
 
 
-def _positive_number(path: Path, value: Any) -> None:
+def _positive_number(path: KeyPath, value: Any) -> None:
     _type((int, float), "a number")(path, value)
     if value <= 0:
         raise Problem(path, f"{_dotted(path)} must be greater than 0, not {value}")
 
 
-def _name(path: Path, value: Any) -> None:
+def _name(path: KeyPath, value: Any) -> None:
     _string(path, value)
     if not NAME_RE.match(value):
         raise Problem(path, f"{_dotted(path)} = {value!r} is not a valid name: use {NAME_RULE}")
 
 
-def _one_of(choices: tuple[str, ...]) -> Callable[[Path, Any], None]:
-    def check(path: Path, value: Any) -> None:
+def _one_of(choices: tuple[str, ...]) -> Callable[[KeyPath, Any], None]:
+    def check(path: KeyPath, value: Any) -> None:
         _string(path, value)
         if value not in choices:
             raise Problem(path, f"{_dotted(path)} = {value!r} must be one of {', '.join(choices)}")
@@ -103,24 +103,24 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[Path, Any], None]:
     return check
 
 
-def _string_list(path: Path, value: Any) -> None:
+def _string_list(path: KeyPath, value: Any) -> None:
     _type(list, "a list of strings")(path, value)
     for i, item in enumerate(value):
         _name(path + (i,), item)
 
 
-def _table(spec: TableSpec) -> Callable[[Path, Any], None]:
-    def check(path: Path, value: Any) -> None:
+def _table(spec: TableSpec) -> Callable[[KeyPath, Any], None]:
+    def check(path: KeyPath, value: Any) -> None:
         _type(dict, "a table")(path, value)
         check_table(path, value, spec)
 
     return check
 
 
-def _named_tables(spec: TableSpec) -> Callable[[Path, Any], None]:
+def _named_tables(spec: TableSpec) -> Callable[[KeyPath, Any], None]:
     """A table whose keys are names, each holding a table of ``spec``."""
 
-    def check(path: Path, value: Any) -> None:
+    def check(path: KeyPath, value: Any) -> None:
         _type(dict, "a table")(path, value)
         for key, sub in value.items():
             if not NAME_RE.match(key):
@@ -131,8 +131,8 @@ def _named_tables(spec: TableSpec) -> Callable[[Path, Any], None]:
     return check
 
 
-def _table_array(spec: TableSpec) -> Callable[[Path, Any], None]:
-    def check(path: Path, value: Any) -> None:
+def _table_array(spec: TableSpec) -> Callable[[KeyPath, Any], None]:
+    def check(path: KeyPath, value: Any) -> None:
         _type(list, f"an array of tables ([[{_dotted(path)}]])")(path, value)
         for i, item in enumerate(value):
             _type(dict, "a table")(path + (i,), item)
@@ -141,7 +141,7 @@ def _table_array(spec: TableSpec) -> Callable[[Path, Any], None]:
     return check
 
 
-def check_table(path: Path, value: dict, spec: TableSpec) -> None:
+def check_table(path: KeyPath, value: dict, spec: TableSpec) -> None:
     for key in value:
         if key not in spec.fields:
             import difflib
@@ -158,7 +158,7 @@ def check_table(path: Path, value: dict, spec: TableSpec) -> None:
         spec.extra(path, value)
 
 
-def _unique_serial_names(path: Path, target: dict) -> None:
+def _unique_serial_names(path: KeyPath, target: dict) -> None:
     seen: set[str] = set()
     for i, iface in enumerate(target.get("serial", [])):
         name = iface.get("name")
@@ -251,7 +251,7 @@ def validate(data: dict) -> None:
     _check_references(data)
 
 
-def _dotted(path: Path) -> str:
+def _dotted(path: KeyPath) -> str:
     out = ""
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
