@@ -7,7 +7,7 @@ import shlex
 import shutil
 from typing import Any
 
-from bench_agent import discovery
+from bench_agent import inventory
 
 OK, MISSING, PROBLEM, UNCHECKED = "ok", "missing", "problem", "unchecked"
 
@@ -39,7 +39,7 @@ def _command(channel: str, item: str, command: str) -> dict[str, str]:
 
 def _netboot(nb: dict[str, Any], tftp_root: str) -> list[dict[str, str]]:
     iface = nb["interface"]
-    links = {n["interface"]: n for n in discovery.network_interfaces()}
+    links = {n["interface"]: n for n in inventory.network_interfaces()}
     if iface not in links:
         rows = [_row("netboot", "interface", MISSING, f"{iface} not found (interfaces: {', '.join(links) or 'none'})")]
     elif links[iface]["primary"]:
@@ -52,7 +52,7 @@ def _netboot(nb: dict[str, Any], tftp_root: str) -> list[dict[str, str]]:
 
 
 def _adb(serial: str) -> dict[str, str]:
-    devices = discovery.adb_devices()
+    devices = inventory.adb_devices()
     if devices is None:
         return _row("adb", "serial", UNCHECKED, "adb is not installed on this host")
     if any(d["serial"] == serial for d in devices):

@@ -7,7 +7,7 @@ import tomllib
 
 import pytest
 
-from bench_agent.discovery import primary_interface
+from bench_agent.inventory import primary_interface
 
 
 @pytest.fixture

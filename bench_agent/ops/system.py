@@ -24,7 +24,7 @@ def info() -> dict:
 @operation("system.discover")
 def discover() -> dict:
     """This host's serial ports, capture devices, network links and adb devices."""
-    from bench_agent.discovery import inventory
+    from bench_agent.inventory import inventory
 
     return inventory()
 

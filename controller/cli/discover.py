@@ -26,7 +26,7 @@ def inventory(args: argparse.Namespace) -> dict:
         from controller.cli.common import load_lab
 
         return dispatch.call_host(load_lab(args), args.host, "system.discover", {})
-    from bench_agent.discovery import inventory as local
+    from bench_agent.inventory import inventory as local
 
     return local()
 
