@@ -19,6 +19,11 @@ need=()
 command -v make >/dev/null || need+=(make)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)   # the SSH transport's tests start their own sshd
 command -v redis-server >/dev/null || need+=(redis-server)   # leases, Celery broker, restart tests
+[ -x /usr/sbin/dnsmasq ] || need+=(dnsmasq-base)   # netboot start serves DHCP/TFTP with it (netns tests)
+[ -x /bin/busybox ] || need+=(busybox-static)   # udhcpc and tftp as the netboot tests' target
+command -v ip >/dev/null || need+=(iproute2)   # the netns tests build their wire with ip netns/veth
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)   # the QEMU board netboots in tests
+[ -f /usr/lib/ipxe/qemu/pxe-e1000.rom ] || need+=(ipxe-qemu)   # its NIC's iPXE ROM
 if [ ${#need[@]} -gt 0 ]; then
   echo "system-deps: installing ${need[*]}"
   apt_install "${need[@]}"
