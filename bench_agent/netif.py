@@ -122,9 +122,12 @@ def status(target: str, netboot_cfg: dict[str, Any], probe: bool = True) -> dict
     try:
         link = netif_links.link(iface)
     except NotConfigured:
-        why = "its adapter is powered off (down-hard)" if mode == "down-hard" else "not found"
+        if mode != "down-hard":  # a wrong name in the lab, or an unplugged adapter: a problem to report
+            raise
         return {**out, "present": False, "admin_up": False, "carrier": False, "addresses": [], "neighbours": [],
-                "target_link_local": None, "ffx": None, "note": f"{iface} is absent: {why}"}
+                "target_link_local": None, "ffx": None,
+                "note": f"{iface} is absent: its adapter is powered off (down-hard); `panio netif mode link "
+                        f"{target}` brings it back"}
     own = {a.split("/")[0] for a in link["addresses"]}
     peers = _probe(link["index"], own) if probe and link["admin_up"] and link["carrier"] else []
     neigh = [n["address"] for n in netif_links.link_local_neighbours(iface) if n["address"] not in own]

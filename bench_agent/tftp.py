@@ -65,13 +65,17 @@ class TftpServer:
 
     def close(self) -> None:
         self._closed.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
         self.sock.close()
-        self._thread.join(5)
 
     def _serve(self) -> None:
+        self.sock.settimeout(0.2)  # a close from another thread does not wake recvfrom; polling does
         while not self._closed.is_set():
             try:
                 packet, peer = self.sock.recvfrom(2048)
+            except socket.timeout:
+                continue
             except OSError:
                 return
             threading.Thread(target=self._transfer, args=(packet, peer), daemon=True).start()
