@@ -245,3 +245,49 @@ def status(s: Settings, tail: int = 10) -> dict[str, Any]:
             "tftp_root": s.tftp_root, "tftp_port": (info or {}).get("tftp_port", s.tftp_port),
             "leases": read_leases(folder / "leases"), "dhcp": seen["dhcp"], "files": seen["files"],
             "log": str(folder / "server.log"), "started": (info or {}).get("started")}
+
+
+# -- doctor --------------------------------------------------------------------------------------
+
+
+def _serving() -> list[dict[str, Any]]:
+    """Discovery records of this state dir's running netboot daemons."""
+    names = [p.name.removeprefix("netboot-").removesuffix(".json")
+             for p in (state_dir() / "daemons").glob("netboot-*.json")]
+    return [info for info in map(discovery, names) if info is not None]
+
+
+def doctor_rows(netboot: dict[str, Any], tftp_root: str) -> list[tuple[str, str, str]]:
+    """(item, status, detail) rows for `panio doctor`: the link, the TFTP root, whether the server can run."""
+    s = Settings.of("doctor", netboot, tftp_root)
+    try:
+        check_interface(s)
+        rows = [("interface", "ok", f"{s.interface} present and dedicated (no default route, no other addresses)")]
+    except NotConfigured as exc:
+        rows = [("interface", "missing", exc.message)]
+    except Refused as exc:
+        rows = [("interface", "problem", exc.message)]
+    ok = os.path.isdir(s.tftp_root)
+    rows.append(("tftp_root", "ok" if ok else "missing", f"{s.tftp_root} {'exists' if ok else 'does not exist'}"))
+    return rows + [("server", *_server_check(s))]
+
+
+def _server_check(s: Settings) -> tuple[str, str]:
+    import shutil
+    import socket
+
+    if s.server == "dnsmasq":
+        if not (shutil.which("dnsmasq") or shutil.which("dnsmasq", path="/usr/sbin:/sbin")):
+            return "missing", "dnsmasq is not installed (apt-get install dnsmasq-base)"
+        if os.geteuid() != 0:
+            return "problem", "dnsmasq needs root here (DHCP port 67); or `--server panio` for TFTP only"
+        return "ok", "dnsmasq installed, running as root"
+    host = "127.0.0.1" if s.loopback else str(ipaddress.ip_interface(s.address).ip)
+    if any(info.get("tftp_port") == s.tftp_port and info.get("interface") == s.interface for info in _serving()):
+        return "ok", f"panio TFTP serving on {host}:{s.tftp_port}"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.bind((host if s.loopback else "0.0.0.0", s.tftp_port))
+        except OSError as exc:
+            return "problem", f"cannot bind TFTP port {s.tftp_port}: {exc.strerror}"
+    return "ok", f"TFTP port {s.tftp_port} can be bound"

@@ -191,6 +191,11 @@ def test_primary_nic_and_a_link_with_other_addresses_are_refused(bench) -> None:
     r = p.fails("netboot", "start", "office", code=13)
     assert r.error["error"] == "refused" and "primary NIC" in r.error["message"]
     assert "default route" in r.error["message"]
+    report = p("doctor", "--json", check=False).json()["targets"]
+    office = {row["item"]: row for row in report["office"]}
+    assert office["interface"]["status"] == "problem" and "default route" in office["interface"]["detail"]
+    pico = {row["item"]: row for row in report["pico"]}
+    assert pico["interface"]["status"] == "ok" and pico["server"]["status"] == "ok"
     p("netboot", "set", "-t", "office", "--interface", "ex0")
     r = p.fails("netboot", "start", "office", code=13)
     assert "10.99.0.1/24" in r.error["message"]
