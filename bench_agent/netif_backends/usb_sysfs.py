@@ -20,13 +20,12 @@ SYS = Path("/sys")
 def usb_device_dir(interface: str, sys_root: Path = SYS) -> Path:
     """The sysfs folder of the USB device behind ``interface`` (``.../1-1/1-1.2``)."""
     dev = sys_root / "class" / "net" / interface / "device"
-    if not dev.exists():
-        raise NotConfigured(f"{interface} has no device in sysfs (absent, or virtual)", interface=interface)
-    real = Path(os.path.realpath(dev))
-    if "usb" not in str(real) or ":" not in real.name:
-        raise NotConfigured(f"{interface} is not a USB adapter, so usb-sysfs cannot power it off",
-                            hint="give a hook: `panio netboot set -t TARGET --hard-down-cmd CMD --hard-up-cmd CMD`",
-                            interface=interface)
+    real = Path(os.path.realpath(dev)) if dev.exists() else None
+    if real is None or "usb" not in str(real) or ":" not in real.name:
+        why = "is not a USB adapter" if real is not None else "has no device in sysfs (absent, or virtual)"
+        raise NotConfigured(f"{interface} {why}, so usb-sysfs cannot power it off",
+                            hint="give a hook: `panio netboot set -t TARGET --hard-down-cmd CMD --hard-up-cmd CMD`"
+                                 " (or --usb-port DEV)", interface=interface)
     return real.parent  # the USB interface (1-1.2:1.0) sits under its device (1-1.2)
 
 
