@@ -54,8 +54,9 @@ def test_usb_sysfs_takes_a_configured_usb_port_and_refuses_a_virtual_link(tmp_pa
     sys_root = fake_sys(tmp_path)
     backend = UsbSysfsHardDown("pico", {"interface": "absent", "usb_port": "1-1.2"}, sys_root)
     assert backend.down()["port_file"].endswith("1-1-port2/disable")
-    with pytest.raises(NotConfigured, match="hard-down-cmd"):
+    with pytest.raises(NotConfigured, match="usb-sysfs cannot power it off") as err:
         UsbSysfsHardDown("pico", {"interface": "veth0"}, sys_root).down()
+    assert "--hard-down-cmd" in err.value.hint
 
 
 @pytest.mark.parametrize("device, want", [("1-1.2", ("1-1", "2")), ("1-3", ("1", "3")), ("2-1.4.3", ("2-1.4", "3"))])
