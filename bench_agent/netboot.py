@@ -183,8 +183,11 @@ def stop(target: str, force: bool = False) -> dict[str, Any]:
 
     info = discovery(target)
     if info is None:
+        from bench_agent.netboot_backends.dnsmasq import reap_orphan
+
         discovery_path(target).unlink(missing_ok=True)
-        return {"target": target, "stopped": False, "was_running": False}
+        orphan = reap_orphan(target_dir(target))  # its supervisor was killed (kill -9)
+        return {"target": target, "stopped": orphan is not None, "was_running": False, "orphan_pid": orphan}
     how = terminate(info["pid"], f"netboot server of {target!r}", f"netboot-{target}", force)
     discovery_path(target).unlink(missing_ok=True)
     return {"target": target, "stopped": True, "was_running": True, "pid": info["pid"], "how": how}

@@ -7,7 +7,7 @@ refused), refuse a primary NIC, bring the link up and put panio's address on
 it, start the server (dnsmasq or panio's TFTP), write the discovery file,
 report ready (or the start-up error) as one JSON line on ``--ready-fd``. A
 server that dies is restarted, at most ``MAX_RESTARTS`` times a minute.
-SIGTERM ends it cleanly: server stopped, the address panio added removed,
+SIGTERM ends it cleanly: server stopped, panio's address removed from the link,
 discovery file gone. ``panio daemons`` lists it as ``netboot-<target>``.
 """
 
@@ -48,7 +48,9 @@ class Daemon:
             from bench_agent import netif_links
 
             netif_links.set_admin(self.s.interface, True)
-            self.added_address = netif_links.add_address(self.s.interface, self.s.address)
+            # panio's address is panio's even when a killed predecessor left it there: it goes at stop
+            netif_links.add_address(self.s.interface, self.s.address)
+            self.added_address = True
         from bench_agent.netboot_backends import make
 
         self.server = make(self.s, self.folder)

@@ -143,6 +143,51 @@ def test_dnsmasq_gives_a_lease_and_serves_the_kernel(bench) -> None:
     assert "interface=nb0" in conf and 'pxe-service=0,"Raspberry Pi Boot"' in conf
 
 
+def children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def wait_until(check, timeout_s: float = 10) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_daemon_restarts_dnsmasq_and_takes_it_along_when_killed(bench) -> None:
+    p, tmp = bench
+    daemon = p("netboot", "status", "pico", "--json").json()["pid"]
+    [first] = children(daemon)
+    os.kill(first, signal.SIGKILL)
+    assert wait_until(lambda: [c for c in children(daemon) if c != first and alive(c)]), "dnsmasq not restarted"
+    [second] = [c for c in children(daemon) if alive(c)]
+    assert "died; restarting" in (tmp / "state" / "netboot" / "pico" / "daemon.err").read_text()
+    os.kill(daemon, signal.SIGKILL)
+    assert wait_until(lambda: not alive(daemon))
+    assert p("netboot", "status", "pico", "--json").json()["serving"] is False
+    assert [d["state"] for d in p("daemons", "--json").json()] == ["stale"]
+    # a dnsmasq orphaned by the kill is found by its pid file and stopped, so the link is free again
+    assert p("netboot", "stop", "pico", "--json").json()["orphan_pid"] in (second, None)
+    assert wait_until(lambda: not alive(second)), "dnsmasq outlived its supervisor and netboot stop"
+    assert not p("netboot", "start", "pico", "--json").json()["already_running"]
+
+
 def test_ffx_stops_netboot_and_status_finds_the_link_local(bench) -> None:
     p, _ = bench
     r = p("netif", "mode", "ffx", "pico", "--json").json()

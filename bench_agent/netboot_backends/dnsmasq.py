@@ -13,12 +13,10 @@ local disk.
 
 from __future__ import annotations
 
-import ctypes
 import ipaddress
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -28,7 +26,6 @@ from bench_agent.netboot import Settings
 
 READY_TEXT = "TFTP root is"
 START_WAIT_S = 10.0
-PR_SET_PDEATHSIG = 1
 
 
 def config_text(s: Settings, folder: Path) -> str:
@@ -46,9 +43,23 @@ def config_text(s: Settings, folder: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _die_with_parent() -> None:
-    # If the supervisor is killed with SIGKILL, dnsmasq must not outlive it and hold the link.
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+def reap_orphan(folder: Path) -> int | None:
+    """Stop a dnsmasq left running on this target's config by a supervisor that was killed (kill -9).
+
+    A parent-death signal does not survive dnsmasq's own privilege handling
+    (measured), so the pid file written at each start is what finds an orphan.
+    """
+    from bench_agent.serial.client import pid_alive, terminate
+    from bench_agent.serial.device import command_line
+
+    try:
+        pid = int((folder / "dnsmasq.pid").read_text())
+    except (OSError, ValueError):
+        return None
+    if not pid_alive(pid) or str(folder / "dnsmasq.conf") not in command_line(pid):
+        return None
+    terminate(pid, "an orphaned dnsmasq", "dnsmasq", force=True)
+    return pid
 
 
 class DnsmasqServer:
@@ -68,10 +79,11 @@ class DnsmasqServer:
         conf.write_text(config_text(self.s, self.folder))
         log = self.folder / "server.log"
         offset = log.stat().st_size if log.exists() else 0
+        reap_orphan(self.folder)
         with open(self.folder / "dnsmasq.err", "wb") as err:
             self.proc = subprocess.Popen([exe, "-C", str(conf), "--keep-in-foreground", "--pid-file="],
-                                         stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                                         preexec_fn=_die_with_parent, cwd="/")
+                                         stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd="/")
+        (self.folder / "dnsmasq.pid").write_text(f"{self.proc.pid}\n")
         self._wait_ready(log, offset)
 
     def _wait_ready(self, log: Path, offset: int) -> None:
