@@ -101,3 +101,33 @@ def test_dnsmasq_config_answers_a_pi_unless_a_boot_file_is_set(tmp_path: Path) -
     text = config_text(pc, tmp_path)
     assert "dhcp-boot=undionly.kpxe" in text and "pxe-service" not in text
     assert "dhcp-range=10.5.0.2,10.5.0.14,255.255.255.240,1h" in text
+
+
+def test_panio_tftp_daemon_serves_is_listed_and_stops_by_name(pi, tmp_path: Path) -> None:
+    import shutil
+    import socket
+    import subprocess
+
+    if not shutil.which("busybox"):
+        pytest.skip("busybox-static is installed by scripts/system-deps.sh")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "kernel_2712.img").write_bytes(b"k" * 5000)
+    pi("netboot", "set", "-t", "pico", "--interface", "lo", "--server", "panio", "--tftp-port", str(port),
+       "--tftp-root", str(root))
+    out = pi("netboot", "start", "pico").out
+    assert f"serving with panio on lo, TFTP port {port}" in out
+    got = tmp_path / "got"
+    subprocess.run(["busybox", "tftp", "-g", "-r", "kernel_2712.img", "-l", str(got), "127.0.0.1", str(port)],
+                   check=True, timeout=30)
+    assert got.read_bytes() == b"k" * 5000
+    [row] = pi("daemons", "--json").json()
+    assert row["name"] == "netboot-pico" and row["kind"] == "netboot" and row["state"] == "running"
+    assert "stopped netboot-pico" in pi("daemons", "stop", "netboot-pico").out
+    st = pi("netboot", "status", "pico", "--json").json()
+    assert not st["serving"] and [f["file"] for f in st["files"]] == [str(root / "kernel_2712.img")]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", port))  # the port is free again

@@ -33,7 +33,10 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("dnsmasq")
 
 SUFFIX = str(os.getpid())
 HOST, WIRE, TGT = f"pnb-h{SUFFIX}", f"pnb-w{SUFFIX}", f"pnb-t{SUFFIX}"
-UDHCPC_SCRIPT = '#!/bin/sh\n[ "$1" = bound ] && echo "$ip $mask $siaddr" > "$(dirname "$0")/lease.txt"\nexit 0\n'
+UDHCPC_SCRIPT = ('#!/bin/sh\n[ "$1" = bound ] && echo "$ip $mask $siaddr" > "$(dirname "$0")/lease.txt"\n'
+                 '[ "$1" = bound ] && echo "$opt43" > "$(dirname "$0")/opt43.txt"\nexit 0\n')
+# what a Raspberry Pi's bootloader sends: PXE vendor class, client architecture 0
+PI_DHCP = ("-V", "PXEClient:Arch:00000:UNDI:002001", "-x", "0x5d:0000", "-O", "43")
 
 
 def sh(*argv: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
@@ -123,8 +126,11 @@ def test_dnsmasq_gives_a_lease_and_serves_the_kernel(bench) -> None:
 
     (tmp / "udhcpc.sh").write_text(UDHCPC_SCRIPT)
     (tmp / "udhcpc.sh").chmod(0o755)
-    in_target("busybox", "udhcpc", "-i", "tgt0", "-n", "-q", "-t", "10", "-T", "1", "-s", str(tmp / "udhcpc.sh"))
+    in_target("busybox", "udhcpc", "-i", "tgt0", "-n", "-q", "-t", "10", "-T", "1", "-s", str(tmp / "udhcpc.sh"),
+              *PI_DHCP)
     ip, mask, server = (tmp / "lease.txt").read_text().split()
+    # DHCP option 43 carries the PXE menu text the Pi's bootloader insists on
+    assert "Raspberry Pi Boot".encode().hex() in (tmp / "opt43.txt").read_text().strip().lower()
     assert ip.startswith("10.233.0.") and server == "10.233.0.1"
     in_target("ip", "addr", "add", f"{ip}/{mask}", "dev", "tgt0")
     in_target("busybox", "tftp", "-g", "-b", "1400", "-r", "boot/kernel_2712.img", "-l", str(tmp / "got.img"), server)
