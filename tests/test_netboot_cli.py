@@ -131,3 +131,10 @@ def test_panio_tftp_daemon_serves_is_listed_and_stops_by_name(pi, tmp_path: Path
     assert not st["serving"] and [f["file"] for f in st["files"]] == [str(root / "kernel_2712.img")]
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", port))  # the port is free again
+
+
+def test_the_default_tftp_root_is_resolved_where_it_is_served(pi, tmp_path: Path) -> None:
+    pi("netboot", "set", "-t", "pico", "--interface", "lo", "--server", "panio")
+    st = pi("netboot", "status", "pico", "--json").json()
+    assert st["tftp_root"] == str(tmp_path / "state" / "tftp" / "pico")
+    assert pi("netboot", "tftp-root", "pico").out.strip() == st["tftp_root"]

@@ -1,8 +1,8 @@
 """Netboot operations: serve DHCP and TFTP for a target on its dedicated link (netboot.start/stop/status).
 
-Each takes the target's name, its ``netboot`` table from the lab file (plain
-data) and the effective TFTP root the controller resolved. The server runs in
-a daemon on the host that owns the target (``bench_agent.netboot``).
+Each takes the target's name and its ``netboot`` table from the lab file (plain
+data); the TFTP root is resolved on the host that owns the target, where the
+server runs in a daemon (``bench_agent.netboot``).
 """
 
 from __future__ import annotations
@@ -15,14 +15,20 @@ from bench_agent.ops.spec import Param
 START_DEADLINE_S = 30.0  # the daemon's own start-up bound (15 s) plus dnsmasq's (10 s) and a margin
 
 
-def _settings(target: str, netboot: dict[str, Any], tftp_root: str):
-    from bench_agent.netboot import Settings
+def _settings(target: str, netboot: dict[str, Any], tftp_root: str | None):
+    """The target's settings; the TFTP root is resolved here, on the host that serves it (``~``, the default)."""
+    import os
 
-    return Settings.of(target, netboot, tftp_root)
+    from bench_agent.netboot import Settings
+    from bench_agent.paths import state_dir
+
+    root = tftp_root or netboot.get("tftp_root")
+    root = os.path.expanduser(root) if root else str(state_dir() / "tftp" / target)
+    return Settings.of(target, netboot, root)
 
 
 @operation("netboot.start", side_effect=True, deadline=lambda args: START_DEADLINE_S)
-def start(target: str, netboot: dict[str, Any], tftp_root: str) -> dict[str, Any]:
+def start(target: str, netboot: dict[str, Any], tftp_root: str | None = None) -> dict[str, Any]:
     """Serve DHCP+TFTP (or TFTP only) for the target on its dedicated interface; refuses a primary NIC."""
     from bench_agent import netboot as nb
     from bench_agent import netif
@@ -44,7 +50,7 @@ def stop(target: str, force: bool = False) -> dict[str, Any]:
 @operation("netboot.status", deadline=lambda args: 10.0,
            params=(Param("tail", int, "how many recent leases and files to show", default=10, minimum=1,
                          maximum=1000),))
-def status(target: str, netboot: dict[str, Any], tftp_root: str, tail: int = 10) -> dict[str, Any]:
+def status(target: str, netboot: dict[str, Any], tftp_root: str | None = None, tail: int = 10) -> dict[str, Any]:
     """Serving or not, interface, TFTP root, the last DHCP leases and files served."""
     from bench_agent import netboot as nb
 

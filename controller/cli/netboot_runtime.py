@@ -52,15 +52,14 @@ def _tail(text: str) -> int:
     return int(text)
 
 
-def _call(args: argparse.Namespace, op: str, extra: dict[str, Any] | None = None, with_root: bool = True) -> Any:
+def _call(args: argparse.Namespace, op: str, extra: dict[str, Any] | None = None, with_table: bool = True) -> Any:
     from controller import dispatch
-    from controller.cli.netboot import effective_root
 
     lab = load_lab(args)
     netboot = lab.channel(args.target, "netboot")
     call_args: dict[str, Any] = {"target": args.target}
-    if with_root:
-        call_args.update(netboot=netboot, tftp_root=effective_root(args.target, netboot))
+    if with_table:  # the host resolves the TFTP root (`~`, the default) where it serves it
+        call_args["netboot"] = netboot
     return dispatch.call(lab, args.target, op, {**call_args, **(extra or {})})
 
 
@@ -77,7 +76,7 @@ def start(args: argparse.Namespace) -> None:
 
 
 def stop(args: argparse.Namespace) -> None:
-    result = _call(args, "netboot.stop", {"force": args.force}, with_root=False)
+    result = _call(args, "netboot.stop", {"force": args.force}, with_table=False)
     if args.json:
         print_json(result)
     elif result["was_running"]:
