@@ -139,7 +139,14 @@ def start(s: Settings) -> dict[str, Any]:
     info = discovery(s.target)
     if info is not None:
         return {**info, "already_running": True}
-    check_interface(s)
+    try:
+        check_interface(s)
+    except NotConfigured as exc:
+        from bench_agent import netif
+
+        if netif.recorded(s.target).get("mode") == "down-hard":
+            exc.hint = f"its adapter is powered off: `panio netif mode link {s.target}` powers it back"
+        raise
     if not os.path.isdir(s.tftp_root):
         raise NotConfigured(f"TFTP root {s.tftp_root} does not exist", hint=f"mkdir -p {s.tftp_root} and copy the "
                             "boot files there (`panio netboot tftp-root` prints it)", tftp_root=s.tftp_root)

@@ -48,9 +48,12 @@ class Daemon:
             from bench_agent import netif_links
 
             netif_links.set_admin(self.s.interface, True)
-            # panio's address is panio's even when a killed predecessor left it there: it goes at stop
-            netif_links.add_address(self.s.interface, self.s.address)
-            self.added_address = True
+            # an address panio added (now, or by a predecessor killed before it could clean up) goes at stop;
+            # one the host's own configuration put there stays
+            marker = self.folder / "address-added"
+            if netif_links.add_address(self.s.interface, self.s.address):
+                marker.write_text(f"{self.s.interface} {self.s.address}\n")
+            self.added_address = marker.exists()
         from bench_agent.netboot_backends import make
 
         self.server = make(self.s, self.folder)
@@ -105,6 +108,7 @@ class Daemon:
 
             try:
                 netif_links.remove_address(self.s.interface, self.s.address)
+                (self.folder / "address-added").unlink(missing_ok=True)
             except PanioError as exc:  # the adapter may be gone (unplugged): nothing left to clean
                 print(f"netboot: could not remove {self.s.address}: {exc.message}", file=sys.stderr, flush=True)
         path = netboot.discovery_path(self.s.target, self.state)
