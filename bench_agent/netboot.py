@@ -279,6 +279,8 @@ def doctor_rows(netboot: dict[str, Any], tftp_root: str) -> list[tuple[str, str,
         rows = [("interface", "problem", exc.message)]
     ok = os.path.isdir(s.tftp_root)
     rows.append(("tftp_root", "ok" if ok else "missing", f"{s.tftp_root} {'exists' if ok else 'does not exist'}"))
+    if rows[0][1] != "ok":
+        return rows + [("server", "unchecked", "checked once the interface is right")]
     return rows + [("server", *_server_check(s))]
 
 
@@ -291,13 +293,16 @@ def _server_check(s: Settings) -> tuple[str, str]:
             return "missing", "dnsmasq is not installed (apt-get install dnsmasq-base)"
         if os.geteuid() != 0:
             return "problem", "dnsmasq needs root here (DHCP port 67); or `--server panio` for TFTP only"
-        return "ok", "dnsmasq installed, running as root"
     host = "127.0.0.1" if s.loopback else str(ipaddress.ip_interface(s.address).ip)
-    if any(info.get("tftp_port") == s.tftp_port and info.get("interface") == s.interface for info in _serving()):
-        return "ok", f"panio TFTP serving on {host}:{s.tftp_port}"
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        try:
-            sock.bind((host if s.loopback else "0.0.0.0", s.tftp_port))
-        except OSError as exc:
-            return "problem", f"cannot bind TFTP port {s.tftp_port}: {exc.strerror}"
-    return "ok", f"TFTP port {s.tftp_port} can be bound"
+    if any(info.get("interface") == s.interface for info in _serving()):
+        return "ok", f"panio's netboot server is serving on {s.interface}"
+    ports = (67, 69) if s.server == "dnsmasq" else (s.tftp_port,)
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            try:
+                if not s.loopback:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, s.interface.encode())
+                sock.bind((host if s.loopback else "0.0.0.0", port))
+            except OSError as exc:
+                return "problem", f"cannot bind UDP port {port} on {s.interface}: {exc.strerror} (another server?)"
+    return "ok", f"{s.server} can bind UDP port{'s' if len(ports) > 1 else ''} {', '.join(map(str, ports))} on {s.interface}"
