@@ -36,7 +36,7 @@ from bench_agent.paths import state_dir
 MODULE = "bench_agent.netboot_daemon"
 SERVERS = ("dnsmasq", "panio")
 DEFAULT_ADDRESS = "10.233.0.1/24"
-START_TIMEOUT_S = 15.0
+START_TIMEOUT_S = 30.0  # python, pyroute2 and dnsmasq starting on a loaded host
 RPI5_NOTE = ("Raspberry Pi 5: the kernel file is kernel_2712.img; panio answers its bootloader with "
              "DHCP option 43 \"Raspberry Pi Boot\" unless a boot file is set")
 

@@ -12,7 +12,7 @@ from typing import Any
 from bench_agent.ops import operation
 from bench_agent.ops.spec import Param
 
-START_DEADLINE_S = 30.0  # the daemon's own start-up bound (15 s) plus dnsmasq's (10 s) and a margin
+START_DEADLINE_S = 45.0  # the daemon's own start-up bound (30 s, dnsmasq's 10 s inside it) and a margin
 
 
 def _settings(target: str, netboot: dict[str, Any], tftp_root: str | None):
