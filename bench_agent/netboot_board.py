@@ -84,8 +84,10 @@ def _download_kernel(cache: Path) -> Path:
     """`apt-get download` Debian's current kernel package and keep only its vmlinuz (it is not installed)."""
     if not shutil.which("apt-get"):
         raise NotConfigured("no kernel in /boot and no apt-get to fetch one")
-    deps = subprocess.run(["apt-cache", "depends", "linux-image-amd64"], capture_output=True, text=True).stdout
-    names = [w.split()[-1] for w in deps.splitlines() if "Depends: linux-image-" in w]
+    names = _kernel_packages()
+    if not names and os.geteuid() == 0:  # a fresh CI machine may not have fetched package lists yet
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)
+        names = _kernel_packages()
     if not names:
         raise NotConfigured("apt-cache knows no linux-image-amd64 (run apt-get update)")
     cache.mkdir(parents=True, exist_ok=True)
@@ -99,6 +101,11 @@ def _download_kernel(cache: Path) -> Path:
         final = cache / kernel.name
         shutil.move(str(kernel), final)
     return final
+
+
+def _kernel_packages() -> list[str]:
+    deps = subprocess.run(["apt-cache", "depends", "linux-image-amd64"], capture_output=True, text=True).stdout
+    return [w.split()[-1] for w in deps.splitlines() if "Depends: linux-image-" in w]
 
 
 def prepare(root: Path, base_url: str, cache: Path) -> None:
