@@ -86,6 +86,11 @@ def set_mode(target: str, netboot_cfg: dict[str, Any], mode: str) -> dict[str, A
 def down_hard(target: str, netboot_cfg: dict[str, Any]) -> dict[str, Any]:
     from bench_agent.netif_backends import make
 
+    before = recorded(target)
+    iface = netboot_cfg["interface"]
+    if before.get("mode") == "down-hard" and iface not in netif_links.names():  # its adapter is already off
+        return {"target": target, "interface": iface, "mode": "down-hard", "netboot_stopped": False,
+                "hard_down": before.get("hard_down") or {}, "already": True}
     stopped = _stop_netboot(target)
     done = make(target, netboot_cfg).down()
     record(target, "down-hard", hard_down=done)

@@ -77,6 +77,10 @@ def down_hard(args: argparse.Namespace) -> None:
     if args.json:
         print_json(r)
         return
+    if r.get("already"):
+        say(f"netif {args.target} ({r['interface']}): already hard down; `panio netif mode link {args.target}` "
+            "brings it back")
+        return
     extra = "; netboot stopped" if r.get("netboot_stopped") else ""
     say(f"netif {args.target} ({r['interface']}): adapter power cut via {r['hard_down']['backend']}{extra}; "
         f"`panio netif mode link {args.target}` brings it back")
