@@ -195,7 +195,23 @@ SERIAL = TableSpec(
     },
     "serial interface",
 )
-NETBOOT = TableSpec({"interface": Field(_nonempty_string, required=True), "tftp_root": Field(_nonempty_string)}, "netboot table")
+NETBOOT = TableSpec(
+    {
+        "interface": Field(_nonempty_string, required=True),
+        "tftp_root": Field(_nonempty_string),
+        # netboot start/netif (docs/netboot.md): the server, its address and port, the PXE boot file,
+        # and how `netif down-hard` cuts the link's adapter power
+        "server": Field(_one_of(("dnsmasq", "panio"))),
+        "address": Field(_nonempty_string),
+        "tftp_port": Field(_positive_int),
+        "boot_file": Field(_nonempty_string),
+        "hard_down": Field(_one_of(("usb-sysfs", "uhubctl", "hook"))),
+        "usb_port": Field(_nonempty_string),
+        "hard_down_cmd": Field(_nonempty_string),
+        "hard_up_cmd": Field(_nonempty_string),
+    },
+    "netboot table",
+)
 VIDEO = TableSpec(
     {"device": Field(_nonempty_string, required=True), "width": Field(_bounded_int(MAX_PIXELS)), "height": Field(_bounded_int(MAX_PIXELS))},
     "video table",
