@@ -203,7 +203,7 @@ NETBOOT = TableSpec(
         # and how `netif down-hard` cuts the link's adapter power
         "server": Field(_one_of(("dnsmasq", "panio"))),
         "address": Field(_nonempty_string),
-        "tftp_port": Field(_positive_int),
+        "tftp_port": Field(_bounded_int(MAX_PORT)),
         "boot_file": Field(_nonempty_string),
         "hard_down": Field(_one_of(("usb-sysfs", "uhubctl", "hook"))),
         "usb_port": Field(_nonempty_string),
