@@ -42,12 +42,19 @@ def call(lab: Lab, target: str, op: str, args: dict[str, Any]) -> Any:
     """Run ``op`` for ``target`` on the host that owns it (refused while another holder leases it)."""
     host = lab.target(target).get("host")
     _check_lease(target)
-    return transport_for(lab, host).call({"op": op, "args": args})
+    return transport_for(lab, host).call({"op": op, "args": args, "deadline_s": _deadline_s(op, args)})
 
 
 def call_host(lab: Lab, host: str | None, op: str, args: dict[str, Any]) -> Any:
     """Run ``op`` on a control host (None = this machine), not tied to a target."""
-    return transport_for(lab, host).call({"op": op, "args": args})
+    return transport_for(lab, host).call({"op": op, "args": args, "deadline_s": _deadline_s(op, args)})
+
+
+def _deadline_s(op: str, args: dict[str, Any]) -> float | None:
+    """How long ``op`` may take by its own arguments (its spec's deadline); a transport waits that plus a margin."""
+    from bench_agent import ops
+
+    return ops.spec(op).deadline_s(args)
 
 
 def _check_lease(target: str) -> None:

@@ -2,8 +2,10 @@
 
 The port is opened exclusively like watch does, so connect is refused while a
 supervisor (or tio, minicom, ...) holds it, and the refusal names the holder.
-With stdin not a terminal, connect copies stdin to the port, then prints what
-the board says until it has been quiet for IDLE_S.
+With stdin not a terminal (a pipe, or the byte channel of ``panio serial
+connect`` to a target on an SSH host), connect copies stdin to the port and
+the port to stdout as they come; after the end of stdin it prints what the
+board says until the board has been quiet for IDLE_S.
 """
 
 from __future__ import annotations
@@ -73,12 +75,17 @@ def _fileno(port) -> int | None:
 
 
 def _piped(port) -> None:
-    data = sys.stdin.buffer.read()
-    if data:
-        port.write(data)
-    quiet_since = time.monotonic()
-    while time.monotonic() - quiet_since < IDLE_S:
-        if _pump_out(port):
-            quiet_since = time.monotonic()
-        else:
-            time.sleep(0.02)
+    stdin = sys.stdin.fileno()
+    fd = _fileno(port)
+    ended_at: float | None = None  # when stdin ended; then the board's last words, until it is quiet
+    while ended_at is None or time.monotonic() - ended_at < IDLE_S:
+        watched = ([stdin] if ended_at is None else []) + ([fd] if fd is not None else [])
+        ready, _, _ = select.select(watched, [], [], 0.02 if fd is None else 0.1)
+        if (fd is None or fd in ready) and _pump_out(port) and ended_at is not None:
+            ended_at = time.monotonic()
+        if stdin in ready:
+            data = os.read(stdin, 65536)
+            if data:
+                port.write(data)
+            else:
+                ended_at = time.monotonic()

@@ -1,0 +1,100 @@
+"""panio against Debian's OpenSSH as it ships: long operations, a silent link, the console, changed host keys.
+
+The control host is this machine reached through a real ``sshd`` on loopback; the
+host side keeps its own state directory (sshd's SetEnv), as a separate machine
+would. The board is a SimConsole on a real PTY.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from bench_agent.sim.console import SimConsole
+from conftest import PANIO
+from serial_fixtures import kill_and_reap, supervisor_pids
+from sshd import Sshd
+
+WELCOME = "Welcome to the panio simulated board"
+
+
+@pytest.fixture
+def host_state(tmp_path):
+    return tmp_path / "host-state"
+
+
+@pytest.fixture
+def sshd(tmp_path, host_state):
+    server = Sshd(tmp_path / "sshd", tmp_path / "home", env={"PANIO_STATE_DIR": str(host_state)})
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def board(tmp_path, host_state):
+    sim = SimConsole(str(tmp_path / "far-console"), boot_s=0.1, countdown_s=0.2, powered=False)
+    sim.start()
+    yield sim
+    for pid in supervisor_pids(host_state):
+        kill_and_reap(pid)
+    sim.close()
+
+
+@pytest.fixture
+def remote(panio, sshd, board):
+    """A lab whose target ``far`` (its console a simulated board) belongs to host ``bench``, reached over sshd."""
+    panio("init")
+    panio("host", "add", "bench", "--ssh", f"{sshd.user}@127.0.0.1", "--port", str(sshd.port),
+          "--python", sys.executable)
+    panio("host", "trust", "bench")
+    panio("target", "add", "far", "--host", "bench")
+    panio("serial", "add", "console", "-t", "far", "--device", board.device)
+    return panio
+
+
+def test_an_operation_of_60_s_runs_to_its_end_over_openssh(remote, board, host_state):
+    remote("serial", "watch", "far")
+    assert supervisor_pids(host_state), "the capture supervisor runs on the host side"
+    epoch = remote("serial", "status", "far").json()["epoch"]
+    # the board says its line only after 55 s: far past the 10 s a probe-less link survived before
+    timer = threading.Timer(55, board.power_on)
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        r = remote("serial", "wait", "far", "--epoch", str(epoch), "--since", "0", "--pattern", WELCOME,
+                   "--timeout-ms", "60000", timeout=90, check=False)
+    finally:
+        timer.cancel()
+    elapsed = time.monotonic() - t0
+    assert r.code == 0, r.err
+    assert r.json()["status"] == "matched" and WELCOME in r.json()["text"]
+    assert 55 <= elapsed < 75, elapsed
+
+
+def test_a_silent_link_during_a_long_operation_is_unreachable_within_15_s(remote, sshd):
+    remote("serial", "watch", "far")
+    epoch = remote("serial", "status", "far").json()["epoch"]
+    proc = subprocess.Popen([PANIO, "serial", "wait", "far", "--epoch", str(epoch), "--since", "0", "--pattern",
+                             "never said", "--timeout-ms", "120000"], env=remote.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(4)  # the request is with the agent, the link healthy and probed
+        assert proc.poll() is None
+        assert sshd.signal_sessions(signal.SIGSTOP)
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        elapsed = time.monotonic() - t0
+    finally:
+        sshd.signal_sessions(signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 4, err
+    assert elapsed <= 15, elapsed
+    assert json.loads(err.strip().splitlines()[-1])["outcome"] == "unknown"
