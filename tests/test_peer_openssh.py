@@ -8,15 +8,18 @@ would. The board is a SimConsole on a real PTY.
 from __future__ import annotations
 
 import json
+import os
+import select
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 
 import pytest
 
-from bench_agent.sim.console import SimConsole
+from bench_agent.sim.console import UNAME, SimConsole
 from conftest import PANIO
 from serial_fixtures import kill_and_reap, supervisor_pids
 from sshd import Sshd
@@ -98,3 +101,52 @@ def test_a_silent_link_during_a_long_operation_is_unreachable_within_15_s(remote
     assert proc.returncode == 4, err
     assert elapsed <= 15, elapsed
     assert json.loads(err.strip().splitlines()[-1])["outcome"] == "unknown"
+
+
+def _read_until(fd: int, needle: bytes, timeout_s: float) -> bytes:
+    seen, end = b"", time.monotonic() + timeout_s
+    while needle not in seen:
+        left = end - time.monotonic()
+        assert left > 0, f"{needle!r} never came; got {seen!r}"
+        if select.select([fd], [], [], min(left, 0.5))[0]:
+            try:
+                seen += os.read(fd, 65536)
+            except OSError:  # the pty's other end closed
+                break
+    return seen
+
+
+def test_serial_connect_over_ssh_is_a_terminal_on_the_board(remote, board):
+    board.power_on()
+    deadline = time.monotonic() + 10
+    while board.state != "shell" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    master, slave = os.openpty()
+    before = termios.tcgetattr(slave)
+    proc = subprocess.Popen([PANIO, "serial", "connect", "far"], env=remote.env, stdin=slave, stdout=slave,
+                            stderr=slave, start_new_session=True)
+    try:
+        _read_until(master, b"Ctrl-] quits", 20)
+        os.write(master, b"uname -a\r")  # raw: the CR reaches the board as typed
+        assert UNAME.encode() in _read_until(master, UNAME.encode(), 10)
+        os.write(master, b"\x1d")
+        assert proc.wait(timeout=10) == 0
+        assert b"panio: disconnected" in _read_until(master, b"disconnected", 5)
+        assert termios.tcgetattr(slave) == before, "the terminal was not restored"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+        os.close(slave)
+    # the port is free again: the host side's operation ended with the console
+    assert "\nagain" in remote("serial", "connect", "far", input="echo again\r").out
+
+
+def test_serial_connect_over_ssh_from_a_pipe_and_a_refusal(remote, board):
+    board.power_on()
+    r = remote("serial", "connect", "far", input="uname -a\r", timeout=30)
+    assert UNAME in r.out
+    remote("serial", "watch", "far")  # the capture now holds the port
+    r = remote.fails("serial", "connect", "far", code=8)
+    assert "held by" in r.err or "serial capture" in r.err
