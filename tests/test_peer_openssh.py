@@ -150,3 +150,64 @@ def test_serial_connect_over_ssh_from_a_pipe_and_a_refusal(remote, board):
     remote("serial", "watch", "far")  # the capture now holds the port
     r = remote.fails("serial", "connect", "far", code=8)
     assert "held by" in r.err or "serial capture" in r.err
+
+
+def test_a_changed_host_key_is_refused_until_replaced_on_purpose(remote, sshd, tmp_path):
+    known = tmp_path / "home" / ".config" / "panio" / "known_hosts"
+    old_fp = _fingerprint(sshd.root / "host_key.pub")
+    assert "is already trusted" in remote("host", "trust", "bench").out
+    sshd.new_host_key()  # the host was reinstalled, or someone is in the middle
+    new_fp = _fingerprint(sshd.root / "host_key.pub")
+    recorded = known.read_text()
+    r = remote.fails("ping", "far", code=13)
+    assert "CHANGED" in r.err and new_fp in r.err and old_fp in r.err and "--replace" in r.err
+    r = remote.fails("host", "trust", "bench", code=13)
+    assert new_fp in r.err and old_fp in r.err and "--replace" in r.err
+    assert r.error["recorded"] == [f"ssh-ed25519 {old_fp}"] and r.error["key"] == f"ssh-ed25519 {new_fp}"
+    remote.fails("host", "trust", "bench", "--replace", "--fingerprint", old_fp, code=13)
+    assert known.read_text() == recorded, "a refused trust changed the known_hosts file"
+    out = remote("host", "trust", "bench", "--replace", "--fingerprint", new_fp, "--json").json()
+    assert out["key"] == f"ssh-ed25519 {new_fp}" and out["replaced"] == [f"ssh-ed25519 {old_fp}"]
+    assert len(known.read_text().splitlines()) == 1
+    assert remote("ping", "far", "--count", "1", "--json").json()["host"] == "bench"
+
+
+def test_a_changed_key_in_the_users_own_known_hosts_is_theirs_to_remove(remote, sshd, tmp_path):
+    user_known = tmp_path / "home" / ".ssh" / "known_hosts"
+    user_known.write_text(f"[127.0.0.1]:{sshd.port} {' '.join(sshd.host_pub.split()[:2])}\n")
+    (tmp_path / "home" / ".config" / "panio" / "known_hosts").unlink()
+    sshd.new_host_key()
+    r = remote.fails("host", "trust", "bench", "--replace", code=13)
+    assert str(user_known) in r.err and "ssh-keygen -R" in r.err
+
+
+def _fingerprint(pub) -> str:
+    return subprocess.run(["ssh-keygen", "-lf", str(pub)], capture_output=True, text=True,
+                          check=True).stdout.split()[1]
+
+
+def test_a_reply_is_awaited_for_the_deadline_plus_a_margin_then_it_is_a_timeout(remote, monkeypatch):
+    from bench_agent.errors import Timeout
+    from controller.lab import load
+    from controller.transports import ssh
+
+    for key in ("HOME", "PANIO_LAB", "PANIO_STATE_DIR"):
+        monkeypatch.setenv(key, remote.env[key])
+    monkeypatch.setattr(ssh, "REPLY_MARGIN_S", 1.0)
+    remote("serial", "watch", "far")
+    lab = load(remote.lab)
+    iface = dict(lab.serial("far", None))
+    epoch = remote("serial", "status", "far").json()["epoch"]
+    transport = ssh.SSHTransport("bench", lab.host("bench"))
+    try:
+        wait = {"target": "far", "iface": iface, "epoch": epoch, "since": 0, "pattern": "never said",
+                "timeout_ms": 20000}
+        t0 = time.monotonic()
+        with pytest.raises(Timeout, match="did not answer within its deadline") as err:
+            transport.call({"op": "serial.wait", "args": wait, "deadline_s": 1.0})  # the caller's bound: 1 s
+        assert 2 <= time.monotonic() - t0 < 5
+        assert err.value.details["outcome"] == "unknown"
+        # the late reply never answers the next request: a fresh agent does
+        assert transport.call({"op": "system.ping", "args": {"payload": 7}, "deadline_s": None}) == {"pong": 7}
+    finally:
+        transport.close()

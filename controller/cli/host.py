@@ -135,7 +135,7 @@ def trust(args: argparse.Namespace) -> None:
     recorded = known_hosts.recorded_keys(h)
     same = next((path for path, old in recorded if old == key), None)
     if same is not None:
-        _trusted(args, seen, "already trusted", str(same))
+        _trusted(args, seen, f"host {args.name} is already trusted", str(same))
         return
     if recorded and not args.replace:
         old = sorted({known_hosts.fingerprint(k) for _, k in recorded})
@@ -146,7 +146,8 @@ def trust(args: argparse.Namespace) -> None:
                            "may be in the middle", host=args.name, key=seen, recorded=old)
     _refuse_foreign(args.name, h, recorded)
     path = known_hosts.record_host_key(h, key, replace=args.replace)
-    _trusted(args, seen, "replaced the key of" if recorded else "trusted", str(path), old=recorded)
+    _trusted(args, seen, f"replaced the host key of {args.name}" if recorded else f"trusted host {args.name}",
+             str(path), old=recorded)
 
 
 def _refuse_foreign(name: str, h: dict, recorded: list) -> None:
@@ -169,5 +170,5 @@ def _trusted(args: argparse.Namespace, seen: str, how: str, path: str, old: list
     if args.json:
         print_json({"host": args.name, "key": seen, "known_hosts": path, "replaced": previous})
     else:
-        say(f"{how} host {args.name}: {seen} (recorded in {path})"
+        say(f"{how}: {seen} (recorded in {path})"
             + (f"; the old key {', '.join(previous)} is gone" if previous else ""))
