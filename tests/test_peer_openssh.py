@@ -211,3 +211,26 @@ def test_a_reply_is_awaited_for_the_deadline_plus_a_margin_then_it_is_a_timeout(
         assert transport.call({"op": "system.ping", "args": {"payload": 7}, "deadline_s": None}) == {"pong": 7}
     finally:
         transport.close()
+
+
+def test_a_console_whose_link_goes_silent_ends_unreachable_with_the_terminal_restored(remote, sshd):
+    master, slave = os.openpty()
+    before = termios.tcgetattr(slave)
+    proc = subprocess.Popen([PANIO, "serial", "connect", "far"], env=remote.env, stdin=slave, stdout=slave,
+                            stderr=slave, start_new_session=True)
+    try:
+        _read_until(master, b"Ctrl-] quits", 20)
+        assert sshd.signal_sessions(signal.SIGSTOP)
+        t0 = time.monotonic()
+        out = _read_until(master, b'"exit": 4', 20)
+        assert proc.wait(timeout=5) == 4
+        assert time.monotonic() - t0 <= 15
+        assert b"link lost" in out
+        assert termios.tcgetattr(slave) == before, "the terminal was not restored"
+    finally:
+        sshd.signal_sessions(signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+        os.close(slave)

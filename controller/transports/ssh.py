@@ -54,6 +54,7 @@ class Liveness:
         self._transport = transport
         self.heard_at = time.monotonic()
         self._probe: threading.Thread | None = None
+        self._probe_lock = threading.Lock()  # paramiko keeps one pending reply per transport: one probe at a time
 
     def heard(self) -> None:
         self.heard_at = time.monotonic()
@@ -61,9 +62,10 @@ class Liveness:
     def silent_s(self) -> float:
         """Seconds since the host was last heard from; probes it first when that is PROBE_EVERY_S or more."""
         silent = time.monotonic() - self.heard_at
-        if silent >= PROBE_EVERY_S and (self._probe is None or not self._probe.is_alive()):
-            self._probe = threading.Thread(target=self._ask, name="panio-ssh-probe", daemon=True)
-            self._probe.start()
+        with self._probe_lock:
+            if silent >= PROBE_EVERY_S and (self._probe is None or not self._probe.is_alive()):
+                self._probe = threading.Thread(target=self._ask, name="panio-ssh-probe", daemon=True)
+                self._probe.start()
         return silent
 
     def _ask(self) -> None:
