@@ -61,7 +61,7 @@ def remote(panio, sshd, board):
     return panio
 
 
-def test_an_operation_of_60_s_runs_to_its_end_over_openssh(remote, board, host_state):
+def test_a_serial_wait_of_55_s_runs_to_its_match_over_openssh(remote, board, host_state):
     remote("serial", "watch", "far")
     assert supervisor_pids(host_state), "the capture supervisor runs on the host side"
     epoch = remote("serial", "status", "far").json()["epoch"]

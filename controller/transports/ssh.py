@@ -160,12 +160,12 @@ class SSHTransport:
             try:
                 self._chan.sendall(line.encode())
                 reply = self._read_line(deadline, lambda: self._overdue(request["op"], deadline_s))
-            except PanioError:
-                self.close()  # a late reply must never answer the next request
-                raise
             except (OSError, EOFError) as exc:
                 self.close()
                 raise self.lost(str(exc)) from exc
+            except BaseException:  # a timeout, a lost link, Ctrl-C: a late reply must never answer the next request
+                self.close()
+                raise
         if reply.get("ok"):
             return reply.get("result")
         raise from_json(reply.get("error") or {})
