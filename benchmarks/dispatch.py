@@ -41,6 +41,20 @@ def per_call_ms(func, n: int) -> float:
     return statistics.median(samples)
 
 
+def side_by_side(floor, via, n: int, rounds: int = 20) -> tuple[float, float]:
+    """Median ms per call of ``floor`` and ``via``, measured in alternating rounds so both see the same load."""
+    for _ in range(min(50, n)):
+        floor(), via()
+    samples: tuple[list[float], list[float]] = ([], [])
+    for _ in range(rounds):
+        for func, out in ((floor, samples[0]), (via, samples[1])):
+            start = time.perf_counter()
+            for _ in range(max(1, n // rounds)):
+                func()
+            out.append((time.perf_counter() - start) * 1000 / max(1, n // rounds))
+    return statistics.median(samples[0]), statistics.median(samples[1])
+
+
 def wait_for(pred, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     while not pred():
@@ -80,9 +94,13 @@ def bench_ssh(lab, sshd, n: int) -> dict:
         chan.sendall(b'{"v": 1, "id": 1, "op": "system.ping", "args": {"payload": 1}}\n')
         json.loads(f.readline())
 
-    raw = per_call_ms(echo, n)
+    from controller import dispatch
+
+    transport = dispatch.transport_for(lab, "bench")
+    req = {"op": "system.ping", "args": {"payload": 1}, "deadline_s": None}
+    raw, via = side_by_side(echo, lambda: transport.call(req), n)
     client.close()
-    return {"raw_ms": raw, **both(lab, "far", "bench", n)}
+    return {**both(lab, "far", "bench", n), "raw_ms": raw, "panio_ms": via}
 
 
 def _shq(text: str) -> str:

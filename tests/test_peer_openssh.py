@@ -234,3 +234,14 @@ def test_a_console_whose_link_goes_silent_ends_unreachable_with_the_terminal_res
             proc.wait()
         os.close(master)
         os.close(slave)
+
+
+def test_a_long_paste_into_a_board_that_echoes_it_neither_stalls_nor_loses_the_end(remote, board):
+    board.power_on()
+    deadline = time.monotonic() + 10
+    while board.state != "shell" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # ~136 KB in, twice that back: far more than a PTY, an SSH window or a write timeout holds at once
+    paste = "".join(f"echo line-{i:06d}-{'x' * 50}\r" for i in range(2000))
+    r = remote("serial", "connect", "far", input=paste, timeout=90)
+    assert "\nline-001999-" in r.out.replace("\r", "")

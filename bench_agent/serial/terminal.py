@@ -75,17 +75,31 @@ def _fileno(port) -> int | None:
 
 
 def _piped(port) -> None:
-    stdin = sys.stdin.fileno()
-    fd = _fileno(port)
-    ended_at: float | None = None  # when stdin ended; then the board's last words, until it is quiet
-    while ended_at is None or time.monotonic() - ended_at < IDLE_S:
-        watched = ([stdin] if ended_at is None else []) + ([fd] if fd is not None else [])
-        ready, _, _ = select.select(watched, [], [], 0.02 if fd is None else 0.1)
+    """stdin to the port and the port to stdout, neither waiting on the other: a long paste into a board that
+    echoes it is taken only as fast as the board reads, while what it says keeps flowing out."""
+    stdin, fd = sys.stdin.fileno(), _fileno(port)
+    pending = b""  # read from stdin, not yet taken by the port
+    ended_at: float | None = None  # stdin's end, or the board's last word after it: then wait for quiet
+    while ended_at is None or pending or time.monotonic() - ended_at < IDLE_S:
+        readers = ([stdin] if ended_at is None and not pending else []) + ([fd] if fd is not None else [])
+        writers = [fd] if pending and fd is not None else []
+        ready, writable, _ = select.select(readers, writers, [], 0.02 if fd is None else 0.1)
         if (fd is None or fd in ready) and _pump_out(port) and ended_at is not None:
             ended_at = time.monotonic()
+        if pending and (fd is None or fd in writable):
+            pending = pending[_write_some(port, fd, pending):]
         if stdin in ready:
             data = os.read(stdin, 65536)
-            if data:
-                port.write(data)
-            else:
+            pending += data
+            if not data:
                 ended_at = time.monotonic()
+
+
+def _write_some(port, fd: int | None, data: bytes) -> int:
+    """Write what the port takes now (a descriptor's non-blocking write), or a small piece (a URL port)."""
+    if fd is None:
+        return port.write(data[:4096]) or 0
+    try:
+        return os.write(fd, data[:4096])
+    except BlockingIOError:
+        return 0

@@ -73,6 +73,8 @@ class _Console:
         self.quit_at: float | None = None
         self._input_open = True
         self._err = b""
+        self._out = b""  # keys not yet sent
+        self._eof_sent = False
         self._said: list[str] = []
 
     def say(self, text: str) -> None:
@@ -91,14 +93,20 @@ class _Console:
             raise self.ssh.lost(f"the interactive agent speaks protocol {self.hello.get('panio_agent')!r}")
 
     def pump(self, stdin: int, keys: bool = False) -> None:
-        """Keys to the channel, the channel to the screen, until the reply (or the quit's grace runs out)."""
+        """Keys to the channel, the channel to the screen, until the reply (or the quit's grace runs out).
+
+        Keys are sent only as the channel's window allows, and stdin is read only once they are gone, so a
+        board that talks while a long paste goes out is still read: neither side can block the other."""
         while self.reply is None:
             if self.chan.exit_status_ready() and not self._pending():
                 return
-            ready, _, _ = select.select([self.chan] + ([stdin] if self._input_open else []), [], [], 0.5)
+            reading = self._input_open and not self._out
+            ready, _, _ = select.select([self.chan] + ([stdin] if reading else []), [], [],
+                                        0.02 if self._out else 0.5)
             self._drain()
             if stdin in ready:
                 self._input(os.read(stdin, 4096), keys)
+            self._send()
             if self.quit_at is not None and time.monotonic() - self.quit_at > QUIT_GRACE_S:
                 return
             silent = self.ssh.liveness.silent_s()
@@ -109,13 +117,18 @@ class _Console:
         if keys and QUIT in data:
             data = data[:data.index(QUIT)]
             self.quit_at = time.monotonic()
-        if data:
-            self.chan.sendall(data)
+        elif not data and keys:
+            self.quit_at = time.monotonic()  # the terminal hung up: leave as for Ctrl-]
+        self._out += data
         if not data or self.quit_at is not None:
-            self.chan.shutdown_write()  # the end of the host side's input
             self._input_open = False
-            if keys and self.quit_at is None:
-                self.quit_at = time.monotonic()  # the terminal hung up: leave as for Ctrl-]
+
+    def _send(self) -> None:
+        while self._out and self.chan.send_ready():
+            self._out = self._out[self.chan.send(self._out[:32768]):]
+        if not self._input_open and not self._out and not self._eof_sent:
+            self.chan.shutdown_write()  # the end of the host side's input
+            self._eof_sent = True
 
     def _pending(self) -> bool:
         return self.chan.recv_ready() or self.chan.recv_stderr_ready()
