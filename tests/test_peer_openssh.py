@@ -245,3 +245,19 @@ def test_a_long_paste_into_a_board_that_echoes_it_neither_stalls_nor_loses_the_e
     paste = "".join(f"echo line-{i:06d}-{'x' * 50}\r" for i in range(2000))
     r = remote("serial", "connect", "far", input=paste, timeout=90)
     assert "\nline-001999-" in r.out.replace("\r", "")
+
+
+def test_a_host_with_a_key_per_type_is_checked_against_the_type_recorded(panio, tmp_path):
+    server = Sshd(tmp_path / "sshd2", tmp_path / "home", ecdsa_key=True)
+    try:
+        panio("init")
+        panio("host", "add", "two", "--ssh", f"{server.user}@127.0.0.1", "--port", str(server.port),
+              "--python", sys.executable)
+        panio("target", "add", "t2", "--host", "two")
+        # the user's own ssh recorded the host's ECDSA key; the host offers Ed25519 first
+        ecdsa = (server.root / "host_key_ecdsa.pub").read_text().split()[:2]
+        (tmp_path / "home" / ".ssh" / "known_hosts").write_text(f"[127.0.0.1]:{server.port} {' '.join(ecdsa)}\n")
+        assert "is already trusted" in panio("host", "trust", "two").out
+        assert panio("ping", "t2", "--count", "1", "--json").json()["host"] == "two"
+    finally:
+        server.stop()

@@ -127,12 +127,12 @@ def trust(args: argparse.Namespace) -> None:
     from controller.transports import known_hosts
 
     h = load_lab(args).host(args.name)
-    key = known_hosts.scan_host_key(args.name, h)
+    recorded = known_hosts.recorded_keys(h)
+    key = known_hosts.scan_host_key(args.name, h, prefer=recorded[0][1].get_name() if recorded else None)
     seen = known_hosts.fingerprint(key)
     if args.fingerprint and args.fingerprint not in (seen, seen.split(" ", 1)[1]):
         raise Refused(f"host {args.name} presents {seen}, not {args.fingerprint}; nothing recorded",
                       hint="someone may be in the middle: check the host's key on its console", host=args.name)
-    recorded = known_hosts.recorded_keys(h)
     same = next((path for path, old in recorded if old == key), None)
     if same is not None:
         _trusted(args, seen, f"host {args.name} is already trusted", str(same))

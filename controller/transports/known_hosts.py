@@ -40,8 +40,9 @@ def fingerprint(key) -> str:
     return f"{key.get_name()} SHA256:{digest}"
 
 
-def scan_host_key(name: str, host: dict):
-    """The host key a host presents now (no authentication)."""
+def scan_host_key(name: str, host: dict, prefer: str | None = None):
+    """The host key a host presents now (no authentication); of type ``prefer`` first, as a connection
+    negotiates it when a key of that type is recorded (a host has several keys, one per type)."""
     import paramiko
 
     _, hostname, port = destination(host)
@@ -49,6 +50,11 @@ def scan_host_key(name: str, host: dict):
         sock = socket.create_connection((hostname, port), timeout=CONNECT_TIMEOUT_S)
         transport = paramiko.Transport(sock)
         transport.banner_timeout = CONNECT_TIMEOUT_S
+        if prefer:
+            options = transport.get_security_options()
+            first = ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"] if prefer == "ssh-rsa" else [prefer]
+            options.key_types = [t for t in first if t in options.key_types] + \
+                [t for t in options.key_types if t not in first]
         transport.start_client(timeout=CONNECT_TIMEOUT_S)
         key = transport.get_remote_server_key()
         transport.close()
@@ -58,16 +64,17 @@ def scan_host_key(name: str, host: dict):
 
 
 def recorded_keys(host: dict) -> list[tuple[Path, object]]:
-    """(file, key) for every key recorded for ``host``, in panio's known_hosts and then the user's."""
+    """(file, key) for the keys a connection checks: the user's ~/.ssh/known_hosts when it knows the host
+    (it takes precedence, as in paramiko's SSHClient), else panio's known_hosts."""
     import paramiko
 
     _, hostname, port = destination(host)
-    found = []
-    for path in (known_hosts_path(), Path.home() / ".ssh" / "known_hosts"):
+    for path in (Path.home() / ".ssh" / "known_hosts", known_hosts_path()):
         if path.exists():
-            keys = paramiko.HostKeys(str(path))
-            found.extend((path, key) for key in (keys.lookup(key_name(hostname, port)) or {}).values())
-    return found
+            found = paramiko.HostKeys(str(path)).lookup(key_name(hostname, port))
+            if found:
+                return [(path, key) for key in found.values()]
+    return []
 
 
 def record_host_key(host: dict, key, replace: bool = False) -> Path:
