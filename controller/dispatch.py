@@ -42,7 +42,18 @@ def call(lab: Lab, target: str, op: str, args: dict[str, Any]) -> Any:
     """Run ``op`` for ``target`` on the host that owns it (refused while another holder leases it)."""
     host = lab.target(target).get("host")
     _check_lease(target)
-    return transport_for(lab, host).call({"op": op, "args": args, "deadline_s": _deadline_s(op, args)})
+    from bench_agent import ops
+
+    request = {"op": op, "args": args, "deadline_s": _deadline_s(op, args)}
+    transport = transport_for(lab, host)
+    if not ops.spec(op).interactive:
+        return transport.call(request)
+    if not hasattr(transport, "interactive"):  # an interactive operation needs a byte stream of its own
+        from bench_agent.errors import Refused
+
+        raise Refused(f"{op} needs an interactive byte stream, which the {host} host's transport cannot carry",
+                      hint="run it on the host itself, or reach the host over SSH", host=host)
+    return transport.interactive(request)
 
 
 def call_host(lab: Lab, host: str | None, op: str, args: dict[str, Any]) -> Any:

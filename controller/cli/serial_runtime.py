@@ -305,17 +305,7 @@ def status(args: argparse.Namespace) -> None:
 
 
 def connect(args: argparse.Namespace) -> None:
-    from controller import dispatch
-
-    lab = load_lab(args)
-    call_args = {"target": args.target, "iface": dict(lab.serial(args.target, args.interface))}
-    transport = dispatch.transport_for(lab, lab.target(args.target).get("host"))
-    if not hasattr(transport, "interactive"):
-        dispatch.call(lab, args.target, "serial.connect", call_args)
-        return
-    # an interactive operation needs a byte stream of its own (until the one dispatcher routes it so itself)
-    dispatch._check_lease(args.target)
-    transport.interactive({"op": "serial.connect", "args": call_args, "deadline_s": None})
+    _call(args, "serial.connect", {})
 
 
 def reset(args: argparse.Namespace) -> None:
