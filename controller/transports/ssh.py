@@ -120,7 +120,11 @@ class SSHTransport:
         transport = client.get_transport()
         transport.set_keepalive(int(PROBE_EVERY_S))  # keeps NAT and firewalls from dropping an idle link
         self._client, self.liveness = client, Liveness(transport)
-        self._start_agent()
+        try:
+            self._start_agent()
+        except (paramiko.SSHException, OSError, EOFError) as exc:  # the session refused, or the link fell
+            self.close()
+            raise Unreachable(f"host {self.name}: cannot start the bench agent: {exc}", host=self.name) from exc
 
     def _ensure_connected(self) -> None:
         if self._chan is None or self._chan.closed or not self._client.get_transport().is_active():
@@ -172,11 +176,20 @@ class SSHTransport:
 
     def interactive(self, request: dict[str, Any]) -> Any:
         """Run an interactive operation on a channel of its own, bridged to this terminal (Ctrl-] leaves)."""
+        import paramiko
+
         from controller.transports.ssh_console import run_console
 
-        chan = self.open_session()
+        try:
+            chan = self.open_session()
+        except paramiko.SSHException as exc:  # e.g. sshd's MaxSessions reached
+            raise Unreachable(f"host {self.name}: no session channel for {request['op']}: {exc}",
+                              host=self.name) from exc
         try:
             return run_console(self, chan, request)
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            self.close()
+            raise self.lost(str(exc)) from exc
         except Unreachable:
             self.close()
             raise
