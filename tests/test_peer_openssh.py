@@ -261,3 +261,25 @@ def test_a_host_with_a_key_per_type_is_checked_against_the_type_recorded(panio, 
         assert panio("ping", "t2", "--count", "1", "--json").json()["host"] == "two"
     finally:
         server.stop()
+
+
+def test_openssh_refuses_the_keepalive_probe_and_the_refusal_counts_as_life(remote, monkeypatch):
+    from controller.lab import load
+    from controller.transports import ssh
+
+    for key in ("HOME", "PANIO_LAB", "PANIO_STATE_DIR"):
+        monkeypatch.setenv(key, remote.env[key])
+    transport = ssh.SSHTransport("bench", load(remote.lab).host("bench"))
+    try:
+        transport.call({"op": "system.ping", "args": {}, "deadline_s": None})
+        link = transport._client.get_transport()
+        # the cause of the old bug, as Debian's sshd ships: an answer, and it is a refusal (paramiko: None)
+        assert link.global_request("keepalive@openssh.com", wait=True) is None and link.is_active()
+        transport.liveness.heard_at -= ssh.PROBE_EVERY_S + 5  # nothing heard for a while: the next look probes
+        transport.liveness.silent_s()
+        end = time.monotonic() + 5
+        while transport.liveness.silent_s() > 1 and time.monotonic() < end:
+            time.sleep(0.05)
+        assert transport.liveness.silent_s() <= 1, "the refusal was not counted as a sign of life"
+    finally:
+        transport.close()
