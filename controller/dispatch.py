@@ -65,7 +65,11 @@ def _deadline_s(op: str, args: dict[str, Any]) -> float | None:
     """How long ``op`` may take by its own arguments (its spec's deadline); a transport waits that plus a margin."""
     from bench_agent import ops
 
-    return ops.spec(op).deadline_s(args)
+    spec = ops.spec(op)
+    try:
+        return spec.deadline_s(args)
+    except (TypeError, ValueError):  # a bad value: the operation's own validation names it, wherever it runs
+        return None
 
 
 def _check_lease(target: str) -> None:
