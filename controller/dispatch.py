@@ -45,12 +45,34 @@ def call(lab: Lab, target: str, op: str, args: dict[str, Any]) -> Any:
 
     host = lab.target(target).get("host")
     _check_lease(target)
-    return transport_for(lab, host).call({"op": op, "args": with_token(args, lease_store())})
+    from bench_agent import ops
+
+    request = {"op": op, "args": with_token(args, lease_store()), "deadline_s": _deadline_s(op, args)}
+    transport = transport_for(lab, host)
+    if not ops.spec(op).interactive:
+        return transport.call(request)
+    if not hasattr(transport, "interactive"):  # an interactive operation needs a byte stream of its own
+        from bench_agent.errors import Refused
+
+        raise Refused(f"{op} needs an interactive byte stream, which the {host} host's transport cannot carry",
+                      hint="run it on the host itself, or reach the host over SSH", host=host)
+    return transport.interactive(request)
 
 
 def call_host(lab: Lab, host: str | None, op: str, args: dict[str, Any]) -> Any:
     """Run ``op`` on a control host (None = this machine), not tied to a target."""
-    return transport_for(lab, host).call({"op": op, "args": args})
+    return transport_for(lab, host).call({"op": op, "args": args, "deadline_s": _deadline_s(op, args)})
+
+
+def _deadline_s(op: str, args: dict[str, Any]) -> float | None:
+    """How long ``op`` may take by its own arguments (its spec's deadline); a transport waits that plus a margin."""
+    from bench_agent import ops
+
+    spec = ops.spec(op)
+    try:
+        return spec.deadline_s(args)
+    except (TypeError, ValueError):  # a bad value: the operation's own validation names it, wherever it runs
+        return None
 
 
 def _check_lease(target: str) -> None:
