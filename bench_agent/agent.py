@@ -16,6 +16,13 @@ then answers each request line with exactly one response line, in order::
 
 A request with another ``v`` is answered with a ``usage`` error naming the
 versions this agent speaks. The agent exits at end of input.
+
+``--interactive`` runs one interactive operation (``serial connect``) whose
+byte stream is stdin and stdout: the controller opens a session channel of its
+own for it. The hello line and, when the operation ends, its one response line
+go to **stderr**; the request is the first line of stdin, and every byte after
+it belongs to the operation (what the person types); stdout carries only the
+operation's bytes (what the board says). The agent exits after the response.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ def handle(line: str) -> dict[str, Any]:
 
 
 def serve(inp: TextIO, out: TextIO) -> None:
-    out.write(json.dumps({"panio_agent": VERSION, "pid": os.getpid(), "python": platform.python_version()}) + "\n")
+    out.write(json.dumps(_hello()) + "\n")
     out.flush()
     for line in inp:
         if line.strip():
@@ -56,5 +63,30 @@ def serve(inp: TextIO, out: TextIO) -> None:
             out.flush()
 
 
+def serve_interactive(err: TextIO) -> None:
+    err.write(json.dumps(_hello()) + "\n")
+    err.flush()
+    err.write(json.dumps(handle(_first_line(sys.stdin.fileno()))) + "\n")
+    err.flush()
+
+
+def _first_line(fd: int, limit_bytes: int = 1 << 20) -> str:
+    """One line read a byte at a time, so no byte after it lands in a buffer the operation cannot see."""
+    line = bytearray()
+    while len(line) < limit_bytes:
+        byte = os.read(fd, 1)
+        if not byte or byte == b"\n":
+            break
+        line += byte
+    return line.decode("utf-8", "replace")
+
+
+def _hello() -> dict[str, Any]:
+    return {"panio_agent": VERSION, "pid": os.getpid(), "python": platform.python_version()}
+
+
 if __name__ == "__main__":
-    serve(sys.stdin, sys.stdout)
+    if sys.argv[1:] == ["--interactive"]:
+        serve_interactive(sys.stderr)
+    else:
+        serve(sys.stdin, sys.stdout)

@@ -38,17 +38,9 @@ def _command(channel: str, item: str, command: str) -> dict[str, str]:
 
 
 def _netboot(nb: dict[str, Any], tftp_root: str) -> list[dict[str, str]]:
-    iface = nb["interface"]
-    links = {n["interface"]: n for n in inventory.network_interfaces()}
-    if iface not in links:
-        rows = [_row("netboot", "interface", MISSING, f"{iface} not found (interfaces: {', '.join(links) or 'none'})")]
-    elif links[iface]["primary"]:
-        rows = [_row("netboot", "interface", PROBLEM, f"{iface} is this host's primary interface; netboot needs a dedicated link")]
-    else:
-        rows = [_row("netboot", "interface", OK, f"{iface} present ({links[iface]['state'] or 'state unknown'})")]
-    status = OK if os.path.isdir(tftp_root) else MISSING
-    rows.append(_row("netboot", "tftp_root", status, f"{tftp_root} {'exists' if status == OK else 'does not exist'}"))
-    return rows
+    from bench_agent.netboot import doctor_rows  # the link, the TFTP root, the server (bench_agent/netboot.py)
+
+    return [_row("netboot", item, status, detail) for item, status, detail in doctor_rows(nb, tftp_root)]
 
 
 def _adb(serial: str) -> dict[str, str]:

@@ -15,6 +15,7 @@
     ├── Refused                     exit 13  refused
     ├── TestFailed                  exit 14  test_failed
     ├── Canceled                    exit 15  canceled
+    ├── SetupFailed                 exit 16  setup_failed
     ├── Timeout                     exit 22  timeout
     └── InternalError               exit 70  internal
 
@@ -145,6 +146,12 @@ class Canceled(PanioError):
     code, exit_status = "canceled", 15
 
 
+class SetupFailed(PanioError):
+    """Provisioning a host (`panio setup`) failed at a named task."""
+
+    code, exit_status = "setup_failed", 16
+
+
 class Timeout(PanioError):
     """A bounded wait ran out."""
 
@@ -173,6 +180,7 @@ ALL_ERRORS: tuple[type[PanioError], ...] = (
     Refused,
     TestFailed,
     Canceled,
+    SetupFailed,
     Timeout,
     InternalError,
 )

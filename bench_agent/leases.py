@@ -16,9 +16,17 @@ Two stores, one interface:
                      holder dies, so no TTL is needed; it cannot be broken from
                      outside (stop the job instead).
 
-Interactive commands call ``check_access`` through the dispatch: a target
-leased by someone else is refused naming the holder; a job's own steps pass
-because the runner hands them the token in ``PANIO_LEASE_TOKEN``.
+Tokens never go backwards, even when a Redis without persistence restarts and
+forgets its counters: each token is claimed in the results database before its
+lease is handed out (``bench_agent.fences``), and each Redis lease also carries
+an owner nonce, so a holder whose key vanished can never pass as the next one.
+
+Who may act on a leased target is decided by ``access``: a job's own steps
+present the lease's token (the runner puts it in ``PANIO_LEASE_TOKEN``; the
+controller's dispatch sends it with each request); a token that is not the
+current one is refused even while the lease is free; without a token, a leased
+target is refused naming the holder. The host enforces it for every
+side-effecting operation (``bench_agent.lease_guard``), whatever the caller.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Protocol
 
@@ -39,6 +48,15 @@ TOKEN_ENV = "PANIO_LEASE_TOKEN"
 RETRY_S = 3.0  # how long a Redis call keeps retrying (a restart) before it fails as unreachable
 
 
+def redact(url: str | None) -> str | None:
+    """``url`` without its password, fit to print (a broker URL may carry one)."""
+    if not url or "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    cred, host = rest.rsplit("@", 1)
+    return f"{scheme}://{cred.split(':', 1)[0]}:***@{host}" if ":" in cred else url
+
+
 def holder_name(what: str) -> str:
     return f"{what}@{socket.gethostname()}:{os.getpid()}"
 
@@ -46,8 +64,8 @@ def holder_name(what: str) -> str:
 class Lease:
     """A held lease. ``check()`` before every side effect; ``release()`` at the end."""
 
-    def __init__(self, store: "LeaseStore", target: str, token: int, info: dict) -> None:
-        self.store, self.target, self.token, self.info = store, target, token, info
+    def __init__(self, store: "LeaseStore", target: str, token: int, info: dict, owner: str | None = None) -> None:
+        self.store, self.target, self.token, self.info, self.owner = store, target, token, info, owner
         self.lost = False
         self._stop = threading.Event()
         self._keeper: threading.Thread | None = None
@@ -56,7 +74,7 @@ class Lease:
         if self.lost:
             raise Refused(f"lease on {self.target!r} was lost (token {self.token})", target=self.target)
         try:
-            self.store.check(self.target, self.token)
+            self.store.check(self.target, self.token, self.owner)
         except Refused:
             self.lost = True
             raise
@@ -66,7 +84,7 @@ class Lease:
         def loop() -> None:
             while not self._stop.wait(ttl_s / 3):
                 try:
-                    if not self.store.renew(self.target, self.token, ttl_s):
+                    if not self.store.renew(self.target, self.token, ttl_s, self.owner):
                         self.lost = True
                         return
                 except Unreachable:
@@ -80,14 +98,14 @@ class Lease:
         if self._keeper:
             self._keeper.join(timeout=5)
         with contextlib.suppress(Unreachable):
-            self.store.release(self.target, self.token)
+            self.store.release(self.target, self.token, self.owner)
 
 
 class LeaseStore(Protocol):
     def try_acquire(self, target: str, info: dict, ttl_s: float) -> Lease | None: ...
-    def renew(self, target: str, token: int, ttl_s: float) -> bool: ...
-    def check(self, target: str, token: int) -> None: ...
-    def release(self, target: str, token: int) -> None: ...
+    def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool: ...
+    def check(self, target: str, token: int, owner: str | None = None) -> None: ...
+    def release(self, target: str, token: int, owner: str | None = None) -> None: ...
     def current(self, target: str) -> dict | None: ...
     def list(self) -> list[dict]: ...
     def break_(self, target: str, by: str) -> dict | None: ...
@@ -116,44 +134,57 @@ def acquire(store: LeaseStore, target: str, info: dict, ttl_s: float, wait_s: fl
         time.sleep(0.05)
 
 
-def check_access(store: LeaseStore, target: str) -> None:
-    """Refuse an interactive command on a target leased by someone else (the job's own steps pass)."""
+def check_access(store: LeaseStore, target: str, token: str | int | None = None) -> None:
+    """Refuse acting on ``target`` unless it is free or ``token`` (default: ``PANIO_LEASE_TOKEN``) is its lease's."""
     held = store.current(target)
-    if not held:
-        return
-    mine = os.environ.get(TOKEN_ENV)
-    if mine is not None and mine == str(held.get("token")):
-        return
-    raise Busy(f"target {target!r} is leased by {held.get('holder')}"
-               + (f" (job {held['job']})" if held.get("job") else ""),
-               hint="wait for the job to finish, or see `panio lease list`",
-               target=target, holder=held.get("holder"), job=held.get("job"))
+    access(target, token if token is not None else os.environ.get(TOKEN_ENV), [held] if held else [])
+
+
+def access(target: str, token: str | int | None, held: list[dict], what: str = "") -> None:
+    """Decide whether a caller presenting ``token`` (or none) may change ``target``, given the leases ``held`` on it.
+
+    A presented token must be the current lease's, even while the target is free (an expired or broken
+    lease fences its holder at once); without a token, any lease on the target refuses the caller.
+    """
+    others = [h for h in held if token is None or str(h.get("token")) != str(token)]
+    if others:
+        h = others[0]
+        stale = f"; lease token {token} is no longer current" if token is not None else ""
+        raise Busy(f"{what}target {target!r} is leased by {h.get('holder', 'someone else')}"
+                   + (f" (job {h['job']})" if h.get("job") else "") + stale,
+                   hint="wait for the job to finish, or see `panio lease list`",
+                   target=target, holder=h.get("holder"), job=h.get("job"))
+    if token is not None and not held:
+        raise Refused(f"{what}lease lost: token {token} on target {target!r} is not current (the lease expired or "
+                      "was broken)", hint="a job that lost its lease stops; see `panio lease list --breaks`",
+                      target=target, token=str(token))
 
 
 # --- Redis ------------------------------------------------------------------
 
+# The token is above both Redis's counter and the durable high-water mark (ARGV[4]): a Redis that lost its
+# counters in a restart carries on above every token ever handed out.
 _ACQUIRE = """
 if redis.call('exists', KEYS[1]) == 1 then return 0 end
 local t = redis.call('incr', KEYS[2])
-redis.call('hset', KEYS[1], 'token', t, 'info', ARGV[1], 'since', ARGV[3])
+local floor = tonumber(ARGV[4])
+if t <= floor then t = floor + 1; redis.call('set', KEYS[2], t) end
+redis.call('hset', KEYS[1], 'token', t, 'owner', ARGV[5], 'info', ARGV[1], 'since', ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[2])
 return t
 """
-_RENEW = """
-if redis.call('hget', KEYS[1], 'token') == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
-return 0
-"""
-_RELEASE = """
-if redis.call('hget', KEYS[1], 'token') == ARGV[1] then return redis.call('del', KEYS[1]) end
-return 0
-"""
+_MINE = "redis.call('hget', KEYS[1], 'token') == ARGV[1] and (ARGV[2] == '' or redis.call('hget', KEYS[1], 'owner') == ARGV[2])"
+_RENEW = f"if {_MINE} then return redis.call('pexpire', KEYS[1], ARGV[3]) end return 0"
+_RELEASE = f"if {_MINE} then return redis.call('del', KEYS[1]) end return 0"
 
 
 class RedisLeaseStore:
-    def __init__(self, url: str, prefix: str = "panio:") -> None:
+    """Leases in Redis; ``fences`` (default: the results database) keeps the tokens' high-water mark."""
+
+    def __init__(self, url: str, prefix: str = "panio:", fences=None) -> None:
         import redis
 
-        self.url, self.prefix = url, prefix
+        self.url, self.prefix, self._fences = url, prefix, fences
         self.r = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, decode_responses=True)
         self._errors = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
@@ -168,25 +199,52 @@ class RedisLeaseStore:
                 return func(*args)
             except self._errors as exc:
                 if time.monotonic() >= deadline:
-                    raise Unreachable(f"Redis at {self.url} unreachable: {exc}", hint="check PANIO_REDIS_URL") from None
+                    raise Unreachable(f"Redis at {redact(self.url)} unreachable: {exc}",
+                                      hint="check PANIO_REDIS_URL") from None
                 time.sleep(0.2)
 
+    @property
+    def fences(self):
+        if self._fences is None:
+            from bench_agent.fences import FenceStore
+
+            self._fences = FenceStore()
+        return self._fences
+
     def try_acquire(self, target: str, info: dict, ttl_s: float) -> Lease | None:
-        keys = [self._key(target), f"{self.prefix}fence:{target}"]
-        token = self._do(self.r.eval, _ACQUIRE, 2, *keys, json.dumps(info), int(ttl_s * 1000), time.time())
-        return Lease(self, target, int(token), info) if token else None
+        key = self._key(target)
+        if self._do(self.r.exists, key):
+            return None  # held: no database round trip while a job waits for the lease
+        owner = uuid.uuid4().hex
+        token = int(self._do(self.r.eval, _ACQUIRE, 2, key, f"{self.prefix}fence:{target}", json.dumps(info),
+                             int(ttl_s * 1000), time.time(), self.fences.high(target), owner))
+        if not token:
+            return None
+        try:
+            # Claimed durably before anyone acts with it; then confirmed, in case Redis restarted in between.
+            if self.fences.claim(target, token):
+                self.check(target, token, owner)
+                return Lease(self, target, token, info, owner)
+        except Refused:
+            return None
+        except BaseException:
+            self.release(target, token, owner)
+            raise
+        self.release(target, token, owner)  # another holder claimed this token while Redis forgot: try again
+        return None
 
-    def renew(self, target: str, token: int, ttl_s: float) -> bool:
-        return bool(self._do(self.r.eval, _RENEW, 1, self._key(target), str(token), int(ttl_s * 1000)))
+    def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool:
+        return bool(self._do(self.r.eval, _RENEW, 1, self._key(target), str(token), owner or "", int(ttl_s * 1000)))
 
-    def check(self, target: str, token: int) -> None:
-        held = self._do(self.r.hget, self._key(target), "token")
-        if held != str(token):
+    def check(self, target: str, token: int, owner: str | None = None) -> None:
+        held, held_by = self._do(self.r.hmget, self._key(target), "token", "owner")
+        if held != str(token) or (owner is not None and held_by != owner):
             raise Refused(f"lease on {target!r} with token {token} is no longer held"
-                          + (f" (now token {held})" if held else " (it expired or was broken)"), target=target)
+                          + (f" (now token {held})" if held and held != str(token) else "")
+                          + ("" if held else " (it expired or was broken)"), target=target)
 
-    def release(self, target: str, token: int) -> None:
-        self._do(self.r.eval, _RELEASE, 1, self._key(target), str(token))
+    def release(self, target: str, token: int, owner: str | None = None) -> None:
+        self._do(self.r.eval, _RELEASE, 1, self._key(target), str(token), owner or "")
 
     def current(self, target: str) -> dict | None:
         key = self._key(target)
@@ -216,6 +274,8 @@ class RedisLeaseStore:
 
 
 def _describe(target: str, raw: dict, ttl_left_s: float | None) -> dict:
+    if "token" not in raw:
+        return None  # expired between the two reads
     info = json.loads(raw.get("info") or "{}")
     return {"target": target, "token": int(raw["token"]), "since": float(raw.get("since", 0)),
             "ttl_left_s": ttl_left_s, **info}
@@ -246,14 +306,14 @@ class FileLeaseStore:
         self._held[target] = fd
         return Lease(self, target, token, info)
 
-    def renew(self, target: str, token: int, ttl_s: float) -> bool:
+    def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool:
         return target in self._held
 
-    def check(self, target: str, token: int) -> None:
+    def check(self, target: str, token: int, owner: str | None = None) -> None:
         if target not in self._held or int(_read_fd(self._held[target]).get("token", -1)) != token:
             raise Refused(f"lease on {target!r} with token {token} is no longer held", target=target)
 
-    def release(self, target: str, token: int) -> None:
+    def release(self, target: str, token: int, owner: str | None = None) -> None:
         fd = self._held.pop(target, None)
         if fd is not None:
             _write_fd(fd, {**_read_fd(fd), "held": False})

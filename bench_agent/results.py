@@ -9,6 +9,9 @@ A job row carries both axes kept apart by design: ``health`` (did the lab
 deliver a verdict: complete, incomplete, canceled, timed_out) and ``result``
 (did the board pass: passed, failed). ``state`` (queued, running, done) plus
 an atomic claim decide who runs a job, so a redelivered task never runs it twice.
+``worker`` and ``beat_at`` say who holds a job and when its runner last showed
+signs of life (``bench_agent.jobs.reconcile``); ``sent_at`` is when its broker
+message was last published.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ def _tables():
         sa.Column("started_at", sa.Float),
         sa.Column("leased_at", sa.Float),
         sa.Column("finished_at", sa.Float),
+        sa.Column("beat_at", sa.Float),
+        sa.Column("sent_at", sa.Float),
     )
     steps = sa.Table(
         "panio_steps", md,
@@ -116,9 +121,21 @@ class ResultStore:
 
         try:
             self.md.create_all(self.engine)
+            self._add_columns()
         except sa.exc.OperationalError as exc:
             raise Unreachable(f"results database {self.url} unreachable: {str(exc.orig).strip().splitlines()[0]}",
                               hint="check PANIO_RESULTS_URL") from None
+
+    def _add_columns(self) -> None:
+        """A database made by an older panio lacks the newer job columns: add them (all nullable)."""
+        import sqlalchemy as sa
+
+        have = {c["name"] for c in sa.inspect(self.engine).get_columns("panio_jobs")}
+        with self.engine.begin() as c:
+            for col in self.jobs.columns:
+                if col.name not in have:
+                    kind = col.type.compile(dialect=self.engine.dialect)
+                    c.execute(sa.text(f"ALTER TABLE panio_jobs ADD COLUMN {col.name} {kind}"))
 
     # --- writing -------------------------------------------------------
 
@@ -128,6 +145,52 @@ class ResultStore:
                 name=name, target=target, host=host, state="queued", spec=json.dumps(spec),
                 cancel_requested=False, created_at=time.time()))
             return int(res.inserted_primary_key[0])
+
+    def take(self, job_id: int, worker: str, stale_before: float) -> bool:
+        """Hold a queued job for ``worker`` (it waits for its lease); False if a live runner holds it,
+        it was canceled or it started. A holder whose beat is older than ``stale_before`` counts as gone."""
+        j = self.jobs.c
+        with self.engine.begin() as c:
+            res = c.execute(self.jobs.update()
+                            .where(j.id == job_id, j.state == "queued", j.cancel_requested.is_(False),
+                                   (j.worker.is_(None)) | (j.worker == worker) | (j.beat_at < stale_before))
+                            .values(worker=worker, beat_at=time.time()))
+            return res.rowcount == 1
+
+    def beat(self, job_ids: list[int]) -> None:
+        """The runners of ``job_ids`` are alive."""
+        with self.engine.begin() as c:
+            c.execute(self.jobs.update().where(self.jobs.c.id.in_(job_ids), self.jobs.c.state != "done")
+                      .values(beat_at=time.time()))
+
+    def release(self, job_id: int, worker: str, stale_before: float) -> bool:
+        """Take a queued job back from a dead holder so it can be sent again; True if this caller did."""
+        j = self.jobs.c
+        with self.engine.begin() as c:
+            res = c.execute(self.jobs.update()
+                            .where(j.id == job_id, j.state == "queued", j.worker == worker,
+                                   j.beat_at.is_(None) | (j.beat_at < stale_before))
+                            .values(worker=None, beat_at=None, sent_at=time.time()))
+            return res.rowcount == 1
+
+    def mark_sent(self, job_id: int, previous: float | None = None) -> bool:
+        """Record a (re)publication; with ``previous``, only if nobody re-sent it since (True if this caller did)."""
+        j = self.jobs.c
+        q = self.jobs.update().where(j.id == job_id, j.state == "queued")
+        if previous is not None:
+            q = q.where(j.worker.is_(None), j.sent_at == previous)
+        with self.engine.begin() as c:
+            return c.execute(q.values(sent_at=time.time())).rowcount == 1
+
+    def fail_running_steps(self, job_id: int, checks: list[dict]) -> list[int]:
+        """A step recorded as running whose runner died: an error with an unknown outcome. Returns their indexes."""
+        s = self.steps.c
+        with self.engine.begin() as c:
+            idx = [r[0] for r in c.execute(self.steps.select().with_only_columns(s.idx)
+                                           .where(s.job_id == job_id, s.status == "running"))]
+            c.execute(self.steps.update().where(s.job_id == job_id, s.status == "running")
+                      .values(status="error", checks=json.dumps(checks)))
+        return idx
 
     def claim(self, job_id: int, worker: str) -> bool:
         """Move a queued job to running for ``worker``; False if someone else already has (or had) it."""
@@ -199,6 +262,14 @@ class ResultStore:
             q = q.where(self.jobs.c.target == target)
         if state:
             q = q.where(self.jobs.c.state == state)
+        with self.engine.connect() as c:
+            return [_job_dict(r) for r in c.execute(q).mappings().all()]
+
+    def active_jobs(self, ids: list[int] | None = None) -> list[dict]:
+        """Jobs not done yet (queued or running), oldest first, without their steps."""
+        q = self.jobs.select().where(self.jobs.c.state != "done").order_by(self.jobs.c.id)
+        if ids is not None:
+            q = q.where(self.jobs.c.id.in_(ids))
         with self.engine.connect() as c:
             return [_job_dict(r) for r in c.execute(q).mappings().all()]
 

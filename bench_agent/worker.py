@@ -7,10 +7,17 @@ Configured for hardware, not throughput:
 * timeouts are enforced inside the task by the job runner (Celery's own time
   limits do not fire in the solo or thread pools);
 * Redis redelivers an unacknowledged task after the visibility timeout, so a
-  long job *will* be delivered twice: the results database's atomic claim
-  (queued -> running) and the target's lease decide who runs it, never the ack.
-  A redelivered copy finds the job taken and returns; if the job's worker
-  died (its lease is gone), the copy marks the job incomplete.
+  long job *will* be delivered twice: the results database (a runner *takes*
+  a queued job, then claims it queued -> running) and the target's lease
+  decide who runs it, never the ack. A copy of a job someone holds is dropped;
+* the broker is not the record of what is queued, the results database is:
+  every worker runs a reconciler (``bench_agent.jobs.reconcile``) that sends
+  again a job whose worker died while it waited for its lease (it starts as
+  soon as the target is free, not after the visibility timeout) or whose
+  message vanished with a Redis that lost its data, and ends a job whose
+  runner is proven dead;
+* ``--events`` (``panio worker --events``) turns on Celery's task events and
+  worker heartbeats so Flower can follow the workers (docs/monitoring.md).
 
 The task writes the target's configuration (carried in the payload, host
 removed) as a one-target lab file and runs each step as a local
@@ -22,6 +29,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -38,8 +46,16 @@ def queue_name(host: str) -> str:
 def make_app(broker_url: str, prefix: str = "panio:", visibility_timeout_s: float = DEFAULT_VISIBILITY_S):
     from celery import Celery
 
+    from bench_agent.kombu_redis import PATH as TRANSPORT
+
     app = Celery("panio", broker=broker_url, backend=broker_url, set_as_current=False)
+    # Prefetch 1 with late acks: a worker reserves only the jobs it can start, so a job waits in the queue
+    # (where any worker can take it), not inside one busy worker. task_reject_on_worker_lost only covers a
+    # prefork child that dies; a worker killed whole (kill -9) leaves its reserved jobs unacknowledged for the
+    # visibility timeout (300 s, not lowered: every longer job would be redelivered). The reconciler resends
+    # them as soon as the worker is proven dead instead (bench_agent.jobs.reconcile).
     app.conf.update(
+        broker_transport=TRANSPORT if broker_url.startswith(("redis://", "rediss://")) else None,
         task_serializer="json", result_serializer="json", accept_content=["json"],
         worker_prefetch_multiplier=1, task_acks_late=True, task_ignore_result=True,
         task_reject_on_worker_lost=True, broker_connection_retry_on_startup=True,
@@ -66,6 +82,7 @@ class WorkerContext:
         self.state_dir, self.panio_argv = Path(state_dir), panio_argv
         self._in_flight: set[int] = set()
         self._stores = None
+        self._heartbeat = None
         self._lock = threading.Lock()
 
     def write_lab(self, payload: dict) -> Path:
@@ -95,24 +112,63 @@ class WorkerContext:
             with self._lock:
                 self._in_flight.discard(payload["job_id"])
 
-    def _run_job(self, payload: dict) -> dict[str, Any] | None:
-        from bench_agent.jobs.runner import JobRunner, mark_lost
+    def stores(self):
+        """One database engine, one Redis client and one heartbeat per worker, shared by its threads."""
+        from bench_agent.jobs.reconcile import Heartbeat
         from bench_agent.leases import RedisLeaseStore
         from bench_agent.results import ResultStore
 
-        with self._lock:  # one database engine and one Redis client per worker, shared by its threads
+        with self._lock:
             if self._stores is None:
                 self._stores = (ResultStore(self.results_url), RedisLeaseStore(self.redis_url, self.prefix))
-        store, leases = self._stores
+                self._heartbeat = Heartbeat(self._stores[0])
+        return self._stores
+
+    @property
+    def name(self) -> str:
+        return f"worker {self.host}@{socket.gethostname()}:{os.getpid()}"
+
+    def _run_job(self, payload: dict) -> dict[str, Any] | None:
+        from bench_agent.jobs.runner import JobRunner
+
+        store, leases = self.stores()
         lab = self.write_lab(payload)
-        worker = f"worker {self.host}@{socket.gethostname()}:{os.getpid()}"
         try:
-            summary = JobRunner(store, leases, self.panio_argv, str(lab), worker, _log_event).run(payload)
+            return JobRunner(store, leases, self.panio_argv, str(lab), self.name, _log_event,
+                             self._heartbeat).run(payload)
+        except Exception as exc:  # a bug or a dead database: say so in the job rather than leave it running
+            from bench_agent.errors import InternalError
+
+            err = InternalError(f"the runner failed: {type(exc).__name__}: {exc}")
+            try:
+                store.finish(payload["job_id"], "incomplete", None, err.message, err.to_json(), only_if_running=True)
+            except Exception:  # noqa: BLE001 - the database itself is away: a reconciler settles it later
+                pass
+            raise
         finally:
             lab.unlink(missing_ok=True)
-        if summary is None:  # a redelivered copy: someone else has (or had) the job
-            mark_lost(store, leases, store.job(payload["job_id"]))
-        return summary
+
+    def start_reconciler(self, app) -> threading.Thread:
+        """Look for dead runners and vanished messages every ``RECONCILE_S`` while the worker lives."""
+        from bench_agent.jobs.reconcile import RECONCILE_S, BrokerView, Reconciler
+        from celery.utils.log import get_logger
+
+        log = get_logger("panio.reconcile")
+        store, leases = self.stores()
+        rec = Reconciler(store, leases, resend=lambda p: resend(app, p), broker=BrokerView(self.redis_url, self.prefix),
+                         log=log.warning)
+
+        def loop() -> None:
+            while True:
+                time.sleep(RECONCILE_S)
+                try:
+                    rec.pass_()
+                except Exception as exc:  # noqa: BLE001 - the database or broker away: try again next pass
+                    log.info("reconcile pass failed: %s: %s", type(exc).__name__, exc)
+
+        thread = threading.Thread(target=loop, name="panio-reconcile", daemon=True)
+        thread.start()
+        return thread
 
 
 def _log_event(event: str, data: dict[str, Any]) -> None:
@@ -148,18 +204,32 @@ def call_op(op: str, args: dict) -> dict[str, Any]:
     return reply(ops.call, op, args)
 
 
-def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeout_s: float) -> None:
-    """Serve ``host.<name>`` until stopped (SIGTERM finishes the running jobs first)."""
+def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeout_s: float,
+        events: bool = False) -> None:
+    """Serve ``host.<name>`` until stopped (SIGTERM finishes the running jobs first).
+
+    ``events``: send Celery task events and worker heartbeats (what Flower shows); off by default,
+    as every event is a message through Redis."""
     app = make_app(broker_url, ctx.prefix, visibility_timeout_s)
+    if events:
+        app.conf.update(worker_send_task_events=True, task_send_sent_event=True)
     register_task(app, ctx)
+    ctx.start_reconciler(app)
     app.worker_main([
         "worker", "-Q", queue_name(ctx.host), "-n", f"{ctx.host}.{os.getpid()}@{socket.gethostname()}",
         "--pool", "threads", "-c", str(concurrency), "--without-gossip", "--without-mingle",
-        "--without-heartbeat", "--loglevel", "INFO",
+        *([] if events else ["--without-heartbeat"]), "--loglevel", "INFO",
     ])
 
 
-def submit(app, payload: dict, host: str) -> str:
+def submit(app, payload: dict, host: str, task_id: str | None = None) -> str:
     """Queue ``payload`` for ``host``'s worker; returns the task id."""
-    result = app.send_task(TASK, args=[payload], queue=queue_name(host), task_id=f"panio-job-{payload['job_id']}")
+    result = app.send_task(TASK, args=[payload], queue=queue_name(host),
+                           task_id=task_id or f"panio-job-{payload['job_id']}")
     return result.id
+
+
+def resend(app, payload: dict) -> str:
+    """Publish a job again (its worker died or its message vanished); the task id tells the copies apart."""
+    host = payload.get("target_config", {}).get("host") or "local"
+    return submit(app, payload, host, task_id=f"panio-job-{payload['job_id']}-again-{uuid.uuid4().hex[:6]}")

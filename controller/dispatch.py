@@ -56,9 +56,12 @@ class Dispatcher:
 
         spec = ops.spec(op)
         args = spec.validate(args)
-        if spec.side_effect and target is not None:
-            self._check_lease(target)
-        request = {"op": op, "args": args, "deadline_s": spec.deadline_s(args)}
+        deadline_s = spec.deadline_s(args)
+        if target is not None:
+            if spec.side_effect:
+                self._check_lease(target)
+            args = self._with_token(args)  # the host checks it again: a job's steps present their lease
+        request = {"op": op, "args": args, "deadline_s": deadline_s}
         transport = self.transport_for(host)
         try:
             return transport.interactive(request) if spec.interactive else transport.call(request)
@@ -72,14 +75,25 @@ class Dispatcher:
             raise InternalError(f"{op}: {type(exc).__name__}: {exc}",
                                 hint="this is a bug in panio; rerun with PANIO_DEBUG=1") from exc
 
-    def _check_lease(self, target: str) -> None:
-        from bench_agent.leases import check_access
-
+    def _lease_store(self) -> Any:
         if self._leases is None:
             from controller.jobs.backends import lease_store
 
             self._leases = lease_store()
-        check_access(self._leases, target)
+        return self._leases
+
+    def _check_lease(self, target: str) -> None:
+        from bench_agent.leases import check_access
+
+        check_access(self._lease_store(), target)
+
+    def _with_token(self, args: dict[str, Any]) -> dict[str, Any]:
+        import os
+
+        from bench_agent.lease_guard import with_token
+        from bench_agent.leases import TOKEN_ENV
+
+        return with_token(args, self._lease_store()) if os.environ.get(TOKEN_ENV) else args
 
     # --- transports ----------------------------------------------------------
 

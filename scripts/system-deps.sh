@@ -19,6 +19,15 @@ need=()
 command -v make >/dev/null || need+=(make)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)   # the SSH transport's tests start their own sshd
 command -v redis-server >/dev/null || need+=(redis-server)   # leases, Celery broker, restart tests
+[ -x /usr/sbin/ser2net ] || need+=(ser2net)   # tests/test_peer_ser2net.py exports PTY boards through it
+[ -x /usr/sbin/dnsmasq ] || need+=(dnsmasq-base)   # netboot start serves DHCP/TFTP with it (netns tests)
+[ -x /bin/busybox ] || need+=(busybox-static)   # udhcpc and tftp as the netboot tests' target
+command -v ip >/dev/null || need+=(iproute2)   # the netns tests build their wire with ip netns/veth
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)   # the QEMU board netboots in tests
+[ -f /usr/lib/ipxe/qemu/pxe-e1000.rom ] || need+=(ipxe-qemu)   # its NIC's iPXE ROM
+command -v systemd-analyze >/dev/null || need+=(systemd)   # panio setup verifies the worker's unit offline
+command -v useradd >/dev/null || need+=(passwd)   # the setup test provisions a fresh user as its "host"
+command -v ssh >/dev/null || need+=(openssh-client)   # Ansible reaches hosts with OpenSSH's client
 if [ ${#need[@]} -gt 0 ]; then
   echo "system-deps: installing ${need[*]}"
   apt_install "${need[@]}"

@@ -142,3 +142,13 @@ def test_a_long_window_is_cut_with_a_continuation(tmp_path, monkeypatch):
     assert [line["seq"] for line in lines] == list(range(3, 13)) and info["more_after"] == 12
     lines, info = line_window(path, since=info["more_after"])
     assert lines[0]["seq"] == 13 and info["more_after"] == 22
+
+
+def test_rfc2217_urls_gain_ign_set_control_once_and_other_devices_stay_as_written():
+    from bench_agent.serial.device import port_url
+
+    assert port_url("rfc2217://console-server:7001") == "rfc2217://console-server:7001?ign_set_control"
+    assert port_url("rfc2217://h:7001?logging=debug") == "rfc2217://h:7001?logging=debug&ign_set_control"
+    assert port_url("rfc2217://h:7001?ign_set_control") == "rfc2217://h:7001?ign_set_control"
+    for device in ("socket://h:7002", "/dev/ttyUSB0", "simboard:///dev/pts/3"):
+        assert port_url(device) == device

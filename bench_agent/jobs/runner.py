@@ -17,8 +17,13 @@ Health (the lab) and result (the board) are decided apart:
 * ``canceled``   someone ran ``panio job cancel``;
 * ``timed_out``  a step or the whole job ran out of time.
 
-Claiming is atomic in the results database (queued -> running), so a task
-that Celery redelivers finds the job taken and does nothing.
+A runner first *takes* a queued job (it holds it while waiting for the lease)
+and beats for it in the results database (``reconcile.Heartbeat``); claiming is
+atomic (queued -> running), so a copy that is delivered twice finds the job
+taken and does nothing. Each step is recorded as running before it starts,
+so a runner that dies mid-step leaves a trace a reconciler turns into an error.
+``deadline_at`` in the payload (epoch seconds, from ``--deadline-s``) bounds the
+lease wait and the steps like ``timeout_s`` does.
 """
 
 from __future__ import annotations
@@ -30,10 +35,18 @@ from typing import Any, Callable
 
 from bench_agent import leases as leasing
 from bench_agent.errors import Busy, Canceled, Refused, Timeout, Unreachable
+from bench_agent.jobs import reconcile
 from bench_agent.jobs.steps import LAB_EXITS, StepProcess, error_of, judge, substitute
 from bench_agent.results import ResultStore
 
 Progress = Callable[[str, dict[str, Any]], None]
+DEADLINE_ERROR = {"error": "timeout", "exit": 22, "message": "deadline reached"}
+
+
+def _deadline_left_s(payload: dict) -> float | None:
+    """Seconds left before the run's deadline (``panio ... --deadline-s``), None without one."""
+    at = payload.get("deadline_at")
+    return None if at is None else at - time.time()
 
 
 def _quiet(event: str, data: dict[str, Any]) -> None:
@@ -42,28 +55,47 @@ def _quiet(event: str, data: dict[str, Any]) -> None:
 
 class JobRunner:
     def __init__(self, store: ResultStore, leases: leasing.LeaseStore, panio_argv: list[str], lab_path: str,
-                 worker: str, progress: Progress = _quiet) -> None:
+                 worker: str, progress: Progress = _quiet, heartbeat: reconcile.Heartbeat | None = None) -> None:
         self.store, self.leases, self.panio_argv = store, leases, panio_argv
         self.lab_path, self.worker, self.progress = lab_path, worker, progress
+        self.heartbeat = heartbeat or reconcile.Heartbeat(store)
 
     def run(self, payload: dict) -> dict | None:
-        """Run the job; None if it is not queued any more (a redelivered copy, or canceled)."""
+        """Run the job; None if it is not this runner's to run (another live runner holds it, it started, or
+        it was canceled)."""
         job_id = payload["job_id"]
-        if self.store.state(job_id) != "queued":
+        left_s = _deadline_left_s(payload)
+        if left_s is not None and left_s <= 0:
+            self.store.finish(job_id, "timed_out", None, "the run's deadline passed before the job started",
+                              DEADLINE_ERROR, only_if_queued=True)
             return None
+        if not self.store.take(job_id, self.worker, time.time() - reconcile.dead_after_s(payload)):
+            return None
+        self.heartbeat.add(job_id)
+        try:
+            return self._run(payload, left_s)
+        finally:
+            self.heartbeat.discard(job_id)
+
+    def _run(self, payload: dict, left_s: float | None) -> dict | None:
+        job_id = payload["job_id"]
+        wait_s = payload.get("lease_wait_s", 300)
         try:
             lease = leasing.acquire(
                 self.leases, payload["target"],
                 {"holder": self.worker, "job": job_id, "name": payload["name"]},
-                payload.get("lease_ttl_s", 30), payload.get("lease_wait_s", 300),
+                payload.get("lease_ttl_s", 30), wait_s if left_s is None else min(wait_s, left_s),
                 should_stop=lambda: self.store.state(job_id) != "queued" or self.store.cancel_requested(job_id))
         except (Busy, Unreachable) as err:
             if self.store.state(job_id) != "queued":
                 return None
+            if left_s is not None and (_deadline_left_s(payload) or 0) <= 0.05:
+                return self._finish(payload, "timed_out", None, f"the run's deadline passed while waiting for "
+                                    f"the target's lease: {err.message}", DEADLINE_ERROR)
             return self._finish(payload, "incomplete", None, f"lease not obtained: {err.message}", err.to_json())
         try:
             # Leased first, claimed second: a job waiting for its lease stays queued, so if its worker
-            # dies the redelivered task can still run it; the claim makes sure only one copy ever does.
+            # dies a reconciler can send it again; the claim makes sure only one copy ever runs it.
             if not self.store.claim(job_id, self.worker):
                 return None
             lease.keep(payload.get("lease_ttl_s", 30))
@@ -121,6 +153,9 @@ class JobRunner:
     def _steps(self, payload: dict, lease: leasing.Lease) -> dict:
         job_id, steps = payload["job_id"], payload["steps"]
         deadline = time.monotonic() + payload["timeout_s"] if payload.get("timeout_s") else None
+        left_s = _deadline_left_s(payload)
+        if left_s is not None and (deadline is None or time.monotonic() + left_s < deadline):
+            deadline = time.monotonic() + left_s
         variables = {"target": payload["target"], "job_id": str(job_id)}
         failed: list[str] = []
         for idx, step in enumerate(steps):
@@ -169,6 +204,8 @@ class JobRunner:
         timeout_s = step["timeout_s"]
         if deadline is not None:
             timeout_s = max(0.0, min(timeout_s, deadline - time.monotonic()))
+        # Recorded as running before it starts: if this worker dies now, the step still shows, as an error.
+        self.store.record_step(job_id, idx, {"name": step["name"], "command": command, "status": "running"})
         start = time.monotonic()
         proc = StepProcess([*self.panio_argv, "--lab", self.lab_path, *argv], env,
                            lambda line: self.progress("output", {"idx": idx, "line": line}))
@@ -190,7 +227,7 @@ class JobRunner:
             record["status"] = "timeout" if why == "timeout" else "error"
             record["checks"] = [{"check": "finished", "ok": False, "got": why, "outcome": "unknown"}]
             job_timeout = deadline is not None and time.monotonic() >= deadline - 0.05
-            what = "job timeout" if job_timeout else f"step timeout ({step['timeout_s']:g} s)"
+            what = "job timeout (or the run's deadline)" if job_timeout else f"step timeout ({step['timeout_s']:g} s)"
             health = {
                 "timeout": ("timed_out", f"step {step['name']!r}: {what}; its outcome is unknown",
                             Timeout(what).to_json()),
@@ -223,14 +260,3 @@ class JobRunner:
         self.progress("job_end", summary)
         return summary
 
-
-def mark_lost(store: ResultStore, leases: leasing.LeaseStore, job: dict) -> bool:
-    """A running job whose lease is gone lost its worker: mark it incomplete. True if marked."""
-    if job["state"] != "running" or job.get("fence") is None:
-        return False
-    held = leases.current(job["target"])
-    if held and held.get("token") == job["fence"]:
-        return False
-    return store.finish(job["id"], "incomplete", None, f"worker {job.get('worker')} lost: the lease expired "
-                        "while the job ran; steps in flight have an unknown outcome",
-                        Unreachable("worker lost").to_json(), only_if_running=True)

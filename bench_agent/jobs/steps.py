@@ -14,8 +14,9 @@ from typing import Callable
 
 VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 OUTPUT_LIMIT = 1_000_000
-# Exit statuses that mean the lab failed rather than the board: the job is incomplete.
-LAB_EXITS = {3, 4, 5, 8, 9, 10, 11, 12, 70}
+# Exit statuses that mean the lab failed rather than the board: the job is incomplete. 13 (refused) is
+# the lab saying no: above all the host refusing a step whose lease was lost or broken.
+LAB_EXITS = {3, 4, 5, 8, 9, 10, 11, 12, 13, 70}
 
 
 def substitute(text: str, variables: dict[str, str]) -> str:
@@ -59,16 +60,26 @@ def judge(step: dict, exit_status: int, output: str, variables: dict[str, str]) 
     checks = [{"check": f"exit status in {expected}", "ok": exit_status in expected, "got": exit_status}]
     if step.get("expect_output"):
         pattern = substitute(step["expect_output"], variables)
-        checks.append({"check": f"output matches /{pattern}/", "ok": re.search(pattern, output, re.M) is not None})
+        checks.append(_match_check(f"output matches /{pattern}/", pattern, output, lambda m: m is not None)[0])
     if step.get("reject_output"):
         pattern = substitute(step["reject_output"], variables)
-        checks.append({"check": f"output does not match /{pattern}/",
-                       "ok": re.search(pattern, output, re.M) is None})
+        checks.append(_match_check(f"output does not match /{pattern}/", pattern, output, lambda m: m is None)[0])
     captured: dict[str, str] = {}
     for var, pattern in step.get("capture", {}).items():
-        m = re.search(pattern, output, re.M)
-        if m:
+        check, m = _match_check(f"capture {var} from /{pattern}/", pattern, output, lambda m: m is not None)
+        if check["ok"]:
             captured[var] = m.group(1) if m.groups() else m.group(0)
-        checks.append({"check": f"capture {var} from /{pattern}/", "ok": m is not None,
-                       "got": captured.get(var)})
+        checks.append({**check, "got": captured.get(var)})
     return checks, captured
+
+
+def _match_check(name: str, pattern: str, output: str, ok) -> tuple[dict, object]:
+    """One expectation on a step's output and its match; an invalid or too slow pattern fails it, saying why."""
+    from bench_agent import patterns
+    from bench_agent.errors import UsageError
+
+    try:
+        m = patterns.find(pattern, output)
+    except UsageError as err:
+        return {"check": name, "ok": False, "error": err.message}, None
+    return {"check": name, "ok": ok(m)}, m

@@ -68,6 +68,20 @@ def lookup(name: str) -> Operation:
 
 
 def call(name: str, args: dict[str, Any]) -> Any:
-    """Run operation ``name`` in this process, its arguments checked against its spec first."""
+    """Run operation ``name`` in this process, its arguments checked against its spec first.
+
+    Every road in ends here, so this is where the host enforces leases: an operation that changes
+    a target is refused while someone else leases it, and a stale ``lease_token`` is refused even
+    while the target is free (``bench_agent.lease_guard``). Reads pass.
+    """
+    from bench_agent.lease_guard import ORIGIN_ARG, TOKEN_ARG
+
     func = lookup(name)
-    return func(**SPECS[name].validate(args))
+    args = dict(args)
+    token, origin = args.pop(TOKEN_ARG, None), args.pop(ORIGIN_ARG, None)
+    checked = SPECS[name].validate(args)
+    if SPECS[name].side_effect:
+        from bench_agent import lease_guard
+
+        lease_guard.enforce(name, checked, token, origin)
+    return func(**checked)

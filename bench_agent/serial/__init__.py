@@ -1,6 +1,7 @@
 """Serial capture on a control host: one supervisor process per target.
 
-    device.py      open a port exclusively (flock + TIOCEXCL), say who holds it
+    device.py      open a port exclusively (flock + TIOCEXCL), say who holds it; read any kind of port
+    rfc2217.py     pyserial's RFC 2217 client (ser2net), reading in chunks instead of byte by byte
     logstore.py    the on-disk record log: exact bytes, RX time, stable cursors and line seqs
     lines.py       split the byte stream into numbered lines and render them
     matcher.py     bounded waits (matched / timeout / cap / disconnect / fault)

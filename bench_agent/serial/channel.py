@@ -1,8 +1,10 @@
 """One interface inside a supervisor: its port, reader thread, log writer and live tail.
 
-The reader thread owns reading: bytes go to disk first (one record per read),
-then to an in-memory tail that waits match against, then waiters are woken.
-A lost device is recorded as a gap; the reader reopens it with backoff.
+The reader thread owns reading: bytes go to disk first (one record per read of
+whatever the port holds, up to 64 KiB), then to an in-memory tail that waits
+match against, then waiters are woken. A lost device is recorded as a gap when
+it goes; the reader reopens it with backoff and records the reconnection too
+(a ser2net restart reads as "device lost" then "reconnected after N s").
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Channel:
         self.cfg, self.name, self.writer, self.epoch = cfg, cfg["name"], writer, epoch
         self.port: serial.SerialBase | None = port
         self.state, self.last_error, self.disconnects = "open", None, 0
+        self._lost_ns = 0
         self.cond = threading.Condition()
         self.ring, self.ring_start = bytearray(), writer.cursor
         self.rx_last_ns: int | None = None
@@ -69,19 +72,14 @@ class Channel:
                 self._received(data, time.time_ns())
 
     def _read(self) -> bytes:
+        """What the port holds, up to device.READ_MAX: one record per read, however the port delivers."""
         port = self.port
-        fd = getattr(port, "fd", None)
-        if isinstance(fd, int):
+        fd = device.fileno(port)
+        if fd is not None:
             ready, _, _ = select.select([fd, self._wake_r], [], [], 1.0)
-            if fd not in ready:
-                return b""
-            data = os.read(fd, 65536)
-            if not data:
-                raise OSError("device reports readiness to read but returned no data (unplugged?)")
-            return data
-        data = port.read(1)
-        waiting = port.in_waiting if data else 0
-        return data + port.read(waiting) if waiting else data
+            return device.read_now(port) if fd in ready else b""
+        first = port.read(1)  # rfc2217: blocks up to the port's read timeout
+        return first + device.read_now(port, device.READ_MAX - 1) if first else b""
 
     def _received(self, data: bytes, now_ns: int) -> None:
         with self.cond:
@@ -98,7 +96,8 @@ class Channel:
         with self.cond:
             self.state, self.last_error = "disconnected", str(exc)
             self.disconnects += 1
-            self.writer.note(GAP, self.epoch, time.time_ns(), reason=f"device lost: {exc}")
+            self._lost_ns = time.time_ns()
+            self.writer.note(GAP, self.epoch, self._lost_ns, reason=f"device lost: {exc}")
             self.cond.notify_all()
         self._close_port()
 
@@ -111,6 +110,12 @@ class Channel:
             self.last_error = err.message
             return attempt + 1
         with self.cond:
+            now = time.time_ns()
+            down_ms = (now - self._lost_ns) // 1_000_000
+            # a gap record too: whatever the board printed while it was away is not in the log
+            self.writer.note(GAP, self.epoch, now,
+                             reason=f"reconnected to {self.cfg['device']} after {down_ms / 1000:.1f} s",
+                             reconnected=True, down_ms=down_ms, attempts=attempt + 1)
             self.port, self.state, self.last_error = port, "open", None
             self.cond.notify_all()
         return 0

@@ -68,7 +68,7 @@ def start(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
                                 start_new_session=True, close_fds=True, cwd="/")
     os.close(w)
     try:
-        reply = _read_ready(r, proc)
+        reply = _read_ready(r, proc, log)
     finally:
         os.close(r)
     if not reply.get("ok"):
@@ -77,7 +77,7 @@ def start(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
     return reply
 
 
-def _read_ready(fd: int, proc: subprocess.Popen) -> dict[str, Any]:
+def _read_ready(fd: int, proc: subprocess.Popen, log: Path) -> dict[str, Any]:
     data, deadline = b"", time.monotonic() + START_TIMEOUT_S
     while not data.endswith(b"\n"):
         ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
@@ -87,8 +87,7 @@ def _read_ready(fd: int, proc: subprocess.Popen) -> dict[str, Any]:
         chunk = os.read(fd, 4096)
         if not chunk:
             code = proc.wait(5)
-            raise PanioError(f"the serial supervisor exited ({code}) during start-up; "
-                             f"see {files.target_dir('x').parent}/<target>/supervisor.err")
+            raise PanioError(f"the serial supervisor exited ({code}) during start-up; see {log}")
         data += chunk
     return json.loads(data)
 

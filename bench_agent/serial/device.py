@@ -5,17 +5,31 @@ Every device string goes through ``serial.serial_for_url``: a /dev path,
 scheme from ``bench_agent/sim/protocol_<scheme>.py``. A posix port is
 ``flock``ed (pyserial's ``exclusive=True``, which tio and minicom honour too)
 and then marked TIOCEXCL, so one of watch, connect or an outside program holds
-it at a time. pyserial exceptions become panio errors here.
+it at a time; a network port is refused while one of panio's own captures
+holds the same URL.
+pyserial exceptions become panio errors here.
+
+The three kinds of port read differently, and ``fileno``/``read_now`` hide it:
+
+    /dev path     an fd to select on; os.read returns what the driver holds
+    socket://     a socket to select on; opened with a zero read timeout, so a
+                  read takes one recv (pyserial's in_waiting only says 0 or 1)
+    rfc2217://    no descriptor: a reader thread queues what arrives (rfc2217.py,
+                  in chunks); in_waiting counts the bytes, and a read of that
+                  many returns at once
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
+import socket
 import termios
 import time
 from typing import Any
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import serial
 
@@ -28,18 +42,28 @@ SIGNALS = {"CTS": "cts", "DSR": "dsr", "DCD": "cd", "RI": "ri"}
 
 
 WRITE_TIMEOUT_S = 10.0
+READ_MAX = 65536
+KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_PROBES = 10, 5, 3  # a dead link is lost within ~25 s
 
 
 def open_port(cfg: dict[str, Any], timeout: float | None = 0.2) -> serial.SerialBase:
     """Open the interface's device, exclusively; DTR released on a power_button interface.
 
-    Writes time out after WRITE_TIMEOUT_S: a board that stops reading (flow control held) must not
-    wedge the supervisor's input path.
+    ``timeout`` bounds a blocking read (callers that select on ``fileno`` never block). Writes time
+    out after WRITE_TIMEOUT_S: a board that stops reading (flow control held) must not wedge the
+    supervisor's input path. rfc2217:// is the exception, pyserial refuses a write timeout there;
+    its socket's own 5 s timeout bounds those writes instead.
     """
     device = cfg["device"]
+    scheme = urlsplit(device).scheme if "://" in device else ""
+    if scheme in ("rfc2217", "socket"):
+        _refuse_if_captured(device)
+    options: dict[str, Any] = {} if scheme == "rfc2217" else {"write_timeout": WRITE_TIMEOUT_S}
+    if scheme == "socket":
+        timeout = 0  # callers select on fileno(); with any other timeout a read waits to fill its size
     try:
-        port = serial.serial_for_url(device, baudrate=cfg.get("baud", 115200), timeout=timeout,
-                                     write_timeout=WRITE_TIMEOUT_S, exclusive=True, do_not_open=True)
+        port = _unopened(port_url(device), scheme, baudrate=cfg.get("baud", 115200), timeout=timeout,
+                         exclusive=True, **options)
         if cfg.get("power_button"):
             port.dtr = False  # DTR is the board's button: never press it by opening
         port.open()
@@ -51,11 +75,102 @@ def open_port(cfg: dict[str, Any], timeout: float | None = 0.2) -> serial.Serial
             fcntl.ioctl(fd, termios.TIOCEXCL)
         except OSError:
             pass  # not a tty (e.g. a pipe-backed simulator): the flock still guards it
+    _keepalive(getattr(port, "_socket", None))
     return port
 
 
+def _keepalive(sock: socket.socket | None) -> None:
+    """Probe an idle network port, so a console server that rebooted or vanished reads as lost.
+
+    A quiet board and a dead link look alike on an idle TCP connection; without probes the capture
+    would wait on the old connection forever while the new ser2net has no client.
+    """
+    if sock is None:
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE_S), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S),
+                          ("TCP_KEEPCNT", KEEPALIVE_PROBES)):
+        if hasattr(socket, option):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+
+
+def _unopened(url: str, scheme: str, **settings: Any) -> serial.SerialBase:
+    if scheme == "rfc2217":
+        from bench_agent.serial.rfc2217 import ChunkedRfc2217Serial
+
+        port = ChunkedRfc2217Serial(None, **settings)
+        port.port = url
+        return port
+    return serial.serial_for_url(url, do_not_open=True, **settings)
+
+
+def port_url(device: str) -> str:
+    """What pyserial opens for ``device``: an rfc2217:// URL gains ``ign_set_control``.
+
+    ser2net exporting a PTY (or any port whose driver refuses modem-control ioctls) never
+    answers RFC 2217 SET_CONTROL, and pyserial then fails every open after 3 s. labgrid adds
+    the option to every rfc2217 URL for the same reason; users never have to.
+    """
+    parts = urlsplit(device) if device.startswith("rfc2217://") else None
+    if parts is None or "ign_set_control" in parse_qs(parts.query, keep_blank_values=True):
+        return device
+    return urlunsplit(parts._replace(query="&".join(filter(None, (parts.query, "ign_set_control")))))
+
+
+def fileno(port: serial.SerialBase) -> int | None:
+    """The descriptor to select on before ``read_now``; None for rfc2217:// (its bytes sit in a queue)."""
+    fd = getattr(port, "fd", None)
+    if isinstance(fd, int):
+        return fd
+    try:
+        return port.fileno()
+    except (AttributeError, NotImplementedError, OSError, serial.SerialException):
+        return None
+
+
+def read_now(port: serial.SerialBase, limit: int = READ_MAX) -> bytes:
+    """Up to ``limit`` bytes the port holds now. Call it once ``fileno`` is readable, or any time without one.
+
+    An empty answer from a readable descriptor means the device went away: SerialException.
+    """
+    fd = getattr(port, "fd", None)
+    if isinstance(fd, int):
+        data = os.read(fd, limit)
+        if not data:
+            raise serial.SerialException("device reports readiness to read but returned no data (unplugged?)")
+        return data
+    if fileno(port) is not None:
+        return port.read(limit)  # socket://: zero timeout, one recv; a closed peer raises
+    waiting = min(port.in_waiting, limit)
+    return port.read(waiting) if waiting else b""
+
+
+def _refuse_if_captured(url: str) -> None:
+    """A network port that another of panio's captures holds is busy.
+
+    No lock can say so across the network, and ser2net would refuse the newcomer (max-connections)
+    or, with kickolduser, drop the capture for it; panio's own discovery files can.
+    """
+    from bench_agent.serial import files
+    from bench_agent.serial.client import pid_alive  # client imports this module
+
+    holders = []
+    directory = files.daemons_dir()
+    for path in directory.glob("serial-*.json") if directory.is_dir() else []:
+        try:
+            info = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        pid = info.get("pid")
+        if (isinstance(pid, int) and pid != os.getpid() and pid_alive(pid)
+                and any(i.get("device") == url for i in info.get("interfaces", []))):
+            holders.append({"pid": pid, "command": command_line(pid)})
+    if holders:
+        raise busy(url, holders)
+
+
 def open_error(device: str, exc: Exception) -> Exception:
-    text = str(exc)
+    text = str(exc).replace(port_url(device), device)  # the user wrote the URL without panio's options
     code = getattr(exc, "errno", None)
     if "exclusively lock" in text or code in (errno.EBUSY, errno.EAGAIN) or "[Errno 16]" in text:
         return busy(device)
@@ -67,8 +182,8 @@ def open_error(device: str, exc: Exception) -> Exception:
     return DeviceError(f"cannot open serial device {device}: {text}", device=device)
 
 
-def busy(device: str) -> Busy:
-    who = holders(device)
+def busy(device: str, who: list[dict[str, Any]] | None = None) -> Busy:
+    who = holders(device) if who is None else who
     if who:
         first = who[0]
         names = "; ".join(_holder_name(h) for h in who)
@@ -99,8 +214,6 @@ def _local_path(device: str) -> str:
     """The file behind a device string: the path itself, or the path of a URL with no host (simboard:///dev/..)."""
     if "://" not in device:
         return device
-    from urllib.parse import urlsplit
-
     parts = urlsplit(device)
     return parts.path if not parts.netloc and parts.path else device
 

@@ -119,4 +119,5 @@ def _last_rx(path: Path) -> str:
 
 
 def _count_gaps(path: Path) -> int:
-    return sum(1 for rec in records_backward(path) if rec.kind == GAP)
+    """Outages, not markers: a reconnection closes the gap its loss opened."""
+    return sum(1 for rec in records_backward(path) if rec.kind == GAP and not rec.note().get("reconnected"))

@@ -9,6 +9,10 @@ A wait reads from byte cursor ``since`` on (memory or disk), matches
     disconnect  the device went away
     fault       the supervisor could not read its own data
 
+A pattern that backtracks past ``patterns.MATCH_BUDGET_S`` ends the wait with
+a usage error (``PatternTooSlow``); capture never stops for a matcher, which
+runs without holding the GIL.
+
 Whatever ended it, the bytes accepted so far come back with the ``cursor`` to
 continue from, so nothing is lost by an incomplete wait. After a match the
 cursor is just past the match; ``include_pending`` also returns the bytes
@@ -21,22 +25,18 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import time
 from typing import Any
 
+from bench_agent import patterns
 from bench_agent.errors import UsageError
 
 CHUNK = 1 << 20
 
 
-def compile_pattern(pattern: str | None) -> re.Pattern[bytes] | None:
-    if pattern is None:
-        return None
-    try:
-        return re.compile(pattern.encode("utf-8"))
-    except re.error as exc:
-        raise UsageError(f"invalid regular expression {pattern!r}: {exc}", pattern=pattern) from None
+def compile_pattern(pattern: str | None):
+    """The pattern compiled for bytes (see ``bench_agent.patterns``: bounded, matched without the GIL)."""
+    return None if pattern is None else patterns.compile_bytes(pattern)
 
 
 def wait(channel, *, since: int, pattern: str | None = None, timeout_ms: int = 30000, max_bytes: int = 65536,
@@ -84,7 +84,7 @@ def _search(rx, buf: bytearray, start: int, search_from: int, matches: list, fol
     if rx is None:
         return None, search_from
     while True:
-        m = rx.search(buf, search_from)
+        m = patterns.search(rx, buf, search_from)
         if m is None:
             return None, search_from
         matches.append({"start": start + m.start(), "end": start + m.end(),

@@ -20,7 +20,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "target": ("controller.cli.target", "setup", "add, remove, show and list targets"),
     "host": ("controller.cli.host", "setup", "control hosts that own targets' devices (reached over SSH)"),
     "serial": ("controller.cli.serial", "drive", "serial consoles: watch, log, send, transact, wait; add/set/rm interfaces"),
-    "netboot": ("controller.cli.netboot", "setup", "network boot: interface and TFTP root of a target"),
+    "netboot": ("controller.cli.netboot", "drive", "network boot: start|stop|status serving a kernel; set/rm interface and TFTP root"),
+    "netif": ("controller.cli.netif", "drive", "a target's dedicated link: mode link|ffx|off, down-hard, status (ffx address)"),
     "power": ("controller.cli.power", "drive", "power on|off TARGET; set/rm the hooks that switch it (optional levels)"),
     "video": ("controller.cli.channels", "setup", "the video capture device of a target"),
     "hid": ("controller.cli.channels", "setup", "the keyboard/mouse (HID) rig of a target"),
@@ -41,5 +42,61 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "schedule": ("controller.cli.schedule", "operate", "run suites at set times (exactly one scheduler)"),
     "lease": ("controller.cli.lease", "operate", "list and break exclusive target leases held by jobs"),
     "worker": ("controller.cli.worker", "operate", "run a control host's bench worker (Celery, queue host.NAME)"),
+    "setup": ("controller.cli.setup", "operate", "provision a control host: venv, worker unit, devices (Ansible)"),
     "skill": ("controller.cli.skill", "learn", "print the panio skill: mental model, command map, traps (start here)"),
 }
+
+# What a job step may run: commands that drive or read a target and never edit the lab file, manage jobs
+# or start servers. A name mapped to None allows the whole command; a tuple allows only those subcommands.
+# Anything not listed is refused (by `job check`, and by the step's own panio at run time), so a command
+# added to the CLI stays out of jobs until it is listed here. The MCP tools are a subset (a test checks).
+RUNTIME: dict[str, tuple[str, ...] | None] = {
+    "serial": ("watch", "stop", "log", "send", "transact", "wait", "evidence", "status", "reset", "dtr", "devices"),
+    "power": ("on", "off"),
+    "power-cycle": None,
+    "power-state": None,
+    "action": ("run", "list"),
+    "ping": None,
+    "netboot": ("tftp-root",),
+    "video": ("show",),
+    "hid": ("show",),
+    "adb": ("show",),
+    "target": ("show", "list"),
+    "host": ("show", "list"),
+    "config": ("show",),
+    "doctor": None,
+    "discover": None,
+    "configure": None,
+}
+
+
+def is_runtime(command: str, subcommand: str | None) -> bool:
+    """Whether ``panio COMMAND [SUBCOMMAND]`` is a runtime command (see ``RUNTIME``)."""
+    if command not in RUNTIME:
+        return False
+    allowed = RUNTIME[command]
+    return allowed is None or subcommand in allowed
+
+
+def runtime_names() -> list[str]:
+    """The runtime commands as people type them (``serial send``, ``power-cycle``), for messages and docs."""
+    return [name if subs is None else f"{name} {'|'.join(subs)}" for name, subs in RUNTIME.items()]
+
+
+def refuse_in_job(command: str, subcommand: str | None) -> str | None:
+    """Why ``panio COMMAND [SUBCOMMAND]`` may not run as a job step, or None if it may."""
+    if is_runtime(command, subcommand):
+        return None
+    what = f"panio {command}" + (f" {subcommand}" if subcommand else "")
+    section = COMMANDS.get(command, ("", "", ""))[1]
+    if section == "operate":
+        why = "manages jobs, workers, daemons or helpers, not a target"
+    elif section == "learn":
+        why = "does nothing to a target"
+    elif command == "serial" and subcommand == "connect":
+        why = "is interactive, and a job step has no terminal"
+    elif command == "mcp":
+        why = "starts a server"
+    else:
+        why = "configures the lab (a job never edits the lab file, host keys or hooks)"
+    return f"`{what}` cannot run inside a job: it {why}; a step runs only runtime commands (docs/jobs.md)"

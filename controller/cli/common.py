@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 from bench_agent.errors import InvalidName, UsageError
 
 NAME_RE_TEXT = "[a-z0-9][a-z0-9_-]{0,63}"
+MAX_NUMBER = 2**63 - 1  # what TOML, SQLite and JSON consumers all hold
 
 
 class Parser(argparse.ArgumentParser):
@@ -129,6 +130,10 @@ def _number(convert, noun: str, allow_zero: bool):
             value = convert(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if value > MAX_NUMBER:
+            raise argparse.ArgumentTypeError(f"{text} is too large (at most {MAX_NUMBER})")
         if value < 0 or (value == 0 and not allow_zero):
             raise argparse.ArgumentTypeError(f"{text} must be {'0 or more' if allow_zero else 'greater than 0'}")
         return value

@@ -16,7 +16,8 @@ process; results go to the results database (`panio job list`).
 
 Exit status for CI: 0 every step passed; 14 the board failed a step
 (test_failed); lab failures: 4 unreachable, 8 lease not obtained (busy),
-22 timed out, 15 canceled, or the failing step's own lab status (3, 5, 9, ...)."""
+22 timed out (a step, the job's timeout_s or --deadline-s), 15 canceled,
+13 the lease was lost (refused), or the failing step's own lab status (3, 5, 9, ...)."""
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
@@ -31,6 +32,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--junit", metavar="FILE", type=Path, help="write JUnit XML (one test case per step) to FILE")
     c.add_argument("--report", metavar="FILE", type=Path, help="write a readable Markdown report to FILE")
     _queue_timeout(c)
+    _deadline(c)
     add_json(c)
 
     c = command(sub, "submit", "queue a job file to the worker of the host that owns its target", func=submit,
@@ -43,6 +45,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--junit", metavar="FILE", type=Path, help="with --wait: write JUnit XML to FILE")
     c.add_argument("--report", metavar="FILE", type=Path, help="with --wait: write a readable Markdown report")
     _queue_timeout(c)
+    _deadline(c)
     add_json(c)
 
     c = command(sub, "check", "validate a job file and its steps without running anything", func=check,
@@ -91,20 +94,20 @@ def _store():
     return backends.results_store()
 
 
-def _reconciled(store, job_id: int) -> dict:
-    """The job, after marking it incomplete if its worker died (its lease is gone)."""
-    from bench_agent.jobs.runner import mark_lost
+def _reconciled(store, job_id: int, job: dict | None = None) -> dict:
+    """The job, after settling it if its runner is proven dead (a reader never overrules a live runner)."""
+    job = job or store.job(job_id)
+    if job["state"] == "done":
+        return job
+    return _reader_reconciler(store).job(job)
+
+
+def _reader_reconciler(store):
+    from bench_agent.jobs.reconcile import Reconciler
     from controller.jobs import backends
 
-    from bench_agent.errors import Unreachable
-
-    job = store.job(job_id)
-    try:
-        if job["state"] == "running" and mark_lost(store, backends.lease_store(), job):
-            job = store.job(job_id)
-    except Unreachable:
-        pass  # leases unreachable: show the job as recorded
-    return job
+    # Without a broker nobody else can settle a job whose process died before it started.
+    return Reconciler(store, backends.lease_store(), fail_unsendable=backends.broker_url() is None)
 
 
 def _brief(job: dict) -> dict:
@@ -115,6 +118,12 @@ def _queue_timeout(c: argparse.ArgumentParser) -> None:
     c.add_argument("--queue-timeout-s", type=positive_float, metavar="S",
                    help="with a broker: if no worker has started the job after S seconds, withdraw it and exit 4 "
                         "(default: wait as long as it takes)")
+
+
+def _deadline(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--deadline-s", type=positive_float, metavar="S",
+                   help="give up after S seconds: a job not started is withdrawn, a running one stops at its next "
+                        "check; exit 22 (timeout). Default: no deadline")
 
 
 def _finish(job: dict, args: argparse.Namespace) -> None:
@@ -144,14 +153,14 @@ def run(args: argparse.Namespace) -> None:
         return
     lab = load_lab(args)
     show = (lambda e, d: None) if args.json else progress.for_stream()
-    job = local.run_now(args.file, lab, args.target, show)
+    job = local.run_now(args.file, lab, args.target, show, args.deadline_s)
     _finish(job, args)
 
 
 def submit(args: argparse.Namespace) -> None:
     from controller.jobs import progress, remote
 
-    queued = remote.submit(args.file, load_lab(args), args.target)
+    queued = remote.submit(args.file, load_lab(args), args.target, args.deadline_s)
     if not args.wait:
         if args.json:
             print_json({"job_id": queued["job_id"], "target": queued["target"], "queue": queued["queue"]})
@@ -161,7 +170,8 @@ def submit(args: argparse.Namespace) -> None:
     if not args.json:
         say(f"queued job {queued['job_id']} for {queued['target']} on {queued['queue']}")
     show = (lambda e, d: None) if args.json else progress.PlainProgress()
-    _finish(remote.follow(queued["job_id"], show, queue_timeout_s=args.queue_timeout_s), args)
+    _finish(remote.follow(queued["job_id"], show, queue_timeout_s=args.queue_timeout_s,
+                          deadline_at=queued.get("deadline_at")), args)
 
 
 def check(args: argparse.Namespace) -> None:
@@ -189,8 +199,8 @@ def status(args: argparse.Namespace) -> None:
 def list_(args: argparse.Namespace) -> None:
     store = _store()
     jobs = store.list_jobs(limit=args.limit, target=args.target, state=args.state)
-    if any(j["state"] == "running" for j in jobs):  # show jobs whose worker died as what they are
-        jobs = [_reconciled(store, j["id"]) if j["state"] == "running" else j for j in jobs]
+    if any(j["state"] != "done" for j in jobs):  # show jobs whose runner died as what they are
+        jobs = [_reconciled(store, j["id"], j) for j in jobs]
         jobs = [j for j in jobs if not args.state or j["state"] == args.state]
     if args.json:
         print_json([{k: v for k, v in j.items() if k not in ("spec", "steps")} for j in jobs])

@@ -11,8 +11,10 @@ from controller.cli.common import add_json, command, print_json, say, subcommand
 def register(p: argparse.ArgumentParser, name: str) -> None:
     p.description = (
         "A job holds an exclusive lease on its target while it runs; other jobs wait and\n"
-        "interactive commands on that target are refused naming the holder. Leases live\n"
-        "in Redis (PANIO_REDIS_URL or PANIO_BROKER), else in file locks on this machine."
+        "commands that change that target are refused naming the holder, by the control\n"
+        "host itself, whatever the caller's environment (see `panio lease store`). Leases\n"
+        "live in Redis (PANIO_REDIS_URL or PANIO_BROKER, else the store this host recorded),\n"
+        "else in file locks on this machine."
     )
     sub = subcommands(p)
     c = command(sub, "list", "list held leases: target, holder, job, fencing token, time left", func=list_,
@@ -24,6 +26,18 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 details="Use when a holder is wedged. The job that held it stops before its next step\n"
                         "(the fencing token no longer matches) and ends incomplete.")
     c.add_argument("target", metavar="TARGET")
+    add_json(c)
+    c = command(sub, "store", "show, record or forget the lease stores this host checks before any side effect",
+                func=store, example=["panio lease store", "panio lease store --set redis://ctl.lab:6379/0"],
+                see_also="panio worker, docs/security.md, docs/jobs.md (Leases)",
+                details="This host refuses power, serial input and actions on a target that another holder\n"
+                        "leases in any of these stores, whatever the caller's environment. `panio worker`\n"
+                        "records its own store when it starts; record one by hand on a host that is only\n"
+                        "reached over SSH. Kept in STATE_DIR/lease-stores.json (mode 0600).")
+    c.add_argument("--set", metavar="URL", help="record a Redis lease store (redis://HOST:PORT/DB)")
+    c.add_argument("--prefix", metavar="PREFIX", default=None,
+                   help="its key prefix (default: PANIO_REDIS_PREFIX, else panio:)")
+    c.add_argument("--forget", metavar="URL", help="stop checking this recorded store")
     add_json(c)
 
 
@@ -69,3 +83,30 @@ def break_(args: argparse.Namespace) -> None:
         print_json(record)
     else:
         say(f"broke the lease on {args.target} (was {record['was'].get('holder')}, job {record['was'].get('job')}); recorded")
+
+
+def store(args: argparse.Namespace) -> None:
+    from bench_agent import lease_guard
+    from bench_agent.errors import NotConfigured, UsageError
+    from bench_agent.leases import redact as _redact
+    from controller.jobs import backends
+
+    if args.set and args.forget:
+        raise UsageError("give --set or --forget, not both", hint="see `panio lease store --help`")
+    if args.set:
+        if not args.set.startswith(("redis://", "rediss://", "unix://")):
+            raise UsageError(f"{args.set!r} is not a Redis URL", hint="use redis://HOST:PORT/DB", url=args.set)
+        lease_guard.remember(args.set, args.prefix or backends.redis_prefix(), "panio lease store --set")
+    elif args.forget and not lease_guard.forget(args.forget):
+        raise NotConfigured(f"{_redact(args.forget)} is not a recorded lease store",
+                            hint="see `panio lease store`", url=_redact(args.forget))
+    rows = [{"kind": type(st).__name__.removesuffix("LeaseStore").lower(),
+             "url": _redact(getattr(st, "url", None)) or str(getattr(st, "dir", "")),
+             "prefix": getattr(st, "prefix", None), "source": why} for st, why in lease_guard.stores()]
+    if args.json:
+        print_json(rows)
+        return
+    for r in rows:
+        where = f"{r['url']} (prefix {r['prefix']})" if r["prefix"] else r["url"]
+        say(f"{r['kind']:<6} {where}: {r['source']}")
+

@@ -116,6 +116,8 @@ def run(argv: list[str]) -> int:
         if "TARGET" in err.message or "-t" in err.message.split():
             err.hint = _positional_hint(argv) or err.hint
         raise
+    if os.environ.get("PANIO_LEASE_TOKEN"):
+        _job_step_guard(name, getattr(args, "subcommand", None), argv)
     from controller.paths import resolve_lab_path
 
     args.lab_path, args.lab_source = resolve_lab_path(args.lab)
@@ -136,6 +138,20 @@ def _positional_hint(argv: list[str]) -> str | None:
             fixed = " ".join(["panio", *rest[:words], value, *rest[words:]])
             return f"the target is positional on runtime commands, with no -t: `{fixed}`"
     return None
+def _job_step_guard(name: str, subcommand: str | None, argv: list[str]) -> None:
+    """A process holding a job's lease token is a job step: runtime commands only, on the job's own lab.
+
+    ``job check`` refuses the rest before anything is queued; this refuses them again at run time, so a
+    payload put on the broker by hand cannot edit the lab or configure a hook either.
+    """
+    from bench_agent.errors import Refused
+    from controller.cli.commands import refuse_in_job
+
+    why = refuse_in_job(name, subcommand)
+    if why is None and sum(a == "--lab" or a.startswith("--lab=") for a in argv) > 1:
+        why = "a job step runs against its job's lab: drop --lab"
+    if why:
+        raise Refused(why, command=name, subcommand=subcommand)
 
 
 def report(err: PanioError) -> int:

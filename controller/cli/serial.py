@@ -31,8 +31,10 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 def _register_config(sub: argparse._SubParsersAction) -> None:
     c = command(sub, "add", "add a named serial interface to a target", func=add,
                 example=["panio serial add console -t pico --device /dev/ttyUSB0 --baud 115200",
-                         "panio serial add bmc -t pico --device /dev/ttyUSB1 --baud 9600"],
-                see_also="panio serial devices (find the device path), panio serial set, panio skill",
+                         "panio serial add bmc -t pico --device /dev/ttyUSB1 --baud 9600",
+                         "panio serial add console -t rack7 --device rfc2217://console-server.lab:7001"],
+                see_also="panio serial devices (find the device path), panio serial set, panio skill, "
+                         "docs/remote-serial.md (ports shared by ser2net)",
                 details="--sense names the modem line that shows the board's power (read by\n"
                         "power-state). --power-button opts the interface into DTR reset/hard-off\n"
                         "(serial reset, serial dtr): only when DTR is wired to the board's button.")

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from controller.cli.common import add_json, command, load_lab, print_json, say, subcommands
+from controller.cli.common import add_json, command, load_lab, positive_float, print_json, say, subcommands
 
 DETAILS = """\
 A suite file lists job files and the targets to run them on (names or tags).
 Targets run in parallel; on one target, jobs run one after the other (its lease).
 Exit status: 0 every job passed; 14 the board failed at least one job; a lab
-failure (4 unreachable, 8 busy, 22 timeout, ...) wins over board failures."""
+failure (4 unreachable, 8 busy, 22 timeout, ...) wins over board failures.
+With --deadline-s, jobs not finished by then are withdrawn or stopped and the
+suite exits 22 (timeout)."""
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
@@ -23,6 +25,8 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("file", type=Path, metavar="FILE", help="the suite file (TOML)")
     c.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML (a testsuite per job and target)")
     c.add_argument("--report", type=Path, metavar="FILE", help="write a readable Markdown report: verdicts, steps, output")
+    c.add_argument("--deadline-s", type=positive_float, metavar="S",
+                   help="give up after S seconds: jobs not started are withdrawn, running ones stop; exit 22 (timeout)")
     add_json(c)
     c = command(sub, "check", "validate a suite, its job files and targets without running anything",
                 func=check, example="panio suite check nightly.toml", see_also="panio suite run")
@@ -36,7 +40,7 @@ def run(args: argparse.Namespace) -> None:
     def progress_for(target: str):
         return (lambda e, d: None) if args.json else progress.PlainProgress(prefix=f"[{target}] ")
 
-    data, jobs = suite.run(args.file, load_lab(args), progress_for)
+    data, jobs = suite.run(args.file, load_lab(args), progress_for, args.deadline_s)
     if args.junit:
         report.write_text(args.junit, report.junit(*jobs, name=data["name"]))
     if args.report:
@@ -50,7 +54,7 @@ def run(args: argparse.Namespace) -> None:
     else:
         say(f"suite {data['name']}: {len(jobs)} jobs")
         for j in jobs:
-            verdict = j["health"] + (f", {j['result']}" if j["result"] else "")
+            verdict = (j["health"] or j["state"]) + (f", {j['result']}" if j["result"] else "")
             say(f"  job {j['id']:>4}  {j['name']:<20} {j['target']:<12} {verdict}")
     err = suite.ci_error(data["name"], jobs)
     if err is not None:

@@ -7,6 +7,7 @@ import argparse
 from controller.cli.common import add_json, check_name, command, load_lab, print_json, say, subcommands
 from controller.lab import edit
 from controller.lab import edits
+from controller.lab.store import append_table
 from controller.lab.describe import target_lines
 
 
@@ -47,12 +48,17 @@ def add(args: argparse.Namespace) -> None:
         check_name("host", args.host)
     for tag in args.tag or []:
         check_name("tag", tag)
-    with edit(args.lab_path) as doc:
+    values = {"description": args.description, "host": args.host, "tags": args.tag}
+
+    def check(data: dict) -> None:  # the same refusals as the full edit below, on the parsed lab
         if args.host:
-            edits.host(doc, args.host, args.lab_path)
-        targets = edits.section(doc, "targets")
-        edits.require_absent(targets, args.name, "target", str(args.lab_path))
-        targets[args.name] = edits.new_table({"description": args.description, "host": args.host, "tags": args.tag})
+            edits.host(data, args.host, args.lab_path)
+        edits.require_absent(data.get("targets", {}), args.name, "target", str(args.lab_path))
+
+    if not append_table(args.lab_path, "targets", args.name, values, check):
+        with edit(args.lab_path) as doc:
+            check(doc)
+            edits.section(doc, "targets")[args.name] = edits.new_table(values)
     say(f"added target {args.name}")
 
 

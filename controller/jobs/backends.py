@@ -2,8 +2,9 @@
 
 ``PANIO_RESULTS_URL``  results database (default: SQLite at ``state_dir()/results.db``);
 ``PANIO_BROKER``       a ``redis://`` URL: jobs go to Celery workers (default: run in-process);
-``PANIO_REDIS_URL``    leases in Redis (default: ``PANIO_BROKER``; with neither, file leases in
-                       ``state_dir()/leases``, which is all one machine needs);
+``PANIO_REDIS_URL``    leases in Redis (default: ``PANIO_BROKER``; with neither, the lease store this
+                       host recorded (``panio worker``, ``panio lease store --set``), else file
+                       leases in ``state_dir()/leases``, which is all one machine needs);
 ``PANIO_REDIS_PREFIX`` key prefix for leases and job queues (default ``panio:``).
 """
 
@@ -15,11 +16,9 @@ from bench_agent.paths import state_dir
 
 
 def results_url() -> str:
-    url = os.environ.get("PANIO_RESULTS_URL")
-    if url:
-        return url
-    state_dir().mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{state_dir() / 'results.db'}"
+    from bench_agent.fences import results_url as url  # one resolution for both sides (fences live there too)
+
+    return url()
 
 
 def results_store():
@@ -44,17 +43,22 @@ _REDIS_STORES: dict[tuple[str, str], object] = {}
 
 
 def lease_store():
-    """Redis leases when Redis is configured (one client per process: a connection per call costs ~1 ms),
-    else file leases in the state directory."""
-    from bench_agent import leases
+    """Redis leases when Redis is configured, else the Redis store this host recorded (so a shell without
+    PANIO_BROKER on a worker's host still sees the worker's leases), else file leases in the state directory.
+    One client per process: a connection per call costs ~1 ms. Fencing tokens are claimed in the results
+    database (``bench_agent.fences``), so they never go backwards when Redis loses its data."""
+    from bench_agent import lease_guard, leases
 
-    url = redis_url()
-    if url:
-        key = (url, redis_prefix())
-        if key not in _REDIS_STORES:
-            _REDIS_STORES[key] = leases.RedisLeaseStore(url, redis_prefix())
-        return _REDIS_STORES[key]
-    return leases.FileLeaseStore(state_dir() / "leases")
+    url, prefix = redis_url(), redis_prefix()
+    if not url:
+        mine = lease_guard.recorded()
+        if not mine:
+            return leases.FileLeaseStore(state_dir() / "leases")
+        url, prefix = mine[0]["url"], mine[0].get("prefix", "panio:")
+    key = (url, prefix)
+    if key not in _REDIS_STORES:
+        _REDIS_STORES[key] = leases.RedisLeaseStore(url, prefix)  # fences: the results database, opened on use
+    return _REDIS_STORES[key]
 
 
 def panio_argv() -> list[str]:

@@ -16,12 +16,22 @@ from controller.jobs import backends, spec
 from controller.lab.model import Lab
 
 
-def create(store, lab: Lab, job: dict, steps: list[dict], target: str) -> dict:
-    """Record a queued job and return its payload."""
+def create(store, lab: Lab, job: dict, steps: list[dict], target: str, deadline_at: float | None = None,
+           for_worker: bool = False) -> dict:
+    """Record a queued job and return its payload. ``for_worker``: the payload carries the target's
+    configuration (a worker has no lab file), and is kept whole so a reconciler can send it again."""
     host = lab.target(target).get("host")
     draft = spec.payload(job, steps, target, 0)
+    if deadline_at is not None:
+        draft["deadline_at"] = deadline_at
+    if for_worker:
+        draft["target_config"] = dict(lab.target(target))
     job_id = store.create_job(job["data"]["name"], target, host, draft)
     return {**draft, "job_id": job_id}
+
+
+def deadline_at(deadline_s: float | None) -> float | None:
+    return None if deadline_s is None else time.time() + deadline_s
 
 
 def pick_target(leases, targets: list[str]) -> str:
@@ -32,12 +42,12 @@ def pick_target(leases, targets: list[str]) -> str:
     return targets[0]
 
 
-def run_now(path: Path, lab: Lab, target: str | None, progress) -> dict:
+def run_now(path: Path, lab: Lab, target: str | None, progress, deadline_s: float | None = None) -> dict:
     from bench_agent.jobs.runner import JobRunner
 
     job, steps, targets = spec.prepare(path, lab, target)
     store, leases = backends.results_store(), backends.lease_store()
-    payload = create(store, lab, job, steps, pick_target(leases, targets))
+    payload = create(store, lab, job, steps, pick_target(leases, targets), deadline_at(deadline_s))
     runner = JobRunner(store, leases, backends.panio_argv(), str(lab.path), holder_name("panio job run"), progress)
     try:
         runner.run(payload)

@@ -18,6 +18,7 @@ from controller.lab.model import Lab
 
 LOCAL_HOST = "local"
 QUEUED_HINT_S = 10.0  # after this long still queued, say which worker the job waits for
+EXPIRE_GRACE_S = 10.0  # after the deadline, how long a running job's runner has to stop it itself
 
 
 def visibility_timeout_s() -> float:
@@ -36,64 +37,113 @@ def celery_app():
     return make_app(url, backends.redis_prefix(), visibility_timeout_s())
 
 
-def submit(path: Path, lab: Lab, target: str | None) -> dict:
-    """Check, record and queue a job; returns its payload (with the queue it went to)."""
+def reconciler(app=None):
+    """The controller's reconciler: it may send a job again and look for vanished broker messages."""
+    from bench_agent.jobs.reconcile import BrokerView, Reconciler
+    from bench_agent.worker import resend
+
+    app = app or celery_app()
+    return Reconciler(backends.results_store(), backends.lease_store(), resend=lambda p: resend(app, p),
+                      broker=BrokerView(backends.broker_url(), backends.redis_prefix()))
+
+
+def publish(app, store, payload: dict) -> str:
+    """Send a recorded job to its host's queue; a broker that does not take it ends the job unreachable."""
     from bench_agent.worker import queue_name, submit as send
 
-    app = celery_app()
-    job, steps, targets = spec.prepare(path, lab, target)
-    store = backends.results_store()
-    chosen = local.pick_target(backends.lease_store(), targets)
-    payload = local.create(store, lab, job, steps, chosen)
-    host = lab.target(chosen).get("host") or LOCAL_HOST
-    payload["target_config"] = dict(lab.target(chosen))
+    host = payload["target_config"].get("host") or LOCAL_HOST
     try:
         send(app, payload, host)
     except Exception as exc:  # kombu/redis errors: the broker is the boundary
         store.finish(payload["job_id"], "incomplete", None, f"not queued: broker unreachable: {exc}",
                      Unreachable("broker unreachable").to_json())
         raise Unreachable(f"broker {backends.broker_url()} unreachable: {exc}", job=payload["job_id"]) from None
-    return {**payload, "queue": queue_name(host), "host": host}
+    store.mark_sent(payload["job_id"])
+    return queue_name(host)
 
 
-def follow(job_id: int, progress, poll_s: float = 0.25, timeout_s: float | None = None,
-           queue_timeout_s: float | None = None) -> dict:
+def submit(path: Path, lab: Lab, target: str | None, deadline_s: float | None = None) -> dict:
+    """Check, record and queue a job; returns its payload (with the queue it went to)."""
+    app = celery_app()
+    job, steps, targets = spec.prepare(path, lab, target)
+    store = backends.results_store()
+    chosen = local.pick_target(backends.lease_store(), targets)
+    payload = local.create(store, lab, job, steps, chosen, local.deadline_at(deadline_s), for_worker=True)
+    queue = publish(app, store, payload)
+    return {**payload, "queue": queue, "host": payload["target_config"].get("host") or LOCAL_HOST}
+
+
+def follow(job_id: int, progress, poll_s: float = 0.25, queue_timeout_s: float | None = None,
+           deadline_at: float | None = None, watch: list[int] | None = None, rec=None) -> dict:
     """Wait for a queued job to finish, reporting each step as its result lands.
 
-    With ``queue_timeout_s``, a job no worker has started by then is withdrawn and
-    ends ``incomplete`` as unreachable, so CI never hangs on a host without a worker.
+    While it waits it reconciles the jobs in ``watch`` (default: this one): a job whose
+    worker died or whose broker message vanished is sent again, a dead runner's job ends.
+    With ``queue_timeout_s``, a job no worker has started by then is withdrawn and ends
+    ``incomplete`` as unreachable, so CI never hangs on a host without a worker. At
+    ``deadline_at`` (epoch seconds) a job not started is withdrawn as timed out; a
+    running one is given ``EXPIRE_GRACE_S`` to stop itself, then canceled and returned.
     """
-    from bench_agent.jobs.runner import mark_lost
+    from bench_agent.jobs.reconcile import RECONCILE_S
 
-    store, leases = backends.results_store(), backends.lease_store()
-    seen, started, hinted, since = 0, False, False, time.monotonic()
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    store, rec, shown = backends.results_store(), rec or reconciler(), _Shown(progress)
+    since, last_pass = time.monotonic(), 0.0
     while True:
+        if time.monotonic() - last_pass >= RECONCILE_S:
+            last_pass = time.monotonic()
+            rec.pass_(watch or [job_id])
         job = store.job(job_id)
-        if job["state"] == "queued" and queue_timeout_s is not None and time.monotonic() - since >= queue_timeout_s:
-            _withdraw(store, job, queue_timeout_s)
+        if job["state"] == "queued" and _withdrawn(store, job, time.monotonic() - since, queue_timeout_s, deadline_at):
             continue
-        if job["state"] == "queued" and not hinted and time.monotonic() - since > QUEUED_HINT_S:
-            hinted = True
-            progress("waiting", {"job_id": job_id, "host": job["host"] or LOCAL_HOST})
-        if job["state"] == "running" and not started:
-            started = True
-            progress("job_start", {"job_id": job_id, "target": job["target"]})
-        done_steps = [s for s in job["steps"] if s["status"] != "skipped"]
-        for s in done_steps[seen:]:
-            progress("step_start", {"idx": s["idx"], "name": s["name"], "command": s["command"],
-                                    "count": len(job["spec"]["steps"])})
-            progress("step_end", {**s, "duration_s": s.get("duration_s") or 0.0})
-        seen = len(done_steps)
-        if job["state"] == "running" and _lost(store, leases, job, mark_lost):
-            continue
+        shown.update(job, time.monotonic() - since)
         if job["state"] == "done":
-            progress("job_end", {"job_id": job_id, "health": job["health"], "result": job["result"],
-                                 "reason": job["reason"]})
             return job
-        if deadline is not None and time.monotonic() >= deadline:
-            return job
+        if deadline_at is not None and time.time() >= deadline_at + EXPIRE_GRACE_S:
+            store.request_cancel(job_id)  # its runner did not stop at the deadline: make it stop now
+            return store.job(job_id)
         time.sleep(poll_s)
+
+
+class _Shown:
+    """What a follower has reported so far: each event once, steps as their results land."""
+
+    def __init__(self, progress) -> None:
+        self.progress, self.steps, self.started, self.hinted = progress, 0, False, False
+
+    def update(self, job: dict, waited_s: float) -> None:
+        if job["state"] == "queued" and not self.hinted and waited_s > QUEUED_HINT_S:
+            self.hinted = True
+            self.progress("waiting", {"job_id": job["id"], "host": job["host"] or LOCAL_HOST})
+        if job["state"] == "running" and not self.started:
+            self.started = True
+            self.progress("job_start", {"job_id": job["id"], "target": job["target"]})
+        done_steps = [s for s in job["steps"] if s["status"] not in ("skipped", "running")]
+        for s in done_steps[self.steps:]:
+            self.progress("step_start", {"idx": s["idx"], "name": s["name"], "command": s["command"],
+                                         "count": len(job["spec"]["steps"])})
+            self.progress("step_end", {**s, "duration_s": s.get("duration_s") or 0.0})
+        self.steps = len(done_steps)
+        if job["state"] == "done":
+            self.progress("job_end", {"job_id": job["id"], "health": job["health"], "result": job["result"],
+                                      "reason": job["reason"]})
+
+
+def _withdrawn(store, job: dict, waited_s: float, queue_timeout_s: float | None, deadline_at: float | None) -> bool:
+    """Withdraw a job still queued past the queue timeout or the run's deadline; True if it was due."""
+    if queue_timeout_s is not None and waited_s >= queue_timeout_s:
+        _withdraw(store, job, queue_timeout_s)
+        return True
+    if deadline_at is not None and time.time() >= deadline_at:
+        _expire(store, job)
+        return True
+    return False
+
+
+def _expire(store, job: dict) -> None:
+    """The run's deadline passed before a worker started the job: it never will (cancel requested)."""
+    store.request_cancel(job["id"])
+    store.finish(job["id"], "timed_out", None, "the run's deadline passed before the job started",
+                 {"error": "timeout", "exit": 22, "message": "deadline reached"}, only_if_queued=True)
 
 
 def _withdraw(store, job: dict, waited_s: float) -> None:
@@ -105,12 +155,5 @@ def _withdraw(store, job: dict, waited_s: float) -> None:
     store.finish(job["id"], "incomplete", None,
                  f"no worker started the job within {waited_s:g} s (queue {queue_name(host)}); "
                  f"is `panio worker --host {host}` running? (or the target's lease is held)",
-                 Unreachable(f"no worker started job {job['id']}",
-                             hint=f"start `panio worker --host {host}` on that host").to_json(), only_if_queued=True)
-
-
-def _lost(store, leases, job: dict, mark_lost) -> bool:
-    try:
-        return mark_lost(store, leases, job)
-    except Unreachable:
-        return False  # Redis is away (restarting?): judge the job's worker when it is back
+                 {"error": "unreachable", "exit": 4, "message": f"no worker started job {job['id']}",
+                  "hint": f"start `panio worker --host {host}` on that host"}, only_if_queued=True)

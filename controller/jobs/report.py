@@ -7,13 +7,16 @@ from pathlib import Path
 
 from bench_agent.errors import BY_CODE, Canceled, PanioError, TestFailed, Timeout, Unreachable
 
-MARKS = {"pass": "ok  ", "fail": "FAIL", "error": "ERR ", "timeout": "TIME", "skipped": "skip"}
+MARKS = {"pass": "ok  ", "fail": "FAIL", "error": "ERR ", "timeout": "TIME", "skipped": "skip", "running": " .. "}
 
 
 def ci_error(job: dict) -> PanioError | None:
     """None when every step passed; else the error whose exit status tells CI who failed: board or lab."""
     health, result = job["health"], job["result"]
     where = f"job {job['id']} ({job['name']}) on {job['target']}"
+    if job["state"] != "done":  # the run's deadline passed and its runner has not stopped yet
+        return Timeout(f"{where}: still {job['state']} at the run's deadline (cancel requested)", job=job["id"],
+                       hint=f"see `panio job status {job['id']}`")
     if health == "complete" and result == "passed":
         return None
     if health == "complete":

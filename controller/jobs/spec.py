@@ -16,8 +16,11 @@ A job file is TOML::
     capture = { rtt = 'time=(\\S+)' } # group 1 (or the whole match) -> ${rtt}
 
 Everything is rejected *before* anything is queued: TOML errors, unknown
-keys, bad regexes, unknown variables, and steps that do not parse against
-the live command tree (with argparse's reason).
+keys, bad regexes, unknown variables, steps that do not parse against the
+live command tree (with argparse's reason), and steps that are not runtime
+commands (``controller.cli.commands.RUNTIME``): a job never edits the lab
+file, configures a hook or manages jobs. The step's own panio refuses them
+again at run time (``controller.cli.main``), whatever the payload says.
 """
 
 from __future__ import annotations
@@ -35,8 +38,6 @@ from controller.lab.schema import (Field, Problem, TableSpec, _bool, _dotted, _n
                                    _string, _string_list, _table_array, check_table)
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
-# Commands a step may not run: they manage jobs and workers, not a target.
-FORBIDDEN = {"job", "worker", "lease", "suite", "schedule", "init"}
 BUILTIN_VARS = {"target", "job_id"}
 
 
@@ -122,8 +123,6 @@ def _check_step(job: dict, idx: int, step: dict, known_vars: set[str], parser) -
         raise _invalid(job["path"], job["text"], where, f"steps[{idx}].run names no panio command")
     if "--lab" in argv or any(a.startswith("--lab=") for a in argv):
         raise _invalid(job["path"], job["text"], where, f"steps[{idx}].run: drop --lab; the job runs against its own lab")
-    if argv[0] in FORBIDDEN:
-        raise _invalid(job["path"], job["text"], where, f"steps[{idx}].run: `panio {argv[0]}` cannot run inside a job")
     for token in argv + [step.get("expect_output", ""), step.get("reject_output", "")]:
         for var in VAR_RE.findall(token):
             if var not in known_vars:
@@ -141,12 +140,22 @@ def _parse_against_cli(job: dict, idx: int, argv: list[str], parser) -> None:
                        f"steps[{idx}].run: unknown panio command {argv[0]!r} (see `panio --help`)")
     stand_in = [VAR_RE.sub("1", a) for a in argv]
     try:
-        parser.parse_args(stand_in)
+        args = parser.parse_args(stand_in)
     except UsageError as err:
         raise _invalid(job["path"], job["text"], ("steps", idx, "run"), f"steps[{idx}].run: {err.message}") from None
     except SystemExit:
         raise _invalid(job["path"], job["text"], ("steps", idx, "run"),
                        f"steps[{idx}].run: --help is not a test step") from None
+    _runtime_only(job, idx, argv[0], getattr(args, "subcommand", None))
+
+
+def _runtime_only(job: dict, idx: int, name: str, subcommand: str | None) -> None:
+    """A step runs a runtime command (``controller.cli.commands.RUNTIME``): never a lab edit, a hook, a job."""
+    from controller.cli.commands import refuse_in_job
+
+    why = refuse_in_job(name, subcommand)
+    if why:
+        raise _invalid(job["path"], job["text"], ("steps", idx, "run"), f"steps[{idx}].run: {why}")
 
 
 def compile_steps(job: dict) -> list[dict]:

@@ -75,28 +75,35 @@ def matrix(path: Path, lab: Lab) -> tuple[dict, list[tuple[dict, list[dict], str
     return data, entries
 
 
-def run(path: Path, lab: Lab, progress_for) -> tuple[dict, list[dict]]:
-    """Run the suite; ``progress_for(target)`` gives the progress callback of one target's jobs."""
+def run(path: Path, lab: Lab, progress_for, deadline_s: float | None = None) -> tuple[dict, list[dict]]:
+    """Run the suite; ``progress_for(target)`` gives the progress callback of one target's jobs.
+    With ``deadline_s`` every job still queued then is withdrawn and a running one stopped (timed out)."""
     data, entries = matrix(path, lab)
+    at = local.deadline_at(deadline_s)
     if backends.broker_url():
-        return data, _run_queued(lab, entries, progress_for)
-    return data, _run_here(lab, entries, progress_for)
+        return data, _run_queued(lab, entries, progress_for, at)
+    return data, _run_here(lab, entries, progress_for, at)
 
 
-def _run_here(lab: Lab, entries: list, progress_for) -> list[dict]:
+def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None) -> list[dict]:
+    from bench_agent.jobs.reconcile import Heartbeat
     from bench_agent.jobs.runner import JobRunner
     from bench_agent.leases import holder_name
 
-    store = backends.results_store()
+    store, me = backends.results_store(), holder_name("panio suite run")
+    heartbeat = Heartbeat(store)
     by_target: dict[str, list[dict]] = {}
     for job, steps, target in entries:  # record every job as queued first: all of the suite is visible at once
-        by_target.setdefault(target, []).append(local.create(store, lab, job, steps, target))
+        payload = local.create(store, lab, job, steps, target, deadline_at)
+        store.take(payload["job_id"], me, 0.0)  # held by this process: if it dies, a reader can tell
+        heartbeat.add(payload["job_id"])
+        by_target.setdefault(target, []).append(payload)
     lock = threading.Lock()
 
     def one_target(payloads: list[dict]) -> None:
         progress = _locked(progress_for(payloads[0]["target"]), lock)
-        runner = JobRunner(store, backends.lease_store(), backends.panio_argv(), str(lab.path),
-                           holder_name("panio suite run"), progress)
+        runner = JobRunner(store, backends.lease_store(), backends.panio_argv(), str(lab.path), me, progress,
+                           heartbeat)
         for payload in payloads:
             runner.run(payload)
 
@@ -106,19 +113,19 @@ def _run_here(lab: Lab, entries: list, progress_for) -> list[dict]:
     return [store.job(p["job_id"]) for ps in by_target.values() for p in ps]
 
 
-def _run_queued(lab: Lab, entries: list, progress_for) -> list[dict]:
-    from bench_agent.worker import queue_name, submit as send
+def _run_queued(lab: Lab, entries: list, progress_for, deadline_at: float | None) -> list[dict]:
     from controller.jobs import remote
 
     app, store = remote.celery_app(), backends.results_store()
     ids = []
     for job, steps, target in entries:
-        payload = local.create(store, lab, job, steps, target)
-        host = lab.target(target).get("host") or remote.LOCAL_HOST
-        send(app, {**payload, "target_config": dict(lab.target(target))}, host)
-        progress_for(target)("queued", {"job_id": payload["job_id"], "target": target, "queue": queue_name(host)})
+        payload = local.create(store, lab, job, steps, target, deadline_at, for_worker=True)
+        queue = remote.publish(app, store, payload)
+        progress_for(target)("queued", {"job_id": payload["job_id"], "target": target, "queue": queue})
         ids.append((payload["job_id"], target))
-    return [remote.follow(i, lambda e, d, t=t: progress_for(t)(e, d) if e == "job_end" else None) for i, t in ids]
+    rec, watch = remote.reconciler(app), [i for i, _ in ids]
+    return [remote.follow(i, lambda e, d, t=t: progress_for(t)(e, d) if e == "job_end" else None,
+                          deadline_at=deadline_at, watch=watch, rec=rec) for i, t in ids]
 
 
 def _locked(progress, lock: threading.Lock):

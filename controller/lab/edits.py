@@ -21,6 +21,11 @@ def section(doc: Any, key: str) -> Any:
 
     if key not in doc:
         doc.add(key, tomlkit.table(is_super_table=True))
+    elif isinstance(doc[key], tomlkit.items.InlineTable):  # `targets = {...}` cannot hold a [targets.x] table
+        table = tomlkit.table(is_super_table=True)
+        for name, value in doc[key].items():
+            table[name] = value
+        doc[key] = table
     return doc[key]
 
 

@@ -13,19 +13,24 @@ if TYPE_CHECKING:
 CHANNELS = ("serial", "netboot", "power", "video", "hid", "adb")
 
 
+def _unknown_hint(name: str, known: Any, add: str) -> str:
+    """A hint for an unknown name: the near miss if there is one, else how to add it (only for a valid name,
+    so no unchecked input ever lands in a line meant to be pasted into a shell)."""
+    import difflib
+
+    from controller.lab.schema import NAME_RE
+
+    close = [k for k in known if k == name.lower()] or difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    if NAME_RE.match(name):
+        return f"add it with `{add.format(name)}`"
+    return "names are lowercase letters, digits, '-' and '_'"
+
+
 def _names(items: Any) -> str:
     names = sorted(items)
     return ", ".join(names) if names else "none"
-
-
-def _suggest(name: str, known: Any) -> str | None:
-    """``did you mean `board0`?`` for ``Board0`` (names are lowercase) or a near miss, else None."""
-    if name.lower() in known:
-        return f"did you mean {name.lower()!r}? target names are lowercase"
-    import difflib
-
-    close = difflib.get_close_matches(name.lower(), list(known), n=1)
-    return f"did you mean {close[0]!r}?" if close else None
 
 
 class Lab:
@@ -51,7 +56,7 @@ class Lab:
         except KeyError:
             raise NotConfigured(
                 f"no target {name!r} in {self.path} (targets: {_names(self.targets)})",
-                hint=_suggest(name, self.targets) or f"add it with `panio target add {name}`",
+                hint=_unknown_hint(name, self.targets, "panio target add {}"),
                 target=name,
                 known=sorted(self.targets),
             ) from None
@@ -62,7 +67,7 @@ class Lab:
         except KeyError:
             raise NotConfigured(
                 f"no host {name!r} in {self.path} (hosts: {_names(self.hosts)})",
-                hint=f"add it with `panio host add {name} --ssh USER@HOST`",
+                hint=_unknown_hint(name, self.hosts, "panio host add {} --ssh USER@HOST"),
                 host=name,
                 known=sorted(self.hosts),
             ) from None

@@ -16,13 +16,15 @@ TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/star
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")  # \Z, not $: "$" also matches before a final newline
 NAME_RULE = "lowercase letters, digits, '-' and '_', starting with a letter or digit, at most 64 characters"
 
 SENSE_SIGNALS = ("CTS", "DSR", "DCD", "RI")
 LINE_ENDINGS = ("cr", "lf", "crlf", "none")
 HID_PROTOCOLS = ("ch9329", "hidg", "qmp")
 HOOKS = ("on_cmd", "off_cmd", "cycle_cmd", "state_cmd")
+MAX_SECONDS = 7 * 86400  # durations in the lab (hook and action timeouts): a week is already absurd
+MAX_PORT, MAX_BAUD, MAX_PIXELS = 65535, 100_000_000, 65535
 
 KeyPath = tuple  # where a value sits in the lab file: ("targets", "pico", "power")
 
@@ -76,16 +78,24 @@ def _bool(path: KeyPath, value: Any) -> None:
     _type(bool, "true or false")(path, value)
 
 
-def _positive_int(path: KeyPath, value: Any) -> None:
-    _type(int, "a whole number")(path, value)
-    if value <= 0:
-        raise Problem(path, f"{_dotted(path)} must be greater than 0, not {value}")
+def _bounded_int(maximum: int) -> Callable[[KeyPath, Any], None]:
+    """A whole number from 1 to ``maximum`` (ports, bauds, pixels: each field says its own ceiling)."""
+
+    def check(path: KeyPath, value: Any) -> None:
+        _type(int, "a whole number")(path, value)
+        if not 0 < value <= maximum:
+            raise Problem(path, f"{_dotted(path)} must be from 1 to {maximum}, not {value}")
+
+    return check
+
 
 
 def _positive_number(path: KeyPath, value: Any) -> None:
     _type((int, float), "a number")(path, value)
-    if value <= 0:
-        raise Problem(path, f"{_dotted(path)} must be greater than 0, not {value}")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise Problem(path, f"{_dotted(path)} must be a finite number, not {value}")
+    if not 0 < value <= MAX_SECONDS:
+        raise Problem(path, f"{_dotted(path)} must be greater than 0 and at most {MAX_SECONDS}, not {value}")
 
 
 def _name(path: KeyPath, value: Any) -> None:
@@ -177,7 +187,7 @@ SERIAL = TableSpec(
     {
         "name": Field(_name, required=True),
         "device": Field(_nonempty_string, required=True),
-        "baud": Field(_positive_int),
+        "baud": Field(_bounded_int(MAX_BAUD)),
         "power_sense_signal": Field(_one_of(SENSE_SIGNALS)),
         "power_button": Field(_bool),
         "line_ending": Field(_one_of(LINE_ENDINGS)),
@@ -185,13 +195,29 @@ SERIAL = TableSpec(
     },
     "serial interface",
 )
-NETBOOT = TableSpec({"interface": Field(_nonempty_string, required=True), "tftp_root": Field(_nonempty_string)}, "netboot table")
+NETBOOT = TableSpec(
+    {
+        "interface": Field(_nonempty_string, required=True),
+        "tftp_root": Field(_nonempty_string),
+        # netboot start/netif (docs/netboot.md): the server, its address and port, the PXE boot file,
+        # and how `netif down-hard` cuts the link's adapter power
+        "server": Field(_one_of(("dnsmasq", "panio"))),
+        "address": Field(_nonempty_string),
+        "tftp_port": Field(_bounded_int(MAX_PORT)),
+        "boot_file": Field(_nonempty_string),
+        "hard_down": Field(_one_of(("usb-sysfs", "uhubctl", "hook"))),
+        "usb_port": Field(_nonempty_string),
+        "hard_down_cmd": Field(_nonempty_string),
+        "hard_up_cmd": Field(_nonempty_string),
+    },
+    "netboot table",
+)
 VIDEO = TableSpec(
-    {"device": Field(_nonempty_string, required=True), "width": Field(_positive_int), "height": Field(_positive_int)},
+    {"device": Field(_nonempty_string, required=True), "width": Field(_bounded_int(MAX_PIXELS)), "height": Field(_bounded_int(MAX_PIXELS))},
     "video table",
 )
 HID = TableSpec(
-    {"device": Field(_nonempty_string, required=True), "protocol": Field(_one_of(HID_PROTOCOLS)), "baud": Field(_positive_int)},
+    {"device": Field(_nonempty_string, required=True), "protocol": Field(_one_of(HID_PROTOCOLS)), "baud": Field(_bounded_int(MAX_BAUD))},
     "hid table",
 )
 ADB = TableSpec({"serial": Field(_nonempty_string, required=True)}, "adb table")
@@ -224,7 +250,7 @@ TARGET = TableSpec(
 HOST = TableSpec(
     {
         "ssh": Field(_nonempty_string, required=True),
-        "port": Field(_positive_int),
+        "port": Field(_bounded_int(MAX_PORT)),
         "description": Field(_string),
         "python": Field(_nonempty_string),
         "transport": Field(_one_of(("ssh", "celery"))),

@@ -14,12 +14,12 @@ import contextlib
 import os
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
 
-from bench_agent.errors import NotConfigured, UsageError
+from bench_agent.errors import ConfigInvalid, NotConfigured, Refused, UsageError
 
 from controller.lab.model import Lab
 
 if TYPE_CHECKING:
-    from typing import Any, Iterator
+    from typing import Any, Callable, Iterator
 
 LabPath = str  # lab paths are plain strings (see controller.paths)
 
@@ -34,7 +34,11 @@ def load_text(path: LabPath, text: str) -> dict[str, Any]:
 def _read(path: LabPath) -> str:
     from controller.lab import tomlfile
 
-    if not os.path.lexists(path):
+    if not os.path.exists(path):
+        if os.path.islink(path):
+            raise NotConfigured(f"the lab file {path} is a symlink to {os.readlink(path)}, which does not exist",
+                                hint="fix the link, or create the file it points to with `panio init`",
+                                file=str(path))
         raise _missing(path)  # no lab file yet: not_configured, and `panio init` makes one
     return tomlfile.read(path, "lab file")
 
@@ -102,11 +106,15 @@ def _cache_put(cache: str | None, text: str, data: dict) -> None:
 def locked(path: LabPath) -> Iterator[None]:
     import fcntl
 
-    lock_path = f"{path}.lock"
+    lock_path = f"{os.path.realpath(path)}.lock"  # one lock per real file, whichever link names it
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except FileNotFoundError:
         raise _missing(path) from None
+    except OSError as exc:
+        raise ConfigInvalid(f"cannot take the lab file's lock {lock_path}: {exc.strerror}",
+                            hint="it must be a writable regular file beside the lab file (remove it if it is not)",
+                            file=str(path)) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -115,24 +123,65 @@ def locked(path: LabPath) -> Iterator[None]:
 
 
 def write_atomic(path: LabPath, text: str) -> None:
+    """Replace ``path``'s content by rename from a fsynced temporary beside it.
+
+    A symlinked lab file is followed (the file it points to is replaced, the link
+    stays); a read-only file is refused, not replaced; the replacement keeps the
+    file's mode and owner. Temporaries of edits that were killed are removed.
+    """
     import tempfile
 
-    mode = 0o644
+    real = os.path.realpath(path)
+    mode, owner = 0o644, None
     with contextlib.suppress(FileNotFoundError):
-        mode = os.stat(path).st_mode & 0o7777
-    folder, name = os.path.split(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+        info = os.stat(real)
+        mode, owner = info.st_mode & 0o7777, (info.st_uid, info.st_gid)
+        if not os.access(real, os.W_OK) or not mode & 0o222:
+            raise Refused(f"the lab file {path} is read-only, so panio does not change it",
+                          hint="make it writable (chmod u+w) if the edit is meant", file=str(path))
+    folder, name = os.path.split(real)
+    _remove_stale_temporaries(folder, name)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise ConfigInvalid(f"cannot write beside the lab file in {folder}: {exc.strerror}", file=str(path)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        if owner is not None and owner != (os.getuid(), os.getgid()):
+            with contextlib.suppress(PermissionError):
+                os.chown(tmp, *owner)
+        os.replace(tmp, real)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _remove_stale_temporaries(folder: str, name: str) -> None:
+    """Temporaries ``.<name>.<pid>.*.tmp`` whose writer is gone (killed mid-edit; we hold the lock)."""
+    prefix = f".{name}."
+    with contextlib.suppress(OSError):
+        for entry in os.listdir(folder):
+            if not (entry.startswith(prefix) and entry.endswith(".tmp")):
+                continue
+            pid = entry[len(prefix):].split(".", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(folder, entry))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @contextlib.contextmanager
@@ -161,3 +210,45 @@ def edit(path: LabPath) -> Iterator[Any]:
         except schema.Problem as problem:
             raise UsageError(problem.message) from None
         write_atomic(path, new_text)
+
+
+def append_table(path: LabPath, section: str, name: str, values: dict[str, Any],
+                 check: Callable[[dict], None] | None = None) -> bool:
+    """Add ``[section.name]`` with ``values`` by appending its text; ``False`` when only a full edit can do it.
+
+    Adding a target or a host is the one edit a big lab sees most, and a full
+    ``tomlkit`` round trip of a 50,000-target file takes minutes. A new table can
+    go at the end of the file without touching the rest: ``check`` sees the
+    parsed lab first and raises to refuse, the schema validates the lab with the
+    new table, and only the new text is parsed. When the file's layout does not
+    allow a plain append (``targets`` written as an inline table or with dotted
+    keys) the caller falls back to ``edit``.
+    """
+    import re
+    import tomllib
+
+    import tomlkit
+
+    from controller.lab import schema
+
+    with locked(path):
+        text = _read(path)
+        if re.search(rf"^[ \t]*{section}[ \t]*[.=]", text, re.M):
+            return False  # `targets = {...}` or `targets.x.y = ...`: a header appended after may not be valid TOML
+        cache = _cache_file(path)
+        data = _cache_get(cache, text) or load_text(path, text)
+        if check is not None:
+            check(data)
+        body = tomlkit.dumps({k: v for k, v in values.items() if v is not None and v != ""})
+        fragment = f"[{section}.{name}]\n{body}"
+        table = tomllib.loads(fragment)[section][name]  # only the new text is parsed; the rest is unchanged
+        new_data = {**data, section: {**data.get(section, {}), name: table}}
+        try:
+            schema.validate(new_data)
+        except schema.Problem as problem:
+            raise UsageError(problem.message) from None
+        sep = "" if not text or text.endswith("\n\n") else "\n" if text.endswith("\n") else "\n\n"
+        new_text = f"{text}{sep}{fragment}"
+        write_atomic(path, new_text)
+        _cache_put(cache, new_text, new_data)
+    return True

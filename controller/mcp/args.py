@@ -14,6 +14,7 @@ from controller.mcp.tools import NAME_PATTERN, ToolSpec
 
 _NAME = re.compile(NAME_PATTERN)
 _TYPES = {"string": (str,), "integer": (int,), "boolean": (bool,)}
+MAX_TEXT_CHARS = 65536  # one argument of the child's command line; Linux refuses one over 128 KiB (E2BIG)
 _JSON_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
 
 
@@ -63,7 +64,10 @@ def _check_value(tool: ToolSpec, name: str, value: Any) -> Any:
             raise BadArguments(f"{where} must not be empty")
         if "\x00" in value:
             raise BadArguments(f"{where} must not contain a NUL character")
-        if a.is_name and not _NAME.match(value):
+        if len(value) > MAX_TEXT_CHARS:
+            raise BadArguments(f"{where} is {len(value)} characters long; at most {MAX_TEXT_CHARS} "
+                               "(send a long text in several calls)")
+        if a.is_name and not _NAME.fullmatch(value):
             raise BadArguments(f"{where} = {value!r} is not a valid name: lowercase letters, digits, '-' and '_', "
                                "starting with a letter or digit, at most 64 characters")
     return value

@@ -23,8 +23,17 @@ UNKNOWN_OUTCOME = ("The outcome is unknown: the action may have happened. Check 
                    "(power_state, serial_log) before repeating it.")
 
 
+SHOWN_ARG_CHARS = 120  # a 64 KiB serial_send text is not echoed back into results and logs
+
+
 def command_line(argv: list[str]) -> str:
-    return shlex.join(["panio", *argv])
+    return shlex.join(["panio", *(_shown(a) for a in argv)])
+
+
+def _shown(arg: str) -> str:
+    if len(arg) <= SHOWN_ARG_CHARS:
+        return arg
+    return f"{arg[:SHOWN_ARG_CHARS - 30]}...({len(arg)} characters)"
 
 
 def render(done: Finished, changes_target: bool) -> tuple[str, bool]:

@@ -104,8 +104,12 @@ def build(lab: Path, version: str) -> Server:
 
 
 async def serve(lab: Path, version: str) -> None:
+    from controller.mcp.wire import CheckedStdin
+
     server = build(lab, version)
-    async with stdio_server() as (read_stream, write_stream):
+    stdin = CheckedStdin(sys.stdin.buffer, log)  # malformed JSON-RPC gets its -32700/-32600 reply
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+        stdin.attach(write_stream)
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 

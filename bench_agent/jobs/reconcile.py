@@ -1,0 +1,239 @@
+"""Who is alive: runners beat in the results database; a reconciler acts only on proven death.
+
+Only a job's runner writes the verdict of a live job. Anyone may *reconcile*
+(a worker's background thread, the controller following a suite, a reader
+such as ``panio job status``), but only what is proven:
+
+* a **running** job whose runner is dead: its lease no longer holds the job's
+  fencing token *and* its process is provably gone (same machine, pid not
+  running) or, on another machine, it has not beaten for ``dead_after_s``
+  (on this machine, for three times that: a pid can be reused).
+  The job ends ``incomplete`` ("worker lost"), the step it was running becomes
+  an error with an unknown outcome, the steps after it are skipped;
+* a **queued** job held by a dead worker (it was waiting for its lease): it is
+  released and sent again, so another worker starts it as soon as the target
+  is free, instead of after the broker's visibility timeout;
+* a **queued** job whose broker message vanished (Redis restarted without
+  persistence): not in its queue, not reserved by a worker, on two looks at
+  least ``VANISH_GRACE_S`` apart: it is sent again;
+* a **queued** job nobody holds whose run's deadline (``--deadline-s``) has
+  passed: it ends ``timed_out`` and will never start.
+
+Each action is a compare-and-set in the results database, so when several
+reconcilers see the same death only one acts. A copy sent twice is harmless:
+the results database's claim lets exactly one copy run a job.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+import time
+from typing import Callable
+
+from bench_agent.errors import Unreachable
+
+BEAT_S = 1.0  # a runner's heartbeat period
+SKEW_S = 1.0  # tolerated clock difference between machines
+RECONCILE_S = 0.5  # how often a worker looks for dead runners and vanished messages
+VANISH_GRACE_S = 2.0
+LOST = {"error": "unreachable", "exit": 4, "message": "worker lost"}
+
+
+def dead_after_s(spec: dict) -> float:
+    """How long a runner on another machine may stay silent before it counts as dead."""
+    return max(float(spec.get("lease_ttl_s") or 30), 3 * BEAT_S) + SKEW_S
+
+
+class Heartbeat:
+    """One thread per process beating every job that process holds (one UPDATE per beat)."""
+
+    def __init__(self, store, every_s: float = BEAT_S) -> None:
+        self.store, self.every_s = store, every_s
+        self._ids: set[int] = set()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def add(self, job_id: int) -> None:
+        with self._lock:
+            self._ids.add(job_id)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="panio-heartbeat", daemon=True)
+                self._thread.start()
+
+    def discard(self, job_id: int) -> None:
+        with self._lock:
+            self._ids.discard(job_id)
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(self.every_s)
+            with self._lock:
+                ids = sorted(self._ids)
+            if ids:
+                try:
+                    self.store.beat(ids)
+                except Exception:  # noqa: BLE001 - a database hiccup: the next beat tries again
+                    pass
+
+
+_HOLDER_RE = re.compile(r"@([^@:\s]+):(\d+)$")
+
+
+def process_state(worker: str | None) -> str:
+    """'alive' or 'gone' for a runner on this machine (its pid), 'unknown' for one elsewhere."""
+    m = _HOLDER_RE.search(worker or "")
+    if not m or m.group(1) != socket.gethostname():
+        return "unknown"
+    try:
+        stat = open(f"/proc/{m.group(2)}/stat", encoding="ascii").read()
+    except OSError:
+        try:
+            os.kill(int(m.group(2)), 0)
+        except ProcessLookupError:
+            return "gone"
+        except PermissionError:
+            return "alive"
+        return "alive"
+    return "gone" if stat.rsplit(")", 1)[1].split()[0] == "Z" else "alive"  # a zombie is dead
+
+
+def runner_dead(job: dict, leases, now: float) -> bool:
+    """Proven dead: lease gone (for a running job) and the process gone or silent past ``dead_after_s``."""
+    state = process_state(job.get("worker"))
+    silent_s = now - (job.get("beat_at") or job.get("started_at") or job["created_at"])
+    if state == "alive" and silent_s <= 3 * dead_after_s(job["spec"]):
+        return False  # (a pid can be reused: a long silence outweighs a running process of that number)
+    if state == "unknown" and silent_s <= dead_after_s(job["spec"]):
+        return False
+    if job["state"] == "running" and job.get("fence") is not None:
+        held = leases.current(job["target"])  # Unreachable: cannot prove anything now
+        if held and held.get("token") == job["fence"]:
+            return False
+    return True
+
+
+class BrokerView:
+    """Which jobs have a message in the broker: waiting in a ``host.*`` queue or reserved by a worker."""
+
+    def __init__(self, redis_url: str, prefix: str) -> None:
+        import redis
+
+        self.r = redis.Redis.from_url(redis_url, socket_timeout=3, socket_connect_timeout=3)
+        self.base = f"{prefix}celery:"
+        self._errors = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+    def pending(self) -> set[int]:
+        try:
+            raw = [m for key in self.r.scan_iter(match=f"{self.base}host.*", count=500)
+                   for m in self.r.lrange(key, 0, -1)]
+            raw += self.r.hvals(f"{self.base}unacked")
+        except self._errors as exc:
+            raise Unreachable(f"broker unreachable: {exc}") from None
+        out = set()
+        for m in raw:
+            found = re.search(rb'"id": ?"panio-job-(\d+)', m)
+            if found:
+                out.add(int(found.group(1)))
+        return out
+
+
+class Reconciler:
+    """One pass settles what is proven. ``resend(payload)`` publishes a job again (None: cannot);
+    ``broker`` (a ``BrokerView``) lets it find vanished messages."""
+
+    def __init__(self, store, leases, resend: Callable[[dict], None] | None = None,
+                 broker: BrokerView | None = None, fail_unsendable: bool = False,
+                 log: Callable[[str], None] = lambda msg: None) -> None:
+        self.store, self.leases, self.resend, self.broker = store, leases, resend, broker
+        self.fail_unsendable, self.log = fail_unsendable, log
+        self._suspects: dict[int, tuple[float | None, float]] = {}
+        self._looked_at = 0.0  # when the broker's queues were last read (at most once a second: they can be long)
+
+    def pass_(self, ids: list[int] | None = None) -> None:
+        now, pending = time.time(), None
+        for job in self.store.active_jobs(ids):
+            if job["state"] == "queued" and not job.get("worker") and _expired(job, now):
+                self.store.request_cancel(job["id"])  # a copy still in the broker is dropped when it arrives
+                self.store.finish(job["id"], "timed_out", None, "the run's deadline passed before the job started",
+                                  {"error": "timeout", "exit": 22, "message": "deadline reached"}, only_if_queued=True)
+            elif job["state"] == "running" or job.get("worker"):
+                try:
+                    if runner_dead(job, self.leases, now):
+                        self._dead(job, now)
+                except Unreachable:
+                    continue  # Redis away: a lease cannot be judged right now
+            elif self.broker is not None and self.resend is not None and job.get("sent_at"):
+                if pending is None:
+                    pending = self._look()
+                if pending is not False:
+                    self._maybe_vanished(job, pending)
+
+    def _look(self) -> set[int] | bool:
+        """The jobs with a message in the broker; False when it is away or was read less than a second ago."""
+        if time.monotonic() - self._looked_at < VANISH_GRACE_S / 2:
+            return False
+        self._looked_at = time.monotonic()
+        try:
+            return self.broker.pending()
+        except Unreachable:
+            return False  # the broker is away: no message can be called vanished now
+
+    def job(self, job: dict) -> dict:
+        """Settle one job (readers); returns it as it now stands."""
+        if job["state"] == "done":
+            return job
+        self.pass_([job["id"]])
+        return self.store.job(job["id"])
+
+    def _dead(self, job: dict, now: float) -> None:
+        if job["state"] == "running":
+            self._lost(job, now)
+        elif self.resend is not None and "target_config" in job["spec"]:
+            stale_before = float("inf") if _gone(job) else now - dead_after_s(job["spec"])
+            if self.store.release(job["id"], job["worker"], stale_before):
+                self.log(f"job {job['id']}: its worker {job['worker']} died before it started; sent again")
+                self.resend({**job["spec"], "job_id": job["id"]})
+        elif self.fail_unsendable:
+            self.store.finish(job["id"], "incomplete", None, f"{job['worker']} died before the job started",
+                              LOST, only_if_queued=True)
+
+    def _lost(self, job: dict, now: float) -> None:
+        reason = (f"worker {job.get('worker')} lost: it died while the job ran and its lease is gone; "
+                  "the step it was running has an unknown outcome")
+        if not self.store.finish(job["id"], "incomplete", None, reason, LOST, only_if_running=True):
+            return
+        self.log(f"job {job['id']}: worker {job.get('worker')} lost")
+        check = {"check": "finished", "ok": False, "got": "worker lost", "outcome": "unknown"}
+        self.store.fail_running_steps(job["id"], [check])
+        recorded = {s["idx"] for s in self.store.job(job["id"])["steps"]}
+        for idx, step in enumerate(job["spec"].get("steps", [])):
+            if idx not in recorded:
+                self.store.record_step(job["id"], idx, {"name": step["name"], "command": step["command"],
+                                                        "status": "skipped"})
+
+    def _maybe_vanished(self, job: dict, pending: set[int]) -> None:
+        if job["id"] in pending:
+            self._suspects.pop(job["id"], None)
+            return
+        seen = self._suspects.get(job["id"])
+        if seen is None or seen[0] != job["sent_at"]:
+            self._suspects[job["id"]] = (job["sent_at"], time.monotonic())
+            return
+        if time.monotonic() - seen[1] < VANISH_GRACE_S:
+            return
+        del self._suspects[job["id"]]
+        if self.store.mark_sent(job["id"], job["sent_at"]):
+            self.log(f"job {job['id']}: its broker message vanished (Redis lost its data?); sent again")
+            self.resend({**job["spec"], "job_id": job["id"]})
+
+
+def _expired(job: dict, now: float) -> bool:
+    at = job["spec"].get("deadline_at")
+    return at is not None and now > at + SKEW_S
+
+
+def _gone(job: dict) -> bool:
+    return process_state(job.get("worker")) == "gone"

@@ -1,0 +1,74 @@
+"""Regular expressions from users, agents and job files, matched with a time bound.
+
+A pattern comes from outside (``serial wait --pattern``, ``transact --until``,
+a job step's ``expect_output``), so it may backtrack catastrophically:
+``(\\d+)*$`` against a long line of digits takes longer than the universe
+under Python's ``re``, holding the GIL, and a capture daemon matching it would
+stop capturing. panio matches with the ``regex`` package instead, which
+
+- releases the GIL while it matches (``concurrent=True``), so capture threads
+  and the control socket keep running whatever a matcher does, and
+- takes a ``timeout``: a search that runs past ``MATCH_BUDGET_S`` raises
+  ``PatternTooSlow`` (a usage error: the pattern must change) instead of
+  burning a core until the wait's own deadline.
+
+The syntax is Python's ``re`` syntax (``regex``'s VERSION0 is compatible).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from bench_agent.errors import UsageError
+
+MATCH_BUDGET_S = 2.0  # one search over at most 1 MiB: a sane pattern needs milliseconds
+
+
+class PatternTooSlow(UsageError):
+    """A pattern that backtracks past the matching budget."""
+
+
+def _regex():
+    import regex
+
+    return regex
+
+
+@lru_cache(maxsize=256)
+def compile_text(pattern: str, multiline: bool = False):
+    """``pattern`` compiled for ``str`` input, or a ``UsageError`` saying why it is not a regular expression."""
+    return _compile(pattern, multiline)
+
+
+@lru_cache(maxsize=256)
+def compile_bytes(pattern: str):
+    """``pattern`` compiled for ``bytes`` input (a serial interface's received bytes)."""
+    return _compile(pattern.encode("utf-8"), False)
+
+
+def _compile(pattern: str | bytes, multiline: bool):
+    rx = _regex()
+    try:
+        return rx.compile(pattern, rx.MULTILINE if multiline else 0)
+    except (rx.error, ValueError, OverflowError, RecursionError) as exc:
+        shown = pattern.decode("utf-8", "replace") if isinstance(pattern, bytes) else pattern
+        raise UsageError(f"invalid regular expression {shown!r}: {exc}", pattern=shown) from exc
+
+
+def search(compiled, data: Any, pos: int = 0, budget_s: float = MATCH_BUDGET_S):
+    """``compiled.search(data, pos)``, bounded by ``budget_s`` and without holding the GIL."""
+    try:
+        return compiled.search(data, pos, concurrent=True, timeout=budget_s)
+    except TimeoutError:
+        shown = compiled.pattern.decode("utf-8", "replace") if isinstance(compiled.pattern, bytes) else compiled.pattern
+        raise PatternTooSlow(
+            f"the regular expression {shown!r} took more than {budget_s:g} s on an input of length {len(data)} "
+            "(it backtracks catastrophically)",
+            hint="avoid nested repetition such as (a+)* or (x|x)*; match a literal prefix first",
+            pattern=shown) from None
+
+
+def find(pattern: str, text: str, multiline: bool = True):
+    """Search ``text`` for ``pattern`` (a job step's expectation): compiled once, bounded, GIL released."""
+    return search(compile_text(pattern, multiline), text)

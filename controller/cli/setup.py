@@ -1,0 +1,132 @@
+"""panio setup --host NAME: provision a control host with the ansible/ playbooks, from zero to a running worker."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from controller.cli.common import add_json, check_name, load_lab, print_json, say
+
+DETAILS = """\
+Installs on the host, over SSH as the lab file says ([hosts.NAME] ssh, port):
+panio in a venv under the SSH user's home (the exact version and dependency
+versions this machine runs, from a wheelhouse built here; with --offline the
+host needs no package index), the bench worker as a systemd unit (`panio worker --host NAME`
+with PANIO_BROKER, PANIO_RESULTS_URL and PANIO_REDIS_PREFIX from this shell or
+the flags), udev rules and device groups, tesseract (OCR) and dnsmasq (netboot,
+installed, not enabled). Then it points the lab's host at the new venv's python.
+
+Run it again at any time: it changes only what is not yet right (a second run
+reports 0 changed). The host key must be trusted first (`panio host trust`).
+Tasks that need root use sudo without a password; --no-sudo skips them and
+installs the worker as a user unit. Needs ansible-core (`pip install
+'panio[setup]'`). Exit 16 (setup_failed) names the host and the task."""
+
+
+def register(p: argparse.ArgumentParser, name: str) -> None:
+    p.description = "Provision a control host: panio's venv, the worker's systemd unit, devices, OCR, netboot.\n\n" + DETAILS
+    p.epilog = ("example:\n  panio host add bench1 --ssh panio@bench1.lab\n  panio host trust bench1\n"
+                "  panio setup --host bench1\n  panio setup --host bench1 --code-only   # deploy a code change\n"
+                "  panio doctor --host bench1\n\nsee also: panio host add, panio doctor, panio worker, docs/hosts.md")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("--host", required=True, metavar="NAME", help="the control host to provision (see `panio host list`)")
+    p.add_argument("--code-only", action="store_true",
+                   help="only rebuild and reinstall panio's code and restart the worker (no sudo, no system packages)")
+    p.add_argument("--check", action="store_true", help="show what would change, change nothing")
+    p.add_argument("--no-sudo", action="store_true",
+                   help="skip the tasks that need root (packages, udev, groups); the worker becomes a user unit")
+    p.add_argument("--broker", metavar="URL", help="the broker the worker uses (default: $PANIO_BROKER)")
+    p.add_argument("--results-url", metavar="URL", help="the results database (default: $PANIO_RESULTS_URL)")
+    p.add_argument("--offline", action="store_true",
+                   help="the host has no package index: install from the wheelhouse alone (same Python as here)")
+    p.add_argument("--inventory", action="store_true", help="print the generated Ansible inventory and stop")
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> None:
+    import tempfile
+    from pathlib import Path
+
+    from controller.provision import inventory, playbook, wheelhouse
+
+    check_name("host", args.host)
+    lab = load_lab(args)
+    host = lab.host(args.host)
+    root = wheelhouse.source_root()
+    play_vars = _play_vars(args)
+    with tempfile.TemporaryDirectory(prefix="panio-setup-") as tmp:
+        inv = inventory.write(Path(tmp) / "inventory.json", args.host, host, play_vars)
+        if args.inventory:
+            sys.stdout.write(inv.read_text())
+            return
+        _progress(args, f"building the wheelhouse (panio {play_vars['panio_version']} and its dependencies)")
+        play_vars["panio_wheelhouse_src"] = str(wheelhouse.build(_cache(), play_vars["panio_version"]))
+        inventory.write(inv, args.host, host, play_vars)
+        outcome = playbook.run(root, "control_host.yml", inv, check=args.check,
+                               tags=["code"] if args.code_only else [],
+                               skip_tags=["sudo"] if args.no_sudo or args.code_only else [],
+                               show=lambda event: _show(args, event))
+    stats = outcome.stats.get(args.host, {})
+    python = outcome.facts.get("python")
+    if python and not args.check and host.get("python") != python:
+        _point_lab_at(args, python)
+    if args.json:
+        print_json({"host": args.host, "check": args.check, "code_only": args.code_only, "stats": stats,
+                    "python": python, "version": play_vars["panio_version"],
+                    "changed": [r["task"] for r in outcome.results if r["status"] == "changed"]})
+    else:
+        say(f"{args.host}: {stats.get('ok', 0)} ok, {stats.get('changed', 0)} changed, "
+            f"{stats.get('skipped', 0)} skipped{' (check mode: nothing was changed)' if args.check else ''}")
+        if not args.check:
+            say(f"next: panio doctor --host {args.host}")
+
+
+def _play_vars(args: argparse.Namespace) -> dict:
+    import os
+
+    from bench_agent.errors import NotConfigured
+    from controller.cli.main import VERSION
+
+    broker = args.broker or os.environ.get("PANIO_BROKER")
+    if not broker and not args.code_only:
+        raise NotConfigured("the worker needs a broker: set PANIO_BROKER or pass --broker",
+                            hint="e.g. --broker redis://:PASSWORD@controller.lab:6379/0 (reachable from the host)")
+    return {"panio_version": VERSION, "panio_broker_url": broker or "",
+            "panio_results_url": args.results_url or os.environ.get("PANIO_RESULTS_URL", ""),
+            "panio_redis_prefix": os.environ.get("PANIO_REDIS_PREFIX", "panio:"),
+            "panio_sudo": not args.no_sudo, "panio_offline": args.offline}
+
+
+def _cache():
+    from controller.paths import state_dir
+
+    path = state_dir() / "setup"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _progress(args: argparse.Namespace, text: str) -> None:
+    if not args.json:
+        sys.stderr.write(f"setup: {text}\n")
+        sys.stderr.flush()
+
+
+def _show(args: argparse.Namespace, event: dict) -> None:
+    """One line per host result as it arrives (on stderr, so --json stays clean)."""
+    if event["event"] != "result" or args.json:
+        return
+    status = event["status"]
+    line = f"[{event['host']}] {status:<11} {event['task']}"
+    if status in ("failed", "unreachable") and event.get("msg"):
+        line += f": {' '.join(str(event['msg']).split())[:200]}"
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _point_lab_at(args: argparse.Namespace, python: str) -> None:
+    from controller.lab import edit, edits
+
+    with edit(args.lab_path) as doc:
+        edits.host(doc, args.host, args.lab_path)["python"] = python
+    _progress(args, f"hosts.{args.host}.python = {python} (the agent now runs from panio's venv)")

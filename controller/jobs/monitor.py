@@ -1,0 +1,19 @@
+"""The Celery app for monitoring tools: ``celery -A controller.jobs.monitor flower``.
+
+Flower started with the bare broker URL sees nothing of panio: panio's Celery
+keys live under ``PANIO_REDIS_PREFIX`` + ``celery:`` (so several benches can
+share one Redis), and Flower only finds them with the same transport options.
+This module builds the very app the controller and the workers use, from the
+same environment (``PANIO_BROKER``, ``PANIO_REDIS_PREFIX``), for ``celery -A``.
+Workers send the task events and heartbeats Flower shows only when started
+with ``panio worker --events``. See docs/monitoring.md.
+"""
+
+from __future__ import annotations
+
+from controller.jobs import remote
+
+app = remote.celery_app()
+# Flower parses the broker URL itself (queue lengths): keep kombu's own transport name here; the
+# patched transport matters only to workers, which hold unacknowledged jobs across Redis restarts.
+app.conf.broker_transport = None

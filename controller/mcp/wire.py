@@ -1,0 +1,121 @@
+"""The stdio wire, checked line by line: every malformed JSON-RPC message gets its error reply.
+
+The SDK's stdio transport hands a line it cannot parse to the session as an
+exception, and the session only logs it: the client that sent it never hears
+back and waits on that id forever. JSON-RPC 2.0 says otherwise (section 5.1):
+a line that is not JSON gets ``-32700 Parse error``, a message that is not a
+valid request gets ``-32600 Invalid Request``, both with ``id: null`` unless
+the request's own id could be read. ``checked_stdin`` sits between stdin and
+the SDK: it answers malformed lines itself, through the same writer as every
+other reply (so frames never interleave), and passes the rest on unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, AsyncIterator
+
+import anyio
+import mcp_types as types
+from mcp.shared.message import SessionMessage
+
+PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+MAX_LINE_BYTES = 64 << 20
+
+
+def problem(line: str) -> tuple[int, str, Any] | None:
+    """``(code, message, id)`` for a malformed message, or ``None`` when the SDK may have it."""
+    try:
+        msg = json.loads(line)
+    except RecursionError:
+        return PARSE_ERROR, "Parse error: nested too deeply", None
+    except ValueError as exc:
+        return PARSE_ERROR, f"Parse error: {exc}", None
+    if isinstance(msg, list):
+        return INVALID_REQUEST, "Invalid Request: batches are not supported (send one message per line)", None
+    if not isinstance(msg, dict):
+        return INVALID_REQUEST, "Invalid Request: a message is a JSON object", None
+    rid = msg.get("id")
+    good_id = rid is None or (isinstance(rid, (str, int)) and not isinstance(rid, bool))
+    reply_id = rid if good_id else None
+    if msg.get("jsonrpc") != "2.0":
+        return INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', reply_id
+    if not good_id:
+        return INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer', None
+    if "method" not in msg and not ("result" in msg or "error" in msg):
+        return INVALID_REQUEST, 'Invalid Request: no "method"', reply_id
+    if "method" in msg and not isinstance(msg["method"], str):
+        return INVALID_REQUEST, 'Invalid Request: "method" must be a string', reply_id
+    if "params" in msg and not isinstance(msg["params"], dict):
+        return INVALID_REQUEST, 'Invalid Request: "params" must be an object', reply_id
+    try:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except Exception as exc:  # noqa: BLE001 - pydantic's error, reported to the client, not raised
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return INVALID_REQUEST, f"Invalid Request: {first}", reply_id
+    return None
+
+
+def error_message(code: int, message: str, rid: Any) -> SessionMessage:
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=rid,
+                                             error=types.ErrorData(code=code, message=message)))
+
+
+class CheckedStdin:
+    """An async line source for the SDK's ``stdio_server(stdin=...)`` that answers malformed lines itself.
+
+    ``attach(write_stream)`` gives it the server's outgoing stream once the
+    transport exists; lines read before that wait for it.
+    """
+
+    def __init__(self, raw, log) -> None:
+        self.raw, self.log = raw, log
+        self.write_stream = None
+        self._attached = anyio.Event()
+
+    def attach(self, write_stream) -> None:
+        self.write_stream = write_stream
+        self._attached.set()
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        while True:
+            data = await anyio.to_thread.run_sync(self.raw.readline, MAX_LINE_BYTES + 1)
+            if not data:
+                return
+            line = data.decode("utf-8", errors="strict") if _utf8(data) else None
+            if line is None:
+                await self._answer(PARSE_ERROR, "Parse error: not UTF-8", None)
+                continue
+            if not line.strip():
+                continue
+            if len(data) > MAX_LINE_BYTES:
+                await self._answer(INVALID_REQUEST, f"Invalid Request: longer than {MAX_LINE_BYTES} bytes", None)
+                self._skip_rest()
+                continue
+            bad = problem(line)
+            if bad is not None:
+                await self._answer(*bad)
+                continue
+            yield line
+
+    def _skip_rest(self) -> None:
+        while True:
+            chunk = self.raw.readline(MAX_LINE_BYTES)
+            if not chunk or chunk.endswith(b"\n"):
+                return
+
+    async def _answer(self, code: int, message: str, rid: Any) -> None:
+        self.log(f"malformed message answered with {code}: {message}")
+        await self._attached.wait()
+        await self.write_stream.send(error_message(code, message, rid))
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

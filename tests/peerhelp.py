@@ -1,0 +1,106 @@
+"""Real peers for the job path: a private redis-server, `panio worker` processes, a database to read directly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import uuid
+from pathlib import Path
+
+from conftest import PANIO
+from jobhelp import wait_for
+
+REDIS = "/usr/bin/redis-server"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+class PrivateRedis:
+    """redis-server on a free loopback port: ``aof=False`` keeps nothing across a restart (a common deployment)."""
+
+    def __init__(self, root: Path, aof: bool = False) -> None:
+        self.root, self.aof, self.port = root, aof, free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.aof else ["--appendonly", "no"]
+        self.proc = subprocess.Popen([REDIS, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      *persistence, "--dir", str(self.root)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: answers(self.port), timeout_s=10, every_s=0.05)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # with AOF, redis flushes it and exits
+            self.proc.wait(timeout=10)
+
+    def restart(self, down_s: float = 0.3) -> None:
+        import time
+
+        self.stop()
+        time.sleep(down_s)
+        self.start()
+
+
+class Workers:
+    """`panio worker` processes sharing one broker, prefix and results database (SQLite in ``root``)."""
+
+    def __init__(self, root: Path, broker: str, **env: str) -> None:
+        self.root = root
+        self.env = {"PANIO_BROKER": broker, "PANIO_REDIS_PREFIX": f"t{uuid.uuid4().hex[:8]}:",
+                    "PANIO_RESULTS_URL": f"sqlite:///{root / 'results.db'}", **env}
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, host: str, *extra: str) -> subprocess.Popen:
+        log = self.root / f"worker-{host}-{len(self.procs)}.log"
+        env = {**os.environ, **self.env, "PANIO_STATE_DIR": str(self.root / "wstate"), "HOME": str(self.root)}
+        proc = subprocess.Popen([PANIO, "worker", "--host", host, "--concurrency", "3", *extra], env=env,
+                                stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+        proc.log = log
+        self.procs.append(proc)
+        wait_for(lambda: "ready." in log.read_text() or proc.poll() is not None, timeout_s=60)
+        assert proc.poll() is None, log.read_text()
+        return proc
+
+    def kill(self, proc: subprocess.Popen) -> None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+
+    def store(self):
+        """The results database itself: read without `panio job status`, which could settle a job on its own."""
+        from bench_agent.results import ResultStore
+
+        return ResultStore(self.env["PANIO_RESULTS_URL"])
+
+    def logs(self) -> str:
+        return "".join(p.log.read_text() for p in self.procs)

@@ -1,0 +1,381 @@
+"""Leases against real peers: a redis-server without persistence restarted under a job, the host's own
+lease check on every road (CLI in-process, the SSH agent's JSON lines, a raw Celery `panio.op` message),
+and what a job may run. Each test here failed before the fix it guards."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bench_agent import leases
+from bench_agent.errors import Busy, Refused
+from bench_agent.fences import FenceStore
+from conftest import PANIO
+from jobhelp import job_file, stop, wait_for
+
+REDIS = "/usr/bin/redis-server"
+SHARED_REDIS = "redis://127.0.0.1:6379/5"
+needs_redis = pytest.mark.skipif(not os.path.exists(REDIS), reason="redis-server not installed (scripts/system-deps.sh)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class VolatileRedis:
+    """A private redis-server with no persistence at all (no RDB, no AOF), as many labs run it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.port = root, free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([REDIS, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no", "--dir", str(self.root)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(self._answers, timeout_s=10, every_s=0.05)
+
+    def restart(self) -> None:
+        """Kill it and start a fresh one on the same port: every key, fencing counters included, is gone."""
+        self.stop()
+        self.start()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+
+@pytest.fixture
+def volatile(tmp_path):
+    r = VolatileRedis(tmp_path)
+    r.start()
+    yield r
+    r.stop()
+
+
+@pytest.fixture
+def prefix():
+    p = f"panio-test-{uuid.uuid4().hex[:10]}:"
+    yield p
+    import redis
+
+    r = redis.Redis.from_url(SHARED_REDIS)
+    for key in r.scan_iter(match=f"{p}*"):
+        r.delete(key)
+
+
+# --- item 4: fencing tokens never go backwards -------------------------------------------------------
+
+@needs_redis
+def test_a_volatile_redis_restart_never_hands_out_a_token_twice(volatile, tmp_path):
+    store = leases.RedisLeaseStore(volatile.url, "t:", FenceStore(f"sqlite:///{tmp_path / 'results.db'}"))
+    a = store.try_acquire("pico", {"holder": "a"}, ttl_s=30)
+    volatile.restart()  # a's lease and the counter that issued its token are gone
+    b = leases.acquire(store, "pico", {"holder": "b"}, ttl_s=30, wait_s=5)
+    assert b.token > a.token
+    with pytest.raises(Refused):
+        a.check()  # before: b held the same token, so a's fence still matched and both drove the board
+    with pytest.raises(Busy, match="leased by b"):
+        leases.access("pico", a.token, [store.current("pico")])
+    b.release()
+    volatile.restart()
+    c = leases.acquire(store, "pico", {"holder": "c"}, ttl_s=30, wait_s=5)
+    assert c.token > b.token
+    c.release()
+
+
+@needs_redis
+def test_a_job_cut_off_by_a_redis_restart_never_shares_its_token(panio, tmp_path, volatile):
+    panio.env.update(PANIO_REDIS_URL=volatile.url, PANIO_REDIS_PREFIX="t:",
+                     PANIO_RESULTS_URL=f"sqlite:///{tmp_path / 'results.db'}")
+    panio("init")
+    panio("target", "add", "pico")
+    long_job = job_file(tmp_path, "target = 'pico'\nlease_ttl_s = 2\n[[steps]]\n"
+                                  "run = 'ping ${target} --count 150 --interval 0.1'\n", "long.toml")
+    quick = job_file(tmp_path, "target = 'pico'\n[[steps]]\nrun = 'ping ${target} --count 3'\n", "quick.toml")
+    first = subprocess.Popen([PANIO, "job", "run", long_job], env=panio.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: panio("lease", "list", "--json").json(), timeout_s=30)
+        volatile.restart()
+        second = panio("job", "run", quick, check=False)
+        first.communicate(timeout=60)
+    finally:
+        stop(first)
+    a, b = (panio("job", "status", str(i), "--json").json() for i in (1, 2))
+    assert second.code == 0, second.err
+    assert b["fence"] > a["fence"], (a["fence"], b["fence"])
+    assert a["health"] == "incomplete", a  # before: it kept passing its fence check on b's lease
+    assert first.returncode in (8, 13)
+
+
+# --- item 8: the host enforces leases, whatever the caller's environment ------------------------------
+
+def hooked_lab(panio, tmp_path: Path) -> Path:
+    """pico, whose power-on hook and action `flash` leave a file behind when they run."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    panio("init")
+    panio("target", "add", "pico")
+    panio("power", "set", "-t", "pico", "--on-cmd", f"touch {marks / 'powered'}")
+    panio("action", "add", "flash", "-t", "pico", "--command", f"touch {marks / 'flashed'}")
+    return marks
+
+
+def agent_call(env: dict, op: str, args: dict) -> dict:
+    """One request to a real `python -m bench_agent.agent` (what the SSH transport talks to), as JSON lines."""
+    line = json.dumps({"v": 1, "id": 1, "op": op, "args": args}) + "\n"
+    p = subprocess.run([sys.executable, "-P", "-m", "bench_agent.agent"], input=line, capture_output=True,
+                       text=True, env=env, timeout=30)
+    return json.loads(p.stdout.splitlines()[1])
+
+
+def test_a_shell_without_the_broker_cannot_drive_a_leased_target(panio, tmp_path, prefix):
+    marks = hooked_lab(panio, tmp_path)
+    panio("lease", "store", "--set", SHARED_REDIS, "--prefix", prefix)  # what `panio worker` records
+    assert "PANIO_BROKER" not in panio.env and "PANIO_REDIS_URL" not in panio.env
+    store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'fences.db'}"))
+    lease = store.try_acquire("pico", {"holder": "worker bench1@ctl:77", "job": 7}, ttl_s=30)
+    try:
+        assert panio("lease", "list", "--json").json()[0]["job"] == 7  # before: "no leases held"
+        for argv in (("power", "on", "pico"), ("action", "run", "pico", "flash")):
+            r = panio.fails(*argv, code=8)
+            assert r.error["holder"] == "worker bench1@ctl:77" and "job 7" in r.err
+        assert not list(marks.iterdir()), "a hook ran on a leased target"
+
+        # The host side, with no controller in front: the SSH agent's own check. Reads pass while leased.
+        power = {"on_cmd": f"touch {marks / 'powered'}"}
+        assert agent_call(panio.env, "power.state", {"target": "pico", "power": power})["ok"]
+        reply = agent_call(panio.env, "power.on", {"target": "pico", "power": power})
+        assert reply["error"]["error"] == "busy" and reply["error"]["job"] == 7
+        assert not list(marks.iterdir())
+        reply = agent_call(panio.env, "power.on", {"target": "pico", "power": power, "lease_token": lease.token})
+        assert reply["ok"], reply  # the holder's own step presents the current token and passes
+        assert (marks / "powered").exists()
+    finally:
+        lease.release()
+
+
+def test_an_expired_token_is_refused_even_while_the_lease_is_free(panio, tmp_path, prefix):
+    marks = hooked_lab(panio, tmp_path)
+    panio.env.update(PANIO_REDIS_URL=SHARED_REDIS, PANIO_REDIS_PREFIX=prefix)
+    store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'fences.db'}"))
+    lease = store.try_acquire("pico", {"holder": "stalled"}, ttl_s=0.3)  # no keeper: it lapses
+    time.sleep(0.6)
+    assert store.current("pico") is None
+    panio.env["PANIO_LEASE_TOKEN"] = str(lease.token)
+    r = panio.fails("power", "on", "pico", code=13)
+    assert "not current" in r.err
+    reply = agent_call({k: v for k, v in panio.env.items() if k != "PANIO_LEASE_TOKEN"}, "action.run",
+                       {"target": "pico", "name": "flash", "command": f"touch {marks / 'flashed'}",
+                        "lease_token": lease.token})
+    assert reply["error"]["error"] == "refused"
+    assert not list(marks.iterdir()), "a holder kept acting after its lease expired"
+
+
+def test_a_raw_celery_message_cannot_act_on_a_leased_target(panio, tmp_path, prefix):
+    """`panio worker` records its lease store; a hand-made JSON `panio.op` for action.run is refused while leased."""
+    from bench_agent.worker import OP_TASK, make_app, queue_name
+
+    state = tmp_path / "host-state"
+    env = {**panio.env, "PANIO_BROKER": SHARED_REDIS, "PANIO_REDIS_PREFIX": prefix, "PANIO_STATE_DIR": str(state),
+           "PANIO_RESULTS_URL": f"sqlite:///{tmp_path / 'results.db'}"}
+    log = tmp_path / "worker.log"
+    worker = subprocess.Popen([PANIO, "worker", "--host", "bench1", "--concurrency", "1"], env=env,
+                              stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'results.db'}"))
+    app = make_app(SHARED_REDIS, prefix)
+    flashed = tmp_path / "flashed"
+    request = {"target": "b1a", "name": "flash", "command": f"touch {flashed}", "timeout_s": 10}
+    try:
+        wait_for(lambda: "ready." in log.read_text() or worker.poll() is not None, timeout_s=60)
+        assert worker.poll() is None, log.read_text()
+        recorded = json.loads((state / "lease-stores.json").read_text())["stores"]
+        assert recorded[0]["url"] == SHARED_REDIS and recorded[0]["prefix"] == prefix
+        lease = store.try_acquire("b1a", {"holder": "job runner", "job": 3}, ttl_s=30)
+        reply = app.send_task(OP_TASK, args=["action.run", request], queue=queue_name("bench1")).get(timeout=30)
+        assert not reply["ok"] and reply["error"]["error"] == "busy" and reply["error"]["job"] == 3
+        assert not flashed.exists(), "a message on the broker ran a command on a leased target"
+        shell = {**panio.env, "PANIO_STATE_DIR": str(state)}  # a shell on that host, no PANIO_BROKER
+        listed = subprocess.run([PANIO, "lease", "list", "--json"], env=shell, capture_output=True, text=True)
+        assert json.loads(listed.stdout)[0]["target"] == "b1a"
+        lease.release()
+        reply = app.send_task(OP_TASK, args=["action.run", request], queue=queue_name("bench1")).get(timeout=30)
+        assert reply["ok"] and flashed.exists()  # the road itself works once the target is free
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(timeout=5)
+
+
+# --- item 9: a job runs runtime commands only and never changes the operator's lab --------------------
+
+EVIL = ("target = 'pico'\n[[steps]]\nrun = \"power set -t pico --cycle-cmd \\\"sh -c 'touch {mark}'\\\"\"\n"
+        "[[steps]]\nrun = 'power-cycle pico'\n")
+
+
+def test_a_job_cannot_configure_a_hook_or_edit_the_lab(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico")
+    before = panio.lab.read_bytes()
+    mark = tmp_path / "pwned"
+    path = job_file(tmp_path, EVIL.format(mark=mark))
+    for verb in ("check", "run"):
+        r = panio.fails("job", verb, path, code=5)
+        assert "`panio power set` cannot run inside a job" in r.err and "job.toml:3:1" in r.err
+    assert panio.lab.read_bytes() == before and not mark.exists()
+
+
+def test_a_hand_made_payload_is_refused_at_run_time(panio, tmp_path):
+    """What a broker message could carry, bypassing `job check`: the step's own panio refuses it."""
+    panio("init")
+    panio("target", "add", "pico")
+    before = panio.lab.read_bytes()
+    mark = tmp_path / "pwned"
+    script = f"""
+import json, sys
+from bench_agent.jobs.runner import JobRunner
+from bench_agent.leases import FileLeaseStore
+from bench_agent.results import ResultStore
+from controller.jobs.backends import panio_argv
+store = ResultStore("sqlite:///{tmp_path / 'r.db'}")
+steps = [{{"name": "hook", "argv": ["power", "set", "-t", "pico", "--cycle-cmd", "sh -c 'touch {mark}'"],
+          "command": "x", "timeout_s": 30, "expect_exit": [0]}},
+         {{"name": "cycle", "argv": ["power-cycle", "pico"], "command": "y", "timeout_s": 30, "expect_exit": [0]}}]
+job_id = store.create_job("evil", "pico", None, {{}})
+payload = {{"job_id": job_id, "name": "evil", "target": "pico", "steps": steps, "timeout_s": None}}
+out = JobRunner(store, FileLeaseStore("{tmp_path / 'leases'}"), panio_argv(), "{panio.lab}", "t").run(payload)
+print(json.dumps([out, store.job(job_id)["steps"]]))
+"""
+    p = subprocess.run([sys.executable, "-c", script], env=panio.env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    summary, steps = json.loads(p.stdout)
+    assert summary["health"] == "incomplete" and steps[0]["exit_status"] == 13
+    assert "cannot run inside a job" in steps[0]["output"]
+    assert panio.lab.read_bytes() == before and not mark.exists()
+
+    # A step that names another lab file is refused too (the runner passes the job's own with --lab).
+    r = subprocess.run([PANIO, "--lab", str(panio.lab), "--lab", "/elsewhere.toml", "ping", "pico"],
+                       env={**panio.env, "PANIO_LEASE_TOKEN": "1"}, capture_output=True, text=True)
+    assert r.returncode == 13 and "drop --lab" in r.stderr
+
+
+def test_mcp_tools_are_runtime_commands():
+    from controller.cli.commands import is_runtime
+    from controller.mcp.tools import TOOLS
+
+    for tool in TOOLS:
+        sub = tool.command[1] if len(tool.command) > 1 and not tool.command[1].startswith("-") else None
+        assert is_runtime(tool.command[0], sub), tool.command
+
+
+# --- item 12: steps are panio, whatever is in the working directory -----------------------------------
+
+def test_a_projects_own_controller_package_cannot_stand_in_for_panio(panio, tmp_path):
+    project = tmp_path / "project"
+    fake = project / "controller" / "cli"
+    fake.mkdir(parents=True)
+    (project / "controller" / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text("")
+    (fake / "main.py").write_text("print('FAKE controller: every step passes')\n")
+    panio("init")
+    panio("target", "add", "pico")
+    path = job_file(tmp_path, "target = 'pico'\n[[steps]]\nrun = 'ping ${target} --count 2'\n")
+    r = subprocess.run([PANIO, "job", "run", path], cwd=project, env=panio.env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    logs = panio("job", "logs", "1").out
+    assert "seq=2" in logs and "FAKE" not in logs
+
+
+def test_an_embedded_job_drives_a_target_on_an_ssh_host(panio, tmp_path):
+    """The job's file lease lives on the controller, where the host cannot see it: the host lets the job's
+    token through (it checks its own stores for other holders) instead of refusing it as stale."""
+    from sshd import Sshd
+
+    sshd = Sshd(tmp_path / "sshd", tmp_path / "home")
+    try:
+        panio("init")
+        panio("host", "add", "bench", "--ssh", f"{sshd.user}@127.0.0.1", "--port", str(sshd.port),
+              "--python", sys.executable)
+        panio("host", "trust", "bench")
+        panio("target", "add", "far", "--host", "bench")
+        powered = tmp_path / "powered"
+        panio("power", "set", "-t", "far", "--on-cmd", f"touch {powered}")
+        body = "target = 'far'\n[[steps]]\nrun = 'power on ${target}'\n"
+        panio("job", "run", job_file(tmp_path, body))
+        assert panio("job", "status", "1", "--json").json()["result"] == "passed" and powered.exists()
+    finally:
+        sshd.stop()
+
+
+def test_lease_store_records_and_refuses_bad_input(panio, tmp_path):
+    marks = hooked_lab(panio, tmp_path)
+    record = Path(panio.env["PANIO_STATE_DIR"]) / "lease-stores.json"
+    panio.fails("lease", "store", "--set", "http://ctl:6379", code=2)
+    panio.fails("lease", "store", "--forget", "redis://nowhere:6379/0", code=3)
+    assert not record.exists()
+    dead = f"redis://:hunter2@127.0.0.1:{free_port()}/0"  # nothing listens there
+    shown = panio("lease", "store", "--set", dead, "--json").json()
+    assert shown[0]["url"].endswith("***@127.0.0.1:" + dead.rsplit(":", 1)[1]) and "hunter2" not in str(shown)
+    assert oct(record.stat().st_mode & 0o777) == "0o600"
+    r = panio.fails("power", "on", "pico", code=4)  # a check that cannot be made is not a pass
+    assert "hunter2" not in r.err
+    reply = agent_call(panio.env, "power.on", {"target": "pico", "power": {"on_cmd": f"touch {marks / 'powered'}"}})
+    assert reply["error"]["error"] == "unreachable" and "cannot check the lease on 'pico'" in reply["error"]["message"]
+    assert "hunter2" not in json.dumps(reply)
+    assert not list(marks.iterdir())
+    panio.fails("lease", "store", "--set", dead, "--forget", dead, code=2)
+    panio("lease", "store", "--forget", dead)
+    panio("power", "on", "pico")
+    assert (marks / "powered").exists()
+
+
+def test_mcp_tools_cannot_change_a_leased_target(panio, tmp_path, prefix):
+    """The MCP road: an agent harness's `panio mcp`, started without the broker, on a worker's host."""
+    import anyio
+
+    from mcp_client import connect, failure
+
+    marks = hooked_lab(panio, tmp_path)
+    panio("lease", "store", "--set", SHARED_REDIS, "--prefix", prefix)
+    store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'fences.db'}"))
+    lease = store.try_acquire("pico", {"holder": "worker bench1@ctl:77", "job": 9}, ttl_s=30)
+
+    async def go():
+        async with connect(panio.env) as c:
+            return [await c.call(tool, {"target": "pico", **extra})
+                    for tool, extra in (("power_on", {}), ("action_run", {"name": "flash"}))]
+
+    try:
+        for is_error, text in anyio.run(go):
+            code, obj = failure(text)
+            assert is_error and code == 8 and obj["holder"] == "worker bench1@ctl:77" and obj["job"] == 9
+    finally:
+        lease.release()
+    assert not list(marks.iterdir())

@@ -1,0 +1,76 @@
+"""The reconciler's proof of death for a runner on another machine (beat + lease), on SQLite and real Redis."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from bench_agent.jobs.reconcile import Reconciler, dead_after_s
+from bench_agent.leases import RedisLeaseStore
+from bench_agent.results import ResultStore
+
+REDIS_URL = "redis://127.0.0.1:6379/5"
+SPEC = {"lease_ttl_s": 2, "steps": [{"name": "a", "command": "panio ping t"}, {"name": "b", "command": "panio x"}]}
+
+
+@pytest.fixture
+def world(tmp_path):
+    store = ResultStore(f"sqlite:///{tmp_path / 'r.db'}")
+    leases = RedisLeaseStore(REDIS_URL, f"rec-{uuid.uuid4().hex[:8]}:")
+    try:
+        leases.current("probe")
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"Redis not available at {REDIS_URL}: {exc}")
+    yield store, leases
+    for key in leases.r.scan_iter(match=f"{leases.prefix}*"):
+        leases.r.delete(key)
+
+
+def running_elsewhere(store, beat_age_s: float, fence: int) -> int:
+    job_id = store.create_job("j", "t", "h", SPEC)
+    assert store.take(job_id, "worker h@another-machine:4242", 0)
+    assert store.claim(job_id, "worker h@another-machine:4242")
+    store.set_fence(job_id, fence)
+    store.record_step(job_id, 0, {"name": "a", "command": "panio ping t", "status": "running"})
+    with store.engine.begin() as c:
+        c.execute(store.jobs.update().where(store.jobs.c.id == job_id).values(beat_at=time.time() - beat_age_s))
+    return job_id
+
+
+def test_a_silent_runner_elsewhere_whose_lease_is_gone_is_dead(world):
+    store, leases = world
+    job_id = running_elsewhere(store, dead_after_s(SPEC) + 1, fence=7)
+    Reconciler(store, leases).pass_()
+    job = store.job(job_id)
+    assert (job["state"], job["health"], job["error"]["exit"]) == ("done", "incomplete", 4)
+    assert [(s["name"], s["status"]) for s in job["steps"]] == [("a", "error"), ("b", "skipped")]
+
+
+def test_a_runner_elsewhere_that_still_beats_is_left_alone_even_without_its_lease(world):
+    store, leases = world
+    job_id = running_elsewhere(store, 0.2, fence=7)  # e.g. after `panio lease break`: the runner decides
+    Reconciler(store, leases).pass_()
+    assert store.job(job_id)["state"] == "running"
+
+
+def test_a_silent_runner_elsewhere_that_holds_its_lease_is_left_alone(world):
+    store, leases = world
+    lease = leases.try_acquire("t", {"holder": "worker h@another-machine:4242"}, 30)
+    job_id = running_elsewhere(store, dead_after_s(SPEC) + 5, fence=lease.token)
+    Reconciler(store, leases).pass_()
+    assert store.job(job_id)["state"] == "running"
+    lease.release()
+    Reconciler(store, leases).pass_()
+    assert store.job(job_id)["health"] == "incomplete"
+
+
+def test_a_queued_job_past_its_runs_deadline_never_starts(world):
+    store, leases = world
+    job_id = store.create_job("j", "t", "h", {**SPEC, "deadline_at": time.time() - 5})
+    fresh = store.create_job("j", "t", "h", {**SPEC, "deadline_at": time.time() + 60})
+    Reconciler(store, leases).pass_()
+    job = store.job(job_id)
+    assert (job["health"], job["cancel_requested"]) == ("timed_out", True)
+    assert store.job(fresh)["state"] == "queued"
