@@ -19,6 +19,10 @@ need=()
 command -v make >/dev/null || need+=(make)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)   # the SSH transport's tests start their own sshd
 command -v redis-server >/dev/null || need+=(redis-server)   # leases, Celery broker, restart tests
+command -v tesseract >/dev/null || need+=(tesseract-ocr)   # video read (OCR)
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)   # the QEMU board (tests/test_qemu_board.py)
+[ -x /bin/busybox ] || need+=(busybox-static)   # the QEMU board's initramfs
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf ] || need+=(fonts-dejavu-core)   # the simulated screen's font
 if [ ${#need[@]} -gt 0 ]; then
   echo "system-deps: installing ${need[*]}"
   apt_install "${need[@]}"
@@ -40,3 +44,6 @@ if command -v pg_ctlcluster >/dev/null && ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>
 fi
 # sshd needs its privilege-separation directory even when started by a test.
 if [ "$(id -u)" = 0 ] && [ ! -d /run/sshd ]; then mkdir -p /run/sshd && chmod 755 /run/sshd; fi
+
+# The QEMU board's kernel and initramfs, cached under the state dir (no kernel is installed).
+"$(dirname "$0")/qemu-board-image.sh" || echo "system-deps: the QEMU board image could not be built; its tests skip" >&2

@@ -111,6 +111,10 @@ def lab_toml(boards: list[dict], password: str | None) -> str:
                                     "power_sense_signal": "CTS"}))
         t["serial"] = serial
         t["power"] = {f"{verb}_cmd": cmd for verb, cmd in hook.items()} | {"cycle_off_s": 1.0}
+        if b.get("video"):
+            t["video"] = {"device": b["video"]}
+        if b.get("hid"):
+            t["hid"] = {"device": b["hid"], "protocol": "ch9329", "baud": 9600}
         targets[b["name"]] = t
     doc["targets"] = targets
     return tomlkit.dumps(doc)

@@ -1,0 +1,56 @@
+"""panio hid send: inject keyboard and mouse input through a target's HID rig, at run time."""
+
+from __future__ import annotations
+
+import argparse
+
+from controller.cli.common import add_json, add_target_positional, command, load_lab, print_json, say
+
+DETAILS = """\
+COMMAND is one of:
+  key NAME[+NAME...]        ENTER, ESC, TAB, F1..F12, UP, a, 1, ctrl+alt+del, shift+TAB
+  type TEXT...              printable ASCII (US layout), one paced key at a time
+  moveabs X Y               absolute pointer in 0..32767 logical units (not pixels):
+                            0 0 = top left, 16384 16384 = centre, 32767 32767 = bottom right
+  click [left|right|middle] at the pointer (default left)
+  scroll N                  wheel notches, negative = down
+Look, act, settle, verify: see `panio skill kvm-puppeting`."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from bench_agent import ops
+
+    pace = ops.spec("hid.send").param("pace_ms")
+    c = command(sub, "send", "send keyboard or mouse input through the target's HID rig", func=send,
+                example=["panio hid send pico key F2", "panio hid send pico type 'root'",
+                         "panio hid send pico moveabs 16384 8192 && panio hid send pico click"],
+                see_also="panio video shot, panio skill kvm-puppeting, docs/hid.md", details=DETAILS)
+    add_target_positional(c)
+    c.add_argument("words", nargs=argparse.REMAINDER, metavar="COMMAND", help="the HID command (see below)")
+    c.add_argument("--pace-ms", type=int, default=pace.default, metavar="MS",
+                   help=f"pause between a key's press and release and after it ({pace.bounds_text()}, "
+                        f"default {pace.default})")
+    add_json(c)
+
+
+def send(args: argparse.Namespace) -> None:
+    from bench_agent.errors import UsageError
+    from controller import dispatch
+
+    words = list(args.words)
+    if "--json" in words[:1] or "--pace-ms" in words[:1]:
+        raise UsageError("put options before the HID command: panio hid send TARGET [--json] COMMAND ...")
+    if not words:
+        raise UsageError("give a HID command: key NAME | type TEXT | moveabs X Y | click [BUTTON] | scroll N",
+                         hint="see `panio hid send --help`")
+    lab = load_lab(args)
+    table = lab.channel(args.target, "hid")
+    r = dispatch.call(lab, args.target, "hid.send", {"target": args.target, "hid": table, "command": words,
+                                                     "pace_ms": args.pace_ms})
+    if args.json:
+        print_json(r)
+        return
+    detail = {"key": lambda: r["key"], "type": lambda: f"{r['chars']} characters",
+              "moveabs": lambda: f"{r['x']} {r['y']}", "click": lambda: r["button"],
+              "scroll": lambda: str(r["notches"])}[r["verb"]]()
+    say(f"{args.target}: {r['verb']} {detail}")
