@@ -33,13 +33,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(c)
 
 
+def _leading_options(args: argparse.Namespace, words: list[str]) -> list[str]:
+    """Options between TARGET and the command (argparse hands them over as command words)."""
+    from bench_agent.errors import UsageError
+
+    while words and words[0] in ("--json", "--pace-ms"):
+        if words.pop(0) == "--json":
+            args.json = True
+            continue
+        try:
+            args.pace_ms = int(words.pop(0))
+        except (IndexError, ValueError):
+            raise UsageError("--pace-ms takes a whole number of milliseconds", hint="see `panio hid send --help`") \
+                from None
+    return words
+
+
 def send(args: argparse.Namespace) -> None:
     from bench_agent.errors import UsageError
     from controller import dispatch
 
-    words = list(args.words)
-    if "--json" in words[:1] or "--pace-ms" in words[:1]:
-        raise UsageError("put options before the HID command: panio hid send TARGET [--json] COMMAND ...")
+    words = _leading_options(args, list(args.words))
     if not words:
         raise UsageError("give a HID command: key NAME | type TEXT | moveabs X Y | click [BUTTON] | scroll N",
                          hint="see `panio hid send --help`")
