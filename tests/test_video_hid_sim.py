@@ -239,3 +239,49 @@ def test_shot_without_the_daemon_says_how_to_start_it(bench):
         assert "stopped" in bench("video", "show", "board0").out
     finally:
         bench("video", "watch", "board0")
+
+
+# -- MCP (seed 002): video_shot, video_read, hid_send -----------------------------------------------
+
+def test_mcp_video_and_hid_tools(bench, console):
+    import base64
+
+    import anyio
+
+    from mcp_client import connect, failure
+
+    shell_ready(bench, console)
+
+    async def go():
+        async with connect(bench.env) as c:
+            tools = await c.tools()
+            assert tools["video_shot"].annotations.read_only_hint is True
+            assert tools["hid_send"].annotations.read_only_hint is False
+            assert tools["hid_send"].annotations.destructive_hint is True
+            shot_schema = tools["video_shot"].input_schema["properties"]
+            assert shot_schema["timeout_ms"]["maximum"] == 120000 and shot_schema["timeout_ms"]["default"] == 2000
+            assert tools["hid_send"].input_schema["properties"]["command"]["type"] == "array"
+            r = await c.session.call_tool("video_shot", {"target": "board0"})
+            assert not r.is_error and [x.type for x in r.content] == ["image", "text"]
+            assert r.content[0].mime_type == "image/png"
+            assert base64.b64decode(r.content[0].data)[:4] == b"\x89PNG"
+            h = r.content[1].text.split("hash=")[1]
+            assert r.content[1].text.startswith("signal=ok hash=")
+            assert await c.ok("hid_send", {"target": "board0", "command": ["type", "echo Typed by MCP"]})
+            await c.ok("hid_send", {"target": "board0", "command": ["key", "ENTER"]})
+            r = await c.session.call_tool("video_shot", {"target": "board0", "changed_since": h,
+                                                         "timeout_ms": 10000})
+            assert not r.is_error and r.content[1].text.split("hash=")[1] != h
+            text = ""
+            for _ in range(20):
+                text = await c.ok("video_read", {"target": "board0"})
+                if "Typed by MCP" in text.split("echo Typed by MCP")[-1]:
+                    break
+                await anyio.sleep(0.2)
+            assert "Typed by MCP" in text.split("echo Typed by MCP")[-1], text
+            is_error, text = await c.call("hid_send", {"target": "board0", "command": ["moveabs", "40000", "1"]})
+            assert is_error and failure(text)[0] == 2
+            err = await c.error("hid_send", {"target": "board0", "command": []})
+            assert "command" in str(err)
+
+    anyio.run(go)

@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                 details="Needs the capture daemon (panio video watch TARGET). To wait for the screen to change\n"
                         "after an action, pass the previous shot's hash to --changed-since: it blocks, no loop.")
     add_target_positional(c)
-    c.add_argument("-o", "--output", metavar="FILE", help="where to write the PNG (default TARGET.png; - = stdout)")
+    c.add_argument("-o", "--output", metavar="FILE",
+                   help="where to write the PNG (default TARGET.png; - = stdout; with --json: base64 in png_b64)")
     _wait_opts(c, "video.shot")
     add_json(c)
     c = command(sub, "read", "read the text on the screen (OCR with tesseract)", func=read,
@@ -110,8 +111,12 @@ def stop(args: argparse.Namespace) -> None:
 
 def shot(args: argparse.Namespace) -> None:
     r = _call(args, "video.shot", _wait_args(args))
-    png = base64.b64decode(r.pop("png_b64"))
     out = args.output or f"{args.target}.png"
+    if out == "-" and args.json:  # the PNG inside the JSON (base64): what the MCP tool video_shot returns
+        sys.stderr.write(f"signal={r['signal']} hash={r['hash']}\n")
+        print_json(r)
+        return
+    png = base64.b64decode(r.pop("png_b64"))
     if out == "-":
         sys.stdout.buffer.write(png)
         sys.stdout.flush()

@@ -28,7 +28,7 @@ class Arg:
     """One tool argument and the CLI flag it becomes (``flag=None``: positional, in order)."""
 
     name: str
-    kind: str  # "string" | "integer" | "boolean"
+    kind: str  # "string" | "integer" | "boolean" | "array" (of strings: words, passed as positionals)
     help: str
     flag: str | None = None
     required: bool = False
@@ -47,6 +47,8 @@ class Arg:
             out["pattern"] = NAME_PATTERN
         if self.kind == "string" and self.required:
             out["minLength"] = 1
+        if self.kind == "array":
+            out.update(items={"type": "string"}, minItems=1)
         return out
 
 
@@ -64,6 +66,7 @@ class ToolSpec:
     needs: dict[str, str] = field(default_factory=dict)  # argument -> argument it requires
     exclusive: tuple[str, ...] = ()  # at most one of these
     deadline: Callable[[dict[str, Any], Any], float] | None = None  # (values, lab or None) -> seconds
+    image: bool = False  # the command prints JSON with png_b64: the result is MCP image content
 
     def arg(self, name: str) -> Arg | None:
         return next((a for a in self.args if a.name == name), None)
@@ -101,7 +104,7 @@ class ToolSpec:
             if value is None:
                 continue
             if a.flag is None:
-                positionals.append(str(value))
+                positionals.extend(map(str, value) if isinstance(value, list) else [str(value)])
             elif a.kind == "boolean":
                 if bool(value) != a.negate:
                     flags.append(a.flag)
@@ -264,5 +267,72 @@ TOOLS: tuple[ToolSpec, ...] = (
              ("power-cycle",), (TARGET, LEVEL), changes_target=True, destructive=True,
              deadline=_power_deadline),
 )
+
+# -- video and HID (seed 002; issue 13) ---------------------------------------------------------------
+# Bounds and defaults here are the operations' own specs (bench_agent.ops.video / .hid), read, not copied.
+
+
+def _op_param(op: str, name: str) -> Any:
+    from bench_agent import ops
+
+    return ops.spec(op).param(name)
+
+
+def _ms_arg(op: str, name: str, flag: str, help_: str) -> Arg:
+    p = _op_param(op, name)
+    return Arg(name, "integer", help_, flag=flag, minimum=int(p.minimum), maximum=int(p.maximum), default=p.default)
+
+
+def _video_deadline(values: dict[str, Any], lab: Any) -> float:
+    stable_s = values.get("stable_ms", 1000) / 1000 if values.get("stable") else 0
+    return values.get("timeout_ms", 2000) / 1000 + stable_s + MARGIN_S
+
+
+def _read_deadline(values: dict[str, Any], lab: Any) -> float:
+    return _video_deadline(values, lab) + 30  # tesseract on a full screen: ~1 s, far more on a busy host
+
+
+def _hid_deadline(values: dict[str, Any], lab: Any) -> float:
+    words = values.get("command") or []
+    chars = len(" ".join(map(str, words[1:])))
+    return DEFAULT_DEADLINE_S + chars * 3 * values.get("pace_ms", 20) / 1000
+
+
+STABLE = Arg("stable", "boolean", "wait until the picture stops changing (after a reboot or a key press)",
+             flag="--stable", default=False)
+VIDEO_SEE = "Needs the target's video daemon running (`panio video watch TARGET` in a shell)."
+VIDEO_TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec("video_shot", "Screenshot",
+             "The target's screen as a PNG image, plus a text line signal=<s> hash=<h>. To wait for the screen "
+             "to change after an action, pass the previous result's hash as changed_since (blocks up to "
+             "timeout_ms; the kvm-puppeting skill's loop). As `panio video shot`. " + VIDEO_SEE,
+             ("video", "shot", "--json", "--output=-"),
+             (TARGET,
+              Arg("changed_since", "string", "a hash from an earlier shot: wait until the frame differs",
+                  flag="--changed-since"),
+              STABLE,
+              _ms_arg("video.shot", "timeout_ms", "--timeout", "how long to wait for the frame asked for (ms)")),
+             deadline=_video_deadline, image=True),
+    ToolSpec("video_read", "Read the screen (OCR)",
+             "The text on the target's screen (tesseract OCR), as `panio video read`; weak on tiny fonts: never "
+             "change the target's console font to help it. " + VIDEO_SEE,
+             ("video", "read"),
+             (TARGET, STABLE,
+              _ms_arg("video.read", "timeout_ms", "--timeout", "how long to wait for the frame asked for (ms)"),
+              Arg("region", "string", "X,Y,W,H in frame pixels: read only this part", flag="--region")),
+             deadline=_read_deadline),
+    ToolSpec("hid_send", "Keyboard/mouse input",
+             "Inject keyboard or mouse input through the target's HID rig, as `panio hid send`: one command as "
+             "an array of words, e.g. [\"key\", \"ENTER\"], [\"key\", \"ctrl+alt+del\"], [\"type\", \"root\"], "
+             "[\"moveabs\", \"16384\", \"8192\"] (0..32767 logical units, not pixels), [\"click\", \"left\"], "
+             "[\"scroll\", \"-3\"]. Look again (video_shot with changed_since) before the next action.",
+             ("hid", "send"),
+             (TARGET,
+              Arg("command", "array", "one HID command as an array of words, e.g. [\"key\", \"ENTER\"]",
+                  required=True),
+              _ms_arg("hid.send", "pace_ms", "--pace-ms", "pause between a key's press and release (ms)")),
+             changes_target=True, destructive=True, deadline=_hid_deadline),
+)
+TOOLS = TOOLS + VIDEO_TOOLS
 
 BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}
