@@ -7,7 +7,7 @@ board until SIGTERM and writes ``DIR/NAME.json`` (pid, device, plug port)
 when it is ready; ``panio-sim up`` starts these.
 
 The screen (``sim.screen``) shows the console and, after F2 on the HID
-keyboard during boot, the firmware's setup menu; it is served as MJPEG on
+keyboard during boot (or at the U-Boot prompt), the firmware's setup menu; it is served as MJPEG on
 loopback (``sim.mjpeg``). The HID rig (``sim.hidrig``) is a CH9329 on a second
 PTY: its key presses reach the console as a USB keyboard's would, its clicks
 reach the setup menu. Settings saved in the menu persist in ``DIR/NAME.setup.json``
@@ -95,7 +95,7 @@ class SimBoard:
     def _key(self, usage: int, modifiers: int) -> None:
         if self.screen.menu is not None:
             self._menu_key(usage)
-        elif usage == keys.F2 and self.console.state in ("boot", "countdown"):
+        elif usage == keys.F2 and self.console.state in ("boot", "countdown", "uboot"):
             self.console.power_off()  # the firmware holds the boot while its setup runs
             self.screen.open_menu(self.settings)
         else:
