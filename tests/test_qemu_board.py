@@ -83,7 +83,7 @@ def test_keys_typed_through_qmp_reach_the_console(board):
     wait_screen(board, r"Type here")
     board("hid", "send", "qemu0", "type", "echo Shown-$((6*7))")
     board("hid", "send", "qemu0", "key", "ENTER")
-    assert "Shown-42" in wait_screen(board, r"Shown-42", 20)
+    assert "Shown-42" in wait_screen(board, r"Shown-42", 60)
 
 
 def test_200_characters_typed_through_qmp_arrive_exactly(board):

@@ -73,7 +73,7 @@ def console_read(port: serial.Serial) -> bytes:
     return port.read(4096)
 
 
-def screen_text(bench: Panio, want: str, timeout_s: float = 10.0) -> str:
+def screen_text(bench: Panio, want: str, timeout_s: float = 40.0) -> str:
     end, text = time.monotonic() + timeout_s, ""
     while time.monotonic() < end:
         text = bench("video", "read", "board0").out

@@ -34,7 +34,9 @@ class MjpegBackend(VideoBackend):
             raise DeviceError(f"{url} is not an MJPEG stream (Content-Type {ctype!r})", device=url)
 
     def grab(self, timeout_s: float) -> Any:
-        self._resp.fp.raw._sock.settimeout(timeout_s)  # type: ignore[union-attr]
+        sock = getattr(getattr(self._resp.fp, "raw", None), "_sock", None)  # the response's socket (CPython)
+        if sock is not None:
+            sock.settimeout(timeout_s)
         try:
             return decode_image(self._part())
         except socket.timeout as exc:
