@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     disc.parent.mkdir(parents=True, exist_ok=True)
     write_json(disc, {"name": f"video-{a.target}", "kind": "video", "target": a.target, "pid": os.getpid(),
                       "started": time.time(), "device": config["device"]})
-    sys.stdout.write("ready\n")
+    sys.stdout.write(json.dumps({"ok": True, "pid": os.getpid()}) + "\n")
     sys.stdout.flush()
     try:
         watcher.run()

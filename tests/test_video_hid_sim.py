@@ -285,3 +285,27 @@ def test_mcp_video_and_hid_tools(bench, console):
             assert "command" in str(err)
 
     anyio.run(go)
+
+
+# -- hid serve: the daemon that holds the rig ------------------------------------------------------
+
+def test_hid_serve_holds_the_rig_and_sends_go_through_it(bench, console):
+    shell_ready(bench, console)
+    r = bench("hid", "serve", "board0", "--json").json()
+    try:
+        assert not r["already_running"]
+        assert bench("hid", "serve", "board0", "--json").json()["already_running"]
+        assert any(d["name"] == "hid-board0" and d["state"] == "running" for d in bench("daemons", "--json").json())
+        assert "daemon: running (pid" in bench("hid", "show", "board0").out
+        with pytest.raises(serial.SerialException):  # held exclusively, like a serial port
+            serial.Serial(str(bench.dir / "board0.hid"), 9600, exclusive=True)
+        sent = bench("hid", "send", "board0", "--json", "type", "echo via-daemon").json()
+        assert sent["via"] == "daemon" and sent["chars"] == len("echo via-daemon")
+        bench("hid", "send", "board0", "key", "ENTER")
+        read_until(console, b"\r\nvia-daemon\r\n")
+        r2 = bench.fails("hid", "send", "board0", "key", "NOPE", code=2)  # errors cross the socket intact
+        assert "unknown key" in r2.error["message"]
+    finally:
+        bench("hid", "stop", "board0")
+    assert "stopped" in bench("hid", "show", "board0").out
+    assert bench("hid", "send", "board0", "--json", "key", "ENTER").json()["via"] == "direct"

@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench_agent.errors import NotRunning, PanioError, Timeout
+from bench_agent import target_daemons
+from bench_agent.errors import NotRunning, Timeout
 from bench_agent.ops import operation
 from bench_agent.ops.spec import Param, ms_deadline
 from bench_agent.video_watch import MODULE, discovery_path, video_dir
 
 POLL_S = 0.01
-START_TIMEOUT_S = 15.0
 DEFAULT_STABLE_MS = 1000
 _TIMEOUT = Param("timeout_ms", int, "how long to wait for the frame asked for", default=2000, unit="ms",
                  minimum=0, maximum=120_000)
@@ -41,81 +39,41 @@ def _state() -> Path:
     return state_dir()
 
 
-def _processes(target: str) -> dict[int, str]:
-    from bench_agent.daemons import _arg, _daemon_processes
-
-    return {pid: cmd for pid, cmd in _daemon_processes(_state()).items()
-            if MODULE in cmd.split() and _arg(cmd, "--target") == target}
-
-
 def _discovery(target: str) -> dict[str, Any] | None:
-    try:
-        info = json.loads(discovery_path(target, _state()).read_text())
-    except (OSError, ValueError):
-        return None
-    return info if info.get("pid") in _processes(target) else None
+    return target_daemons.discovery(MODULE, discovery_path(target, _state()), target)
 
 
 def daemon_state(target: str) -> dict[str, Any]:
     """running (pid), untracked (a live daemon without its discovery file: pids), or stopped."""
-    info = _discovery(target)
-    if info is not None:
-        return {"target": target, "state": "running", "pid": info["pid"], "device": info.get("device")}
-    strays = sorted(_processes(target))
-    if strays:
-        return {"target": target, "state": "untracked", "pid": strays[0], "pids": strays}
-    return {"target": target, "state": "stopped", "pid": None}
+    return target_daemons.status(MODULE, discovery_path(target, _state()), target)
 
 
 @operation("video.watch", side_effect=False)
 def watch(target: str, video: dict[str, Any]) -> dict[str, Any]:
     """Start the target's capture daemon (reaping an untracked one first)."""
-    from bench_agent.serial.client import terminate
-
     st = daemon_state(target)
     if st["state"] == "running":
         return {**st, "already_running": True, "reaped": []}
     reaped = list(st.get("pids", []))
-    for pid in reaped:
-        terminate(pid, f"untracked video daemon of {target!r}", f"stray-{pid}", force=True)
-    pid = _start(target, video)
+    target_daemons.reap(reaped, f"untracked video daemon of {target!r}")
+    folder = video_dir(target, _state())
+    (folder / "frame.json").unlink(missing_ok=True)
+    config = {k: video.get(k) for k in ("device", "width", "height")}
+    pid = target_daemons.start(MODULE, target, config, folder / "daemon.err")
     return {"target": target, "state": "running", "pid": pid, "device": video["device"], "already_running": False,
             "reaped": reaped}
 
 
-def _start(target: str, video: dict[str, Any]) -> int:
-    state = _state()
-    log = video_dir(target, state) / "daemon.err"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    (log.parent / "frame.json").unlink(missing_ok=True)
-    argv = [sys.executable, "-m", MODULE, "--state-dir", str(state), "--target", target,
-            "--config", json.dumps({k: video.get(k) for k in ("device", "width", "height")})]
-    with open(log, "ab") as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
-                                start_new_session=True, close_fds=True, cwd="/")
-    line = proc.stdout.readline() if proc.stdout else b""
-    if proc.stdout:
-        proc.stdout.close()
-    if line.strip() != b"ready":
-        proc.wait(5)
-        tail = log.read_text(errors="replace").strip().splitlines()[-1:]
-        raise PanioError(f"the video daemon of {target!r} exited at start-up: {' '.join(tail)}",
-                         hint=f"see {log}", target=target)
-    return proc.pid
-
-
 @operation("video.stop", side_effect=False)
 def stop(target: str) -> dict[str, Any]:
-    from bench_agent.serial.client import terminate
-
     st = daemon_state(target)
     if st["state"] == "stopped":
         raise NotRunning(f"no video daemon for {target!r}", hint=f"start one with `panio video watch {target}`",
                          target=target)
     pids = st.get("pids") or [st["pid"]]
-    how = [terminate(pid, f"video daemon of {target!r}", f"video-{target}", force=True) for pid in pids]
+    target_daemons.reap(pids, f"video daemon of {target!r}")
     discovery_path(target, _state()).unlink(missing_ok=True)
-    return {"target": target, "pids": pids, "how": how, "stopped": True}
+    return {"target": target, "pids": pids, "stopped": True}
 
 
 @operation("video.status")

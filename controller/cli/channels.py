@@ -120,9 +120,15 @@ def show(args: argparse.Namespace, ch: Channel) -> None:
         from controller.cli import video_runtime
 
         daemon = video_runtime.status_line(lab, target)
+    elif ch.key == "hid":
+        from controller.cli import hid_runtime
+
+        daemon = hid_runtime.status_line(lab, target)
     if args.json:
         print_json({"target": target, "channel": ch.key, **table, **({"daemon": daemon} if daemon else {})})
         return
     say(f"{target} {ch.key}: " + ", ".join(f"{k}={v}" for k, v in table.items()))
     if daemon:
-        say(f"daemon: {video_runtime.describe(daemon)}")
+        from controller.cli import video_runtime
+
+        say(f"daemon: {video_runtime.describe(daemon, ch.key)}")

@@ -23,7 +23,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "netboot": ("controller.cli.netboot", "setup", "network boot: interface and TFTP root of a target"),
     "power": ("controller.cli.power", "drive", "power on|off TARGET; set/rm the hooks that switch it (optional levels)"),
     "video": ("controller.cli.channels", "drive", "screen capture: watch, shot, read (OCR); set/rm/show the capture device"),
-    "hid": ("controller.cli.channels", "drive", "keyboard/mouse input: send key|type|moveabs|click|scroll; set/rm the rig"),
+    "hid": ("controller.cli.channels", "drive", "keyboard/mouse input: send key|type|moveabs|click|scroll, serve; set/rm the rig"),
     "adb": ("controller.cli.channels", "setup", "the Android (adb) serial of a target"),
     "action": ("controller.cli.action", "drive", "named actions: action run TARGET NAME; add/rm/list"),
     "config": ("controller.cli.config", "setup", "show the whole lab file"),

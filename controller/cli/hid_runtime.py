@@ -1,4 +1,4 @@
-"""panio hid send: inject keyboard and mouse input through a target's HID rig, at run time."""
+"""panio hid send|serve|stop: keyboard and mouse input through a target's HID rig, at run time."""
 
 from __future__ import annotations
 
@@ -31,6 +31,51 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"pause between a key's press and release and after it ({pace.bounds_text()}, "
                         f"default {pace.default})")
     add_json(c)
+    c = command(sub, "serve", "start the daemon that holds the target's HID rig (sends then go through it)",
+                func=serve, example=["panio hid serve pico", "panio hid serve pico --json"],
+                see_also="panio hid send, panio hid stop, panio daemons, docs/hid.md",
+                details="Optional: without it each `hid send` opens the rig itself. With it the rig is held\n"
+                        "(exclusive, like a serial port) and listed by `panio daemons` as hid-TARGET.")
+    add_target_positional(c)
+    add_json(c)
+    c = command(sub, "stop", "stop the HID daemon of a target", func=stop, example="panio hid stop pico",
+                see_also="panio hid serve, panio daemons stop")
+    add_target_positional(c)
+    add_json(c)
+
+
+def _daemon_call(args: argparse.Namespace, op: str, with_table: bool):
+    from controller import dispatch
+
+    lab = load_lab(args)
+    table = lab.channel(args.target, "hid")
+    extra = {"hid": table} if with_table else {}
+    return dispatch.call(lab, args.target, op, {"target": args.target, **extra})
+
+
+def serve(args: argparse.Namespace) -> None:
+    r = _daemon_call(args, "hid.serve", True)
+    if args.json:
+        print_json(r)
+        return
+    for pid in r["reaped"]:
+        say(f"reaped an untracked HID daemon of {args.target} (pid {pid})")
+    say(f"HID rig of {args.target}: {'already held' if r['already_running'] else 'held'} by pid {r['pid']} "
+        f"({r['device']})")
+
+
+def stop(args: argparse.Namespace) -> None:
+    r = _daemon_call(args, "hid.stop", False)
+    if args.json:
+        print_json(r)
+    else:
+        say(f"stopped the HID daemon of {args.target} (pid {', '.join(map(str, r['pids']))})")
+
+
+def status_line(lab, target: str) -> dict:
+    from controller import dispatch
+
+    return dispatch.call(lab, target, "hid.status", {"target": target})
 
 
 def _leading_options(args: argparse.Namespace, words: list[str]) -> list[str]:

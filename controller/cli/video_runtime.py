@@ -145,10 +145,13 @@ def status_line(lab: Any, target: str) -> dict[str, Any]:
     return dispatch.call(lab, target, "video.status", {"target": target})
 
 
-def describe(st: dict[str, Any]) -> str:
+def describe(st: dict[str, Any], kind: str = "video") -> str:
+    """A daemon state line for `video show` / `hid show`."""
+    start = f"panio video watch {st['target']}" if kind == "video" else f"panio hid serve {st['target']}"
     if st["state"] == "running":
-        return f"running (pid {st['pid']}), signal={st.get('signal')} hash={st.get('hash')}"
+        extra = f", signal={st.get('signal')} hash={st.get('hash')}" if kind == "video" else ""
+        return f"running (pid {st['pid']}){extra}"
     if st["state"] == "untracked":
         return (f"untracked (pid {st['pid']}): a daemon without its discovery file; "
-                f"`panio video watch {st['target']}` reaps it and starts a fresh one")
-    return f"stopped (start it with `panio video watch {st['target']}`)"
+                f"`{start}` reaps it and starts a fresh one")
+    return f"stopped (start it with `{start}`)"
