@@ -26,6 +26,7 @@ if [ -z "$pkg" ]; then
 fi
 [ -n "$pkg" ] || { echo "qemu-board-image: no linux-image-amd64 in the apt sources" >&2; exit 1; }
 work=$(mktemp -d)
+chmod 755 "$work"   # apt downloads as the _apt user
 trap 'rm -rf "$work"' EXIT
 echo "qemu-board-image: downloading $pkg (not installing it)"
 (cd "$work" && apt-get download -qq "$pkg" >/dev/null)
