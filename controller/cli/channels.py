@@ -44,9 +44,12 @@ def _adb_flags(c: argparse.ArgumentParser, first: bool) -> None:
 
 
 CHANNELS = {
-    "video": Channel("video", "Video capture: the USB capture dongle that sees the target's screen.",
+    "video": Channel("video", "Video capture: the device that sees the target's screen (a USB dongle, an MJPEG\n"
+                              "stream, a QEMU display). `watch` starts the capture daemon; `shot` and `read`\n"
+                              "look at the screen (docs/video.md).",
                      "panio video set -t pico --device /dev/video0", _video_flags, "device"),
-    "hid": Channel("hid", "Keyboard/mouse rig: types and clicks into the target (see `panio skill kvm-puppeting`).",
+    "hid": Channel("hid", "Keyboard/mouse rig: types and clicks into the target with `send` (a CH9329 or a\n"
+                          "QEMU VM; see `panio skill kvm-puppeting` and docs/hid.md).",
                    "panio hid set -t pico --device /dev/ttyUSB2 --protocol ch9329", _hid_flags, "device"),
     "adb": Channel("adb", "Android targets over adb. To reboot one, make its power hook\n"
                           "`adb -s SERIAL reboot` (panio power set --cycle-cmd); there is no adb reboot command.",

@@ -34,7 +34,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "power-state": ("controller.cli.power", "drive", "is the target powered? (state hook or serial sense line; changes nothing)"),
     "mcp": ("controller.cli.mcp_cmd", "drive", "serve the runtime commands as MCP tools over stdio (for agent harnesses)"),
     "helper": ("controller.cli.helper", "operate", "list the bundled helper programs (shellyplug, ...) or run one"),
-    "daemons": ("controller.cli.daemons", "operate", "list and stop this host's panio daemons (serial and video capture), strays too"),
+    "daemons": ("controller.cli.daemons", "operate", "list and stop this host's panio daemons (serial and video capture, HID rigs), strays too"),
     "ping": ("controller.cli.ping", "drive", "a no-op round trip to the agent that owns a target"),
     "job": ("controller.cli.job", "operate", "run, queue and follow bench jobs (steps with expectations; JUnit, CI exit codes)"),
     "suite": ("controller.cli.suite", "operate", "run job files over a matrix of targets (parallel across targets)"),
