@@ -146,8 +146,9 @@ def describe(directory: Path, name: str) -> dict[str, Any]:
 
 
 def lab_table(b: dict[str, Any]) -> dict[str, Any]:
-    """The lab file's target table for a described QEMU board."""
-    return {"description": "QEMU board: a real Linux kernel and busybox under TCG", "tags": ["sim", "qemu"],
+    """The lab file's target table for a described QEMU board (tag qemu, not sim: the bundled suite's jobs expect
+    the simulated console's U-Boot and prompt)."""
+    return {"description": "QEMU board: a real Linux kernel and busybox under TCG", "tags": ["qemu"],
             "serial": [{"name": "console", "device": b["tty"], "baud": 115200}],
             "power": {**b["power"], "timeout_s": 30}, "video": {"device": b["video"]},
             "hid": {"device": b["hid"], "protocol": "qmp"}}
