@@ -41,22 +41,32 @@ class VideoBackend:
         pass
 
 
+def backend_kind(device: str) -> str:
+    """mjpeg | qmp | v4l2 for ``device``; ``NotConfigured`` for anything else (checked before a daemon starts)."""
+    if device.startswith(("http://", "https://")):
+        return "mjpeg"
+    if device.startswith("qmp:"):
+        return "qmp"
+    if device.startswith("/dev/"):
+        return "v4l2"
+    raise NotConfigured(f"video device {device!r} is not /dev/videoN, an http(s):// MJPEG stream or qmp:SOCKET",
+                        hint="see docs/video.md", device=device)
+
+
 def open_backend(device: str, width: int | None = None, height: int | None = None) -> VideoBackend:
     """The backend for ``device`` (see the module docstring)."""
-    if device.startswith(("http://", "https://")):
+    kind = backend_kind(device)
+    if kind == "mjpeg":
         from bench_agent.video_backends.mjpeg import MjpegBackend
 
         return MjpegBackend(device)
-    if device.startswith("qmp:"):
+    if kind == "qmp":
         from bench_agent.video_backends.qmp import QmpBackend
 
         return QmpBackend(device.removeprefix("qmp:"))
-    if device.startswith("/dev/"):
-        from bench_agent.video_backends.v4l2 import V4l2Backend
+    from bench_agent.video_backends.v4l2 import V4l2Backend
 
-        return V4l2Backend(device, width, height)
-    raise NotConfigured(f"video device {device!r} is not /dev/videoN, an http(s):// MJPEG stream or qmp:SOCKET",
-                        hint="see docs/video.md", device=device)
+    return V4l2Backend(device, width, height)
 
 
 def grey(frame: Any) -> Any:

@@ -309,3 +309,14 @@ def test_hid_serve_holds_the_rig_and_sends_go_through_it(bench, console):
         bench("hid", "stop", "board0")
     assert "stopped" in bench("hid", "show", "board0").out
     assert bench("hid", "send", "board0", "--json", "key", "ENTER").json()["via"] == "direct"
+
+
+def test_a_device_no_backend_reads_is_refused_before_a_daemon_starts(panio):
+    panio("init")
+    panio("target", "add", "t1")
+    panio("video", "set", "-t", "t1", "--device", "ftp://camera.example/stream")
+    r = panio.fails("video", "watch", "t1", code=3)
+    assert "is not /dev/videoN" in r.error["message"]
+    assert "stopped" in panio("video", "show", "t1").out
+    panio("hid", "set", "-t", "t1", "--device", "/dev/hidg0", "--protocol", "hidg")
+    assert "not supported" in panio.fails("hid", "send", "t1", "key", "A", code=3).error["message"]

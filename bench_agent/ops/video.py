@@ -51,6 +51,9 @@ def daemon_state(target: str) -> dict[str, Any]:
 @operation("video.watch", side_effect=False)
 def watch(target: str, video: dict[str, Any]) -> dict[str, Any]:
     """Start the target's capture daemon (reaping an untracked one first)."""
+    from bench_agent.video import backend_kind
+
+    backend_kind(video["device"])  # a device no backend reads is refused here, not retried forever
     st = daemon_state(target)
     if st["state"] == "running":
         return {**st, "already_running": True, "reaped": []}
