@@ -98,6 +98,38 @@ def test_200_characters_typed_through_qmp_arrive_exactly(board):
     assert text.encode() + b"\r\n" in buf, buf[-400:]
 
 
+def _tablet_modules() -> bool:
+    from bench_agent.sim import qemu_image
+
+    return bool(qemu_image.modules(qemu_image.kernel()))
+
+
+@pytest.mark.skipif(not _tablet_modules(), reason="no USB/HID modules for this kernel (scripts/qemu-board-image.sh "
+                    "extracts them with the kernel)")
+def test_moveabs_reaches_the_guest_in_the_0_to_32767_logical_space(board):
+    """The guest's own evdev sees the usb-tablet at the logical coordinates panio sent, not pixels."""
+    find = ("T=/dev/input/$(basename $(dirname $(dirname $(grep -l Tablet /sys/class/input/event*/device/name))));"
+            " od -An -tu2 -w24 $T > /dev/ttyS0 &")
+    with serial.Serial(str(board.dir / "qemu0.tty"), 115200, timeout=0.2) as ttys0:
+        board("hid", "send", "qemu0", "type", find)
+        board("hid", "send", "qemu0", "key", "ENTER")
+        time.sleep(1)
+        ttys0.reset_input_buffer()
+        board("hid", "send", "qemu0", "moveabs", "32767", "16384")
+        board("hid", "send", "qemu0", "click", "left")
+        buf, end = b"", time.monotonic() + 15
+        events = []
+        while time.monotonic() < end:
+            buf += ttys0.read(4096)
+            events = [tuple(map(int, line.split()[8:12])) for line in buf.decode(errors="replace").splitlines()
+                      if len(line.split()) == 12]
+            if (1, 272, 0, 0) in events:  # the click's release: everything before it has arrived
+                break
+    assert (3, 0, 32767, 0) in events, events  # EV_ABS ABS_X 32767
+    assert (3, 1, 16384, 0) in events, events  # EV_ABS ABS_Y 16384
+    assert (1, 272, 1, 0) in events, events  # EV_KEY BTN_LEFT pressed
+
+
 def test_power_cycle_reboots_and_the_screen_is_read_again(board):
     """Seed R3 on a real kernel: power-cycle, wait for the boot screen, read it."""
     before = board("video", "shot", "qemu0", "-o", os.devnull, "--json").json()["hash"]

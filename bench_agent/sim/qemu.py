@@ -59,13 +59,13 @@ def start(directory: Path, name: str, memory_mb: int = 256) -> int:
 
     if shutil.which(QEMU) is None:
         raise NotConfigured(f"{QEMU} is not installed", hint="install qemu-system-x86 (scripts/system-deps.sh does)")
-    p = paths(directory, name)
+    p, kernel = paths(directory, name), qemu_image.kernel()
     for key in ("power", "video", "hid", "pid"):
         p[key].unlink(missing_ok=True)
     argv = [QEMU, "-M", "pc", "-accel", "tcg", "-m", str(memory_mb), "-smp", "1", "-vga", "std",
             "-display", "none", "-S", "-no-user-config", "-nodefaults", "-serial", "pty",
             "-usb", "-device", "usb-tablet", "-pidfile", str(p["pid"]), "-name", f"panio-{name}",
-            "-kernel", str(qemu_image.kernel()), "-initrd", str(qemu_image.initramfs(directory)),
+            "-kernel", str(kernel), "-initrd", str(qemu_image.initramfs(directory, kernel)),
             "-append", APPEND, "-device", "VGA"]
     for key in ("power", "video", "hid"):
         argv += ["-qmp", f"unix:{p[key]},server=on,wait=off"]

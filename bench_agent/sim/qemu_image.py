@@ -7,9 +7,11 @@ from the Debian package); a readable ``/boot/vmlinuz-*``.
 
 The initramfs is a gzipped newc cpio written by ``build_initramfs``: static
 busybox, an ``/init`` that mounts proc, sysfs, devtmpfs and devpts (the kernel
-does not mount devtmpfs itself), installs busybox's applets and runs busybox
-init with a shell on ttyS0 and one on tty1 (the VGA console, which the
-keyboard types into). Boot prints the kernel's own banner (``/proc/version``)
+does not mount devtmpfs itself), installs busybox's applets, loads the USB and
+HID modules the ``usb-tablet`` pointer needs (when the kernel's modules are
+found: ``modules/`` beside a cached kernel, else ``/lib/modules/VERSION``),
+and runs busybox init with a shell on ttyS0 and one on tty1 (the VGA console,
+which the keyboard types into). Boot prints the kernel's own banner (``/proc/version``)
 on both, so the screen shows it whatever the log level.
 """
 
@@ -32,6 +34,9 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
+for m in usb-common usbcore uhci-hcd hid usbhid hid-generic evdev; do
+  [ -f /lib/modules/$m.ko ] && insmod /lib/modules/$m.ko
+done
 exec /bin/busybox init
 """
 INITTAB = """::sysinit:/etc/rc
@@ -66,20 +71,49 @@ def kernel() -> Path:
                         "from the Debian package into /var/cache/panio/qemu)")
 
 
-def initramfs(directory: Path) -> Path:
-    """The initramfs, built into ``directory`` once (about 1 MB gzipped)."""
+MODULES = {  # module -> its path under kernel/ (loaded in this order by /init)
+    "usb-common": "drivers/usb/common/usb-common.ko", "usbcore": "drivers/usb/core/usbcore.ko",
+    "uhci-hcd": "drivers/usb/host/uhci-hcd.ko", "hid": "drivers/hid/hid.ko",
+    "usbhid": "drivers/hid/usbhid/usbhid.ko", "hid-generic": "drivers/hid/hid-generic.ko",
+    "evdev": "drivers/input/evdev.ko",
+}
+
+
+def modules(kernel_path: Path) -> dict[str, Path]:
+    """The pointer's modules for this kernel: ``modules/`` beside a cached kernel, else /lib/modules/VERSION."""
+    beside = kernel_path.parent / "modules"
+    found = {m: beside / f"{m}.ko" for m in MODULES if (beside / f"{m}.ko").is_file()}
+    if len(found) == len(MODULES):
+        return found
+    version = bzimage_version(kernel_path)
+    tree = Path("/lib/modules") / version / "kernel"
+    found = {m: tree / rel for m, rel in MODULES.items() if (tree / rel).is_file()}
+    return found if len(found) == len(MODULES) else {}
+
+
+def bzimage_version(path: Path) -> str:
+    """The kernel release (``6.1.0-57-amd64``) from a bzImage's header (boot protocol: kernel_version at 0x20E)."""
+    with open(path, "rb") as f:
+        head = f.read(0x10000)
+    offset = int.from_bytes(head[0x20E:0x210], "little") + 0x200
+    text = head[offset:offset + 256].split(b"\0", 1)[0].decode("ascii", "replace")
+    return text.split(" ", 1)[0] if head[0x202:0x206] == b"HdrS" and text else path.name.removeprefix("vmlinuz-")
+
+
+def initramfs(directory: Path, kernel_path: Path) -> Path:
+    """The initramfs, built into ``directory`` once (about 1-2 MB gzipped)."""
     out = directory / "initramfs.cpio.gz"
     if out.exists() and out.stat().st_mtime >= os.stat(BUSYBOX).st_mtime:
         return out
     if not os.path.isfile(BUSYBOX):
         raise NotConfigured("busybox is not installed", hint="install busybox-static (scripts/system-deps.sh does)")
     tmp = out.with_suffix(".tmp")
-    tmp.write_bytes(build_initramfs())
+    tmp.write_bytes(build_initramfs(modules(kernel_path)))
     os.replace(tmp, out)
     return out
 
 
-def build_initramfs() -> bytes:
+def build_initramfs(mods: dict[str, Path] | None = None) -> bytes:
     w = _Cpio()
     for d in ("bin", "dev", "etc", "etc/profile.d", "proc", "sys", "tmp", "root"):
         w.add(d, mode=0o040755)
@@ -90,6 +124,11 @@ def build_initramfs() -> bytes:
     w.add("etc/inittab", INITTAB.encode(), mode=0o100644)
     w.add("etc/rc", RC.encode(), mode=0o100755)
     w.add("etc/profile", PROFILE.encode(), mode=0o100644)
+    if mods:
+        w.add("lib", mode=0o040755)
+        w.add("lib/modules", mode=0o040755)
+        for name, path in mods.items():
+            w.add(f"lib/modules/{name}.ko", path.read_bytes(), mode=0o100644)
     return gzip.compress(w.finish(), compresslevel=6, mtime=0)
 
 
