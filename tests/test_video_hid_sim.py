@@ -320,3 +320,16 @@ def test_a_device_no_backend_reads_is_refused_before_a_daemon_starts(panio):
     assert "stopped" in panio("video", "show", "t1").out
     panio("hid", "set", "-t", "t1", "--device", "/dev/hidg0", "--protocol", "hidg")
     assert "not supported" in panio.fails("hid", "send", "t1", "key", "A", code=3).error["message"]
+
+
+def test_watch_restarts_a_daemon_that_watches_another_device(bench):
+    old = bench("video", "watch", "board0", "--json").json()["pid"]
+    url = [b for b in json.loads((bench.dir / "sim.pids").read_text()) if b["name"] == "board0"][0]["video"]
+    try:
+        bench("video", "set", "-t", "board0", "--device", url.replace("stream.mjpg", "stream.mjpg?again=1"))
+        r = bench("video", "watch", "board0", "--json").json()
+        assert r["reaped"] == [old] and r["reaped_because"] == "it watched another device" and r["pid"] != old
+        bench("video", "shot", "board0", "-o", os.devnull, "--timeout", "5000")
+    finally:
+        bench("video", "set", "-t", "board0", "--device", url)
+        bench("video", "watch", "board0")

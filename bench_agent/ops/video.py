@@ -50,21 +50,22 @@ def daemon_state(target: str) -> dict[str, Any]:
 
 @operation("video.watch", side_effect=False)
 def watch(target: str, video: dict[str, Any]) -> dict[str, Any]:
-    """Start the target's capture daemon (reaping an untracked one first)."""
+    """Start the target's capture daemon (reaping an untracked one, or one still watching an old device, first)."""
     from bench_agent.video import backend_kind
 
     backend_kind(video["device"])  # a device no backend reads is refused here, not retried forever
     st = daemon_state(target)
-    if st["state"] == "running":
+    if st["state"] == "running" and st.get("device") == video["device"]:
         return {**st, "already_running": True, "reaped": []}
-    reaped = list(st.get("pids", []))
+    reaped = list(st.get("pids") or ([st["pid"]] if st["pid"] else []))  # untracked, or watching another device
+    why = {"running": "it watched another device", "untracked": "it had lost its discovery file"}.get(st["state"])
     target_daemons.reap(reaped, f"untracked video daemon of {target!r}")
     folder = video_dir(target, _state())
     (folder / "frame.json").unlink(missing_ok=True)
     config = {k: video.get(k) for k in ("device", "width", "height")}
     pid = target_daemons.start(MODULE, target, config, folder / "daemon.err")
     return {"target": target, "state": "running", "pid": pid, "device": video["device"], "already_running": False,
-            "reaped": reaped}
+            "reaped": reaped, "reaped_because": why}
 
 
 @operation("video.stop", side_effect=False)

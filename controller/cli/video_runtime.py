@@ -96,7 +96,7 @@ def watch(args: argparse.Namespace) -> None:
         print_json(r)
         return
     for pid in r["reaped"]:
-        say(f"reaped an untracked video daemon of {args.target} (pid {pid}): it had lost its discovery file")
+        say(f"stopped the previous video daemon of {args.target} (pid {pid}): {r['reaped_because']}")
     state = "already running" if r["already_running"] else "started"
     say(f"video capture of {args.target}: {state} (pid {r['pid']}, {r['device']})")
 
