@@ -28,6 +28,8 @@ command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)   # the QEMU
 command -v systemd-analyze >/dev/null || need+=(systemd)   # panio setup verifies the worker's unit offline
 command -v useradd >/dev/null || need+=(passwd)   # the setup test provisions a fresh user as its "host"
 command -v ssh >/dev/null || need+=(openssh-client)   # Ansible reaches hosts with OpenSSH's client
+command -v tesseract >/dev/null || need+=(tesseract-ocr)   # video read (OCR)
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf ] || need+=(fonts-dejavu-core)   # the simulated screen's font
 if [ ${#need[@]} -gt 0 ]; then
   echo "system-deps: installing ${need[*]}"
   apt_install "${need[@]}"
@@ -49,3 +51,6 @@ if command -v pg_ctlcluster >/dev/null && ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>
 fi
 # sshd needs its privilege-separation directory even when started by a test.
 if [ "$(id -u)" = 0 ] && [ ! -d /run/sshd ]; then mkdir -p /run/sshd && chmod 755 /run/sshd; fi
+
+# The QEMU board's kernel and initramfs, cached under the state dir (no kernel is installed).
+"$(dirname "$0")/qemu-board-image.sh" || echo "system-deps: the QEMU board image could not be built; its tests skip" >&2

@@ -1,6 +1,6 @@
 """panio-sim: start and stop a simulated bench (boards behind Shelly-protocol plugs) and write its lab file.
 
-    panio-sim up [--dir DIR] [--boards N] [--gen 1|2] [--password PW]
+    panio-sim up [--dir DIR] [--boards N] [--gen 1|2] [--password PW] [--qemu]
     panio-sim status [--dir DIR] [--json]
     panio-sim down [--dir DIR]
 
@@ -9,7 +9,10 @@ waits until each is ready, and writes ``DIR/lab.toml`` (targets ``board0``,
 ``board1``, ... with a serial console whose CTS line senses power, and power
 hooks that call the real ``shellyplug`` helper over HTTP), ``DIR/sim.pids`` and
 the bundled jobs (``DIR/boot.toml``, ``DIR/suite.toml``: power-cycle, boot to a
-shell, answer on the console, on every board).
+shell, answer on the console, on every board). Each simulated board also has a
+screen (MJPEG on loopback: the ``video`` channel) and a CH9329 HID rig on a PTY
+(the ``hid`` channel). ``--qemu`` adds ``qemu0``, a QEMU board running a real
+kernel (``bench_agent.sim.qemu``: serial, power, screen and input).
 ``down`` stops exactly the processes listed there. Not part of ``panio --help``.
 """
 
@@ -40,13 +43,19 @@ def default_dir() -> Path:
     return state_dir() / "sim"
 
 
-def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: float, countdown_s: float) -> list[dict]:
+def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: float, countdown_s: float,
+       qemu: bool = False) -> list[dict]:
     directory.mkdir(parents=True, exist_ok=True)
     if alive(read_pids(directory)):
         raise Busy(f"a simulated bench is already running in {directory}", hint=f"stop it with `panio-sim down --dir {directory}`")
     procs = [_spawn(directory, f"board{i}", gen, password, boot_s, countdown_s) for i in range(boards)]
     try:
         described = [_wait_ready(directory, name, proc) for name, proc in procs]
+        if qemu:
+            from bench_agent.sim import qemu as qemu_board
+
+            qemu_board.start(directory, "qemu0")
+            described.append(qemu_board.describe(directory, "qemu0"))
     except BaseException:
         _stop([proc.pid for _, proc in procs], directory)
         raise
@@ -101,6 +110,11 @@ def lab_toml(boards: list[dict], password: str | None) -> str:
     doc.add(tomlkit.comment("Written by `panio-sim up`: simulated boards behind simulated Shelly plugs."))
     targets = tomlkit.table(is_super_table=True)
     for b in boards:
+        if b.get("kind") == "qemu":
+            from bench_agent.sim.qemu import lab_table
+
+            targets[b["name"]] = lab_table(b)
+            continue
         plug = ["shellyplug", "-d", b["plug"]] + (["-p", password] if password else [])
         hook = {verb: shlex.join(plug + [verb]) for verb in ("on", "off", "cycle", "state")}
         t = tomlkit.table()
@@ -111,6 +125,10 @@ def lab_toml(boards: list[dict], password: str | None) -> str:
                                     "power_sense_signal": "CTS"}))
         t["serial"] = serial
         t["power"] = {f"{verb}_cmd": cmd for verb, cmd in hook.items()} | {"cycle_off_s": 1.0}
+        if b.get("video"):
+            t["video"] = {"device": b["video"]}
+        if b.get("hid"):
+            t["hid"] = {"device": b["hid"], "protocol": "ch9329", "baud": 9600}
         targets[b["name"]] = t
     doc["targets"] = targets
     return tomlkit.dumps(doc)
@@ -133,14 +151,19 @@ def ours(pid: int, directory: Path) -> bool:
 
 
 def alive(boards: list[dict], directory: Path | None = None) -> list[dict]:
-    return [b for b in boards if ours(b["pid"], directory or Path(b["state_file"]).parent)]
+    return [b for b in boards if b.get("kind") != "qemu" and ours(b["pid"], directory or Path(b["state_file"]).parent)]
 
 
 def down(directory: Path) -> int:
     boards = read_pids(directory)
     if not boards:
         raise NotRunning(f"no simulated bench in {directory}", hint="start one with `panio-sim up`")
-    _stop([b["pid"] for b in boards], directory)
+    for b in boards:
+        if b.get("kind") == "qemu":
+            from bench_agent.sim import qemu
+
+            qemu.stop(directory, b["name"])
+    _stop([b["pid"] for b in boards if b.get("kind") != "qemu"], directory)
     (directory / PIDFILE).unlink(missing_ok=True)
     return len(boards)
 
@@ -171,6 +194,13 @@ def _reap(pids: list[int]) -> None:
 def status(directory: Path) -> list[dict[str, Any]]:
     out = []
     for b in read_pids(directory):
+        if b.get("kind") == "qemu":
+            from bench_agent.sim import qemu
+
+            pid = qemu.running_pid(directory, b["name"])
+            out.append({**b, "pid": pid, "running": True, "power": "on" if pid else "off", "pty": b["tty"],
+                        "plug": "QMP"})
+            continue
         running = ours(b["pid"], directory)
         power = Path(b["state_file"]).read_text().strip() if running and Path(b["state_file"]).exists() else "off"
         out.append({**b, "running": running, "power": power})
@@ -208,6 +238,7 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--password", help="protect the plugs with this password (digest auth on Gen2)")
     u.add_argument("--boot-s", type=float, default=1.0, help="seconds of boot log (default 1)")
     u.add_argument("--countdown-s", type=float, default=3.0, help="seconds of autoboot countdown (default 3)")
+    u.add_argument("--qemu", action="store_true", help="add qemu0: a QEMU board booting a real Linux kernel")
     s = verb("status", "list the boards, their power and devices",
              "Reads the bench's directory; changes nothing. --lab prints the lab file's path for PANIO_LAB.",
              "panio-sim status --json\n  export PANIO_LAB=$(panio-sim status --lab)")
@@ -225,11 +256,15 @@ def run(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     directory = (args.dir or default_dir()).expanduser().resolve()
     if args.verb == "up":
-        if not 1 <= args.boards <= 16:
-            raise UsageError(f"--boards must be 1..16, not {args.boards}")
-        boards = up(directory, args.boards, args.gen, args.password, args.boot_s, args.countdown_s)
+        if not (0 if args.qemu else 1) <= args.boards <= 16:
+            raise UsageError(f"--boards must be 1..16 (0..16 with --qemu), not {args.boards}")
+        boards = up(directory, args.boards, args.gen, args.password, args.boot_s, args.countdown_s, args.qemu)
         for b in boards:
-            print(f"{b['name']}: console {b['pty']}, Gen{b['gen']} plug {b['plug']}, pid {b['pid']}")
+            if b.get("kind") == "qemu":
+                print(f"{b['name']}: QEMU board, console {b['tty']}, screen {b['video']}, pid {b['pid']}")
+                continue
+            print(f"{b['name']}: console {b['pty']}, Gen{b['gen']} plug {b['plug']}, screen {b['video']}, "
+                  f"pid {b['pid']}")
         print(f"lab file: {directory / 'lab.toml'}\n  export PANIO_LAB={shlex.quote(str(directory / 'lab.toml'))}")
         print(f"bundled suite: panio suite run {shlex.quote(str(directory / 'suite.toml'))} "
               "(start capture first: panio serial watch board0)")

@@ -8,7 +8,7 @@ from bench_agent.errors import UsageError
 from controller.cli.common import add_json, command, print_json, say, subcommands
 
 HELP = """\
-List this host's panio daemons (serial capture supervisors, ...) from their
+List this host's panio daemons (serial and video capture, HID rigs) from their
 discovery files, with strays (a daemon process whose file is gone) and stale
 files (a file whose process is gone). `panio daemons stop NAME` stops one."""
 

@@ -22,7 +22,7 @@ from controller.cli.common import NAME_RE_TEXT
 NAME_PATTERN = f"^{NAME_RE_TEXT}$"
 MARGIN_S = 30.0  # beyond a tool's own bound: start-up, SSH set-up, a dead link failing as unreachable (~15 s)
 DEFAULT_DEADLINE_S = 60.0  # tools without a bound of their own: reads, a single send
-_SCHEMA_KINDS = {int: "integer", float: "number", str: "string", bool: "boolean"}
+_SCHEMA_KINDS = {int: "integer", float: "number", str: "string", bool: "boolean", list: "array"}
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Arg:
     """One tool argument and the CLI flag it becomes (``flag=None``: positional, in order)."""
 
     name: str
-    kind: str  # "string" | "integer" | "boolean"
+    kind: str  # "string" | "integer" | "boolean" | "array" (of strings: words, passed as positionals)
     help: str
     flag: str | None = None
     required: bool = False
@@ -50,6 +50,8 @@ class Arg:
             out["pattern"] = NAME_PATTERN
         if self.kind == "string" and self.required:
             out["minLength"] = 1
+        if self.kind == "array":
+            out.update(items={"type": "string"}, minItems=1)
         return out
 
 
@@ -77,6 +79,7 @@ class ToolSpec:
     @property
     def idempotent(self) -> bool:
         return self.changes_target and ops.spec(self.op).extra.get("idempotent", False)
+    image: bool = False  # the command prints JSON with png_b64: the result is MCP image content
 
     def arg(self, name: str) -> Arg | None:
         return next((a for a in self.args if a.name == name), None)
@@ -114,7 +117,7 @@ class ToolSpec:
             if value is None:
                 continue
             if a.flag is None:
-                positionals.append(str(value))
+                positionals.extend(map(str, value) if isinstance(value, list) else [str(value)])
             elif a.kind == "boolean":
                 if bool(value) != a.negate:
                     flags.append(a.flag)
@@ -265,5 +268,46 @@ TOOLS: tuple[ToolSpec, ...] = (
              "--level when level is given). Blocks other calls until the hooks return.",
              ("power-cycle",), (TARGET, LEVEL), op="power.cycle", op_args=_power_args),
 )
+
+# -- video and HID (seed 002; issue 13) ---------------------------------------------------------------
+# Types, bounds, defaults, side effects and deadlines are the operations' own specs
+# (bench_agent.ops.video / .hid), derived like every other tool's.
+
+VIDEO_SEE = "Needs the target's video daemon running (`panio video watch TARGET` in a shell)."
+VIDEO_TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec("video_shot", "Screenshot",
+             "The target's screen as a PNG image, plus a text line signal=<s> hash=<h>. To wait for the screen "
+             "to change after an action, pass the previous result's hash as changed_since (blocks up to "
+             "timeout_ms; the kvm-puppeting skill's loop). As `panio video shot`. " + VIDEO_SEE,
+             ("video", "shot", "--json", "--output=-"),
+             (TARGET,
+              from_spec("video.shot", "changed_since", "--changed-since",
+                        help="a hash from an earlier shot: wait until the frame differs"),
+              from_spec("video.shot", "stable", "--stable",
+                        help="wait until the picture stops changing (after a reboot or a key press)"),
+              from_spec("video.shot", "timeout_ms", "--timeout")),
+             op="video.shot", image=True),
+    ToolSpec("video_read", "Read the screen (OCR)",
+             "The text on the target's screen (tesseract OCR), as `panio video read`; weak on tiny fonts: never "
+             "change the target's console font to help it. " + VIDEO_SEE,
+             ("video", "read"),
+             (TARGET,
+              from_spec("video.read", "stable", "--stable",
+                        help="wait until the picture stops changing (after a reboot or a key press)"),
+              from_spec("video.read", "timeout_ms", "--timeout"),
+              from_spec("video.read", "region", "--region", help="X,Y,W,H in frame pixels: read only this part")),
+             op="video.read"),
+    ToolSpec("hid_send", "Keyboard/mouse input",
+             "Inject keyboard or mouse input through the target's HID rig, as `panio hid send`: one command as "
+             "an array of words, e.g. [\"key\", \"ENTER\"], [\"key\", \"ctrl+alt+del\"], [\"type\", \"root\"], "
+             "[\"moveabs\", \"16384\", \"8192\"] (0..32767 logical units, not pixels), [\"click\", \"left\"], "
+             "[\"scroll\", \"-3\"]. Look again (video_shot with changed_since) before the next action.",
+             ("hid", "send"),
+             (TARGET,
+              from_spec("hid.send", "command", help="one HID command as an array of words, e.g. [\"key\", \"ENTER\"]"),
+              from_spec("hid.send", "pace_ms", "--pace-ms")),
+             op="hid.send"),
+)
+TOOLS = TOOLS + VIDEO_TOOLS
 
 BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}
