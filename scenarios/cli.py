@@ -8,6 +8,8 @@
   panio-eval loopback                      serial loopback scenarios against a PTY fake DUT
   panio-eval hardware                      references as jobs on the simulated board (or --lab LAB --target T)
   panio-eval judge-prompt C3 --transcript FILE
+  panio-eval grade C3 answer.md            grade one answer (text or any adapter's event stream)
+  panio-eval calibrate --corpus tests/eval/labelled/corpus.toml [--judge CMD]
   panio-eval calibrate --labels human.jsonl --run RUN.json
 
 Exit status: 0 ok; 1 a check, self-test or run gate failed; 2 bad usage.
@@ -82,9 +84,23 @@ def build() -> Parser:
     hw.add_argument("--target", help="the target on that bench")
     hw.add_argument("--print-job", metavar="ID", help="print the job file of one scenario and exit")
     hw.add_argument("--json", action="store_true")
-    cal = sub.add_parser("calibrate", help="Cohen's kappa + confusion matrix of verdicts vs human labels")
-    cal.add_argument("--labels", type=Path, required=True, help='JSON lines: {"id": TRIAL_ID, "pass": true|false}')
-    cal.add_argument("--run", type=Path, required=True, help="the run.json whose verdicts to compare")
+    gr = sub.add_parser("grade", help="grade one answer (a final answer's text or any adapter's event stream)",
+                        epilog="example:\n  panio-eval grade R4 answer.md\n  panio-eval grade C1 stream.jsonl --condition warm\n\n"
+                               "see also: panio-eval calibrate, docs/evals.md",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    gr.add_argument("scenario")
+    gr.add_argument("answer", type=Path, help="a text answer or an event stream (claude, codex, gemini, pi)")
+    gr.add_argument("--condition", choices=CONDITIONS, default="cold")
+    gr.add_argument("--json", action="store_true")
+    cal = sub.add_parser("calibrate", help="Cohen's kappa + confusion matrix of verdicts vs human labels",
+                         epilog="example:\n  panio-eval calibrate --corpus tests/eval/labelled/corpus.toml\n"
+                                "  panio-eval calibrate --labels human.jsonl --run RUN.json\n\nsee also: docs/evals.md",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    cal.add_argument("--corpus", type=Path, help="a labelled corpus (corpus.toml): graded here, per split")
+    cal.add_argument("--judge", metavar="CMD", help="--corpus: also grade with this judge (alone and combined)")
+    cal.add_argument("--labels", type=Path, help='JSON lines: {"id": TRIAL_ID, "pass": true|false}')
+    cal.add_argument("--run", type=Path, help="the run.json whose verdicts to compare with --labels")
+    cal.add_argument("--jobs", type=int, default=4, help="--corpus: answers graded at once (default 4)")
     cal.add_argument("--json", action="store_true")
     return p
 
@@ -126,6 +142,8 @@ def dispatch(args: argparse.Namespace) -> int:
         return cmd_report(args)
     if args.cmd == "judge-prompt":
         return cmd_judge_prompt(args)
+    if args.cmd == "grade":
+        return cmd_grade(args)
     if args.cmd == "calibrate":
         return cmd_calibrate(args)
     if args.cmd == "loopback":
@@ -303,34 +321,90 @@ def cmd_hardware(args) -> int:
     return 1 if any(r.status == "fail" for r in results) else 0
 
 
-def cmd_calibrate(args) -> int:
-    from scenarios import judge
-    from scenarios.rubric import pass_rule
+def cmd_grade(args) -> int:
+    from scenarios import grade
+    from scenarios.drift import Guard
 
-    run = json.loads(args.run.read_text())
-    trials = {t["id"]: t for t in run["trials"] if t.get("status") in ("done", "timeout")}
+    sc = select(load_all(), [args.scenario])[0]
+    guard = Guard()
+    if sc.id in guard.run([sc]).pending:
+        raise EvalUsage(f"panio-eval grade: {sc.id} is pending (its reference needs a command panio lacks)")
+    g = grade.grade(sc, grade.evidence_of(args.answer.read_text(encoding="utf-8")), guard.live, args.condition,
+                    guard.groups())
+    if args.json:
+        print(json.dumps(g.to_json(), indent=1))
+    else:
+        print(f"{sc.id} {args.condition}: {g.verdict.upper()}")
+        print("scores: " + " ".join(f"{d}={'-' if v is None else v}" for d, v in g.scores.items()))
+        for t in g.traps:
+            mark = "judge" if t["respected"] is None else ("ok" if t["respected"] else "WALKED")
+            print(f"trap {t['id']}{' (central)' if t['central'] else ''}: {mark}  {t['evidence']}")
+        for x in g.invented:
+            print(f"invented: {x}")
+        for r in g.reasons:
+            print(f"why: {r}")
+    return 0 if g.verdict == "pass" else 1
+
+
+def cmd_calibrate(args) -> int:
+    if args.corpus:
+        return _calibrate_corpus(args)
+    if not (args.labels and args.run):
+        raise EvalUsage("panio-eval calibrate: give --corpus FILE, or --labels FILE with --run RUN.json")
+    from scenarios import calibrate
+
     labels = [json.loads(x) for x in args.labels.read_text().splitlines() if x.strip()]
-    pairs = [(bool(lab["pass"]), trials[lab["id"]]) for lab in labels if lab.get("id") in trials]
-    missing = [lab.get("id") for lab in labels if lab.get("id") not in trials]
-    if not pairs:
+    result = calibrate.run_labels(labels, json.loads(args.run.read_text()))
+    if not result["n"]:
         raise EvalUsage("panio-eval calibrate: no labelled trial id is in the run")
-    kappa, cm = judge.cohen_kappa([h for h, _ in pairs], [bool(t.get("pass")) for _, t in pairs])
-    sweep = {}
-    for th in (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9):
-        verdicts = []
-        for _, t in pairs:
-            walked = [x["id"] for x in t.get("traps", []) if x.get("central") and x.get("respected") is False]
-            verdicts.append(pass_rule(t.get("scores") or {}, t["condition"], walked, threshold=th)[0])
-        sweep[str(th)] = round(judge.cohen_kappa([h for h, _ in pairs], verdicts)[0], 4)
-    result = {"n": len(pairs), "kappa": round(kappa, 4), "confusion": cm, "threshold_sweep": sweep,
-              "unlabelled_ids_missing_from_run": missing}
     if args.json:
         print(json.dumps(result, indent=1))
-    else:
-        print(f"n={len(pairs)}  Cohen's kappa={kappa:.3f}")
-        print("             judge pass  judge fail")
-        print(f"human pass   {cm['tp']:>10}  {cm['fn']:>10}\nhuman fail   {cm['fp']:>10}  {cm['tn']:>10}")
-        print("kappa by pass threshold: " + ", ".join(f"{k}: {v}" for k, v in sweep.items()))
-        if missing:
-            print(f"labels not found in the run: {', '.join(map(str, missing))}")
+        return 0
+    print(f"graders: {', '.join(result['graders'])} · n={result['n']}")
+    for g, a in result["agreement"].items():
+        _print_agreement(g, a)
+    print("kappa by pass threshold: " + ", ".join(f"{k}: {v}" for k, v in result["threshold_sweep"].items()))
+    for d in result["disagreements"]:
+        print(f"disagree {d['id']}: human {d['human']}, verdict {d['combined']}  {'; '.join(d['reasons'][:2])}")
+    if result["labels_missing_from_run"]:
+        print(f"labels not found in the run: {', '.join(map(str, result['labels_missing_from_run']))}")
+    return 0
+
+
+def _print_agreement(name: str, a: dict) -> None:
+    cm = a["confusion"]
+    print(f"{name:9} n={a['n']}  kappa={a['kappa']}  accuracy={a['accuracy']}  "
+          f"[human pass: {cm['tp']} pass / {cm['fn']} fail · human fail: {cm['fp']} pass / {cm['tn']} fail]"
+          + (f"  undetermined={a['undetermined']}" if a.get("undetermined") else ""))
+
+
+def _calibrate_corpus(args) -> int:
+    from scenarios import calibrate, judge
+    from scenarios.drift import Guard
+    from scenarios.sandbox import real_panio
+
+    entries = calibrate.Entry.load_all(args.corpus)
+    scs = {s.id: s for s in load_all()}
+    unknown = sorted({e.scenario for e in entries} - set(scs))
+    if unknown:
+        raise EvalUsage(f"panio-eval calibrate: unknown scenario(s) in the corpus: {', '.join(unknown)}")
+    guard = Guard()
+    tree = judge.help_tree(real_panio()) if args.judge else ""
+    rows = calibrate.grade_corpus(entries, scs, guard.live, guard.groups(), args.judge, tree, args.jobs)
+    graders = ["checker"] + (["judge", "combined"] if args.judge else [])
+    result = calibrate.summarize(rows, graders)
+    result["answers"] = rows
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    ran = ", ".join(graders) + ("" if args.judge else " (no judge given: judge and combined not measured)")
+    print(f"graders: {ran} · corpus {args.corpus} · {len(rows)} answers")
+    for split, per in result["splits"].items():
+        print(f"[{split}]")
+        for g, a in per.items():
+            _print_agreement(g, a)
+    for g, ds in result["disagreements"].items():
+        for d in ds:
+            print(f"disagree ({g}) {d['id']} [{d['split']}]: human {d['human']}, {g} {d[g]}  ({d['reason']})  "
+                  f"{d['why']}")
     return 0

@@ -28,6 +28,7 @@ class Command:
     line: str = ""
     exit: int | None = None  # exit status when it ran
     refused: bool = False  # the shim refused it (outside the T1-safe set)
+    rejected: bool = False  # named only to say not to use it ("there is no `panio flash`")
 
     @property
     def is_help(self) -> bool:

@@ -42,6 +42,7 @@ REFERENCE: {reference}
 TRAPS: {traps}
 COMMAND REFERENCE: {command_reference}
 CONDITION: {condition}   # D1 is N/A under preloaded
+CHECKER VERDICT: {checker}
 TRANSCRIPT: {transcript}
 
 Output JSON: {{"d1": 0-2 or null, "d2": ..., "d3": ..., "d4": ..., "d5": ..., "d6": ..., "d7": ...,
@@ -79,11 +80,48 @@ def traps_text(sc: Scenario) -> str:
     return "\n".join(f"- [{t.id}]{' (CENTRAL)' if t.central else ''} {t.text}" for t in sc.traps) or "(none: baseline)"
 
 
-def build_prompt(sc: Scenario, transcript: str, condition: str, command_reference: str) -> str:
+CHECKER_NOTE = ("(a deterministic checker parsed every panio command against the live CLI; treat the dimensions and "
+                "traps it decided as ground truth and fill the rest; if you believe it is wrong, say so in a "
+                "justification: the disagreement is reported, not silently resolved)\n")
+
+
+def checker_text(checker: dict | None) -> str:
+    if not checker:
+        return "(none)"
+    lines = [CHECKER_NOTE + f"verdict: {checker.get('verdict')}; scores: "
+             + ", ".join(f"{d}={v}" for d, v in (checker.get("scores") or {}).items() if v is not None)]
+    for key in ("invented", "reasons"):
+        if checker.get(key):
+            lines.append(f"{key}: " + "; ".join(map(str, checker[key]))[:2000])
+    for t in checker.get("traps") or []:
+        if t.get("respected") is not None:
+            lines.append(f"trap {t['id']}: {'respected' if t['respected'] else 'WALKED'} ({t.get('evidence', '')})")
+    return "\n".join(lines)
+
+
+def build_prompt(sc: Scenario, transcript: str, condition: str, command_reference: str,
+                 checker: dict | None = None) -> str:
+    """The seed's template, plus the checker's verdict and evidence (004 §7: the judge defers to it)."""
     from scenarios.rubric import RUBRIC_TEXT
 
     return TEMPLATE.format(rubric=RUBRIC_TEXT, goal=sc.goal, reference=sc.reference_text(), traps=traps_text(sc),
-                           command_reference=command_reference, condition=condition, transcript=transcript)
+                           command_reference=command_reference, condition=condition,
+                           checker=checker_text(checker), transcript=transcript)
+
+
+def disagreements(checker_scores: dict, checker_traps: list[dict], verdict: "Verdict | None") -> list[dict]:
+    """Where checker and judge both decided and differ: reported beside the verdict, never resolved silently."""
+    if verdict is None:
+        return []
+    out = [{"what": d, "checker": checker_scores.get(d), "judge": verdict.scores.get(d)}
+           for d in DIMS if checker_scores.get(d) is not None and verdict.scores.get(d) is not None
+           and checker_scores[d] != verdict.scores[d]]
+    by_id = {str(t.get("id")): t.get("respected") for t in verdict.traps_eval}
+    for t in checker_traps:
+        j = by_id.get(str(t["id"]))
+        if t.get("respected") is not None and isinstance(j, bool) and j != t["respected"]:
+            out.append({"what": f"trap {t['id']}", "checker": t["respected"], "judge": j})
+    return out
 
 
 @dataclass
