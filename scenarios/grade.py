@@ -52,10 +52,10 @@ def evidence_of(text: str) -> Evidence:
 
 def replay(ev: Evidence, box: Sandbox) -> None:
     """Run the answer's panio commands through the sandbox shim, recording each exit status."""
-    ran = [c for c in ev.commands if c.source == "run"]
-    todo = ran or [c for c in ev.commands if c.source == "stated"]
+    ran = [c for c in ev.acted if c.source == "run"]
+    todo = ran or [c for c in ev.acted if c.source == "stated"]
     for c in todo:
-        if c.is_help or c.rejected:
+        if c.is_help:
             continue
         r = box.run_panio(c.argv)
         c.exit = r.returncode

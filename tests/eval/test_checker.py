@@ -44,8 +44,9 @@ def test_matching_honours_placeholders_regex_values_aliases_and_extra_flags():
 def test_extraction_reads_code_blocks_pipes_subshells_and_skips_negated_mentions():
     ev = answer("There is no `panio flash`, so instead:\n```bash\n$ cp out/kernel.img \"$(panio netboot tftp-root pico)/kernel_2712.img\"\n"
                 "panio serial log pico --tail 50 | head  # first lines\n```\nThen run `panio netboot start pico`.")
-    assert [c.text for c in ev.commands] == ["panio netboot tftp-root pico", "panio serial log pico --tail 50",
-                                             "panio netboot start pico"]
+    assert [c.text for c in ev.acted] == ["panio netboot tftp-root pico", "panio serial log pico --tail 50",
+                                          "panio netboot start pico"]
+    assert [c.text for c in ev.commands if c.rejected] == ["panio flash"]  # named only to be denied
 
 
 def test_reference_passes_and_order_matters():
