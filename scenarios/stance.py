@@ -22,7 +22,9 @@ import re
 
 _FILL = r"(?:\s+(?:a|an|the|any|use|using|run|running|call|calling|reach\s+for|with|via|through|do|type|typing|need|needed|needs|to|for|of|like|such\s+as|e\.g\.|,))*"
 PRE_CUE = re.compile(
-    r"(?:\bthere(?:'s|\s+is|\s+are)\s+no|\bno\s+such|\bno\s+need\s+(?:for|to\s+\w+)|\bnot|\bnever|\bdon'?t|\bdo\s+not|"
+    r"(?:\bthere(?:'s|\s+is|\s+are)\s+no|\bno\s+such|\bno\s+need\s+(?:for|to\s+\w+)|\bno|\bnot|\bnever|\bdon'?t|\bdo\s+not|"
+    r"\b(?:unknown|invented|fabricated|made[- ]up|non-?existent|fake|bogus)(?:\s+(?:panio\s+)?(?:command|subcommand|flag|option)s?)?(?:\s+such\s+as|\s+like)?|"
+    r"\bfabricat\w*|\binvent(?:ing|s)?|"
     r"\bdoesn'?t|\bcan'?t|\bcannot|\bwon'?t|\binstead\s+of|\brather\s+than|\bavoid(?:ing)?|\bwithout|\bunlike|\bnor|\bneither|"
     r"\bskip|\bwrong:|\bbad:|\bincorrect:|❌|✗)" + _FILL + r"\s*[\"'(]?\s*$", re.I)
 SUBJECT_PRE = re.compile(r"^\s*(?:[-*•]\s*)?(?:(?:\w+ing|the|a|an|so|and|but|also|then|just|note(?: that)?:?)\b[^.`]{0,40})?[\s(\"']*$", re.I)
@@ -43,7 +45,7 @@ SENTENCE_END = re.compile(r"(?<![.\w/~-][a-z])[.!?](?=\s|$)|\n\s*\n|\n(?=\s*[-*�
 def _clause_bounds(text: str, start: int, end: int) -> tuple[int, int]:
     head = text[:start]
     ends = [m.end() for m in SENTENCE_END.finditer(head)]
-    left = max([0, *ends, head.rfind("\n") + 1])
+    left = max([0, *ends])  # a single newline is paragraph wrapping, not a boundary
     m = SENTENCE_END.search(text, end)
     right = m.start() if m else len(text)
     return left, right

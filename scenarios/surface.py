@@ -182,6 +182,7 @@ class Parsed:
         return "panio " + shlex.join(self.argv)
 
 
+METAVAR = re.compile(r"^(?:[A-Z][A-Z_]*|<[^<>]+>|\.\.\.|…|\[[^\]]*\])$")  # `panio COMMAND --help`, `panio …`
 SHORTHAND = re.compile(r"^\{([\w-]+(?:,[\w-]+)+)\}$|^([\w-]+(?:/[\w-]+)+)$")
 
 
@@ -216,7 +217,7 @@ def parse(surface: Surface, argv: list[str], strict: bool = True) -> Parsed:
     node = surface.root
     while toks and node.children and not _is_flag(toks[0]):
         nxt = node.children.get(toks[0])
-        if nxt is None and _shorthand(node, toks[0]):
+        if nxt is None and (_shorthand(node, toks[0]) or METAVAR.match(toks[0])):
             out.status, out.path = "shorthand", node.path + (toks[0],)
             return out
         if nxt is None:
