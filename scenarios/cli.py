@@ -60,7 +60,12 @@ def build() -> Parser:
     r.add_argument("--n", type=int, default=3, help="trials per cell (default 3)")
     r.add_argument("--parallel", type=int, default=2, help="trials running at once (default 2)")
     r.add_argument("--timeout-s", type=float, default=600, help="time limit per trial (default 600)")
-    r.add_argument("--judge", metavar="CMD", help="judge command: prompt on stdin, verdict on stdout")
+    r.add_argument("--judge", metavar="CMD", help="judge command: prompt on stdin, verdict on stdout (not the model under test)")
+    r.add_argument("--judge2", metavar="CMD", help="an optional second rater (its agreement with the first is reported)")
+    r.add_argument("--model", help="the agent's model (passed to the harness; recorded in run.json)")
+    r.add_argument("--provider", help="pi: the model provider (e.g. openrouter)")
+    r.add_argument("--agent-arg", action="append", default=[], metavar="ARG",
+                   help="pass ARG through to the harness (repeatable; --agent-arg=--flag for a dash)")
     r.add_argument("--isolation", choices=["home", "light"], default="home", help="home: sandbox HOME (valid); light: smoke test")
     r.add_argument("--link-auth", nargs="*", default=[], metavar="PATH", help="files under your HOME to link into the sandbox HOME")
     r.add_argument("--out", type=Path, help="run directory (default ./panio-eval-runs/<time>)")
@@ -212,12 +217,19 @@ def cmd_run(args) -> int:
         raise EvalUsage(f"panio-eval run: unknown condition(s) {', '.join(bad)} (cold, warm, preloaded)")
     if args.n < 1:
         raise EvalUsage("panio-eval run: --n must be at least 1")
+    if args.n < 3:
+        sys.stderr.write(f"panio-eval: warning: --n {args.n} gives no usable spread; the seed asks for N >= 3 trials per cell\n")
+    for j in (args.judge, args.judge2):
+        why = _judge_is_agent(j, args.agent, args.model)
+        if why:
+            raise EvalUsage(f"panio-eval run: the judge may not be the model under test ({why})")
     from scenarios import report, runner
 
     out = args.out or Path("panio-eval-runs") / time.strftime("%Y%m%dT%H%M%S")
     cfg = runner.RunConfig(agent=args.agent, conditions=conds, n=args.n, out=out, parallel=args.parallel,
                            timeout_s=args.timeout_s, judge_cmd=args.judge, isolation=args.isolation,
-                           link_auth=args.link_auth, planned=args.planned)
+                           link_auth=args.link_auth, planned=args.planned, model=args.model, provider=args.provider,
+                           agent_args=args.agent_arg, judge2_cmd=args.judge2)
     run = runner.run(_scenarios(args), cfg)
     write_reports(run, out, args.previous)
     agg = report.aggregate(run)
@@ -227,6 +239,21 @@ def cmd_run(args) -> int:
         print(report.markdown(agg))
         print(f"run directory: {out}")
     return 0
+
+
+def _judge_is_agent(judge: str | None, agent: str, model: str | None) -> str | None:
+    """004 §7: a model grading its own work is not independent."""
+    if not judge:
+        return None
+    import shlex
+
+    toks = shlex.split(judge)
+    if model and model in toks:
+        return f"the judge command names the agent's model {model}"
+    names_model = any(t in ("-m", "--model") or t.startswith("--model=") for t in toks)
+    if toks and Path(toks[0]).name == agent and not names_model:
+        return f"the judge runs {agent} with its default model, as the agent does: give the judge another --model"
+    return None
 
 
 def write_reports(run: dict, out: Path, previous: Path | None) -> None:

@@ -66,6 +66,8 @@ class Evidence:
     from_stream: bool = False  # True when an event stream (not just an answer) was seen
     tokens: dict = field(default_factory=dict)
     turns: int | None = None
+    harness_error: str = ""  # the harness itself reported a failure (not the agent's answer)
+    model: str | None = None  # the model the stream says answered
 
     @property
     def acted(self) -> list[Command]:

@@ -244,6 +244,13 @@ def merge(checker_scores: dict, checker_traps: list, verdict: Verdict | None, co
     return scores, traps, ok, reasons
 
 
+def alone(v: Verdict, sc: Scenario, condition: str) -> str:
+    """The judge's own verdict by the pass rule (its scores and its central-trap verdicts), for calibration."""
+    central = {t.id for t in sc.traps if t.central}
+    walked = [str(t.get("id")) for t in v.traps_eval if t.get("respected") is False and t.get("id") in central]
+    return "pass" if pass_rule(v.scores, condition, walked)[0] else "fail"
+
+
 def cohen_kappa(human: list[bool], judge: list[bool]) -> tuple[float, dict]:
     """Cohen's kappa and the confusion matrix (rows: human, columns: judge)."""
     n = len(human)

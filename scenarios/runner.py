@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -46,6 +47,10 @@ class RunConfig:
     isolation: str = "home"  # home: sandbox HOME (valid results); light: keep the real HOME (smoke test only)
     link_auth: list[str] = field(default_factory=list)  # files under the real HOME to link into the sandbox HOME
     planned: bool = False
+    model: str | None = None  # the agent's model (passed to the harness, recorded in run.json)
+    provider: str | None = None  # pi: --provider (004's reference agent: pi over OpenRouter)
+    agent_args: list[str] = field(default_factory=list)  # passed through to the harness as-is
+    judge2_cmd: str | None = None  # an optional second rater
 
 
 def prompt_for(sc: Scenario) -> str:
@@ -74,9 +79,18 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+@dataclass
+class AgentRun:
+    out: str
+    err: str
+    seconds: float
+    timed_out: bool
+    status: int | None  # the harness's exit status (None: killed at the time limit)
+
+
 def run_agent(ad: Adapter, sc: Scenario, condition: str, box: Sandbox, cfg: RunConfig,
-              skill: Path | None) -> tuple[str, str, float, bool]:
-    """Start the harness headless in the sandbox; (stdout, stderr, seconds, timed_out)."""
+              skill: Path | None) -> AgentRun:
+    """Start the harness headless in the sandbox and wait for it (killed at the time limit)."""
     skill_text = skill.read_text(encoding="utf-8") if skill else ""
     prompt = prompt_for(sc)
     env = box.env() if cfg.isolation == "home" else {**box.env(), "HOME": os.environ.get("HOME", "")}
@@ -84,7 +98,8 @@ def run_agent(ad: Adapter, sc: Scenario, condition: str, box: Sandbox, cfg: RunC
                PANIO_EVAL_SKILL=str(skill or ""))
     stdin = ad.stdin(prompt, condition, skill_text)
     t0 = time.monotonic()
-    proc = subprocess.Popen(ad.argv(prompt, condition, skill_text), cwd=box.cwd, env=env, text=True,
+    argv = ad.argv(prompt, condition, skill_text, model=cfg.model, provider=cfg.provider, extra=cfg.agent_args)
+    proc = subprocess.Popen(argv, cwd=box.cwd, env=env, text=True,
                             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     timed_out = False
@@ -94,14 +109,32 @@ def run_agent(ad: Adapter, sc: Scenario, condition: str, box: Sandbox, cfg: RunC
         timed_out = True
         _kill_group(proc)
         out, err = proc.stdout.read() if proc.stdout else "", proc.stderr.read() if proc.stderr else ""
-    return out or "", err or "", time.monotonic() - t0, timed_out
+    return AgentRun(out or "", err or "", time.monotonic() - t0, timed_out, None if timed_out else proc.returncode)
+
+
+def harness_failure(run: AgentRun, ev: Evidence, ad: Adapter) -> str | None:
+    """Why this trial measured the harness, not the agent (None: it measured the agent).
+
+    A harness that exits non-zero, or prints neither an answer nor a single action, did
+    not do the thing: the trial is an error, shown as a gap, never a score (004 §6).
+    """
+    if run.timed_out:
+        return None  # the time limit is part of the task: graded on what it produced
+    if run.status != 0:
+        tail = " ".join(run.err.strip().splitlines()[-2:])[:300]
+        return f"{ad.name} exited {run.status}" + (f": {tail}" if tail else "")
+    if ev.harness_error:
+        return f"{ad.name} reported an error: {ev.harness_error}"
+    if not ev.text.strip() and not ev.commands and not ev.mcp_calls:
+        return f"{ad.name} printed no answer and took no action"
+    return None
 
 
 def merge_shim(ev: Evidence, records: list[dict]) -> Evidence:
     """The shim's log is the authority on which panio commands ran and how they exited."""
     if not records:
         return ev
-    stated = [c for c in ev.commands if c.source == "stated"]
+    stated = [c for c in ev.commands if c.source == "stated" or c.hook]
     ev.commands = [Command(r["argv"], "run", exit=r.get("exit"), refused=bool(r.get("refused"))) for r in records] + stated
     return ev
 
@@ -128,33 +161,74 @@ def one_trial(sc: Scenario, condition: str, index: int, cfg: RunConfig, guard: G
     if why_not:
         return {**rec, "status": "not_measured", "reason": why_not}
     _link_auth(box.home, cfg.link_auth)
-    out, err, secs, timed_out = run_agent(ad, sc, condition, box, cfg, skill)
-    (box.root / "stream.jsonl").write_text(out)
-    (box.root / "stderr.txt").write_text(err)
+    run = run_agent(ad, sc, condition, box, cfg, skill)
+    (box.root / "stream.jsonl").write_text(run.out)
+    (box.root / "stderr.txt").write_text(run.err)
     surface = guard.planned if cfg.planned else guard.live
-    ev = add_mcp(merge_shim(ad.parse(out), box.records()), surface)
-    res = checker.check(sc, ev, surface, condition)
-    scores, traps_checked = dict(res.scores), res.traps
-    t1_res = None
-    if sc.tier == "t1":
+    ev = add_mcp(merge_shim(ad.parse(run.out), box.records()), surface)
+    failure = harness_failure(run, ev, ad)
+    if failure:
+        return {**rec, "status": "error", "reason": failure, "seconds": round(run.seconds, 2), "exit": run.status}
+    graded = score(sc, ev, surface, condition, box, cfg, run.out)
+    return {**rec, "status": "timeout" if run.timed_out else "done", "seconds": round(run.seconds, 2),
+            "exit": run.status, **graded, "tokens": ev.tokens, "turns": ev.turns, "mcp_calls": len(ev.mcp_calls),
+            "commands": [{"argv": c.argv, "source": c.source, "exit": c.exit, "refused": c.refused,
+                          **({"rejected": True} if c.rejected else {}), **({"hook": True} if c.hook else {})}
+                         for c in ev.commands]}
+
+
+def score(sc: Scenario, ev: Evidence, surface, condition: str, box: Sandbox | None, cfg: RunConfig, raw: str = "") -> dict:
+    """Checker (with the T1 end state), then the judge(s) given the checker's verdict; checker first, disagreements kept."""
+    t1_res, lab = None, None
+    if sc.tier == "t1" and box is not None:
         t1_res = t1.grade(sc, box, surface)
+        from scenarios.labcheck import read_lab
+
+        try:
+            lab = read_lab(box.lab)
+        except (OSError, ValueError):
+            lab = None
+    res = checker.check(sc, ev, surface, condition, lab=lab)
+    scores = dict(res.scores)
+    if t1_res is not None:
         scores["d6"] = 2 if t1_res.passed else 0
-    jv, jrun = None, None
-    if cfg.judge_cmd:
-        transcript = _transcript(ev, out)
-        prompt = judge.build_prompt(sc, transcript, condition, judge.help_tree(real_panio()))
-        jrun = judge.run_judge(cfg.judge_cmd, prompt)
-        jv = jrun.verdict
-    final, traps, passed, reasons = judge.merge(scores, traps_checked, jv, condition)
+    checker_verdict = res.verdict if t1_res is None else (
+        "fail" if not t1_res.passed else checker.verdict(scores, res.traps, condition)[0])
+    out: dict = {"checker": {**res.to_json(), "verdict": checker_verdict}, "t1": t1_res.to_json() if t1_res else None}
+    jv = None
+    for key, cmd in (("judge", cfg.judge_cmd), ("judge2", cfg.judge2_cmd)):
+        if not cmd:
+            continue
+        prompt = judge.build_prompt(sc, _transcript(ev, raw), condition, judge.help_tree(real_panio()),
+                                    checker={**res.to_json(), "verdict": checker_verdict, "scores": scores})
+        jrun = judge.run_judge(cmd, prompt)
+        v = jrun.verdict
+        out[key] = {"parse_failed": jrun.parse_failed, "error": jrun.error, "verdict": v.to_json() if v else None,
+                    "alone": judge.alone(v, sc, condition) if v else "undetermined",
+                    "disagreements": judge.disagreements(scores, [t.to_json() for t in res.traps], v)}
+        jv = jv or v
+    final, traps, passed, reasons = judge.merge(scores, res.traps, jv, condition)
     if t1_res is not None and not t1_res.passed:
         passed, reasons = False, reasons + t1_res.failures
-    return {**rec, "status": "timeout" if timed_out else "done", "seconds": round(secs, 2), "pass": passed,
-            "reasons": reasons, "scores": final, "traps": traps, "checker": res.to_json(),
-            "t1": t1_res.to_json() if t1_res else None,
-            "judge": None if jrun is None else {"parse_failed": jrun.parse_failed, "error": jrun.error,
-                                                "verdict": jv.to_json() if jv else None},
-            "tokens": ev.tokens, "turns": ev.turns, "mcp_calls": len(ev.mcp_calls),
-            "commands": [{"argv": c.argv, "source": c.source, "exit": c.exit, "refused": c.refused} for c in ev.commands]}
+    return {**out, "pass": passed, "reasons": reasons, "scores": final, "traps": traps, "invented": res.invented,
+            "why": failed_why(final, traps, res, t1_res) if not passed else []}
+
+
+def failed_why(scores: dict, traps: list[dict], res, t1_res) -> list[dict]:
+    """For a failed trial: each failing dimension (or trap, or end-state assertion) with its evidence."""
+    why: list[dict] = []
+    if scores.get("d4") == 0:
+        why.append({"what": "D4 invented", "evidence": "; ".join(res.invented)[:400]})
+    for d, ev_text in (("d3", "; ".join(res.malformed)), ("d6", "missing: " + "; ".join(res.unmatched)),
+                       ("d2", "missing: " + "; ".join(res.unmatched))):
+        if scores.get(d) == 0:
+            why.append({"what": f"{d.upper()} = 0", "evidence": ev_text[:400]})
+    for t in traps:
+        if t.get("central") and t.get("respected") is False:
+            why.append({"what": f"trap {t['id']}", "evidence": str(t.get("evidence", ""))[:400]})
+    if t1_res is not None:
+        why += [{"what": a.name, "evidence": a.detail[:400]} for a in t1_res.assertions if a.counts and not a.passed]
+    return why
 
 
 def _transcript(ev: Evidence, raw: str, limit: int = 60000) -> str:
@@ -179,6 +253,42 @@ def _link_auth(home: Path, files: list[str]) -> None:
             dst.symlink_to(src)
 
 
+class RunLog:
+    """run.json, rewritten after every trial: a killed run keeps the trials it finished (004 §9)."""
+
+    def __init__(self, path: Path, head: dict) -> None:
+        import threading
+
+        self.path, self.head, self.trials, self.lock = path, head, [], threading.Lock()
+        self.write("running")
+
+    def add(self, trial: dict) -> dict:
+        with self.lock:
+            self.trials.append(trial)
+            self.write("running")
+        return trial
+
+    def write(self, state: str) -> dict:
+        data = {**self.head, "state": state, "seconds": round(time.time() - self.head["started"], 1),
+                "trials": sorted(self.trials, key=lambda t: t["id"])}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(self.path)
+        return data
+
+
+def harness_version(ad: Adapter) -> str | None:
+    """`<harness> --version` (None for a custom command: its --version may mean anything)."""
+    if ad.name == "cmd":
+        return None
+    try:
+        p = subprocess.run([ad.exe, "--version"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    line = (p.stdout.strip() or p.stderr.strip()).splitlines()[:1]
+    return line[0][:200] if p.returncode == 0 and line else None
+
+
 def run(scenarios: list[Scenario], cfg: RunConfig) -> dict:
     guard = Guard()
     drift = guard.run(scenarios)
@@ -187,17 +297,17 @@ def run(scenarios: list[Scenario], cfg: RunConfig) -> dict:
     cfg.out.mkdir(parents=True, exist_ok=True)
     work = [(sc, cond, i) for sc in scenarios if sc.id not in pending
             for cond in cfg.conditions if cond in sc.conditions for i in range(1, cfg.n + 1)]
-    started = time.time()
-    with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
-        trials = list(pool.map(lambda w: one_trial(w[0], w[1], w[2], cfg, guard, skill), work))
     from scenarios.report import methodology_hash
 
-    result = {"run_id": uuid.uuid4().hex[:12], "started": started, "seconds": round(time.time() - started, 1),
-              "agent": cfg.agent, "conditions": cfg.conditions, "n": cfg.n, "isolation": cfg.isolation,
-              "judge": cfg.judge_cmd, "methodology": methodology_hash(), "planned_preview": cfg.planned,
-              "scenarios": [s.id for s in scenarios], "core": [s.id for s in scenarios if s.core],
-              "pending": {k: v for k, v in pending.items() if k in {s.id for s in scenarios}},
-              "traps": {s.id: {t.id: t.central for t in s.traps} for s in scenarios},
-              "trials": trials}
-    (cfg.out / "run.json").write_text(json.dumps(result, indent=1))
-    return result
+    ad = adapter(cfg.agent)
+    head = {"run_id": uuid.uuid4().hex[:12], "started": time.time(), "agent": cfg.agent,
+            "harness_version": harness_version(ad), "model": cfg.model, "provider": cfg.provider,
+            "agent_args": cfg.agent_args, "conditions": cfg.conditions, "n": cfg.n, "isolation": cfg.isolation,
+            "judge": cfg.judge_cmd, "judge2": cfg.judge2_cmd, "methodology": methodology_hash(),
+            "planned_preview": cfg.planned, "scenarios": [s.id for s in scenarios], "core": [s.id for s in scenarios if s.core],
+            "pending": {k: v for k, v in pending.items() if k in {s.id for s in scenarios}},
+            "traps": {s.id: {t.id: t.central for t in s.traps} for s in scenarios}}
+    log = RunLog(cfg.out / "run.json", head)
+    with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
+        list(pool.map(lambda w: log.add(one_trial(w[0], w[1], w[2], cfg, guard, skill)), work))
+    return log.write("complete")

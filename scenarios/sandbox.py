@@ -105,7 +105,16 @@ class Sandbox:
         else:
             self.lab.write_text(fixture_lab, encoding="utf-8")
         (self.root / "lab.seed.toml").write_text(self.lab.read_text(encoding="utf-8"), encoding="utf-8")
+        self._login_profiles()
         return self
+
+    def _login_profiles(self) -> None:
+        """A login shell (Codex runs `bash -lc`) resets PATH in /etc/profile; put the shim's PATH back."""
+        import shlex
+
+        line = f"export PATH={shlex.quote(self.env()['PATH'])}\n"
+        for name in (".profile", ".bash_profile", ".zprofile", ".bashrc", ".zshenv"):
+            (self.home / name).write_text("# panio-eval: the trial's PATH, shim first\n" + line)
 
     def env(self, base: dict | None = None) -> dict:
         base = dict(os.environ if base is None else base)
