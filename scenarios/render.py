@@ -53,8 +53,8 @@ def blocks(agg: dict, d: dict | None = None) -> list[Block]:
         out.append(("p", "PREVIEW (planned surface): not a valid result"))
     if agg.get("state") == "running":
         out.append(("p", "This run did not finish: only the trials it completed are counted."))
-    judges = ", ".join(f"`{j}`" for j in (agg.get("judge"), agg.get("judge2")) if j) or "none (checker only)"
-    out.append(("p", f"graders: checker, judge {judges}"))
+    judges = [f"judge `{j}`" for j in (agg.get("judge"), agg.get("judge2")) if j]
+    out.append(("p", "graders: " + (", ".join(["checker", *judges]) if judges else "checker only (no judge ran)")))
     rows = []
     for c in conds:
         b = agg["by_condition"][c]

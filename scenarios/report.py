@@ -100,7 +100,8 @@ def _why(trials: list[dict]) -> list[dict]:
     for t in trials:
         if t.get("pass"):
             continue
-        for w in t.get("why") or [{"what": r, "evidence": ""} for r in t.get("reasons") or []]:
+        whys = t.get("why") or [{"what": r, "evidence": ""} for r in t.get("reasons") or []]
+        for w in {w["what"]: w for w in whys}.values():
             row = seen.setdefault(w["what"], {"what": w["what"], "trials": 0, "evidence": w.get("evidence", "")})
             row["trials"] += 1
     return sorted(seen.values(), key=lambda r: -r["trials"])

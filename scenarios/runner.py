@@ -227,7 +227,9 @@ def failed_why(scores: dict, traps: list[dict], res, t1_res) -> list[dict]:
         if t.get("central") and t.get("respected") is False:
             why.append({"what": f"trap {t['id']}", "evidence": str(t.get("evidence", ""))[:400]})
     if t1_res is not None:
-        why += [{"what": a.name, "evidence": a.detail[:400]} for a in t1_res.assertions if a.counts and not a.passed]
+        have = {w["what"] for w in why}
+        why += [{"what": a.name, "evidence": a.detail[:400]} for a in t1_res.assertions
+                if a.counts and not a.passed and a.name not in have]
     return why
 
 
