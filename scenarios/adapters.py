@@ -27,6 +27,7 @@ from pathlib import Path
 
 from scenarios.evidence import Evidence
 
+MCP_CONFIG = ".panio-eval-mcp.json"  # under the sandbox HOME (mcp condition)
 READ_HINTS = ("SKILL.md", "/docs/", "docs/")
 # Gemini CLI's built-in tools (docs/reference/tools.md); any other tool is an MCP tool (`mcp_<server>_<tool>`)
 GEMINI_BUILTIN = {"list_directory", "glob", "grep_search", "search_file_content", "write_file", "replace", "write_todos",
@@ -269,13 +270,23 @@ class Adapter:
     prompt_on_stdin: bool = False
 
     def argv(self, prompt: str, condition: str, skill_text: str, model: str | None = None,
-             provider: str | None = None, extra: list[str] | None = None) -> list[str]:
-        """The harness's headless command line; ``model``/``provider`` pin the agent, ``extra`` passes through."""
+             provider: str | None = None, extra: list[str] | None = None, mcp_config: Path | None = None) -> list[str]:
+        """The harness's headless command line; ``model``/``provider`` pin the agent, ``extra`` passes through.
+
+        Under the mcp condition ``mcp_config`` is the JSON file registering `panio mcp` (Claude reads it with
+        --mcp-config; Codex gets the server by -c overrides; Gemini CLI from its settings.json)."""
         text = _preload(prompt, condition, skill_text) if self.name != "claude" else prompt
         extra = list(extra or [])
+        if mcp_config is not None and self.name == "claude":
+            extra = ["--mcp-config", str(mcp_config), "--strict-mcp-config"] + extra
+        if mcp_config is not None and self.name == "codex":
+            srv = json.loads(mcp_config.read_text())["mcpServers"]["panio"]
+            extra = ["-c", f"mcp_servers.panio.command={json.dumps(srv['command'])}",
+                     "-c", f"mcp_servers.panio.args={json.dumps(srv['args'])}"] + extra
         if self.name == "claude":
+            tools = "Bash,Read,Glob,Grep,Skill" + (",mcp__panio" if mcp_config is not None else "")
             a = [self.exe, "-p", text, "--output-format", "stream-json", "--verbose",
-                 "--allowedTools", "Bash,Read,Glob,Grep,Skill"] + (["--model", model] if model else [])
+                 "--allowedTools", tools] + (["--model", model] if model else [])
             return a + (["--append-system-prompt", skill_text] if condition == "preloaded" else []) + extra
         if self.name == "codex":
             # `--full-auto` is gone from current Codex; workspace-write lets it run panio in the sandbox cwd
@@ -291,8 +302,10 @@ class Adapter:
     def stdin(self, prompt: str, condition: str, skill_text: str) -> str | None:
         return _preload(prompt, condition, skill_text) if self.prompt_on_stdin else None
 
-    def register(self, home: Path, condition: str, skill_path: Path | None) -> str | None:
-        """Realize Warm: register the skill so only its description is listed. Returns why not, if it can't."""
+    def register(self, home: Path, condition: str, skill_path: Path | None, mcp_server: dict | None = None) -> str | None:
+        """Realize Warm (the skill registered, description only) or mcp (panio mcp registered). Returns why not."""
+        if condition == "mcp":
+            return self._register_mcp(home, mcp_server or {})
         if condition != "warm":
             return None
         if self.skill_dir is None:
@@ -302,6 +315,16 @@ class Adapter:
         dest = home / self.skill_dir / "panio"
         dest.mkdir(parents=True, exist_ok=True)
         (dest / "SKILL.md").write_text(skill_path.read_text(encoding="utf-8"), encoding="utf-8")
+        return None
+
+    def _register_mcp(self, home: Path, server: dict) -> str | None:
+        if self.name == "pi":
+            return "pi has no MCP client: the mcp condition is not realizable"
+        conf = {"mcpServers": {"panio": server}}
+        (home / MCP_CONFIG).write_text(json.dumps(conf, indent=1))
+        if self.name == "gemini":  # Gemini CLI reads its servers from settings.json
+            (home / ".gemini").mkdir(parents=True, exist_ok=True)
+            (home / ".gemini" / "settings.json").write_text(json.dumps(conf, indent=1))
         return None
 
 

@@ -17,7 +17,7 @@ import copy
 from scenarios.evidence import Command, Evidence
 from scenarios.matching import TrapResult, any_match, check_trap
 from scenarios.roles import bind, role_of
-from scenarios.rubric import DIMS, pass_rule
+from scenarios.rubric import DIMS, NO_D1, pass_rule
 from scenarios.scenario import Scenario
 from scenarios.surface import Surface, parse
 
@@ -54,7 +54,7 @@ def check(sc: Scenario, ev: Evidence, surface: Surface, condition: str = "cold",
     if ev.from_stream:
         _discovery(res, ev, condition)
         _efficiency(res, ev)
-    if condition == "preloaded":
+    if condition in NO_D1:
         res.scores["d1"] = None
     res.verdict, res.reasons = verdict(res.scores, res.traps, condition)
     return res

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from scenarios.scenario import CONDITIONS, CatalogError, load_all, select
+from scenarios.scenario import ALL_CONDITIONS, CONDITIONS, CatalogError, load_all, select
 
 
 class EvalUsage(Exception):
@@ -56,7 +56,8 @@ def build() -> Parser:
     r.add_argument("--no-bad", action="store_true", help="--reference only: skip the known-bad variants")
     r.add_argument("--planned", action="store_true", help="preview: treat announced commands as present (not a valid result)")
     r.add_argument("--agent", metavar="claude|codex|gemini|pi|CMD", help="the harness, or a command (prompt on stdin)")
-    r.add_argument("--condition", nargs="+", default=["cold"], metavar="C", help="cold, warm, preloaded (or all)")
+    r.add_argument("--condition", nargs="+", default=["cold"], metavar="C",
+                   help="cold, warm, preloaded (or all of these), mcp (panio mcp instead of the CLI)")
     r.add_argument("--n", type=int, default=3, help="trials per cell (default 3)")
     r.add_argument("--parallel", type=int, default=2, help="trials running at once (default 2)")
     r.add_argument("--timeout-s", type=float, default=600, help="time limit per trial (default 600)")
@@ -95,7 +96,7 @@ def build() -> Parser:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     gr.add_argument("scenario")
     gr.add_argument("answer", type=Path, help="a text answer or an event stream (claude, codex, gemini, pi)")
-    gr.add_argument("--condition", choices=CONDITIONS, default="cold")
+    gr.add_argument("--condition", choices=ALL_CONDITIONS, default="cold")
     gr.add_argument("--json", action="store_true")
     cal = sub.add_parser("calibrate", help="Cohen's kappa + confusion matrix of verdicts vs human labels",
                          epilog="example:\n  panio-eval calibrate --corpus tests/eval/labelled/corpus.toml\n"
@@ -212,9 +213,9 @@ def cmd_run(args) -> int:
     if not args.agent:
         raise EvalUsage("panio-eval run: give --reference or --agent")
     conds = list(CONDITIONS) if args.condition == ["all"] else [c for x in args.condition for c in x.split(",")]
-    bad = [c for c in conds if c not in CONDITIONS]
+    bad = [c for c in conds if c not in ALL_CONDITIONS]
     if bad:
-        raise EvalUsage(f"panio-eval run: unknown condition(s) {', '.join(bad)} (cold, warm, preloaded)")
+        raise EvalUsage(f"panio-eval run: unknown condition(s) {', '.join(bad)} (cold, warm, preloaded, mcp)")
     if args.n < 1:
         raise EvalUsage("panio-eval run: --n must be at least 1")
     if args.n < 3:

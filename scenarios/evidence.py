@@ -97,6 +97,11 @@ class Evidence:
         blanked = text
         for m in FENCE_RE.finditer(text):
             whole_rejected = stance.block_rejected(text[:m.start()])
+            calls = _tool_calls(m.group("body"))
+            if calls:  # the mcp condition: tool calls stated as JSON lines
+                self.mcp_calls += [] if whole_rejected else calls
+                blanked = blanked[:m.start()] + " " * (m.end() - m.start()) + blanked[m.end():]
+                continue
             for line, rej in _command_lines(m.group("body"), m.group("lang").lower()):
                 self.add_shell(line, source="stated", rejected=rej or whole_rejected)
             blanked = blanked[:m.start()] + " " * (m.end() - m.start()) + blanked[m.end():]
@@ -107,6 +112,20 @@ class Evidence:
             if not simple_commands(span) or not any(PANIO_WORD.match(w[0]) for w in simple_commands(span)):
                 continue
             self.add_shell(span, source="stated", rejected=stance.rejected(blanked, m.start(), m.end(), spans))
+
+
+def _tool_calls(block: str) -> list[dict]:
+    """`{"tool": "serial_log", "arguments": {...}}` per line (or one JSON array of them)."""
+    import json
+
+    text = block.strip()
+    try:
+        items = json.loads(text) if text.startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
+    except ValueError:
+        return []
+    if not isinstance(items, list) or not all(isinstance(x, dict) and isinstance(x.get("tool"), str) for x in items):
+        return []
+    return [{"tool": x["tool"], "arguments": x.get("arguments") or x.get("args") or {}, "stated": True} for x in items]
 
 
 def _command_lines(block: str, lang: str) -> list[tuple[str, bool]]:

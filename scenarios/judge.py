@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from scenarios.rubric import DIMS, pass_rule
+from scenarios.rubric import DIMS, NO_D1, pass_rule
 from scenarios.scenario import Scenario
 
 TEMPLATE = """\
@@ -41,7 +41,7 @@ GOAL: {goal}
 REFERENCE: {reference}
 TRAPS: {traps}
 COMMAND REFERENCE: {command_reference}
-CONDITION: {condition}   # D1 is N/A under preloaded
+CONDITION: {condition}   # D1 is N/A under preloaded and mcp (mcp: the agent had panio mcp tools, not the CLI)
 CHECKER VERDICT: {checker}
 TRANSCRIPT: {transcript}
 
@@ -226,7 +226,7 @@ def merge(checker_scores: dict, checker_traps: list, verdict: Verdict | None, co
         for d in DIMS:
             if scores.get(d) is None:
                 scores[d] = verdict.scores.get(d)
-    if condition == "preloaded":
+    if condition in NO_D1:
         scores["d1"] = None
     traps = [t.to_json() for t in checker_traps]
     by_id = {str(t.get("id")): t for t in (verdict.traps_eval if verdict else [])}

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scenarios import checker, judge, t1
-from scenarios.adapters import Adapter, adapter
+from scenarios.adapters import MCP_CONFIG, Adapter, adapter
 from scenarios.drift import Guard
 from scenarios.evidence import Command, Evidence
 from scenarios.sandbox import Sandbox, real_panio
@@ -30,6 +30,10 @@ from scenarios.scenario import Scenario
 
 T1_BRIEF = ("Use the `panio` command-line tool (already on PATH; the lab file is set up for you in $PANIO_LAB) "
             "to do this. Finish with a short summary of what you did.")
+MCP_BRIEF = ("panio's runtime commands are available to you as MCP tools (server `panio`); there is no panio "
+             "command line. Do not touch hardware: give the tool calls you would make, in order, in one fenced code "
+             "block, one JSON object per line: {\"tool\": \"NAME\", \"arguments\": {...}}, and say where you learned "
+             "each. Read-only tools such as target_list are fine to call.")
 T0_BRIEF = ("You are working with the `panio` command-line tool (on PATH). Do not touch hardware: give the exact "
             "panio commands you would run, in order, in one fenced code block, and say where you learned each "
             "(help, skill, docs). Read-only panio commands such as --help are fine to run.")
@@ -53,8 +57,9 @@ class RunConfig:
     judge2_cmd: str | None = None  # an optional second rater
 
 
-def prompt_for(sc: Scenario) -> str:
-    return f"{sc.goal}\n\n{T1_BRIEF if sc.tier == 't1' else T0_BRIEF}"
+def prompt_for(sc: Scenario, condition: str = "cold") -> str:
+    brief = MCP_BRIEF if condition == "mcp" else (T1_BRIEF if sc.tier == "t1" else T0_BRIEF)
+    return f"{sc.goal}\n\n{brief}"
 
 
 def skill_source(panio: str) -> Path | None:
@@ -92,13 +97,17 @@ def run_agent(ad: Adapter, sc: Scenario, condition: str, box: Sandbox, cfg: RunC
               skill: Path | None) -> AgentRun:
     """Start the harness headless in the sandbox and wait for it (killed at the time limit)."""
     skill_text = skill.read_text(encoding="utf-8") if skill else ""
-    prompt = prompt_for(sc)
+    prompt = prompt_for(sc, condition)
     env = box.env() if cfg.isolation == "home" else {**box.env(), "HOME": os.environ.get("HOME", "")}
     env.update(PANIO_EVAL_PROMPT=prompt, PANIO_EVAL_CONDITION=condition, PANIO_EVAL_SCENARIO=sc.id,
                PANIO_EVAL_SKILL=str(skill or ""))
     stdin = ad.stdin(prompt, condition, skill_text)
     t0 = time.monotonic()
-    argv = ad.argv(prompt, condition, skill_text, model=cfg.model, provider=cfg.provider, extra=cfg.agent_args)
+    mcp_config = box.home / MCP_CONFIG if condition == "mcp" else None
+    argv = ad.argv(prompt, condition, skill_text, model=cfg.model, provider=cfg.provider, extra=cfg.agent_args,
+                   mcp_config=mcp_config)
+    if mcp_config is not None:
+        env["PANIO_EVAL_MCP_CONFIG"] = str(mcp_config)
     proc = subprocess.Popen(argv, cwd=box.cwd, env=env, text=True,
                             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -153,9 +162,9 @@ def add_mcp(ev: Evidence, surface) -> Evidence:
 def one_trial(sc: Scenario, condition: str, index: int, cfg: RunConfig, guard: Guard, skill: Path | None) -> dict:
     ad = adapter(cfg.agent)
     tid = f"{sc.id}-{condition}-{index}"
-    box = Sandbox(cfg.out / "trials" / tid).create(sc.fixture_lab, guard.groups())
+    box = Sandbox(cfg.out / "trials" / tid, cli=condition != "mcp").create(sc.fixture_lab, guard.groups())
     rec: dict = {"id": tid, "scenario": sc.id, "condition": condition, "trial": index, "tier": sc.tier}
-    why_not = ad.register(box.home, condition, skill)
+    why_not = ad.register(box.home, condition, skill, box.mcp_server() if condition == "mcp" else None)
     if why_not is None and condition == "preloaded" and skill is None:
         why_not = "panio skill is unavailable (no bundled SKILL.md)"
     if why_not:

@@ -122,3 +122,37 @@ def test_a_killed_run_keeps_the_trials_it_finished(env, tmp_path):
     run = json.loads((out / "run.json").read_text())
     assert run["state"] == "running" and [t["id"] for t in run["trials"]] == ["C7-cold-1"]
     assert run["trials"][0]["pass"]
+
+
+MCP_SCRIPT = {
+    "R8": {"good": {"run": ["command -v panio || echo 'no panio CLI here'"],
+                    "mcp": [{"tool": "mcp__panio__power_state", "args": {"target": "pico"}}],
+                    "answer": "It reads the plug's state; nothing changes."}},
+    "s3": {"good": {"run": [], "answer": "```json\n{\"tool\": \"serial_log\", \"arguments\": {\"target\": \"dut\", "
+                                         "\"tail\": 1}}\n{\"tool\": \"serial_log\", \"arguments\": {\"target\": \"dut\", "
+                                         "\"since\": 1042}}\n```\n(the tool list)"}},
+}
+
+
+def test_mcp_condition_registers_panio_mcp_instead_of_the_cli(panio_eval, env, tmp_path):
+    (tmp_path / "mcp.json").write_text(json.dumps(MCP_SCRIPT))
+    env = {**env, "FAKE_AGENT_SCRIPT": str(tmp_path / "mcp.json")}
+    out = tmp_path / "mcp"
+    r = panio_eval("run", "--agent", "claude", "--condition", "mcp", "--n", "1", "--scenario", "R8", "s3", "C7",
+                   "--out", str(out), env=env)
+    assert r.code == 0, r.err
+    run = json.loads((out / "run.json").read_text())
+    by = {t["scenario"]: t for t in run["trials"]}
+    assert set(by) == {"R8", "s3"}  # C7 (config) has no mcp condition: panio mcp does not configure
+    assert by["R8"]["pass"] and {"argv": ["power-state", "pico"], "source": "mcp", "exit": None, "refused": False} in by["R8"]["commands"]
+    assert by["s3"]["pass"], by["s3"]["reasons"]  # tool calls stated as JSON lines are graded like commands
+    argv = next(json.loads(x)["argv"] for x in (tmp_path / "argv.jsonl").read_text().splitlines())
+    conf = json.loads(Path(argv[argv.index("--mcp-config") + 1]).read_text())["mcpServers"]["panio"]
+    labs = {str(out / "trials" / f"{sid}-mcp-1" / "lab.toml") for sid in ("R8", "s3")}
+    assert conf["args"][-1] == "mcp" and conf["args"][0] == "--lab" and conf["args"][1] in labs
+    assert "--strict-mcp-config" in argv and "mcp__panio" in argv[argv.index("--allowedTools") + 1]
+    stream = (out / "trials" / "R8-mcp-1" / "stream.jsonl").read_text()
+    assert "no panio CLI here" in stream  # the CLI is not on PATH under mcp
+    r = panio_eval("run", "--agent", "pi", "--condition", "mcp", "--n", "1", "--scenario", "R8", "--out", str(tmp_path / "pi"), env=env)
+    agg = json.loads((tmp_path / "pi" / "report.json").read_text())
+    assert agg["cells"]["R8"]["mcp"]["gap"] == "pi has no MCP client: the mcp condition is not realizable"

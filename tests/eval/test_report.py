@@ -24,15 +24,28 @@ SCRIPT = {
 }
 
 
-@pytest.fixture
-def runs(panio_eval, eval_env, fake_agents, tmp_path):
-    (tmp_path / "script.json").write_text(json.dumps(SCRIPT))
-    env = {**eval_env, "PATH": f"{fake_agents}:{eval_env['PATH']}", "FAKE_AGENT_SCRIPT": str(tmp_path / "script.json")}
-    good, bad = tmp_path / "good", tmp_path / "bad"
-    for out, mode, prev in ((good, "good", []), (bad, "bad", ["--previous", str(tmp_path / "good" / "run.json")])):
-        r = panio_eval("run", "--agent", "claude", "--condition", "cold", "warm", "--n", "2", "--scenario", "C2", "C7",
-                       "--out", str(out), *prev, env={**env, "FAKE_AGENT_MODE": mode}, timeout=300)
-        assert r.code == 0, r.err
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A good run, then a bad one diffed against it (fake claude; one pair for every test here)."""
+    import os
+    import sys
+
+    tmp = tmp_path_factory.mktemp("report")
+    agents = tmp / "agents"
+    agents.mkdir()
+    (agents / "claude").write_text(f"#!/bin/sh\nFAKE_AGENT_FORMAT=claude exec {sys.executable} "
+                                   f"{Path(__file__).parent / 'fake_agent.py'} \"$@\"\n")
+    (agents / "claude").chmod(0o755)
+    (tmp / "script.json").write_text(json.dumps(SCRIPT))
+    (tmp / "home").mkdir()
+    env = {**os.environ, "HOME": str(tmp / "home"), "PANIO_STATE_DIR": str(tmp / "state"), "PANIO_LAB": str(tmp / "no.toml"),
+           "PATH": f"{agents}:{os.environ['PATH']}", "FAKE_AGENT_SCRIPT": str(tmp / "script.json")}
+    good, bad = tmp / "good", tmp / "bad"
+    for out, mode, prev in ((good, "good", []), (bad, "bad", ["--previous", str(good / "run.json")])):
+        p = subprocess.run([str(Path(sys.executable).parent / "panio-eval"), "run", "--agent", "claude", "--condition",
+                            "cold", "warm", "--n", "2", "--scenario", "C2", "C7", "--out", str(out), *prev],
+                           env={**env, "FAKE_AGENT_MODE": mode}, cwd=tmp, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
     return good, bad
 
 
