@@ -65,6 +65,31 @@ def test_checker_kappa_against_human_labels_dev_and_holdout(calibration):
         assert per["checker"]["right"] >= per["checker"]["n"] - 1, (cls, per)
 
 
+def test_second_holdout_written_after_the_checker_changes(panio_eval):
+    r = panio_eval("calibrate", "--corpus", str(HERE / "labelled" / "holdout2.toml"), "--json", timeout=300)
+    assert r.code == 0, r.err
+    a = r.json()["splits"]["holdout2"]["checker"]
+    assert a["n"] >= 25 and a["kappa"] >= KAPPA_MIN, (a, r.json()["disagreements"])
+
+
+def test_grade_one_answer_text_or_stream(panio_eval, tmp_path):
+    ans = tmp_path / "answer.md"
+    ans.write_text("~~~\npanio serial watch rpi\npanio serial send rpi 'uname -a'\npanio serial log rpi --tail 5\n~~~\n")
+    r = panio_eval("grade", "R4", str(ans))
+    assert r.code == 0 and r.out.startswith("R4 cold: PASS"), r.out + r.err
+    ans.write_text("There is no `panio serial run`; if it's not captured, use `panio serial exec rpi 'uname -a'`.")
+    r = panio_eval("grade", "R4", str(ans), "--json")
+    g = r.json()
+    assert r.code == 1 and g["verdict"] == "fail" and g["invented"][0].startswith("panio serial exec rpi")
+    # a T1 answer as a Codex event stream: its commands are replayed in a sandbox and the lab is graded
+    stream = HERE / "labelled" / "streams" / "C1-02.codex.jsonl"
+    r = panio_eval("grade", "C1", str(stream), "--condition", "warm", "--json")
+    g = r.json()
+    assert r.code == 0 and g["verdict"] == "pass" and g["t1"]["passed"] and g["scores"]["d1"] == 2, g
+    r = panio_eval("grade", "R9", str(ans))
+    assert r.code == 2 and "pending" in r.err
+
+
 def test_no_false_hard_fail_on_panio_docs_skills_or_help():
     surface = Surface.live()
     texts = [(str(f.relative_to(ROOT)), f.read_text(encoding="utf-8"))
