@@ -281,8 +281,9 @@ class Adapter:
             extra = ["--mcp-config", str(mcp_config), "--strict-mcp-config"] + extra
         if mcp_config is not None and self.name == "codex":
             srv = json.loads(mcp_config.read_text())["mcpServers"]["panio"]
+            env = "{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in srv.get("env", {}).items()) + "}"  # a TOML inline table
             extra = ["-c", f"mcp_servers.panio.command={json.dumps(srv['command'])}",
-                     "-c", f"mcp_servers.panio.args={json.dumps(srv['args'])}"] + extra
+                     "-c", f"mcp_servers.panio.args={json.dumps(srv['args'])}", "-c", f"mcp_servers.panio.env={env}"] + extra
         if self.name == "claude":
             tools = "Bash,Read,Glob,Grep,Skill" + (",mcp__panio" if mcp_config is not None else "")
             a = [self.exe, "-p", text, "--output-format", "stream-json", "--verbose",

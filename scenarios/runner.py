@@ -180,7 +180,8 @@ def one_trial(sc: Scenario, condition: str, index: int, cfg: RunConfig, guard: G
         return {**rec, "status": "error", "reason": failure, "seconds": round(run.seconds, 2), "exit": run.status}
     graded = score(sc, ev, surface, condition, box, cfg, run.out)
     return {**rec, "status": "timeout" if run.timed_out else "done", "seconds": round(run.seconds, 2),
-            "exit": run.status, **graded, "tokens": ev.tokens, "turns": ev.turns, "mcp_calls": len(ev.mcp_calls),
+            "exit": run.status, **graded, "model": ev.model, "tokens": ev.tokens, "turns": ev.turns,
+            "mcp_calls": len(ev.mcp_calls),
             "commands": [{"argv": c.argv, "source": c.source, "exit": c.exit, "refused": c.refused,
                           **({"rejected": True} if c.rejected else {}), **({"hook": True} if c.hook else {})}
                          for c in ev.commands]}
@@ -245,7 +246,9 @@ def failed_why(scores: dict, traps: list[dict], res, t1_res) -> list[dict]:
 def _transcript(ev: Evidence, raw: str, limit: int = 60000) -> str:
     """A readable summary first (commands in order, exits, reads, answer), then the raw event stream."""
     lines = [f"[{c.source}] {c.text}" + (f"  (exit {c.exit})" if c.exit is not None else "")
-             + ("  (refused: outside the T1-safe set)" if c.refused else "") for c in ev.commands]
+             + ("  (refused: outside the T1-safe set)" if c.refused else "")
+             + ("  (named only to reject it)" if c.rejected else "") + ("  (inside a hook: not run)" if c.hook else "")
+             for c in ev.commands]
     other = [f"[shell] {s}" for s in ev.shell if "panio" not in s] + [f"[read] {r}" for r in ev.reads]
     body = "\n".join(lines + other) + "\n\nFINAL ANSWER:\n" + ev.text
     room = limit - len(body) - 40
