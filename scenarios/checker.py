@@ -60,6 +60,11 @@ def check(sc: Scenario, ev: Evidence, surface: Surface, condition: str = "cold",
     return res
 
 
+def _mention(c: Command, p) -> bool:
+    """Prose naming a command without its arguments ("`panio serial send` needs the watch"): not an invocation."""
+    return c.inline and p.status == "malformed" and len(c.argv) == len(p.path)
+
+
 def is_help(surface: Surface, c: Command) -> bool:
     """Reads help, runs nothing (`panio helper NAME --help` runs the helper: its --help is the helper's)."""
     return not c.argv or parse(surface, c.argv, strict=False).status == "help"
@@ -76,7 +81,7 @@ def _invent_and_form(res: CheckResult, cmds: list[Command], surface: Surface, ho
         p = parse(surface, c.argv)
         if p.status in INVENTED and not is_help(surface, c):
             res.invented.append(f"{c.text}: {p.problem}")
-        elif p.status in ("convention", "malformed"):
+        elif p.status in ("convention", "malformed") and not _mention(c, p):
             res.malformed.append(f"{c.text}: {p.problem}")
             bad_form += 1
     res.scores["d4"] = 0 if res.invented else 2

@@ -37,6 +37,7 @@ class Command:
     refused: bool = False  # the shim refused it (outside the T1-safe set)
     rejected: bool = False  # named only to say not to use it ("there is no `panio flash`")
     hook: bool = False  # a panio command line inside another's argument (a power hook): checked, not run
+    inline: bool = False  # from an inline span in prose: without its arguments it is a mention (`panio serial watch`)
 
     @property
     def is_help(self) -> bool:
@@ -59,7 +60,7 @@ class Evidence:
 
     commands: list[Command] = field(default_factory=list)  # panio commands, in order
     shell: list[str] = field(default_factory=list)  # every shell line, panio or not
-    programs: list[str] = field(default_factory=list)  # every non-panio simple command that runs (comments, output out)
+    programs: list[str] = field(default_factory=list)  # command lines that run, comments stripped (no output, no prose)
     text: str = ""  # the final answer
     reads: list[str] = field(default_factory=list)  # docs/skill files the agent read
     mcp_calls: list[dict] = field(default_factory=list)
@@ -82,14 +83,15 @@ class Evidence:
         self.shell.append(line)
         if source == "run" and DOC_READ_RE.search(line):
             self.reads.append(line)  # `cat …/SKILL.md`, `less docs/serial.md`: discovery
+        if not rejected:
+            m = TRAILING_COMMENT.search(line)
+            self.programs.append(line[:m.start()] if m and not _in_quotes(line, m.start()) else line)
         for words in simple_commands(line):
             if PANIO_WORD.match(words[0]):
                 self.commands.append(Command(words[1:], source, line, exit, rejected=rejected))
                 for h in hooks(words[1:]):
                     self.commands += [Command(w[1:], source, h, rejected=rejected, hook=True)
                                       for w in simple_commands(h) if PANIO_WORD.match(w[0])]
-            elif not rejected:
-                self.programs.append(shlex.join(words))
 
     def add_answer(self, text: str) -> None:
         """Commands an answer states: fenced blocks (``` or ~~~) and inline `panio …` spans."""
@@ -97,12 +99,13 @@ class Evidence:
         blanked = text
         for m in FENCE_RE.finditer(text):
             whole_rejected = stance.block_rejected(text[:m.start()])
+            lang = "output" if stance.output_block(text[:m.start()]) else m.group("lang").lower()
             calls = _tool_calls(m.group("body"))
             if calls:  # the mcp condition: tool calls stated as JSON lines
                 self.mcp_calls += [] if whole_rejected else calls
                 blanked = blanked[:m.start()] + " " * (m.end() - m.start()) + blanked[m.end():]
                 continue
-            for line, rej in _command_lines(m.group("body"), m.group("lang").lower()):
+            for line, rej in _command_lines(m.group("body"), lang):
                 self.add_shell(line, source="stated", rejected=rej or whole_rejected)
             blanked = blanked[:m.start()] + " " * (m.end() - m.start()) + blanked[m.end():]
         found = list(INLINE_RE.finditer(blanked))
@@ -111,7 +114,10 @@ class Evidence:
             span = m.group(1).strip()
             if not simple_commands(span) or not any(PANIO_WORD.match(w[0]) for w in simple_commands(span)):
                 continue
+            before = len(self.commands)
             self.add_shell(span, source="stated", rejected=stance.rejected(blanked, m.start(), m.end(), spans))
+            for c in self.commands[before:]:
+                c.inline = True
 
 
 def _tool_calls(block: str) -> list[dict]:

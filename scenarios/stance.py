@@ -38,7 +38,12 @@ CLAUSE_CUE = re.compile(
 JOINER = re.compile(r"^\s*(?:,|/|\bor\b|\band\b|\bnor\b)\s*$", re.I)
 BLOCK_INTRO = re.compile(r"^\W*(?:don'?t|do\s+not|never|avoid|wrong|bad|incorrect|not\s+this|what\s+not\s+to\s+do|"
                          r"anti-?pattern|instead\s+of)\b[^\n]*:\s*$", re.I)
-COMMENT_CUE = re.compile(r"^\W*(?:wrong|bad|incorrect|not\s+this|don'?t|do\s+not|never|avoid|instead\s+of|not\b|❌|✗)", re.I)
+# a comment rejects a command only when it says so of that command ("# wrong", "# don't do this"), not when it
+# explains it ("# not -t: the target is positional", "# Don't use serial reset here:" above the right command)
+COMMENT_CUE = re.compile(r"^\W*(?:wrong|bad|incorrect|invalid|broken|not\s+this|avoid(?:\s+this)?\W*$|"
+                         r"(?:don'?t|do\s+not|never)\s+(?:do|use|run|try)\s+this|(?:this\s+)?(?:won'?t|doesn'?t)\s+work|❌|✗)", re.I)
+OUTPUT_INTRO = re.compile(r"(?:\boutput|\bresult|\bresponse|you(?:'ll|\s+will|\s+should)\s+see|looks\s+like|"
+                          r"\bprints|\breturns|\bshows)\s*:\s*$", re.I)
 SENTENCE_END = re.compile(r"(?<![.\w/~-][a-z])[.!?](?=\s|$)|\n\s*\n|\n(?=\s*[-*•\d])")
 
 
@@ -81,6 +86,12 @@ def rejected(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> b
 
 def comment_rejects(comment: str) -> bool:
     return bool(COMMENT_CUE.match(comment))
+
+
+def output_block(before: str) -> bool:
+    """A fenced block introduced as output ("Output looks like:", "You'll see:"): data, not commands."""
+    last = before.rstrip().rsplit("\n", 1)[-1]
+    return bool(OUTPUT_INTRO.search(last))
 
 
 def block_rejected(before: str) -> bool:

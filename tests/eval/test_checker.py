@@ -110,3 +110,64 @@ def test_reading_the_skill_or_docs_by_shell_counts_as_discovery():
     assert len(ev.reads) == 1 + 1
     ev.add_shell("panio target add tablet", exit=0)
     assert checker.check(SC["C7"], ev, LIVE, "cold").scores["d1"] == 2
+
+
+F = "```"
+
+
+def test_comments_that_explain_are_not_rejections_but_comments_that_reject_are():
+    ev = answer(f"{F}bash\n# Don't use serial reset here: dut hasn't opted into DTR.\npanio serial send dut reboot\n"
+                f"panio serial send dut 'uname -a'   # not -t: the target is positional\n"
+                f"panio serial reset dut   # wrong: hardware DTR\n# don't do this:\npanio serial dtr dut --ms 200\n{F}")
+    assert [(c.text, c.rejected) for c in ev.commands] == [
+        ("panio serial send dut reboot", False), ("panio serial send dut 'uname -a'", False),
+        ("panio serial reset dut", True), ("panio serial dtr dut --ms 200", True)]
+    assert checker.check(SC["s11"], ev, LIVE, "preloaded").verdict == "pass"
+
+
+def test_output_is_not_shell_and_prose_mentions_without_arguments_are_not_malformed():
+    ev = answer(f"{F}bash\npanio daemons\npanio daemons stop serial-pico\n{F}\nOutput looks like:\n"
+                f"{F}\nserial-pico  running  pid 4242  (stop sends TERM, then kill after 5 s)\n{F}\n"
+                "Note: `panio daemons stop` needs a name or `--all`.")
+    r = checker.check(SC["R7"], ev, LIVE, "preloaded")
+    assert r.verdict == "pass" and r.malformed == [] and not any("kill" in x for x in ev.programs)
+    ev = answer(f"{F}\nlsof /dev/ttyUSB0   # find the holder\nkill 4242\n{F}")
+    assert checker.check(SC["R7"], ev, LIVE, "preloaded").verdict == "fail"
+
+
+def test_panio_as_an_argument_quoted_commands_and_hooks():
+    from scenarios.shell import panio_commands
+
+    assert panio_commands("claude mcp add panio -- panio mcp") == [["mcp"]]
+    assert panio_commands("grep -rn panio docs/ | head") == []
+    assert panio_commands("pip show panio && which panio") == []
+    assert panio_commands("ssh -p 22 bench1 \"panio serial log pico --tail 5\"") == [["serial", "log", "pico", "--tail", "5"]]
+    assert panio_commands("watch -n 1 'panio serial log pico --tail 5'") == [["serial", "log", "pico", "--tail", "5"]]
+    assert panio_commands("timeout 10 sudo -E panio serial watch pico") == [["serial", "watch", "pico"]]
+    assert panio_commands("echo 'panio serial watch pico'") == []
+    ev = answer(f"{F}\npanio power set -t pico --cycle-cmd \"panio shelly cycle 192.0.2.41\"\n{F}")
+    assert [c.text for c in ev.hooks] == ["panio shelly cycle 192.0.2.41"]
+    r = checker.check(SC["C3"], ev, LIVE, "preloaded")
+    assert r.scores["d4"] == 0 and "(in a hook)" in r.invented[0]
+
+
+def test_the_target_is_a_role_bound_once():
+    ok = checker.check(SC["R4"], answer(f"{F}\npanio serial watch $PI\npanio serial send $PI 'uname -a'\n"
+                                        f"panio serial log $PI --tail 5\n{F}"), LIVE, "preloaded")
+    assert ok.verdict == "pass"
+    split = checker.check(SC["R4"], answer(f"{F}\npanio serial watch rpi\npanio serial send board 'uname -a'\n"
+                                           f"panio serial log board --tail 5\n{F}"), LIVE, "preloaded")
+    assert split.verdict == "fail" and split.scores["d6"] == 0
+    named = checker.check(SC["R8"], answer(f"{F}\npanio power-state mypi\n{F}"), LIVE, "preloaded")  # the goal names pico
+    assert named.verdict == "fail"
+    assert checker.check(SC["R8"], answer(f"{F}\npanio power-state <target>\n{F}"), LIVE, "preloaded").verdict == "pass"
+
+
+def test_negation_must_govern_the_span():
+    hidden = answer("If the tablet isn't listed, run `panio adb devices` first.")
+    assert [c.rejected for c in hidden.commands] == [False]
+    denied = answer("`panio flash` and `panio ssh` don't exist; there is no `panio emmc` either.")
+    assert all(c.rejected for c in denied.commands) and len(denied.commands) == 3
+    contrast = answer("`panio serial reset dut` would pulse DTR, which dut hasn't opted into, so it errors. "
+                      "Use `panio serial send dut reboot`.")
+    assert [c.rejected for c in contrast.commands] == [True, False]
