@@ -38,13 +38,13 @@ SEARCHERS = {"grep", "egrep", "fgrep", "rg", "ag", "ack", "git", "echo", "printf
              "ls", "cd", "test", "[", "[[", "read", "export", "alias", "jq", "python", "python3", "wc", "sort", "tee"}
 SHELL_C = {"sh", "bash", "zsh", "dash", "ksh", "fish"}
 SUBST = re.compile(r"\$\(([^()]*(?:\([^()]*\)[^()]*)*)\)|`([^`]*)`")
-PLACEHOLDER = re.compile(r"<([\w.…-]+)>")
+PLACEHOLDER = re.compile(r"(?<![<\w])<([\w.…-][\w.…' -]{0,40})>(?!>)")  # <seq>, <seq from above>: not a redirect
 FD_REDIRECT = re.compile(r"(?<=\s)\d+(?=[<>])")
 REDIRECT = re.compile(r"^(?:\d*)(?:>>|>&|<&|&>|>|<|<<<|<<)$")
 
 
 def _lex(line: str) -> list[str] | None:
-    text = FD_REDIRECT.sub("", PLACEHOLDER.sub("\x02\\1\x03", line))
+    text = FD_REDIRECT.sub("", PLACEHOLDER.sub(lambda m: "\x02" + m.group(1).replace(" ", "\x04") + "\x03", line))
     try:
         lex = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
         lex.whitespace_split = True
@@ -54,7 +54,7 @@ def _lex(line: str) -> list[str] | None:
             toks = shlex.split(text, comments=True)
         except ValueError:
             return None
-    return [t.replace("\x02", "<").replace("\x03", ">") for t in toks]
+    return [t.replace("\x02", "<").replace("\x03", ">").replace("\x04", " ") for t in toks]
 
 
 def _split_simple(toks: list[str]) -> list[list[str]]:
@@ -140,11 +140,11 @@ def simple_commands(line: str, depth: int = 0) -> list[list[str]]:
     found: list[list[str]] = []
     for m in SUBST.finditer(line):
         found += simple_commands(m.group(1) if m.group(1) is not None else m.group(2), depth + 1)
-    toks = _lex(SUBST.sub(" __subst__ ", line))
+    toks = _lex(SUBST.sub("<subst>", line))  # a placeholder: its value is another command's output
     if toks is None:
         return found
     for words in _split_simple(toks):
-        words = _strip_prefix([w for w in words if w != "__subst__"] if words[:1] == ["__subst__"] else words)
+        words = _strip_prefix([w for w in words if w != "<subst>"] if words[:1] == ["<subst>"] else words)
         if not words:
             continue
         if " " in words[0].strip():  # a wrapper handed a command string: `watch 'panio serial log …'`

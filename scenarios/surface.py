@@ -23,7 +23,7 @@ from pathlib import Path
 CATALOG = Path(__file__).parent / "catalog"
 GLOBAL_VALUE_OPTS = {"--lab"}
 GLOBAL_FLAGS = {"-h", "--help", "--version"}
-_PLACEHOLDER = re.compile(r"^<[^<>]+>$")
+_PLACEHOLDER = re.compile(r"<[^<>]+>")
 
 
 @dataclass
@@ -320,7 +320,7 @@ def _check_arity(node: Node, out: Parsed, strict: bool) -> None:
         out.status, out.problem = "malformed", f"`panio {node.name}` needs {lo} positional argument(s), got {n}"
     elif missing_req:
         out.status, out.problem = "malformed", f"`panio {node.name}` requires {', '.join(missing_req)}"
-    elif strict and node.parser is not None and not any(_PLACEHOLDER.match(t) for t in out.argv):
+    elif strict and node.parser is not None and not any(_PLACEHOLDER.search(t) for t in out.argv):
         _argparse_check(node, out)  # a stated `<seq>` is a placeholder, not a bad value
 
 

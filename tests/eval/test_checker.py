@@ -171,3 +171,12 @@ def test_negation_must_govern_the_span():
     contrast = answer("`panio serial reset dut` would pulse DTR, which dut hasn't opted into, so it errors. "
                       "Use `panio serial send dut reboot`.")
     assert [c.rejected for c in contrast.commands] == [True, False]
+
+
+def test_placeholders_with_spaces_and_command_substitutions_are_values_not_redirects():
+    from scenarios.shell import panio_commands
+
+    assert panio_commands("panio serial log pico --since <seq from above>") == [["serial", "log", "pico", "--since", "<seq from above>"]]
+    inner, outer = panio_commands("panio serial log pico --since=$(panio serial log pico --tail 1 --json | jq .seq)")
+    assert inner == ["serial", "log", "pico", "--tail", "1", "--json"] and LIVE.parse(outer).status == "ok"
+    assert panio_commands("panio serial log dut > boot.log 2>&1") == [["serial", "log", "dut"]]
