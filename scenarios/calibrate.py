@@ -74,7 +74,10 @@ def agreement(human: list[bool], verdicts: list[str]) -> Agreement:
 
 def judge_verdict(sc: Scenario, entry: Entry, ev, graded: grade.Graded, judge_cmd: str, help_tree: str) -> dict:
     """The judge alone and the combination (checker first) for one answer."""
-    prompt = judge.build_prompt(sc, entry.text, entry.condition, help_tree, checker=graded.to_json())
+    from scenarios.runner import _transcript
+
+    prompt = judge.build_prompt(sc, _transcript(ev, entry.text if ev.from_stream else ""), entry.condition, help_tree,
+                                checker=graded.to_json())
     run = judge.run_judge(judge_cmd, prompt)
     if run.verdict is None:
         return {"judge": "undetermined", "combined": graded.verdict, "error": run.error}

@@ -64,11 +64,13 @@ def blocks(agg: dict, d: dict | None = None) -> list[Block]:
                      "—" if b["turns"] is None else f"{b['turns']:.1f}", str(b.get("harness_errors", 0))])
     out += [("h", 2, "Success rate by condition"),
             ("table", ["condition", "success", "core", "invent-rate", "pass^k", "spread", "tokens", "turns", "harness errors"], rows),
-            ("p", f"Cold→Warm: {signed(agg['deltas']['cold_to_warm'])} · Warm→Preloaded: {signed(agg['deltas']['warm_to_preloaded'])}")]
+            ("p", f"Cold→Warm: {signed(agg['deltas']['cold_to_warm'])} · Warm→Preloaded: {signed(agg['deltas']['warm_to_preloaded'])}"
+                  + (f" · Preloaded CLI→MCP: {signed(agg['deltas'].get('cli_to_mcp'))}" if "mcp" in conds else ""))]
     per = agg["deltas"]["per_scenario"]
     out += [("h", 2, "Per scenario"),
-            ("table", ["scenario", *conds, "Cold→Warm", "Warm→Preloaded"],
-             [[sid, *[_cell(row[c]) for c in conds], signed(per[sid]["cold_to_warm"]), signed(per[sid]["warm_to_preloaded"])]
+            ("table", ["scenario", *conds, "Cold→Warm", "Warm→Preloaded", *(["CLI→MCP"] if "mcp" in conds else [])],
+             [[sid, *[_cell(row[c]) for c in conds], signed(per[sid]["cold_to_warm"]), signed(per[sid]["warm_to_preloaded"]),
+               *([signed(per[sid].get("cli_to_mcp"))] if "mcp" in conds else [])]
               for sid, row in agg["cells"].items()])]
     fails = [[f"{sid} {c}", w["what"], f"{w['trials']}/{row[c]['n']}", w["evidence"] or "—", ", ".join(row[c]["invented"]) or "—"]
              for sid, row in agg["cells"].items() for c in conds for w in row[c].get("why") or []]

@@ -159,9 +159,11 @@ def _delta(a: float | None, b: float | None) -> float | None:
 def _deltas(by_cond: dict, cells: dict) -> dict:
     g = lambda c: (by_cond.get(c) or {}).get("rate")  # noqa: E731
     per = {sid: {"cold_to_warm": _delta(row.get("cold", {}).get("rate"), row.get("warm", {}).get("rate")),
-                 "warm_to_preloaded": _delta(row.get("warm", {}).get("rate"), row.get("preloaded", {}).get("rate"))}
+                 "warm_to_preloaded": _delta(row.get("warm", {}).get("rate"), row.get("preloaded", {}).get("rate")),
+                 "cli_to_mcp": _delta(row.get("preloaded", {}).get("rate"), row.get("mcp", {}).get("rate"))}
            for sid, row in cells.items()}
     return {"cold_to_warm": _delta(g("cold"), g("warm")), "warm_to_preloaded": _delta(g("warm"), g("preloaded")),
+            "cli_to_mcp": _delta(g("preloaded"), g("mcp")),
             "per_scenario": per}
 
 

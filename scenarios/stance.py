@@ -26,7 +26,7 @@ PRE_CUE = re.compile(
     r"\b(?:unknown|invented|fabricated|made[- ]up|non-?existent|fake|bogus)(?:\s+(?:panio\s+)?(?:command|subcommand|flag|option)s?)?(?:\s+such\s+as|\s+like)?|"
     r"\bfabricat\w*|\binvent(?:ing|s)?|"
     r"\bdoesn'?t|\bcan'?t|\bcannot|\bwon'?t|\binstead\s+of|\brather\s+than|\bavoid(?:ing)?|\bwithout|\bunlike|\bnor|\bneither|"
-    r"\bskip|\bwrong:|\bbad:|\bincorrect:|❌|✗)" + _FILL + r"\s*[\"'(]?\s*$", re.I)
+    r"\bskip|\bwrong|\bbad|\bincorrect|❌|✗)" + _FILL + r"\s*[:\"'(]?\s*$", re.I)
 SUBJECT_PRE = re.compile(r"^\s*(?:[-*•]\s*)?(?:(?:\w+ing|the|a|an|so|and|but|also|then|just|note(?: that)?:?)\b[^.`]{0,40})?[\s(\"']*$", re.I)
 AUX = re.compile(r"^[\s)\"',:—–-]*(?:(?:only|just|also|here|then)\s+)?(?:is|are|was|were|would|will|does|do|did|can|could|"
                  r"won'?t|isn'?t|aren'?t|doesn'?t|don'?t|can'?t|cannot|wouldn'?t|has|have|hasn'?t|haven'?t|to\s+\S+)\b", re.I)
