@@ -123,8 +123,8 @@ def run_agent(ad: Adapter, sc: Scenario, condition: str, box: Sandbox, cfg: RunC
 def harness_failure(run: AgentRun, ev: Evidence, ad: Adapter) -> str | None:
     """Why this trial measured the harness, not the agent (None: it measured the agent).
 
-    A harness that exits non-zero, or prints neither an answer nor a single action, did
-    not do the thing: the trial is an error, shown as a gap, never a score (004 §6).
+    A harness that exits non-zero, reports an error, or prints no final answer did not
+    do the thing: the trial is an error, shown as a gap, never a score (004 §6).
     """
     if run.timed_out:
         return None  # the time limit is part of the task: graded on what it produced
@@ -133,8 +133,9 @@ def harness_failure(run: AgentRun, ev: Evidence, ad: Adapter) -> str | None:
         return f"{ad.name} exited {run.status}" + (f": {tail}" if tail else "")
     if ev.harness_error:
         return f"{ad.name} reported an error: {ev.harness_error}"
-    if not ev.text.strip() and not ev.commands and not ev.mcp_calls:
-        return f"{ad.name} printed no answer and took no action"
+    if not ev.text.strip():
+        acted = len(ev.commands) + len(ev.mcp_calls)
+        return f"{ad.name} printed no answer" + (f" (after {acted} command(s))" if acted else " and took no action")
     return None
 
 
