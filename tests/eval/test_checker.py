@@ -199,3 +199,14 @@ def test_gemini_stream_current_tool_names_skills_and_mcp_names():
     assert [c.text for c in ev.commands] == ["panio power-state pico"] and len(ev.mcp_calls) == 1
     failed = parse_gemini(json.dumps({"type": "result", "status": "error", "error": {"message": "quota exceeded"}}))
     assert failed.harness_error == "quota exceeded"
+
+
+def test_a_reasonable_variant_of_an_expected_value_passes_and_a_wrong_one_does_not():
+    def verdict(sid, block):
+        return checker.check(SC[sid], answer(f"{F}\n{block}\n{F}"), LIVE, "preloaded").verdict
+
+    assert verdict("R4", "panio serial watch pico\npanio serial send pico 'uname -a; hostname'\npanio serial log pico --tail 5") == "pass"
+    assert verdict("R4", "panio serial watch pico\npanio serial send pico 'uname'\npanio serial log pico --tail 5") == "fail"
+    assert verdict("s11", "panio serial send dut 'sudo systemctl reboot'") == "pass"
+    assert verdict("s11", "panio serial send dut 'poweroff'") == "fail"
+    assert verdict("s9", "panio serial reset dut\npanio serial dtr dut --ms 4500") == "pass"
