@@ -156,3 +156,25 @@ def test_mcp_condition_registers_panio_mcp_instead_of_the_cli(panio_eval, env, t
     r = panio_eval("run", "--agent", "pi", "--condition", "mcp", "--n", "1", "--scenario", "R8", "--out", str(tmp_path / "pi"), env=env)
     agg = json.loads((tmp_path / "pi" / "report.json").read_text())
     assert agg["cells"]["R8"]["mcp"]["gap"] == "pi has no MCP client: the mcp condition is not realizable"
+
+
+def test_two_raters_get_the_checkers_verdict_and_disagreements_are_kept(panio_eval, env, tmp_path):
+    script = {"C7": {"bad": {"run": ["panio target add tablet", "panio adb set -t tablet --serial ABC123"],
+                             "answer": "Reboot it with `panio adb reboot tablet`."}}}
+    (tmp_path / "s.json").write_text(json.dumps(script))
+    judge = f"{sys.executable} {HERE / 'fake_judge.py'}"
+    out = tmp_path / "judged"
+    r = panio_eval("run", "--agent", "claude", "--n", "1", "--scenario", "C7", "--out", str(out), "--judge", judge,
+                   "--judge2", judge, env={**env, "FAKE_AGENT_SCRIPT": str(tmp_path / "s.json"), "FAKE_AGENT_MODE": "bad"})
+    assert r.code == 0, r.err
+    t = json.loads((out / "run.json").read_text())["trials"][0]
+    assert not t["pass"] and t["checker"]["verdict"] == "fail"
+    for key in ("judge", "judge2"):  # the (lenient) fake judge passes it: reported, not allowed to repair the D4 hard fail
+        assert t[key]["alone"] == "pass"
+        assert {"what": "d4", "checker": 0, "judge": 2} in t[key]["disagreements"]
+    agg = json.loads((out / "report.json").read_text())
+    assert agg["inter_rater"] == {"n": 1, "kappa": 1.0, "confusion": {"tp": 1, "fp": 0, "fn": 0, "tn": 0}}
+    assert agg["by_condition"]["cold"]["judge_disagreements"] == 1
+    md = (out / "report.md").read_text()
+    assert "checker–judge disagreements: 1 trial(s)" in md and "second rater: kappa 1.00 over 1 trials" in md
+    assert f"graders: checker, judge `{judge}`, judge `{judge}`" in md
