@@ -1,0 +1,66 @@
+"""Bytes a board prints while capture is down survive the restart (issue 12, item 9).
+
+pyserial's `open()` flushes the kernel's input queue, so everything printed
+between a capture's death and the next `serial watch` was thrown away.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import time
+from pathlib import Path
+
+import pytest
+
+from serial_fixtures import kill_and_reap, supervisor_pids
+
+
+@pytest.fixture
+def tty(panio, tmp_path):
+    master, slave = pty.openpty()
+    name = os.ttyname(slave)
+    os.close(slave)  # nobody holds the board's side: what it prints waits in the kernel
+    panio("init")
+    panio("target", "add", "pico")
+    panio("serial", "add", "console", "-t", "pico", "--device", name)
+    yield master
+    for pid in supervisor_pids(Path(panio.env["PANIO_STATE_DIR"])):
+        kill_and_reap(pid)
+    os.close(master)
+
+
+def logged(panio) -> str:
+    return "\n".join(line.get("text", "") for line in panio("serial", "log", "pico", "--json").json()["lines"])
+
+
+def wait_logged(panio, text: str, timeout_s: float = 10) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = logged(panio)
+        if text in out:
+            return out
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} never reached the log:\n{logged(panio)}")
+
+
+def test_what_the_board_printed_before_the_first_watch_is_kept(panio, tty):
+    os.write(tty, b"printed-before-any-capture\n")
+    time.sleep(0.2)
+    panio("serial", "watch", "pico")
+    wait_logged(panio, "printed-before-any-capture")
+
+
+def test_what_the_board_printed_while_capture_was_killed_is_kept(panio, tty):
+    panio("serial", "watch", "pico")
+    os.write(tty, b"first-epoch\n")
+    wait_logged(panio, "first-epoch")
+    state = Path(panio.env["PANIO_STATE_DIR"])
+    pid = json.loads((state / "daemons" / "serial-pico.json").read_text())["pid"]
+    kill_and_reap(pid)
+    os.write(tty, b"".join(b"while-down-%03d\n" % i for i in range(40)))  # 600 bytes, as in the report
+    time.sleep(0.2)
+    panio("serial", "watch", "pico")
+    out = wait_logged(panio, "while-down-039")
+    assert all(f"while-down-{i:03d}" in out for i in range(40))
