@@ -64,3 +64,16 @@ def test_what_the_board_printed_while_capture_was_killed_is_kept(panio, tty):
     panio("serial", "watch", "pico")
     out = wait_logged(panio, "while-down-039")
     assert all(f"while-down-{i:03d}" in out for i in range(40))
+
+
+def test_two_watches_at_the_same_instant_both_succeed_naming_one_supervisor(panio, tty):
+    import subprocess
+
+    from conftest import PANIO
+
+    procs = [subprocess.Popen([PANIO, "serial", "watch", "pico", "--json"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=panio.env) for _ in range(3)]
+    results = [(p.wait(60), p.stdout.read(), p.stderr.read()) for p in procs]
+    assert all(code == 0 for code, _, _ in results), results
+    pids = {json.loads(out)["pid"] for _, out, _ in results}
+    assert len(pids) == 1 and len(supervisor_pids(Path(panio.env["PANIO_STATE_DIR"]))) == 1
