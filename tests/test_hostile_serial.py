@@ -77,3 +77,24 @@ def test_two_watches_at_the_same_instant_both_succeed_naming_one_supervisor(pani
     assert all(code == 0 for code, _, _ in results), results
     pids = {json.loads(out)["pid"] for _, out, _ in results}
     assert len(pids) == 1 and len(supervisor_pids(Path(panio.env["PANIO_STATE_DIR"]))) == 1
+
+
+def test_a_window_over_evicted_lines_says_so(tmp_path):
+    from bench_agent.serial.logstore import DATA, LogWriter
+    from bench_agent.serial.query import line_window
+
+    path = tmp_path / "console.log"
+    w = LogWriter(path, segment_bytes=4096, keep=2)
+    for i in range(500):
+        w.append(DATA, 1, b"line %04d\r\n" % i, 1_000 + i)
+    w.close()
+    lines, info = line_window(path, first=0, last=10)
+    assert lines == [] and info["evicted_before"] > 10  # before: nothing, and no word of why
+    lines, info = line_window(path, first=0, last=10_000)
+    assert lines[0]["seq"] == info["evicted_before"]
+    assert "evicted_before" not in line_window(path, tail=3)[1]
+    small = tmp_path / "small.log"
+    w = LogWriter(small)
+    w.append(DATA, 1, b"only\r\n", 1)
+    w.close()
+    assert "evicted_before" not in line_window(small, first=0, last=5)[1]
