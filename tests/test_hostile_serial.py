@@ -98,3 +98,35 @@ def test_a_window_over_evicted_lines_says_so(tmp_path):
     w.append(DATA, 1, b"only\r\n", 1)
     w.close()
     assert "evicted_before" not in line_window(small, first=0, last=5)[1]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tiny tmpfs as the state disk (CI runs as root)")
+def test_a_full_state_disk_is_a_device_error_not_internal(panio, tmp_path):
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], check=True)
+    master, slave = pty.openpty()
+    name = os.ttyname(slave)
+    os.close(slave)
+    state = disk / "state"
+    panio.env["PANIO_STATE_DIR"] = str(state)
+    try:
+        panio("init")
+        panio("target", "add", "pico")
+        panio("serial", "add", "console", "-t", "pico", "--device", name)
+        panio("serial", "watch", "pico")
+        with open(disk / "filler", "wb") as f:
+            with pytest.raises(OSError):
+                f.write(b"x" * (1 << 20))
+                f.flush()
+        os.write(master, b"y" * 5000 + b"\n")
+        time.sleep(0.5)
+        r = panio.fails("serial", "send", "pico", "hello", code=12)
+        assert "is full" in r.err and "PANIO_STATE_DIR" in r.err
+    finally:
+        for pid in supervisor_pids(state):
+            kill_and_reap(pid)
+        os.close(master)
+        subprocess.run(["umount", "-l", str(disk)], check=False)

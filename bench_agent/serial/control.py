@@ -57,6 +57,8 @@ class ControlServer:
             return {"ok": True, "result": self.handler(json.loads(line))}
         except PanioError as err:
             return {"ok": False, "error": err.to_json()}
+        except OSError as exc:  # the supervisor's own disk: full, read-only, failing — a lab fault, not a bug
+            return {"ok": False, "error": disk_error(exc).to_json()}
         except Exception as exc:  # noqa: BLE001 - a supervisor bug must reach the caller, not kill the daemon
             return {"ok": False, "error": InternalError(f"supervisor error: {type(exc).__name__}: {exc}").to_json()}
 
@@ -115,3 +117,18 @@ class ControlClient:
 def not_running(target: str) -> NotRunning:
     return NotRunning(f"no serial capture is running for {target!r}",
                       hint=f"run `panio serial watch {target}`", target=target)
+
+
+def disk_error(exc: OSError) -> PanioError:
+    """An OSError of the state directory's disk as the error a user can act on."""
+    import errno
+
+    from bench_agent.errors import DeviceError
+    from bench_agent.paths import state_dir
+
+    where = exc.filename or state_dir()
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DeviceError(f"the capture cannot record: the disk of {where} is full ({exc.strerror})",
+                           hint="free space there, or move panio's state with PANIO_STATE_DIR", errno=exc.errno)
+    return DeviceError(f"the capture cannot record to {where}: {exc.strerror or exc}",
+                       hint="check that disk (read-only? failing?)", errno=exc.errno)
