@@ -12,7 +12,7 @@ import base64
 from datetime import datetime, timezone
 from typing import Any
 
-from bench_agent.errors import NotRunning, PanioError, Refused, UsageError
+from bench_agent.errors import Busy, NotRunning, PanioError, Refused, UsageError
 from bench_agent.ops import operation
 from bench_agent.ops.spec import Param, ms_deadline
 
@@ -80,9 +80,28 @@ def watch(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
     if info is not None:
         return {"target": target, "pid": info["pid"], "epoch": info["epoch"], "already_running": True,
                 "interfaces": [i["name"] for i in info["interfaces"]]}
-    reply = client.start(target, interfaces)
+    try:
+        reply = client.start(target, interfaces)
+    except Busy:  # another watch started at the same instant won the lock: once it is ready, it is ours too
+        info = _await_discovery(target)
+        if info is None:
+            raise
+        return {"target": target, "pid": info["pid"], "epoch": info["epoch"], "already_running": True,
+                "interfaces": [i["name"] for i in info["interfaces"]]}
     return {"target": target, "pid": reply["pid"], "epoch": reply["epoch"], "already_running": False,
             "interfaces": [i["name"] for i in interfaces]}
+
+
+def _await_discovery(target: str, timeout_s: float = 15.0) -> dict[str, Any] | None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        info = _client().discovery(target)
+        if info is not None:
+            return info
+        time.sleep(0.05)
+    return None
 
 
 @operation("serial.stop", side_effect=True, unknown_on_failure=False,

@@ -53,7 +53,13 @@ class ControlServer:
                 conn.sendall(json.dumps(self._answer(line)).encode() + b"\n")
 
     def _answer(self, line: bytes) -> dict[str, Any]:
-        return reply(lambda: self.handler(json.loads(line)))  # a supervisor bug reaches the caller
+        def answer() -> Any:
+            try:
+                return self.handler(json.loads(line))
+            except OSError as exc:  # the supervisor's own disk: full, read-only, failing — a lab fault, not a bug
+                raise disk_error(exc) from exc
+
+        return reply(answer)  # a supervisor bug reaches the caller as internal
 
     def close(self) -> None:
         try:
@@ -107,3 +113,18 @@ class ControlClient:
 def not_running(target: str) -> NotRunning:
     return NotRunning(f"no serial capture is running for {target!r}",
                       hint=f"run `panio serial watch {target}`", target=target)
+
+
+def disk_error(exc: OSError) -> PanioError:
+    """An OSError of the state directory's disk as the error a user can act on."""
+    import errno
+
+    from bench_agent.errors import DeviceError
+    from bench_agent.paths import state_dir
+
+    where = exc.filename or state_dir()
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DeviceError(f"the capture cannot record: the disk of {where} is full ({exc.strerror})",
+                           hint="free space there, or move panio's state with PANIO_STATE_DIR", errno=exc.errno)
+    return DeviceError(f"the capture cannot record to {where}: {exc.strerror or exc}",
+                       hint="check that disk (read-only? failing?)", errno=exc.errno)

@@ -215,6 +215,8 @@ def log(args: argparse.Namespace) -> None:
         return
     from bench_agent.serial.lines import format_entry
 
+    if r.get("evicted_before") is not None:
+        say(f"-- lines before #{r['evicted_before']} were evicted from the log (its size limit) --")
     sys.stdout.write("".join(format_entry(entry) + "\n" for entry in r["lines"]))
     if r.get("more_after") is not None:
         say(f"-- more lines follow: panio serial log {args.target} --since {r['more_after']} --")
