@@ -37,3 +37,13 @@ def doctor(config: dict, tftp_root: str | None = None) -> list:
     from bench_agent.doctor import check
 
     return check(config, tftp_root)
+
+
+@operation("system.host_check", params=(
+    Param("version", str, "the panio version the controller runs"),
+    Param("groups", list, "device groups the worker's user should be in", default=None)))
+def host_check(version: str, groups: list | None = None) -> list:
+    """Check the host itself: panio's version against the controller's, the worker's unit, device groups."""
+    from bench_agent.doctor import host_rows
+
+    return host_rows(version, groups)
