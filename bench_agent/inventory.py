@@ -12,6 +12,12 @@ from typing import Any
 from bench_agent.serial_ports import list_ports
 
 SYS_NET = Path("/sys/class/net")
+SYS_USB = Path("/sys/bus/usb/devices")
+# What a bench's USB devices usually are, by vendor id (a hint for the operator, never a decision).
+USB_ROLES = {"0403": "serial adapter (FTDI)", "10c4": "serial adapter (Silicon Labs CP210x)",
+             "067b": "serial adapter (Prolific)", "1a86": "serial adapter or CH9329 HID rig (WCH)",
+             "2e8a": "Raspberry Pi (RP2040/RP2350)", "534d": "capture dongle (MacroSilicon)",
+             "345f": "capture dongle", "1d6b": "root hub"}
 
 
 def video_devices() -> list[dict[str, Any]]:
@@ -70,5 +76,69 @@ def adb_devices() -> list[dict[str, Any]] | None:
     return [{"serial": r[0], "state": r[1] if len(r) > 1 else ""} for r in rows]
 
 
+def usb_devices(root: Path = SYS_USB) -> list[dict[str, Any]]:
+    """Every USB device by VID:PID with its strings and bus path: through libusb (pyusb) when it has a
+    backend, else from sysfs (the same facts, no library needed)."""
+    found = _usb_sysfs(root) if root != SYS_USB else (_usb_libusb() or _usb_sysfs(root))
+    for dev in found:
+        dev["role"] = USB_ROLES.get(dev["vid"], "")
+    return sorted(found, key=lambda d: (d["bus"], d["path"]))
+
+
+def _usb_libusb() -> list[dict[str, Any]]:
+    try:
+        import usb.core
+        import usb.util
+
+        devices = list(usb.core.find(find_all=True))
+    except Exception:  # noqa: BLE001 - no libusb backend or no permission: sysfs has the same facts
+        return []
+    out = []
+    for d in devices:
+        path = f"{d.bus}-" + ".".join(map(str, d.port_numbers or ())) if d.port_numbers else f"{d.bus}-0"
+        out.append({"vid": f"{d.idVendor:04x}", "pid": f"{d.idProduct:04x}", "bus": d.bus, "path": path,
+                    "manufacturer": _usb_string(d, d.iManufacturer), "product": _usb_string(d, d.iProduct),
+                    "serial": _usb_string(d, d.iSerialNumber)})
+    return out
+
+
+def _usb_string(dev: Any, index: int) -> str:
+    if not index:
+        return ""
+    try:
+        import usb.util
+
+        return usb.util.get_string(dev, index) or ""
+    except Exception:  # noqa: BLE001 - strings need permission on the device node; VID:PID does not
+        return ""
+
+
+def _usb_sysfs(root: Path) -> list[dict[str, Any]]:
+    out = []
+    for dev in sorted(root.glob("*")) if root.is_dir() else []:
+        if ":" in dev.name or not (dev / "idVendor").exists():
+            continue  # interfaces ("1-1:1.0"), not devices
+
+        def read(name: str, d: Path = dev) -> str:
+            try:
+                return (d / name).read_text().strip()
+            except OSError:
+                return ""
+
+        out.append({"vid": read("idVendor"), "pid": read("idProduct"), "bus": int(read("busnum") or 0),
+                    "path": dev.name, "manufacturer": read("manufacturer"), "product": read("product"),
+                    "serial": read("serial")})
+    return out
+
+
+def hid_rigs() -> list[dict[str, Any]]:
+    """Keyboard/mouse rigs: CH9329 boards show up as WCH serial adapters; USB gadgets as /dev/hidg*."""
+    rigs = [{"kind": "ch9329 (probably)", "device": p["device"], "usb": p["vid_pid"]}
+            for p in list_ports() if (p.get("vid_pid") or "").startswith("1a86:")]
+    rigs += [{"kind": "hidg", "device": dev} for dev in sorted(glob.glob("/dev/hidg*"))]
+    return rigs
+
+
 def inventory() -> dict[str, Any]:
-    return {"serial": list_ports(), "video": video_devices(), "network": network_interfaces(), "adb": adb_devices()}
+    return {"serial": list_ports(), "video": video_devices(), "hid": hid_rigs(), "usb": usb_devices(),
+            "network": network_interfaces(), "adb": adb_devices()}

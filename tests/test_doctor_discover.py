@@ -54,7 +54,7 @@ def test_doctor_flags_netboot_on_the_primary_interface(panio, tmp_path):
 
 def test_discover_json_shape(panio):
     inv = panio("discover", "--json").json()
-    assert set(inv) == {"serial", "video", "network", "adb"}
+    assert set(inv) == {"serial", "video", "hid", "usb", "network", "adb"}
     assert all({"interface", "primary", "carrier"} <= set(n) for n in inv["network"])
 
 
