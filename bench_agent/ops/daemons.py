@@ -15,7 +15,10 @@ def list_() -> list[dict[str, Any]]:
     return list_daemons()
 
 
-@operation("daemons.stop", side_effect=True, unknown_on_failure=False, params=(
+# Not a side effect on a target: it stops panio's own processes on this host (capture, netboot servers,
+# strays) and no board changes state, so it names no target and no lease applies; it is the operator's
+# way to clean up a host, also under a job (a job's own steps stop their capture with `serial stop`).
+@operation("daemons.stop", side_effect=False, unknown_on_failure=False, params=(
     Param("names", list, "daemon names from daemons.list; None: every one", default=None),
     Param("force", bool, "SIGKILL what does not stop within 10 s", default=False)))
 def stop(names: list[str] | None = None, force: bool = False) -> list[dict[str, Any]]:
