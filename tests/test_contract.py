@@ -134,9 +134,9 @@ class Road:
 
 
 def _trust(host: dict) -> None:
-    from controller.transports.ssh import record_host_key, scan_host_key
+    from controller.transports.known_hosts import record_host_key, scan_host_key
 
-    record_host_key("bench", host, scan_host_key("bench", host))
+    record_host_key(host, scan_host_key("bench", host))
 
 
 @pytest.fixture(params=ROADS)

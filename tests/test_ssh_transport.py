@@ -114,7 +114,7 @@ def test_discover_configure_and_doctor_reach_a_remote_host(remote, sshd, tmp_pat
 
     remote("host", "trust", "bench")
     inv = remote("discover", "--host", "bench", "--json").json()
-    assert set(inv) == {"serial", "video", "network", "adb"}
+    assert set(inv) == {"serial", "video", "hid", "usb", "network", "adb"}
     proposal = remote("configure", "far2", "--host", "bench").out
     assert tomllib.loads(proposal)["targets"]["far2"]["host"] == "bench"
     # doctor runs on the host that owns the target: a device present there, and one that is not

@@ -86,13 +86,13 @@ def _play_vars(args: argparse.Namespace) -> dict:
     import os
 
     from bench_agent.errors import NotConfigured
-    from controller.cli.main import VERSION
+    from controller.cli.main import version
 
     broker = args.broker or os.environ.get("PANIO_BROKER")
     if not broker and not args.code_only:
         raise NotConfigured("the worker needs a broker: set PANIO_BROKER or pass --broker",
                             hint="e.g. --broker redis://:PASSWORD@controller.lab:6379/0 (reachable from the host)")
-    return {"panio_version": VERSION, "panio_broker_url": broker or "",
+    return {"panio_version": version(), "panio_broker_url": broker or "",
             "panio_results_url": args.results_url or os.environ.get("PANIO_RESULTS_URL", ""),
             "panio_redis_prefix": os.environ.get("PANIO_REDIS_PREFIX", "panio:"),
             "panio_sudo": not args.no_sudo, "panio_offline": args.offline}
