@@ -16,6 +16,7 @@ message was last published.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from typing import Any
@@ -26,6 +27,9 @@ _ENGINES: dict[str, Any] = {}
 _ENSURED: set[str] = set()
 
 
+# Built once per process: the engine's compiled-statement cache keys on the Table objects, so fresh
+# tables per call (a store per call) kept hundreds of copies alive in a long-lived `schedule serve`.
+@functools.cache
 def _tables():
     import sqlalchemy as sa
 
