@@ -238,6 +238,25 @@ class ResultStore:
         with self.engine.begin() as c:
             c.execute(self.jobs.update().where(self.jobs.c.id == job_id).values(cancel_requested=True))
 
+    def prune(self, before: float, artifacts_only: bool = False, dry_run: bool = False) -> dict[str, int]:
+        """Remove the artifacts (and unless ``artifacts_only`` the steps and rows) of jobs that finished
+        before ``before`` (epoch seconds); queued and running jobs are never touched. Returns the counts."""
+        import sqlalchemy as sa
+
+        j, s, a = self.jobs.c, self.steps.c, self.artifacts.c
+        old = sa.select(j.id).where(j.state == "done", sa.func.coalesce(j.finished_at, j.created_at) < before)
+        with self.engine.begin() as c:
+            artifacts, size = c.execute(sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(
+                sa.func.length(a.content)), 0)).where(a.job_id.in_(old))).one()
+            jobs = 0 if artifacts_only else c.execute(sa.select(sa.func.count()).where(j.id.in_(old))).scalar()
+            steps = 0 if artifacts_only else c.execute(sa.select(sa.func.count()).where(s.job_id.in_(old))).scalar()
+            if not dry_run:
+                c.execute(self.artifacts.delete().where(a.job_id.in_(old)))
+                if not artifacts_only:
+                    c.execute(self.steps.delete().where(s.job_id.in_(old)))
+                    c.execute(self.jobs.delete().where(j.id.in_(old)))
+        return {"jobs": int(jobs), "steps": int(steps), "artifacts": int(artifacts), "artifact_chars": int(size)}
+
     # --- reading -------------------------------------------------------
 
     def state(self, job_id: int) -> str | None:

@@ -60,6 +60,7 @@ def start(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
     state = files.state_dir()
     log = files.target_dir(target, state) / "supervisor.err"
     log.parent.mkdir(parents=True, exist_ok=True)
+    _rotate(log)
     r, w = os.pipe()
     argv = [sys.executable, "-m", MODULE, "--state-dir", str(state), "--target", target,
             "--config", json.dumps(interfaces), "--ready-fd", str(w)]
@@ -75,6 +76,17 @@ def start(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
         proc.wait(5)
         raise from_json(reply["error"])
     return reply
+
+
+ERR_LOG_MAX_BYTES = 1 << 20  # the supervisor's stderr, appended to at every start: one old copy is kept
+
+
+def _rotate(log: Path) -> None:
+    try:
+        if log.stat().st_size > ERR_LOG_MAX_BYTES:
+            os.replace(log, log.with_name(log.name + ".1"))
+    except FileNotFoundError:
+        pass
 
 
 def _read_ready(fd: int, proc: subprocess.Popen, log: Path) -> dict[str, Any]:
