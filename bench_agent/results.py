@@ -123,12 +123,19 @@ class ResultStore:
     def _ensure(self) -> None:
         import sqlalchemy as sa
 
-        try:
-            self.md.create_all(self.engine)
-            self._add_columns()
-        except sa.exc.OperationalError as exc:
-            raise Unreachable(f"results database {self.url} unreachable: {str(exc.orig).strip().splitlines()[0]}",
-                              hint="check PANIO_RESULTS_URL") from None
+        for attempt in range(3):
+            try:
+                self.md.create_all(self.engine)
+                self._add_columns()
+                return
+            except sa.exc.DBAPIError as exc:
+                first = str(exc.orig).strip().splitlines()[0]
+                if attempt < 2 and ("already exists" in first or "duplicate" in first.lower()):
+                    continue  # another process created the tables between our look and our CREATE: look again
+                if not isinstance(exc, sa.exc.OperationalError):
+                    raise
+                raise Unreachable(f"results database {self.url} unreachable: {first}",
+                                  hint="check PANIO_RESULTS_URL") from None
 
     def _add_columns(self) -> None:
         """A database made by an older panio lacks the newer job columns: add them (all nullable)."""

@@ -205,13 +205,15 @@ def check(args: argparse.Namespace) -> None:
 
 
 def status(args: argparse.Namespace) -> None:
+    from controller import overrides
     from controller.jobs import report
 
     job = _reconciled(_store(), args.id)
+    job["overrides"] = overrides.for_job(args.id)  # operators who acted under this job's lease, and why
     if args.json:
         print_json(_brief(job))
     else:
-        say("\n".join(report.summary_lines(job)))
+        say("\n".join(report.summary_lines(job) + [overrides.line(o) for o in job["overrides"]]))
 
 
 def list_(args: argparse.Namespace) -> None:
