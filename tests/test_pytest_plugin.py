@@ -48,6 +48,18 @@ def test_the_lease_is_held_for_the_session(panio_target):
                       {"target": panio_target.name, "power": panio_target.lab.channel(panio_target.name, "power")})
 
 
+def test_channels_the_lab_does_not_give_fail_naming_the_fix(panio_target):
+    from bench_agent.errors import NotConfigured
+
+    assert panio_target.has("serial") and panio_target.has("power") and not panio_target.has("hid")
+    with pytest.raises(NotConfigured, match="has no hid channel"):
+        panio_target.hid.key("ENTER")
+    with pytest.raises(NotConfigured, match="has no video channel"):
+        panio_target.video.shot()
+    power = panio_target.lab.channel(panio_target.name, "power")
+    assert panio_target.call("power.state", power=power, level=None)["state"] == "on"
+
+
 def test_without_the_fixture_nothing_is_leased():
     assert True
 '''
@@ -83,12 +95,13 @@ def test_each_test_runs_once_per_matching_target_with_junit_properties(pytester,
     junit = pytester.path / "junit.xml"
     r = pytester.runpytest_subprocess("--panio-lab", str(bench / "lab.toml"), "--panio-targets", "tag:sim",
                                       f"--junitxml={junit}", "-p", "no:cacheprovider", timeout=240)
-    r.assert_outcomes(passed=9)
+    r.assert_outcomes(passed=11)
     r.stdout.fnmatch_lines(["panio *: lab */lab.toml, targets board0, board1"])
     cases = _cases(junit)
     assert set(cases) == {f"{t}[{b}]" for b in ("board0", "board1") for t in (
         "test_power_cycle_boots_to_a_shell", "test_console_answers", "test_a_wait_that_never_matches_is_a_timeout",
-        "test_the_lease_is_held_for_the_session")} | {"test_without_the_fixture_nothing_is_leased"}
+        "test_the_lease_is_held_for_the_session", "test_channels_the_lab_does_not_give_fail_naming_the_fix")} | {
+        "test_without_the_fixture_nothing_is_leased"}
     version = subprocess.run([str(BIN / "panio"), "--version"], capture_output=True, text=True).stdout.split()[1]
     for board in ("board0", "board1"):
         case = cases[f"test_console_answers[{board}]"]

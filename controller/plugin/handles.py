@@ -55,9 +55,10 @@ class ChannelHandle:
         return dict(self.target.lab.channel(self.target.name, self.kind))  # NotConfigured names the fix
 
     def call(self, verb: str, **args: Any) -> Any:
+        table = self.table()  # first: a target without the channel fails naming the command that adds it
         op = f"{self.kind}.{verb}"
         if _takes(op, self.kind):  # video.watch takes the table; video.shot reads the running daemon
-            args = {self.kind: self.table(), **args}
+            args = {self.kind: table, **args}
         return self.target.call(op, **args)
 
     def __getattr__(self, verb: str) -> Any:
