@@ -160,18 +160,16 @@ def _finish(job: dict, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from controller.jobs import backends, local, progress
+    from controller.jobs import backends, local, progress, retention
 
+    lab = load_lab(args)
+    retention.auto(lab)  # the lab's [retention], at most once an hour; never fails the job
     if backends.broker_url():
         args.wait = True
         submit(args)
         return
-    lab = load_lab(args)
     show = (lambda e, d: None) if args.json else progress.for_stream()
     job = local.run_now(args.file, lab, args.target, show, args.deadline_s)
-    from controller.jobs import retention
-
-    retention.auto(lab)  # the lab's [retention], at most once an hour; never fails the job
     _finish(job, args)
 
 

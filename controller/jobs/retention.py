@@ -8,7 +8,7 @@ Automatically: the lab file's ``[retention]`` table::
     artifacts = "14d"   # artifacts (serial logs of the job's window...) of older jobs go; the job stays
 
 applied by ``panio schedule serve`` (at start and after every run it fires)
-and by ``panio job run`` / ``panio suite run`` at their end, at most once an
+and by ``panio job run`` / ``panio suite run`` before they run, at most once an
 hour per state directory (the stamp ``STATE_DIR/retention.json`` records
 when, and what went). A failure of automatic retention never fails the job
 that triggered it: the stamp records the error and the next run tries again.
