@@ -30,9 +30,10 @@ import pytest
 from bench_agent.errors import Busy, Timeout
 
 
-def test_a_wait_that_never_matches_is_a_timeout(panio_target):
-    with pytest.raises(Timeout):
-        panio_target.serial.wait("no such text", timeout_ms=300)
+def test_a_transacts_reply_is_consumed_so_a_later_wait_times_out(panio_target):
+    panio_target.serial.transact("uname -a", until="root@sim:~# ", timeout_ms=10000)
+    with pytest.raises(Timeout):  # the transact's reply, prompt included, was consumed
+        panio_target.serial.wait("root@sim:~# ", timeout_ms=300)
 
 
 def test_the_lease_is_held_for_the_session(panio_target):
@@ -48,16 +49,34 @@ def test_the_lease_is_held_for_the_session(panio_target):
                       {"target": panio_target.name, "power": panio_target.lab.channel(panio_target.name, "power")})
 
 
-def test_channels_the_lab_does_not_give_fail_naming_the_fix(panio_target):
+def test_a_channel_the_lab_does_not_give_fails_naming_the_fix(panio_target):
     from bench_agent.errors import NotConfigured
+    from controller.plugin.handles import ChannelHandle
 
-    assert panio_target.has("serial") and panio_target.has("power") and not panio_target.has("hid")
-    with pytest.raises(NotConfigured, match="has no hid channel"):
-        panio_target.hid.key("ENTER")
-    with pytest.raises(NotConfigured, match="has no video channel"):
-        panio_target.video.shot()
+    assert panio_target.has("serial") and panio_target.has("power") and not panio_target.has("netboot")
+    with pytest.raises(NotConfigured, match="has no netboot channel"):
+        ChannelHandle(panio_target, "netboot").status()
     power = panio_target.lab.channel(panio_target.name, "power")
     assert panio_target.call("power.state", power=power, level=None)["state"] == "on"
+
+
+def test_video_and_hid_handles(panio_target):
+    from bench_agent.errors import NotConfigured
+
+    if not panio_target.has("hid"):  # a simulated bench without its screen and HID rig
+        with pytest.raises(NotConfigured, match="has no hid channel"):
+            panio_target.hid.key("ENTER")
+        with pytest.raises(NotConfigured, match="has no video channel"):
+            panio_target.video.shot()
+        return
+    panio_target.video.watch()
+    try:
+        panio_target.hid.type("echo typed by hid")
+        panio_target.hid.key("ENTER")
+        panio_target.serial.wait(r"\\ntyped by hid", timeout_ms=15000)  # the echo's output, not the command line
+        assert panio_target.video.shot(timeout_ms=5000)["hash"]
+    finally:
+        panio_target.video.stop()
 
 
 def test_without_the_fixture_nothing_is_leased():
@@ -95,12 +114,13 @@ def test_each_test_runs_once_per_matching_target_with_junit_properties(pytester,
     junit = pytester.path / "junit.xml"
     r = pytester.runpytest_subprocess("--panio-lab", str(bench / "lab.toml"), "--panio-targets", "tag:sim",
                                       f"--junitxml={junit}", "-p", "no:cacheprovider", timeout=240)
-    r.assert_outcomes(passed=11)
+    r.assert_outcomes(passed=13)
     r.stdout.fnmatch_lines(["panio *: lab */lab.toml, targets board0, board1"])
     cases = _cases(junit)
     assert set(cases) == {f"{t}[{b}]" for b in ("board0", "board1") for t in (
-        "test_power_cycle_boots_to_a_shell", "test_console_answers", "test_a_wait_that_never_matches_is_a_timeout",
-        "test_the_lease_is_held_for_the_session", "test_channels_the_lab_does_not_give_fail_naming_the_fix")} | {
+        "test_power_cycle_boots_to_a_shell", "test_console_answers", "test_a_transacts_reply_is_consumed_so_a_later_wait_times_out",
+        "test_the_lease_is_held_for_the_session", "test_a_channel_the_lab_does_not_give_fails_naming_the_fix",
+        "test_video_and_hid_handles")} | {
         "test_without_the_fixture_nothing_is_leased"}
     version = subprocess.run([str(BIN / "panio"), "--version"], capture_output=True, text=True).stdout.split()[1]
     for board in ("board0", "board1"):

@@ -8,8 +8,8 @@ does: same dispatch, same transport, same lease checks, same typed errors
 
 Serial waits need no bookkeeping: ``serial.wait(pattern)`` reads from the
 handle's *mark*, which is set when the session starts capture, before every
-power action, before every ``send``/``transact`` and where the last wait
-ended (``serial.mark()`` sets it by hand). So ``power.cycle()`` then
+power action and ``send``, and where the last ``transact`` or wait ended
+(``serial.mark()`` sets it by hand). So ``power.cycle()`` then
 ``serial.wait("login:")`` sees the new boot, never the last one.
 """
 
@@ -170,10 +170,11 @@ class SerialHandle:
                  max_bytes: int = 65536) -> str:
         """Send ``text`` and return the reply up to the match of ``until``; ``Timeout`` if it never matched."""
         iface = self._iface(interface)
-        self.mark(iface["name"])
+        epoch, _ = self.mark(iface["name"])
         r = self.target.call("serial.transact", iface=iface, text=text, until=until, timeout_ms=timeout_ms,
                              max_bytes=max_bytes)
         _raise_unless_matched(r, until, self.target.name)
+        self._marks[iface["name"]] = (r.get("epoch", epoch), r["cursor"])  # the reply is consumed
         return r["text"]
 
     def wait(self, pattern: str, timeout_ms: int = 30000, interface: str | None = None,
