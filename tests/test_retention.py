@@ -217,3 +217,18 @@ def test_the_capture_supervisors_error_log_is_rotated(pico):
     pico.fails("serial", "watch", "pico", code=12)  # no such device: the supervisor starts, fails, writes its log
     assert log.with_name("supervisor.err.1").stat().st_size > 1 << 20
     assert not log.exists() or log.stat().st_size < 1 << 20
+
+
+def test_schedule_serve_applies_the_labs_retention_when_it_starts(history, tmp_path):
+    panio, ids = history
+    panio.lab.write_text(panio.lab.read_text() + '\n[retention]\njobs = "30d"\n')
+    log = tmp_path / "serve.log"
+    with open(log, "w") as f:
+        proc = subprocess.Popen([PANIO, "schedule", "serve"], env=panio.env, stdout=f, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        wait_for(lambda: "retention (jobs older than 30d): removed 2 jobs" in log.read_text(), timeout_s=30)
+        assert _ids(panio) == {ids["young"], ids["old_running"], ids["old_queued"]}
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=15)
