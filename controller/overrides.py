@@ -77,6 +77,17 @@ class OverrideStore:
         with self.engine.begin() as c:
             c.execute(self.t.update().where(self.t.c.id == override_id).values(outcome=json.dumps(outcome)))
 
+    def prune(self, before: float, dry_run: bool = False) -> int:
+        """Forget overrides made before ``before`` (retention: their jobs go with them); returns how many."""
+        import sqlalchemy as sa
+
+        old = self.t.c.at < before
+        with self.engine.begin() as c:
+            count = int(c.execute(sa.select(sa.func.count()).select_from(self.t).where(old)).scalar())
+            if not dry_run:
+                c.execute(self.t.delete().where(old))
+        return count
+
     def for_job(self, job_id: int) -> list[dict[str, Any]]:
         import json
 

@@ -61,14 +61,22 @@ def _ids(panio) -> set[int]:
 
 def test_prune_removes_finished_jobs_older_than_the_duration_with_steps_and_artifacts(history):
     panio, ids = history
+    from controller.overrides import OverrideStore
+
+    overrides = OverrideStore(_store(panio).url)
+    for age_s in (40 * DAY_S, DAY_S):
+        overrides.add({"at": time.time() - age_s, "target": "pico", "job_id": ids["young"], "holder": "h",
+                       "token": 1, "command": "serial stop", "by": "ops@ctl", "reason": "wedged"})
     r = panio("job", "prune", "--older-than", "30d", "--dry-run", "--json").json()
     assert (r["jobs"], r["steps"], r["artifacts"], r["artifact_chars"], r["dry_run"]) == (2, 2, 2, 2000, True)
+    assert r["overrides"] == 1
     assert _ids(panio) == set(ids.values())  # a dry run removes nothing
     out = panio("job", "prune", "--older-than", "30d").out
     assert out.startswith("removed 2 jobs finished over 30d ago: 2 steps, 2 artifacts (2000 characters)")
     # queued and running jobs are never pruned, however old
     assert _ids(panio) == {ids["young"], ids["old_running"], ids["old_queued"]}
     panio.fails("job", "status", str(ids["old"]), code=3)
+    assert [o["reason"] for o in overrides.for_job(ids["young"])] == ["wedged"]  # the recent one stays
     assert _store(panio).list_artifacts(ids["old"]) == {}
     assert panio("job", "artifacts", str(ids["young"]), "--json").json()  # the young job keeps everything
 

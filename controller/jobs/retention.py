@@ -14,7 +14,7 @@ when, and what went). A failure of automatic retention never fails the job
 that triggered it: the stamp records the error and the next run tries again.
 
 Only finished jobs are ever removed (``state = done``), judged by when they
-finished. Files: a lab-parse cache (``STATE_DIR/cache/lab-*.marshal``) whose
+finished; operator overrides (``controller.overrides``) older than the horizon go with them. Files: a lab-parse cache (``STATE_DIR/cache/lab-*.marshal``) whose
 lab file no longer exists is removed, as are per-job lab files a killed
 worker left (``bench_agent.worker.sweep``).
 """
@@ -46,6 +46,10 @@ def prune(store, older_than_s: float, artifacts_only: bool = False, dry_run: boo
     """Remove finished jobs (or only their artifacts) older than ``older_than_s``; the counts of what went."""
     before = time.time() - older_than_s
     counts = store.prune(before, artifacts_only=artifacts_only, dry_run=dry_run)
+    if not artifacts_only:
+        from controller.overrides import OverrideStore
+
+        counts["overrides"] = OverrideStore(store.url).prune(before, dry_run=dry_run)
     files = [] if artifacts_only else sweep_files(dry_run=dry_run)
     return {"older_than_s": older_than_s, "before": before, "artifacts_only": artifacts_only, "dry_run": dry_run,
             **counts, "files": files}
