@@ -194,18 +194,18 @@ class Reconciler:
         elif self.resend is not None and "target_config" in job["spec"]:
             stale_before = float("inf") if _gone(job) else now - dead_after_s(job["spec"])
             if self.store.release(job["id"], job["worker"], stale_before):
-                self.log(f"job {job['id']}: its worker {job['worker']} died before it started; sent again")
+                self.log(f"job {job['id']}: {_who(job)} died before it started; sent again")
                 self.resend({**job["spec"], "job_id": job["id"]})
         elif self.fail_unsendable:
-            self.store.finish(job["id"], "incomplete", None, f"{job['worker']} died before the job started",
+            self.store.finish(job["id"], "incomplete", None, f"{_who(job)} died before the job started",
                               LOST, only_if_queued=True)
 
     def _lost(self, job: dict, now: float) -> None:
-        reason = (f"worker {job.get('worker')} lost: it died while the job ran and its lease is gone; "
+        reason = (f"{_who(job)} lost: it died while the job ran and its lease is gone; "
                   "the step it was running has an unknown outcome")
         if not self.store.finish(job["id"], "incomplete", None, reason, LOST, only_if_running=True):
             return
-        self.log(f"job {job['id']}: worker {job.get('worker')} lost")
+        self.log(f"job {job['id']}: {_who(job)} lost")
         check = {"check": "finished", "ok": False, "got": "worker lost", "outcome": "unknown"}
         self.store.fail_running_steps(job["id"], [check])
         recorded = {s["idx"] for s in self.store.job(job["id"])["steps"]}
@@ -233,6 +233,11 @@ class Reconciler:
 def _expired(job: dict, now: float) -> bool:
     at = job["spec"].get("deadline_at")
     return at is not None and now > at + SKEW_S
+
+
+def _who(job: dict) -> str:
+    """The runner as its holder name says it ("worker bench1@host:12", "panio job run@host:34")."""
+    return job.get("worker") or "its worker"
 
 
 def _gone(job: dict) -> bool:

@@ -1,4 +1,4 @@
-"""panio job run|check|submit|status|list|logs|artifacts|cancel: bench jobs and their results."""
+"""panio job run|check|submit|status|list|logs|artifacts|cancel|prune: bench jobs and their results."""
 
 from __future__ import annotations
 
@@ -82,6 +82,21 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 example="panio job cancel 12", see_also="panio job status, panio lease list")
     c.add_argument("id", type=positive_int, metavar="JOB")
 
+    c = command(sub, "prune", "remove finished jobs older than a duration, with their steps and artifacts",
+                func=prune, example=["panio job prune --older-than 30d --dry-run",
+                                     "panio job prune --older-than 14d --artifacts-only", "panio job prune --json"],
+                see_also="the lab's [retention] table (applied automatically), panio job list, docs/jobs.md",
+                details="Only finished jobs go (queued and running ones never), judged by when they finished.\n"
+                        "Without --older-than it applies the lab file's [retention] table (jobs = \"90d\",\n"
+                        "artifacts = \"14d\"), which `schedule serve`, `job run` and `suite run` also apply\n"
+                        "on their own at most once an hour. Also removes lab-parse caches of lab files\n"
+                        "that are gone and per-job lab files a killed worker left.")
+    c.add_argument("--older-than", metavar="DURATION", help="finished longer ago than this: 30d, 12h, 90m, 45s")
+    c.add_argument("--artifacts-only", action="store_true",
+                   help="remove only the artifacts (serial logs...) of those jobs; keep their history")
+    c.add_argument("--dry-run", action="store_true", help="count what would go; remove nothing")
+    add_json(c)
+
 
 def _file_target(c: argparse.ArgumentParser) -> None:
     c.add_argument("file", type=Path, metavar="FILE", help="the job file (TOML; see docs/jobs.md)")
@@ -145,13 +160,14 @@ def _finish(job: dict, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from controller.jobs import backends, local, progress
+    from controller.jobs import backends, local, progress, retention
 
+    lab = load_lab(args)
+    retention.auto(lab)  # the lab's [retention], at most once an hour; never fails the job
     if backends.broker_url():
         args.wait = True
         submit(args)
         return
-    lab = load_lab(args)
     show = (lambda e, d: None) if args.json else progress.for_stream()
     job = local.run_now(args.file, lab, args.target, show, args.deadline_s)
     _finish(job, args)
@@ -187,13 +203,15 @@ def check(args: argparse.Namespace) -> None:
 
 
 def status(args: argparse.Namespace) -> None:
+    from controller import overrides
     from controller.jobs import report
 
     job = _reconciled(_store(), args.id)
+    job["overrides"] = overrides.for_job(args.id)  # operators who acted under this job's lease, and why
     if args.json:
         print_json(_brief(job))
     else:
-        say("\n".join(report.summary_lines(job)))
+        say("\n".join(report.summary_lines(job) + [overrides.line(o) for o in job["overrides"]]))
 
 
 def list_(args: argparse.Namespace) -> None:
@@ -270,3 +288,44 @@ def cancel(args: argparse.Namespace) -> None:
         say(f"job {args.id} canceled before it started")
         return
     say(f"job {args.id}: cancel requested; its runner stops the running step")
+
+
+def prune(args: argparse.Namespace) -> None:
+    from controller.jobs import retention
+
+    if args.older_than is None:
+        if args.artifacts_only:
+            from bench_agent.errors import UsageError
+
+            raise UsageError("--artifacts-only needs --older-than DURATION", hint="e.g. --older-than 14d")
+        lab = load_lab(args)
+        if not retention.settings(lab):
+            from bench_agent.errors import UsageError
+
+            raise UsageError("job prune needs --older-than DURATION (the lab file has no [retention] table)",
+                             hint="e.g. `panio job prune --older-than 30d --dry-run`")
+        out = retention.apply(lab, _store(), dry_run=args.dry_run)
+        runs = [out[k] for k in ("artifacts", "jobs") if k in out]
+    else:
+        older_than_s = retention.parse_duration(args.older_than)
+        out = retention.prune(_store(), older_than_s, args.artifacts_only, args.dry_run)
+        runs = [out]
+    if args.json:
+        print_json(out)
+        return
+    for r in runs:
+        verb = "would remove" if r["dry_run"] else "removed"
+        age = _age(r["older_than_s"])
+        if r["artifacts_only"]:
+            say(f"{verb} {r['artifacts']} artifacts ({r['artifact_chars']} characters) of jobs finished over {age} "
+                "ago; the jobs stay")
+        else:
+            say(f"{verb} {r['jobs']} jobs finished over {age} ago: {r['steps']} steps, {r['artifacts']} artifacts "
+                f"({r['artifact_chars']} characters)" + (f", {len(r['files'])} stale files" if r["files"] else ""))
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from bench_agent.errors import DeviceError, NotConfigured, NotRunning, Timeout, Unreachable, UsageError
+from controller import overrides
 from controller.cli.common import add_json, add_param, add_target_positional, command, load_lab, print_json, say
 
 SEE = "docs/serial.md, panio skill"
@@ -49,11 +50,18 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
                         "Running it again while capture runs is harmless.")
     add_target_positional(c)
     add_json(c)
+    overrides.add_flags(c)
 
     c = command(sub, "stop", "stop a target's capture supervisor and free its ports (the log stays on disk)",
-                func=stop, example="panio serial stop pico", see_also="panio serial log (works after stop), panio daemons")
+                func=stop, example=["panio serial stop pico",
+                                    "panio serial stop pico --override --reason 'capture wedged'"],
+                see_also="panio serial log (works after stop), panio daemons, panio job status (overrides)",
+                details="While a job leases the target this is refused (exit 8) unless --override with a\n"
+                        "--reason: then it acts with the job's lease and records who, when and why in\n"
+                        "that job's history (`panio job status JOB`). The job's next console step fails.")
     add_target_positional(c)
     add_json(c)
+    overrides.add_flags(c)
 
     c = command(sub, "log", "print captured console lines from disk (works while capture is stopped)",
                 func=log, example=["panio serial log pico --tail 50", "panio serial log pico --since 1234",
@@ -183,21 +191,24 @@ def watch(args: argparse.Namespace) -> None:
     if not ifaces:
         raise NotConfigured(f"target {args.target!r} has no serial interface",
                             hint=f"add one with `panio serial add console -t {args.target} --device PATH`")
-    r = dispatch.call(lab, args.target, "serial.watch", {"target": args.target, "interfaces": ifaces})
+    with overrides.acting(args, args.target, "serial watch") as override:
+        r = dispatch.call(lab, args.target, "serial.watch", {"target": args.target, "interfaces": ifaces})
     if args.json:
-        print_json(r)
+        print_json({**r, "override": override})
         return
     how = "already running" if r["already_running"] else "started"
     say(f"serial capture of {args.target} {how}: pid {r['pid']}, epoch {r['epoch']}, interfaces "
-        f"{', '.join(r['interfaces'])}. Read with `panio serial log {args.target}`.")
+        f"{', '.join(r['interfaces'])}{overrides.said(override)}. Read with `panio serial log {args.target}`.")
 
 
 def stop(args: argparse.Namespace) -> None:
-    r = _call(args, "serial.stop", {}, with_iface=False)
+    with overrides.acting(args, args.target, "serial stop") as override:
+        r = _call(args, "serial.stop", {}, with_iface=False)
     if args.json:
-        print_json(r)
+        print_json({**r, "override": override})
     else:
-        say(f"stopped serial capture of {args.target} (pid {r['pid']}, epoch {r['epoch']}); the log stays on disk")
+        say(f"stopped serial capture of {args.target} (pid {r['pid']}, epoch {r['epoch']}); the log stays on disk"
+            + overrides.said(override))
 
 
 def log(args: argparse.Namespace) -> None:

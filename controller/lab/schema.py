@@ -257,7 +257,19 @@ HOST = TableSpec(
     },
     "host",
 )
-LAB = TableSpec({"hosts": Field(_named_tables(HOST)), "targets": Field(_named_tables(TARGET))}, "lab file")
+
+
+def _duration(path: Path, value: Any) -> None:
+    """``30d``, ``12h``, ``90m``, ``45s`` (controller.jobs.retention reads them)."""
+    _string(path, value)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(s|m|h|d)", value.strip())
+    if not m or float(m.group(1)) <= 0:
+        raise Problem(path, f"{_dotted(path)} = {value!r} must be a duration such as \"90d\", \"12h\", \"30m\"")
+
+
+RETENTION = TableSpec({"jobs": Field(_duration), "artifacts": Field(_duration)}, "retention table")
+LAB = TableSpec({"hosts": Field(_named_tables(HOST)), "targets": Field(_named_tables(TARGET)),
+                 "retention": Field(_table(RETENTION))}, "lab file")
 
 
 def _check_references(data: dict) -> None:

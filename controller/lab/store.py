@@ -64,10 +64,9 @@ def load(path: LabPath) -> Lab:
 
 
 def _cache_file(path: LabPath) -> str | None:
-    from bench_agent.paths import state_dir
+    from bench_agent.paths import lab_cache_path
 
-    name = "lab-" + os.path.abspath(path).replace(os.sep, "%") + ".marshal"
-    return None if len(name) > 250 else os.path.join(state_dir(), "cache", name)
+    return lab_cache_path(path)
 
 
 # marshal, not json: it is built in (no import cost) and the cache is private to this user.
