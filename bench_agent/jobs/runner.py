@@ -36,7 +36,8 @@ from typing import Any, Callable
 from bench_agent import leases as leasing
 from bench_agent.errors import Busy, Refused, Unreachable
 from bench_agent.jobs import reconcile
-from bench_agent.jobs.steps import LAB_EXITS, StepProcess, error_of, judge, substitute
+from bench_agent.jobs.steps import (JOB_STARTED_ENV, LAB_EXITS, PREVIOUS_STEP_ENV, StepProcess, error_of, judge,
+                                    substitute)
 from bench_agent.results import ResultStore
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -159,11 +160,15 @@ class JobRunner:
             deadline = time.monotonic() + left_s
         variables = {"target": payload["target"], "job_id": str(job_id)}
         failed: list[str] = []
+        began = {JOB_STARTED_ENV: repr(time.time())}
+        began[PREVIOUS_STEP_ENV] = began[JOB_STARTED_ENV]
         for idx, step in enumerate(steps):
             stop = self._stop_reason(job_id, lease, deadline)
             if stop:
                 return self._abort(payload, idx, *stop)
-            outcome = self._one_step(payload, idx, step, variables, lease, deadline)
+            started = repr(time.time())
+            outcome = self._one_step(payload, idx, step, variables, lease, deadline, began)
+            began[PREVIOUS_STEP_ENV] = started
             if outcome["status"] == "pass":
                 variables.update(outcome["captured"])
                 continue
@@ -197,12 +202,12 @@ class JobRunner:
         return self._finish(payload, health, None, reason, error)
 
     def _one_step(self, payload: dict, idx: int, step: dict, variables: dict, lease: leasing.Lease,
-                  deadline: float | None) -> dict:
+                  deadline: float | None, began: dict[str, str]) -> dict:
         job_id = payload["job_id"]
         argv = [substitute(a, variables) for a in step["argv"]]
         command = "panio " + shlex.join(argv)
         self.progress("step_start", {"idx": idx, "name": step["name"], "command": command, "count": len(payload["steps"])})
-        env = {**os.environ, leasing.TOKEN_ENV: str(lease.token)}
+        env = {**os.environ, leasing.TOKEN_ENV: str(lease.token), **began}
         timeout_s = step["timeout_s"]
         if deadline is not None:
             timeout_s = max(0.0, min(timeout_s, deadline - time.monotonic()))

@@ -10,7 +10,8 @@ waits until each is ready, and writes ``DIR/lab.toml`` (targets ``board0``,
 hooks that call the real ``shellyplug`` helper over HTTP), ``DIR/sim.pids`` and
 the bundled jobs (``DIR/boot.toml``, ``DIR/suite.toml``: power-cycle, boot to a
 shell, answer on the console, on every board).
-``down`` stops exactly the processes listed there. Not part of ``panio --help``.
+``down`` stops exactly the processes listed there, and the serial captures (of
+this state directory) that read their consoles. Not part of ``panio --help``.
 """
 
 from __future__ import annotations
@@ -136,13 +137,28 @@ def alive(boards: list[dict], directory: Path | None = None) -> list[dict]:
     return [b for b in boards if ours(b["pid"], directory or Path(b["state_file"]).parent)]
 
 
-def down(directory: Path) -> int:
+def down(directory: Path) -> tuple[int, list[dict]]:
+    """Stop the bench's boards and the serial captures reading their consoles; (boards, captures stopped)."""
     boards = read_pids(directory)
     if not boards:
         raise NotRunning(f"no simulated bench in {directory}", hint="start one with `panio-sim up`")
+    captures = stop_captures(boards)
     _stop([b["pid"] for b in boards], directory)
     (directory / PIDFILE).unlink(missing_ok=True)
-    return len(boards)
+    return len(boards), captures
+
+
+def stop_captures(boards: list[dict]) -> list[dict]:
+    """Captures of this state directory that read the bench's consoles would outlive it, disconnected: stop them."""
+    from bench_agent import daemons
+
+    stopped = []
+    for entry in daemons.captures_of({b["device"] for b in boards}):
+        try:
+            stopped.append(daemons.stop_daemon(entry))
+        except NotRunning:  # it stopped on its own meanwhile
+            continue
+    return stopped
 
 
 def _stop(pids: list[int], directory: Path) -> None:
@@ -221,9 +237,11 @@ def run(argv: list[str]) -> int:
             print(f"{b['name']}: console {b['pty']}, Gen{b['gen']} plug {b['plug']}, pid {b['pid']}")
         print(f"lab file: {directory / 'lab.toml'}\n  export PANIO_LAB={shlex.quote(str(directory / 'lab.toml'))}")
         print(f"bundled suite: panio suite run {shlex.quote(str(directory / 'suite.toml'))} "
-              "(start capture first: panio serial watch board0)")
+              f"(on {', '.join(b['name'] for b in boards)}; its jobs start each board's serial capture)")
     elif args.verb == "down":
-        print(f"stopped {down(directory)} simulated board(s) in {directory}")
+        count, captures = down(directory)
+        also = f" and {len(captures)} serial capture(s) of their consoles" if captures else ""
+        print(f"stopped {count} simulated board(s){also} in {directory}")
     else:
         return _print_status(directory, args)
     return 0
