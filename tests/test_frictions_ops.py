@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import BIN
-from jobhelp import job_file
+from jobhelp import job_file, wait_for
 from serial_fixtures import Bench
 
 SIM = str(BIN / "panio-sim")
@@ -109,3 +109,34 @@ def test_sim_with_two_boards_runs_its_bundled_suite_without_a_manual_watch_and_d
 def _captures(panio) -> list[dict]:
     out = panio("daemons", "--json").json()
     return [d for d in out if d["kind"] == "serial" and d["state"] == "running"]
+
+
+def test_a_plug_switched_off_mid_job_is_a_lab_failure_not_the_boards(panio, tmp_path):
+    directory = tmp_path / "sim"
+    subprocess.run([SIM, "up", "--dir", str(directory), "--boot-s", "0.2", "--countdown-s", "0.3"],
+                   env=panio.env, check=True, capture_output=True, timeout=60)
+    panio.env["PANIO_LAB"] = str(directory / "lab.toml")
+    plug = json.loads((directory / "sim.pids").read_text())[0]["plug"]
+    body = """
+target = "board0"
+[[steps]]
+run = "panio serial watch ${target}"
+[[steps]]
+name = "waits for a prompt that never comes"
+run = "panio serial wait ${target} --since-step --pattern 'no-such-prompt' --timeout-ms 4000"
+"""
+    try:
+        proc = subprocess.Popen([str(BIN / "panio"), "job", "run", job_file(tmp_path, body), "--json"], env=panio.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: "waits for" in panio("job", "status", "1", "--json", check=False).out, 30)
+        # someone pulls the plug behind panio's back (the host refuses `panio power off` while the job leases it)
+        subprocess.run([str(BIN / "shellyplug"), "-d", plug, "off"], env=panio.env, check=True, capture_output=True,
+                       timeout=30)
+        out, err = proc.communicate(timeout=90)
+        assert proc.returncode == 4, err  # unreachable: the lab failed; not 14
+        job = json.loads(out)
+        assert job["health"] == "incomplete" and "powered off" in job["reason"], job["reason"]
+        step = job["steps"][1]
+        assert step["status"] == "error" and any(c["check"] == "lab: power" for c in step["checks"])
+    finally:
+        subprocess.run([SIM, "down", "--dir", str(directory)], env=panio.env, capture_output=True, timeout=60)

@@ -270,9 +270,32 @@ class JobRunner:
         record = {"name": step["name"], "command": command, "exit_status": code,
                   "duration_s": round(time.monotonic() - start, 3), "output": proc.output, "checks": [], "captured": {}}
         outcome = self._classify(step, record, why, variables, deadline)
+        if outcome["status"] in ("fail", "timeout"):
+            outcome = self._ask_the_lab(payload, idx, record, outcome, env)
         self.store.record_step(job_id, idx, record)
         self.progress("step_end", {"idx": idx, **record})
         return outcome
+
+    def _ask_the_lab(self, payload: dict, idx: int, record: dict, outcome: dict, env: dict) -> dict:
+        """A step failed or timed out: if the lab is at fault (power, capture, host), the lab failed, not the board."""
+        from bench_agent.jobs import lab_probe
+
+        steps = payload["steps"]
+        used_serial = any(s["argv"][:1] == ["serial"] for s in steps[:idx + 1])
+        found = lab_probe.faults(self.panio_argv + ["--lab", self.lab_path], env, payload["target"],
+                                 lab_probe.target_config(payload, self.lab_path), used_serial,
+                                 lab_probe.expects_off(steps, idx))
+        if not found:
+            return outcome
+        first = found[0]
+        record["status"] = "error"
+        record["checks"] = record["checks"] + [{"check": f"lab: {f['what']}", "ok": False, "got": f["message"],
+                                                "error": f} for f in found]
+        err = {"error": first["error"], "exit": first["exit"], "message": first["message"],
+               "hint": "the step's failure is the lab's; fix the lab and run the job again"}
+        reason = (f"step {record['name']!r} {'timed out' if outcome['status'] == 'timeout' else 'failed'}, "
+                  f"and the lab is at fault: {'; '.join(f['message'] for f in found)}")
+        return {"status": "error", "health": ("incomplete", reason, err)}
 
     def _interrupt(self, job_id: int, lease: leasing.Lease) -> str | None:
         if lease.lost:
