@@ -140,3 +140,16 @@ run = "panio serial wait ${target} --since-step --pattern 'no-such-prompt' --tim
         assert step["status"] == "error" and any(c["check"] == "lab: power" for c in step["checks"])
     finally:
         subprocess.run([SIM, "down", "--dir", str(directory)], env=panio.env, capture_output=True, timeout=60)
+
+
+def test_the_job_file_format_in_job_help_is_a_valid_job(panio, tmp_path):
+    import textwrap
+
+    text = panio("job", "--help").out
+    example = textwrap.dedent(text.split("The job file (TOML):\n", 1)[1].split("\nA step is", 1)[0])
+    panio("init")
+    panio("target", "add", "pico")
+    r = panio("job", "check", job_file(tmp_path, example), "--json").json()
+    assert [s["name"] for s in r["steps"]] == ["capture", "power-cycle", "boots to a login prompt"]
+    assert "--since-step" in r["steps"][2]["argv"]
+    assert "--since-step" in panio("skill").out and "panio target health" in panio("skill").out
