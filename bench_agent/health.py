@@ -13,6 +13,7 @@ built once per process and created once per database.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -20,6 +21,7 @@ HEALTHS = ("good", "bad", "maintenance", "unknown")
 BLOCKING = ("bad", "maintenance")  # no new job runs on a target in these
 _TABLES: tuple | None = None
 _CREATED: set[str] = set()
+_CREATE_LOCK = threading.Lock()
 
 
 def _tables():
@@ -53,6 +55,16 @@ def _tables():
     return _TABLES
 
 
+def _create(md, engine) -> None:
+    """Create the tables unless they exist; another process creating them at the same moment is no error."""
+    import sqlalchemy as sa
+
+    try:
+        md.create_all(engine)
+    except (sa.exc.OperationalError, sa.exc.ProgrammingError, sa.exc.IntegrityError):
+        md.create_all(engine)  # lost the race: they exist now, and checkfirst sees them
+
+
 class HealthStore:
     """Targets' health and its history; every method is one short transaction."""
 
@@ -60,10 +72,11 @@ class HealthStore:
         from bench_agent.results import ResultStore
 
         self.engine = ResultStore(url).engine  # the same database (and its tables) as the jobs
-        self.md, self.current, self.events = _tables()
-        if url not in _CREATED:
-            self.md.create_all(self.engine)
-            _CREATED.add(url)
+        with _CREATE_LOCK:
+            self.md, self.current, self.events = _tables()
+            if url not in _CREATED:
+                _create(self.md, self.engine)
+                _CREATED.add(url)
 
     def get(self, target: str) -> dict[str, Any]:
         with self.engine.connect() as c:
