@@ -174,3 +174,26 @@ def test_a_notify_table_is_checked_like_the_rest_of_the_lab(panio):
     assert "needs 'to'" in panio.fails("target", "list", code=5).err
     panio.lab.write_text('[[notify]]\nwebhook = "http://x"\non = ["job_done"]\n')
     assert "must be one of suite_finished" in panio.fails("target", "list", code=5).err
+
+
+def test_a_job_whose_worker_died_is_told_and_its_target_becomes_unknown(tmp_path, receiver):
+    from bench_agent.health import HealthStore
+    from bench_agent.jobs.reconcile import Reconciler, dead_after_s
+    from bench_agent.leases import FileLeaseStore
+    from bench_agent.results import ResultStore
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    store, health = ResultStore(url), HealthStore(url)
+    health.set("t", "good", "checked", "test")
+    spec = {"lease_ttl_s": 2, "notify": [{"webhook": f"{receiver.url}/hook"}],
+            "steps": [{"name": "a", "command": "panio ping t"}]}
+    job_id = store.create_job("j", "t", "h", spec)
+    assert store.take(job_id, "worker h@another-machine:4242", 0) and store.claim(job_id, "worker h@another-machine:4242")
+    store.set_fence(job_id, 7)
+    with store.engine.begin() as c:
+        c.execute(store.jobs.update().where(store.jobs.c.id == job_id).values(beat_at=time.time() - dead_after_s(spec) - 1))
+    Reconciler(store, FileLeaseStore(tmp_path / "leases")).pass_()
+    assert store.job(job_id)["health"] == "incomplete"
+    assert health.get("t")["health"] == "unknown" and health.get("t")["set_by"] == "reconciler"
+    wait_for(lambda: len(receiver.bodies("/hook")) == 2, 10)
+    assert sorted(b["event"] for b in receiver.bodies("/hook")) == ["health_changed", "job_incomplete"]
