@@ -3,6 +3,7 @@ maintenance. Real `panio` processes, real step subprocesses, SQLite (and the sam
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 
@@ -92,12 +93,14 @@ def test_health_checks_before_after_incomplete_and_on_lifting_maintenance(panio,
     flag.touch()
     r = panio("target", "health", "pico", "--check")
     assert "pico: good (health check job" in r.out
+    assert [t["health"] for t in panio("target", "health", "--check", "--json").json()] == ["good"]
     assert panio("job", "run", smoke).code == 0  # good: no check before it
     # a job that ends incomplete (the lab failed under it): unknown, then its check runs at once
     flag.unlink()
     broken = job_file(tmp_path, 'target = "pico"\n[[steps]]\nrun = "panio serial status ${target}"\n', "b.toml")
     r = panio.fails("job", "run", broken, code=3)
-    assert "(job 7): job 6 ended incomplete" in r.out and "pico health: good -> unknown" in r.out
+    assert re.search(r"health check of pico \(job \d+\): job \d+ ended incomplete", r.out), r.out
+    assert "pico health: good -> unknown" in r.out
     assert history(panio)[-2:] == [("good", "unknown"), ("unknown", "bad")]
     # maintenance lifted: the check runs before anything else does
     panio("target", "health", "pico", "--set", "maintenance", "--reason", "new SD card")
@@ -117,3 +120,21 @@ def test_a_periodic_check_runs_before_a_job_once_due(panio, tmp_path):
     assert "health check" not in panio("job", "run", smoke).out  # just checked
     time.sleep(2.2)
     assert "older than 2 s" in panio("job", "run", smoke).out
+
+
+def test_health_store_on_postgresql():
+    from bench_agent.health import HealthStore
+    from jobhelp import drop_pg_schema, pg_schema
+
+    url = pg_schema()
+    try:
+        store = HealthStore(url)
+        assert store.get("pico")["health"] == "unknown"
+        assert store.set("pico", "maintenance", "rewiring", "ops@desk")[0] == "unknown"
+        previous, record = store.set("pico", "good", "lifted", "ops@desk", checked=True)
+        assert previous == "maintenance" and record["checked_at"]
+        assert [(e["previous"], e["health"]) for e in store.history("pico")] == [("unknown", "maintenance"),
+                                                                                ("maintenance", "good")]
+        assert set(store.all()) == {"pico"}
+    finally:
+        drop_pg_schema(url)

@@ -24,7 +24,8 @@ A target may name a health-check job in the lab file:
   job = "checks/pico.toml"   # relative to the lab file
   every_s = 86400            # also run it before a job when the last check is older
 It runs before a job while the health is unknown, right after a job ends
-incomplete, when maintenance is lifted (unless --no-check) and with --check.
+incomplete, when maintenance is lifted (unless --no-check) and with --check
+(without TARGET: every target that names one; for cron or a systemd timer).
 Lifting maintenance of a target with a health check sets it unknown and runs the check."""
 
 
@@ -38,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("name", metavar="TARGET", nargs="?", help="the target (default: every target, current health only)")
     c.add_argument("--set", dest="set_to", choices=("good", "bad", "maintenance", "unknown"), help="set its health")
     c.add_argument("--reason", metavar="TEXT", help="why (recorded with who set it and when)")
-    c.add_argument("--check", action="store_true", help="run the target's health-check job now and wait for it")
+    c.add_argument("--check", action="store_true",
+                   help="run the target's health-check job now and wait for it (no TARGET: every target's)")
     c.add_argument("--no-check", action="store_true", help="with --set: do not run the health check now")
     c.add_argument("--history", type=positive_int, default=10, metavar="N", help="show the last N changes (default 10)")
     add_json(c)
@@ -67,9 +69,9 @@ def health(args: argparse.Namespace) -> None:
 
     lab = load_lab(args)
     if args.name is None:
-        if args.set_to or args.check:
-            raise UsageError("--set and --check need a TARGET", hint="see `panio target health --help`")
-        return _list(lab, args)
+        if args.set_to:
+            raise UsageError("--set needs a TARGET", hint="see `panio target health --help`")
+        return _check_all(lab, args) if args.check else _list(lab, args)
     lab.target(args.name)
     if args.no_check and not args.set_to:
         raise UsageError("--no-check goes with --set")
@@ -134,6 +136,34 @@ def _show(args: argparse.Namespace, check_job: dict | None) -> None:
         err = report.ci_error(check_job)
         if err is not None:
             raise err
+
+
+def _check_all(lab, args: argparse.Namespace) -> None:
+    """Every target that names a health check, one after the other (for cron or a systemd timer)."""
+    from controller.jobs import health as controller_health
+    from controller.jobs import report
+
+    names = [n for n in lab.targets if controller_health.check_path(lab, n) is not None]
+    if not names:
+        from bench_agent.errors import NotConfigured
+
+        raise NotConfigured(f"no target in {lab.path} names a health check",
+                            hint="add [targets.NAME.health_check] job = FILE (docs/operations.md)")
+    jobs = []
+    for name in names:
+        args.name = name
+        jobs.append(_run_check(lab, args))
+    store = _store()
+    if args.json:
+        print_json([{**store.get(j["target"]), "health_check_job": j["id"]} for j in jobs])
+    else:
+        from bench_agent.health import describe
+
+        for j in jobs:
+            say(f"{j['target']:<16} {describe(store.get(j['target']))}")
+    errors = [e for e in (report.ci_error(j) for j in jobs) if e is not None]
+    if errors:
+        raise errors[0]
 
 
 def _list(lab, args: argparse.Namespace) -> None:
