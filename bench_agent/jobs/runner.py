@@ -24,6 +24,12 @@ taken and does nothing. Each step is recorded as running before it starts,
 so a runner that dies mid-step leaves a trace a reconciler turns into an error.
 ``deadline_at`` in the payload (epoch seconds, from ``--deadline-s``) bounds the
 lease wait and the steps like ``timeout_s`` does.
+
+Device health (``health_gate``): a job on a bad or maintenance target waits or
+is skipped; a due health check runs first under the job's lease, and again
+right after a job ends incomplete. A step that fails or times out is blamed on
+the board only after the lab is asked (``lab_probe``). Every step's environment
+says when the job and the previous step began (``serial wait --since-step``).
 """
 
 from __future__ import annotations
