@@ -120,7 +120,12 @@ class ResultStore:
         import sqlalchemy as sa
 
         try:
-            self.md.create_all(self.engine)
+            try:
+                self.md.create_all(self.engine)
+            except sa.exc.OperationalError as exc:
+                if "already exists" not in str(exc.orig):
+                    raise
+                self.md.create_all(self.engine)  # another process created them meanwhile: checkfirst sees them now
             self._add_columns()
         except sa.exc.OperationalError as exc:
             raise Unreachable(f"results database {self.url} unreachable: {str(exc.orig).strip().splitlines()[0]}",
