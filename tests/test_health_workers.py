@@ -12,6 +12,7 @@ import pytest
 from conftest import PANIO
 from jobhelp import job_file, stop, wait_for
 from test_jobs_celery import Bench
+from test_notify import receiver  # noqa: F401 - the fixture
 
 CHECK = "name = 'b1-health'\n[[steps]]\nname = 'probe'\nrun = 'panio action run ${target} probe'\n"
 PING = "target = 'b1'\n[[steps]]\nrun = 'panio ping ${target}'\n"
@@ -30,7 +31,7 @@ def worker(tmp_path):
         r.delete(key)
 
 
-def test_worker_runs_health_checks_and_holds_jobs_in_maintenance(panio, tmp_path, worker):
+def test_worker_runs_health_checks_and_holds_jobs_in_maintenance(panio, tmp_path, worker, receiver):
     panio.env.update(worker.env)
     flag = tmp_path / "healthy"
     panio("init")
@@ -39,7 +40,7 @@ def test_worker_runs_health_checks_and_holds_jobs_in_maintenance(panio, tmp_path
     panio("action", "add", "probe", "-t", "b1", "--command", f"test -e {flag}")
     (tmp_path / "check.toml").write_text(CHECK)
     with panio.lab.open("a") as f:
-        f.write('\n[targets.b1.health_check]\njob = "check.toml"\n')
+        f.write(f'\n[targets.b1.health_check]\njob = "check.toml"\n\n[[notify]]\nwebhook = "{receiver.url}/w"\n')
     ping = job_file(tmp_path, PING)
 
     r = panio.fails("job", "submit", ping, "--wait", code=8)  # unknown: the worker checks first, and it fails
@@ -62,3 +63,7 @@ def test_worker_runs_health_checks_and_holds_jobs_in_maintenance(panio, tmp_path
     finally:
         stop(proc)
     assert proc.returncode == 0, err
+    # the worker, which has no lab file, notified from the payload: the failed check, then the job it held back
+    told = [(b["event"], b.get("health"), b.get("set_by", "")) for b in receiver.bodies("/w")]
+    assert ("health_changed", "bad", told[0][2]) == told[0] and told[0][2].startswith("worker bench1@")
+    assert ("job_incomplete", "incomplete", "") in told
