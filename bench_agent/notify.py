@@ -11,14 +11,16 @@ in a job's payload, so a worker with no lab file notifies too. Events:
 A notification never blocks a job: ``send`` only queues it. One sender thread
 per process delivers, retrying each failed delivery ``retries`` times with a
 growing pause; the queue holds at most ``QUEUE_MAX`` messages (the oldest are
-dropped, and counted, beyond that). A short-lived process (``panio job run``)
-waits at most ``DRAIN_S`` at exit for what it queued.
+dropped beyond that). A message given up or dropped is a warning on the
+``panio.notify`` logger. A short-lived process (``panio job run``) waits at
+most ``DRAIN_S`` at exit for what it queued.
 """
 
 from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import queue
 import threading
@@ -35,8 +37,8 @@ BACKOFF_S = float(os.environ.get("PANIO_NOTIFY_BACKOFF_S", "1.0"))  # first paus
 
 _lock = threading.Lock()
 _queue: queue.Queue | None = None
-_stats = {"sent": 0, "failed": 0, "dropped": 0}
-_last_errors: list[str] = []
+_log = logging.getLogger("panio.notify")
+_log.addHandler(logging.NullHandler())  # a CLI command stays quiet on stderr; a worker's logging shows it
 
 
 def send(configs: list[dict] | None, event: str, data: dict[str, Any]) -> int:
@@ -53,9 +55,9 @@ def send(configs: list[dict] | None, event: str, data: dict[str, Any]) -> int:
                 break
             except queue.Full:
                 try:
-                    q.get_nowait()
+                    dropped = q.get_nowait()
                     q.task_done()
-                    _stats["dropped"] += 1
+                    _log.warning("notification dropped (queue full): %s", dropped[1]["text"])
                 except queue.Empty:
                     pass
     return len(wanted)
@@ -70,10 +72,6 @@ def drain(timeout_s: float = DRAIN_S) -> bool:
     while q.unfinished_tasks and time.monotonic() < end:
         time.sleep(0.05)
     return not q.unfinished_tasks
-
-
-def stats() -> dict[str, Any]:
-    return {**_stats, "last_errors": list(_last_errors[-5:])}
 
 
 def _sender() -> queue.Queue:
@@ -103,15 +101,12 @@ def _deliver(config: dict, message: dict) -> None:
                 _mail(config, message)
             else:
                 _post(config, message)
-            _stats["sent"] += 1
             return
-        except Exception as exc:  # noqa: BLE001 - any delivery failure is retried, then recorded, never raised
+        except Exception as exc:  # noqa: BLE001 - any delivery failure is retried, then logged, never raised
             error = f"{config.get('name', 'notify')}: {type(exc).__name__}: {exc}"
         if attempt < retries:
             time.sleep(BACKOFF_S * 2 ** attempt)
-    _stats["failed"] += 1
-    _last_errors.append(error)
-    del _last_errors[:-20]
+    _log.warning("notification %s given up after %d attempts: %s", message["event"], retries + 1, error)
 
 
 def summary(event: str, d: dict[str, Any]) -> str:
