@@ -67,7 +67,7 @@ def test_maintenance_skips_or_holds_new_jobs_until_lifted(panio, tmp_path):
     proc = subprocess.Popen([PANIO, "job", "run", waiting, "--json"], env=panio.env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: panio("job", "list", "--json").json()[0]["id"] == 2, 20)
+        wait_for(lambda: any(j["id"] == 2 for j in panio("job", "list", "--json").json()), 20)
         time.sleep(1.5)
         assert proc.poll() is None, "the job must wait while the target is in maintenance"
         assert panio("job", "status", "2", "--json").json()["state"] == "queued"
