@@ -12,10 +12,18 @@ import pytest
 from conftest import PANIO
 from jobhelp import job_file, stop, wait_for
 from test_jobs_celery import Bench
-from test_notify import receiver  # noqa: F401 - the fixture
+from test_notify import Receiver
 
 CHECK = "name = 'b1-health'\n[[steps]]\nname = 'probe'\nrun = 'panio action run ${target} probe'\n"
 PING = "target = 'b1'\n[[steps]]\nrun = 'panio ping ${target}'\n"
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.server.shutdown()
+    r.server.server_close()
 
 
 @pytest.fixture
