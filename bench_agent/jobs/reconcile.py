@@ -213,6 +213,30 @@ class Reconciler:
             if idx not in recorded:
                 self.store.record_step(job["id"], idx, {"name": step["name"], "command": step["command"],
                                                         "status": "skipped"})
+        self._tell(job, reason)
+
+    def _tell(self, job: dict, reason: str) -> None:
+        """Like the runner would have: the target's health becomes unknown (its health check runs before the
+        next job) and the lab's notify channels hear of it. Settling the job never fails for these."""
+        from bench_agent import notify
+        from bench_agent.health import HealthStore
+
+        spec = job["spec"]
+        try:
+            previous, record = HealthStore(self.store.url).set(job["target"], "unknown",
+                                                                f"job {job['id']} ended incomplete: {reason}",
+                                                                "reconciler", job["id"])
+        except Exception as exc:  # noqa: BLE001 - the verdict is written; health is best effort here (logged)
+            self.log(f"job {job['id']}: could not record its target's health: {exc}")
+            previous, record = "unknown", None
+        if record is not None and previous != "unknown":
+            notify.send(spec.get("notify"), "health_changed", {
+                "target": job["target"], "previous": previous, "health": "unknown", "reason": record["reason"],
+                "set_by": "reconciler", "job_id": job["id"]})
+        if spec.get("kind") != "health_check":
+            notify.send(spec.get("notify"), "job_incomplete", {
+                "job_id": job["id"], "name": job["name"], "target": job["target"], "health": "incomplete",
+                "result": None, "reason": reason})
 
     def _maybe_vanished(self, job: dict, pending: set[int]) -> None:
         if job["id"] in pending:

@@ -17,6 +17,9 @@ OUTPUT_LIMIT = 1_000_000
 # Exit statuses that mean the lab failed rather than the board: the job is incomplete. 13 (refused) is
 # the lab saying no: above all the host refusing a step whose lease was lost or broken.
 LAB_EXITS = {3, 4, 5, 8, 9, 10, 11, 12, 13, 70}
+# Every step's environment says when the job and the step before it began (epoch seconds), so
+# `serial wait --since-step` needs no cursor bookkeeping.
+JOB_STARTED_ENV, PREVIOUS_STEP_ENV = "PANIO_JOB_STARTED_AT", "PANIO_PREVIOUS_STEP_STARTED_AT"
 
 
 def substitute(text: str, variables: dict[str, str]) -> str:

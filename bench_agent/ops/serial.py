@@ -162,19 +162,41 @@ def transact(target: str, iface: dict[str, Any], text: str, until: str, timeout_
 
 
 @operation("serial.wait", deadline=ms_deadline("timeout_ms"), params=(
-    EPOCH, CURSOR, Param("pattern", str, "stop when this regex (Python syntax) matches", default=None),
+    Param("epoch", int, "capture epoch the cursor belongs to (with since)", default=None, minimum=0, maximum=SEQ_MAX),
+    Param("since", int, "byte cursor to read from (with epoch)", default=None, minimum=0, maximum=SEQ_MAX),
+    Param("since_time_ns", int, "or: the bytes received since this moment (ns since 1970)", default=None, minimum=0,
+          maximum=SEQ_MAX),
+    Param("pattern", str, "stop when this regex (Python syntax) matches", default=None),
     TIMEOUT_MS, MAX_BYTES, MAX_OUTPUT,
     Param("include_pending", bool, "also return bytes received after the match (not consumed)", default=False),
     Param("follow", bool, "keep matching until the bound and return every match", default=False)))
-def wait(target: str, iface: dict[str, Any], epoch: int, since: int, pattern: str | None = None,
-         timeout_ms: int = 30000, max_bytes: int = 65536, max_output_bytes: int = 1 << 20,
-         include_pending: bool = False, follow: bool = False) -> dict[str, Any]:
+def wait(target: str, iface: dict[str, Any], epoch: int | None = None, since: int | None = None,
+         pattern: str | None = None, timeout_ms: int = 30000, max_bytes: int = 65536,
+         max_output_bytes: int = 1 << 20, include_pending: bool = False, follow: bool = False,
+         since_time_ns: int | None = None) -> dict[str, Any]:
+    """Wait from a cursor (``epoch``/``since``) or from a moment (``since_time_ns``: the bytes received since)."""
     from bench_agent.serial.matcher import compile_pattern
 
     compile_pattern(pattern)
+    if since_time_ns is not None:
+        epoch, since = _cursor_at(target, iface, since_time_ns)
+    if epoch is None or since is None:
+        raise UsageError("serial wait needs --epoch and --since, or a moment to start from (--since-step)")
     return _ask(target, {"op": "wait", "iface": iface["name"], "epoch": epoch, "since": since, "pattern": pattern,
                          "timeout_ms": timeout_ms, "max_bytes": max_bytes, "max_output_bytes": max_output_bytes,
                          "include_pending": include_pending, "follow": follow}, wait_ms=timeout_ms)
+
+
+def _cursor_at(target: str, iface: dict[str, Any], time_ns: int) -> tuple[int, int]:
+    """(epoch, cursor) of the running capture's first byte received at or after ``time_ns``."""
+    from bench_agent.serial.query import cursor_at
+
+    info = _client().discovery(target)
+    if info is None:
+        from bench_agent.serial.control import not_running
+
+        raise not_running(target)
+    return info["epoch"], cursor_at(_log_path(target, iface), info["epoch"], int(time_ns))
 
 
 @operation("serial.evidence", params=(

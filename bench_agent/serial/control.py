@@ -111,8 +111,9 @@ class ControlClient:
 
 
 def not_running(target: str) -> NotRunning:
-    return NotRunning(f"no serial capture is running for {target!r}",
-                      hint=f"run `panio serial watch {target}`", target=target)
+    return NotRunning(f"no serial capture is running for {target!r} (the lab's fault, not the board's)",
+                      hint=f"start it with `panio serial watch {target}`; in a job, make the first step "
+                           f"`panio serial watch ${{target}}` (harmless when it already runs)", target=target)
 
 
 def disk_error(exc: OSError) -> PanioError:

@@ -109,3 +109,25 @@ def oldest_cursor(path: Path) -> int | None:
         if rec.kind == DATA:
             oldest = rec.cursor
     return oldest
+
+
+def cursor_at(path: Path, epoch: int, time_ns: int) -> int:
+    """The byte cursor of the first byte capture epoch ``epoch`` received at or after ``time_ns``.
+
+    Walks back from the end while records are that new: so a wait "since the previous job step began"
+    needs no cursor bookkeeping. An epoch that started after ``time_ns`` starts at its own first byte.
+    """
+    from bench_agent.serial.logstore import START
+
+    found = None
+    for rec in records_backward(path):
+        if found is None:
+            found = rec.end_state()[0]  # nothing newer than time_ns: the end of the log
+        if rec.epoch != epoch or rec.time_ns < time_ns:
+            break
+        if rec.kind == DATA:
+            found = rec.cursor
+        elif rec.kind == START:
+            found = rec.cursor
+            break
+    return found or 0

@@ -13,7 +13,8 @@ shell, answer on the console, on every board). Each simulated board also has a
 screen (MJPEG on loopback: the ``video`` channel) and a CH9329 HID rig on a PTY
 (the ``hid`` channel). ``--qemu`` adds ``qemu0``, a QEMU board running a real
 kernel (``bench_agent.sim.qemu``: serial, power, screen and input).
-``down`` stops exactly the processes listed there. Not part of ``panio --help``.
+``down`` stops exactly the processes listed there, and the serial captures (of
+this state directory) that read their consoles. Not part of ``panio --help``.
 """
 
 from __future__ import annotations
@@ -154,10 +155,12 @@ def alive(boards: list[dict], directory: Path | None = None) -> list[dict]:
     return [b for b in boards if b.get("kind") != "qemu" and ours(b["pid"], directory or Path(b["state_file"]).parent)]
 
 
-def down(directory: Path) -> int:
+def down(directory: Path) -> tuple[int, list[dict]]:
+    """Stop the bench's boards and the serial captures reading their consoles; (boards, captures stopped)."""
     boards = read_pids(directory)
     if not boards:
         raise NotRunning(f"no simulated bench in {directory}", hint="start one with `panio-sim up`")
+    captures = stop_captures(boards)
     for b in boards:
         if b.get("kind") == "qemu":
             from bench_agent.sim import qemu
@@ -165,7 +168,20 @@ def down(directory: Path) -> int:
             qemu.stop(directory, b["name"])
     _stop([b["pid"] for b in boards if b.get("kind") != "qemu"], directory)
     (directory / PIDFILE).unlink(missing_ok=True)
-    return len(boards)
+    return len(boards), captures
+
+
+def stop_captures(boards: list[dict]) -> list[dict]:
+    """Captures of this state directory that read the bench's consoles would outlive it, disconnected: stop them."""
+    from bench_agent import daemons
+
+    stopped = []
+    for entry in daemons.captures_of({b["device"] for b in boards if b.get("device")}):
+        try:
+            stopped.append(daemons.stop_daemon(entry))
+        except NotRunning:  # it stopped on its own meanwhile
+            continue
+    return stopped
 
 
 def _stop(pids: list[int], directory: Path) -> None:
@@ -267,9 +283,11 @@ def run(argv: list[str]) -> int:
                   f"pid {b['pid']}")
         print(f"lab file: {directory / 'lab.toml'}\n  export PANIO_LAB={shlex.quote(str(directory / 'lab.toml'))}")
         print(f"bundled suite: panio suite run {shlex.quote(str(directory / 'suite.toml'))} "
-              "(start capture first: panio serial watch board0)")
+              f"(on {', '.join(b['name'] for b in boards)}; its jobs start each board's serial capture)")
     elif args.verb == "down":
-        print(f"stopped {down(directory)} simulated board(s) in {directory}")
+        count, captures = down(directory)
+        also = f" and {len(captures)} serial capture(s) of their consoles" if captures else ""
+        print(f"stopped {count} simulated board(s){also} in {directory}")
     else:
         return _print_status(directory, args)
     return 0

@@ -20,9 +20,38 @@ Exit status for CI: 0 every step passed; 14 the board failed a step
 13 the lease was lost (refused), or the failing step's own lab status (3, 5, 9, ...)."""
 
 
+JOB_FORMAT = """\
+The job file (TOML):
+
+  name = "boot"                  # default: the file name
+  target = "pico"                # or: tags = ["pi5"]
+  timeout_s = 300                # the whole job (optional)
+  on_unhealthy = "wait"          # target bad/in maintenance: "wait" (default) or "skip"
+
+  [[steps]]
+  name = "capture"
+  run = "panio serial watch ${target}"        # starts capture, or finds it running
+  [[steps]]
+  name = "power-cycle"
+  run = "panio power-cycle ${target}"
+  [[steps]]
+  name = "boots to a login prompt"          # bytes since the previous step began:
+  run = "panio serial wait ${target} --since-step --pattern 'login:' --timeout-ms 60000"
+  timeout_s = 70                 # per step, default 60
+  expect_exit = 0                # default 0; or a list [0, 1]
+  expect_output = '"status": "matched"'     # regex the output must match
+  reject_output = "Kernel panic"            # regex it must not match
+  capture = { ver = 'Linux (\\S+)' }         # -> ${ver} in later steps
+
+A step is a runtime panio command (never a lab edit); ${target}, ${job_id} and
+captures are substituted. Verdicts: health complete|incomplete (the lab failed)|
+canceled|timed_out, result passed|failed (the board). Runnable examples:
+`panio-sim up` writes boot.toml and suite.toml beside its lab. More: docs/jobs.md."""
+
+
 def register(p: argparse.ArgumentParser, name: str) -> None:
     p.description = ("Bench jobs: a target plus panio command steps with expectations. `job run` blocks\n"
-                     "and exits with a CI status; history lives in the results database. See docs/jobs.md.")
+                     "and exits with a CI status; history lives in the results database.\n\n" + JOB_FORMAT)
     sub = subcommands(p)
     c = command(sub, "run", "run a job file now and wait for its verdict (CI: exit 0 = passed)", func=run,
                 example=["panio job run smoke.toml --target pico --junit out/junit.xml",

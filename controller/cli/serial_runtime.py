@@ -13,7 +13,8 @@ from typing import Any
 
 from bench_agent.errors import DeviceError, NotConfigured, NotRunning, Timeout, Unreachable, UsageError
 from controller import overrides
-from controller.cli.common import add_json, add_param, add_target_positional, command, load_lab, print_json, say
+from controller.cli.common import (add_json, add_param, add_target_positional, command, load_lab, positive_float,
+                                     print_json, say)
 
 SEE = "docs/serial.md, panio skill"
 
@@ -109,15 +110,26 @@ def _register_input(sub: argparse._SubParsersAction) -> None:
     _input_opts(c, "serial.transact")
     add_json(c)
 
-    c = command(sub, "wait", "wait for received bytes from a cursor, optionally until a regex matches (JSON)",
-                func=wait, example="panio serial wait pico --epoch 3 --since 10240 --pattern 'login:' --timeout-ms 60000",
-                see_also=f"panio serial status (current epoch and cursor), panio serial evidence, {SEE}",
-                details="Status is matched, timeout, cap, disconnect or fault; the accepted bytes and the\n"
+    c = command(sub, "wait", "wait for received bytes from a cursor or a moment, optionally until a regex matches (JSON)",
+                func=wait, example=["panio serial wait pico --epoch 3 --since 10240 --pattern 'login:' --timeout-ms 60000",
+                                    "panio serial wait pico --since-step --pattern 'login:'   # a job step after power-cycle"],
+                see_also=f"panio serial status (current epoch and cursor), panio serial evidence, docs/jobs.md, {SEE}",
+                details="Where to start: --epoch E --since CURSOR (from `serial status`), or a moment:\n"
+                        "--since-step (in a job: from when the previous step began, so `power-cycle` then\n"
+                        "`serial wait --since-step --pattern login:` sees the whole boot and no older prompt),\n"
+                        "--since-job (from when the job began), --since-time T (epoch seconds).\n"
+                        "Status is matched, timeout, cap, disconnect or fault; the accepted bytes and the\n"
                         "cursor to continue from come back whatever the status. Exit 0 when matched (or\n"
-                        "no --pattern), 22 on timeout/cap, 4 on disconnect, 12 on fault.")
+                        "no --pattern), 22 on timeout/cap, 4 on disconnect, 12 on fault, 10 no capture.")
     add_target_positional(c)
     add_param(c, "serial.wait", "epoch", metavar="E")
     add_param(c, "serial.wait", "since", metavar="CURSOR")
+    moment = c.add_mutually_exclusive_group()
+    moment.add_argument("--since-step", action="store_true",
+                        help="in a job step: the bytes received since the previous step began (or the job, for step 1)")
+    moment.add_argument("--since-job", action="store_true", help="in a job step: the bytes received since the job began")
+    moment.add_argument("--since-time", type=positive_float, metavar="T",
+                        help="the bytes received since T (seconds since 1970, as `date +%%s.%%N` prints)")
     _iface_opt(c)
     add_param(c, "serial.wait", "pattern", metavar="RE")
     _wait_opts(c, "serial.wait")
@@ -138,7 +150,9 @@ def _register_inspect(sub: argparse._SubParsersAction) -> None:
     add_json(c)
 
     c = command(sub, "status", "capture and port state of an interface: identity, process, epoch, RX/TX (JSON)",
-                func=status, example="panio serial status pico", see_also=f"panio serial evidence, panio daemons, {SEE}")
+                func=status, example="panio serial status pico", see_also=f"panio serial evidence, panio daemons, {SEE}",
+                details="The JSON is printed whether or not capture runs; with no capture running the\n"
+                        "command exits 10 (not_running), so a script or job step sees it in the status.")
     add_target_positional(c)
     _iface_opt(c)
     add_json(c)
@@ -260,9 +274,36 @@ def transact(args: argparse.Namespace) -> None:
     _raise_unless_matched(r, args.until, args.target)
 
 
+def _since_time_ns(args: argparse.Namespace) -> int | None:
+    """The moment a wait starts from, or None for an explicit --epoch/--since."""
+    import os
+
+    from bench_agent.jobs.steps import JOB_STARTED_ENV, PREVIOUS_STEP_ENV
+
+    moment = args.since_step or args.since_job or args.since_time is not None
+    if moment and (args.epoch is not None or args.since is not None):
+        raise UsageError("give either --epoch/--since or a moment (--since-step, --since-job, --since-time), not both")
+    if not moment:
+        if args.epoch is None or args.since is None:
+            raise UsageError("serial wait needs where to start: --epoch E --since CURSOR (from `panio serial status`), "
+                             "or --since-step / --since-job in a job step, or --since-time T")
+        return None
+    if args.since_time is not None:
+        return int(args.since_time * 1e9)
+    env = PREVIOUS_STEP_ENV if args.since_step else JOB_STARTED_ENV
+    value = os.environ.get(env)
+    if not value:
+        flag = "--since-step" if args.since_step else "--since-job"
+        raise UsageError(f"{flag} works inside a job step only (the job runner says when the step began)",
+                         hint="outside a job use --since-time T or --epoch/--since")
+    return int(float(value) * 1e9)
+
+
 def wait(args: argparse.Namespace) -> None:
     _check_regex(args.pattern)
-    r = _call(args, "serial.wait", {"epoch": args.epoch, "since": args.since, "pattern": args.pattern,
+    since_ns = _since_time_ns(args)
+    extra = {} if since_ns is None else {"since_time_ns": since_ns}
+    r = _call(args, "serial.wait", {**extra, "epoch": args.epoch, "since": args.since, "pattern": args.pattern,
                                     "timeout_ms": args.timeout_ms, "max_bytes": args.max_bytes,
                                     "max_output_bytes": args.max_output_bytes,
                                     "include_pending": args.include_pending, "follow": args.follow})
@@ -290,7 +331,12 @@ def evidence(args: argparse.Namespace) -> None:
 
 
 def status(args: argparse.Namespace) -> None:
-    print_json(_call(args, "serial.status", {}))
+    r = _call(args, "serial.status", {})
+    print_json(r)
+    if r["process"]["state"] == "not_running":  # the JSON above still says what the log holds
+        from bench_agent.serial.control import not_running
+
+        raise not_running(args.target)
 
 
 def connect(args: argparse.Namespace) -> None:

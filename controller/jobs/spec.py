@@ -34,8 +34,8 @@ from bench_agent.errors import ConfigInvalid, NotConfigured, UsageError
 from bench_agent.jobs.steps import VAR_RE
 from controller.lab.locate import locate
 from controller.lab.model import Lab
-from controller.lab.schema import (Field, Problem, TableSpec, _bool, _dotted, _name, _nonempty_string, _positive_number,
-                                   _string, _string_list, _table_array, check_table)
+from controller.lab.schema import (Field, Problem, TableSpec, _bool, _dotted, _name, _nonempty_string, _one_of,
+                                   _positive_number, _string, _string_list, _table_array, check_table)
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
 BUILTIN_VARS = {"target", "job_id"}
@@ -85,6 +85,7 @@ JOB = TableSpec({
     "timeout_s": Field(_positive_number),
     "lease_wait_s": Field(_positive_number),
     "lease_ttl_s": Field(_positive_number),
+    "on_unhealthy": Field(_one_of(("wait", "skip"))),
     "steps": Field(_table_array(STEP), required=True),
 }, "job file")
 

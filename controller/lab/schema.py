@@ -231,9 +231,68 @@ ACTION = TableSpec(
     },
     "action",
 )
+HEALTH_CHECK = TableSpec({"job": Field(_nonempty_string, required=True), "every_s": Field(_positive_number)},
+                         "health_check table")
+NOTIFY_EVENTS = ("suite_finished", "job_failed", "job_incomplete", "health_changed")
+
+
+def _events(path: Path, value: Any) -> None:
+    _type(list, "a list of events")(path, value)
+    for i, item in enumerate(value):
+        _one_of(NOTIFY_EVENTS)(path + (i,), item)
+
+
+def _http_url(path: Path, value: Any) -> None:
+    _nonempty_string(path, value)
+    if not value.startswith(("http://", "https://")):
+        raise Problem(path, f"{_dotted(path)} must be an http:// or https:// URL")
+
+
+def _addresses(path: Path, value: Any) -> None:
+    _type(list, "a list of e-mail addresses")(path, value)
+    if not value:
+        raise Problem(path, f"{_dotted(path)} needs at least one address")
+    for i, item in enumerate(value):
+        _nonempty_string(path + (i,), item)
+
+
+def _retries(path: Path, value: Any) -> None:
+    _type(int, "a whole number")(path, value)
+    if not 0 <= value <= 10:
+        raise Problem(path, f"{_dotted(path)} must be from 0 to 10, not {value}")
+
+
+def _one_channel(path: Path, notify: dict) -> None:
+    ways = [k for k in ("webhook", "webhook_env", "smtp") if k in notify]
+    if len(ways) != 1:
+        raise Problem(path, f"notify {_dotted(path)} needs exactly one of webhook, webhook_env, smtp"
+                            + (f" (has {', '.join(ways)})" if ways else ""))
+    if "smtp" in notify and "to" not in notify:
+        raise Problem(path, f"notify {_dotted(path)} sends e-mail: it needs 'to'")
+
+
+NOTIFY = TableSpec(
+    {
+        "name": Field(_name),
+        "on": Field(_events),
+        "webhook": Field(_http_url),
+        "webhook_env": Field(_nonempty_string),
+        "format": Field(_one_of(("json", "slack", "matrix", "teams"))),
+        "smtp": Field(_nonempty_string),
+        "starttls": Field(_bool),
+        "username": Field(_nonempty_string),
+        "password_env": Field(_nonempty_string),
+        "from": Field(_nonempty_string),
+        "to": Field(_addresses),
+        "retries": Field(_retries),
+    },
+    "notify",
+    extra=_one_channel,
+)
 TARGET = TableSpec(
     {
         "description": Field(_string),
+        "health_check": Field(_table(HEALTH_CHECK)),
         "host": Field(_name),
         "tags": Field(_string_list),
         "serial": Field(_table_array(SERIAL)),
@@ -269,7 +328,7 @@ def _duration(path: Path, value: Any) -> None:
 
 RETENTION = TableSpec({"jobs": Field(_duration), "artifacts": Field(_duration)}, "retention table")
 LAB = TableSpec({"hosts": Field(_named_tables(HOST)), "targets": Field(_named_tables(TARGET)),
-                 "retention": Field(_table(RETENTION))}, "lab file")
+                 "retention": Field(_table(RETENTION)), "notify": Field(_table_array(NOTIFY))}, "lab file")
 
 
 def _check_references(data: dict) -> None:
