@@ -318,8 +318,8 @@ def test_a_device_no_backend_reads_is_refused_before_a_daemon_starts(panio):
     r = panio.fails("video", "watch", "t1", code=3)
     assert "is not /dev/videoN" in r.error["message"]
     assert "stopped" in panio("video", "show", "t1").out
-    panio("hid", "set", "-t", "t1", "--device", "/dev/hidg0", "--protocol", "hidg")
-    assert "not supported" in panio.fails("hid", "send", "t1", "key", "A", code=3).error["message"]
+    panio("hid", "set", "-t", "t1", "--device", "/dev/hidg-absent0", "--protocol", "hidg")
+    assert "/dev/hidg-absent0" in panio.fails("hid", "send", "t1", "key", "A", code=4).error["message"]
 
 
 def test_watch_restarts_a_daemon_that_watches_another_device(bench):
