@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from bench_agent import leases as leasing
 from bench_agent.errors import Busy, Canceled, Refused, Timeout, Unreachable
-from bench_agent.jobs import reconcile
+from bench_agent.jobs import reconcile, screens
 from bench_agent.jobs.steps import LAB_EXITS, StepProcess, error_of, judge, substitute
 from bench_agent.results import ResultStore
 
@@ -213,6 +213,8 @@ class JobRunner:
         record = {"name": step["name"], "command": command, "exit_status": code,
                   "duration_s": round(time.monotonic() - start, 3), "output": proc.output, "checks": [], "captured": {}}
         outcome = self._classify(step, record, why, variables, deadline)
+        screens.keep(self.store, job_id, idx, step, record["status"], payload["target"], self.panio_argv,
+                     self.lab_path, env)
         self.store.record_step(job_id, idx, record)
         self.progress("step_end", {"idx": idx, **record})
         return outcome
