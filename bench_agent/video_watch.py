@@ -6,10 +6,11 @@ It holds the capture device, grabs frames continuously and publishes a frame
 when it differs visibly from the last published one (``bench_agent.video``):
 
     <state>/video/<target>/frame.png    the latest published frame
-    <state>/video/<target>/frame.json   {"hash", "published", "seen", "seq", "signal", "width", "height"}
+    <state>/video/<target>/frame.json   {"hash", "published", "seen", "seq", "grabs", "signal", "width", "height"}
     <state>/daemons/video-<target>.json the discovery file (``panio daemons`` lists it)
 
-``seen`` is refreshed at least every ``HEARTBEAT_S`` while frames arrive, so a
+``grabs`` counts every frame read from the device (``seq`` only the published
+ones), so a benchmark can price one grab. ``seen`` is refreshed at least every ``HEARTBEAT_S`` while frames arrive, so a
 reader can tell a still picture (stable) from a dead daemon. When the device
 fails, ``signal`` becomes ``lost`` and the daemon reopens it every second.
 Readers (``video shot``/``read``) never talk to the daemon: they read these files.
@@ -54,7 +55,7 @@ class Watcher:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.stop = threading.Event()
         self._published_grey = None
-        self._meta: dict[str, Any] = {"hash": None, "published": None, "seen": None, "seq": 0, "signal": "none",
+        self._meta: dict[str, Any] = {"hash": None, "published": None, "seen": None, "seq": 0, "grabs": 0, "signal": "none",
                                       "width": None, "height": None, "pid": os.getpid()}
         self._last_meta_write = 0.0
 
@@ -83,6 +84,7 @@ class Watcher:
         grey = video.grey(frame)
         now = time.time()
         self._meta["seen"] = now
+        self._meta["grabs"] += 1
         if self._meta["signal"] != "ok" or video.changed_px(self._published_grey, grey) > video.MIN_CHANGED_PX:
             tmp = self.dir / "frame.png.tmp"
             tmp.write_bytes(video.encode_png(frame))
