@@ -168,7 +168,7 @@ def bench_idle(directory: Path, state: Path, daemon_pid: int, qemu_pid: int) -> 
     d1, q1, g1 = cpu_s(daemon_pid), cpu_s(qemu_pid), grabs(state)
     os.kill(daemon_pid, signal.SIGSTOP)  # the floor runs alone: the daemon must not grab meanwhile
     try:
-        cam, n = QmpBackend(str(directory / "q.video.qmp")), 0
+        cam, n = QmpBackend(str(directory / "q.power.qmp")), 0  # QEMU's QMP takes one client: the daemon holds video
         c0, q2, end = time.process_time(), cpu_s(qemu_pid), time.monotonic() + IDLE_S
         while time.monotonic() < end:
             cam.grab(1)
