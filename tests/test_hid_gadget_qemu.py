@@ -11,7 +11,6 @@ nodes first), each written to ``/dev/hidgN`` in one write(), as panio does.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import struct
