@@ -8,6 +8,7 @@ its own process, so a click must not need to know the position),
 ``mouse_wheel(n)``. The protocols (``hid_backends/``):
 
     ch9329   a CH9329 UART-to-USB-HID chip on a serial port (the datasheet's frames)
+    hidg     a Linux USB gadget, ``/dev/hidgN`` keyboard and ``/dev/hidg(N+1)`` absolute mouse
     qmp      a QEMU board's ``input-send-event``
 
 The command words (``panio hid send T ...``, MCP ``hid_send``):
@@ -84,8 +85,12 @@ def open_backend(hid: dict[str, Any]) -> HidBackend:
         from bench_agent.hid_backends.qmp import QmpBackend
 
         return QmpBackend(hid["device"].removeprefix("qmp:"))
+    if protocol == "hidg":
+        from bench_agent.hid_backends.hidg import HidgBackend
+
+        return HidgBackend(hid["device"])
     raise NotConfigured(f"HID protocol {protocol!r} is not supported on this host yet",
-                        hint="use ch9329 or qmp (docs/hid.md)", protocol=protocol)
+                        hint="use ch9329, hidg or qmp (docs/hid.md)", protocol=protocol)
 
 
 def parse_combo(text: str) -> tuple[int, list[int]]:

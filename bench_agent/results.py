@@ -16,12 +16,15 @@ message was last published.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import time
 from typing import Any
 
 from bench_agent.errors import ConfigInvalid, NotConfigured, Unreachable
+
+BINARY_SUFFIXES = (".png",)  # artifacts kept as bytes (screenshots); every other artifact is text
 
 _ENGINES: dict[str, Any] = {}
 _ENSURED: set[str] = set()
@@ -224,7 +227,12 @@ class ResultStore:
             c.execute(self.steps.delete().where(self.steps.c.job_id == job_id, self.steps.c.idx == idx))
             c.execute(self.steps.insert().values(job_id=job_id, idx=idx, **row))
 
-    def add_artifact(self, job_id: int, name: str, content: str) -> None:
+    def add_artifact(self, job_id: int, name: str, content: str | bytes) -> None:
+        """Text, or bytes for a binary name (``BINARY_SUFFIXES``: kept base64 in the same text column)."""
+        if isinstance(content, bytes) != name.endswith(BINARY_SUFFIXES):
+            raise ValueError(f"artifact {name!r}: bytes go with {BINARY_SUFFIXES} names, text with the others")
+        if isinstance(content, bytes):
+            content = base64.b64encode(content).decode()
         with self.engine.begin() as c:
             c.execute(self.artifacts.delete().where(self.artifacts.c.job_id == job_id, self.artifacts.c.name == name))
             c.execute(self.artifacts.insert().values(job_id=job_id, name=name, content=content))
@@ -303,11 +311,13 @@ class ResultStore:
         with self.engine.connect() as c:
             return [_job_dict(r) for r in c.execute(q).mappings().all()]
 
-    def list_artifacts(self, job_id: int) -> dict[str, str]:
+    def list_artifacts(self, job_id: int) -> dict[str, str | bytes]:
+        """Name -> content: text, or bytes for a binary name (a screenshot)."""
         with self.engine.connect() as c:
             rows = c.execute(self.artifacts.select().where(self.artifacts.c.job_id == job_id)
                              .order_by(self.artifacts.c.name)).mappings().all()
-        return {r["name"]: r["content"] for r in rows}
+        return {r["name"]: base64.b64decode(r["content"]) if r["name"].endswith(BINARY_SUFFIXES) else r["content"]
+                for r in rows}
 
 
 def _job_dict(row) -> dict:

@@ -163,3 +163,42 @@ def _tesseract(img: Any, config: str) -> str:
     except pytesseract.TesseractError as exc:
         raise DeviceError(f"tesseract failed: {exc}") from exc
     return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")
+
+
+def load_needle(data: bytes) -> Any:
+    """A needle image (PNG/JPEG bytes) for ``find_image``; a ``UsageError`` if it is not one."""
+    import cv2
+    import numpy as np
+
+    try:
+        needle = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_GRAYSCALE) if data else None
+    except cv2.error:
+        needle = None
+    if needle is None or min(needle.shape) < 2:
+        raise UsageError("the needle is not an image OpenCV can read (give a PNG cut from a shot)", argument="image")
+    if needle.min() == needle.max():  # a flat needle correlates with nothing (the score is undefined)
+        raise UsageError("the needle is one flat colour: cut one with some detail in it", argument="image")
+    return needle
+
+
+def find_image(frame: Any, needle: Any, region: tuple[int, int, int, int] | None = None) -> dict[str, Any]:
+    """Where ``needle`` (greyscale) best matches ``frame`` (normalised cross-correlation): x, y, w, h, score.
+
+    ``score`` is 1.0 for a pixel-exact match and falls towards 0 as the picture
+    differs; x, y are frame pixels of the match's top-left corner.
+    """
+    import cv2
+
+    hay = grey(crop(frame, region))
+    h, w = needle.shape[:2]
+    if h > hay.shape[0] or w > hay.shape[1]:
+        raise UsageError(f"the needle ({w}x{h}) is larger than the picture searched ({hay.shape[1]}x{hay.shape[0]})",
+                         argument="image")
+    _, score, _, (x, y) = cv2.minMaxLoc(cv2.matchTemplate(hay, needle, cv2.TM_CCOEFF_NORMED))
+    ox, oy = region[:2] if region else (0, 0)
+    return {"x": x + ox, "y": y + oy, "w": w, "h": h, "score": round(float(score), 4)}
+
+
+def to_logical(px: float, size: int) -> int:
+    """A pixel coordinate as panio's 0..32767 HID logical units (what ``hid send moveabs`` takes)."""
+    return round(px * 32767 / max(1, size - 1))

@@ -6,10 +6,11 @@ It holds the capture device, grabs frames continuously and publishes a frame
 when it differs visibly from the last published one (``bench_agent.video``):
 
     <state>/video/<target>/frame.png    the latest published frame
-    <state>/video/<target>/frame.json   {"hash", "published", "seen", "seq", "signal", "width", "height"}
+    <state>/video/<target>/frame.json   {"hash", "published", "seen", "seq", "grabs", "signal", "width", "height"}
     <state>/daemons/video-<target>.json the discovery file (``panio daemons`` lists it)
 
-``seen`` is refreshed at least every ``HEARTBEAT_S`` while frames arrive, so a
+``grabs`` counts every frame read from the device (``seq`` only the published
+ones), so a benchmark can price one grab. ``seen`` is refreshed at least every ``HEARTBEAT_S`` while frames arrive, so a
 reader can tell a still picture (stable) from a dead daemon. When the device
 fails, ``signal`` becomes ``lost`` and the daemon reopens it every second.
 Readers (``video shot``/``read``) never talk to the daemon: they read these files.
@@ -54,13 +55,18 @@ class Watcher:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.stop = threading.Event()
         self._published_grey = None
-        self._meta: dict[str, Any] = {"hash": None, "published": None, "seen": None, "seq": 0, "signal": "none",
+        self._last_raw = None
+        self._meta: dict[str, Any] = {"hash": None, "published": None, "seen": None, "seq": 0, "grabs": 0, "signal": "none",
                                       "width": None, "height": None, "pid": os.getpid()}
         self._last_meta_write = 0.0
 
     def run(self) -> None:
+        import cv2
+
         from bench_agent import video
         from bench_agent.errors import PanioError
+
+        cv2.setNumThreads(1)  # frame-sized work: OpenCV's worker threads would spin on every grab for nothing
 
         while not self.stop.is_set():
             try:
@@ -80,9 +86,17 @@ class Watcher:
     def _frame(self, frame: Any) -> None:
         from bench_agent import video
 
-        grey = video.grey(frame)
         now = time.time()
         self._meta["seen"] = now
+        self._meta["grabs"] += 1
+        # A still screen grabs the same bytes again: one comparison instead of grey + diff (benchmarks/video_hid.py)
+        same = self._last_raw is not None and self._last_raw.shape == frame.shape and (self._last_raw == frame).all()
+        self._last_raw = frame
+        if same and self._meta["signal"] == "ok":
+            if now - self._last_meta_write >= HEARTBEAT_S:
+                self._write_meta(now)
+            return
+        grey = video.grey(frame)
         if self._meta["signal"] != "ok" or video.changed_px(self._published_grey, grey) > video.MIN_CHANGED_PX:
             tmp = self.dir / "frame.png.tmp"
             tmp.write_bytes(video.encode_png(frame))

@@ -11,7 +11,9 @@ temporary directory and starts the real capture daemon (`video watch`), then:
   ocr            `video read`'s OCR of a full screen and of one row (grey, upscale, Otsu, psm 6/7)
                  floor: tesseract alone on the raw frame (no preprocessing)
   typing         characters/s through `hid send ... type` (paced 20 ms) vs unpaced input-send-event
-  idle           the capture daemon's CPU over 5 s of a still screen
+  idle           the capture daemon's CPU over 5 s of a still screen, and QEMU's while it is watched
+                 floor: the backend's grab loop alone (same 25 frames/s QMP screendump + decode, no
+                 compare/hash/publish) in this process; baseline: QEMU with nobody watching
 
 The kernel comes from scripts/qemu-board-image.sh (or /boot).
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -140,14 +143,51 @@ def bench_typing(directory: Path) -> dict:
     return {"typing_chars_per_s": round(paced, 1), "typing_floor_unpaced_chars_per_s": round(unpaced, 1)}
 
 
-def idle_cpu(pid: int, seconds: float = 5.0) -> float:
-    def ticks() -> int:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
+IDLE_S = 5.0
 
-    before = ticks()
-    time.sleep(seconds)
-    return round((ticks() - before) / os.sysconf("SC_CLK_TCK") / seconds * 100, 1)
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def percent(cpu: float, seconds: float) -> float:
+    return round(cpu / seconds * 100, 1)
+
+
+def grabs(state: Path) -> int:
+    return json.loads((state / "video" / "q" / "frame.json").read_text())["grabs"]
+
+
+def bench_idle(directory: Path, state: Path, daemon_pid: int, qemu_pid: int) -> dict:
+    """The daemon on a still screen beside the bare grab loop it is built on, and QEMU's share of both."""
+    from bench_agent.video_backends.qmp import QmpBackend
+
+    d0, q0, g0 = cpu_s(daemon_pid), cpu_s(qemu_pid), grabs(state)
+    time.sleep(IDLE_S)
+    d1, q1, g1 = cpu_s(daemon_pid), cpu_s(qemu_pid), grabs(state)
+    os.kill(daemon_pid, signal.SIGSTOP)  # the floor runs alone: the daemon must not grab meanwhile
+    try:
+        cam, n = QmpBackend(str(directory / "q.power.qmp")), 0  # QEMU's QMP takes one client: the daemon holds video
+        c0, q2, end = time.process_time(), cpu_s(qemu_pid), time.monotonic() + IDLE_S
+        while time.monotonic() < end:
+            cam.grab(1)
+            n += 1
+        c1, q3 = time.process_time(), cpu_s(qemu_pid)
+        cam.close()
+        time.sleep(0.5)
+        q4 = cpu_s(qemu_pid)
+        time.sleep(IDLE_S)
+        q5 = cpu_s(qemu_pid)
+    finally:
+        os.kill(daemon_pid, signal.SIGCONT)
+    return {"idle_daemon_cpu_percent": percent(d1 - d0, IDLE_S), "idle_daemon_grabs_per_s": round((g1 - g0) / IDLE_S, 1),
+            "idle_daemon_cpu_ms_per_grab": round((d1 - d0) * 1000 / max(1, g1 - g0), 2),
+            "idle_qemu_cpu_percent_watched": percent(q1 - q0, IDLE_S),
+            "idle_floor_cpu_percent": percent(c1 - c0, IDLE_S), "idle_floor_grabs_per_s": round(n / IDLE_S, 1),
+            "idle_floor_cpu_ms_per_grab": round((c1 - c0) * 1000 / max(1, n), 2),
+            "idle_qemu_cpu_percent_floor": percent(q3 - q2, IDLE_S),
+            "idle_qemu_cpu_percent_unwatched": percent(q5 - q4, IDLE_S)}
 
 
 def main() -> None:
@@ -165,7 +205,7 @@ def main() -> None:
             out = bench_changed_since(directory, a.rounds)
             out.update(bench_ocr(directory, max(3, a.rounds // 2)))
             out.update(bench_typing(directory))
-            out["video_daemon_idle_cpu_percent"] = idle_cpu(proc.pid)
+            out.update(bench_idle(directory, directory / "state", proc.pid, qemu.running_pid(directory, "q")))
         finally:
             if proc:
                 proc.terminate()
@@ -181,7 +221,13 @@ def main() -> None:
               f"   ratio {out[name]['p50_ms'] / max(out[floor]['p50_ms'], 0.1):.2f}")
     print(f"{'screendump p50 (ms)':40} {out['screendump']['p50_ms']:>16}")
     print(f"{'typing (chars/s)':40} {out['typing_chars_per_s']:>16} {out['typing_floor_unpaced_chars_per_s']:>16}")
-    print(f"{'video daemon idle CPU (% of a core)':40} {out['video_daemon_idle_cpu_percent']:>16}")
+    print(f"{'idle: CPU (% of a core)':40} {out['idle_daemon_cpu_percent']:>16} {out['idle_floor_cpu_percent']:>16}"
+          f"   ratio {out['idle_daemon_cpu_percent'] / max(out['idle_floor_cpu_percent'], 0.1):.2f}")
+    print(f"{'idle: CPU per grab (ms)':40} {out['idle_daemon_cpu_ms_per_grab']:>16} "
+          f"{out['idle_floor_cpu_ms_per_grab']:>16}")
+    print(f"{'idle: grabs/s':40} {out['idle_daemon_grabs_per_s']:>16} {out['idle_floor_grabs_per_s']:>16}")
+    print(f"{'idle: QEMU CPU % (watched, floor, alone)':40} {out['idle_qemu_cpu_percent_watched']:>16} "
+          f"{out['idle_qemu_cpu_percent_floor']:>16} {out['idle_qemu_cpu_percent_unwatched']:>8}")
 
 
 if __name__ == "__main__":

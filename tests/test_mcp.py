@@ -19,7 +19,7 @@ from mcp_client import connect, failure
 REVISIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 TOOLS = {"target_list", "serial_status", "serial_wait", "serial_evidence", "serial_log", "serial_send",
          "serial_transact", "action_list", "action_run", "power_state", "power_on", "power_off", "power_cycle",
-         "video_shot", "video_read", "hid_send"}
+         "video_shot", "video_read", "video_wait", "hid_send"}
 CHANGERS = {"serial_send", "serial_transact", "action_run", "power_on", "power_off", "power_cycle", "hid_send"}
 
 

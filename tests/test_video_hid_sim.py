@@ -241,7 +241,7 @@ def test_shot_without_the_daemon_says_how_to_start_it(bench):
         bench("video", "watch", "board0")
 
 
-# -- MCP (seed 002): video_shot, video_read, hid_send -----------------------------------------------
+# -- MCP (seed 002): video_shot, video_read, hid_send; video_wait -----------------------------------------------
 
 def test_mcp_video_and_hid_tools(bench, console):
     import base64
@@ -272,13 +272,14 @@ def test_mcp_video_and_hid_tools(bench, console):
             r = await c.session.call_tool("video_shot", {"target": "board0", "changed_since": h,
                                                          "timeout_ms": 10000})
             assert not r.is_error and r.content[1].text.split("hash=")[1] != h
-            text = ""
-            for _ in range(20):
-                text = await c.ok("video_read", {"target": "board0"})
-                if "Typed by MCP" in text.split("echo Typed by MCP")[-1]:
-                    break
-                await anyio.sleep(0.2)
+            text = await c.ok("video_wait", {"target": "board0", "text": r"^\s*Typed by MCP", "timeout_ms": 30000})
             assert "Typed by MCP" in text.split("echo Typed by MCP")[-1], text
+            assert tools["video_wait"].annotations.read_only_hint is True
+            is_error, text = await c.call("video_wait", {"target": "board0"})  # the op takes text or an image
+            assert is_error and failure(text)[0] == 2 and "--text" in text
+            is_error, text = await c.call("video_wait", {"target": "board0", "text": "NEVER-THERE", "timeout_ms": 500})
+            assert is_error and failure(text)[0] == 22
+            assert "root@sim" in await c.ok("video_read", {"target": "board0"})
             is_error, text = await c.call("hid_send", {"target": "board0", "command": ["moveabs", "40000", "1"]})
             assert is_error and failure(text)[0] == 2
             err = await c.error("hid_send", {"target": "board0", "command": []})
@@ -318,8 +319,8 @@ def test_a_device_no_backend_reads_is_refused_before_a_daemon_starts(panio):
     r = panio.fails("video", "watch", "t1", code=3)
     assert "is not /dev/videoN" in r.error["message"]
     assert "stopped" in panio("video", "show", "t1").out
-    panio("hid", "set", "-t", "t1", "--device", "/dev/hidg0", "--protocol", "hidg")
-    assert "not supported" in panio.fails("hid", "send", "t1", "key", "A", code=3).error["message"]
+    panio("hid", "set", "-t", "t1", "--device", "/dev/hidg-absent0", "--protocol", "hidg")
+    assert "/dev/hidg-absent0" in panio.fails("hid", "send", "t1", "key", "A", code=4).error["message"]
 
 
 def test_watch_restarts_a_daemon_that_watches_another_device(bench):

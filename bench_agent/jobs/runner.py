@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 from bench_agent import leases as leasing
 from bench_agent.errors import Busy, Canceled, Refused, Timeout, Unreachable
-from bench_agent.jobs import reconcile
+from bench_agent.jobs import reconcile, screens
 from bench_agent.jobs.steps import (JOB_STARTED_ENV, LAB_EXITS, PREVIOUS_STEP_ENV, StepProcess, error_of, judge,
                                     substitute)
 from bench_agent.results import ResultStore
@@ -276,6 +276,8 @@ class JobRunner:
         outcome = self._classify(step, record, why, variables, deadline)
         if outcome["status"] in ("fail", "timeout"):
             outcome = self._ask_the_lab(payload, idx, record, outcome, env)
+        screens.keep(self.store, job_id, idx, step, record["status"], payload["target"], self.panio_argv,
+                     self.lab_path, env)
         self.store.record_step(job_id, idx, record)
         self.progress("step_end", {"idx": idx, **record})
         return outcome

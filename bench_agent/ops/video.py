@@ -1,11 +1,13 @@
-"""Video operations: the capture daemon (video.watch, .stop, .status) and its readers (video.shot, .read).
+"""Video operations: the capture daemon (video.watch, .stop, .status) and its readers (video.shot, .read, .wait).
 
 ``video.watch`` starts ``bench_agent.video_watch`` for a target, after reaping
 an orphan of it (a daemon that outlived its discovery file, seed R10).
 ``video.shot`` and ``video.read`` read the daemon's latest frame from disk;
 ``changed_since`` and ``stable`` wait on the daemon's ``frame.json``, a small
 file polled every ``POLL_S`` (a ``stat`` per poll, no decoding), so a change
-is seen within one daemon grab plus 10 ms.
+is seen within one daemon grab plus 10 ms. ``video.wait`` looks at each new
+frame once (OCR against a regular expression, or an OpenCV template match)
+and otherwise blocks on the same file until the frame changes.
 """
 
 from __future__ import annotations
@@ -165,4 +167,86 @@ def read(target: str, stable: bool = False, stable_ms: int = DEFAULT_STABLE_MS, 
             "ocr_ms": round((time.monotonic() - started) * 1000)}
 
 
-__all__ = ["watch", "stop", "status", "shot", "read", "daemon_state"]
+MAX_NEEDLE_B64 = 8 << 20
+OCR_MARGIN_S = 30  # the last frame's OCR may start just before the timeout
+
+
+@operation("video.wait", params=(
+    Param("text", str, "a regular expression the screen's text (OCR) must match", default=None),
+    Param("image_b64", str, "a needle image (PNG, base64) that must appear on the screen", default=None),
+    Param("threshold", float, "how alike the needle and the screen must be (1.0 = pixel-exact)", default=0.9,
+          minimum=0.1, maximum=1.0),
+    _REGION,
+    Param("timeout_ms", int, "how long to wait for the text or image", default=30000, unit="ms", minimum=0,
+          maximum=3_600_000),
+), deadline=lambda a: a["timeout_ms"] / 1000 + OCR_MARGIN_S)
+def wait(target: str, text: str | None = None, image_b64: str | None = None, threshold: float = 0.9,
+         region: str | None = None, timeout_ms: int = 30000) -> dict[str, Any]:
+    """Wait until the screen shows ``text`` (a regex over its OCR) or the ``image_b64`` needle; Timeout otherwise."""
+    from bench_agent import video
+
+    look = _matcher(text, image_b64, threshold, video.parse_region(region))
+    started = time.monotonic()
+    end, seen, frames, last = started + timeout_ms / 1000, None, 0, None
+    while True:
+        left_ms = max(0, round((end - time.monotonic()) * 1000))
+        try:
+            got = shot(target, changed_since=seen, timeout_ms=left_ms)
+        except Timeout:
+            raise _wait_timeout(target, text, threshold, timeout_ms, frames, last, seen) from None
+        frames, seen = frames + 1, got["hash"]
+        frame = video.decode_image(base64.b64decode(got["png_b64"]))
+        found, last = look(frame)
+        if found:
+            return {"target": target, "hash": got["hash"], "signal": got["signal"], "region": region, "frames": frames,
+                    "elapsed_ms": round((time.monotonic() - started) * 1000), **last}
+        if time.monotonic() >= end:
+            raise _wait_timeout(target, text, threshold, timeout_ms, frames, last, seen)
+
+
+def _matcher(text: str | None, image_b64: str | None, threshold: float, box: Any):
+    """A function frame -> (matched, what was seen) for the one thing asked for."""
+    from bench_agent import patterns, video
+    from bench_agent.errors import UsageError
+
+    if (text is None) == (image_b64 is None):
+        raise UsageError("give exactly one of text (a regular expression) or image (a needle PNG)")
+    if text is not None:
+        rx = patterns.compile_text(text, True)  # a bad pattern is a usage error before the first frame
+
+        def by_text(frame: Any) -> tuple[bool, dict[str, Any]]:
+            seen = video.ocr(frame, box)
+            m = patterns.search(rx, seen)
+            return m is not None, {"text": seen, "match": m.group(0) if m else None}
+        return by_text
+    if len(image_b64) > MAX_NEEDLE_B64:
+        raise UsageError(f"the needle image is larger than {MAX_NEEDLE_B64 >> 20} MiB (base64)", argument="image")
+    try:
+        needle = video.load_needle(base64.b64decode(image_b64, validate=True))
+    except ValueError as exc:
+        raise UsageError(f"the needle is not base64: {exc}", argument="image") from None
+
+    def by_image(frame: Any) -> tuple[bool, dict[str, Any]]:
+        m = video.find_image(frame, needle, box)
+        height, width = frame.shape[:2]
+        m["logical"] = [video.to_logical(m["x"] + m["w"] / 2, width), video.to_logical(m["y"] + m["h"] / 2, height)]
+        return m["score"] >= threshold, {"match": m}
+    return by_image
+
+
+def _wait_timeout(target: str, text: str | None, threshold: float, timeout_ms: int, frames: int,
+                  last: dict[str, Any] | None, hash_: str | None) -> Timeout:
+    if not frames:
+        return Timeout(f"video of {target}: no frame within {timeout_ms} ms", target=target,
+                       hint=f"is the capture daemon seeing a picture? `panio video show {target}`")
+    if text is not None:
+        seen = " | ".join(((last or {}).get("text") or "").splitlines()[-3:])
+        return Timeout(f"video of {target}: no text matching /{text}/ within {timeout_ms} ms ({frames} frame(s) "
+                       f"read; last: {seen[-120:]!r})", target=target, hash=hash_, frames=frames)
+    score = ((last or {}).get("match") or {}).get("score")
+    return Timeout(f"video of {target}: the image did not appear within {timeout_ms} ms (best score {score} < "
+                   f"threshold {threshold}, {frames} frame(s))", target=target, hash=hash_, frames=frames,
+                   score=score)
+
+
+__all__ = ["watch", "stop", "status", "shot", "read", "wait", "daemon_state"]

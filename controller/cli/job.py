@@ -100,7 +100,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--step", type=positive_int, metavar="N", help="only step N (1-based)")
     add_json(c)
 
-    c = command(sub, "artifacts", "list a job's artifacts (step outputs, logs) or save them to a folder",
+    c = command(sub, "artifacts", "list a job's artifacts (step outputs, logs, screenshots) or save them to a folder",
                 func=artifacts, example="panio job artifacts 12 --out ./artifacts",
                 see_also="panio job logs")
     c.add_argument("id", type=positive_int, metavar="JOB")
@@ -278,7 +278,7 @@ def logs(args: argparse.Namespace) -> None:
             say(s["output"].rstrip("\n"))
 
 
-def _artifact_map(store, job_id: int) -> dict[str, str]:
+def _artifact_map(store, job_id: int) -> dict[str, str | bytes]:
     job = store.job(job_id)
     out = {f"step-{s['idx'] + 1:02d}.log": s["output"] for s in job["steps"] if s.get("output")}
     out.update(store.list_artifacts(job_id))
@@ -294,13 +294,17 @@ def artifacts(args: argparse.Namespace) -> None:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         for name, content in items.items():
-            (args.out / name).write_text(content, encoding="utf-8")
+            if isinstance(content, bytes):  # a screenshot (step-NN.png)
+                (args.out / name).write_bytes(content)
+            else:
+                (args.out / name).write_text(content, encoding="utf-8")
+    sizes = {n: len(c) if isinstance(c, bytes) else len(c.encode()) for n, c in items.items()}
     if args.json:
-        print_json([{"name": n, "bytes": len(c.encode()), **({"path": str(args.out / n)} if args.out else {})}
-                    for n, c in items.items()])
+        print_json([{"name": n, "bytes": sizes[n], **({"path": str(args.out / n)} if args.out else {})}
+                    for n in items])
         return
-    for n, c in items.items():
-        say(f"{n}  {len(c.encode())} bytes" + (f"  -> {args.out / n}" if args.out else ""))
+    for n in items:
+        say(f"{n}  {sizes[n]} bytes" + (f"  -> {args.out / n}" if args.out else ""))
 
 
 def cancel(args: argparse.Namespace) -> None:

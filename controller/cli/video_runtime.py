@@ -1,10 +1,11 @@
-"""panio video watch|stop|shot|read: the capture daemon and what it sees, at run time.
+"""panio video watch|stop|shot|read|wait: the capture daemon and what it sees, at run time.
 
 Each command resolves the target's video table from the lab file and calls a
 ``video.<verb>`` operation through ``controller.dispatch`` on the host that
 owns the capture device. ``shot`` and ``read`` read the daemon's latest frame;
 ``--changed-since HASH`` blocks until the frame differs (no polling loop on
 the caller's side) and ``--stable`` until the picture stops changing.
+``wait`` blocks until text (OCR) or a needle image appears on the screen.
 """
 
 from __future__ import annotations
@@ -71,6 +72,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--region", metavar="X,Y,W,H", help="read only this rectangle (frame pixels)")
     _wait_opts(c, "video.read")
     add_json(c)
+    _register_wait(sub)
+
+
+def _register_wait(sub: argparse._SubParsersAction) -> None:
+    c = command(sub, "wait", "wait until text (OCR) or an image appears on the screen", func=wait,
+                example=["panio video wait pico --text 'login:' --timeout 60000",
+                         "panio video wait pico --text 'Boot Menu' --region 0,0,720,16",
+                         "panio video wait pico --image ok-button.png --threshold 0.95 --json"],
+                see_also=f"panio video read, panio video shot, docs/jobs.md, {SEE}",
+                details="Each new frame is looked at once (OCR, or an OpenCV template match of the needle);\n"
+                        "between frames it blocks on the capture daemon, no polling on your side. Exit 22 on\n"
+                        "timeout. With --text the screen's text goes to stdout (for a job step's expect_output);\n"
+                        "with --image the match's box, score and centre in HID logical units (hid send moveabs).\n"
+                        "Cut a needle from a shot: the same scale as the capture, with some detail in it.")
+    add_target_positional(c)
+    what = c.add_mutually_exclusive_group(required=True)
+    what.add_argument("--text", metavar="REGEX", help="a regular expression the screen's text must match")
+    what.add_argument("--image", metavar="NEEDLE.png", help="an image (cut from a shot) that must appear")
+    th, t = _param("video.wait", "threshold"), _param("video.wait", "timeout_ms")
+    c.add_argument("--threshold", type=float, default=th.default, metavar="SCORE",
+                   help=f"with --image: how alike, {th.bounds_text()} (1.0 = pixel-exact; default {th.default})")
+    c.add_argument("--region", metavar="X,Y,W,H", help="look only in this rectangle (frame pixels)")
+    c.add_argument("--timeout", "--timeout-ms", dest="timeout_ms", type=int, default=t.default, metavar="MS",
+                   help=f"how long to wait ({t.bounds_text()}, default {t.default})")
+    add_json(c)
 
 
 def _call(args: argparse.Namespace, op: str, extra: dict[str, Any] | None = None) -> Any:
@@ -136,6 +162,28 @@ def read(args: argparse.Namespace) -> None:
         print_json(r)
     else:
         say(r["text"])
+
+
+def wait(args: argparse.Namespace) -> None:
+    from bench_agent.errors import UsageError
+
+    extra: dict[str, Any] = {"text": args.text, "region": args.region, "timeout_ms": args.timeout_ms,
+                             "threshold": args.threshold}
+    if args.image:
+        try:
+            extra["image_b64"] = base64.b64encode(Path(args.image).read_bytes()).decode()
+        except OSError as exc:
+            raise UsageError(f"cannot read the needle {args.image}: {exc.strerror}", argument="image") from None
+    r = _call(args, "video.wait", extra)
+    sys.stderr.write(f"signal={r['signal']} hash={r['hash']}\n")
+    if args.json:
+        print_json(r)
+    elif args.text is not None:
+        say(r["text"])
+    else:
+        m = r["match"]
+        say(f"found {args.image} at {m['x']},{m['y']} ({m['w']}x{m['h']}) score={m['score']} "
+            f"centre moveabs {m['logical'][0]} {m['logical'][1]}")
 
 
 def status_line(lab: Any, target: str) -> dict[str, Any]:

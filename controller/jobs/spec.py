@@ -14,6 +14,7 @@ A job file is TOML::
     expect_exit = 0                   # or a list: [0, 1]
     expect_output = "seq=1"           # a regex the output must match
     capture = { rtt = 'time=(\\S+)' } # group 1 (or the whole match) -> ${rtt}
+    screenshot = true                 # keep the target's screen after it (step-NN.png)
 
 Everything is rejected *before* anything is queued: TOML errors, unknown
 keys, bad regexes, unknown variables, steps that do not parse against the
@@ -76,6 +77,7 @@ STEP = TableSpec({
     "reject_output": Field(_regex),
     "capture": Field(_captures),
     "continue_on_failure": Field(_bool),
+    "screenshot": Field(_bool),
 }, "step")
 JOB = TableSpec({
     "name": Field(_nonempty_string),
@@ -178,6 +180,7 @@ def compile_steps(job: dict) -> list[dict]:
             "reject_output": step.get("reject_output"),
             "capture": step.get("capture", {}),
             "continue_on_failure": step.get("continue_on_failure", False),
+            "screenshot": step.get("screenshot", False),
         })
         known |= set(step.get("capture", {}))
     return out

@@ -297,6 +297,18 @@ VIDEO_TOOLS: tuple[ToolSpec, ...] = (
               from_spec("video.read", "timeout_ms", "--timeout"),
               from_spec("video.read", "region", "--region", help="X,Y,W,H in frame pixels: read only this part")),
              op="video.read"),
+    ToolSpec("video_wait", "Wait for text on the screen",
+             "Block until the screen's text (OCR of each new frame) matches a regular expression, as `panio video "
+             "wait --text`; returns the text read. Times out with exit 22 after timeout_ms: use it instead of a loop "
+             "of video_read calls. " + VIDEO_SEE,
+             ("video", "wait"),
+             (TARGET,
+              from_spec("video.wait", "text", "--text",  # optional in the op (or an image): give it here
+                        help="a regular expression the screen's text (OCR) must match (give it: the image "
+                             "form is the CLI's --image)"),
+              from_spec("video.wait", "region", "--region", help="X,Y,W,H in frame pixels: look only there"),
+              from_spec("video.wait", "timeout_ms", "--timeout")),
+             op="video.wait"),
     ToolSpec("hid_send", "Keyboard/mouse input",
              "Inject keyboard or mouse input through the target's HID rig, as `panio hid send`: one command as "
              "an array of words, e.g. [\"key\", \"ENTER\"], [\"key\", \"ctrl+alt+del\"], [\"type\", \"root\"], "
