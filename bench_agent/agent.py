@@ -16,6 +16,13 @@ then answers each request line with exactly one response line, in order::
 
 A request with another ``v`` is answered with a ``usage`` error naming the
 versions this agent speaks. The agent exits at end of input.
+
+``--interactive`` runs one interactive operation (``serial connect``) whose
+byte stream is stdin and stdout: the controller opens a session channel of its
+own for it. The hello line and, when the operation ends, its one response line
+go to **stderr**; the request is the first line of stdin, and every byte after
+it belongs to the operation (what the person types); stdout carries only the
+operation's bytes (what the board says). The agent exits after the response.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import sys
 from typing import Any, TextIO
 
 from bench_agent import ops
-from bench_agent.errors import InternalError, PanioError, UsageError
+from bench_agent.errors import UsageError, reply
 
 VERSION = 1
 
@@ -44,16 +51,11 @@ def handle(line: str) -> dict[str, Any]:
         err = UsageError(f"protocol version {req.get('v')!r} not spoken here (this agent speaks {VERSION})",
                          hint="upgrade panio on both ends", versions=[VERSION])
         return {"id": rid, "ok": False, "error": err.to_json()}
-    try:
-        return {"id": rid, "ok": True, "result": ops.call(str(req.get("op")), req.get("args") or {})}
-    except PanioError as err:
-        return {"id": rid, "ok": False, "error": err.to_json()}
-    except Exception as exc:  # noqa: BLE001 - an operation's bug must not kill the connection
-        return {"id": rid, "ok": False, "error": InternalError(f"{type(exc).__name__}: {exc}").to_json()}
+    return {"id": rid, **reply(ops.call, str(req.get("op")), req.get("args") or {})}
 
 
 def serve(inp: TextIO, out: TextIO) -> None:
-    out.write(json.dumps({"panio_agent": VERSION, "pid": os.getpid(), "python": platform.python_version()}) + "\n")
+    out.write(json.dumps(_hello()) + "\n")
     out.flush()
     for line in inp:
         if line.strip():
@@ -61,5 +63,30 @@ def serve(inp: TextIO, out: TextIO) -> None:
             out.flush()
 
 
+def serve_interactive(err: TextIO) -> None:
+    err.write(json.dumps(_hello()) + "\n")
+    err.flush()
+    err.write(json.dumps(handle(_first_line(sys.stdin.fileno()))) + "\n")
+    err.flush()
+
+
+def _first_line(fd: int, limit_bytes: int = 1 << 20) -> str:
+    """One line read a byte at a time, so no byte after it lands in a buffer the operation cannot see."""
+    line = bytearray()
+    while len(line) < limit_bytes:
+        byte = os.read(fd, 1)
+        if not byte or byte == b"\n":
+            break
+        line += byte
+    return line.decode("utf-8", "replace")
+
+
+def _hello() -> dict[str, Any]:
+    return {"panio_agent": VERSION, "pid": os.getpid(), "python": platform.python_version()}
+
+
 if __name__ == "__main__":
-    serve(sys.stdin, sys.stdout)
+    if sys.argv[1:] == ["--interactive"]:
+        serve_interactive(sys.stderr)
+    else:
+        serve(sys.stdin, sys.stdout)

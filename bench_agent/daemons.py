@@ -67,6 +67,14 @@ def list_daemons() -> list[dict[str, Any]]:
     return out
 
 
+def captures_of(devices: set[str]) -> list[dict[str, Any]]:
+    """The running serial captures of this state directory that read any of ``devices`` (e.g. a simulated
+    bench's consoles), as ``list_daemons`` lists them."""
+    reading = {info.get("name") for info in _records(files.state_dir())
+               if any(i.get("device") in devices for i in info.get("interfaces", []))}
+    return [e for e in list_daemons() if e["kind"] == "serial" and e["state"] == "running" and e["name"] in reading]
+
+
 def _arg(cmd: str, flag: str) -> str | None:
     words = cmd.split()
     return words[words.index(flag) + 1] if flag in words[:-1] else None
@@ -101,4 +109,4 @@ def stop_named(names: list[str] | None, force: bool = False) -> list[dict[str, A
     return [stop_daemon(e, force) for e in entries]
 
 
-__all__ = ["list_daemons", "stop_named"]
+__all__ = ["captures_of", "list_daemons", "stop_named"]

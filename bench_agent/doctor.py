@@ -7,7 +7,7 @@ import shlex
 import shutil
 from typing import Any
 
-from bench_agent import discovery
+from bench_agent import inventory
 
 OK, MISSING, PROBLEM, UNCHECKED = "ok", "missing", "problem", "unchecked"
 
@@ -38,21 +38,13 @@ def _command(channel: str, item: str, command: str) -> dict[str, str]:
 
 
 def _netboot(nb: dict[str, Any], tftp_root: str) -> list[dict[str, str]]:
-    iface = nb["interface"]
-    links = {n["interface"]: n for n in discovery.network_interfaces()}
-    if iface not in links:
-        rows = [_row("netboot", "interface", MISSING, f"{iface} not found (interfaces: {', '.join(links) or 'none'})")]
-    elif links[iface]["primary"]:
-        rows = [_row("netboot", "interface", PROBLEM, f"{iface} is this host's primary interface; netboot needs a dedicated link")]
-    else:
-        rows = [_row("netboot", "interface", OK, f"{iface} present ({links[iface]['state'] or 'state unknown'})")]
-    status = OK if os.path.isdir(tftp_root) else MISSING
-    rows.append(_row("netboot", "tftp_root", status, f"{tftp_root} {'exists' if status == OK else 'does not exist'}"))
-    return rows
+    from bench_agent.netboot import doctor_rows  # the link, the TFTP root, the server (bench_agent/netboot.py)
+
+    return [_row("netboot", item, status, detail) for item, status, detail in doctor_rows(nb, tftp_root)]
 
 
 def _adb(serial: str) -> dict[str, str]:
-    devices = discovery.adb_devices()
+    devices = inventory.adb_devices()
     if devices is None:
         return _row("adb", "serial", UNCHECKED, "adb is not installed on this host")
     if any(d["serial"] == serial for d in devices):
@@ -78,4 +70,57 @@ def check(config: dict[str, Any], tftp_root: str | None = None) -> list[dict[str
                 rows.append(_command("power", prefix + key, hooks[key]))
     for name, action in config.get("actions", {}).items():
         rows.append(_command("action", name, action["command"]))
+    return rows
+
+
+UNIT = "panio-worker.service"
+DEVICE_GROUPS = ("dialout", "plugdev", "video")
+
+
+def host_rows(version: str, groups: list | None = None) -> list[dict[str, str]]:
+    """The host-level rows of `panio doctor --host`: version, worker unit, device groups."""
+    return [_version_row(version), _unit_row(), *_group_rows(groups or list(DEVICE_GROUPS))]
+
+
+def _version_row(version: str) -> dict[str, str]:
+    from importlib import metadata
+
+    try:
+        here = metadata.version("panio")
+    except metadata.PackageNotFoundError:
+        here = "unknown"
+    if here == version:
+        return _row("host", "panio", OK, f"{here}, as on the controller")
+    return _row("host", "panio", PROBLEM, f"{here} here, {version} on the controller: run `panio setup --code-only`")
+
+
+def _unit_row() -> dict[str, str]:
+    import subprocess
+
+    system, user = f"/etc/systemd/system/{UNIT}", os.path.expanduser(f"~/.config/systemd/user/{UNIT}")
+    path = next((p for p in (system, user) if os.path.exists(p)), None)
+    if path is None:
+        return _row("host", "worker", MISSING, f"no {UNIT} (install it with `panio setup --host NAME`)")
+    if not os.path.isdir("/run/systemd/system"):
+        return _row("host", "worker", UNCHECKED, f"{path} installed; systemd does not run here, so not checked")
+    scope = [] if path == system else ["--user"]
+    state = subprocess.run(["systemctl", *scope, "is-active", UNIT], capture_output=True, text=True).stdout.strip()
+    status = OK if state == "active" else PROBLEM
+    return _row("host", "worker", status, f"{UNIT} is {state or 'unknown'} ({path})")
+
+
+def _group_rows(groups: list[str]) -> list[dict[str, str]]:
+    import grp
+
+    mine = {grp.getgrgid(g).gr_name for g in os.getgroups()}
+    rows = []
+    for name in groups:
+        try:
+            grp.getgrnam(name)
+        except KeyError:
+            rows.append(_row("host", f"group {name}", MISSING, f"no group {name} on this host"))
+            continue
+        ok = name in mine or os.geteuid() == 0
+        rows.append(_row("host", f"group {name}", OK if ok else PROBLEM,
+                         "this user is a member" if ok else f"this user is not in {name}: `panio setup` adds it"))
     return rows

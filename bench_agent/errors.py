@@ -193,3 +193,21 @@ def from_json(obj: dict[str, Any]) -> PanioError:
     cls = BY_CODE.get(obj.get("error", ""), PanioError)
     details = {k: v for k, v in obj.items() if k not in {"error", "exit", "message", "hint"}}
     return cls(obj.get("message", "unknown error"), hint=obj.get("hint"), **details)
+
+
+def reply(func: Any, *args: Any) -> dict[str, Any]:
+    """The one reply envelope of every request/response road (SSH agent, Celery task, serial supervisor):
+    ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {...}}``; a stray exception is an internal error."""
+    try:
+        return {"ok": True, "result": func(*args)}
+    except PanioError as err:
+        return {"ok": False, "error": err.to_json()}
+    except Exception as exc:  # noqa: BLE001 - a bug on the far side must come back as an answer, not kill the road
+        return {"ok": False, "error": InternalError(f"{type(exc).__name__}: {exc}").to_json()}
+
+
+def unwrap(envelope: dict[str, Any]) -> Any:
+    """The result of a ``reply`` envelope, or its error raised again on this side."""
+    if envelope.get("ok"):
+        return envelope.get("result")
+    raise from_json(envelope.get("error") or {})

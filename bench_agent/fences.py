@@ -20,6 +20,7 @@ be seen by one machine only. A job's own row records its token too (``fence``).
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -39,6 +40,7 @@ def results_url() -> str:
     return f"sqlite:///{state_dir() / 'results.db'}"
 
 
+@functools.cache  # once per process, like the job tables (bench_agent.results._tables)
 def _table():
     import sqlalchemy as sa
 

@@ -9,7 +9,7 @@ Failures, each with its own exit status:
 
     missing executable   NotConfigured 3  (the lab file names a program that is not there)
     non-zero exit        HookFailed 9     (its stderr is shown)
-    runs past timeout_s  Timeout 22       (the whole process group is killed)
+    runs past timeout_s  Timeout 22       (it and everything it started are stopped: bench_agent.process)
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,23 +76,18 @@ def run(command: str, *, name: str, timeout_s: float | None = None, env: dict[st
         raise UsageError(f"{name}: timeout must be greater than 0, not {timeout_s}")
     argv = split(command, name)
     argv[0] = resolve(argv[0], name)
-    full_env = {**os.environ, **(env or {})}
+    from bench_agent.process import Child
+
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, errors="replace", env=full_env, start_new_session=True)
+        child = Child(argv, env={**os.environ, **(env or {})})
     except OSError as exc:
-        raise NotConfigured(f"{name}: cannot start {argv[0]}: {exc.strerror}", hook=name, program=argv[0]) from None
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        raise NotConfigured(f"{name}: cannot start {argv[0]}: {exc.strerror}", hook=name, program=argv[0]) from exc
+    done = child.wait(timeout_s)  # Ctrl-C or SIGTERM while waiting stops the hook too
+    if done.timed_out:
         raise Timeout(f"{name} `{command}` still running after {timeout_s:g} s; killed", hook=name,
-                      command=command, timeout_s=timeout_s) from None
-    except BaseException:  # Ctrl-C, or SIGTERM (the CLI turns it into SystemExit): take the hook with us
-        _kill_group(proc)
-        raise
-    result = HookResult(argv, proc.returncode, out, err)
-    if check and proc.returncode != 0:
+                      command=command, timeout_s=timeout_s)
+    result = HookResult(argv, done.code, done.out, done.err)
+    if check and done.code != 0:
         raise failed(result, name, command)
     return result
 
@@ -107,16 +100,3 @@ def failed(result: HookResult, name: str, command: str) -> HookFailed:
     status = f"signal {-result.returncode}" if result.returncode < 0 else f"exit {result.returncode}"
     return HookFailed(f"{name} `{command}` failed ({status}){shown}", hook=name, command=command,
                       hook_exit=result.returncode, stderr=result.stderr[-4000:])
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """Kill the hook and anything it started (they share its new session)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.communicate(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()

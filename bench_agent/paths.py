@@ -21,3 +21,22 @@ def state_dir() -> Path:
         return Path(override)
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(base) / "panio"
+
+
+# The lab-parse cache (controller.lab.store): one file per lab file, named after the lab's absolute path,
+# so anyone can tell which lab a cache belongs to and drop the caches of lab files that are gone.
+_CACHE_PREFIX, _CACHE_SUFFIX = "lab-", ".marshal"
+
+
+def lab_cache_path(lab_path: str) -> str | None:
+    """Where the parse of ``lab_path`` is cached (None for a path too long to name a file after)."""
+    name = _CACHE_PREFIX + os.path.abspath(lab_path).replace(os.sep, "%") + _CACHE_SUFFIX
+    return None if len(name) > 250 else os.path.join(state_dir(), "cache", name)
+
+
+def lab_cache_source(cache_path) -> str | None:
+    """The lab file a cache file was made from (None if the name is not a lab cache's)."""
+    name = os.path.basename(str(cache_path))
+    if not (name.startswith(_CACHE_PREFIX) and name.endswith(_CACHE_SUFFIX)):
+        return None
+    return name[len(_CACHE_PREFIX):-len(_CACHE_SUFFIX)].replace("%", os.sep)

@@ -16,16 +16,23 @@ message was last published.
 
 from __future__ import annotations
 
+import base64
+import functools
 import json
 import time
 from typing import Any
 
 from bench_agent.errors import ConfigInvalid, NotConfigured, Unreachable
 
+BINARY_SUFFIXES = (".png",)  # artifacts kept as bytes (screenshots); every other artifact is text
+
 _ENGINES: dict[str, Any] = {}
 _ENSURED: set[str] = set()
 
 
+# Built once per process: the engine's compiled-statement cache keys on the Table objects, so fresh
+# tables per call (a store per call) kept hundreds of copies alive in a long-lived `schedule serve`.
+@functools.cache
 def _tables():
     import sqlalchemy as sa
 
@@ -119,12 +126,19 @@ class ResultStore:
     def _ensure(self) -> None:
         import sqlalchemy as sa
 
-        try:
-            self.md.create_all(self.engine)
-            self._add_columns()
-        except sa.exc.OperationalError as exc:
-            raise Unreachable(f"results database {self.url} unreachable: {str(exc.orig).strip().splitlines()[0]}",
-                              hint="check PANIO_RESULTS_URL") from None
+        for attempt in range(3):
+            try:
+                self.md.create_all(self.engine)
+                self._add_columns()
+                return
+            except sa.exc.DBAPIError as exc:
+                first = str(exc.orig).strip().splitlines()[0]
+                if attempt < 2 and ("already exists" in first or "duplicate" in first.lower()):
+                    continue  # another process created the tables between our look and our CREATE: look again
+                if not isinstance(exc, sa.exc.OperationalError):
+                    raise
+                raise Unreachable(f"results database {self.url} unreachable: {first}",
+                                  hint="check PANIO_RESULTS_URL") from None
 
     def _add_columns(self) -> None:
         """A database made by an older panio lacks the newer job columns: add them (all nullable)."""
@@ -213,7 +227,12 @@ class ResultStore:
             c.execute(self.steps.delete().where(self.steps.c.job_id == job_id, self.steps.c.idx == idx))
             c.execute(self.steps.insert().values(job_id=job_id, idx=idx, **row))
 
-    def add_artifact(self, job_id: int, name: str, content: str) -> None:
+    def add_artifact(self, job_id: int, name: str, content: str | bytes) -> None:
+        """Text, or bytes for a binary name (``BINARY_SUFFIXES``: kept base64 in the same text column)."""
+        if isinstance(content, bytes) != name.endswith(BINARY_SUFFIXES):
+            raise ValueError(f"artifact {name!r}: bytes go with {BINARY_SUFFIXES} names, text with the others")
+        if isinstance(content, bytes):
+            content = base64.b64encode(content).decode()
         with self.engine.begin() as c:
             c.execute(self.artifacts.delete().where(self.artifacts.c.job_id == job_id, self.artifacts.c.name == name))
             c.execute(self.artifacts.insert().values(job_id=job_id, name=name, content=content))
@@ -233,6 +252,25 @@ class ResultStore:
     def request_cancel(self, job_id: int) -> None:
         with self.engine.begin() as c:
             c.execute(self.jobs.update().where(self.jobs.c.id == job_id).values(cancel_requested=True))
+
+    def prune(self, before: float, artifacts_only: bool = False, dry_run: bool = False) -> dict[str, int]:
+        """Remove the artifacts (and unless ``artifacts_only`` the steps and rows) of jobs that finished
+        before ``before`` (epoch seconds); queued and running jobs are never touched. Returns the counts."""
+        import sqlalchemy as sa
+
+        j, s, a = self.jobs.c, self.steps.c, self.artifacts.c
+        old = sa.select(j.id).where(j.state == "done", sa.func.coalesce(j.finished_at, j.created_at) < before)
+        with self.engine.begin() as c:
+            artifacts, size = c.execute(sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(
+                sa.func.length(a.content)), 0)).where(a.job_id.in_(old))).one()
+            jobs = 0 if artifacts_only else c.execute(sa.select(sa.func.count()).where(j.id.in_(old))).scalar()
+            steps = 0 if artifacts_only else c.execute(sa.select(sa.func.count()).where(s.job_id.in_(old))).scalar()
+            if not dry_run:
+                c.execute(self.artifacts.delete().where(a.job_id.in_(old)))
+                if not artifacts_only:
+                    c.execute(self.steps.delete().where(s.job_id.in_(old)))
+                    c.execute(self.jobs.delete().where(j.id.in_(old)))
+        return {"jobs": int(jobs), "steps": int(steps), "artifacts": int(artifacts), "artifact_chars": int(size)}
 
     # --- reading -------------------------------------------------------
 
@@ -287,11 +325,13 @@ class ResultStore:
         with self.engine.connect() as c:
             return [_job_dict(r) for r in c.execute(q).mappings().all()]
 
-    def list_artifacts(self, job_id: int) -> dict[str, str]:
+    def list_artifacts(self, job_id: int) -> dict[str, str | bytes]:
+        """Name -> content: text, or bytes for a binary name (a screenshot)."""
         with self.engine.connect() as c:
             rows = c.execute(self.artifacts.select().where(self.artifacts.c.job_id == job_id)
                              .order_by(self.artifacts.c.name)).mappings().all()
-        return {r["name"]: r["content"] for r in rows}
+        return {r["name"]: base64.b64decode(r["content"]) if r["name"].endswith(BINARY_SUFFIXES) else r["content"]
+                for r in rows}
 
 
 def _job_dict(row) -> dict:

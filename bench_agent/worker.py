@@ -27,6 +27,7 @@ removed) as a one-target lab file and runs each step as a local
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 import time
@@ -94,7 +95,8 @@ class WorkerContext:
         labs = self.state_dir / "labs"
         labs.mkdir(parents=True, exist_ok=True)
         # One file per delivery: a redelivered copy of the task must never remove the file the running one uses.
-        path = labs / f"job-{payload['job_id']}-{uuid.uuid4().hex[:8]}.toml"
+        # The name carries this worker's pid, so a later sweep can tell a killed worker's leftovers (``stale_labs``).
+        path = labs / f"job-{payload['job_id']}-{os.getpid()}-{uuid.uuid4().hex[:8]}.toml"
         path.write_text(f"# written by panio worker {self.host} for job {payload['job_id']}\n"
                         + tomlkit.dumps({"targets": {payload["target"]: config}}), encoding="utf-8")
         return path
@@ -146,7 +148,7 @@ class WorkerContext:
                 pass
             raise
         finally:
-            lab.unlink(missing_ok=True)
+            remove_lab_files(lab)  # the per-job lab and the parse cache its steps made of it
 
     def start_reconciler(self, app) -> threading.Thread:
         """Look for dead runners and vanished messages every ``RECONCILE_S`` while the worker lives."""
@@ -159,7 +161,13 @@ class WorkerContext:
                          log=log.warning)
 
         def loop() -> None:
+            swept_at = 0.0
             while True:
+                if time.monotonic() - swept_at >= SWEEP_S:
+                    swept_at = time.monotonic()
+                    for path in stale_labs(self.state_dir / "labs"):
+                        remove_lab_files(path)
+                        log.info("removed %s, left by a worker that died", path)
                 time.sleep(RECONCILE_S)
                 try:
                     rec.pass_()
@@ -169,6 +177,42 @@ class WorkerContext:
         thread = threading.Thread(target=loop, name="panio-reconcile", daemon=True)
         thread.start()
         return thread
+
+
+SWEEP_S = 600.0  # how often a worker looks for per-job files a killed worker left (and once at start)
+LEGACY_STALE_S = 86400.0  # a per-job lab file named without its worker's pid: stale after a day
+_LAB_RE = re.compile(r"job-\d+-(?:(\d+)-)?[0-9a-f]{8}\.toml$")
+
+
+def stale_labs(labs: Path) -> list[Path]:
+    """Per-job lab files in ``labs`` whose worker process is gone (killed before it could remove them)."""
+    from bench_agent.serial.client import pid_alive
+
+    out = []
+    for path in sorted(labs.glob("job-*.toml")) if labs.is_dir() else []:
+        m = _LAB_RE.match(path.name)
+        if m is None:
+            continue
+        try:
+            stale = (not pid_alive(int(m.group(1))) if m.group(1)
+                     else time.time() - path.stat().st_mtime > LEGACY_STALE_S)
+        except OSError:
+            continue
+        if stale:
+            out.append(path)
+    return out
+
+
+def remove_lab_files(path: Path | str) -> None:
+    """Remove a per-job lab file and the lab-parse cache its steps made of it (or just ``path``)."""
+    from bench_agent.paths import lab_cache_path
+
+    for p in (str(path), lab_cache_path(str(path)) if str(path).endswith(".toml") else None):
+        if p:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
 
 
 def _log_event(event: str, data: dict[str, Any]) -> None:
@@ -199,14 +243,9 @@ def register_task(app, ctx: WorkerContext) -> None:
 def call_op(op: str, args: dict) -> dict[str, Any]:
     """One operation for the Celery transport; errors travel as data, like over SSH."""
     from bench_agent import ops
-    from bench_agent.errors import InternalError, PanioError
+    from bench_agent.errors import reply
 
-    try:
-        return {"ok": True, "result": ops.call(op, args)}
-    except PanioError as err:
-        return {"ok": False, "error": err.to_json()}
-    except Exception as exc:  # noqa: BLE001 - an operation's bug is reported, not raised into Celery
-        return {"ok": False, "error": InternalError(f"{type(exc).__name__}: {exc}").to_json()}
+    return reply(ops.call, op, args)
 
 
 def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeout_s: float,

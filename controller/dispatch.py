@@ -1,61 +1,166 @@
-"""The one dispatch: pick a transport from the target's host and call an operation.
+"""The one road to a transport: a ``Dispatcher`` per lab (httpx's ``Client(transport=...)``).
 
-Every runtime command (CLI, MCP server, job runner) goes through ``call``, so
-a command behaves the same whichever way it travels.
+Every runtime command (CLI, MCP server through its CLI children, job steps)
+reaches an operation through ``Dispatcher.call``, which, in this order:
+
+1. checks the arguments against the operation's spec (``bench_agent.ops.spec``),
+   so a bad value is a usage error before anything travels;
+2. checks the lease, for side effects only: reads (``serial log``,
+   ``power-state``...) pass while another holder leases the target, side
+   effects are refused naming the holder (a job's own steps carry its token);
+3. sends ``{"op", "args", "deadline_s"}`` (the deadline from the spec) to the
+   target's host's transport, through ``interactive`` for a byte stream;
+4. translates errors once: a side effect that failed as ``unreachable`` or
+   ``timeout`` says its outcome is unknown, and anything that is not a
+   ``PanioError`` becomes one.
+
+The transport is picked per host (this machine: in-process; ``transport =
+"celery"``: the host's worker; else SSH), or given (``Dispatcher(lab,
+transport=StubTransport(handler))`` in tests). Connections are kept for the
+dispatcher's life, so ``panio ping -c 10`` pays for one SSH set-up.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from bench_agent.errors import InternalError, PanioError, Timeout, Unreachable
 from controller.lab.model import Lab
 from controller.transport import Transport
 
-_LOCAL: Transport | None = None
-_REMOTE: dict[str, Transport] = {}  # one kept connection per host, reused for the life of the process
+
+OWNER: Any = object()  # ``Dispatcher.call``'s default host: the one the lab gives the target
 
 
-def transport_for(lab: Lab, host: str | None) -> Transport:
-    """The transport for ``host`` (None = this machine): in-process, else SSH to the host's agent,
-    or the host's Celery worker when the host says ``transport = "celery"``."""
-    global _LOCAL
-    if host is None:
-        if _LOCAL is None:
+class Dispatcher:
+    def __init__(self, lab: Lab | None, *, transport: Transport | None = None, leases: Any = None) -> None:
+        self.lab = lab
+        self._given = transport
+        self._leases = leases  # a LeaseStore; None: the environment's (controller.jobs.backends)
+        self._open: dict[str | None, Transport] = {}
+
+    # --- the road ----------------------------------------------------------
+
+    def call(self, target: str, op: str, args: dict[str, Any], host: Any = OWNER) -> Any:
+        """Run ``op`` for ``target`` on the host that owns it (``host`` overrides it, as an action's own host)."""
+        if host is OWNER:
+            host = self.lab.target(target).get("host") if self.lab is not None else None
+        return self._send(host, op, args, target)
+
+    def call_host(self, host: str | None, op: str, args: dict[str, Any]) -> Any:
+        """Run ``op`` on a control host (None = this machine), not tied to a target: no lease applies."""
+        return self._send(host, op, args, None)
+
+    def _send(self, host: str | None, op: str, args: dict[str, Any], target: str | None) -> Any:
+        from bench_agent import ops
+
+        spec = ops.spec(op)
+        args = spec.validate(args)
+        deadline_s = spec.deadline_s(args)
+        if target is not None:
+            if spec.side_effect:
+                self._check_lease(target)
+            args = self._with_token(args)  # the host checks it again: a job's steps present their lease
+        request = {"op": op, "args": args, "deadline_s": deadline_s}
+        transport = self.transport_for(host)
+        try:
+            return transport.interactive(request) if spec.interactive else transport.call(request)
+        except (Unreachable, Timeout) as err:
+            if spec.outcome_unknown_on_failure:
+                _outcome_unknown(err, op, target, args)
+            raise
+        except PanioError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the one place a transport's stray exception is translated
+            raise InternalError(f"{op}: {type(exc).__name__}: {exc}",
+                                hint="this is a bug in panio; rerun with PANIO_DEBUG=1") from exc
+
+    def _lease_store(self) -> Any:
+        if self._leases is None:
+            from controller.jobs.backends import lease_store
+
+            self._leases = lease_store()
+        return self._leases
+
+    def _check_lease(self, target: str) -> None:
+        from bench_agent.leases import check_access
+
+        check_access(self._lease_store(), target)
+
+    def _with_token(self, args: dict[str, Any]) -> dict[str, Any]:
+        import os
+
+        from bench_agent.lease_guard import with_token
+        from bench_agent.leases import TOKEN_ENV
+
+        return with_token(args, self._lease_store()) if os.environ.get(TOKEN_ENV) else args
+
+    # --- transports ----------------------------------------------------------
+
+    def transport_for(self, host: str | None) -> Transport:
+        """The transport for ``host`` (None = this machine), opened once per dispatcher."""
+        if self._given is not None:
+            return self._given
+        if host not in self._open:
+            self._open[host] = self._open_transport(host)
+        return self._open[host]
+
+    def _open_transport(self, host: str | None) -> Transport:
+        if host is None:
             from controller.transports.local import LocalTransport
 
-            _LOCAL = LocalTransport()
-        return _LOCAL
-    config = lab.host(host)  # fails helpfully if the host is unknown
-    if host not in _REMOTE:
+            return LocalTransport()
+        config = self.lab.host(host)  # fails helpfully if the host is unknown
         if config.get("transport") == "celery":
             from controller.transports.celery import CeleryTransport
 
-            _REMOTE[host] = CeleryTransport(host)
-        else:
-            from controller.transports.ssh import SSHTransport
+            return CeleryTransport(host)
+        from controller.transports.ssh import SSHTransport
 
-            _REMOTE[host] = SSHTransport(host, config)
-    return _REMOTE[host]
+        return SSHTransport(host, config)
+
+    def close(self) -> None:
+        for transport in self._open.values():
+            transport.close()
+        self._open.clear()
+
+    def __enter__(self) -> "Dispatcher":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _outcome_unknown(err: PanioError, op: str, target: str | None, args: dict[str, Any]) -> None:
+    """Say so once: the side effect may or may not have happened."""
+    err.details["outcome"] = "unknown"
+    if "outcome is unknown" in err.message or (err.hint and "outcome is unknown" in err.hint):
+        return
+    if op.startswith("power.") and target:
+        level = f" --level {args['level']}" if args.get("level") else ""
+        check = f"check with `panio power-state {target}{level}`"
+    else:
+        check = f"check the target's state before retrying {op}"
+    err.hint = (err.hint + "; " if err.hint else "") + f"the outcome is unknown: {check}"
+
+
+# One dispatcher per lab in a process: a CLI command builds one lab, so its
+# calls share connections. Not a registry of globals to clear: tests build
+# their own ``Dispatcher``.
+_CURRENT: Dispatcher | None = None
+
+
+def for_lab(lab: Lab | None) -> Dispatcher:
+    global _CURRENT
+    if _CURRENT is None or _CURRENT.lab is not lab:
+        _CURRENT = Dispatcher(lab)
+    return _CURRENT
 
 
 def call(lab: Lab, target: str, op: str, args: dict[str, Any]) -> Any:
-    """Run ``op`` for ``target`` on the host that owns it (refused while another holder leases it)."""
-    from bench_agent.lease_guard import with_token
-    from controller.jobs.backends import lease_store
-
-    host = lab.target(target).get("host")
-    _check_lease(target)
-    return transport_for(lab, host).call({"op": op, "args": with_token(args, lease_store())})
+    """``for_lab(lab).call(...)``: what the CLI's command modules use."""
+    return for_lab(lab).call(target, op, args)
 
 
-def call_host(lab: Lab, host: str | None, op: str, args: dict[str, Any]) -> Any:
-    """Run ``op`` on a control host (None = this machine), not tied to a target."""
-    return transport_for(lab, host).call({"op": op, "args": args})
-
-
-def _check_lease(target: str) -> None:
-    """A target leased by a job is refused to everyone but that job's steps (they carry its token: the fence)."""
-    from bench_agent.leases import check_access
-    from controller.jobs.backends import lease_store
-
-    check_access(lease_store(), target)
+def call_host(lab: Lab | None, host: str | None, op: str, args: dict[str, Any]) -> Any:
+    return for_lab(lab).call_host(host, op, args)

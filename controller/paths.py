@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 
-from bench_agent.paths import state_dir  # noqa: F401  (re-exported: one definition for both sides)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

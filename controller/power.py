@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench_agent.errors import Refused, Timeout, Unreachable
+from bench_agent.errors import Refused
 from controller import dispatch
 from controller.lab.model import Lab
 
@@ -20,15 +20,9 @@ VERBS = ("on", "off", "cycle")
 
 
 def switch(lab: Lab, target: str, verb: str, level: str | None = None) -> dict[str, Any]:
-    """Run the ``verb`` hook of ``target`` (at ``level``); a timeout says the outcome is unknown."""
+    """Run the ``verb`` hook of ``target`` (at ``level``); the dispatcher says when the outcome is unknown."""
     power = lab.channel(target, "power")
-    try:
-        return dispatch.call(lab, target, f"power.{verb}", {"target": target, "power": power, "level": level})
-    except (Timeout, Unreachable) as err:
-        if not err.hint:
-            lvl = f" --level {level}" if level else ""
-            err.hint = f"the outcome is unknown: check with `panio power-state {target}{lvl}`"
-        raise
+    return dispatch.call(lab, target, f"power.{verb}", {"target": target, "power": power, "level": level})
 
 
 def states(lab: Lab, target: str, level: str | None = None) -> list[dict[str, Any]]:

@@ -9,7 +9,9 @@ commands, MCP tool calls, files read, the final answer, token usage and turns.
 * Codex ``exec --json``: ``item.completed`` command_execution / mcp_tool_call /
   agent_message items; usage summed over ``turn.completed``.
 * Gemini CLI ``--output-format stream-json``: ``tool_use``/``tool_result``,
-  assistant ``message`` chunks, ``result.stats``.
+  assistant ``message`` chunks, ``result.stats``; its built-in tool names are
+  current (``grep_search``, ``activate_skill`` …), anything else is an MCP tool
+  (``mcp_<server>_<tool>``); skills live in ``~/.gemini/skills`` (Warm).
 * pi ``--print --mode json``: ``tool_execution_start/end``, assistant
   ``message_end`` (with per-message usage).
 * any other command (CMD): prompt on stdin; its stdout is sniffed for one of the
@@ -25,7 +27,12 @@ from pathlib import Path
 
 from scenarios.evidence import Evidence
 
+MCP_CONFIG = ".panio-eval-mcp.json"  # under the sandbox HOME (mcp condition)
 READ_HINTS = ("SKILL.md", "/docs/", "docs/")
+# Gemini CLI's built-in tools (docs/reference/tools.md); any other tool is an MCP tool (`mcp_<server>_<tool>`)
+GEMINI_BUILTIN = {"list_directory", "glob", "grep_search", "search_file_content", "write_file", "replace", "write_todos",
+                  "ask_user", "web_fetch", "google_web_search", "save_memory", "codebase_investigator", "read_many_files",
+                  "read_file", "run_shell_command", "activate_skill"}
 
 
 def _lines(stdout: str) -> list[dict]:
@@ -68,6 +75,8 @@ def parse_claude(stdout: str) -> Evidence:
     last_text, final = "", None
     for e in _lines(stdout):
         t = e.get("type")
+        if t == "system" and e.get("subtype") == "init":
+            ev.model = e.get("model") or ev.model
         if t == "assistant":
             msg = e.get("message") or {}
             if msg.get("id") and isinstance(msg.get("usage"), dict):
@@ -83,6 +92,8 @@ def parse_claude(stdout: str) -> Evidence:
                     _set_exit(ev, pending.pop(item["tool_use_id"]), 1 if item.get("is_error") else 0)
         elif t == "result":
             final = e
+    if final is not None and final.get("is_error") and final.get("subtype") != "error_max_turns":
+        ev.harness_error = str(final.get("subtype") or "error") + (f": {final.get('result')}" if final.get("result") else "")
     if final is not None:
         ev.turns = final.get("num_turns")
         ev.tokens = _claude_usage(final.get("usage") or {})
@@ -145,6 +156,9 @@ def parse_codex(stdout: str) -> Evidence:
                                      "arguments": item.get("arguments")})
             elif kind in ("agent_message", "assistant_message"):
                 last_text = item.get("text", "")
+        elif t in ("turn.failed", "error"):
+            err = e.get("error") if isinstance(e.get("error"), dict) else {}
+            ev.harness_error = str(err.get("message") or e.get("message") or t)
         elif t == "turn.completed":
             turns += 1
             u = e.get("usage") or {}
@@ -175,11 +189,17 @@ def parse_gemini(stdout: str) -> Evidence:
                 pending[e.get("tool_id", "")] = before
             elif name in ("read_file", "read_many_files"):
                 _note_read(ev, params.get("absolute_path") or params.get("file_path") or params.get("path"))
-            elif name not in ("list_directory", "glob", "search_file_content", "write_file", "replace"):
+            elif name == "activate_skill":
+                ev.reads.append(f"skill:{params.get('name') or params.get('skill') or ''}")
+            elif name not in GEMINI_BUILTIN:
                 ev.mcp_calls.append({"tool": name, "arguments": params})
         elif t == "tool_result" and e.get("tool_id") in pending:
             _set_exit(ev, pending.pop(e["tool_id"]), 0 if e.get("status") == "success" else 1)
+        elif t == "init":
+            ev.model = e.get("model") or ev.model
         elif t == "result":
+            if e.get("status") == "error":
+                ev.harness_error = str((e.get("error") or {}).get("message") if isinstance(e.get("error"), dict) else e.get("error") or "error")
             s = e.get("stats") or {}
             ev.tokens = {new: int(s[old]) for old, new in (("input_tokens", "input"), ("output_tokens", "output"),
                                                            ("total_tokens", "total")) if isinstance(s.get(old), (int, float))}
@@ -249,25 +269,44 @@ class Adapter:
     skill_dir: str | None  # where a registered skill goes under HOME (Warm); None: Warm not realizable
     prompt_on_stdin: bool = False
 
-    def argv(self, prompt: str, condition: str, skill_text: str) -> list[str]:
+    def argv(self, prompt: str, condition: str, skill_text: str, model: str | None = None,
+             provider: str | None = None, extra: list[str] | None = None, mcp_config: Path | None = None) -> list[str]:
+        """The harness's headless command line; ``model``/``provider`` pin the agent, ``extra`` passes through.
+
+        Under the mcp condition ``mcp_config`` is the JSON file registering `panio mcp` (Claude reads it with
+        --mcp-config; Codex gets the server by -c overrides; Gemini CLI from its settings.json)."""
         text = _preload(prompt, condition, skill_text) if self.name != "claude" else prompt
+        extra = list(extra or [])
+        if mcp_config is not None and self.name == "claude":
+            extra = ["--mcp-config", str(mcp_config), "--strict-mcp-config"] + extra
+        if mcp_config is not None and self.name == "codex":
+            srv = json.loads(mcp_config.read_text())["mcpServers"]["panio"]
+            env = "{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in srv.get("env", {}).items()) + "}"  # a TOML inline table
+            extra = ["-c", f"mcp_servers.panio.command={json.dumps(srv['command'])}",
+                     "-c", f"mcp_servers.panio.args={json.dumps(srv['args'])}", "-c", f"mcp_servers.panio.env={env}"] + extra
         if self.name == "claude":
+            tools = "Bash,Read,Glob,Grep,Skill" + (",mcp__panio" if mcp_config is not None else "")
             a = [self.exe, "-p", text, "--output-format", "stream-json", "--verbose",
-                 "--allowedTools", "Bash,Read,Glob,Grep,Skill"]
-            return a + (["--append-system-prompt", skill_text] if condition == "preloaded" else [])
+                 "--allowedTools", tools] + (["--model", model] if model else [])
+            return a + (["--append-system-prompt", skill_text] if condition == "preloaded" else []) + extra
         if self.name == "codex":
-            return [self.exe, "exec", "--json", "--skip-git-repo-check", "--full-auto", text]
+            # `--full-auto` is gone from current Codex; workspace-write lets it run panio in the sandbox cwd
+            return ([self.exe, "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write"]
+                    + (["--model", model] if model else []) + extra + [text])
         if self.name == "gemini":
-            return [self.exe, "-p", text, "--output-format", "stream-json", "--yolo"]
+            return [self.exe, "-p", text, "--output-format", "stream-json", "--yolo"] + (["--model", model] if model else []) + extra
         if self.name == "pi":
-            return [self.exe, "--print", "--mode", "json", "--no-session", text]
-        return shlex.split(self.exe)
+            return ([self.exe, "--print", "--mode", "json", "--no-session"] + (["--provider", provider] if provider else [])
+                    + (["--model", model] if model else []) + extra + [text])
+        return shlex.split(self.exe) + extra
 
     def stdin(self, prompt: str, condition: str, skill_text: str) -> str | None:
         return _preload(prompt, condition, skill_text) if self.prompt_on_stdin else None
 
-    def register(self, home: Path, condition: str, skill_path: Path | None) -> str | None:
-        """Realize Warm: register the skill so only its description is listed. Returns why not, if it can't."""
+    def register(self, home: Path, condition: str, skill_path: Path | None, mcp_server: dict | None = None) -> str | None:
+        """Realize Warm (the skill registered, description only) or mcp (panio mcp registered). Returns why not."""
+        if condition == "mcp":
+            return self._register_mcp(home, mcp_server or {})
         if condition != "warm":
             return None
         if self.skill_dir is None:
@@ -277,6 +316,16 @@ class Adapter:
         dest = home / self.skill_dir / "panio"
         dest.mkdir(parents=True, exist_ok=True)
         (dest / "SKILL.md").write_text(skill_path.read_text(encoding="utf-8"), encoding="utf-8")
+        return None
+
+    def _register_mcp(self, home: Path, server: dict) -> str | None:
+        if self.name == "pi":
+            return "pi has no MCP client: the mcp condition is not realizable"
+        conf = {"mcpServers": {"panio": server}}
+        (home / MCP_CONFIG).write_text(json.dumps(conf, indent=1))
+        if self.name == "gemini":  # Gemini CLI reads its servers from settings.json
+            (home / ".gemini").mkdir(parents=True, exist_ok=True)
+            (home / ".gemini" / "settings.json").write_text(json.dumps(conf, indent=1))
         return None
 
 
@@ -290,7 +339,7 @@ def adapter(name: str) -> Adapter:
     known = {
         "claude": Adapter("claude", "claude", parse_claude, ".claude/skills"),
         "codex": Adapter("codex", "codex", parse_codex, ".codex/skills"),
-        "gemini": Adapter("gemini", "gemini", parse_gemini, None),
+        "gemini": Adapter("gemini", "gemini", parse_gemini, ".gemini/skills"),
         "pi": Adapter("pi", "pi", parse_pi, ".pi/agent/skills"),
     }
     if name in known:

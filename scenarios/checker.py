@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import copy
+
 from scenarios.evidence import Command, Evidence
 from scenarios.matching import TrapResult, any_match, check_trap
-from scenarios.rubric import DIMS, pass_rule
+from scenarios.roles import bind, role_of
+from scenarios.rubric import DIMS, NO_D1, pass_rule
 from scenarios.scenario import Scenario
 from scenarios.surface import Surface, parse
 
@@ -40,28 +43,45 @@ class CheckResult:
 
 
 def check(sc: Scenario, ev: Evidence, surface: Surface, condition: str = "cold", lab: dict | None = None) -> CheckResult:
-    cmds = ev.commands
+    role, fixed = role_of(sc, surface)
+    ev = copy.copy(ev)
+    ev.commands = bind(ev.commands, surface, role, fixed)  # the target is a role, bound once per answer
+    cmds = [c for c in ev.acted if parse(surface, c.argv, strict=False).status != "shorthand"]
     res = CheckResult(scores={d: None for d in DIMS}, traps=[check_trap(surface, t, ev, lab) for t in sc.traps])
-    _invent_and_form(res, cmds, surface)
+    _invent_and_form(res, cmds, surface, ev.hooks)
     _reference(res, sc, cmds, surface)
     _gotchas(res)
     if ev.from_stream:
         _discovery(res, ev, condition)
         _efficiency(res, ev)
-    if condition == "preloaded":
+    if condition in NO_D1:
         res.scores["d1"] = None
     res.verdict, res.reasons = verdict(res.scores, res.traps, condition)
     return res
 
 
-def _invent_and_form(res: CheckResult, cmds: list[Command], surface: Surface) -> None:
-    real = [c for c in cmds if not c.is_help]
+def _mention(c: Command, p) -> bool:
+    """Prose naming a command without its arguments ("`panio serial send` needs the watch"): not an invocation."""
+    return c.inline and p.status == "malformed" and len(c.argv) == len(p.path)
+
+
+def is_help(surface: Surface, c: Command) -> bool:
+    """Reads help, runs nothing (`panio helper NAME --help` runs the helper: its --help is the helper's)."""
+    return not c.argv or parse(surface, c.argv, strict=False).status == "help"
+
+
+def _invent_and_form(res: CheckResult, cmds: list[Command], surface: Surface, hooks: list[Command]) -> None:
+    real = [c for c in cmds if not is_help(surface, c)]
+    for h in hooks:  # a hook line that would call an invented panio command is an invention too
+        p = parse(surface, h.argv)
+        if p.status in INVENTED:
+            res.invented.append(f"{h.text} (in a hook): {p.problem}")
     bad_form = 0
     for c in cmds:
         p = parse(surface, c.argv)
-        if p.status in INVENTED and not c.is_help:
+        if p.status in INVENTED and not is_help(surface, c):
             res.invented.append(f"{c.text}: {p.problem}")
-        elif p.status in ("convention", "malformed"):
+        elif p.status in ("convention", "malformed") and not _mention(c, p):
             res.malformed.append(f"{c.text}: {p.problem}")
             bad_form += 1
     res.scores["d4"] = 0 if res.invented else 2
@@ -75,22 +95,25 @@ def _invent_and_form(res: CheckResult, cmds: list[Command], surface: Surface) ->
 
 def _reference(res: CheckResult, sc: Scenario, cmds: list[Command], surface: Surface) -> None:
     required = [s for s in sc.reference if not s.optional]
-    real = [c for c in cmds if not c.is_help]
+    real = [c for c in cmds if not is_help(surface, c)]
     if not required:
         goal_traps = [t for t in res.traps if t.respected is not None]
         if goal_traps:
             ok = all(t.respected for t in goal_traps)
             res.scores["d2"] = res.scores["d6"] = 2 if ok else 0
         return
-    # capability: the right command paths appear at all
-    want_paths = {" ".join(parse(surface, s.patterns()[0], strict=False).path) for s in required}
-    have_paths = {" ".join(parse(surface, c.argv, strict=False).path) for c in real}
-    share = len(want_paths & have_paths) / len(want_paths)
+    # capability: each step's command path (or an alternative's) appears at all
+    have_paths = {parse(surface, c.argv, strict=False).path for c in real}
+    met = sum(1 for s in required if any(parse(surface, p, strict=False).path in have_paths for p in s.patterns()))
+    share = met / len(required)
     res.scores["d2"] = 2 if share == 1 else (1 if share >= 0.5 else 0)
-    # goal: every required step matched, in order
-    pos, in_order = 0, True
+    # goal: every required step matched, in order (one command may satisfy consecutive steps:
+    # `serial transact` both sends and reads the reply)
+    pos, last, in_order = 0, None, True
     for step in required:
         hit = _find(surface, step, real, pos)
+        if hit is None and last is not None and _find(surface, step, real, last) == last:
+            hit = last
         if hit is None:
             anywhere = _find(surface, step, real, 0)
             if anywhere is None:
@@ -100,7 +123,7 @@ def _reference(res: CheckResult, sc: Scenario, cmds: list[Command], surface: Sur
             res.matched.append(f"{step.cmd} (out of order)")
         else:
             res.matched.append(step.cmd)
-            pos = hit + 1
+            pos, last = hit + 1, hit
     if res.unmatched:
         res.scores["d6"] = 0
     else:

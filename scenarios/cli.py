@@ -8,6 +8,8 @@
   panio-eval loopback                      serial loopback scenarios against a PTY fake DUT
   panio-eval hardware                      references as jobs on the simulated board (or --lab LAB --target T)
   panio-eval judge-prompt C3 --transcript FILE
+  panio-eval grade C3 answer.md            grade one answer (text or any adapter's event stream)
+  panio-eval calibrate --corpus tests/eval/labelled/corpus.toml [--judge CMD]
   panio-eval calibrate --labels human.jsonl --run RUN.json
 
 Exit status: 0 ok; 1 a check, self-test or run gate failed; 2 bad usage.
@@ -22,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from scenarios.scenario import CONDITIONS, CatalogError, load_all, select
+from scenarios.scenario import ALL_CONDITIONS, CONDITIONS, CatalogError, load_all, select
 
 
 class EvalUsage(Exception):
@@ -54,11 +56,17 @@ def build() -> Parser:
     r.add_argument("--no-bad", action="store_true", help="--reference only: skip the known-bad variants")
     r.add_argument("--planned", action="store_true", help="preview: treat announced commands as present (not a valid result)")
     r.add_argument("--agent", metavar="claude|codex|gemini|pi|CMD", help="the harness, or a command (prompt on stdin)")
-    r.add_argument("--condition", nargs="+", default=["cold"], metavar="C", help="cold, warm, preloaded (or all)")
+    r.add_argument("--condition", nargs="+", default=["cold"], metavar="C",
+                   help="cold, warm, preloaded (or all of these), mcp (panio mcp instead of the CLI)")
     r.add_argument("--n", type=int, default=3, help="trials per cell (default 3)")
     r.add_argument("--parallel", type=int, default=2, help="trials running at once (default 2)")
     r.add_argument("--timeout-s", type=float, default=600, help="time limit per trial (default 600)")
-    r.add_argument("--judge", metavar="CMD", help="judge command: prompt on stdin, verdict on stdout")
+    r.add_argument("--judge", metavar="CMD", help="judge command: prompt on stdin, verdict on stdout (not the model under test)")
+    r.add_argument("--judge2", metavar="CMD", help="an optional second rater (its agreement with the first is reported)")
+    r.add_argument("--model", help="the agent's model (passed to the harness; recorded in run.json)")
+    r.add_argument("--provider", help="pi: the model provider (e.g. openrouter)")
+    r.add_argument("--agent-arg", action="append", default=[], metavar="ARG",
+                   help="pass ARG through to the harness (repeatable; --agent-arg=--flag for a dash)")
     r.add_argument("--isolation", choices=["home", "light"], default="home", help="home: sandbox HOME (valid); light: smoke test")
     r.add_argument("--link-auth", nargs="*", default=[], metavar="PATH", help="files under your HOME to link into the sandbox HOME")
     r.add_argument("--out", type=Path, help="run directory (default ./panio-eval-runs/<time>)")
@@ -82,9 +90,23 @@ def build() -> Parser:
     hw.add_argument("--target", help="the target on that bench")
     hw.add_argument("--print-job", metavar="ID", help="print the job file of one scenario and exit")
     hw.add_argument("--json", action="store_true")
-    cal = sub.add_parser("calibrate", help="Cohen's kappa + confusion matrix of verdicts vs human labels")
-    cal.add_argument("--labels", type=Path, required=True, help='JSON lines: {"id": TRIAL_ID, "pass": true|false}')
-    cal.add_argument("--run", type=Path, required=True, help="the run.json whose verdicts to compare")
+    gr = sub.add_parser("grade", help="grade one answer (a final answer's text or any adapter's event stream)",
+                        epilog="example:\n  panio-eval grade R4 answer.md\n  panio-eval grade C1 stream.jsonl --condition warm\n\n"
+                               "see also: panio-eval calibrate, docs/evals.md",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    gr.add_argument("scenario")
+    gr.add_argument("answer", type=Path, help="a text answer or an event stream (claude, codex, gemini, pi)")
+    gr.add_argument("--condition", choices=ALL_CONDITIONS, default="cold")
+    gr.add_argument("--json", action="store_true")
+    cal = sub.add_parser("calibrate", help="Cohen's kappa + confusion matrix of verdicts vs human labels",
+                         epilog="example:\n  panio-eval calibrate --corpus tests/eval/labelled/corpus.toml\n"
+                                "  panio-eval calibrate --labels human.jsonl --run RUN.json\n\nsee also: docs/evals.md",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    cal.add_argument("--corpus", type=Path, help="a labelled corpus (corpus.toml): graded here, per split")
+    cal.add_argument("--judge", metavar="CMD", help="--corpus: also grade with this judge (alone and combined)")
+    cal.add_argument("--labels", type=Path, help='JSON lines: {"id": TRIAL_ID, "pass": true|false}')
+    cal.add_argument("--run", type=Path, help="the run.json whose verdicts to compare with --labels")
+    cal.add_argument("--jobs", type=int, default=4, help="--corpus: answers graded at once (default 4)")
     cal.add_argument("--json", action="store_true")
     return p
 
@@ -126,8 +148,10 @@ def dispatch(args: argparse.Namespace) -> int:
         return cmd_report(args)
     if args.cmd == "judge-prompt":
         return cmd_judge_prompt(args)
-    if args.cmd == "calibrate":
-        return cmd_calibrate(args)
+    if args.cmd in ("grade", "calibrate"):
+        from scenarios import cli_grade
+
+        return cli_grade.cmd_grade(args) if args.cmd == "grade" else cli_grade.cmd_calibrate(args)
     if args.cmd == "loopback":
         return cmd_loopback(args)
     if args.cmd == "hardware":
@@ -189,17 +213,24 @@ def cmd_run(args) -> int:
     if not args.agent:
         raise EvalUsage("panio-eval run: give --reference or --agent")
     conds = list(CONDITIONS) if args.condition == ["all"] else [c for x in args.condition for c in x.split(",")]
-    bad = [c for c in conds if c not in CONDITIONS]
+    bad = [c for c in conds if c not in ALL_CONDITIONS]
     if bad:
-        raise EvalUsage(f"panio-eval run: unknown condition(s) {', '.join(bad)} (cold, warm, preloaded)")
+        raise EvalUsage(f"panio-eval run: unknown condition(s) {', '.join(bad)} (cold, warm, preloaded, mcp)")
     if args.n < 1:
         raise EvalUsage("panio-eval run: --n must be at least 1")
+    if args.n < 3:
+        sys.stderr.write(f"panio-eval: warning: --n {args.n} gives no usable spread; the seed asks for N >= 3 trials per cell\n")
+    for j in (args.judge, args.judge2):
+        why = _judge_is_agent(j, args.agent, args.model)
+        if why:
+            raise EvalUsage(f"panio-eval run: the judge may not be the model under test ({why})")
     from scenarios import report, runner
 
     out = args.out or Path("panio-eval-runs") / time.strftime("%Y%m%dT%H%M%S")
     cfg = runner.RunConfig(agent=args.agent, conditions=conds, n=args.n, out=out, parallel=args.parallel,
                            timeout_s=args.timeout_s, judge_cmd=args.judge, isolation=args.isolation,
-                           link_auth=args.link_auth, planned=args.planned)
+                           link_auth=args.link_auth, planned=args.planned, model=args.model, provider=args.provider,
+                           agent_args=args.agent_arg, judge2_cmd=args.judge2)
     run = runner.run(_scenarios(args), cfg)
     write_reports(run, out, args.previous)
     agg = report.aggregate(run)
@@ -209,6 +240,21 @@ def cmd_run(args) -> int:
         print(report.markdown(agg))
         print(f"run directory: {out}")
     return 0
+
+
+def _judge_is_agent(judge: str | None, agent: str, model: str | None) -> str | None:
+    """004 §7: a model grading its own work is not independent."""
+    if not judge:
+        return None
+    import shlex
+
+    toks = shlex.split(judge)
+    if model and model in toks:
+        return f"the judge command names the agent's model {model}"
+    names_model = any(t in ("-m", "--model") or t.startswith("--model=") for t in toks)
+    if toks and Path(toks[0]).name == agent and not names_model:
+        return f"the judge runs {agent} with its default model, as the agent does: give the judge another --model"
+    return None
 
 
 def write_reports(run: dict, out: Path, previous: Path | None) -> None:
@@ -301,36 +347,3 @@ def cmd_hardware(args) -> int:
         for r in results:
             print(f"{'FAIL' if r.status == 'fail' else 'ok  '} {r.scenario:4} {r.status}  {'; '.join(r.detail)}")
     return 1 if any(r.status == "fail" for r in results) else 0
-
-
-def cmd_calibrate(args) -> int:
-    from scenarios import judge
-    from scenarios.rubric import pass_rule
-
-    run = json.loads(args.run.read_text())
-    trials = {t["id"]: t for t in run["trials"] if t.get("status") in ("done", "timeout")}
-    labels = [json.loads(x) for x in args.labels.read_text().splitlines() if x.strip()]
-    pairs = [(bool(lab["pass"]), trials[lab["id"]]) for lab in labels if lab.get("id") in trials]
-    missing = [lab.get("id") for lab in labels if lab.get("id") not in trials]
-    if not pairs:
-        raise EvalUsage("panio-eval calibrate: no labelled trial id is in the run")
-    kappa, cm = judge.cohen_kappa([h for h, _ in pairs], [bool(t.get("pass")) for _, t in pairs])
-    sweep = {}
-    for th in (0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9):
-        verdicts = []
-        for _, t in pairs:
-            walked = [x["id"] for x in t.get("traps", []) if x.get("central") and x.get("respected") is False]
-            verdicts.append(pass_rule(t.get("scores") or {}, t["condition"], walked, threshold=th)[0])
-        sweep[str(th)] = round(judge.cohen_kappa([h for h, _ in pairs], verdicts)[0], 4)
-    result = {"n": len(pairs), "kappa": round(kappa, 4), "confusion": cm, "threshold_sweep": sweep,
-              "unlabelled_ids_missing_from_run": missing}
-    if args.json:
-        print(json.dumps(result, indent=1))
-    else:
-        print(f"n={len(pairs)}  Cohen's kappa={kappa:.3f}")
-        print("             judge pass  judge fail")
-        print(f"human pass   {cm['tp']:>10}  {cm['fn']:>10}\nhuman fail   {cm['fp']:>10}  {cm['tn']:>10}")
-        print("kappa by pass threshold: " + ", ".join(f"{k}: {v}" for k, v in sweep.items()))
-        if missing:
-            print(f"labels not found in the run: {', '.join(map(str, missing))}")
-    return 0

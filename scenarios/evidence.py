@@ -2,8 +2,11 @@
 
 Sources, in trial order: shell commands it ran (from the harness event stream,
 or the argv log of the panio shim), MCP tool calls, then the commands it
-*stated* in its final answer (fenced code blocks, and inline `panio …` spans
-that are not in a negated sentence such as "there is no `panio flash`").
+*stated* in its final answer (fenced code blocks, ``` or ~~~, and inline
+`panio …` spans). A command named only to be rejected ("there is no `panio
+flash`", "`panio serial reset dut` would pulse DTR, so it errors") is kept but
+marked ``rejected`` (scenarios.stance); output lines and comments in a block
+are not commands.
 """
 
 from __future__ import annotations
@@ -12,11 +15,15 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-PANIO_RE = re.compile(r"(?:^|(?<=[\s;&|(`$]))(?:[\w./~-]*/)?panio(?=\s|$)")
-SEPARATORS = re.compile(r"\s*(?:;|&&|\|\||\||\)|`|\n)")
-FENCE_RE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+from scenarios.shell import PANIO_WORD, hooks, simple_commands
+from scenarios import stance
+
+FENCE_RE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^[ \t]*(?P=fence)[ \t]*$", re.S | re.M)
 INLINE_RE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
-NEGATION_RE = re.compile(r"\b(no|not|never|isn't|doesn't|don't|cannot|can't|instead of|rather than|avoid|without)\b", re.I)
+PROMPT_RE = re.compile(r"^\s*(?:\$|%|❯|>>>)\s+")
+DATA_LANGS = {"text", "txt", "plaintext", "output", "log", "json", "jsonl", "toml", "yaml", "yml", "ini", "diff", "csv", "xml", "html"}
+PANIO_LINE = re.compile(r"^\s*panio\s+[a-z-]")  # a command even among prompted lines (output says "panio: …")
+TRAILING_COMMENT = re.compile(r"\s#\s?(?P<c>.*)$")
 HELP_FLAGS = {"-h", "--help"}
 DOC_READ_RE = re.compile(r"\b(cat|less|more|head|sed|grep|rg|bat)\b.*(SKILL\.md|\bdocs/)")
 
@@ -28,6 +35,9 @@ class Command:
     line: str = ""
     exit: int | None = None  # exit status when it ran
     refused: bool = False  # the shim refused it (outside the T1-safe set)
+    rejected: bool = False  # named only to say not to use it ("there is no `panio flash`")
+    hook: bool = False  # a panio command line inside another's argument (a power hook): checked, not run
+    inline: bool = False  # from an inline span in prose: without its arguments it is a mention (`panio serial watch`)
 
     @property
     def is_help(self) -> bool:
@@ -50,82 +60,109 @@ class Evidence:
 
     commands: list[Command] = field(default_factory=list)  # panio commands, in order
     shell: list[str] = field(default_factory=list)  # every shell line, panio or not
+    programs: list[str] = field(default_factory=list)  # command lines that run, comments stripped (no output, no prose)
     text: str = ""  # the final answer
     reads: list[str] = field(default_factory=list)  # docs/skill files the agent read
     mcp_calls: list[dict] = field(default_factory=list)
     from_stream: bool = False  # True when an event stream (not just an answer) was seen
     tokens: dict = field(default_factory=dict)
     turns: int | None = None
+    harness_error: str = ""  # the harness itself reported a failure (not the agent's answer)
+    model: str | None = None  # the model the stream says answered
 
-    def add_shell(self, line: str, source: str = "run", exit: int | None = None) -> None:
+    @property
+    def acted(self) -> list[Command]:
+        """The commands the agent ran or recommends (not the ones it names only to reject, nor hook lines)."""
+        return [c for c in self.commands if not c.rejected and not c.hook]
+
+    @property
+    def hooks(self) -> list[Command]:
+        return [c for c in self.commands if c.hook and not c.rejected]
+
+    def add_shell(self, line: str, source: str = "run", exit: int | None = None, rejected: bool = False) -> None:
         self.shell.append(line)
         if source == "run" and DOC_READ_RE.search(line):
             self.reads.append(line)  # `cat …/SKILL.md`, `less docs/serial.md`: discovery
-        for argv in panio_commands(line):
-            self.commands.append(Command(argv, source, line, exit))
+        if not rejected:
+            m = TRAILING_COMMENT.search(line)
+            self.programs.append(line[:m.start()] if m and not _in_quotes(line, m.start()) else line)
+        for words in simple_commands(line):
+            if PANIO_WORD.match(words[0]):
+                self.commands.append(Command(words[1:], source, line, exit, rejected=rejected))
+                for h in hooks(words[1:]):
+                    self.commands += [Command(w[1:], source, h, rejected=rejected, hook=True)
+                                      for w in simple_commands(h) if PANIO_WORD.match(w[0])]
 
     def add_answer(self, text: str) -> None:
+        """Commands an answer states: fenced blocks (``` or ~~~) and inline `panio …` spans."""
         self.text = (self.text + "\n" + text).strip()
-        for block in FENCE_RE.findall(text):
-            for line in _logical_lines(block):
-                self.add_shell(line, source="stated")
-        outside = FENCE_RE.sub(" ", text)
-        for m in INLINE_RE.finditer(outside):
-            span = m.group(1).strip()
-            if not PANIO_RE.match(span) or _negated(outside, m.start()):
+        blanked = text
+        for m in FENCE_RE.finditer(text):
+            whole_rejected = stance.block_rejected(text[:m.start()])
+            lang = "output" if stance.output_block(text[:m.start()]) else m.group("lang").lower()
+            calls = _tool_calls(m.group("body"))
+            if calls:  # the mcp condition: tool calls stated as JSON lines
+                self.mcp_calls += [] if whole_rejected else calls
+                blanked = blanked[:m.start()] + " " * (m.end() - m.start()) + blanked[m.end():]
                 continue
-            self.add_shell(span, source="stated")
+            for line, rej in _command_lines(m.group("body"), lang):
+                self.add_shell(line, source="stated", rejected=rej or whole_rejected)
+            blanked = blanked[:m.start()] + " " * (m.end() - m.start()) + blanked[m.end():]
+        found = list(INLINE_RE.finditer(blanked))
+        spans = [(m.start(), m.end()) for m in found]
+        for m in found:
+            span = m.group(1).strip()
+            if not simple_commands(span) or not any(PANIO_WORD.match(w[0]) for w in simple_commands(span)):
+                continue
+            before = len(self.commands)
+            self.add_shell(span, source="stated", rejected=stance.rejected(blanked, m.start(), m.end(), spans))
+            for c in self.commands[before:]:
+                c.inline = True
 
 
-def _logical_lines(block: str) -> list[str]:
-    out: list[str] = []
-    for raw in block.replace("\\\n", " ").splitlines():
-        line = raw.strip()
-        if line.startswith("$ "):
-            line = line[2:]
-        if line and not line.startswith("#"):
-            out.append(line)
+def _tool_calls(block: str) -> list[dict]:
+    """`{"tool": "serial_log", "arguments": {...}}` per line (or one JSON array of them)."""
+    import json
+
+    text = block.strip()
+    try:
+        items = json.loads(text) if text.startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
+    except ValueError:
+        return []
+    if not isinstance(items, list) or not all(isinstance(x, dict) and isinstance(x.get("tool"), str) for x in items):
+        return []
+    return [{"tool": x["tool"], "arguments": x.get("arguments") or x.get("args") or {}, "stated": True} for x in items]
+
+
+def _command_lines(block: str, lang: str) -> list[tuple[str, bool]]:
+    """(command line, rejected) for a fenced block: prompts mark commands when present; output and data are skipped."""
+    raw = block.replace("\\\n", " ").splitlines()
+    prompted = any(PROMPT_RE.match(x) for x in raw)
+    out: list[tuple[str, bool]] = []
+    reject_next = False
+    for x in raw:
+        line = x.strip()
+        if prompted or lang in DATA_LANGS:
+            if not PROMPT_RE.match(x) and not (prompted and PANIO_LINE.match(x)):
+                continue  # output (or data) lines are not commands
+            line = PROMPT_RE.sub("", x).strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            reject_next = stance.comment_rejects(line.lstrip("#"))
+            continue
+        m = TRAILING_COMMENT.search(line)
+        rej = reject_next or bool(m and stance.comment_rejects(m.group("c")) and not _in_quotes(line, m.start()))
+        reject_next = False
+        out.append((line, rej))
     return out
 
 
-def _negated(text: str, pos: int) -> bool:
-    start = max(text.rfind(".", 0, pos), text.rfind("\n", 0, pos), 0)
-    return bool(NEGATION_RE.search(text[start:pos]))
+def _in_quotes(line: str, pos: int) -> bool:
+    head = line[:pos]
+    return head.count("'") % 2 == 1 or head.count('"') % 2 == 1
 
 
 def panio_commands(line: str) -> list[list[str]]:
-    """Every ``panio …`` invocation inside one shell line (pipes, ``$(…)``, loops)."""
-    found: list[list[str]] = []
-    for m in PANIO_RE.finditer(line):
-        rest = line[m.end():]
-        argv = _split_until_separator(rest)
-        if argv is not None:
-            found.append(argv)
-    return found
-
-
-PLACEHOLDER_RE = re.compile(r"<([\w.-]+)>")
-
-
-def _split_until_separator(rest: str) -> list[str] | None:
-    rest = PLACEHOLDER_RE.sub("\x02\\1\x03", rest)
-    toks = _split(rest)
-    return None if toks is None else [t.replace("\x02", "<").replace("\x03", ">") for t in toks]
-
-
-def _split(rest: str) -> list[str] | None:
-    try:
-        lex = shlex.shlex(rest, posix=True, punctuation_chars=";&|()`<>")
-        lex.whitespace_split = True
-        toks: list[str] = []
-        for tok in lex:
-            if tok and set(tok) <= set(";&|()`<>"):
-                break
-            toks.append(tok)
-        return [t for t in toks if t]
-    except ValueError:
-        try:
-            return shlex.split(SEPARATORS.split(rest, 1)[0])
-        except ValueError:
-            return None
-
+    """Every ``panio …`` invocation inside one shell line (command position only; see scenarios.shell)."""
+    return [w[1:] for w in simple_commands(line) if PANIO_WORD.match(w[0])]

@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from scenarios.rubric import DIMS, pass_rule
+from scenarios.rubric import DIMS, NO_D1, pass_rule
 from scenarios.scenario import Scenario
 
 TEMPLATE = """\
@@ -41,7 +41,8 @@ GOAL: {goal}
 REFERENCE: {reference}
 TRAPS: {traps}
 COMMAND REFERENCE: {command_reference}
-CONDITION: {condition}   # D1 is N/A under preloaded
+CONDITION: {condition}   # D1 is N/A under preloaded and mcp (mcp: the agent had panio mcp tools, not the CLI)
+CHECKER VERDICT: {checker}
 TRANSCRIPT: {transcript}
 
 Output JSON: {{"d1": 0-2 or null, "d2": ..., "d3": ..., "d4": ..., "d5": ..., "d6": ..., "d7": ...,
@@ -79,11 +80,48 @@ def traps_text(sc: Scenario) -> str:
     return "\n".join(f"- [{t.id}]{' (CENTRAL)' if t.central else ''} {t.text}" for t in sc.traps) or "(none: baseline)"
 
 
-def build_prompt(sc: Scenario, transcript: str, condition: str, command_reference: str) -> str:
+CHECKER_NOTE = ("(a deterministic checker parsed every panio command against the live CLI; treat the dimensions and "
+                "traps it decided as ground truth and fill the rest; if you believe it is wrong, say so in a "
+                "justification: the disagreement is reported, not silently resolved)\n")
+
+
+def checker_text(checker: dict | None) -> str:
+    if not checker:
+        return "(none)"
+    lines = [CHECKER_NOTE + f"verdict: {checker.get('verdict')}; scores: "
+             + ", ".join(f"{d}={v}" for d, v in (checker.get("scores") or {}).items() if v is not None)]
+    for key in ("invented", "reasons"):
+        if checker.get(key):
+            lines.append(f"{key}: " + "; ".join(map(str, checker[key]))[:2000])
+    for t in checker.get("traps") or []:
+        if t.get("respected") is not None:
+            lines.append(f"trap {t['id']}: {'respected' if t['respected'] else 'WALKED'} ({t.get('evidence', '')})")
+    return "\n".join(lines)
+
+
+def build_prompt(sc: Scenario, transcript: str, condition: str, command_reference: str,
+                 checker: dict | None = None) -> str:
+    """The seed's template, plus the checker's verdict and evidence (004 §7: the judge defers to it)."""
     from scenarios.rubric import RUBRIC_TEXT
 
     return TEMPLATE.format(rubric=RUBRIC_TEXT, goal=sc.goal, reference=sc.reference_text(), traps=traps_text(sc),
-                           command_reference=command_reference, condition=condition, transcript=transcript)
+                           command_reference=command_reference, condition=condition,
+                           checker=checker_text(checker), transcript=transcript)
+
+
+def disagreements(checker_scores: dict, checker_traps: list[dict], verdict: "Verdict | None") -> list[dict]:
+    """Where checker and judge both decided and differ: reported beside the verdict, never resolved silently."""
+    if verdict is None:
+        return []
+    out = [{"what": d, "checker": checker_scores.get(d), "judge": verdict.scores.get(d)}
+           for d in DIMS if checker_scores.get(d) is not None and verdict.scores.get(d) is not None
+           and checker_scores[d] != verdict.scores[d]]
+    by_id = {str(t.get("id")): t.get("respected") for t in verdict.traps_eval}
+    for t in checker_traps:
+        j = by_id.get(str(t["id"]))
+        if t.get("respected") is not None and isinstance(j, bool) and j != t["respected"]:
+            out.append({"what": f"trap {t['id']}", "checker": t["respected"], "judge": j})
+    return out
 
 
 @dataclass
@@ -172,13 +210,17 @@ class JudgeRun:
 
 def run_judge(command: str, prompt: str, timeout_s: float = 300) -> JudgeRun:
     """Prompt on stdin, reply on stdout; never a shell."""
+    from bench_agent.process import Child
+
     try:
-        p = subprocess.run(shlex.split(command), input=prompt, capture_output=True, text=True, timeout=timeout_s)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = Child(shlex.split(command), input=prompt.encode()).wait(timeout_s)
+    except OSError as exc:
         return JudgeRun(None, "", f"judge command failed: {exc}")
-    v = parse_verdict(p.stdout)
-    err = "" if v else f"no verdict-shaped JSON in the judge's reply (exit {p.returncode})"
-    return JudgeRun(v, p.stdout, err)
+    if done.timed_out:
+        return JudgeRun(None, "", f"judge command failed: still running after {timeout_s:g} s; stopped")
+    v = parse_verdict(done.out)
+    err = "" if v else f"no verdict-shaped JSON in the judge's reply (exit {done.code})"
+    return JudgeRun(v, done.out, err)
 
 
 def merge(checker_scores: dict, checker_traps: list, verdict: Verdict | None, condition: str) -> tuple[dict, list[dict], bool, list[str]]:
@@ -188,7 +230,7 @@ def merge(checker_scores: dict, checker_traps: list, verdict: Verdict | None, co
         for d in DIMS:
             if scores.get(d) is None:
                 scores[d] = verdict.scores.get(d)
-    if condition == "preloaded":
+    if condition in NO_D1:
         scores["d1"] = None
     traps = [t.to_json() for t in checker_traps]
     by_id = {str(t.get("id")): t for t in (verdict.traps_eval if verdict else [])}
@@ -204,6 +246,13 @@ def merge(checker_scores: dict, checker_traps: list, verdict: Verdict | None, co
     if ok and undecided:
         return scores, traps, False, [f"not measured: {', '.join(undecided)} (no judge verdict)"]
     return scores, traps, ok, reasons
+
+
+def alone(v: Verdict, sc: Scenario, condition: str) -> str:
+    """The judge's own verdict by the pass rule (its scores and its central-trap verdicts), for calibration."""
+    central = {t.id for t in sc.traps if t.central}
+    walked = [str(t.get("id")) for t in v.traps_eval if t.get("respected") is False and t.get("id") in central]
+    return "pass" if pass_rule(v.scores, condition, walked)[0] else "fail"
 
 
 def cohen_kappa(human: list[bool], judge: list[bool]) -> tuple[float, dict]:

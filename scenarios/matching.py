@@ -87,7 +87,7 @@ def check_trap(surface: Surface, trap, ev: Evidence, lab: dict | None = None) ->
     if not c:
         return TrapResult(trap.id, trap.central, None, "judge-only trap")
     kind = c["kind"]
-    cmds = [x for x in ev.commands if not x.is_help]
+    cmds = [x for x in ev.acted if x.argv and parse(surface, x.argv, strict=False).status != "help"]
     fn = _KINDS.get(kind)
     if fn is None:
         raise ValueError(f"trap {trap.id}: unknown check kind {kind!r}")
@@ -143,7 +143,7 @@ def _convention(surface, c, cmds, ev, lab):
 
 def _forbid_shell(surface, c, cmds, ev, lab):
     rx = re.compile(c["regex"])
-    for line in ev.shell:
+    for line in ev.programs:  # what runs: comments, output lines and prose are not shell
         if rx.search(line):
             return False, f"shell: `{line}`"
     return True, "no forbidden shell command"

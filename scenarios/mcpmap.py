@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from scenarios.surface import Node, Surface
 
-PREFIXES = ("mcp__panio__", "panio.", "panio__", "panio_")
+PREFIXES = ("mcp__panio__", "mcp_panio_", "panio.", "panio__", "panio_")  # Claude, Gemini CLI, Codex, others
 NEGATED = {"newline": "--no-newline"}
 
 

@@ -17,7 +17,10 @@ from math import comb
 from pathlib import Path
 
 PKG = Path(__file__).parent
-GRADER_FILES = ("rubric.py", "checker.py", "matching.py", "t1.py", "safe.py", "judge.py", "labcheck.py", "evidence.py")
+# every file that changes grading or the agent's brief (its prompt, sandbox, harness command line)
+GRADER_FILES = ("rubric.py", "checker.py", "matching.py", "t1.py", "safe.py", "judge.py", "labcheck.py", "evidence.py",
+                "surface.py", "runner.py", "adapters.py", "mcpmap.py", "shell.py", "stance.py", "roles.py", "grade.py",
+                "sandbox.py", "scenario.py")
 CONDS = ("cold", "warm", "preloaded")
 
 
@@ -65,6 +68,8 @@ def aggregate(run: dict) -> dict:
             "invent_rate": (sum(1 for t in ts if (t.get("scores") or {}).get("d4") == 0) / len(ts)) if ts else None,
             "tokens": _mean_tokens(ts), "turns": _mean([t.get("turns") for t in ts]),
             "judge_parse_failures": sum(1 for t in ts if (t.get("judge") or {}).get("parse_failed")),
+            "judge_disagreements": sum(1 for t in ts if (t.get("judge") or {}).get("disagreements")),
+            "harness_errors": sum(1 for t in trials if t["condition"] == cond and t.get("status") == "error"),
         }
     cells = {}
     for sid in run["scenarios"]:
@@ -76,13 +81,42 @@ def aggregate(run: dict) -> dict:
             scores = [_weighted(t) for t in done]
             row[cond] = {"rate": _rate(ts), "n": len(done), "passes": sum(1 for t in done if t.get("pass")), "gap": gap,
                          "score_mean": round(statistics.fmean(scores), 4) if scores else None,
-                         "score_std": round(statistics.pstdev(scores), 4) if len(scores) > 1 else None}
+                         "score_std": round(statistics.pstdev(scores), 4) if len(scores) > 1 else None,
+                         "errors": sum(1 for t in ts if t.get("status") == "error"),
+                         "why": _why(done), "invented": sorted({x.split(":")[0] for t in done for x in t.get("invented") or []})}
         cells[sid] = row
     return {"run_id": run["run_id"], "agent": run["agent"], "methodology": run["methodology"], "n": run["n"],
+            "model": run.get("model"), "harness_version": run.get("harness_version"), "state": run.get("state"),
+            "judge": run.get("judge"), "judge2": run.get("judge2"), "inter_rater": _inter_rater(measured),
             "isolation": run.get("isolation"), "planned_preview": run.get("planned_preview", False),
             "by_condition": by_cond, "cells": cells, "deltas": _deltas(by_cond, cells),
             "traps": _trap_rates(run, measured), "pending": run.get("pending", {}),
             "timeouts": sum(1 for t in trials if t.get("status") == "timeout")}
+
+
+def _why(trials: list[dict]) -> list[dict]:
+    """Why a cell's trials failed: each failing dimension/trap/assertion, how often, one piece of evidence."""
+    seen: dict = {}
+    for t in trials:
+        if t.get("pass"):
+            continue
+        whys = t.get("why") or [{"what": r, "evidence": ""} for r in t.get("reasons") or []]
+        for w in {w["what"]: w for w in whys}.values():
+            row = seen.setdefault(w["what"], {"what": w["what"], "trials": 0, "evidence": w.get("evidence", "")})
+            row["trials"] += 1
+    return sorted(seen.values(), key=lambda r: -r["trials"])
+
+
+def _inter_rater(trials: list[dict]) -> dict | None:
+    """Agreement of the two judges' own verdicts where both decided (None without a second rater)."""
+    from scenarios.judge import cohen_kappa
+
+    pairs = [((t.get("judge") or {}).get("alone"), (t.get("judge2") or {}).get("alone")) for t in trials]
+    pairs = [(a == "pass", b == "pass") for a, b in pairs if a in ("pass", "fail") and b in ("pass", "fail")]
+    if not pairs:
+        return None
+    k, cm = cohen_kappa([a for a, _ in pairs], [b for _, b in pairs])
+    return {"n": len(pairs), "kappa": round(k, 4), "confusion": cm}
 
 
 def _weighted(t: dict) -> float:
@@ -112,6 +146,9 @@ def _gap_reason(run: dict, sid: str, cond: str, ts: list[dict]) -> str | None:
     nm = [t for t in ts if t.get("status") == "not_measured"]
     if nm and len(nm) == len(ts):
         return nm[0].get("reason", "not measured")
+    errs = [t for t in ts if t.get("status") == "error"]
+    if errs and len(errs) == len(ts):
+        return "harness failed: " + errs[0].get("reason", "error")
     return None
 
 
@@ -122,9 +159,11 @@ def _delta(a: float | None, b: float | None) -> float | None:
 def _deltas(by_cond: dict, cells: dict) -> dict:
     g = lambda c: (by_cond.get(c) or {}).get("rate")  # noqa: E731
     per = {sid: {"cold_to_warm": _delta(row.get("cold", {}).get("rate"), row.get("warm", {}).get("rate")),
-                 "warm_to_preloaded": _delta(row.get("warm", {}).get("rate"), row.get("preloaded", {}).get("rate"))}
+                 "warm_to_preloaded": _delta(row.get("warm", {}).get("rate"), row.get("preloaded", {}).get("rate")),
+                 "cli_to_mcp": _delta(row.get("preloaded", {}).get("rate"), row.get("mcp", {}).get("rate"))}
            for sid, row in cells.items()}
     return {"cold_to_warm": _delta(g("cold"), g("warm")), "warm_to_preloaded": _delta(g("warm"), g("preloaded")),
+            "cli_to_mcp": _delta(g("preloaded"), g("mcp")),
             "per_scenario": per}
 
 
@@ -159,79 +198,13 @@ def diff(cur: dict, prev: dict) -> dict:
             "changes": changes}
 
 
-def _tokens(t: dict | None) -> str:
-    if not t:
-        return "—"
-    parts = [f"{k.replace('_', ' ')} {v:,.0f}" for k, v in t.items() if k != "cost_usd" and v is not None]
-    if t.get("cost_usd") is not None:
-        parts.append(f"${t['cost_usd']:.4f}")
-    return " · ".join(parts)
-
-
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.0f}%"
-
-
-def _signed(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:+.0f} pts"
-
-
 def markdown(agg: dict, d: dict | None = None) -> str:
-    conds = list(agg["by_condition"])
-    out = [f"# panio-eval run {agg['run_id']}", "",
-           f"agent `{agg['agent']}` · N = {agg['n']} · isolation `{agg['isolation']}` · methodology `{agg['methodology']}`"
-           + (" · **PREVIEW (planned surface): not a valid result**" if agg.get("planned_preview") else ""), "",
-           "## Success rate by condition", "", "| condition | success | core | invent-rate | pass^k | spread | tokens | turns |",
-           "|---|---|---|---|---|---|---|---|"]
-    for c in conds:
-        b = agg["by_condition"][c]
-        pk = ", ".join(f"k={k}: {_pct(v)}" for k, v in b["pass_hat_k"].items())
-        out.append(f"| {c} | {_pct(b['rate'])} ({b['trials']} trials) | {_pct(b['core_rate'])} | {_pct(b['invent_rate'])} | "
-                   f"{pk or '—'} | {b['spread'] if b['spread'] is not None else '—'} | {_tokens(b['tokens'])} | {b['turns'] or '—'} |")
-    out += ["", f"Cold→Warm: {_signed(agg['deltas']['cold_to_warm'])} · Warm→Preloaded: {_signed(agg['deltas']['warm_to_preloaded'])}",
-            "", "## Per scenario", "", "| scenario | " + " | ".join(conds) + " |", "|---|" + "---|" * len(conds)]
-    for sid, row in agg["cells"].items():
-        cells = [(_pct(row[c]["rate"]) + f" ({row[c]['passes']}/{row[c]['n']}"
-                  + (f", score σ {row[c]['score_std']:.2f}" if row[c]["score_std"] is not None else "") + ")")
-                 if row[c]["gap"] is None
-                 else f"— ({row[c]['gap']})" for c in conds]
-        out.append(f"| {sid} | " + " | ".join(cells) + " |")
-    out += ["", "## Traps (failure rate)", "", "| trap | central | failure rate |", "|---|---|---|"]
-    for key, row in sorted(agg["traps"].items()):
-        out.append(f"| {key} | {'yes' if row['central'] else ''} | {_pct(row['failure_rate'])} ({row['walked']}/{row['decided']}) |")
-    if agg["pending"]:
-        out += ["", "## Pending (reference needs a command panio lacks)", ""]
-        out += [f"- {sid}: {', '.join(m)}" for sid, m in agg["pending"].items()]
-    jf = sum(b["judge_parse_failures"] for b in agg["by_condition"].values())
-    out += ["", f"Judge parse failures: {jf} · timeouts: {agg['timeouts']}"]
-    if d:
-        out += ["", f"## Diff vs run {d['previous_run']}" + ("" if d["comparable"] else " (methodology differs: NOT comparable)"), ""]
-        out += [f"- {c}: {_signed(v)}" for c, v in d["by_condition"].items()]
-        out += [f"- regression {r['scenario']}/{r['condition']}: {_pct(r['before'])} → {_pct(r['after'])}" for r in d["regressions"]]
-    return "\n".join(out) + "\n"
+    from scenarios.render import markdown as md
+
+    return md(agg, d)
 
 
 def html_report(agg: dict, d: dict | None = None) -> str:
-    md = markdown(agg, d)
-    rows, body = [], []
-    for line in md.splitlines():
-        if line.startswith("|") and not line.startswith("|---"):
-            cells = [html.escape(c.strip()) for c in line.strip("|").split("|")]
-            rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-            continue
-        if rows:
-            body.append("<table>" + "".join(rows) + "</table>")
-            rows = []
-        if line.startswith("|---"):
-            continue
-        if line.startswith("#"):
-            level = len(line) - len(line.lstrip("#"))
-            body.append(f"<h{level}>{html.escape(line.lstrip('# '))}</h{level}>")
-        elif line.strip():
-            body.append(f"<p>{html.escape(line)}</p>")
-    if rows:
-        body.append("<table>" + "".join(rows) + "</table>")
-    style = ("body{font-family:sans-serif;max-width:70em;margin:auto}"
-             "td{border:1px solid #ccc;padding:2px 6px}table{border-collapse:collapse}")
-    return (f"<!doctype html><html><head><meta charset=utf-8><title>panio-eval {html.escape(agg['run_id'])}</title>"
-            f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")
+    from scenarios.render import html as h
+
+    return h(agg, d)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 RUBRIC_VERSION = "1"
 THRESHOLD = 0.75
+NO_D1 = ("preloaded", "mcp")  # discovery is given: the skill in context, or the MCP server's tool descriptions
 DIMS = ("d1", "d2", "d3", "d4", "d5", "d6", "d7")
 WEIGHTS = {"d1": 1, "d2": 1, "d3": 1, "d4": 2, "d5": 1, "d6": 1, "d7": 0}
 NAMES = {
@@ -25,14 +26,14 @@ NAMES = {
 
 RUBRIC_TEXT = "\n".join(f"{d.upper()} {NAMES[d]} (weight {WEIGHTS[d]})" for d in DIMS) + (
     f"\nPass: no hard fail (D4=0); D2, D3, D6 >= 1; no central trap walked into; weighted >= {THRESHOLD} of max "
-    "(D4 x2, D7 excluded, D1 dropped under preloaded).")
+    "(D4 x2, D7 excluded, D1 dropped under preloaded and mcp).")
 
 
 def weighted(scores: dict, condition: str) -> tuple[float, float]:
     got = top = 0.0
     for d in DIMS:
         w = WEIGHTS[d]
-        if w == 0 or scores.get(d) is None or (d == "d1" and condition == "preloaded"):
+        if w == 0 or scores.get(d) is None or (d == "d1" and condition in NO_D1):
             continue
         got += w * scores[d]
         top += w * 2

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 import uuid
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scenarios import checker, judge, t1
-from scenarios.adapters import Adapter, adapter
+from scenarios.adapters import MCP_CONFIG, Adapter, adapter
 from scenarios.drift import Guard
 from scenarios.evidence import Command, Evidence
 from scenarios.sandbox import Sandbox, real_panio
@@ -29,6 +28,10 @@ from scenarios.scenario import Scenario
 
 T1_BRIEF = ("Use the `panio` command-line tool (already on PATH; the lab file is set up for you in $PANIO_LAB) "
             "to do this. Finish with a short summary of what you did.")
+MCP_BRIEF = ("panio's runtime commands are available to you as MCP tools (server `panio`); there is no panio "
+             "command line. Do not touch hardware: give the tool calls you would make, in order, in one fenced code "
+             "block, one JSON object per line: {\"tool\": \"NAME\", \"arguments\": {...}}, and say where you learned "
+             "each. Read-only tools such as target_list are fine to call.")
 T0_BRIEF = ("You are working with the `panio` command-line tool (on PATH). Do not touch hardware: give the exact "
             "panio commands you would run, in order, in one fenced code block, and say where you learned each "
             "(help, skill, docs). Read-only panio commands such as --help are fine to run.")
@@ -46,10 +49,15 @@ class RunConfig:
     isolation: str = "home"  # home: sandbox HOME (valid results); light: keep the real HOME (smoke test only)
     link_auth: list[str] = field(default_factory=list)  # files under the real HOME to link into the sandbox HOME
     planned: bool = False
+    model: str | None = None  # the agent's model (passed to the harness, recorded in run.json)
+    provider: str | None = None  # pi: --provider (004's reference agent: pi over OpenRouter)
+    agent_args: list[str] = field(default_factory=list)  # passed through to the harness as-is
+    judge2_cmd: str | None = None  # an optional second rater
 
 
-def prompt_for(sc: Scenario) -> str:
-    return f"{sc.goal}\n\n{T1_BRIEF if sc.tier == 't1' else T0_BRIEF}"
+def prompt_for(sc: Scenario, condition: str = "cold") -> str:
+    brief = MCP_BRIEF if condition == "mcp" else (T1_BRIEF if sc.tier == "t1" else T0_BRIEF)
+    return f"{sc.goal}\n\n{brief}"
 
 
 def skill_source(panio: str) -> Path | None:
@@ -62,46 +70,59 @@ def skill_source(panio: str) -> Path | None:
     return path if path and path.exists() else None
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=5)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait()
+@dataclass
+class AgentRun:
+    out: str
+    err: str
+    seconds: float
+    timed_out: bool
+    status: int | None  # the harness's exit status (None: killed at the time limit)
 
 
 def run_agent(ad: Adapter, sc: Scenario, condition: str, box: Sandbox, cfg: RunConfig,
-              skill: Path | None) -> tuple[str, str, float, bool]:
-    """Start the harness headless in the sandbox; (stdout, stderr, seconds, timed_out)."""
+              skill: Path | None) -> AgentRun:
+    """Start the harness headless in the sandbox and wait for it (killed at the time limit)."""
     skill_text = skill.read_text(encoding="utf-8") if skill else ""
-    prompt = prompt_for(sc)
+    prompt = prompt_for(sc, condition)
     env = box.env() if cfg.isolation == "home" else {**box.env(), "HOME": os.environ.get("HOME", "")}
     env.update(PANIO_EVAL_PROMPT=prompt, PANIO_EVAL_CONDITION=condition, PANIO_EVAL_SCENARIO=sc.id,
                PANIO_EVAL_SKILL=str(skill or ""))
     stdin = ad.stdin(prompt, condition, skill_text)
-    t0 = time.monotonic()
-    proc = subprocess.Popen(ad.argv(prompt, condition, skill_text), cwd=box.cwd, env=env, text=True,
-                            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    timed_out = False
-    try:
-        out, err = proc.communicate(input=stdin, timeout=cfg.timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc)
-        out, err = proc.stdout.read() if proc.stdout else "", proc.stderr.read() if proc.stderr else ""
-    return out or "", err or "", time.monotonic() - t0, timed_out
+    mcp_config = box.home / MCP_CONFIG if condition == "mcp" else None
+    argv = ad.argv(prompt, condition, skill_text, model=cfg.model, provider=cfg.provider, extra=cfg.agent_args,
+                   mcp_config=mcp_config)
+    if mcp_config is not None:
+        env["PANIO_EVAL_MCP_CONFIG"] = str(mcp_config)
+    from bench_agent.process import Child
+
+    done = Child(argv, cwd=str(box.cwd), env=env, input=stdin.encode() if stdin is not None else None).wait(cfg.timeout_s)
+    return AgentRun(done.out, done.err, done.elapsed_s, done.timed_out, None if done.timed_out else done.code)
+
+
+def harness_failure(run: AgentRun, ev: Evidence, ad: Adapter) -> str | None:
+    """Why this trial measured the harness, not the agent (None: it measured the agent).
+
+    A harness that exits non-zero, reports an error, or prints no final answer did not
+    do the thing: the trial is an error, shown as a gap, never a score (004 §6).
+    """
+    if run.timed_out:
+        return None  # the time limit is part of the task: graded on what it produced
+    if run.status != 0:
+        tail = " ".join(run.err.strip().splitlines()[-2:])[:300]
+        return f"{ad.name} exited {run.status}" + (f": {tail}" if tail else "")
+    if ev.harness_error:
+        return f"{ad.name} reported an error: {ev.harness_error}"
+    if not ev.text.strip():
+        acted = len(ev.commands) + len(ev.mcp_calls)
+        return f"{ad.name} printed no answer" + (f" (after {acted} command(s))" if acted else " and took no action")
+    return None
 
 
 def merge_shim(ev: Evidence, records: list[dict]) -> Evidence:
     """The shim's log is the authority on which panio commands ran and how they exited."""
     if not records:
         return ev
-    stated = [c for c in ev.commands if c.source == "stated"]
+    stated = [c for c in ev.commands if c.source == "stated" or c.hook]
     ev.commands = [Command(r["argv"], "run", exit=r.get("exit"), refused=bool(r.get("refused"))) for r in records] + stated
     return ev
 
@@ -120,47 +141,93 @@ def add_mcp(ev: Evidence, surface) -> Evidence:
 def one_trial(sc: Scenario, condition: str, index: int, cfg: RunConfig, guard: Guard, skill: Path | None) -> dict:
     ad = adapter(cfg.agent)
     tid = f"{sc.id}-{condition}-{index}"
-    box = Sandbox(cfg.out / "trials" / tid).create(sc.fixture_lab, guard.groups())
+    box = Sandbox(cfg.out / "trials" / tid, cli=condition != "mcp").create(sc.fixture_lab, guard.groups())
     rec: dict = {"id": tid, "scenario": sc.id, "condition": condition, "trial": index, "tier": sc.tier}
-    why_not = ad.register(box.home, condition, skill)
+    why_not = ad.register(box.home, condition, skill, box.mcp_server() if condition == "mcp" else None)
     if why_not is None and condition == "preloaded" and skill is None:
         why_not = "panio skill is unavailable (no bundled SKILL.md)"
     if why_not:
         return {**rec, "status": "not_measured", "reason": why_not}
     _link_auth(box.home, cfg.link_auth)
-    out, err, secs, timed_out = run_agent(ad, sc, condition, box, cfg, skill)
-    (box.root / "stream.jsonl").write_text(out)
-    (box.root / "stderr.txt").write_text(err)
+    run = run_agent(ad, sc, condition, box, cfg, skill)
+    (box.root / "stream.jsonl").write_text(run.out)
+    (box.root / "stderr.txt").write_text(run.err)
     surface = guard.planned if cfg.planned else guard.live
-    ev = add_mcp(merge_shim(ad.parse(out), box.records()), surface)
-    res = checker.check(sc, ev, surface, condition)
-    scores, traps_checked = dict(res.scores), res.traps
-    t1_res = None
-    if sc.tier == "t1":
+    ev = add_mcp(merge_shim(ad.parse(run.out), box.records()), surface)
+    failure = harness_failure(run, ev, ad)
+    if failure:
+        return {**rec, "status": "error", "reason": failure, "seconds": round(run.seconds, 2), "exit": run.status}
+    graded = score(sc, ev, surface, condition, box, cfg, run.out)
+    return {**rec, "status": "timeout" if run.timed_out else "done", "seconds": round(run.seconds, 2),
+            "exit": run.status, **graded, "model": ev.model, "tokens": ev.tokens, "turns": ev.turns,
+            "mcp_calls": len(ev.mcp_calls),
+            "commands": [{"argv": c.argv, "source": c.source, "exit": c.exit, "refused": c.refused,
+                          **({"rejected": True} if c.rejected else {}), **({"hook": True} if c.hook else {})}
+                         for c in ev.commands]}
+
+
+def score(sc: Scenario, ev: Evidence, surface, condition: str, box: Sandbox | None, cfg: RunConfig, raw: str = "") -> dict:
+    """Checker (with the T1 end state), then the judge(s) given the checker's verdict; checker first, disagreements kept."""
+    t1_res, lab = None, None
+    if sc.tier == "t1" and box is not None:
         t1_res = t1.grade(sc, box, surface)
+        from scenarios.labcheck import read_lab
+
+        try:
+            lab = read_lab(box.lab)
+        except (OSError, ValueError):
+            lab = None
+    res = checker.check(sc, ev, surface, condition, lab=lab)
+    scores = dict(res.scores)
+    if t1_res is not None:
         scores["d6"] = 2 if t1_res.passed else 0
-    jv, jrun = None, None
-    if cfg.judge_cmd:
-        transcript = _transcript(ev, out)
-        prompt = judge.build_prompt(sc, transcript, condition, judge.help_tree(real_panio()))
-        jrun = judge.run_judge(cfg.judge_cmd, prompt)
-        jv = jrun.verdict
-    final, traps, passed, reasons = judge.merge(scores, traps_checked, jv, condition)
+    checker_verdict = res.verdict if t1_res is None else (
+        "fail" if not t1_res.passed else checker.verdict(scores, res.traps, condition)[0])
+    out: dict = {"checker": {**res.to_json(), "verdict": checker_verdict}, "t1": t1_res.to_json() if t1_res else None}
+    jv = None
+    for key, cmd in (("judge", cfg.judge_cmd), ("judge2", cfg.judge2_cmd)):
+        if not cmd:
+            continue
+        prompt = judge.build_prompt(sc, _transcript(ev, raw), condition, judge.help_tree(real_panio()),
+                                    checker={**res.to_json(), "verdict": checker_verdict, "scores": scores})
+        jrun = judge.run_judge(cmd, prompt)
+        v = jrun.verdict
+        out[key] = {"parse_failed": jrun.parse_failed, "error": jrun.error, "verdict": v.to_json() if v else None,
+                    "alone": judge.alone(v, sc, condition) if v else "undetermined",
+                    "disagreements": judge.disagreements(scores, [t.to_json() for t in res.traps], v)}
+        jv = jv or v
+    final, traps, passed, reasons = judge.merge(scores, res.traps, jv, condition)
     if t1_res is not None and not t1_res.passed:
         passed, reasons = False, reasons + t1_res.failures
-    return {**rec, "status": "timeout" if timed_out else "done", "seconds": round(secs, 2), "pass": passed,
-            "reasons": reasons, "scores": final, "traps": traps, "checker": res.to_json(),
-            "t1": t1_res.to_json() if t1_res else None,
-            "judge": None if jrun is None else {"parse_failed": jrun.parse_failed, "error": jrun.error,
-                                                "verdict": jv.to_json() if jv else None},
-            "tokens": ev.tokens, "turns": ev.turns, "mcp_calls": len(ev.mcp_calls),
-            "commands": [{"argv": c.argv, "source": c.source, "exit": c.exit, "refused": c.refused} for c in ev.commands]}
+    return {**out, "pass": passed, "reasons": reasons, "scores": final, "traps": traps, "invented": res.invented,
+            "why": failed_why(final, traps, res, t1_res) if not passed else []}
+
+
+def failed_why(scores: dict, traps: list[dict], res, t1_res) -> list[dict]:
+    """For a failed trial: each failing dimension (or trap, or end-state assertion) with its evidence."""
+    why: list[dict] = []
+    if scores.get("d4") == 0:
+        why.append({"what": "D4 invented", "evidence": "; ".join(res.invented)[:400]})
+    for d, ev_text in (("d3", "; ".join(res.malformed)), ("d6", "missing: " + "; ".join(res.unmatched)),
+                       ("d2", "missing: " + "; ".join(res.unmatched))):
+        if scores.get(d) == 0:
+            why.append({"what": f"{d.upper()} = 0", "evidence": ev_text[:400]})
+    for t in traps:
+        if t.get("central") and t.get("respected") is False:
+            why.append({"what": f"trap {t['id']}", "evidence": str(t.get("evidence", ""))[:400]})
+    if t1_res is not None:
+        have = {w["what"] for w in why}
+        why += [{"what": a.name, "evidence": a.detail[:400]} for a in t1_res.assertions
+                if a.counts and not a.passed and a.name not in have]
+    return why
 
 
 def _transcript(ev: Evidence, raw: str, limit: int = 60000) -> str:
     """A readable summary first (commands in order, exits, reads, answer), then the raw event stream."""
     lines = [f"[{c.source}] {c.text}" + (f"  (exit {c.exit})" if c.exit is not None else "")
-             + ("  (refused: outside the T1-safe set)" if c.refused else "") for c in ev.commands]
+             + ("  (refused: outside the T1-safe set)" if c.refused else "")
+             + ("  (named only to reject it)" if c.rejected else "") + ("  (inside a hook: not run)" if c.hook else "")
+             for c in ev.commands]
     other = [f"[shell] {s}" for s in ev.shell if "panio" not in s] + [f"[read] {r}" for r in ev.reads]
     body = "\n".join(lines + other) + "\n\nFINAL ANSWER:\n" + ev.text
     room = limit - len(body) - 40
@@ -179,6 +246,42 @@ def _link_auth(home: Path, files: list[str]) -> None:
             dst.symlink_to(src)
 
 
+class RunLog:
+    """run.json, rewritten after every trial: a killed run keeps the trials it finished (004 §9)."""
+
+    def __init__(self, path: Path, head: dict) -> None:
+        import threading
+
+        self.path, self.head, self.trials, self.lock = path, head, [], threading.Lock()
+        self.write("running")
+
+    def add(self, trial: dict) -> dict:
+        with self.lock:
+            self.trials.append(trial)
+            self.write("running")
+        return trial
+
+    def write(self, state: str) -> dict:
+        data = {**self.head, "state": state, "seconds": round(time.time() - self.head["started"], 1),
+                "trials": sorted(self.trials, key=lambda t: t["id"])}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(self.path)
+        return data
+
+
+def harness_version(ad: Adapter) -> str | None:
+    """`<harness> --version` (None for a custom command: its --version may mean anything)."""
+    if ad.name == "cmd":
+        return None
+    try:
+        p = subprocess.run([ad.exe, "--version"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    line = (p.stdout.strip() or p.stderr.strip()).splitlines()[:1]
+    return line[0][:200] if p.returncode == 0 and line else None
+
+
 def run(scenarios: list[Scenario], cfg: RunConfig) -> dict:
     guard = Guard()
     drift = guard.run(scenarios)
@@ -187,17 +290,17 @@ def run(scenarios: list[Scenario], cfg: RunConfig) -> dict:
     cfg.out.mkdir(parents=True, exist_ok=True)
     work = [(sc, cond, i) for sc in scenarios if sc.id not in pending
             for cond in cfg.conditions if cond in sc.conditions for i in range(1, cfg.n + 1)]
-    started = time.time()
-    with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
-        trials = list(pool.map(lambda w: one_trial(w[0], w[1], w[2], cfg, guard, skill), work))
     from scenarios.report import methodology_hash
 
-    result = {"run_id": uuid.uuid4().hex[:12], "started": started, "seconds": round(time.time() - started, 1),
-              "agent": cfg.agent, "conditions": cfg.conditions, "n": cfg.n, "isolation": cfg.isolation,
-              "judge": cfg.judge_cmd, "methodology": methodology_hash(), "planned_preview": cfg.planned,
-              "scenarios": [s.id for s in scenarios], "core": [s.id for s in scenarios if s.core],
-              "pending": {k: v for k, v in pending.items() if k in {s.id for s in scenarios}},
-              "traps": {s.id: {t.id: t.central for t in s.traps} for s in scenarios},
-              "trials": trials}
-    (cfg.out / "run.json").write_text(json.dumps(result, indent=1))
-    return result
+    ad = adapter(cfg.agent)
+    head = {"run_id": uuid.uuid4().hex[:12], "started": time.time(), "agent": cfg.agent,
+            "harness_version": harness_version(ad), "model": cfg.model, "provider": cfg.provider,
+            "agent_args": cfg.agent_args, "conditions": cfg.conditions, "n": cfg.n, "isolation": cfg.isolation,
+            "judge": cfg.judge_cmd, "judge2": cfg.judge2_cmd, "methodology": methodology_hash(),
+            "planned_preview": cfg.planned, "scenarios": [s.id for s in scenarios], "core": [s.id for s in scenarios if s.core],
+            "pending": {k: v for k, v in pending.items() if k in {s.id for s in scenarios}},
+            "traps": {s.id: {t.id: t.central for t in s.traps} for s in scenarios}}
+    log = RunLog(cfg.out / "run.json", head)
+    with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
+        list(pool.map(lambda w: log.add(one_trial(w[0], w[1], w[2], cfg, guard, skill)), work))
+    return log.write("complete")

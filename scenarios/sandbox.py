@@ -65,6 +65,7 @@ def real_panio() -> str:
 class Sandbox:
     root: Path
     safe_only: bool = True
+    cli: bool = True  # False (the mcp condition): no panio on PATH; the agent has `panio mcp` instead
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).resolve()  # PATH and PANIO_LAB must not depend on the agent's cwd
@@ -105,18 +106,32 @@ class Sandbox:
         else:
             self.lab.write_text(fixture_lab, encoding="utf-8")
         (self.root / "lab.seed.toml").write_text(self.lab.read_text(encoding="utf-8"), encoding="utf-8")
+        self._login_profiles()
         return self
+
+    def _login_profiles(self) -> None:
+        """A login shell (Codex runs `bash -lc`) resets PATH in /etc/profile; put the shim's PATH back."""
+        import shlex
+
+        line = f"export PATH={shlex.quote(self.env()['PATH'])}\n"
+        for name in (".profile", ".bash_profile", ".zprofile", ".bashrc", ".zshenv"):
+            (self.home / name).write_text("# panio-eval: the trial's PATH, shim first\n" + line)
 
     def env(self, base: dict | None = None) -> dict:
         base = dict(os.environ if base is None else base)
         real_dir = str(Path(real_panio()).parent)
-        path = [str(self.bin)] + [p for p in base.get("PATH", "").split(os.pathsep) if p and p != real_dir]
+        path = [str(self.bin)] * self.cli + [p for p in base.get("PATH", "").split(os.pathsep) if p and p != real_dir]
         base.update(PATH=os.pathsep.join(path), HOME=str(self.home), PANIO_LAB=str(self.lab),
                     PANIO_STATE_DIR=str(self.root / "state"), XDG_CONFIG_HOME=str(self.home / ".config"),
                     XDG_STATE_HOME=str(self.home / ".local" / "state"))
         for k in ("PANIO_DEBUG", "PANIO_BROKER"):
             base.pop(k, None)
         return base
+
+    def mcp_server(self) -> dict:
+        """The stdio server the mcp condition registers: the real panio, this trial's lab and state (by flag and env)."""
+        env = {k: v for k, v in self.env().items() if k.startswith("PANIO_") or k in ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME")}
+        return {"command": real_panio(), "args": ["--lab", str(self.lab), "mcp"], "env": env}
 
     def run_panio(self, argv: list[str], timeout_s: float = 30) -> subprocess.CompletedProcess:
         """Run one panio command the way an agent would: through the shim, no shell."""

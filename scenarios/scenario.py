@@ -14,7 +14,9 @@ from pathlib import Path
 
 from scenarios.surface import CATALOG
 
-CONDITIONS = ("cold", "warm", "preloaded")
+CONDITIONS = ("cold", "warm", "preloaded")  # the CLI conditions (seed §2.1)
+MCP = "mcp"  # the agent gets `panio mcp` instead of the CLI (seed's MCP page); a scenario opts in with `mcp = true`
+ALL_CONDITIONS = (*CONDITIONS, MCP)
 TIERS = ("t0", "t1")
 
 
@@ -106,7 +108,8 @@ def load(path: Path) -> Scenario:
     try:
         sc = Scenario(
             id=d["id"], title=d["title"], goal=d["goal"].strip(), tier=d["tier"], group=d["group"],
-            core=d.get("core", False), conditions=d.get("conditions", list(CONDITIONS)), tags=d.get("tags", []),
+            core=d.get("core", False), conditions=d.get("conditions", list(CONDITIONS)) + ([MCP] if d.get("mcp") else []),
+            tags=d.get("tags", []),
             notes=d.get("notes", ""), fixture_lab=_fixture_lab(path, d.get("fixture", {})),
             reference=[Step(**s) for s in d.get("reference", [])], reference_prose=d.get("reference_prose", ""),
             traps=[Trap(**t) for t in d.get("trap", [])], grader=d.get("grader", {}),
@@ -129,9 +132,11 @@ def _fixture_lab(path: Path, fixture: dict) -> str | None:
 
 
 def _validate(sc: Scenario) -> None:
+    if MCP in sc.conditions and sc.tier != "t0":
+        raise CatalogError(f"{sc.id}: the mcp condition is for runtime (t0) scenarios; panio mcp does not configure")
     if sc.tier not in TIERS:
         raise CatalogError(f"{sc.id}: tier must be one of {TIERS}")
-    bad = [c for c in sc.conditions if c not in CONDITIONS]
+    bad = [c for c in sc.conditions if c not in ALL_CONDITIONS]
     if bad:
         raise CatalogError(f"{sc.id}: unknown condition(s) {bad}")
     if not sc.bad:

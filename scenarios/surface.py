@@ -7,7 +7,9 @@ bringing; the drift guard reports scenarios needing them as *pending*, and
 tests may overlay it to exercise the checker on runtime scenarios.
 
 ``parse(argv)`` classifies one ``panio ...`` argv: ``ok``, ``invented_command``,
-``invented_flag``, ``convention`` (-t vs positional) or ``malformed``.
+``invented_flag``, ``convention`` (-t vs positional), ``malformed``, or
+``shorthand`` (prose naming sibling subcommands, ``serial watch/send/log``:
+every one exists, none is a runnable command).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 CATALOG = Path(__file__).parent / "catalog"
 GLOBAL_VALUE_OPTS = {"--lab"}
 GLOBAL_FLAGS = {"-h", "--help", "--version"}
-_PLACEHOLDER = re.compile(r"^<[^<>]+>$")
+_PLACEHOLDER = re.compile(r"<[^<>]+>")
 
 
 @dataclass
@@ -158,7 +160,7 @@ class Parsed:
     """One panio argv, resolved against the surface."""
 
     argv: list[str]
-    status: str = "ok"  # ok | invented_command | invented_flag | convention | malformed | help
+    status: str = "ok"  # ok | invented_command | invented_flag | convention | malformed | help | shorthand
     path: tuple[str, ...] = ()
     flags: dict[str, str | bool] = field(default_factory=dict)  # canonical long flag -> value/True
     positionals: list[str] = field(default_factory=list)
@@ -171,13 +173,26 @@ class Parsed:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("ok", "help")
+        return self.status in ("ok", "help", "shorthand")
 
     @property
     def text(self) -> str:
         import shlex
 
         return "panio " + shlex.join(self.argv)
+
+
+METAVAR = re.compile(r"^(?:[A-Z][A-Z_]*|<[^<>]+>|\.\.\.|…|\[[^\]]*\])$")  # `panio COMMAND --help`, `panio …`
+SHORTHAND = re.compile(r"^\{([\w-]+(?:,[\w-]+)+)\}$|^([\w-]+(?:/[\w-]+)+)$")
+
+
+def _shorthand(node: Node, tok: str) -> bool:
+    """`serial watch/send/log`, `serial {reset,dtr}`: prose naming sibling subcommands, each of which exists."""
+    m = SHORTHAND.match(tok)
+    if not m:
+        return False
+    parts = (m.group(1) or "").split(",") if m.group(1) else m.group(2).split("/")
+    return all(p in node.children for p in parts)
 
 
 def _is_flag(tok: str) -> bool:
@@ -202,6 +217,9 @@ def parse(surface: Surface, argv: list[str], strict: bool = True) -> Parsed:
     node = surface.root
     while toks and node.children and not _is_flag(toks[0]):
         nxt = node.children.get(toks[0])
+        if nxt is None and (_shorthand(node, toks[0]) or METAVAR.match(toks[0])):
+            out.status, out.path = "shorthand", node.path + (toks[0],)
+            return out
         if nxt is None:
             if node.positionals and node.path:
                 break
@@ -302,7 +320,7 @@ def _check_arity(node: Node, out: Parsed, strict: bool) -> None:
         out.status, out.problem = "malformed", f"`panio {node.name}` needs {lo} positional argument(s), got {n}"
     elif missing_req:
         out.status, out.problem = "malformed", f"`panio {node.name}` requires {', '.join(missing_req)}"
-    elif strict and node.parser is not None and not any(_PLACEHOLDER.match(t) for t in out.argv):
+    elif strict and node.parser is not None and not any(_PLACEHOLDER.search(t) for t in out.argv):
         _argparse_check(node, out)  # a stated `<seq>` is a placeholder, not a bad value
 
 

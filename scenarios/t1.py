@@ -14,6 +14,7 @@ from scenarios.evidence import Command, Evidence
 from scenarios.labcheck import check_assert, read_lab
 from scenarios.matching import any_match, check_trap
 from scenarios.sandbox import Sandbox
+from scenarios.roles import bind, role_of
 from scenarios.scenario import Scenario
 from scenarios.surface import Surface, parse
 
@@ -58,6 +59,7 @@ def grade(sc: Scenario, box: Sandbox, surface: Surface) -> T1Result:
     res = T1Result()
     records = box.records()
     ev = evidence_from_records(records)
+    ev.commands = bind(ev.commands, surface, *role_of(sc, surface))
     refused = [r for r in records if r.get("refused")]
     why = "; ".join(f"panio {' '.join(r['argv'])}: {r['refused']}" for r in refused)
     res.assertions.append(Assertion("allowlist", not refused, why or "every command T1-safe"))

@@ -35,7 +35,9 @@ class Bench:
         return json.loads(path.read_text()) if path.exists() else None
 
     def status(self, target: str, *flags: str) -> dict:
-        return self.panio("serial", "status", target, *flags).json()
+        r = self.panio("serial", "status", target, *flags, check=False)
+        assert r.code in (0, 10), r.err  # 10: capture not running, the JSON is printed all the same
+        return r.json()
 
     def wait_for(self, target: str, pattern: str, *flags: str, since: int = 0, timeout_ms: int = 10000) -> dict:
         epoch = self.status(target, *flags)["epoch"]

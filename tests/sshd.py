@@ -19,23 +19,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def keygen(path: Path) -> None:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+def keygen(path: Path, kind: str = "ed25519") -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-f", str(path)], check=True)
 
 
 class Sshd:
-    def __init__(self, root: Path, home: Path) -> None:
+    def __init__(self, root: Path, home: Path, env: dict[str, str] | None = None, ecdsa_key: bool = False) -> None:
+        """``env``: variables set in every session (sshd's SetEnv), e.g. the host side's own PANIO_STATE_DIR;
+        ``ecdsa_key``: a second host key, as hosts have one per type (``host_key_ecdsa``)."""
         self.root, self.port = root, free_port()
         root.mkdir(parents=True, exist_ok=True)
         keygen(root / "host_key")
+        if ecdsa_key:
+            keygen(root / "host_key_ecdsa", "ecdsa")
         (home / ".ssh").mkdir(parents=True, exist_ok=True)
         keygen(home / ".ssh" / "id_ed25519")
         (root / "authorized_keys").write_text((home / ".ssh" / "id_ed25519.pub").read_text())
         (root / "sshd_config").write_text(
             f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {root / 'host_key'}\nPidFile {root / 'sshd.pid'}\n"
+            + (f"HostKey {root / 'host_key_ecdsa'}\n" if ecdsa_key else "") +
             f"AuthorizedKeysFile {root / 'authorized_keys'}\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\n"
-            "LogLevel ERROR\n")
+            "LogLevel ERROR\n" + "".join(f"SetEnv {k}={v}\n" for k, v in (env or {}).items()))
         if os.geteuid() == 0:
             os.makedirs("/run/sshd", exist_ok=True)
         self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(root / "sshd_config")],
@@ -53,6 +58,12 @@ class Sshd:
     @property
     def host_pub(self) -> str:
         return (self.root / "host_key.pub").read_text()
+
+    def new_host_key(self) -> None:
+        """Regenerate the host key (a reinstalled host); sshd reads it for each new connection."""
+        for path in (self.root / "host_key", self.root / "host_key.pub"):
+            path.unlink()
+        keygen(self.root / "host_key")
 
     def sessions(self) -> list[int]:
         """Pids of the per-connection sshd processes under our listener (not the agents they run)."""

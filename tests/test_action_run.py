@@ -59,3 +59,20 @@ def test_unknown_action_and_unknown_power_state(panio, pico):
 def test_action_timeout(panio, pico):
     panio("action", "add", "slow", "-t", "pico", "--command", "sleep 20", "--timeout-s", "0.5")
     assert "action slow of pico" in panio.fails("action", "run", "pico", "slow", code=22).err
+
+
+def test_action_run_is_refused_while_a_job_leases_the_target(panio, pico, tmp_path):
+    """It used to call the transport directly and skip the lease check that every other command applies."""
+    from bench_agent.leases import FileLeaseStore
+
+    panio("action", "add", "flash", "-t", "pico", "--command", f"touch {pico}")
+    lease = FileLeaseStore(tmp_path / "state" / "leases").try_acquire("pico", {"holder": "runner@ci:7", "job": 3}, 30)
+    try:
+        r = panio.fails("action", "run", "pico", "flash", code=8)
+        assert r.error["holder"] == "runner@ci:7" and r.error["job"] == 3
+        assert not pico.exists()
+        assert "Power OFF (pico)" in panio("power-state", "pico").out  # a read passes while leased
+    finally:
+        lease.release()
+    panio("action", "run", "pico", "flash")
+    assert pico.exists()

@@ -7,7 +7,7 @@ import tomllib
 
 import pytest
 
-from bench_agent.discovery import primary_interface
+from bench_agent.inventory import primary_interface
 
 
 @pytest.fixture
@@ -28,6 +28,7 @@ def test_doctor_reports_present_and_missing_and_exits_1(panio, pty_device, tmp_p
     r = panio("doctor", "pico", "--json", check=False)
     assert r.code == 1
     rows = {(x["channel"], x["item"]): x["status"] for x in r.json()["targets"]["pico"]}
+    assert rows.pop(("netboot", "server")) == "unchecked"  # checked once the interface is (tests/test_netboot_netns.py)
     assert rows == {("serial", "console"): "ok", ("serial", "bmc"): "missing", ("power", "cycle_cmd"): "ok",
                     ("power", "state_cmd"): "missing", ("netboot", "interface"): "missing", ("netboot", "tftp_root"): "ok"}
     human = panio("doctor", check=False).out
@@ -53,7 +54,7 @@ def test_doctor_flags_netboot_on_the_primary_interface(panio, tmp_path):
 
 def test_discover_json_shape(panio):
     inv = panio("discover", "--json").json()
-    assert set(inv) == {"serial", "video", "network", "adb"}
+    assert set(inv) == {"serial", "video", "hid", "usb", "network", "adb"}
     assert all({"interface", "primary", "carrier"} <= set(n) for n in inv["network"])
 
 

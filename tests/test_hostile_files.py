@@ -143,7 +143,7 @@ def test_hints_never_echo_unchecked_input_into_a_shell_line(board, tmp_path):
     r = board.fails("target", "show", "x$(touch pwned)", code=3)
     assert "panio target add" not in r.err
     r = board.fails("target", "show", "Board0", code=3)
-    assert r.error["hint"] == "did you mean 'board0'?"
+    assert r.error["hint"].startswith("did you mean 'board0'?")
 
 
 def test_refused_inputs_leave_the_lab_folder_byte_identical(board, tmp_path):

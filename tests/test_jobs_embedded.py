@@ -192,9 +192,12 @@ def test_lease_refuses_interactive_commands_and_other_jobs_then_cancel(panio, tm
     try:
         held = wait_for(lambda: panio("lease", "list", "--json").json())
         assert held[0]["target"] == "pico" and held[0]["job"] == 1
-        r = panio.fails("ping", "pico", code=8)
+        panio("power", "set", "-t", "pico", "--off-cmd", "true")
+        r = panio.fails("power", "off", "pico", code=8)  # a side effect
         assert "leased by panio job run@" in r.err and r.error["job"] == 1
-        panio("ping", "qemu")  # other targets are free
+        panio("ping", "pico")  # a read passes while leased
+        panio("power", "set", "-t", "qemu", "--off-cmd", "true")
+        panio("power", "off", "qemu")  # other targets are free
         r = panio.fails("job", "run", str(tmp_path / "long.toml"), code=8)
         assert "lease not obtained" in r.error["message"]
         panio.fails("lease", "break", "pico", code=13)  # a local lease ends only with its holder

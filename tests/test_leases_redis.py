@@ -89,6 +89,7 @@ def test_a_crashed_holders_lease_frees_within_its_ttl(store, prefix):
 def test_breaking_a_running_jobs_lease_makes_it_incomplete(panio, tmp_path, prefix):
     panio.env.update(PANIO_REDIS_URL=REDIS_URL, PANIO_REDIS_PREFIX=prefix)
     fixture_lab(panio)
+    panio("power", "set", "-t", "pico", "--off-cmd", "true")
     body = "target = 'pico'\nlease_ttl_s = 5\n[[steps]]\nrun = 'ping ${target} --count 300 --interval 0.1'\n" \
            "[[steps]]\nrun = 'ping ${target}'\n"
     proc = subprocess.Popen([PANIO, "job", "run", job_file(tmp_path, body)], env=panio.env,
@@ -96,7 +97,8 @@ def test_breaking_a_running_jobs_lease_makes_it_incomplete(panio, tmp_path, pref
     try:
         held = wait_for(lambda: panio("lease", "list", "--json").json())
         assert held[0]["job"] == 1 and 0 < held[0]["ttl_left_s"] <= 5
-        panio.fails("ping", "pico", code=8)
+        panio.fails("power", "off", "pico", code=8)  # a side effect: refused
+        panio("ping", "pico")  # a read: served while leased
         assert "broke the lease on pico" in panio("lease", "break", "pico").out
         out, err = proc.communicate(timeout=20)
         assert proc.returncode == 13, err

@@ -18,8 +18,9 @@ from mcp_client import connect, failure
 
 REVISIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 TOOLS = {"target_list", "serial_status", "serial_wait", "serial_evidence", "serial_log", "serial_send",
-         "serial_transact", "action_list", "action_run", "power_state", "power_on", "power_off", "power_cycle"}
-CHANGERS = {"serial_send", "serial_transact", "action_run", "power_on", "power_off", "power_cycle"}
+         "serial_transact", "action_list", "action_run", "power_state", "power_on", "power_off", "power_cycle",
+         "video_shot", "video_read", "video_wait", "hid_send"}
+CHANGERS = {"serial_send", "serial_transact", "action_run", "power_on", "power_off", "power_cycle", "hid_send"}
 
 
 @pytest.fixture
@@ -69,7 +70,6 @@ def test_tools_carry_annotations_and_bounds(lab):
         props, required = tool.input_schema["properties"], tool.input_schema.get("required", [])
         assert tool.input_schema["additionalProperties"] is False
         assert ("target" in required) is (name != "target_list"), name
-        assert "video" not in name and "hid" not in name
     assert tools["power_off"].annotations.destructive_hint is True
     assert tools["power_on"].annotations.destructive_hint is False
     assert tools["power_on"].annotations.idempotent_hint is True
@@ -240,9 +240,10 @@ def test_deadlines_follow_the_tool_bound_and_the_lab(lab):
     parsed = load(lab.lab)
     assert BY_NAME["serial_wait"].deadline_s({"timeout_ms": 3600000}, parsed) == 3600 + MARGIN_S
     assert BY_NAME["serial_wait"].deadline_s({}, parsed) == 30 + MARGIN_S
-    assert BY_NAME["serial_send"].deadline_s({"text": "ab", "pace_ms": 1000}, parsed) == DEFAULT_DEADLINE_S + 4
+    assert BY_NAME["serial_send"].deadline_s({"text": "ab", "pace_ms": 1000}, parsed) == 4 + MARGIN_S  # 2 + CR LF
     assert BY_NAME["power_cycle"].deadline_s({"target": "pico"}, parsed) == 2 * 5 + 1 + MARGIN_S
     assert BY_NAME["power_cycle"].deadline_s({"target": "far"}, parsed) == 2 * 30 + 2 + MARGIN_S
+    assert BY_NAME["power_on"].deadline_s({"target": "pico"}, parsed) == 5 + MARGIN_S  # one hook
     assert BY_NAME["action_run"].deadline_s({"target": "pico", "name": "flash"}, parsed) == 90 + MARGIN_S
     assert BY_NAME["action_run"].deadline_s({"target": "pico", "name": "logs"}, None) == 600 + MARGIN_S
     assert BY_NAME["target_list"].deadline_s({}, parsed) == DEFAULT_DEADLINE_S

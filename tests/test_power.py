@@ -158,16 +158,18 @@ def test_hook_exit_nonzero_shows_its_stderr(panio, tmp_path):
 
 
 def test_hook_past_its_timeout_is_killed_with_its_children(panio, tmp_path):
-    marker = tmp_path / "still-running"
-    hook = script(tmp_path, "hang", f"sleep 30; touch {marker}")
+    from test_termination import _alive
+
+    hook_pid, sleeper_pid = tmp_path / "hook.pid", tmp_path / "sleeper.pid"
+    hook = script(tmp_path, "hang", f"sleep 30 & echo $! > {sleeper_pid}; echo $$ > {hook_pid}; wait")
     panio("target", "add", "pico")
     panio("power", "set", "-t", "pico", "--off-cmd", hook, "--timeout-s", "0.5")
     started = time.monotonic()
     r = panio.fails("power", "off", "pico", code=22)
     assert time.monotonic() - started < 5
     assert "off_cmd of pico" in r.err and "0.5 s" in r.err and "outcome is unknown" in r.err
-    time.sleep(0.3)
-    assert not marker.exists()
+    pids = [int(hook_pid.read_text()), int(sleeper_pid.read_text())]  # both ran: the hook and its child
+    assert [pid for pid in pids if _alive(pid)] == [], "the hook or its child outlived panio"
 
 
 @pytest.mark.parametrize("cmd,what", [("/nonexistent/relay on", "does not exist"),

@@ -122,6 +122,10 @@ def test_setup_provisions_a_fresh_host_that_then_runs_a_job(panio, fresh, tmp_pa
     verify = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
     assert "panio-worker.service" not in verify.stderr, verify.stderr
 
+    # doctor --host sees the controller's version and the installed unit (systemd is not PID 1 here)
+    rows = {r["item"]: r for r in panio("doctor", "--host", "fresh", "--json", check=False).json()["targets"]["fresh (host)"]}
+    assert rows["panio"]["status"] == "ok" and rows["worker"]["status"] in ("ok", "unchecked"), rows
+
     # start the worker as the unit would (systemd is not PID 1 here), then run a job on it
     argv, env = unit_command(unit, env_file)
     log = open(tmp_path / "worker.log", "w+")

@@ -59,22 +59,20 @@ def test_one_kept_connection_and_agent_per_process(remote, sshd, monkeypatch):
     for key in ("HOME", "PANIO_LAB", "PANIO_STATE_DIR"):
         monkeypatch.setenv(key, remote.env[key])
     from bench_agent.errors import UsageError
-    from controller import dispatch
+    from controller.dispatch import Dispatcher
     from controller.lab import load
 
-    lab = load(remote.lab)
-    pids = {dispatch.call(lab, "far", "system.info", {})["pid"] for _ in range(5)}
-    start = time.perf_counter()
-    for i in range(50):
-        assert dispatch.call(lab, "far", "system.ping", {"payload": i}) == {"pong": i}
-    per_call_ms = (time.perf_counter() - start) * 1000 / 50
-    assert len(pids) == 1 and pids != {os.getpid()}
-    assert per_call_ms < 20, f"{per_call_ms:.1f} ms a round trip: not a kept channel"
-    assert len(sshd.sessions()) >= 1
-    with pytest.raises(UsageError, match="unknown operation"):
-        dispatch.call(lab, "far", "nosuch.op", {})
-    dispatch.transport_for(lab, "bench").close()
-    dispatch._REMOTE.clear()
+    with Dispatcher(load(remote.lab)) as dispatcher:
+        pids = {dispatcher.call("far", "system.info", {})["pid"] for _ in range(5)}
+        start = time.perf_counter()
+        for i in range(50):
+            assert dispatcher.call("far", "system.ping", {"payload": i}) == {"pong": i}
+        per_call_ms = (time.perf_counter() - start) * 1000 / 50
+        assert len(pids) == 1 and pids != {os.getpid()}
+        assert per_call_ms < 20, f"{per_call_ms:.1f} ms a round trip: not a kept channel"
+        assert len(sshd.sessions()) >= 1
+        with pytest.raises(UsageError, match="unknown operation"):
+            dispatcher.call("far", "nosuch.op", {})
 
 
 def test_a_silent_link_fails_as_unreachable_within_15_s(remote, sshd):
@@ -116,7 +114,7 @@ def test_discover_configure_and_doctor_reach_a_remote_host(remote, sshd, tmp_pat
 
     remote("host", "trust", "bench")
     inv = remote("discover", "--host", "bench", "--json").json()
-    assert set(inv) == {"serial", "video", "network", "adb"}
+    assert set(inv) == {"serial", "video", "hid", "usb", "network", "adb"}
     proposal = remote("configure", "far2", "--host", "bench").out
     assert tomllib.loads(proposal)["targets"]["far2"]["host"] == "bench"
     # doctor runs on the host that owns the target: a device present there, and one that is not

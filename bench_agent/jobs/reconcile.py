@@ -194,18 +194,18 @@ class Reconciler:
         elif self.resend is not None and "target_config" in job["spec"]:
             stale_before = float("inf") if _gone(job) else now - dead_after_s(job["spec"])
             if self.store.release(job["id"], job["worker"], stale_before):
-                self.log(f"job {job['id']}: its worker {job['worker']} died before it started; sent again")
+                self.log(f"job {job['id']}: {_who(job)} died before it started; sent again")
                 self.resend({**job["spec"], "job_id": job["id"]})
         elif self.fail_unsendable:
-            self.store.finish(job["id"], "incomplete", None, f"{job['worker']} died before the job started",
+            self.store.finish(job["id"], "incomplete", None, f"{_who(job)} died before the job started",
                               LOST, only_if_queued=True)
 
     def _lost(self, job: dict, now: float) -> None:
-        reason = (f"worker {job.get('worker')} lost: it died while the job ran and its lease is gone; "
+        reason = (f"{_who(job)} lost: it died while the job ran and its lease is gone; "
                   "the step it was running has an unknown outcome")
         if not self.store.finish(job["id"], "incomplete", None, reason, LOST, only_if_running=True):
             return
-        self.log(f"job {job['id']}: worker {job.get('worker')} lost")
+        self.log(f"job {job['id']}: {_who(job)} lost")
         check = {"check": "finished", "ok": False, "got": "worker lost", "outcome": "unknown"}
         self.store.fail_running_steps(job["id"], [check])
         recorded = {s["idx"] for s in self.store.job(job["id"])["steps"]}
@@ -216,6 +216,30 @@ class Reconciler:
             if idx not in recorded:
                 self.store.record_step(job["id"], idx, {"name": step["name"], "command": command_line(step, known),
                                                         "status": "skipped"})
+        self._tell(job, reason)
+
+    def _tell(self, job: dict, reason: str) -> None:
+        """Like the runner would have: the target's health becomes unknown (its health check runs before the
+        next job) and the lab's notify channels hear of it. Settling the job never fails for these."""
+        from bench_agent import notify
+        from bench_agent.health import HealthStore
+
+        spec = job["spec"]
+        try:
+            previous, record = HealthStore(self.store.url).set(job["target"], "unknown",
+                                                                f"job {job['id']} ended incomplete: {reason}",
+                                                                "reconciler", job["id"])
+        except Exception as exc:  # noqa: BLE001 - the verdict is written; health is best effort here (logged)
+            self.log(f"job {job['id']}: could not record its target's health: {exc}")
+            previous, record = "unknown", None
+        if record is not None and previous != "unknown":
+            notify.send(spec.get("notify"), "health_changed", {
+                "target": job["target"], "previous": previous, "health": "unknown", "reason": record["reason"],
+                "set_by": "reconciler", "job_id": job["id"]})
+        if spec.get("kind") != "health_check":
+            notify.send(spec.get("notify"), "job_incomplete", {
+                "job_id": job["id"], "name": job["name"], "target": job["target"], "health": "incomplete",
+                "result": None, "reason": reason})
 
     def _maybe_vanished(self, job: dict, pending: set[int]) -> None:
         if job["id"] in pending:
@@ -236,6 +260,11 @@ class Reconciler:
 def _expired(job: dict, now: float) -> bool:
     at = job["spec"].get("deadline_at")
     return at is not None and now > at + SKEW_S
+
+
+def _who(job: dict) -> str:
+    """The runner as its holder name says it ("worker bench1@host:12", "panio job run@host:34")."""
+    return job.get("worker") or "its worker"
 
 
 def _gone(job: dict) -> bool:

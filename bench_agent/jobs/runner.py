@@ -24,6 +24,12 @@ taken and does nothing. Each step is recorded as running before it starts,
 so a runner that dies mid-step leaves a trace a reconciler turns into an error.
 ``deadline_at`` in the payload (epoch seconds, from ``--deadline-s``) bounds the
 lease wait and the steps like ``timeout_s`` does.
+
+Device health (``health_gate``): a job on a bad or maintenance target waits or
+is skipped; a due health check runs first under the job's lease, and again
+right after a job ends incomplete. A step that fails or times out is blamed on
+the board only after the lab is asked (``lab_probe``). Every step's environment
+says when the job and the previous step began (``serial wait --since-step``).
 """
 
 from __future__ import annotations
@@ -33,9 +39,10 @@ import time
 from typing import Any, Callable
 
 from bench_agent import leases as leasing
-from bench_agent.errors import Busy, Refused, Unreachable
-from bench_agent.jobs import reconcile
-from bench_agent.jobs.steps import LAB_EXITS, StepProcess, command_line, error_of, judge, known_variables, substitute
+from bench_agent.errors import Busy, Canceled, Refused, Timeout, Unreachable
+from bench_agent.jobs import reconcile, screens
+from bench_agent.jobs.steps import (JOB_STARTED_ENV, LAB_EXITS, PREVIOUS_STEP_ENV, StepProcess, command_line,
+                                    error_of, judge, known_variables, substitute)
 from bench_agent.results import ResultStore
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -58,6 +65,7 @@ class JobRunner:
         self.store, self.leases, self.panio_argv = store, leases, panio_argv
         self.lab_path, self.worker, self.progress = lab_path, worker, progress
         self.heartbeat = heartbeat or reconcile.Heartbeat(store)
+        self._health = None
 
     def run(self, payload: dict) -> dict | None:
         """Run the job; None if it is not this runner's to run (another live runner holds it, it started, or
@@ -76,9 +84,22 @@ class JobRunner:
         finally:
             self.heartbeat.discard(job_id)
 
+    def _gate(self):
+        from bench_agent.jobs.health_gate import HealthGate
+
+        if self._health is None:
+            self._health = HealthGate(self.store.url, self.worker, self._health_changed)
+        return self._health
+
     def _run(self, payload: dict, left_s: float | None) -> dict | None:
         job_id = payload["job_id"]
         wait_s = payload.get("lease_wait_s", 300)
+        stopped = lambda: self.store.state(job_id) != "queued" or self.store.cancel_requested(job_id)  # noqa: E731
+        blocked = self._gate().blocked(payload, wait_s if left_s is None else min(wait_s, left_s), stopped)
+        if blocked is not None:
+            if self.store.state(job_id) != "queued":
+                return None
+            return self._finish(payload, "incomplete", None, blocked.message, blocked.to_json(), gated=True)
         try:
             lease = leasing.acquire(
                 self.leases, payload["target"],
@@ -103,7 +124,7 @@ class JobRunner:
             env = {**os.environ, leasing.TOKEN_ENV: str(lease.token)}
             marks = self._serial_marks(payload["target"], env)
             try:
-                return self._steps(payload, lease)
+                return self._checked_steps(payload, lease)
             finally:
                 self._serial_artifacts(job_id, payload["target"], marks, env)
         finally:
@@ -122,15 +143,14 @@ class JobRunner:
         return [i["name"] for i in lab.get("targets", {}).get(target, {}).get("serial", [])]
 
     def _serial_log(self, target: str, iface: str, window: list[str], env: dict, json_out: bool) -> str | None:
-        import subprocess
+        from bench_agent.process import run
 
         argv = [*self.panio_argv, "--lab", self.lab_path, "serial", "log", target, "-i", iface, *window]
         try:
-            p = subprocess.run(argv + (["--json"] if json_out else []), capture_output=True, text=True, env=env,
-                               timeout=30, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
+            done = run(argv + (["--json"] if json_out else []), deadline_s=30, env=env)
+        except OSError:
             return None
-        return p.stdout if p.returncode == 0 else None
+        return done.out if done.code == 0 else None
 
     def _serial_marks(self, target: str, env: dict) -> dict[str, int | None]:
         import json
@@ -150,6 +170,43 @@ class JobRunner:
             if out:
                 self.store.add_artifact(job_id, f"serial-{iface}.log", out)
 
+    def _checked_steps(self, payload: dict, lease: leasing.Lease) -> dict:
+        """The job's steps, after the target's health check when one is due (``health_gate``); after a job that
+        ended incomplete, the check runs at once, still under the lease."""
+        why = self._gate().check_reason(payload)
+        if why:
+            check = self._health_check(payload, lease, f"before job {payload['job_id']}: {why}")
+            if (check["health"], check["result"]) != ("complete", "passed"):
+                self._skip_rest(payload["job_id"], payload["steps"], 0,
+                                known_variables(payload["job_id"], payload["target"]))
+                err = Busy(f"target {payload['target']} failed its health check (job {check['job_id']}): "
+                           f"{check['reason']}", hint=f"see `panio job status {check['job_id']}`",
+                           target=payload["target"], health_check=check["job_id"])
+                return self._finish(payload, "incomplete", None, err.message, err.to_json(), gated=True)
+        summary = self._steps(payload, lease)
+        if summary["health"] == "incomplete" and payload.get("health_check") and not lease.lost \
+                and payload.get("kind") != "health_check":
+            self._health_check(payload, lease, f"job {payload['job_id']} ended incomplete")
+        return summary
+
+    def _health_check(self, payload: dict, lease: leasing.Lease, why: str) -> dict:
+        """Run the target's health-check job now, as a job of its own, under this job's lease."""
+        check = {**payload["health_check"], "target": payload["target"], "kind": "health_check",
+                 "notify": payload.get("notify", []), "lease_ttl_s": payload.get("lease_ttl_s", 30)}
+        host = (payload.get("target_config") or {}).get("host")
+        check["job_id"] = self.store.create_job(check["name"], payload["target"], host, check)
+        self.store.take(check["job_id"], self.worker, 0.0)
+        self.store.claim(check["job_id"], self.worker)
+        self.store.set_fence(check["job_id"], lease.token)
+        self.progress("health_check", {"job_id": check["job_id"], "target": payload["target"], "why": why})
+        self.heartbeat.add(check["job_id"])
+        try:
+            sub = JobRunner(self.store, self.leases, self.panio_argv, self.lab_path, self.worker,
+                            _health_progress(self.progress), self.heartbeat)
+            return sub._steps(check, lease)
+        finally:
+            self.heartbeat.discard(check["job_id"])
+
     def _steps(self, payload: dict, lease: leasing.Lease) -> dict:
         job_id, steps = payload["job_id"], payload["steps"]
         deadline = time.monotonic() + payload["timeout_s"] if payload.get("timeout_s") else None
@@ -158,11 +215,15 @@ class JobRunner:
             deadline = time.monotonic() + left_s
         variables = known_variables(job_id, payload["target"])
         failed: list[str] = []
+        began = {JOB_STARTED_ENV: repr(time.time())}
+        began[PREVIOUS_STEP_ENV] = began[JOB_STARTED_ENV]
         for idx, step in enumerate(steps):
             stop = self._stop_reason(job_id, lease, deadline)
             if stop:
                 return self._abort(payload, idx, variables, *stop)
-            outcome = self._one_step(payload, idx, step, variables, lease, deadline)
+            started = repr(time.time())
+            outcome = self._one_step(payload, idx, step, variables, lease, deadline, began)
+            began[PREVIOUS_STEP_ENV] = started
             if outcome["status"] == "pass":
                 variables.update(outcome["captured"])
                 continue
@@ -181,10 +242,9 @@ class JobRunner:
 
     def _stop_reason(self, job_id: int, lease: leasing.Lease, deadline: float | None) -> tuple | None:
         if self.store.cancel_requested(job_id):
-            return ("canceled", "canceled by request", {"error": "canceled", "exit": 15, "message": "canceled"})
+            return ("canceled", "canceled by request", Canceled("canceled").to_json())
         if deadline is not None and time.monotonic() >= deadline:
-            return ("timed_out", "job timeout (or the run's deadline) reached",
-                    {"error": "timeout", "exit": 22, "message": "job timed out"})
+            return ("timed_out", "job timeout reached", Timeout("job timed out").to_json())
         try:
             lease.check()
         except (Refused, Unreachable) as err:
@@ -196,12 +256,12 @@ class JobRunner:
         return self._finish(payload, health, None, reason, error)
 
     def _one_step(self, payload: dict, idx: int, step: dict, variables: dict, lease: leasing.Lease,
-                  deadline: float | None) -> dict:
+                  deadline: float | None, began: dict[str, str]) -> dict:
         job_id = payload["job_id"]
         argv = [substitute(a, variables) for a in step["argv"]]
         command = command_line(step, variables)
         self.progress("step_start", {"idx": idx, "name": step["name"], "command": command, "count": len(payload["steps"])})
-        env = {**os.environ, leasing.TOKEN_ENV: str(lease.token)}
+        env = {**os.environ, leasing.TOKEN_ENV: str(lease.token), **began}
         timeout_s = step["timeout_s"]
         if deadline is not None:
             timeout_s = max(0.0, min(timeout_s, deadline - time.monotonic()))
@@ -214,9 +274,34 @@ class JobRunner:
         record = {"name": step["name"], "command": command, "exit_status": code,
                   "duration_s": round(time.monotonic() - start, 3), "output": proc.output, "checks": [], "captured": {}}
         outcome = self._classify(step, record, why, variables, deadline)
+        if outcome["status"] in ("fail", "timeout"):
+            outcome = self._ask_the_lab(payload, idx, record, outcome, env)
+        screens.keep(self.store, job_id, idx, step, record["status"], payload["target"], self.panio_argv,
+                     self.lab_path, env)
         self.store.record_step(job_id, idx, record)
         self.progress("step_end", {"idx": idx, **record})
         return outcome
+
+    def _ask_the_lab(self, payload: dict, idx: int, record: dict, outcome: dict, env: dict) -> dict:
+        """A step failed or timed out: if the lab is at fault (power, capture, host), the lab failed, not the board."""
+        from bench_agent.jobs import lab_probe
+
+        steps = payload["steps"]
+        used_serial = any(s["argv"][:1] == ["serial"] for s in steps[:idx + 1])
+        found = lab_probe.faults(self.panio_argv + ["--lab", self.lab_path], env, payload["target"],
+                                 lab_probe.target_config(payload, self.lab_path), used_serial,
+                                 lab_probe.expects_off(steps, idx))
+        if not found:
+            return outcome
+        first = found[0]
+        record["status"] = "error"
+        record["checks"] = record["checks"] + [{"check": f"lab: {f['what']}", "ok": False, "got": f["message"],
+                                                "error": f} for f in found]
+        err = {"error": first["error"], "exit": first["exit"], "message": first["message"],
+               "hint": "the step's failure is the lab's; fix the lab and run the job again"}
+        reason = (f"step {record['name']!r} {'timed out' if outcome['status'] == 'timeout' else 'failed'}, "
+                  f"and the lab is at fault: {'; '.join(f['message'] for f in found)}")
+        return {"status": "error", "health": ("incomplete", reason, err)}
 
     def _interrupt(self, job_id: int, lease: leasing.Lease) -> str | None:
         if lease.lost:
@@ -231,11 +316,11 @@ class JobRunner:
             what = "job timeout (or the run's deadline)" if job_timeout else f"step timeout ({step['timeout_s']:g} s)"
             health = {
                 "timeout": ("timed_out", f"step {step['name']!r}: {what}; its outcome is unknown",
-                            {"error": "timeout", "exit": 22, "message": what}),
+                            Timeout(what).to_json()),
                 "canceled": ("canceled", f"canceled during step {step['name']!r}",
-                             {"error": "canceled", "exit": 15, "message": "canceled"}),
+                             Canceled("canceled").to_json()),
                 "lease_lost": ("incomplete", f"lease lost during step {step['name']!r}",
-                               {"error": "refused", "exit": 13, "message": "lease lost"}),
+                               Refused("lease lost").to_json()),
             }[why]
             return {"status": record["status"], "health": health}
         code = record["exit_status"]
@@ -256,9 +341,51 @@ class JobRunner:
             self.store.record_step(job_id, idx, {"name": step["name"], "command": command_line(step, variables),
                                                  "status": "skipped"})
 
-    def _finish(self, payload: dict, health: str, result: str | None, reason: str, error: dict | None = None) -> dict:
+    def _finish(self, payload: dict, health: str, result: str | None, reason: str, error: dict | None = None,
+                gated: bool = False) -> dict:
         self.store.finish(payload["job_id"], health, result, reason, error)
         summary = {"job_id": payload["job_id"], "health": health, "result": result, "reason": reason, "error": error}
         self.progress("job_end", summary)
+        self._after(payload, {**summary, "gated": gated})
         return summary
+
+    def _after(self, payload: dict, summary: dict) -> None:
+        """What the verdict says about the target (its health) and who is told (notifications). The verdict is
+        recorded already: a failure here is reported on the job's progress, never raised into the runner."""
+        from bench_agent import notify
+
+        try:
+            self._gate().after(payload, summary)
+        except Exception as exc:  # noqa: BLE001 - a health write failing must not turn a verdict into a crash
+            self.progress("health_error", {"job_id": summary["job_id"], "message": f"{type(exc).__name__}: {exc}"})
+        if payload.get("kind") == "health_check":
+            return  # its verdict is told as the target's health change
+        event = {"incomplete": "job_incomplete"}.get(summary["health"])
+        if summary["health"] == "complete" and summary["result"] == "failed":
+            event = "job_failed"
+        if event:
+            notify.send(payload.get("notify"), event, {"job_id": summary["job_id"], "name": payload["name"],
+                                                       "target": payload["target"], "health": summary["health"],
+                                                       "result": summary["result"], "reason": summary["reason"]})
+
+    def _health_changed(self, payload: dict, previous: str, record: dict) -> None:
+        from bench_agent import notify
+
+        self.progress("health_changed", {"target": record["target"], "previous": previous, "health": record["health"],
+                                         "reason": record["reason"]})
+        notify.send(payload.get("notify"), "health_changed",
+                    {"target": record["target"], "previous": previous, "health": record["health"],
+                     "reason": record["reason"], "set_by": record["set_by"], "job_id": record.get("job_id")})
+
+
+def _health_progress(progress: Progress) -> Progress:
+    """A health check's events on its job's progress: its steps marked as the check's, its end as health_check_end."""
+    def emit(event: str, data: dict[str, Any]) -> None:
+        if event in ("step_start", "step_end"):
+            progress(event, {**data, "name": f"[health check] {data['name']}"})
+        elif event == "job_end":
+            progress("health_check_end", data)
+        elif event != "job_start":
+            progress(event, data)
+    return emit
 

@@ -9,13 +9,7 @@ order) is streamed to ``on_line`` and kept for the results database.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
-import threading
-import time
 from typing import Callable
 
 VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -23,6 +17,9 @@ OUTPUT_LIMIT = 1_000_000
 # Exit statuses that mean the lab failed rather than the board: the job is incomplete. 13 (refused) is
 # the lab saying no: above all the host refusing a step whose lease was lost or broken.
 LAB_EXITS = {3, 4, 5, 8, 9, 10, 11, 12, 13, 70}
+# Every step's environment says when the job and the step before it began (epoch seconds), so
+# `serial wait --since-step` needs no cursor bookkeeping.
+JOB_STARTED_ENV, PREVIOUS_STEP_ENV = "PANIO_JOB_STARTED_AT", "PANIO_PREVIOUS_STEP_STARTED_AT"
 
 
 def substitute(text: str, variables: dict[str, str]) -> str:
@@ -43,86 +40,22 @@ def known_variables(job_id: int, target: str) -> dict[str, str]:
     return {"target": target, "job_id": str(job_id)}
 
 
-_PRCTL = None
-
-
-def _death_signal_hook():
-    """A pre-exec hook that makes the kernel kill the step if the worker dies (kill -9), so no orphan keeps
-    driving a board. prctl is resolved here, in the parent: a forked child of a threaded worker must not
-    dlopen anything."""
-    global _PRCTL
-    if not sys.platform.startswith("linux"):
-        return None
-    if _PRCTL is None:
-        try:
-            import ctypes
-
-            _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-        except (OSError, AttributeError):
-            return None
-    prctl = _PRCTL
-    return lambda: prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig, wait_s in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 class StepProcess:
-    """One running step. ``wait`` returns (exit_status or None, why_stopped)."""
+    """One running step (a ``bench_agent.process.Child``). ``wait`` returns (exit_status or None, why_stopped)."""
 
     def __init__(self, argv: list[str], env: dict[str, str], on_line: Callable[[str], None]) -> None:
-        self.lines: list[str] = []
-        self._size = 0
-        self._on_line = on_line
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-            start_new_session=True, preexec_fn=_death_signal_hook())
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        from bench_agent.process import Child
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for raw in iter(self.proc.stdout.readline, b""):
-            line = raw.decode("utf-8", "replace")
-            if self._size < OUTPUT_LIMIT:
-                self.lines.append(line)
-                self._size += len(line)
-            self._on_line(line.rstrip("\n"))
-        self.proc.stdout.close()
+        # die_with_parent: a worker killed with -9 must not leave a step driving a board.
+        self.child = Child(argv, env=env, merge_stderr=True, on_line=on_line, limit_bytes=OUTPUT_LIMIT,
+                           die_with_parent=True)
+        self.output = ""
 
     def wait(self, timeout_s: float, should_stop: Callable[[], str | None]) -> tuple[int | None, str | None]:
         """Wait for the exit; stop it early on timeout or when ``should_stop`` names a reason."""
-        deadline = time.monotonic() + timeout_s
-        try:
-            while True:
-                try:
-                    code = self.proc.wait(timeout=0.1)
-                    self._reader.join(timeout=5)
-                    return code, None
-                except subprocess.TimeoutExpired:
-                    pass
-                why = "timeout" if time.monotonic() >= deadline else should_stop()
-                if why:
-                    _kill_group(self.proc)
-                    self._reader.join(timeout=5)
-                    return None, why
-        except BaseException:
-            _kill_group(self.proc)  # Ctrl-C or a dying worker: never leave a step running
-            raise
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
+        done = self.child.wait(timeout_s, should_stop)
+        self.output = done.out
+        return done.code, done.stopped
 
 
 def error_of(output: str) -> dict | None:

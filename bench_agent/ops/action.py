@@ -16,7 +16,7 @@ from bench_agent.ops.spec import Param, s_deadline
 DEFAULT_TIMEOUT_S = 600.0
 
 
-@operation("action.run", side_effect=True, deadline=s_deadline("timeout_s", DEFAULT_TIMEOUT_S),
+@operation("action.run", side_effect=True, destructive=True, deadline=s_deadline("timeout_s", DEFAULT_TIMEOUT_S),
            params=(Param("timeout_s", float, "how long the action may run", default=None, unit="s", minimum=0.001,
                          maximum=86400.0),))
 def run(target: str, name: str, command: str, timeout_s: float | None = None) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench_agent.ops import operation
+from bench_agent.ops.spec import Param
 
 
 @operation("daemons.list")
@@ -14,7 +15,12 @@ def list_() -> list[dict[str, Any]]:
     return list_daemons()
 
 
-@operation("daemons.stop")
+# Not a side effect on a target: it stops panio's own processes on this host (capture, netboot servers,
+# strays) and no board changes state, so it names no target and no lease applies; it is the operator's
+# way to clean up a host, also under a job (a job's own steps stop their capture with `serial stop`).
+@operation("daemons.stop", side_effect=False, unknown_on_failure=False, params=(
+    Param("names", list, "daemon names from daemons.list; None: every one", default=None),
+    Param("force", bool, "SIGKILL what does not stop within 10 s", default=False)))
 def stop(names: list[str] | None = None, force: bool = False) -> list[dict[str, Any]]:
     from bench_agent.daemons import stop_named
 

@@ -19,6 +19,7 @@ from typing import Any
 from bench_agent import hooks
 from bench_agent.errors import HookFailed, NotConfigured
 from bench_agent.ops import operation
+from bench_agent.ops.spec import Param
 
 DEFAULT_CYCLE_OFF_S = 2.0
 SETTINGS = ("timeout_s", "cycle_off_s")
@@ -38,6 +39,30 @@ def level_config(target: str, power: dict[str, Any] | None, level: str | None) -
                             target=target, level=level)
     inherited = {k: power[k] for k in SETTINGS if k in power}
     return {**inherited, **levels[level]}
+
+
+def _hook_s(args: dict[str, Any]) -> float:
+    conf = _level_or_default(args)
+    return float(conf.get("timeout_s") or hooks.DEFAULT_TIMEOUT_S)
+
+
+def _level_or_default(args: dict[str, Any]) -> dict[str, Any]:
+    power, level = args.get("power") or {}, args.get("level")
+    try:
+        return level_config(args.get("target", ""), power, level)
+    except NotConfigured:  # the call itself fails at once; its deadline does not matter
+        return {}
+
+
+def _cycle_s(args: dict[str, Any]) -> float:
+    """The slowest cycle: off and on hooks at their own timeouts plus the pause between them."""
+    return 2 * _hook_s(args) + float(_level_or_default(args).get("cycle_off_s", DEFAULT_CYCLE_OFF_S))
+
+
+LEVEL = Param("level", str, "a named power level (e.g. hard); it never falls back to the default level's hooks",
+              default=None)
+POWER = Param("power", dict, "the target's [power] table from the lab file", default=None)
+SWITCH = dict(params=(POWER, LEVEL), side_effect=True, deadline=_hook_s)
 
 
 def where(target: str, level: str | None) -> str:
@@ -67,17 +92,17 @@ def _switch(target: str, power: dict | None, level: str | None, key: str, action
     return {"target": target, "level": level, "action": action, "via": [key]}
 
 
-@operation("power.on", side_effect=True)
+@operation("power.on", **SWITCH, destructive=False, idempotent=True)
 def on(target: str, power: dict | None = None, level: str | None = None) -> dict[str, Any]:
     return _switch(target, power, level, "on_cmd", "on")
 
 
-@operation("power.off", side_effect=True)
+@operation("power.off", **SWITCH, destructive=True, idempotent=True)
 def off(target: str, power: dict | None = None, level: str | None = None) -> dict[str, Any]:
     return _switch(target, power, level, "off_cmd", "off")
 
 
-@operation("power.cycle", side_effect=True)
+@operation("power.cycle", params=(POWER, LEVEL), side_effect=True, deadline=_cycle_s, destructive=True)
 def cycle(target: str, power: dict | None = None, level: str | None = None) -> dict[str, Any]:
     """The cycle hook; without one: off, a pause of ``cycle_off_s``, on."""
     conf = level_config(target, power, level)
@@ -97,7 +122,7 @@ def cycle(target: str, power: dict | None = None, level: str | None = None) -> d
     return {**out, "via": ["off_cmd", "on_cmd"], "off_s": off_s}
 
 
-@operation("power.state")
+@operation("power.state", params=(POWER, LEVEL), deadline=_hook_s)
 def state(target: str, power: dict | None = None, level: str | None = None) -> dict[str, Any]:
     """``{"state": "on"|"off"|"unknown", "source": "state_cmd"|None}`` from the level's state hook."""
     conf = level_config(target, power, level)

@@ -12,26 +12,43 @@ import base64
 from datetime import datetime, timezone
 from typing import Any
 
-from bench_agent.errors import NotRunning, PanioError, Refused, UsageError
+from bench_agent.errors import Busy, NotRunning, PanioError, Refused, UsageError
 from bench_agent.ops import operation
+from bench_agent.ops.spec import Param, ms_deadline
 
 LINE_ENDINGS = {"cr": "\r", "lf": "\n", "crlf": "\r\n", "none": ""}
 RESET_MS = 200
 HARD_MIN_MS = 3000
-BOUNDS = {"timeout_ms": (0, 3_600_000), "max_bytes": (1, 1_048_576), "max_output_bytes": (4096, 8_388_608),
-          "tail": (0, 5000), "pace_ms": (0, 10_000), "since": (0, 1 << 62), "from": (0, 1 << 62), "to": (0, 1 << 62),
-          "ms": (1, 60_000)}
 DEFAULT_TAIL = 200
+SEQ_MAX = 1 << 62
+
+# The parameters several operations share (bounds from the MCP seed page, docs/mcp.md).
+TIMEOUT_MS = Param("timeout_ms", int, "give up after this many ms", default=30000, unit="ms", minimum=0,
+                   maximum=3_600_000)
+MAX_BYTES = Param("max_bytes", int, "examine at most this many received bytes", default=65536, unit="bytes",
+                  minimum=1, maximum=1_048_576)
+MAX_OUTPUT = Param("max_output_bytes", int, "cap on the JSON returned", default=1 << 20, unit="bytes",
+                   minimum=4096, maximum=8_388_608)
+PACE_MS = Param("pace_ms", int, "pause this many ms after each byte, for a polled UART without flow control",
+                default=0, unit="ms", minimum=0, maximum=10_000)
+NEWLINE = Param("newline", bool, "append the interface's line ending (CR by default); false sends a bare key",
+                default=True)
+TEXT = Param("text", str, "what to type (passed as one argument, never through a shell)")
+EPOCH = Param("epoch", int, "capture epoch the cursor belongs to", minimum=0, maximum=SEQ_MAX)
+CURSOR = Param("since", int, "byte cursor to read from", minimum=0, maximum=SEQ_MAX)
 
 
-def check(name: str, value: int | None) -> int | None:
-    """Bounds of the MCP page; a value outside them is a usage error."""
-    if value is None:
-        return None
-    lo, hi = BOUNDS[name]
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise UsageError(f"{name} must be a whole number from {lo} to {hi}, not {value!r}", argument=name)
-    return value
+def _seq(name: str, help: str) -> Param:
+    return Param(name, int, help, default=None, minimum=0, maximum=SEQ_MAX)
+
+
+def _pacing_s(args: dict[str, Any]) -> float:
+    """Time the paced bytes take: the text plus its line ending (at most 2 bytes)."""
+    return (len(str(args.get("text", "")).encode()) + 2) * (args.get("pace_ms") or 0) / 1000
+
+
+def _transact_deadline(args: dict[str, Any]) -> float:
+    return args["timeout_ms"] / 1000 + _pacing_s(args)
 
 
 def _client():
@@ -55,30 +72,55 @@ def _ask(target: str, req: dict[str, Any], wait_ms: int = 0) -> Any:
     return client.request(target, req, timeout_s=wait_ms / 1000 + 15)
 
 
-@operation("serial.watch")
+@operation("serial.watch", side_effect=True, unknown_on_failure=False,
+           params=(Param("interfaces", list, "the target's serial interfaces (the lab's [[serial]] tables)"),))
 def watch(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
     client = _client()
     info = client.discovery(target)
     if info is not None:
         return {"target": target, "pid": info["pid"], "epoch": info["epoch"], "already_running": True,
                 "interfaces": [i["name"] for i in info["interfaces"]]}
-    reply = client.start(target, interfaces)
+    try:
+        reply = client.start(target, interfaces)
+    except Busy:  # another watch started at the same instant won the lock: once it is ready, it is ours too
+        info = _await_discovery(target)
+        if info is None:
+            raise
+        return {"target": target, "pid": info["pid"], "epoch": info["epoch"], "already_running": True,
+                "interfaces": [i["name"] for i in info["interfaces"]]}
     return {"target": target, "pid": reply["pid"], "epoch": reply["epoch"], "already_running": False,
             "interfaces": [i["name"] for i in interfaces]}
 
 
-@operation("serial.stop")
+def _await_discovery(target: str, timeout_s: float = 15.0) -> dict[str, Any] | None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        info = _client().discovery(target)
+        if info is not None:
+            return info
+        time.sleep(0.05)
+    return None
+
+
+@operation("serial.stop", side_effect=True, unknown_on_failure=False,
+           params=(Param("force", bool, "SIGKILL a supervisor that does not stop", default=False),))
 def stop(target: str, force: bool = False) -> dict[str, Any]:
     return _client().stop(target, force=force)
 
 
-@operation("serial.log")
+@operation("serial.log", params=(
+    Param("tail", int, "the last N lines", default=None, minimum=0, maximum=5000),
+    _seq("since", "lines after sequence number SEQ (the poll loop)"),
+    _seq("first", "first sequence number of a range (with last)"),
+    _seq("last", "last sequence number of a range (inclusive)"),
+    Param("raw", bool, "keep ANSI escape sequences and control bytes", default=False)))
 def log(target: str, iface: dict[str, Any], tail: int | None = None, since: int | None = None,
         first: int | None = None, last: int | None = None, raw: bool = False) -> dict[str, Any]:
     from bench_agent.serial.lines import render
     from bench_agent.serial.query import line_window
 
-    check("tail", tail), check("since", since), check("from", first), check("to", last)
     if first is not None and last is not None and first > last:
         raise UsageError(f"--from {first} is after --to {last}")
     if tail is None and since is None and first is None and last is None:
@@ -96,55 +138,80 @@ def log(target: str, iface: dict[str, Any], tail: int | None = None, since: int 
             "running": _client().discovery(target) is not None}
 
 
-@operation("serial.send", side_effect=True)
+@operation("serial.send", side_effect=True, deadline=_pacing_s, params=(TEXT, NEWLINE, PACE_MS))
 def send(target: str, iface: dict[str, Any], text: str, newline: bool = True, pace_ms: int = 0) -> dict[str, Any]:
-    check("pace_ms", pace_ms)
     data = _with_ending(iface, text, newline)
     return _ask(target, {"op": "send", "iface": iface["name"], "data_b64": _b64(data), "pace_ms": pace_ms},
                 wait_ms=pace_ms * len(data))
 
 
-@operation("serial.transact", side_effect=True)
+@operation("serial.transact", side_effect=True, deadline=_transact_deadline, params=(
+    TEXT, Param("until", str, "stop when the reply matches this regex (Python syntax)"),
+    Param("timeout_ms", int, TIMEOUT_MS.help, default=30000, unit="ms", minimum=1, maximum=3_600_000),
+    MAX_BYTES, NEWLINE, PACE_MS, MAX_OUTPUT))
 def transact(target: str, iface: dict[str, Any], text: str, until: str, timeout_ms: int = 30000,
              max_bytes: int = 65536, newline: bool = True, pace_ms: int = 0,
              max_output_bytes: int = 1 << 20) -> dict[str, Any]:
     from bench_agent.serial.matcher import compile_pattern
 
     compile_pattern(until)
-    check("timeout_ms", timeout_ms), check("max_bytes", max_bytes), check("pace_ms", pace_ms)
-    check("max_output_bytes", max_output_bytes)
     data = _with_ending(iface, text, newline)
     return _ask(target, {"op": "transact", "iface": iface["name"], "data_b64": _b64(data), "until": until,
                          "timeout_ms": timeout_ms, "max_bytes": max_bytes, "pace_ms": pace_ms,
                          "max_output_bytes": max_output_bytes}, wait_ms=timeout_ms + pace_ms * len(data))
 
 
-@operation("serial.wait")
-def wait(target: str, iface: dict[str, Any], epoch: int, since: int, pattern: str | None = None,
-         timeout_ms: int = 30000, max_bytes: int = 65536, max_output_bytes: int = 1 << 20,
-         include_pending: bool = False, follow: bool = False) -> dict[str, Any]:
+@operation("serial.wait", deadline=ms_deadline("timeout_ms"), params=(
+    Param("epoch", int, "capture epoch the cursor belongs to (with since)", default=None, minimum=0, maximum=SEQ_MAX),
+    Param("since", int, "byte cursor to read from (with epoch)", default=None, minimum=0, maximum=SEQ_MAX),
+    Param("since_time_ns", int, "or: the bytes received since this moment (ns since 1970)", default=None, minimum=0,
+          maximum=SEQ_MAX),
+    Param("pattern", str, "stop when this regex (Python syntax) matches", default=None),
+    TIMEOUT_MS, MAX_BYTES, MAX_OUTPUT,
+    Param("include_pending", bool, "also return bytes received after the match (not consumed)", default=False),
+    Param("follow", bool, "keep matching until the bound and return every match", default=False)))
+def wait(target: str, iface: dict[str, Any], epoch: int | None = None, since: int | None = None,
+         pattern: str | None = None, timeout_ms: int = 30000, max_bytes: int = 65536,
+         max_output_bytes: int = 1 << 20, include_pending: bool = False, follow: bool = False,
+         since_time_ns: int | None = None) -> dict[str, Any]:
+    """Wait from a cursor (``epoch``/``since``) or from a moment (``since_time_ns``: the bytes received since)."""
     from bench_agent.serial.matcher import compile_pattern
 
     compile_pattern(pattern)
-    check("since", since), check("timeout_ms", timeout_ms), check("max_bytes", max_bytes)
-    check("max_output_bytes", max_output_bytes)
+    if since_time_ns is not None:
+        epoch, since = _cursor_at(target, iface, since_time_ns)
+    if epoch is None or since is None:
+        raise UsageError("serial wait needs --epoch and --since, or a moment to start from (--since-step)")
     return _ask(target, {"op": "wait", "iface": iface["name"], "epoch": epoch, "since": since, "pattern": pattern,
                          "timeout_ms": timeout_ms, "max_bytes": max_bytes, "max_output_bytes": max_output_bytes,
                          "include_pending": include_pending, "follow": follow}, wait_ms=timeout_ms)
 
 
-@operation("serial.evidence")
+def _cursor_at(target: str, iface: dict[str, Any], time_ns: int) -> tuple[int, int]:
+    """(epoch, cursor) of the running capture's first byte received at or after ``time_ns``."""
+    from bench_agent.serial.query import cursor_at
+
+    info = _client().discovery(target)
+    if info is None:
+        from bench_agent.serial.control import not_running
+
+        raise not_running(target)
+    return info["epoch"], cursor_at(_log_path(target, iface), info["epoch"], int(time_ns))
+
+
+@operation("serial.evidence", params=(
+    Param("epoch", int, "capture epoch of since", default=None, minimum=0, maximum=SEQ_MAX),
+    _seq("since", "records from this byte cursor (needs epoch)"), MAX_BYTES))
 def evidence(target: str, iface: dict[str, Any], epoch: int | None = None, since: int | None = None,
              max_bytes: int = 65536) -> dict[str, Any]:
     from bench_agent.serial.evidence import collect
 
-    check("max_bytes", max_bytes), check("since", since)
     if since is not None and epoch is None:
         raise UsageError("--since needs --epoch (the capture epoch the cursor came from)")
     return collect(target, iface, _log_path(target, iface), epoch, since, max_bytes, _client().discovery(target))
 
 
-@operation("serial.status")
+@operation("serial.status")  # reads only: allowed while another holder leases the target
 def status(target: str, iface: dict[str, Any]) -> dict[str, Any]:
     from bench_agent.serial.evidence import status as build
 
@@ -177,14 +244,14 @@ def sense(target: str, iface: dict[str, Any]) -> dict[str, Any]:
         port.close()
 
 
-@operation("serial.reset", side_effect=True)
+@operation("serial.reset", side_effect=True, deadline=lambda args: RESET_MS / 1000)
 def reset(target: str, iface: dict[str, Any]) -> dict[str, Any]:
     return _pulse(target, iface, RESET_MS, "reset")
 
 
-@operation("serial.dtr", side_effect=True)
+@operation("serial.dtr", side_effect=True, deadline=ms_deadline("ms"),
+           params=(Param("ms", int, "how long to hold the button", unit="ms", minimum=1, maximum=60_000),))
 def dtr(target: str, iface: dict[str, Any], ms: int) -> dict[str, Any]:
-    check("ms", ms)
     if ms < HARD_MIN_MS:
         raise UsageError(f"serial dtr holds the button for a hard power-off: --ms must be at least {HARD_MIN_MS} "
                          f"(use `panio serial reset {target}` for a short pulse)")

@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from bench_agent.errors import UsageError
 
+HUGE = 1 << 53  # bounds from here up are "no practical limit" in messages and help
 REQUIRED: Any = object()  # a ``Param.default`` meaning "the caller must give it"
 _KINDS = {int: "a whole number", float: "a number", str: "text", bool: "true or false", list: "a list",
           dict: "a table"}
@@ -83,6 +84,8 @@ class Param:
     def bounds_text(self) -> str:
         unit = f" {self.unit}" if self.unit else ""
         lo, hi = _num(self.minimum), _num(self.maximum)
+        if hi is not None and hi >= HUGE:  # a sequence number's cap is no bound a reader needs to see
+            hi = None
         if lo is not None and hi is not None:
             return f"from {lo} to {hi}{unit}"
         if lo is not None:

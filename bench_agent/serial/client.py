@@ -60,8 +60,9 @@ def start(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
     state = files.state_dir()
     log = files.target_dir(target, state) / "supervisor.err"
     log.parent.mkdir(parents=True, exist_ok=True)
+    _rotate(log)
     r, w = os.pipe()
-    argv = [sys.executable, "-m", MODULE, "--state-dir", str(state), "--target", target,
+    argv = [sys.executable, "-P", "-m", MODULE, "--state-dir", str(state), "--target", target,
             "--config", json.dumps(interfaces), "--ready-fd", str(w)]
     with open(log, "ab") as err:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=(w,),
@@ -74,7 +75,27 @@ def start(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
     if not reply.get("ok"):
         proc.wait(5)
         raise from_json(reply["error"])
+    reap_when_done(proc)
     return reply
+
+
+def reap_when_done(proc: subprocess.Popen) -> None:
+    """Wait for ``proc`` in a daemon thread. A long-lived starter (a Celery worker's ``panio.op``, the SSH
+    agent) is the supervisor's parent: without a wait, a stopped supervisor stays a zombie until it exits."""
+    import threading
+
+    threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
+
+
+ERR_LOG_MAX_BYTES = 1 << 20  # the supervisor's stderr, appended to at every start: one old copy is kept
+
+
+def _rotate(log: Path) -> None:
+    try:
+        if log.stat().st_size > ERR_LOG_MAX_BYTES:
+            os.replace(log, log.with_name(log.name + ".1"))
+    except FileNotFoundError:
+        pass
 
 
 def _read_ready(fd: int, proc: subprocess.Popen, log: Path) -> dict[str, Any]:
@@ -83,6 +104,7 @@ def _read_ready(fd: int, proc: subprocess.Popen, log: Path) -> dict[str, Any]:
         ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
         if not ready:
             proc.kill()
+            reap_when_done(proc)
             raise Timeout(f"the serial supervisor did not start within {START_TIMEOUT_S:.0f} s")
         chunk = os.read(fd, 4096)
         if not chunk:

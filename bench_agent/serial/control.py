@@ -17,7 +17,7 @@ import socket
 import threading
 from typing import Any, Callable
 
-from bench_agent.errors import InternalError, NotRunning, PanioError, Unreachable, from_json
+from bench_agent.errors import NotRunning, Unreachable, reply, unwrap
 
 Handler = Callable[[dict[str, Any]], Any]
 
@@ -53,12 +53,13 @@ class ControlServer:
                 conn.sendall(json.dumps(self._answer(line)).encode() + b"\n")
 
     def _answer(self, line: bytes) -> dict[str, Any]:
-        try:
-            return {"ok": True, "result": self.handler(json.loads(line))}
-        except PanioError as err:
-            return {"ok": False, "error": err.to_json()}
-        except Exception as exc:  # noqa: BLE001 - a supervisor bug must reach the caller, not kill the daemon
-            return {"ok": False, "error": InternalError(f"supervisor error: {type(exc).__name__}: {exc}").to_json()}
+        def answer() -> Any:
+            try:
+                return self.handler(json.loads(line))
+            except OSError as exc:  # the supervisor's own disk: full, read-only, failing — a lab fault, not a bug
+                raise disk_error(exc) from exc
+
+        return reply(answer)  # a supervisor bug reaches the caller as internal
 
     def close(self) -> None:
         try:
@@ -96,10 +97,7 @@ class ControlClient:
             raise Unreachable(f"lost the serial supervisor of {self.target!r}: {exc}", target=self.target) from exc
         if not line:
             raise Unreachable(f"the serial supervisor of {self.target!r} closed the connection", target=self.target)
-        reply = json.loads(line)
-        if not reply["ok"]:
-            raise from_json(reply["error"])
-        return reply["result"]
+        return unwrap(json.loads(line))
 
     def close(self) -> None:
         self._lines.close()
@@ -113,5 +111,21 @@ class ControlClient:
 
 
 def not_running(target: str) -> NotRunning:
-    return NotRunning(f"no serial capture is running for {target!r}",
-                      hint=f"run `panio serial watch {target}`", target=target)
+    return NotRunning(f"no serial capture is running for {target!r} (the lab's fault, not the board's)",
+                      hint=f"start it with `panio serial watch {target}`; in a job, make the first step "
+                           f"`panio serial watch ${{target}}` (harmless when it already runs)", target=target)
+
+
+def disk_error(exc: OSError) -> PanioError:
+    """An OSError of the state directory's disk as the error a user can act on."""
+    import errno
+
+    from bench_agent.errors import DeviceError
+    from bench_agent.paths import state_dir
+
+    where = exc.filename or state_dir()
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DeviceError(f"the capture cannot record: the disk of {where} is full ({exc.strerror})",
+                           hint="free space there, or move panio's state with PANIO_STATE_DIR", errno=exc.errno)
+    return DeviceError(f"the capture cannot record to {where}: {exc.strerror or exc}",
+                       hint="check that disk (read-only? failing?)", errno=exc.errno)

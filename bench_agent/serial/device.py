@@ -101,7 +101,34 @@ def _unopened(url: str, scheme: str, **settings: Any) -> serial.SerialBase:
         port = ChunkedRfc2217Serial(None, **settings)
         port.port = url
         return port
+    if scheme == "":
+        port = KeepInputSerial(None, **settings)
+        port.port = url
+        return port
     return serial.serial_for_url(url, do_not_open=True, **settings)
+
+
+class KeepInputSerial(serial.Serial):
+    """A local port whose ``open`` keeps what the kernel already buffered.
+
+    pyserial's ``open`` flushes the input queue (``tcflush(TCIFLUSH)``), so what a
+    board printed while no capture held the port (between a supervisor's death and
+    the next ``serial watch``) was thrown away: 640 of 640 bytes on a PTY. Capture
+    restarts keep those bytes; an explicit ``reset_input_buffer()`` still flushes.
+    """
+
+    _opening = False
+
+    def open(self) -> None:
+        self._opening = True
+        try:
+            super().open()
+        finally:
+            self._opening = False
+
+    def _reset_input_buffer(self) -> None:
+        if not self._opening:
+            super()._reset_input_buffer()
 
 
 def port_url(device: str) -> str:

@@ -37,12 +37,12 @@ def discovery_path(target: str, state: Path | None = None) -> Path:
     return daemons_dir(state) / f"serial-{target}.json"
 
 
-def socket_address(target: str, state: Path | None = None) -> str:
+def socket_address(target: str, state: Path | None = None, kind: str = "serial") -> str:
     """The control socket's path; when that would be too long for a unix socket, a short one in a private /tmp dir."""
-    path = str((state or state_dir()) / "run" / f"serial-{target}.sock")
+    path = str((state or state_dir()) / "run" / f"{kind}-{target}.sock")
     if len(path) <= MAX_SOCKET_PATH:
         return path
     digest = hashlib.sha256(path.encode()).hexdigest()[:24]
     private = Path(os.environ.get("TMPDIR", "/tmp")) / f"panio-{os.getuid()}"
     private.mkdir(mode=0o700, exist_ok=True)
-    return str(private / f"serial-{digest}.sock")
+    return str(private / f"{kind}-{digest}.sock")

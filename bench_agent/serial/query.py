@@ -36,7 +36,10 @@ def line_window(path: Path, *, tail: int | None = None, since: int | None = None
         lo, hi = since + 1, NO_END
     else:
         lo, hi = first or 0, last if last is not None else NO_END
-    picked = _back_to_line(newest, records, lo)
+    picked, exhausted = _back_to_line(newest, records, lo)
+    oldest = _oldest_whole_line(picked) if exhausted else None
+    if oldest is not None and lo < oldest:  # the window reaches back past what the log still holds
+        info["evicted_before"] = oldest
     out, count = [], 0
     for item in assemble(picked):
         key = item.get("seq", item.get("next_seq"))
@@ -49,7 +52,8 @@ def line_window(path: Path, *, tail: int | None = None, since: int | None = None
     return out, info
 
 
-def _back_to_line(newest: Record, records, lo: int) -> list[Record]:
+def _back_to_line(newest: Record, records, lo: int) -> tuple[list[Record], bool]:
+    """The records back to line ``lo``, and whether the log ran out before reaching it."""
     picked: list[Record] = []
     rec: Record | None = newest
     while rec is not None:
@@ -61,7 +65,16 @@ def _back_to_line(newest: Record, records, lo: int) -> list[Record]:
                 break
         rec = next(records, None)
     picked.reverse()
-    return picked
+    return picked, rec is None
+
+
+def _oldest_whole_line(records: list[Record]) -> int | None:
+    """The first line the log still holds whole, when older lines were evicted (else None)."""
+    first = next((r for r in records if r.kind == DATA), None)
+    if first is None:
+        return None
+    oldest = first.seq + (1 if first.col else 0)
+    return oldest if oldest > 0 else None
 
 
 def records_since(path: Path, cursor: int | None, max_bytes: int) -> list[Record]:
@@ -96,3 +109,25 @@ def oldest_cursor(path: Path) -> int | None:
         if rec.kind == DATA:
             oldest = rec.cursor
     return oldest
+
+
+def cursor_at(path: Path, epoch: int, time_ns: int) -> int:
+    """The byte cursor of the first byte capture epoch ``epoch`` received at or after ``time_ns``.
+
+    Walks back from the end while records are that new: so a wait "since the previous job step began"
+    needs no cursor bookkeeping. An epoch that started after ``time_ns`` starts at its own first byte.
+    """
+    from bench_agent.serial.logstore import START
+
+    found = None
+    for rec in records_backward(path):
+        if found is None:
+            found = rec.end_state()[0]  # nothing newer than time_ns: the end of the log
+        if rec.epoch != epoch or rec.time_ns < time_ns:
+            break
+        if rec.kind == DATA:
+            found = rec.cursor
+        elif rec.kind == START:
+            found = rec.cursor
+            break
+    return found or 0

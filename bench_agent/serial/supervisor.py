@@ -72,7 +72,12 @@ class Supervisor:
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise Busy(f"serial capture for {self.target!r} is already running", target=self.target) from None
+            holder = os.pread(self._lock_fd, 32, 0).decode("ascii", "replace").strip()
+            raise Busy(f"serial capture for {self.target!r} is already running"
+                       + (f" (supervisor pid {holder})" if holder.isdigit() else ""),
+                       target=self.target, pid=int(holder) if holder.isdigit() else None) from None
+        os.ftruncate(self._lock_fd, 0)
+        os.pwrite(self._lock_fd, f"{os.getpid()}\n".encode(), 0)  # so a refused second watch can name us
 
     def _open_all(self) -> dict[str, Any]:
         ports: dict[str, Any] = {}

@@ -2,8 +2,10 @@
 
 The port is opened exclusively like watch does, so connect is refused while a
 supervisor (or tio, minicom, ...) holds it, and the refusal names the holder.
-With stdin not a terminal, connect copies stdin to the port, then prints what
-the board says until it has been quiet for IDLE_S.
+With stdin not a terminal (a pipe, or the byte channel of ``panio serial
+connect`` to a target on an SSH host), connect copies stdin to the port and
+the port to stdout as they come; after the end of stdin it prints what the
+board says until the board has been quiet for IDLE_S.
 """
 
 from __future__ import annotations
@@ -71,15 +73,31 @@ def _interactive(port, iface: dict[str, Any]) -> None:
 
 
 def _piped(port) -> None:
-    data = sys.stdin.buffer.read()
-    if data:
-        port.write(data)
-    fd = device.fileno(port)
-    quiet_since = time.monotonic()
-    while time.monotonic() - quiet_since < IDLE_S:
-        if fd is not None and not select.select([fd], [], [], 0.02)[0]:
-            continue
-        if _pump_out(port):
-            quiet_since = time.monotonic()
-        elif fd is None:
-            time.sleep(0.02)
+    """stdin to the port and the port to stdout, neither waiting on the other: a long paste into a board that
+    echoes it is taken only as fast as the board reads, while what it says keeps flowing out."""
+    stdin, fd = sys.stdin.fileno(), device.fileno(port)
+    pending = b""  # read from stdin, not yet taken by the port
+    ended_at: float | None = None  # stdin's end, or the board's last word after it: then wait for quiet
+    while ended_at is None or pending or time.monotonic() - ended_at < IDLE_S:
+        readers = ([stdin] if ended_at is None and not pending else []) + ([fd] if fd is not None else [])
+        writers = [fd] if pending and fd is not None else []
+        ready, writable, _ = select.select(readers, writers, [], 0.02 if fd is None else 0.1)
+        if (fd is None or fd in ready) and _pump_out(port) and ended_at is not None:
+            ended_at = time.monotonic()
+        if pending and (fd is None or fd in writable):
+            pending = pending[_write_some(port, fd, pending):]
+        if stdin in ready:
+            data = os.read(stdin, 65536)
+            pending += data
+            if not data:
+                ended_at = time.monotonic()
+
+
+def _write_some(port, fd: int | None, data: bytes) -> int:
+    """Write what the port takes now (a descriptor's non-blocking write), or a small piece (a URL port)."""
+    if fd is None:
+        return port.write(data[:4096]) or 0
+    try:
+        return os.write(fd, data[:4096])
+    except BlockingIOError:
+        return 0

@@ -1,6 +1,6 @@
 """panio-sim: start and stop a simulated bench (boards behind Shelly-protocol plugs) and write its lab file.
 
-    panio-sim up [--dir DIR] [--boards N] [--gen 1|2] [--password PW]
+    panio-sim up [--dir DIR] [--boards N] [--gen 1|2] [--password PW] [--qemu]
     panio-sim status [--dir DIR] [--json]
     panio-sim down [--dir DIR]
 
@@ -9,8 +9,12 @@ waits until each is ready, and writes ``DIR/lab.toml`` (targets ``board0``,
 ``board1``, ... with a serial console whose CTS line senses power, and power
 hooks that call the real ``shellyplug`` helper over HTTP), ``DIR/sim.pids`` and
 the bundled jobs (``DIR/boot.toml``, ``DIR/suite.toml``: power-cycle, boot to a
-shell, answer on the console, on every board).
-``down`` stops exactly the processes listed there. Not part of ``panio --help``.
+shell, answer on the console, on every board). Each simulated board also has a
+screen (MJPEG on loopback: the ``video`` channel) and a CH9329 HID rig on a PTY
+(the ``hid`` channel). ``--qemu`` adds ``qemu0``, a QEMU board running a real
+kernel (``bench_agent.sim.qemu``: serial, power, screen and input).
+``down`` stops exactly the processes listed there, and the serial captures (of
+this state directory) that read their consoles. Not part of ``panio --help``.
 """
 
 from __future__ import annotations
@@ -40,13 +44,19 @@ def default_dir() -> Path:
     return state_dir() / "sim"
 
 
-def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: float, countdown_s: float) -> list[dict]:
+def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: float, countdown_s: float,
+       qemu: bool = False) -> list[dict]:
     directory.mkdir(parents=True, exist_ok=True)
     if alive(read_pids(directory)):
         raise Busy(f"a simulated bench is already running in {directory}", hint=f"stop it with `panio-sim down --dir {directory}`")
     procs = [_spawn(directory, f"board{i}", gen, password, boot_s, countdown_s) for i in range(boards)]
     try:
         described = [_wait_ready(directory, name, proc) for name, proc in procs]
+        if qemu:
+            from bench_agent.sim import qemu as qemu_board
+
+            qemu_board.start(directory, "qemu0")
+            described.append(qemu_board.describe(directory, "qemu0"))
     except BaseException:
         _stop([proc.pid for _, proc in procs], directory)
         raise
@@ -73,7 +83,7 @@ def _spawn(directory: Path, name: str, gen: int, password: str | None, boot_s: f
            countdown_s: float) -> tuple[str, subprocess.Popen]:
     for stale in (directory / f"{name}.json",):
         stale.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", BOARD_MODULE, "--dir", str(directory), "--name", name, "--gen", str(gen),
+    argv = [sys.executable, "-P", "-m", BOARD_MODULE, "--dir", str(directory), "--name", name, "--gen", str(gen),
             "--boot-s", str(boot_s), "--countdown-s", str(countdown_s)]
     env = {**os.environ, "PANIO_SIM_PASSWORD": password or ""}
     with open(directory / f"{name}.log", "ab") as log:
@@ -101,6 +111,11 @@ def lab_toml(boards: list[dict], password: str | None) -> str:
     doc.add(tomlkit.comment("Written by `panio-sim up`: simulated boards behind simulated Shelly plugs."))
     targets = tomlkit.table(is_super_table=True)
     for b in boards:
+        if b.get("kind") == "qemu":
+            from bench_agent.sim.qemu import lab_table
+
+            targets[b["name"]] = lab_table(b)
+            continue
         plug = ["shellyplug", "-d", b["plug"]] + (["-p", password] if password else [])
         hook = {verb: shlex.join(plug + [verb]) for verb in ("on", "off", "cycle", "state")}
         t = tomlkit.table()
@@ -111,6 +126,10 @@ def lab_toml(boards: list[dict], password: str | None) -> str:
                                     "power_sense_signal": "CTS"}))
         t["serial"] = serial
         t["power"] = {f"{verb}_cmd": cmd for verb, cmd in hook.items()} | {"cycle_off_s": 1.0}
+        if b.get("video"):
+            t["video"] = {"device": b["video"]}
+        if b.get("hid"):
+            t["hid"] = {"device": b["hid"], "protocol": "ch9329", "baud": 9600}
         targets[b["name"]] = t
     doc["targets"] = targets
     return tomlkit.dumps(doc)
@@ -133,16 +152,36 @@ def ours(pid: int, directory: Path) -> bool:
 
 
 def alive(boards: list[dict], directory: Path | None = None) -> list[dict]:
-    return [b for b in boards if ours(b["pid"], directory or Path(b["state_file"]).parent)]
+    return [b for b in boards if b.get("kind") != "qemu" and ours(b["pid"], directory or Path(b["state_file"]).parent)]
 
 
-def down(directory: Path) -> int:
+def down(directory: Path) -> tuple[int, list[dict]]:
+    """Stop the bench's boards and the serial captures reading their consoles; (boards, captures stopped)."""
     boards = read_pids(directory)
     if not boards:
         raise NotRunning(f"no simulated bench in {directory}", hint="start one with `panio-sim up`")
-    _stop([b["pid"] for b in boards], directory)
+    captures = stop_captures(boards)
+    for b in boards:
+        if b.get("kind") == "qemu":
+            from bench_agent.sim import qemu
+
+            qemu.stop(directory, b["name"])
+    _stop([b["pid"] for b in boards if b.get("kind") != "qemu"], directory)
     (directory / PIDFILE).unlink(missing_ok=True)
-    return len(boards)
+    return len(boards), captures
+
+
+def stop_captures(boards: list[dict]) -> list[dict]:
+    """Captures of this state directory that read the bench's consoles would outlive it, disconnected: stop them."""
+    from bench_agent import daemons
+
+    stopped = []
+    for entry in daemons.captures_of({b["device"] for b in boards if b.get("device")}):
+        try:
+            stopped.append(daemons.stop_daemon(entry))
+        except NotRunning:  # it stopped on its own meanwhile
+            continue
+    return stopped
 
 
 def _stop(pids: list[int], directory: Path) -> None:
@@ -171,6 +210,13 @@ def _reap(pids: list[int]) -> None:
 def status(directory: Path) -> list[dict[str, Any]]:
     out = []
     for b in read_pids(directory):
+        if b.get("kind") == "qemu":
+            from bench_agent.sim import qemu
+
+            pid = qemu.running_pid(directory, b["name"])
+            out.append({**b, "pid": pid, "running": True, "power": "on" if pid else "off", "pty": b["tty"],
+                        "plug": "QMP"})
+            continue
         running = ours(b["pid"], directory)
         power = Path(b["state_file"]).read_text().strip() if running and Path(b["state_file"]).exists() else "off"
         out.append({**b, "running": running, "power": power})
@@ -195,16 +241,28 @@ def parser() -> argparse.ArgumentParser:
                        "  panio power-cycle board0\n  panio-sim down\n\nsee also: docs/simulator.md",
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="verb", metavar="COMMAND", parser_class=_Parser, required=True)
-    u = sub.add_parser("up", help="start the boards and write DIR/lab.toml")
+    def verb(name: str, summary: str, details: str, example: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}.\n\n{details}",
+                              epilog=f"example:\n  {example}\n\nsee also: panio-sim --help, docs/simulator.md",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    u = verb("up", "start the boards and write DIR/lab.toml",
+             "Each board is a console on a PTY that boots when its plug switches on, and a plug that\n"
+             "speaks the Shelly HTTP API on loopback. The lab file wires them as targets board0...", "panio-sim up --boards 2")
     u.add_argument("--boards", type=int, default=1, help="how many boards (default 1)")
     u.add_argument("--gen", type=int, choices=(1, 2), default=2, help="plug API generation (default 2)")
     u.add_argument("--password", help="protect the plugs with this password (digest auth on Gen2)")
     u.add_argument("--boot-s", type=float, default=1.0, help="seconds of boot log (default 1)")
     u.add_argument("--countdown-s", type=float, default=3.0, help="seconds of autoboot countdown (default 3)")
-    s = sub.add_parser("status", help="list the boards, their power and devices")
-    s.add_argument("--json", action="store_true")
+    u.add_argument("--qemu", action="store_true", help="add qemu0: a QEMU board booting a real Linux kernel")
+    s = verb("status", "list the boards, their power and devices",
+             "Reads the bench's directory; changes nothing. --lab prints the lab file's path for PANIO_LAB.",
+             "panio-sim status --json\n  export PANIO_LAB=$(panio-sim status --lab)")
+    s.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
     s.add_argument("--lab", action="store_true", help="print only the lab file's path")
-    sub.add_parser("down", help="stop every board this bench started")
+    verb("down", "stop every board this bench started",
+         "Stops each board's process (its console and plug) and forgets their pids; the lab file stays.",
+         "panio-sim down")
     for c in sub.choices.values():
         c.add_argument("--dir", type=Path, help=f"the bench's directory (default {default_dir()})")
     return p
@@ -214,16 +272,22 @@ def run(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     directory = (args.dir or default_dir()).expanduser().resolve()
     if args.verb == "up":
-        if not 1 <= args.boards <= 16:
-            raise UsageError(f"--boards must be 1..16, not {args.boards}")
-        boards = up(directory, args.boards, args.gen, args.password, args.boot_s, args.countdown_s)
+        if not (0 if args.qemu else 1) <= args.boards <= 16:
+            raise UsageError(f"--boards must be 1..16 (0..16 with --qemu), not {args.boards}")
+        boards = up(directory, args.boards, args.gen, args.password, args.boot_s, args.countdown_s, args.qemu)
         for b in boards:
-            print(f"{b['name']}: console {b['pty']}, Gen{b['gen']} plug {b['plug']}, pid {b['pid']}")
+            if b.get("kind") == "qemu":
+                print(f"{b['name']}: QEMU board, console {b['tty']}, screen {b['video']}, pid {b['pid']}")
+                continue
+            print(f"{b['name']}: console {b['pty']}, Gen{b['gen']} plug {b['plug']}, screen {b['video']}, "
+                  f"pid {b['pid']}")
         print(f"lab file: {directory / 'lab.toml'}\n  export PANIO_LAB={shlex.quote(str(directory / 'lab.toml'))}")
         print(f"bundled suite: panio suite run {shlex.quote(str(directory / 'suite.toml'))} "
-              "(start capture first: panio serial watch board0)")
+              f"(on {', '.join(b['name'] for b in boards)}; its jobs start each board's serial capture)")
     elif args.verb == "down":
-        print(f"stopped {down(directory)} simulated board(s) in {directory}")
+        count, captures = down(directory)
+        also = f" and {len(captures)} serial capture(s) of their consoles" if captures else ""
+        print(f"stopped {count} simulated board(s){also} in {directory}")
     else:
         return _print_status(directory, args)
     return 0

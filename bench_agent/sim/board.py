@@ -1,10 +1,17 @@
-"""SimBoard: one simulated board — its console on a PTY and the Shelly plug that powers it.
+"""SimBoard: one simulated board — its console on a PTY, the Shelly plug that powers it, its screen and HID rig.
 
 The plug's relay switches the console's power and records it in a state file
 (``on``/``off``) that the ``simboard://`` pyserial handler reads as the sense
 line. ``python -m bench_agent.sim.board --dir DIR --name NAME`` hosts one
 board until SIGTERM and writes ``DIR/NAME.json`` (pid, device, plug port)
 when it is ready; ``panio-sim up`` starts these.
+
+The screen (``sim.screen``) shows the console and, after F2 on the HID
+keyboard during boot (or at the U-Boot prompt), the firmware's setup menu; it is served as MJPEG on
+loopback (``sim.mjpeg``). The HID rig (``sim.hidrig``) is a CH9329 on a second
+PTY: its key presses reach the console as a USB keyboard's would, its clicks
+reach the setup menu. Settings saved in the menu persist in ``DIR/NAME.setup.json``
+and show in the next boot log ("Network boot: enabled").
 """
 
 from __future__ import annotations
@@ -18,19 +25,35 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from bench_agent.sim import keys
 from bench_agent.sim.console import SimConsole
 from bench_agent.sim.plug import SimPlug
 
 
 class SimBoard:
     def __init__(self, name: str, directory: Path, *, gen: int = 2, password: str | None = None,
-                 boot_s: float = 1.0, countdown_s: float = 3.0, powered: bool = True, port: int = 0) -> None:
+                 boot_s: float = 1.0, countdown_s: float = 3.0, powered: bool = True, port: int = 0,
+                 screen: bool = True) -> None:
         self.name, self.dir, self.gen, self.password = name, Path(directory), gen, password
         self.state_file = self.dir / f"{name}.power"
         self._write_state(powered)
         self.console = SimConsole(str(self.dir / f"{name}.tty"), banner=f"panio simulated board {name}",
                                   boot_s=boot_s, countdown_s=countdown_s, powered=powered)
         self.plug = SimPlug(gen=gen, password=password, output=powered, port=port, on_switch=self._switch)
+        self.settings_file = self.dir / f"{name}.setup.json"
+        self.settings = _load_settings(self.settings_file)
+        self._apply_settings()
+        self.screen = self.mjpeg = self.rig = None
+        if screen:
+            from bench_agent.sim.hidrig import SimHidRig
+            from bench_agent.sim.mjpeg import MjpegServer
+            from bench_agent.sim.screen import SimScreen
+
+            self.screen = SimScreen()
+            self.screen.powered = powered
+            self.console.add_listener(self.screen.console_output)
+            self.mjpeg = MjpegServer(self.screen)
+            self.rig = SimHidRig(str(self.dir / f"{name}.hid"), self._key, self._click)
 
     @property
     def url(self) -> str:
@@ -38,30 +61,94 @@ class SimBoard:
         return f"simboard://{quote(self.console.device)}?state={quote(str(self.state_file))}"
 
     def start(self) -> SimBoard:
+        if self.mjpeg:
+            self.mjpeg.start()
+            self.rig.start()
         self.console.start()
         self.plug.start()
         return self
 
     def close(self) -> None:
         self.plug.close()
+        if self.mjpeg:
+            self.rig.close()
+            self.mjpeg.close()
         self.console.close()
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "pid": os.getpid(), "device": self.url, "pty": self.console.device,
                 "state_file": str(self.state_file), "plug": f"127.0.0.1:{self.plug.port}", "gen": self.gen,
-                "password": bool(self.password)}
+                "password": bool(self.password),
+                "video": self.mjpeg.url if self.mjpeg else None, "hid": self.rig.device if self.rig else None}
 
     def _switch(self, on: bool) -> None:
         self._write_state(on)
+        if self.screen:
+            self.screen.power(on)
         if on:
             self.console.power_on()
         else:
             self.console.power_off()
 
+    # -- the USB keyboard and mouse (the HID rig), and the setup menu ------------------------------
+
+    def _key(self, usage: int, modifiers: int) -> None:
+        if self.screen.menu is not None:
+            self._menu_key(usage)
+        elif usage == keys.F2 and self.console.state in ("boot", "countdown", "uboot"):
+            self.console.power_off()  # the firmware holds the boot while its setup runs
+            self.screen.open_menu(self.settings)
+        else:
+            data = keys.to_bytes(usage, modifiers)
+            if data:
+                self.console.inject(data)
+
+    def _menu_key(self, usage: int) -> None:
+        menu = self.screen.menu
+        if usage in (keys.UP, keys.DOWN):
+            menu.selected = (menu.selected + (1 if usage == keys.DOWN else -1)) % len(menu.ITEMS)
+            self.screen.menu_changed()
+        elif usage == keys.ENTER:
+            self._menu_result(menu.activate(menu.selected))
+        elif usage == keys.ESC:
+            self._menu_result("discard")
+
+    def _click(self, x: int, y: int, buttons: int) -> None:
+        if self.screen.menu is None or not buttons & 0x01:
+            return
+        col, row = self.screen.cell_at(x * self.screen.width // 4096, y * self.screen.height // 4096)
+        index = self.screen.menu.item_at(row)
+        if index is not None:
+            self._menu_result(self.screen.menu.activate(index))
+
+    def _menu_result(self, result: str | None) -> None:
+        if result is None:
+            self.screen.menu_changed()
+            return
+        if result == "save":
+            self.settings = dict(self.screen.menu.settings)
+            tmp = self.settings_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.settings))
+            os.replace(tmp, self.settings_file)
+            self._apply_settings()
+        self.screen.close_menu()
+        self.console.power_on()
+
+    def _apply_settings(self) -> None:
+        self.console.notes = ["Press F2 for setup",
+                              f"Network boot: {'enabled' if self.settings.get('network_boot') else 'disabled'}"]
+
     def _write_state(self, on: bool) -> None:
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text("on\n" if on else "off\n")
         os.replace(tmp, self.state_file)
+
+
+def _load_settings(path: Path) -> dict[str, Any]:
+    try:
+        return {"network_boot": False, **json.loads(path.read_text())}
+    except (OSError, ValueError):
+        return {"network_boot": False}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,12 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--boot-s", type=float, default=1.0)
     p.add_argument("--countdown-s", type=float, default=3.0)
     p.add_argument("--off", action="store_true", help="start powered off")
+    p.add_argument("--no-screen", action="store_true", help="no screen and no HID rig")
     a = p.parse_args(argv)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
     board = SimBoard(a.name, a.dir, gen=a.gen, password=a.password or os.environ.get("PANIO_SIM_PASSWORD"),
-                     boot_s=a.boot_s, countdown_s=a.countdown_s, powered=not a.off).start()
+                     boot_s=a.boot_s, countdown_s=a.countdown_s, powered=not a.off,
+                     screen=not a.no_screen).start()
     ready = a.dir / f"{a.name}.json"
     tmp = ready.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(board.describe()))

@@ -87,6 +87,8 @@ class SimConsole:
         self._wake_r, self._wake_w = os.pipe()
         self._stop = threading.Event()
         self._listeners: list[Callable[[bytes], None]] = []
+        self._injected: collections.deque[bytes] = collections.deque()
+        self.notes: list[str] = []  # lines the firmware prints after the banner (settings from its setup menu)
         self._thread = threading.Thread(target=self._run, name="sim-console", daemon=True)
 
     # -- public ---------------------------------------------------------------------------------
@@ -126,6 +128,11 @@ class SimConsole:
             self._powered = False
         self._request("off")
 
+    def inject(self, data: bytes) -> None:
+        """Input from another source than the PTY (a USB keyboard on the board), handled as if typed there."""
+        self._injected.append(data)
+        os.write(self._wake_w, b"x")
+
     def close(self) -> None:
         self._stop.set()
         os.write(self._wake_w, b"x")
@@ -159,6 +166,8 @@ class SimConsole:
             if self._wake_r in ready:
                 os.read(self._wake_r, 512)
                 self._handle_requests()
+                while self._injected:
+                    self._input(self._injected.popleft())
             if self._master in ready:
                 self._read_input()
             self._run_due_steps()
@@ -179,6 +188,9 @@ class SimConsole:
         except OSError:  # EIO: no opener on the slave side right now
             time.sleep(0.01)
             return
+        self._input(data)
+
+    def _input(self, data: bytes) -> None:
         if self._state in ("off", "boot", "kernel", "busy"):
             return
         if self._state == "countdown":
@@ -229,7 +241,7 @@ class SimConsole:
 
     def _boot(self) -> None:
         self._state = "boot"
-        lines = [self.banner, *BOOT_LOG]
+        lines = [self.banner, *self.notes, *BOOT_LOG]
         gap = self.boot_s / len(lines)
         steps = [(0 if i == 0 else gap, self._printer(line)) for i, line in enumerate(lines)]
         ticks = max(1, round(self.countdown_s))

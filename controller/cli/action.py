@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 
 from bench_agent.errors import NotConfigured, UsageError
 from controller.cli.common import add_json, check_name, command, load_lab, positive_float, print_json, say, subcommands
@@ -37,10 +36,9 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("target_pos", nargs="?", metavar="TARGET")
     c.add_argument("-t", "--target", metavar="TARGET", help=argparse.SUPPRESS)
     add_json(c)
-    if importlib.util.find_spec("controller.cli.action_runtime") is not None:
-        from controller.cli import action_runtime
+    from controller.cli import action_runtime
 
-        action_runtime.register(sub)
+    action_runtime.register(sub)
 
 
 def add(args: argparse.Namespace) -> None:

@@ -35,13 +35,9 @@ def run(args: argparse.Namespace) -> None:
         sys.stderr.write(f"note: cannot read {args.target}'s power state (no state_cmd or power_sense_signal); "
                          f"running {args.name} anyway\n")
     host = act.get("host", lab.target(args.target).get("host"))
-    from bench_agent.lease_guard import with_token
-    from controller.jobs.backends import lease_store
-
-    # The host refuses it while someone else leases the target; a job's step presents its token.
-    result = dispatch.transport_for(lab, host).call({"op": "action.run", "args": with_token({
+    result = dispatch.for_lab(lab).call(args.target, "action.run", {
         "target": args.target, "name": args.name, "command": act["command"], "timeout_s": act.get("timeout_s")},
-        lease_store())})
+        host=host)
     sys.stdout.write(result["stdout"])
     sys.stderr.write(result["stderr"])
     if result["exit"] != 0:

@@ -2,7 +2,8 @@
 
 These three share a shape (one table per target, one required key) and so
 one module. The runtime commands of video and hid (watch, shot, read, send)
-belong to their own modules when they arrive.
+live in ``video_runtime`` and ``hid_runtime``; ``video show`` adds the
+capture daemon's state (running / untracked / stopped).
 """
 
 from __future__ import annotations
@@ -43,9 +44,12 @@ def _adb_flags(c: argparse.ArgumentParser, first: bool) -> None:
 
 
 CHANNELS = {
-    "video": Channel("video", "Video capture: the USB capture dongle that sees the target's screen.",
+    "video": Channel("video", "Video capture: the device that sees the target's screen (a USB dongle, an MJPEG\n"
+                              "stream, a QEMU display). `watch` starts the capture daemon; `shot` and `read`\n"
+                              "look at the screen (docs/video.md).",
                      "panio video set -t pico --device /dev/video0", _video_flags, "device"),
-    "hid": Channel("hid", "Keyboard/mouse rig: types and clicks into the target (see `panio skill kvm-puppeting`).",
+    "hid": Channel("hid", "Keyboard/mouse rig: types and clicks into the target with `send` (a CH9329 or a\n"
+                          "QEMU VM; see `panio skill kvm-puppeting` and docs/hid.md).",
                    "panio hid set -t pico --device /dev/ttyUSB2 --protocol ch9329", _hid_flags, "device"),
     "adb": Channel("adb", "Android targets over adb. To reboot one, make its power hook\n"
                           "`adb -s SERIAL reboot` (panio power set --cycle-cmd); there is no adb reboot command.",
@@ -69,6 +73,14 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("target_pos", nargs="?", metavar="TARGET", help="the target (or -t TARGET)")
     c.add_argument("-t", "--target", metavar="TARGET", help=argparse.SUPPRESS)
     add_json(c)
+    if name == "video":
+        from controller.cli import video_runtime
+
+        video_runtime.register(sub)
+    elif name == "hid":
+        from controller.cli import hid_runtime
+
+        hid_runtime.register(sub)
 
 
 def _values(args: argparse.Namespace) -> dict:
@@ -106,7 +118,20 @@ def show(args: argparse.Namespace, ch: Channel) -> None:
         raise UsageError(f"name the target: panio {ch.key} show TARGET")
     lab = load_lab(args)
     table = lab.channel(target, ch.key)
+    daemon = None
+    if ch.key == "video":
+        from controller.cli import video_runtime
+
+        daemon = video_runtime.status_line(lab, target)
+    elif ch.key == "hid":
+        from controller.cli import hid_runtime
+
+        daemon = hid_runtime.status_line(lab, target)
     if args.json:
-        print_json({"target": target, "channel": ch.key, **table})
-    else:
-        say(f"{target} {ch.key}: " + ", ".join(f"{k}={v}" for k, v in table.items()))
+        print_json({"target": target, "channel": ch.key, **table, **({"daemon": daemon} if daemon else {})})
+        return
+    say(f"{target} {ch.key}: " + ", ".join(f"{k}={v}" for k, v in table.items()))
+    if daemon:
+        from controller.cli import video_runtime
+
+        say(f"daemon: {video_runtime.describe(daemon, ch.key)}")

@@ -34,12 +34,35 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         where = "" if self.prog == "panio" else f"{self.prog.removeprefix('panio ')}: "
-        raise UsageError(f"{where}{message}", hint=f"see `{self.prog} --help`")
+        raise UsageError(f"{where}{message}", hint=self._did_you_mean(message) or f"see `{self.prog} --help`")
+
+    def _did_you_mean(self, message: str) -> str | None:
+        """For a subcommand typo (`serial wacth`) or a top-level command typed as two words (`power cycle`)."""
+        import re
+
+        m = re.search(r"invalid choice: '([^']*)'", message)
+        subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        if not m or not subs:
+            return None
+        from controller.cli.groups import MOVED
+
+        wrong = f"{self.prog} {m.group(1)}"
+        if wrong in MOVED:
+            return f"did you mean `{MOVED[wrong]}`? see `{self.prog} --help`"
+        import difflib
+
+        close = difflib.get_close_matches(m.group(1), list(subs[0].choices), n=1)
+        return f"did you mean `{self.prog} {close[0]}`? see `{self.prog} --help`" if close else None
 
 
 def subcommands(parser: argparse.ArgumentParser, title: str = "commands") -> argparse._SubParsersAction:
+    from controller.cli.groups import epilog
+
     sub = parser.add_subparsers(title=title, dest="subcommand", metavar="COMMAND", parser_class=Parser)
     parser.set_defaults(func=_group_help(parser))
+    if parser.epilog is None:
+        parser.epilog = epilog(parser.prog.split()[-1])
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
     return sub
 
 
@@ -121,6 +144,54 @@ def _number(convert, noun: str, allow_zero: bool):
 positive_int = _number(int, "a whole number", allow_zero=False)
 positive_float = _number(float, "a number", allow_zero=False)
 non_negative_float = _number(float, "a number", allow_zero=True)
+
+
+def spec_type(op: str, name: str) -> Callable[[str], Any]:
+    """An argparse type for parameter ``name`` of operation ``op``: its kind, bounds and choices, from the spec."""
+    from bench_agent import ops
+
+    param = ops.spec(op).param(name)
+    assert param is not None, f"{op} has no parameter {name}"
+    convert, noun = {int: (int, "a whole number"), float: (float, "a number")}.get(param.kind, (str, "text"))
+
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        try:
+            return param.check(value)
+        except UsageError as err:
+            raise argparse.ArgumentTypeError(err.message.removeprefix(param.name + " ")) from None
+
+    parse.__name__ = noun  # argparse names the type in its messages
+    return parse
+
+
+def add_param(p: argparse.ArgumentParser, op: str, name: str, *flags: str, **kw: Any) -> argparse.Action:
+    """Add the flag for parameter ``name`` of ``op``: type, bounds, default and help derived from its spec.
+
+    ``flags`` default to ``--<name with dashes>``; ``kw`` adds what the spec does not
+    say (``metavar``, ``required`` for a positional-like flag, a different ``dest``).
+    """
+    from bench_agent import ops
+
+    param = ops.spec(op).param(name)
+    assert param is not None, f"{op} has no parameter {name}"
+    flags = flags or ("--" + name.replace("_", "-"),)
+    if param.kind is bool:
+        return p.add_argument(*flags, dest=kw.pop("dest", name), action="store_true",
+                              help=kw.pop("help", param.help), **kw)
+    kw.setdefault("type", spec_type(op, name))
+    if param.required:
+        kw.setdefault("required", True)
+    else:
+        kw.setdefault("default", param.default)
+    bounds = param.bounds_text() if param.minimum is not None or param.maximum is not None else ""
+    default = f"default {param.default}" if not param.required and param.default is not None else ""
+    extra = ", ".join(x for x in (bounds, default) if x)
+    kw.setdefault("help", param.help + (f" ({extra})" if extra else ""))
+    return p.add_argument(*flags, dest=kw.pop("dest", name), **kw)
 
 
 def load_lab(args: argparse.Namespace):

@@ -8,7 +8,7 @@ from bench_agent.errors import UsageError
 from controller.cli.common import add_json, command, print_json, say, subcommands
 
 HELP = """\
-List this host's panio daemons (serial capture supervisors, ...) from their
+List this host's panio daemons (serial and video capture, HID rigs) from their
 discovery files, with strays (a daemon process whose file is gone) and stale
 files (a file whose process is gone). `panio daemons stop NAME` stops one."""
 
@@ -28,14 +28,14 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     add_json(c)
 
 
-def _local():
-    from controller.dispatch import transport_for
+def _local(op: str, args: dict) -> list:
+    from controller.dispatch import Dispatcher
 
-    return transport_for(None, None)  # daemons are this host's
+    return Dispatcher(None).call_host(None, op, args)  # daemons are this host's
 
 
 def list_(args: argparse.Namespace) -> None:
-    rows = _local().call({"op": "daemons.list", "args": {}})
+    rows = _local("daemons.list", {})
     if args.json:
         print_json(rows)
         return
@@ -53,8 +53,7 @@ def list_(args: argparse.Namespace) -> None:
 def stop(args: argparse.Namespace) -> None:
     if bool(args.name) == bool(args.all):
         raise UsageError("name one daemon or give --all", hint="see `panio daemons` for names")
-    rows = _local().call({"op": "daemons.stop", "args": {"names": None if args.all else [args.name],
-                                                          "force": args.force}})
+    rows = _local("daemons.stop", {"names": None if args.all else [args.name], "force": args.force})
     if args.json:
         print_json(rows)
         return

@@ -10,8 +10,9 @@ from controller.cli.common import add_json, print_json, say
 def register(p: argparse.ArgumentParser, name: str) -> None:
     p.description = (
         "List the hardware this machine (or a control host) has for a lab: serial ports\n"
-        "with stable by-id paths, video capture devices, network links (the primary one\n"
-        "is marked: never netboot through it) and adb devices. Reads only."
+        "with stable by-id paths, video capture devices, keyboard/mouse rigs, USB devices\n"
+        "by VID:PID, network links (the primary one is marked: never netboot through it)\n"
+        "and adb devices. Reads only."
     )
     p.epilog = ("example:\n  panio discover\n  panio discover --json\n\n"
                 "see also: panio doctor (check a target's config), panio configure (propose a target block)")
@@ -26,7 +27,7 @@ def inventory(args: argparse.Namespace) -> dict:
         from controller.cli.common import load_lab
 
         return dispatch.call_host(load_lab(args), args.host, "system.discover", {})
-    from bench_agent.discovery import inventory as local
+    from bench_agent.inventory import inventory as local
 
     return local()
 
@@ -42,6 +43,14 @@ def run(args: argparse.Namespace) -> None:
     say("video capture:" if inv["video"] else "video capture: none")
     for v in inv["video"]:
         say(f"  {v['by_id'] or v['device']}  {v['name']}")
+    say("keyboard/mouse rigs:" if inv.get("hid") else "keyboard/mouse rigs: none")
+    for h in inv.get("hid", []):
+        say(f"  {h['device']}  {h['kind']}" + (f"  {h['usb']}" if h.get("usb") else ""))
+    say("USB devices:" if inv.get("usb") else "USB devices: none")
+    for u in inv.get("usb", []):
+        label = " ".join(x for x in (u["manufacturer"], u["product"]) if x) or "-"
+        extra = "  ".join(x for x in (f"serial {u['serial']}" if u["serial"] else "", u["role"]) if x)
+        say(f"  {u['vid']}:{u['pid']}  {u['path']:<10} {label}" + (f"  ({extra})" if extra else ""))
     say("network links:" if inv["network"] else "network links: none")
     for n in inv["network"]:
         tags = ", ".join(t for t, on in (("primary: not for netboot", n["primary"]), ("usb", n["usb"]),

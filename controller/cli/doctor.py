@@ -17,9 +17,13 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
         "Exit status: 0 when everything is present; 1 when something is missing or wrong (the report on\n"
         "stdout, and the usual two error lines on stderr naming what)."
     )
-    p.epilog = ("example:\n  panio doctor pico\n  panio doctor --json\n\n"
-                "see also: panio discover (what this host has), panio config show (what the lab says)")
+    p.description += ("\n\nWith --host NAME: that control host itself too (panio's version against this\n"
+                      "machine's, the worker's systemd unit, device groups), then the targets it owns.")
+    p.epilog = ("example:\n  panio doctor pico\n  panio doctor --json\n  panio doctor --host bench1\n\n"
+                "see also: panio discover (what this host has), panio config show (what the lab says), "
+                "panio setup (provision a host)")
     p.add_argument("target", nargs="?", metavar="TARGET", help="check one target (default: all)")
+    p.add_argument("--host", metavar="NAME", help="check this control host and the targets it owns")
     add_json(p)
     p.set_defaults(func=run)
 
@@ -31,6 +35,14 @@ def run(args: argparse.Namespace) -> int:
     lab = load_lab(args)
     names = [args.target] if args.target else list(lab.targets)
     report = {}
+    if args.host:
+        from controller.cli.common import check_name
+        from controller.cli.main import version
+
+        check_name("host", args.host)
+        lab.host(args.host)  # fails helpfully if the host is unknown
+        names = [n for n in names if lab.target(n).get("host") == args.host]
+        report[f"{args.host} (host)"] = dispatch.call_host(lab, args.host, "system.host_check", {"version": version()})
     for name in names:
         config = lab.target(name)
         root = effective_root(name, config["netboot"]) if "netboot" in config else None

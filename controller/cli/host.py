@@ -37,13 +37,19 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     add_json(c)
 
     c = command(sub, "trust", "record a host's SSH host key so panio will connect to it", func=trust,
-                example=["panio host trust bench1", "panio host trust bench1 --fingerprint SHA256:abc..."],
-                see_also="panio host show, panio ping TARGET",
+                example=["panio host trust bench1", "panio host trust bench1 --fingerprint SHA256:abc...",
+                         "panio host trust bench1 --replace --fingerprint SHA256:new..."],
+                see_also="panio host show, panio ping TARGET, docs/remote-hosts.md",
                 details="panio verifies every host key and refuses an unknown one. Compare the printed\n"
                         "fingerprint with the host's own (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`\n"
-                        "on the host), or pass --fingerprint to have panio compare it.")
+                        "on the host), or pass --fingerprint to have panio compare it.\n"
+                        "A host whose key differs from the recorded one is refused (exit 13) with both\n"
+                        "fingerprints: a reinstalled host, or someone in the middle. Replace the key\n"
+                        "only once you know which: --replace (best with --fingerprint).")
     c.add_argument("name", metavar="NAME")
     c.add_argument("--fingerprint", metavar="SHA256:...", help="record only if the key has this fingerprint")
+    c.add_argument("--replace", action="store_true",
+                   help="replace a recorded key that differs from the one the host presents now")
     add_json(c)
 
     c = command(sub, "list", "list control hosts", func=list_, example="panio host list", see_also="panio host show")
@@ -118,16 +124,51 @@ def list_(args: argparse.Namespace) -> None:
 
 
 def trust(args: argparse.Namespace) -> None:
-    from controller.transports import ssh
+    from controller.transports import known_hosts
 
     h = load_lab(args).host(args.name)
-    key = ssh.scan_host_key(args.name, h)
-    seen = ssh.fingerprint(key)
+    recorded = known_hosts.recorded_keys(h)
+    key = known_hosts.scan_host_key(args.name, h, prefer=recorded[0][1].get_name() if recorded else None)
+    seen = known_hosts.fingerprint(key)
     if args.fingerprint and args.fingerprint not in (seen, seen.split(" ", 1)[1]):
         raise Refused(f"host {args.name} presents {seen}, not {args.fingerprint}; nothing recorded",
                       hint="someone may be in the middle: check the host's key on its console", host=args.name)
-    path = ssh.record_host_key(args.name, h, key)
+    same = next((path for path, old in recorded if old == key), None)
+    if same is not None:
+        _trusted(args, seen, f"host {args.name} is already trusted", str(same))
+        return
+    if recorded and not args.replace:
+        old = sorted({known_hosts.fingerprint(k) for _, k in recorded})
+        raise Refused(f"host {args.name} presents a CHANGED host key: {seen}; recorded: {', '.join(old)}; "
+                      "nothing changed",
+                      hint=f"if the host was reinstalled, check its new key on its console, then run `panio host "
+                           f"trust {args.name} --replace --fingerprint {seen.split(' ', 1)[1]}`; otherwise someone "
+                           "may be in the middle", host=args.name, key=seen, recorded=old)
+    _refuse_foreign(args.name, h, recorded)
+    path = known_hosts.record_host_key(h, key, replace=args.replace)
+    _trusted(args, seen, f"replaced the host key of {args.name}" if recorded else f"trusted host {args.name}",
+             str(path), old=recorded)
+
+
+def _refuse_foreign(name: str, h: dict, recorded: list) -> None:
+    """A changed key recorded in the user's own ~/.ssh/known_hosts is theirs to remove: panio never edits it."""
+    from controller.transports import known_hosts
+
+    foreign = sorted({str(path) for path, _ in recorded if path != known_hosts.known_hosts_path()})
+    if foreign:
+        _, hostname, port = known_hosts.destination(h)
+        raise Refused(f"host {name}: the old key is recorded in {', '.join(foreign)}, which panio does not edit; "
+                      "nothing changed",
+                      hint=f"remove it with `ssh-keygen -R '{known_hosts.key_name(hostname, port)}'`, then run "
+                           f"`panio host trust {name}` again", host=name, files=foreign)
+
+
+def _trusted(args: argparse.Namespace, seen: str, how: str, path: str, old: list | None = None) -> None:
+    from controller.transports import known_hosts
+
+    previous = sorted({known_hosts.fingerprint(k) for _, k in old or []})
     if args.json:
-        print_json({"host": args.name, "key": seen, "known_hosts": str(path)})
+        print_json({"host": args.name, "key": seen, "known_hosts": path, "replaced": previous})
     else:
-        say(f"trusted host {args.name}: {seen} (recorded in {path})")
+        say(f"{how}: {seen} (recorded in {path})"
+            + (f"; the old key {', '.join(previous)} is gone" if previous else ""))

@@ -1,4 +1,4 @@
-"""panio job run|check|submit|status|list|logs|artifacts|cancel: bench jobs and their results."""
+"""panio job run|check|submit|status|list|logs|artifacts|cancel|prune: bench jobs and their results."""
 
 from __future__ import annotations
 
@@ -20,9 +20,38 @@ Exit status for CI: 0 every step passed; 14 the board failed a step
 13 the lease was lost (refused), or the failing step's own lab status (3, 5, 9, ...)."""
 
 
+JOB_FORMAT = """\
+The job file (TOML):
+
+  name = "boot"                  # default: the file name
+  target = "pico"                # or: tags = ["pi5"]
+  timeout_s = 300                # the whole job (optional)
+  on_unhealthy = "wait"          # target bad/in maintenance: "wait" (default) or "skip"
+
+  [[steps]]
+  name = "capture"
+  run = "panio serial watch ${target}"        # starts capture, or finds it running
+  [[steps]]
+  name = "power-cycle"
+  run = "panio power-cycle ${target}"
+  [[steps]]
+  name = "boots to a login prompt"          # bytes since the previous step began:
+  run = "panio serial wait ${target} --since-step --pattern 'login:' --timeout-ms 60000"
+  timeout_s = 70                 # per step, default 60
+  expect_exit = 0                # default 0; or a list [0, 1]
+  expect_output = '"status": "matched"'     # regex the output must match
+  reject_output = "Kernel panic"            # regex it must not match
+  capture = { ver = 'Linux (\\S+)' }         # -> ${ver} in later steps
+
+A step is a runtime panio command (never a lab edit); ${target}, ${job_id} and
+captures are substituted. Verdicts: health complete|incomplete (the lab failed)|
+canceled|timed_out, result passed|failed (the board). Runnable examples:
+`panio-sim up` writes boot.toml and suite.toml beside its lab. More: docs/jobs.md."""
+
+
 def register(p: argparse.ArgumentParser, name: str) -> None:
     p.description = ("Bench jobs: a target plus panio command steps with expectations. `job run` blocks\n"
-                     "and exits with a CI status; history lives in the results database. See docs/jobs.md.")
+                     "and exits with a CI status; history lives in the results database.\n\n" + JOB_FORMAT)
     sub = subcommands(p)
     c = command(sub, "run", "run a job file now and wait for its verdict (CI: exit 0 = passed)", func=run,
                 example=["panio job run smoke.toml --target pico --junit out/junit.xml",
@@ -71,7 +100,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--step", type=positive_int, metavar="N", help="only step N (1-based)")
     add_json(c)
 
-    c = command(sub, "artifacts", "list a job's artifacts (step outputs, logs) or save them to a folder",
+    c = command(sub, "artifacts", "list a job's artifacts (step outputs, logs, screenshots) or save them to a folder",
                 func=artifacts, example="panio job artifacts 12 --out ./artifacts",
                 see_also="panio job logs")
     c.add_argument("id", type=positive_int, metavar="JOB")
@@ -81,6 +110,21 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c = command(sub, "cancel", "cancel a queued or running job (its running step is stopped)", func=cancel,
                 example="panio job cancel 12", see_also="panio job status, panio lease list")
     c.add_argument("id", type=positive_int, metavar="JOB")
+
+    c = command(sub, "prune", "remove finished jobs older than a duration, with their steps and artifacts",
+                func=prune, example=["panio job prune --older-than 30d --dry-run",
+                                     "panio job prune --older-than 14d --artifacts-only", "panio job prune --json"],
+                see_also="the lab's [retention] table (applied automatically), panio job list, docs/jobs.md",
+                details="Only finished jobs go (queued and running ones never), judged by when they finished.\n"
+                        "Without --older-than it applies the lab file's [retention] table (jobs = \"90d\",\n"
+                        "artifacts = \"14d\"), which `schedule serve`, `job run` and `suite run` also apply\n"
+                        "on their own at most once an hour. Also removes lab-parse caches of lab files\n"
+                        "that are gone and per-job lab files a killed worker left.")
+    c.add_argument("--older-than", metavar="DURATION", help="finished longer ago than this: 30d, 12h, 90m, 45s")
+    c.add_argument("--artifacts-only", action="store_true",
+                   help="remove only the artifacts (serial logs...) of those jobs; keep their history")
+    c.add_argument("--dry-run", action="store_true", help="count what would go; remove nothing")
+    add_json(c)
 
 
 def _file_target(c: argparse.ArgumentParser) -> None:
@@ -135,13 +179,14 @@ def _finish(job: dict, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from controller.jobs import backends, local, progress
+    from controller.jobs import backends, local, progress, retention
 
+    lab = load_lab(args)
+    retention.auto(lab)  # the lab's [retention], at most once an hour; never fails the job
     if backends.broker_url():
         args.wait = True
         submit(args)
         return
-    lab = load_lab(args)
     show = (lambda e, d: None) if args.json else progress.for_stream()
     job = local.run_now(args.file, lab, args.target, show, args.deadline_s)
     _finish(job, args)
@@ -177,13 +222,15 @@ def check(args: argparse.Namespace) -> None:
 
 
 def status(args: argparse.Namespace) -> None:
+    from controller import overrides
     from controller.jobs import report
 
     job = _reconciled(_store(), args.id)
+    job["overrides"] = overrides.for_job(args.id)  # operators who acted under this job's lease, and why
     if args.json:
         print_json(_brief(job))
     else:
-        say("\n".join(report.summary_lines(job)))
+        say("\n".join(report.summary_lines(job) + [overrides.line(o) for o in job["overrides"]]))
 
 
 def list_(args: argparse.Namespace) -> None:
@@ -219,7 +266,7 @@ def logs(args: argparse.Namespace) -> None:
             say(s["output"].rstrip("\n"))
 
 
-def _artifact_map(store, job_id: int) -> dict[str, str]:
+def _artifact_map(store, job_id: int) -> dict[str, str | bytes]:
     job = store.job(job_id)
     out = {f"step-{s['idx'] + 1:02d}.log": s["output"] for s in job["steps"] if s.get("output")}
     out.update(store.list_artifacts(job_id))
@@ -235,16 +282,61 @@ def artifacts(args: argparse.Namespace) -> None:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         for name, content in items.items():
-            (args.out / name).write_text(content, encoding="utf-8")
+            if isinstance(content, bytes):  # a screenshot (step-NN.png)
+                (args.out / name).write_bytes(content)
+            else:
+                (args.out / name).write_text(content, encoding="utf-8")
+    sizes = {n: len(c) if isinstance(c, bytes) else len(c.encode()) for n, c in items.items()}
     if args.json:
-        print_json([{"name": n, "bytes": len(c.encode()), **({"path": str(args.out / n)} if args.out else {})}
-                    for n, c in items.items()])
+        print_json([{"name": n, "bytes": sizes[n], **({"path": str(args.out / n)} if args.out else {})}
+                    for n in items])
         return
-    for n, c in items.items():
-        say(f"{n}  {len(c.encode())} bytes" + (f"  -> {args.out / n}" if args.out else ""))
+    for n in items:
+        say(f"{n}  {sizes[n]} bytes" + (f"  -> {args.out / n}" if args.out else ""))
 
 
 def cancel(args: argparse.Namespace) -> None:
     from controller.jobs.control import cancel as cancel_job
 
     say(cancel_job(_store(), args.id))
+
+
+def prune(args: argparse.Namespace) -> None:
+    from controller.jobs import retention
+
+    if args.older_than is None:
+        if args.artifacts_only:
+            from bench_agent.errors import UsageError
+
+            raise UsageError("--artifacts-only needs --older-than DURATION", hint="e.g. --older-than 14d")
+        lab = load_lab(args)
+        if not retention.settings(lab):
+            from bench_agent.errors import UsageError
+
+            raise UsageError("job prune needs --older-than DURATION (the lab file has no [retention] table)",
+                             hint="e.g. `panio job prune --older-than 30d --dry-run`")
+        out = retention.apply(lab, _store(), dry_run=args.dry_run)
+        runs = [out[k] for k in ("artifacts", "jobs") if k in out]
+    else:
+        older_than_s = retention.parse_duration(args.older_than)
+        out = retention.prune(_store(), older_than_s, args.artifacts_only, args.dry_run)
+        runs = [out]
+    if args.json:
+        print_json(out)
+        return
+    for r in runs:
+        verb = "would remove" if r["dry_run"] else "removed"
+        age = _age(r["older_than_s"])
+        if r["artifacts_only"]:
+            say(f"{verb} {r['artifacts']} artifacts ({r['artifact_chars']} characters) of jobs finished over {age} "
+                "ago; the jobs stay")
+        else:
+            say(f"{verb} {r['jobs']} jobs finished over {age} ago: {r['steps']} steps, {r['artifacts']} artifacts "
+                f"({r['artifact_chars']} characters)" + (f", {len(r['files'])} stale files" if r["files"] else ""))
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"

@@ -14,7 +14,16 @@ import sys
 from bench_agent.errors import InternalError, PanioError, UsageError
 from controller.cli.commands import COMMANDS, SECTIONS
 
-VERSION = "0.1.0.dev0"
+
+
+def version() -> str:
+    """panio's version, from its installed metadata (pyproject.toml says it once)."""
+    from importlib.metadata import PackageNotFoundError, version as installed
+
+    try:
+        return installed("panio")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 INTRO = """\
 panio drives hardware test benches: boards ("targets") wired to a control host
@@ -87,7 +96,7 @@ def run(argv: list[str]) -> int:
     name = _find_command(argv)
     if name is None:
         if "--version" in argv:
-            sys.stdout.write(f"panio {VERSION}\n")
+            sys.stdout.write(f"panio {version()}\n")
             return 0
         sys.stdout.write(top_help())
         return 0
@@ -98,10 +107,15 @@ def run(argv: list[str]) -> int:
         hint = f"did you mean `panio {close[0]}`? " if close else ""
         raise UsageError(f"unknown command {name!r}", hint=f"{hint}see `panio --help` and `panio skill`", command=name)
     parser = build_parser(only=name)
-    args, extra = parser.parse_known_args(argv)
-    if extra:
-        where = " ".join(["panio", name] + ([args.subcommand] if getattr(args, "subcommand", None) else []))
-        raise UsageError(f"{where}: unrecognized arguments: {' '.join(extra)}", hint=f"see `{where} --help`")
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            where = " ".join(["panio", name] + ([args.subcommand] if getattr(args, "subcommand", None) else []))
+            raise UsageError(f"{where}: unrecognized arguments: {' '.join(extra)}", hint=f"see `{where} --help`")
+    except UsageError as err:
+        if "TARGET" in err.message or "-t" in err.message.split():
+            err.hint = _positional_hint(argv) or err.hint
+        raise
     if os.environ.get("PANIO_LEASE_TOKEN"):
         _job_step_guard(name, getattr(args, "subcommand", None), argv)
     from controller.paths import resolve_lab_path
@@ -111,6 +125,19 @@ def run(argv: list[str]) -> int:
     return 0 if status is None else int(status)
 
 
+RUNTIME_TOP = ("power-cycle", "power-state", "ping")  # runtime commands that are not in a group
+
+
+def _positional_hint(argv: list[str]) -> str | None:
+    """`-t TARGET` on a runtime command: setup commands take -t, runtime commands take the target first."""
+    for i, token in enumerate(argv):
+        if token in ("-t", "--target") or token.startswith("--target="):
+            value = token.split("=", 1)[1] if "=" in token else (argv[i + 1] if i + 1 < len(argv) else "TARGET")
+            rest = argv[:i] + argv[i + (1 if "=" in token else 2):]
+            words = 1 if rest and rest[0] in RUNTIME_TOP else 2
+            fixed = " ".join(["panio", *rest[:words], value, *rest[words:]])
+            return f"the target is positional on runtime commands, with no -t: `{fixed}`"
+    return None
 def _job_step_guard(name: str, subcommand: str | None, argv: list[str]) -> None:
     """A process holding a job's lease token is a job step: runtime commands only, on the job's own lab.
 

@@ -1,36 +1,72 @@
-"""panio netboot set|rm|tftp-root: the network-boot channel of a target."""
+"""panio netboot set|rm|tftp-root: the network-boot channel of a target.
+
+The runtime commands (netboot start|stop|status) register from
+``controller.cli.netboot_runtime``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 
+from bench_agent.errors import UsageError
 from controller.cli.common import add_json, add_target_option, add_target_positional, command, load_lab, print_json, say, subcommands
 from controller.lab import edit, edits
-from controller.paths import state_dir
+from bench_agent.paths import state_dir
+
+PI5 = ("Raspberry Pi 5: copy the kernel as kernel_2712.img into the TFTP root; panio's\n"
+       "DHCP answers its bootloader with option 43 \"Raspberry Pi Boot\" (unless --boot-file\n"
+       "is set), and the EEPROM's BOOT_ORDER must try network boot (e.g. 0xf12). docs/netboot.md")
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
     p.description = (
         "Network boot: the target fetches its kernel over TFTP through a dedicated\n"
-        "network interface of the control host (never its primary NIC)."
+        "network interface of the control host (never its primary NIC).\n\n" + PI5
     )
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     sub = subcommands(p)
     c = command(sub, "set", "set the netboot interface and TFTP root of a target", func=set_,
-                example="panio netboot set -t pico --interface en7 --tftp-root ~/tftp/pico",
-                see_also="panio netboot tftp-root, panio netboot rm")
+                example=["panio netboot set -t pico --interface en7 --tftp-root ~/tftp/pico",
+                         "panio netboot set -t qemu --interface lo --server panio --tftp-port 6969",
+                         'panio netboot set -t pico --hard-down hook --hard-down-cmd "relay 2 off" '
+                         '--hard-up-cmd "relay 2 on"'],
+                see_also="panio netboot start, panio netboot tftp-root, panio netif, docs/netboot.md",
+                details="An empty value removes an optional setting: --boot-file ''.")
     add_target_option(c)
     c.add_argument("--interface", metavar="IFACE", help="the control host's interface wired to the target (required the first time)")
     c.add_argument("--tftp-root", metavar="DIR", help="folder served over TFTP (default: panio's state dir, tftp/TARGET)")
+    c.add_argument("--server", choices=("dnsmasq", "panio"),
+                   help="dnsmasq: DHCP+TFTP, needs root (default); panio: panio's own TFTP only, no root")
+    c.add_argument("--address", metavar="CIDR", help="the host's address on the link (default 10.233.0.1/24)")
+    c.add_argument("--tftp-port", type=_port, metavar="PORT", help="TFTP port of the panio server (default 69)")
+    c.add_argument("--boot-file", metavar="FILE", help="DHCP boot file for PXE/iPXE/U-Boot boards "
+                   "(default: none, answer Raspberry Pi firmware)")
+    c.add_argument("--hard-down", choices=("usb-sysfs", "uhubctl", "hook"),
+                   help="how `netif down-hard` cuts the adapter's power (default: hook if set, else usb-sysfs)")
+    c.add_argument("--usb-port", metavar="DEV", help="the adapter's USB device path, e.g. 1-1.2 (default: found from the interface)")
+    c.add_argument("--hard-down-cmd", metavar="CMD", help="hook that cuts the link's power (run without a shell)")
+    c.add_argument("--hard-up-cmd", metavar="CMD", help="hook that restores it")
 
     c = command(sub, "rm", "remove the netboot channel of a target", func=rm,
                 example="panio netboot rm -t pico", see_also="panio netboot set")
     add_target_option(c)
 
     c = command(sub, "tftp-root", "print the folder a target netboots from (copy kernels there)", func=tftp_root,
-                example="panio netboot tftp-root pico", see_also="panio netboot set --tftp-root")
+                example="panio netboot tftp-root pico", see_also="panio netboot set --tftp-root, panio netboot start",
+                details=PI5)
     add_target_positional(c)
     add_json(c)
+
+    from controller.cli import netboot_runtime
+
+    netboot_runtime.register(sub)
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535)")
+    return int(text)
 
 
 def effective_root(target: str, netboot: dict) -> str:
@@ -38,17 +74,39 @@ def effective_root(target: str, netboot: dict) -> str:
     return os.path.expanduser(root) if root else str(state_dir() / "tftp" / target)
 
 
+OPTIONAL = ("tftp_root", "server", "address", "tftp_port", "boot_file", "hard_down", "usb_port", "hard_down_cmd",
+            "hard_up_cmd")
+
+
+def _values(args: argparse.Namespace) -> dict:
+    values = {key: getattr(args, key) for key in OPTIONAL}
+    if values["address"]:
+        import ipaddress
+
+        try:
+            iface = ipaddress.ip_interface(values["address"])
+        except ValueError:
+            raise UsageError(f"--address {values['address']!r} is not an address with a prefix, e.g. 10.233.0.1/24",
+                             argument="address") from None
+        if iface.version != 4 or iface.network.prefixlen > 30 or "/" not in values["address"]:
+            raise UsageError(f"--address {values['address']!r} must be IPv4 with a prefix of /30 or wider",
+                             argument="address")
+    return values
+
+
 def set_(args: argparse.Namespace) -> None:
+    values = _values(args)
     with edit(args.lab_path) as doc:
         t = edits.target(doc, args.target, args.lab_path)
         if "netboot" not in t:
             if not args.interface:
                 raise edits.NotConfigured(f"target {args.target!r} has no netboot channel yet: give --interface",
                                           hint=f"panio netboot set -t {args.target} --interface IFACE")
-            t["netboot"] = edits.new_table({"interface": args.interface, "tftp_root": args.tftp_root})
-            changed = ["interface"] + (["tftp_root"] if args.tftp_root else [])
+            fresh = {k: v for k, v in values.items() if v}
+            t["netboot"] = edits.new_table({"interface": args.interface, **fresh})
+            changed = ["interface", *fresh]
         else:
-            changed = edits.set_fields(t["netboot"], {"interface": args.interface, "tftp_root": args.tftp_root})
+            changed = edits.set_fields(t["netboot"], {"interface": args.interface, **values})
     say(f"netboot on {args.target}: " + (f"set {', '.join(changed)}" if changed else "nothing to change"))
 
 

@@ -8,7 +8,6 @@ register from ``controller.cli.power_runtime``.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 
 from bench_agent.errors import NotConfigured, UsageError
 from controller.cli.common import add_target_option, check_name, command, positive_float, say, subcommands
@@ -18,7 +17,6 @@ HOOK_FLAGS = (("on_cmd", "--on-cmd"), ("off_cmd", "--off-cmd"), ("cycle_cmd", "-
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
-    runtime = importlib.util.find_spec("controller.cli.power_runtime") is not None
     if name != "power":
         from controller.cli import power_runtime
 
@@ -48,10 +46,9 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 example="panio power rm -t pico --level hard", see_also="panio power set")
     add_target_option(c)
     c.add_argument("--level", metavar="LEVEL", help="remove only this level")
-    if runtime:
-        from controller.cli import power_runtime
+    from controller.cli import power_runtime
 
-        power_runtime.register(sub)
+    power_runtime.register(sub)
 
 
 def _values(args: argparse.Namespace) -> dict:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from controller.cli.common import add_json, add_target_positional, command, load_lab, print_json, say
+from controller.cli.common import add_json, add_param, add_target_positional, command, load_lab, print_json, say
 
-LEVEL_HELP = "a named power level (e.g. hard); it never falls back to the default level's hooks"
 SEE_ALSO = "panio power set (configure hooks), panio helper (smart-plug helpers), docs/power.md"
 
 
@@ -17,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     example=[f"panio power {verb} pico", f"panio power {verb} pico --level hard"],
                     see_also=f"panio power-state, panio power-cycle, {SEE_ALSO}")
         add_target_positional(c)
-        c.add_argument("--level", metavar="LEVEL", help=LEVEL_HELP)
+        add_param(c, f"power.{verb}", "level", metavar="LEVEL")
         c.set_defaults(verb=verb)
 
 
@@ -40,7 +39,7 @@ def register_top(p: argparse.ArgumentParser, name: str) -> None:
         p.set_defaults(func=_state)
         add_json(p)
     add_target_positional(p)
-    p.add_argument("--level", metavar="LEVEL", help=LEVEL_HELP)
+    add_param(p, "power.cycle" if name == "power-cycle" else "power.state", "level", metavar="LEVEL")
 
 
 def _switch(args: argparse.Namespace) -> None:

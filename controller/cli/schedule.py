@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench_agent.errors import PanioError
 from controller.cli.common import add_json, check_name, command, load_lab, print_json, say, subcommands
 
 
@@ -88,9 +89,14 @@ def serve(args: argparse.Namespace) -> None:
     def fire(s: dict) -> list[int]:
         lab = load_lab(args)  # re-read each time: lab edits apply to the next run
         _, jobs = suite.run(Path(s["suite"]), lab, lambda t: progress.PlainProgress(prefix=f"[{s['name']} {t}] "))
+        _retain(lab, log)
         return [j["id"] for j in jobs]
 
     scheduler = Scheduler(_store(), fire, log)
+    try:
+        _retain(load_lab(args), log)
+    except PanioError:
+        pass  # no lab file yet: nothing to retain by
 
     def stop(signum, frame) -> None:
         scheduler.stopping = True
@@ -98,3 +104,19 @@ def serve(args: argparse.Namespace) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     scheduler.serve()
+
+
+def _retain(lab, log) -> None:
+    """The lab's [retention] (at most once an hour), said in the scheduler's log."""
+    from controller.jobs import retention
+
+    record = retention.auto(lab)
+    if record is None:
+        return
+    if "error" in record:
+        log(f"retention failed: {record['error']['message']}")
+        return
+    for key, r in record["result"].items():
+        if key != "rules":
+            log(f"retention ({key} older than {record['result']['rules'][key]}): removed {r['jobs']} jobs, "
+                f"{r['artifacts']} artifacts")

@@ -7,7 +7,6 @@ The runtime console commands (watch, log, send, ...) register from
 from __future__ import annotations
 
 import argparse
-import importlib.util
 
 from bench_agent.errors import AlreadyExists, NotConfigured, UsageError
 from controller.cli.common import add_json, add_target_option, check_name, command, positive_int, print_json, say, subcommands
@@ -24,10 +23,9 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     p.description = GROUP_HELP
     sub = subcommands(p)
     _register_config(sub)
-    if importlib.util.find_spec("controller.cli.serial_runtime") is not None:
-        from controller.cli import serial_runtime
+    from controller.cli import serial_runtime
 
-        serial_runtime.register(sub)
+    serial_runtime.register(sub)
 
 
 def _register_config(sub: argparse._SubParsersAction) -> None:

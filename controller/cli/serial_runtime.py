@@ -9,30 +9,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Callable
+from typing import Any
 
 from bench_agent.errors import DeviceError, NotConfigured, NotRunning, Timeout, Unreachable, UsageError
-from controller.cli.common import add_json, add_target_positional, command, load_lab, print_json, say
+from controller import overrides
+from controller.cli.common import (add_json, add_param, add_target_positional, command, load_lab, positive_float,
+                                     print_json, say)
 
 SEE = "docs/serial.md, panio skill"
-
-
-def bounded(name: str, lo: int, hi: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{name} must be from {lo} to {hi}")
-        return value
-
-    parse.__name__ = name
-    return parse
-
-
-SEQ = bounded("a sequence number", 0, 1 << 62)
-CURSOR = bounded("a cursor", 0, 1 << 62)
 
 
 def _iface_opt(p: argparse.ArgumentParser) -> None:
@@ -40,18 +24,15 @@ def _iface_opt(p: argparse.ArgumentParser) -> None:
                    help="interface name (needed only when the target has several, e.g. console, bmc)")
 
 
-def _input_opts(p: argparse.ArgumentParser) -> None:
+def _input_opts(p: argparse.ArgumentParser, op: str) -> None:
     p.add_argument("--no-newline", action="store_true",
                    help="send the text as is (a bare key); else the interface's line ending (default CR) follows")
-    p.add_argument("--pace-ms", type=bounded("--pace-ms", 0, 10000), default=0, metavar="N",
-                   help="pause N ms after each byte, for a polled UART without flow control (max 10000)")
+    add_param(p, op, "pace_ms", metavar="N")
 
 
-def _wait_opts(p: argparse.ArgumentParser, timeout_lo: int) -> None:
-    p.add_argument("--timeout-ms", type=bounded("--timeout-ms", timeout_lo, 3600000), default=30000, metavar="N",
-                   help=f"give up after N ms ({timeout_lo}-3600000, default 30000)")
-    p.add_argument("--max-bytes", type=bounded("--max-bytes", 1, 1048576), default=65536, metavar="N",
-                   help="examine at most N received bytes (1-1048576, default 65536)")
+def _wait_opts(p: argparse.ArgumentParser, op: str) -> None:
+    add_param(p, op, "timeout_ms", metavar="N")
+    add_param(p, op, "max_bytes", metavar="N")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,11 +51,18 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
                         "Running it again while capture runs is harmless.")
     add_target_positional(c)
     add_json(c)
+    overrides.add_flags(c)
 
     c = command(sub, "stop", "stop a target's capture supervisor and free its ports (the log stays on disk)",
-                func=stop, example="panio serial stop pico", see_also="panio serial log (works after stop), panio daemons")
+                func=stop, example=["panio serial stop pico",
+                                    "panio serial stop pico --override --reason 'capture wedged'"],
+                see_also="panio serial log (works after stop), panio daemons, panio job status (overrides)",
+                details="While a job leases the target this is refused (exit 8) unless --override with a\n"
+                        "--reason: then it acts with the job's lease and records who, when and why in\n"
+                        "that job's history (`panio job status JOB`). The job's next console step fails.")
     add_target_positional(c)
     add_json(c)
+    overrides.add_flags(c)
 
     c = command(sub, "log", "print captured console lines from disk (works while capture is stopped)",
                 func=log, example=["panio serial log pico --tail 50", "panio serial log pico --since 1234",
@@ -87,12 +75,12 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
     add_target_positional(c)
     _iface_opt(c)
     window = c.add_mutually_exclusive_group()
-    window.add_argument("--tail", type=bounded("--tail", 0, 5000), metavar="N", help="the last N lines (max 5000)")
-    window.add_argument("--since", type=SEQ, metavar="SEQ", help="lines after line SEQ (the poll loop)")
-    window.add_argument("--from", dest="first", type=SEQ, metavar="A", help="lines A..B (with --to)")
-    c.add_argument("--to", dest="last", type=SEQ, metavar="B", help="last line of a --from range (inclusive)")
+    add_param(window, "serial.log", "tail", metavar="N")
+    add_param(window, "serial.log", "since", metavar="SEQ")
+    add_param(window, "serial.log", "first", "--from", metavar="A", help="lines A..B (with --to)")
+    add_param(c, "serial.log", "last", "--to", metavar="B", help="last line of a --from range (inclusive)")
     add_json(c)
-    c.add_argument("--raw", action="store_true", help="keep ANSI escape sequences and control bytes")
+    add_param(c, "serial.log", "raw")
 
 
 def _register_input(sub: argparse._SubParsersAction) -> None:
@@ -104,7 +92,7 @@ def _register_input(sub: argparse._SubParsersAction) -> None:
     add_target_positional(c)
     c.add_argument("text", metavar="TEXT", help="what to type")
     _iface_opt(c)
-    _input_opts(c)
+    _input_opts(c, "serial.send")
     add_json(c)
 
     c = command(sub, "transact", "send text and wait until the reply matches a regex; print the reply",
@@ -118,27 +106,36 @@ def _register_input(sub: argparse._SubParsersAction) -> None:
     c.add_argument("text", metavar="TEXT", help="what to type")
     c.add_argument("--until", required=True, metavar="REGEX", help="stop when the reply matches (Python regex)")
     _iface_opt(c)
-    _wait_opts(c, 1)
-    _input_opts(c)
+    _wait_opts(c, "serial.transact")
+    _input_opts(c, "serial.transact")
     add_json(c)
 
-    c = command(sub, "wait", "wait for received bytes from a cursor, optionally until a regex matches (JSON)",
-                func=wait, example="panio serial wait pico --epoch 3 --since 10240 --pattern 'login:' --timeout-ms 60000",
-                see_also=f"panio serial status (current epoch and cursor), panio serial evidence, {SEE}",
-                details="Status is matched, timeout, cap, disconnect or fault; the accepted bytes and the\n"
+    c = command(sub, "wait", "wait for received bytes from a cursor or a moment, optionally until a regex matches (JSON)",
+                func=wait, example=["panio serial wait pico --epoch 3 --since 10240 --pattern 'login:' --timeout-ms 60000",
+                                    "panio serial wait pico --since-step --pattern 'login:'   # a job step after power-cycle"],
+                see_also=f"panio serial status (current epoch and cursor), panio serial evidence, docs/jobs.md, {SEE}",
+                details="Where to start: --epoch E --since CURSOR (from `serial status`), or a moment:\n"
+                        "--since-step (in a job: from when the previous step began, so `power-cycle` then\n"
+                        "`serial wait --since-step --pattern login:` sees the whole boot and no older prompt),\n"
+                        "--since-job (from when the job began), --since-time T (epoch seconds).\n"
+                        "Status is matched, timeout, cap, disconnect or fault; the accepted bytes and the\n"
                         "cursor to continue from come back whatever the status. Exit 0 when matched (or\n"
-                        "no --pattern), 22 on timeout/cap, 4 on disconnect, 12 on fault.")
+                        "no --pattern), 22 on timeout/cap, 4 on disconnect, 12 on fault, 10 no capture.")
     add_target_positional(c)
-    c.add_argument("--epoch", type=SEQ, required=True, metavar="E", help="capture epoch the cursor belongs to")
-    c.add_argument("--since", type=CURSOR, required=True, metavar="CURSOR", help="byte cursor to read from")
+    add_param(c, "serial.wait", "epoch", metavar="E")
+    add_param(c, "serial.wait", "since", metavar="CURSOR")
+    moment = c.add_mutually_exclusive_group()
+    moment.add_argument("--since-step", action="store_true",
+                        help="in a job step: the bytes received since the previous step began (or the job, for step 1)")
+    moment.add_argument("--since-job", action="store_true", help="in a job step: the bytes received since the job began")
+    moment.add_argument("--since-time", type=positive_float, metavar="T",
+                        help="the bytes received since T (seconds since 1970, as `date +%%s.%%N` prints)")
     _iface_opt(c)
-    c.add_argument("--pattern", metavar="RE", help="stop when this regex matches")
-    _wait_opts(c, 0)
-    c.add_argument("--max-output-bytes", type=bounded("--max-output-bytes", 4096, 8388608), default=1 << 20,
-                   metavar="N", help="cap the JSON printed (4096-8388608)")
-    c.add_argument("--include-pending", action="store_true",
-                   help="also return bytes received after the match (not consumed)")
-    c.add_argument("--follow", action="store_true", help="keep matching until the bound; return every match")
+    add_param(c, "serial.wait", "pattern", metavar="RE")
+    _wait_opts(c, "serial.wait")
+    add_param(c, "serial.wait", "max_output_bytes", metavar="N")
+    add_param(c, "serial.wait", "include_pending")
+    add_param(c, "serial.wait", "follow")
 
 
 def _register_inspect(sub: argparse._SubParsersAction) -> None:
@@ -147,14 +144,15 @@ def _register_inspect(sub: argparse._SubParsersAction) -> None:
                 see_also=f"panio serial status, panio serial wait, {SEE}")
     add_target_positional(c)
     _iface_opt(c)
-    c.add_argument("--epoch", type=SEQ, metavar="E", help="capture epoch of --since")
-    c.add_argument("--since", type=CURSOR, metavar="CURSOR", help="records from this byte cursor (needs --epoch)")
-    c.add_argument("--max-bytes", type=bounded("--max-bytes", 1, 1048576), default=65536, metavar="N",
-                   help="at most N bytes of evidence (default 65536)")
+    add_param(c, "serial.evidence", "epoch", metavar="E")
+    add_param(c, "serial.evidence", "since", metavar="CURSOR", help="records from this byte cursor (needs --epoch)")
+    add_param(c, "serial.evidence", "max_bytes", metavar="N")
     add_json(c)
 
     c = command(sub, "status", "capture and port state of an interface: identity, process, epoch, RX/TX (JSON)",
-                func=status, example="panio serial status pico", see_also=f"panio serial evidence, panio daemons, {SEE}")
+                func=status, example="panio serial status pico", see_also=f"panio serial evidence, panio daemons, {SEE}",
+                details="The JSON is printed whether or not capture runs; with no capture running the\n"
+                        "command exits 10 (not_running), so a script or job step sees it in the status.")
     add_target_positional(c)
     _iface_opt(c)
     add_json(c)
@@ -181,7 +179,7 @@ def _register_power_button(sub: argparse._SubParsersAction) -> None:
                 func=dtr, example="panio serial dtr dut --ms 3000",
                 see_also="panio serial reset, panio serial set --power-button")
     add_target_positional(c)
-    c.add_argument("--ms", type=bounded("--ms", 1, 60000), required=True, metavar="N", help="how long to hold it")
+    add_param(c, "serial.dtr", "ms", metavar="N")
     _iface_opt(c)
     add_json(c)
 
@@ -207,21 +205,24 @@ def watch(args: argparse.Namespace) -> None:
     if not ifaces:
         raise NotConfigured(f"target {args.target!r} has no serial interface",
                             hint=f"add one with `panio serial add console -t {args.target} --device PATH`")
-    r = dispatch.call(lab, args.target, "serial.watch", {"target": args.target, "interfaces": ifaces})
+    with overrides.acting(args, args.target, "serial watch") as override:
+        r = dispatch.call(lab, args.target, "serial.watch", {"target": args.target, "interfaces": ifaces})
     if args.json:
-        print_json(r)
+        print_json({**r, "override": override})
         return
     how = "already running" if r["already_running"] else "started"
     say(f"serial capture of {args.target} {how}: pid {r['pid']}, epoch {r['epoch']}, interfaces "
-        f"{', '.join(r['interfaces'])}. Read with `panio serial log {args.target}`.")
+        f"{', '.join(r['interfaces'])}{overrides.said(override)}. Read with `panio serial log {args.target}`.")
 
 
 def stop(args: argparse.Namespace) -> None:
-    r = _call(args, "serial.stop", {}, with_iface=False)
+    with overrides.acting(args, args.target, "serial stop") as override:
+        r = _call(args, "serial.stop", {}, with_iface=False)
     if args.json:
-        print_json(r)
+        print_json({**r, "override": override})
     else:
-        say(f"stopped serial capture of {args.target} (pid {r['pid']}, epoch {r['epoch']}); the log stays on disk")
+        say(f"stopped serial capture of {args.target} (pid {r['pid']}, epoch {r['epoch']}); the log stays on disk"
+            + overrides.said(override))
 
 
 def log(args: argparse.Namespace) -> None:
@@ -239,6 +240,8 @@ def log(args: argparse.Namespace) -> None:
         return
     from bench_agent.serial.lines import format_entry
 
+    if r.get("evicted_before") is not None:
+        say(f"-- lines before #{r['evicted_before']} were evicted from the log (its size limit) --")
     sys.stdout.write("".join(format_entry(entry) + "\n" for entry in r["lines"]))
     if r.get("more_after") is not None:
         say(f"-- more lines follow: panio serial log {args.target} --since {r['more_after']} --")
@@ -271,9 +274,36 @@ def transact(args: argparse.Namespace) -> None:
     _raise_unless_matched(r, args.until, args.target)
 
 
+def _since_time_ns(args: argparse.Namespace) -> int | None:
+    """The moment a wait starts from, or None for an explicit --epoch/--since."""
+    import os
+
+    from bench_agent.jobs.steps import JOB_STARTED_ENV, PREVIOUS_STEP_ENV
+
+    moment = args.since_step or args.since_job or args.since_time is not None
+    if moment and (args.epoch is not None or args.since is not None):
+        raise UsageError("give either --epoch/--since or a moment (--since-step, --since-job, --since-time), not both")
+    if not moment:
+        if args.epoch is None or args.since is None:
+            raise UsageError("serial wait needs where to start: --epoch E --since CURSOR (from `panio serial status`), "
+                             "or --since-step / --since-job in a job step, or --since-time T")
+        return None
+    if args.since_time is not None:
+        return int(args.since_time * 1e9)
+    env = PREVIOUS_STEP_ENV if args.since_step else JOB_STARTED_ENV
+    value = os.environ.get(env)
+    if not value:
+        flag = "--since-step" if args.since_step else "--since-job"
+        raise UsageError(f"{flag} works inside a job step only (the job runner says when the step began)",
+                         hint="outside a job use --since-time T or --epoch/--since")
+    return int(float(value) * 1e9)
+
+
 def wait(args: argparse.Namespace) -> None:
     _check_regex(args.pattern)
-    r = _call(args, "serial.wait", {"epoch": args.epoch, "since": args.since, "pattern": args.pattern,
+    since_ns = _since_time_ns(args)
+    extra = {} if since_ns is None else {"since_time_ns": since_ns}
+    r = _call(args, "serial.wait", {**extra, "epoch": args.epoch, "since": args.since, "pattern": args.pattern,
                                     "timeout_ms": args.timeout_ms, "max_bytes": args.max_bytes,
                                     "max_output_bytes": args.max_output_bytes,
                                     "include_pending": args.include_pending, "follow": args.follow})
@@ -301,7 +331,12 @@ def evidence(args: argparse.Namespace) -> None:
 
 
 def status(args: argparse.Namespace) -> None:
-    print_json(_call(args, "serial.status", {}))
+    r = _call(args, "serial.status", {})
+    print_json(r)
+    if r["process"]["state"] == "not_running":  # the JSON above still says what the log holds
+        from bench_agent.serial.control import not_running
+
+        raise not_running(args.target)
 
 
 def connect(args: argparse.Namespace) -> None:

@@ -86,13 +86,13 @@ def _play_vars(args: argparse.Namespace) -> dict:
     import os
 
     from bench_agent.errors import NotConfigured
-    from controller.cli.main import VERSION
+    from controller.cli.main import version
 
     broker = args.broker or os.environ.get("PANIO_BROKER")
     if not broker and not args.code_only:
         raise NotConfigured("the worker needs a broker: set PANIO_BROKER or pass --broker",
                             hint="e.g. --broker redis://:PASSWORD@controller.lab:6379/0 (reachable from the host)")
-    return {"panio_version": VERSION, "panio_broker_url": broker or "",
+    return {"panio_version": version(), "panio_broker_url": broker or "",
             "panio_results_url": args.results_url or os.environ.get("PANIO_RESULTS_URL", ""),
             "panio_redis_prefix": os.environ.get("PANIO_REDIS_PREFIX", "panio:"),
             "panio_sudo": not args.no_sudo, "panio_offline": args.offline}
@@ -107,21 +107,22 @@ def _cache():
 
 
 def _progress(args: argparse.Namespace, text: str) -> None:
+    """Progress is the command's output (stdout): stderr stays for the two lines of an error."""
     if not args.json:
-        sys.stderr.write(f"setup: {text}\n")
-        sys.stderr.flush()
+        sys.stdout.write(f"setup: {text}\n")
+        sys.stdout.flush()
 
 
 def _show(args: argparse.Namespace, event: dict) -> None:
-    """One line per host result as it arrives (on stderr, so --json stays clean)."""
+    """One line per host result as it arrives (not with --json, whose stdout is one JSON document)."""
     if event["event"] != "result" or args.json:
         return
     status = event["status"]
     line = f"[{event['host']}] {status:<11} {event['task']}"
     if status in ("failed", "unreachable") and event.get("msg"):
         line += f": {' '.join(str(event['msg']).split())[:200]}"
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def _point_lab_at(args: argparse.Namespace, python: str) -> None:

@@ -40,7 +40,11 @@ def run(args: argparse.Namespace) -> None:
     def progress_for(target: str):
         return (lambda e, d: None) if args.json else progress.PlainProgress(prefix=f"[{target}] ")
 
-    data, jobs = suite.run(args.file, load_lab(args), progress_for, args.deadline_s)
+    from controller.jobs import retention
+
+    lab = load_lab(args)
+    retention.auto(lab)  # the lab's [retention], at most once an hour; never fails the suite
+    data, jobs = suite.run(args.file, lab, progress_for, args.deadline_s)
     if args.junit:
         report.write_text(args.junit, report.junit(*jobs, name=data["name"]))
     if args.report:

@@ -41,6 +41,10 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 example="panio target list --json", see_also="panio target show, panio config show")
     add_json(c)
 
+    from controller.cli import target_health
+
+    target_health.register(sub)
+
 
 def add(args: argparse.Namespace) -> None:
     check_name("target", args.name)

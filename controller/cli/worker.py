@@ -41,7 +41,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 def run(args: argparse.Namespace) -> None:
     from bench_agent.worker import WorkerContext, run as serve
     from controller.jobs import backends, remote
-    from controller.paths import state_dir
+    from bench_agent.paths import state_dir
 
     check_name("host", args.host)
     app_check = remote.celery_app  # fails with not_configured when there is no broker

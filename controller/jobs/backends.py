@@ -11,9 +11,8 @@
 from __future__ import annotations
 
 import os
-import sys
 
-from controller.paths import state_dir
+from bench_agent.paths import state_dir
 
 
 def results_url() -> str:
@@ -63,6 +62,7 @@ def lease_store():
 
 
 def panio_argv() -> list[str]:
-    """How a step runs panio: this very interpreter, never a shim on PATH, and never the caller's working
-    directory on ``sys.path`` (``-P``), so a user's own ``controller`` package cannot stand in for panio's."""
-    return [sys.executable, "-P", "-m", "controller.cli.main"]
+    """How a step runs panio: this very interpreter (never a shim on PATH), isolated from the step's cwd."""
+    from bench_agent.process import panio_argv as argv
+
+    return argv()

@@ -10,17 +10,21 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from bench_agent.errors import Canceled
 from bench_agent.leases import holder_name
 from controller.jobs import backends, spec
 from controller.lab.model import Lab
 
 
 def create(store, lab: Lab, job: dict, steps: list[dict], target: str, deadline_at: float | None = None,
-           for_worker: bool = False) -> dict:
+           for_worker: bool = False, on_unhealthy: str | None = None) -> dict:
     """Record a queued job and return its payload. ``for_worker``: the payload carries the target's
     configuration (a worker has no lab file), and is kept whole so a reconciler can send it again."""
+    from controller.jobs import health
+
     host = lab.target(target).get("host")
-    draft = spec.payload(job, steps, target, 0)
+    draft = {**spec.payload(job, steps, target, 0), **health.extras(lab, target, on_unhealthy
+                                                                    or job["data"].get("on_unhealthy"))}
     if deadline_at is not None:
         draft["deadline_at"] = deadline_at
     if for_worker:
@@ -52,7 +56,7 @@ def run_now(path: Path, lab: Lab, target: str | None, progress, deadline_s: floa
         runner.run(payload)
     except KeyboardInterrupt:
         store.finish(payload["job_id"], "canceled", None, "interrupted (Ctrl-C)",
-                     {"error": "canceled", "exit": 15, "message": "interrupted"})
+                     Canceled("interrupted").to_json())
         raise
     return store.job(payload["job_id"])
 

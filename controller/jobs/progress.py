@@ -10,6 +10,15 @@ from typing import Any, TextIO
 from controller.jobs.report import MARKS
 
 
+HEALTH_EVENTS = {  # device health, on the job's progress (bench_agent.jobs.health_gate)
+    "health_check": lambda d: f"health check of {d['target']} (job {d['job_id']}): {d['why']}",
+    "health_check_end": lambda d: f"health check job {d['job_id']}: {d['health']}"
+                                  + (f", {d['result']}" if d.get("result") else "") + f": {d['reason']}",
+    "health_changed": lambda d: f"target {d['target']} health: {d['previous']} -> {d['health']} ({d['reason']})",
+    "health_error": lambda d: f"job {d['job_id']}: could not record the target's health: {d['message']}",
+}
+
+
 class PlainProgress:
     """One line per event, for logs and CI."""
 
@@ -31,6 +40,8 @@ class PlainProgress:
         elif event == "job_end":
             verdict = data["health"] + (f", {data['result']}" if data.get("result") else "")
             self._say(f"job {data['job_id']}: {verdict}: {data['reason']}")
+        elif event in HEALTH_EVENTS:
+            self._say(HEALTH_EVENTS[event](data))
 
     def _say(self, text: str) -> None:
         self.out.write(self.prefix + text + "\n")

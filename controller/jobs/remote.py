@@ -56,7 +56,7 @@ def publish(app, store, payload: dict) -> str:
         send(app, payload, host)
     except Exception as exc:  # kombu/redis errors: the broker is the boundary
         store.finish(payload["job_id"], "incomplete", None, f"not queued: broker unreachable: {exc}",
-                     {"error": "unreachable", "exit": 4, "message": "broker unreachable"})
+                     Unreachable("broker unreachable").to_json())
         raise Unreachable(f"broker {backends.broker_url()} unreachable: {exc}", job=payload["job_id"]) from None
     store.mark_sent(payload["job_id"])
     return queue_name(host)

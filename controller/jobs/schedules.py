@@ -10,6 +10,7 @@ is claimed with a compare-and-set on ``next_due``, so a slot can never fire twic
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -47,25 +48,30 @@ def next_due(at: str | None, every_s: float | None, now: float) -> float:
     return due.timestamp()
 
 
+@functools.cache  # once per process, like the job tables (bench_agent.results._tables)
+def _table():
+    import sqlalchemy as sa
+
+    md = sa.MetaData()
+    return md, sa.Table(
+        "panio_schedules", md,
+        sa.Column("name", sa.String(64), primary_key=True),
+        sa.Column("suite", sa.Text, nullable=False),
+        sa.Column("at", sa.String(5)),
+        sa.Column("every_s", sa.Float),
+        sa.Column("next_due", sa.Float, nullable=False),
+        sa.Column("last_fired", sa.Float),
+        sa.Column("last_jobs", sa.Text),
+        sa.Column("created_at", sa.Float, nullable=False),
+    )
+
+
 class ScheduleStore:
     def __init__(self, url: str) -> None:
-        import sqlalchemy as sa
-
         from bench_agent.results import _engine
 
         self.engine = _engine(url)
-        md = sa.MetaData()
-        self.t = sa.Table(
-            "panio_schedules", md,
-            sa.Column("name", sa.String(64), primary_key=True),
-            sa.Column("suite", sa.Text, nullable=False),
-            sa.Column("at", sa.String(5)),
-            sa.Column("every_s", sa.Float),
-            sa.Column("next_due", sa.Float, nullable=False),
-            sa.Column("last_fired", sa.Float),
-            sa.Column("last_jobs", sa.Text),
-            sa.Column("created_at", sa.Float, nullable=False),
-        )
+        md, self.t = _table()
         md.create_all(self.engine)
 
     def add(self, name: str, suite: Path, at: str | None, every_s: float | None) -> dict:

@@ -14,6 +14,7 @@ A job file is TOML::
     expect_exit = 0                   # or a list: [0, 1]
     expect_output = "seq=1"           # a regex the output must match
     capture = { rtt = 'time=(\\S+)' } # group 1 (or the whole match) -> ${rtt}
+    screenshot = true                 # keep the target's screen after it (step-NN.png)
 
 Everything is rejected *before* anything is queued: TOML errors, unknown
 keys, bad regexes, unknown variables, steps that do not parse against the
@@ -34,8 +35,8 @@ from bench_agent.errors import ConfigInvalid, NotConfigured, UsageError
 from bench_agent.jobs.steps import VAR_RE
 from controller.lab.locate import locate
 from controller.lab.model import Lab
-from controller.lab.schema import (Field, Problem, TableSpec, _bool, _dotted, _name, _nonempty_string, _positive_number,
-                                   _string, _string_list, _table_array, check_table)
+from controller.lab.schema import (Field, Problem, TableSpec, _bool, _dotted, _name, _nonempty_string, _one_of,
+                                   _positive_number, _string, _string_list, _table_array, check_table)
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
 BUILTIN_VARS = {"target", "job_id"}
@@ -76,6 +77,7 @@ STEP = TableSpec({
     "reject_output": Field(_regex),
     "capture": Field(_captures),
     "continue_on_failure": Field(_bool),
+    "screenshot": Field(_bool),
 }, "step")
 JOB = TableSpec({
     "name": Field(_nonempty_string),
@@ -85,6 +87,7 @@ JOB = TableSpec({
     "timeout_s": Field(_positive_number),
     "lease_wait_s": Field(_positive_number),
     "lease_ttl_s": Field(_positive_number),
+    "on_unhealthy": Field(_one_of(("wait", "skip"))),
     "steps": Field(_table_array(STEP), required=True),
 }, "job file")
 
@@ -177,6 +180,7 @@ def compile_steps(job: dict) -> list[dict]:
             "reject_output": step.get("reject_output"),
             "capture": step.get("capture", {}),
             "continue_on_failure": step.get("continue_on_failure", False),
+            "screenshot": step.get("screenshot", False),
         })
         known |= set(step.get("capture", {}))
     return out

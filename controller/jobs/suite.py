@@ -23,7 +23,8 @@ from typing import Any
 from bench_agent.errors import NotConfigured, PanioError, TestFailed
 from controller.jobs import backends, local, report, spec
 from controller.lab.model import Lab
-from controller.lab.schema import Field, Problem, TableSpec, _dotted, _nonempty_string, _string, _string_list, check_table
+from controller.lab.schema import (Field, Problem, TableSpec, _dotted, _nonempty_string, _one_of, _string, _string_list,
+                                   check_table)
 
 
 def _job_paths(path, value: Any) -> None:
@@ -36,6 +37,7 @@ def _job_paths(path, value: Any) -> None:
 SUITE = TableSpec({
     "name": Field(_nonempty_string), "description": Field(_string), "jobs": Field(_job_paths, required=True),
     "targets": Field(_string_list), "tags": Field(_string_list),
+    "on_unhealthy": Field(_one_of(("wait", "skip"))),  # a job on a bad/maintenance target: wait for it, or skip it
 }, "suite file")
 
 
@@ -80,12 +82,27 @@ def run(path: Path, lab: Lab, progress_for, deadline_s: float | None = None) -> 
     With ``deadline_s`` every job still queued then is withdrawn and a running one stopped (timed out)."""
     data, entries = matrix(path, lab)
     at = local.deadline_at(deadline_s)
-    if backends.broker_url():
-        return data, _run_queued(lab, entries, progress_for, at)
-    return data, _run_here(lab, entries, progress_for, at)
+    run_ = _run_queued if backends.broker_url() else _run_here
+    jobs = run_(lab, entries, progress_for, at, data.get("on_unhealthy"))
+    _tell(lab, data["name"], jobs)
+    return data, jobs
 
 
-def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None) -> list[dict]:
+def _tell(lab: Lab, name: str, jobs: list[dict]) -> None:
+    """suite_finished, to the lab's [[notify]] channels (queued; never holds up the suite's verdict)."""
+    from bench_agent import notify
+
+    passed = [j for j in jobs if (j["health"], j["result"]) == ("complete", "passed")]
+    err = ci_error(name, jobs)
+    verdict = "passed" if err is None else ("the board failed" if isinstance(err, TestFailed) else "the lab failed")
+    notify.send(lab.data.get("notify"), "suite_finished", {
+        "suite": name, "verdict": verdict, "passed": len(passed), "total": len(jobs),
+        "jobs": [{"id": j["id"], "name": j["name"], "target": j["target"], "health": j["health"],
+                  "result": j["result"]} for j in jobs]})
+
+
+def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
+              on_unhealthy: str | None = None) -> list[dict]:
     from bench_agent.jobs.reconcile import Heartbeat
     from bench_agent.jobs.runner import JobRunner
     from bench_agent.leases import holder_name
@@ -94,7 +111,7 @@ def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None) 
     heartbeat = Heartbeat(store)
     by_target: dict[str, list[dict]] = {}
     for job, steps, target in entries:  # record every job as queued first: all of the suite is visible at once
-        payload = local.create(store, lab, job, steps, target, deadline_at)
+        payload = local.create(store, lab, job, steps, target, deadline_at, on_unhealthy=on_unhealthy)
         store.take(payload["job_id"], me, 0.0)  # held by this process: if it dies, a reader can tell
         heartbeat.add(payload["job_id"])
         by_target.setdefault(target, []).append(payload)
@@ -113,13 +130,14 @@ def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None) 
     return [store.job(p["job_id"]) for ps in by_target.values() for p in ps]
 
 
-def _run_queued(lab: Lab, entries: list, progress_for, deadline_at: float | None) -> list[dict]:
+def _run_queued(lab: Lab, entries: list, progress_for, deadline_at: float | None,
+                on_unhealthy: str | None = None) -> list[dict]:
     from controller.jobs import remote
 
     app, store = remote.celery_app(), backends.results_store()
     ids = []
     for job, steps, target in entries:
-        payload = local.create(store, lab, job, steps, target, deadline_at, for_worker=True)
+        payload = local.create(store, lab, job, steps, target, deadline_at, for_worker=True, on_unhealthy=on_unhealthy)
         queue = remote.publish(app, store, payload)
         progress_for(target)("queued", {"job_id": payload["job_id"], "target": target, "queue": queue})
         ids.append((payload["job_id"], target))

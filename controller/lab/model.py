@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 CHANNELS = ("serial", "netboot", "power", "video", "hid", "adb")
 
 
-def _unknown_hint(name: str, known: Any, add: str) -> str:
+def _unknown_hint(name: str, known: Any, add: str, kind: str) -> str:
     """A hint for an unknown name: the near miss if there is one, else how to add it (only for a valid name,
     so no unchecked input ever lands in a line meant to be pasted into a shell)."""
     import difflib
@@ -22,7 +22,7 @@ def _unknown_hint(name: str, known: Any, add: str) -> str:
 
     close = [k for k in known if k == name.lower()] or difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
     if close:
-        return f"did you mean {close[0]!r}?"
+        return f"did you mean {close[0]!r}?" + (f" {kind} names are lowercase" if close[0] == name.lower() else "")
     if NAME_RE.match(name):
         return f"add it with `{add.format(name)}`"
     return "names are lowercase letters, digits, '-' and '_'"
@@ -56,7 +56,7 @@ class Lab:
         except KeyError:
             raise NotConfigured(
                 f"no target {name!r} in {self.path} (targets: {_names(self.targets)})",
-                hint=_unknown_hint(name, self.targets, "panio target add {}"),
+                hint=_unknown_hint(name, self.targets, "panio target add {}", "target"),
                 target=name,
                 known=sorted(self.targets),
             ) from None
@@ -67,7 +67,7 @@ class Lab:
         except KeyError:
             raise NotConfigured(
                 f"no host {name!r} in {self.path} (hosts: {_names(self.hosts)})",
-                hint=_unknown_hint(name, self.hosts, "panio host add {} --ssh USER@HOST"),
+                hint=_unknown_hint(name, self.hosts, "panio host add {} --ssh USER@HOST", "host"),
                 host=name,
                 known=sorted(self.hosts),
             ) from None

@@ -26,11 +26,11 @@ HOOKS = ("on_cmd", "off_cmd", "cycle_cmd", "state_cmd")
 MAX_SECONDS = 7 * 86400  # durations in the lab (hook and action timeouts): a week is already absurd
 MAX_PORT, MAX_BAUD, MAX_PIXELS = 65535, 100_000_000, 65535
 
-Path = tuple
+KeyPath = tuple  # where a value sits in the lab file: ("targets", "pico", "power")
 
 
 class Problem(Exception):
-    def __init__(self, path: Path, message: str) -> None:
+    def __init__(self, path: KeyPath, message: str) -> None:
         super().__init__(message)
         self.path = path
         self.message = message
@@ -39,7 +39,7 @@ class Problem(Exception):
 class Field:
     __slots__ = ("check", "required")
 
-    def __init__(self, check: Callable[[Path, Any], None], required: bool = False) -> None:
+    def __init__(self, check: Callable[[KeyPath, Any], None], required: bool = False) -> None:
         self.check = check
         self.required = required
 
@@ -48,14 +48,14 @@ class TableSpec:
     __slots__ = ("fields", "what", "extra")
 
     def __init__(self, fields: dict[str, Field], what: str = "table",
-                 extra: Callable[[Path, dict], None] | None = None) -> None:
+                 extra: Callable[[KeyPath, dict], None] | None = None) -> None:
         self.fields = fields
         self.what = what
         self.extra = extra
 
 
-def _type(kind: type | tuple[type, ...], label: str) -> Callable[[Path, Any], None]:
-    def check(path: Path, value: Any) -> None:
+def _type(kind: type | tuple[type, ...], label: str) -> Callable[[KeyPath, Any], None]:
+    def check(path: KeyPath, value: Any) -> None:
         if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
             raise Problem(path, f"{_dotted(path)} must be {label}, not a boolean")
         if not isinstance(value, kind):
@@ -64,24 +64,24 @@ def _type(kind: type | tuple[type, ...], label: str) -> Callable[[Path, Any], No
     return check
 
 
-def _string(path: Path, value: Any) -> None:
+def _string(path: KeyPath, value: Any) -> None:
     _type(str, "a string")(path, value)
 
 
-def _nonempty_string(path: Path, value: Any) -> None:
+def _nonempty_string(path: KeyPath, value: Any) -> None:
     _string(path, value)
     if not value.strip():
         raise Problem(path, f"{_dotted(path)} must not be empty")
 
 
-def _bool(path: Path, value: Any) -> None:
+def _bool(path: KeyPath, value: Any) -> None:
     _type(bool, "true or false")(path, value)
 
 
-def _bounded_int(maximum: int) -> Callable[[Path, Any], None]:
+def _bounded_int(maximum: int) -> Callable[[KeyPath, Any], None]:
     """A whole number from 1 to ``maximum`` (ports, bauds, pixels: each field says its own ceiling)."""
 
-    def check(path: Path, value: Any) -> None:
+    def check(path: KeyPath, value: Any) -> None:
         _type(int, "a whole number")(path, value)
         if not 0 < value <= maximum:
             raise Problem(path, f"{_dotted(path)} must be from 1 to {maximum}, not {value}")
@@ -90,7 +90,7 @@ def _bounded_int(maximum: int) -> Callable[[Path, Any], None]:
 
 
 
-def _positive_number(path: Path, value: Any) -> None:
+def _positive_number(path: KeyPath, value: Any) -> None:
     _type((int, float), "a number")(path, value)
     if value != value or value in (float("inf"), float("-inf")):
         raise Problem(path, f"{_dotted(path)} must be a finite number, not {value}")
@@ -98,14 +98,14 @@ def _positive_number(path: Path, value: Any) -> None:
         raise Problem(path, f"{_dotted(path)} must be greater than 0 and at most {MAX_SECONDS}, not {value}")
 
 
-def _name(path: Path, value: Any) -> None:
+def _name(path: KeyPath, value: Any) -> None:
     _string(path, value)
     if not NAME_RE.match(value):
         raise Problem(path, f"{_dotted(path)} = {value!r} is not a valid name: use {NAME_RULE}")
 
 
-def _one_of(choices: tuple[str, ...]) -> Callable[[Path, Any], None]:
-    def check(path: Path, value: Any) -> None:
+def _one_of(choices: tuple[str, ...]) -> Callable[[KeyPath, Any], None]:
+    def check(path: KeyPath, value: Any) -> None:
         _string(path, value)
         if value not in choices:
             raise Problem(path, f"{_dotted(path)} = {value!r} must be one of {', '.join(choices)}")
@@ -113,24 +113,24 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[Path, Any], None]:
     return check
 
 
-def _string_list(path: Path, value: Any) -> None:
+def _string_list(path: KeyPath, value: Any) -> None:
     _type(list, "a list of strings")(path, value)
     for i, item in enumerate(value):
         _name(path + (i,), item)
 
 
-def _table(spec: TableSpec) -> Callable[[Path, Any], None]:
-    def check(path: Path, value: Any) -> None:
+def _table(spec: TableSpec) -> Callable[[KeyPath, Any], None]:
+    def check(path: KeyPath, value: Any) -> None:
         _type(dict, "a table")(path, value)
         check_table(path, value, spec)
 
     return check
 
 
-def _named_tables(spec: TableSpec) -> Callable[[Path, Any], None]:
+def _named_tables(spec: TableSpec) -> Callable[[KeyPath, Any], None]:
     """A table whose keys are names, each holding a table of ``spec``."""
 
-    def check(path: Path, value: Any) -> None:
+    def check(path: KeyPath, value: Any) -> None:
         _type(dict, "a table")(path, value)
         for key, sub in value.items():
             if not NAME_RE.match(key):
@@ -141,8 +141,8 @@ def _named_tables(spec: TableSpec) -> Callable[[Path, Any], None]:
     return check
 
 
-def _table_array(spec: TableSpec) -> Callable[[Path, Any], None]:
-    def check(path: Path, value: Any) -> None:
+def _table_array(spec: TableSpec) -> Callable[[KeyPath, Any], None]:
+    def check(path: KeyPath, value: Any) -> None:
         _type(list, f"an array of tables ([[{_dotted(path)}]])")(path, value)
         for i, item in enumerate(value):
             _type(dict, "a table")(path + (i,), item)
@@ -151,7 +151,7 @@ def _table_array(spec: TableSpec) -> Callable[[Path, Any], None]:
     return check
 
 
-def check_table(path: Path, value: dict, spec: TableSpec) -> None:
+def check_table(path: KeyPath, value: dict, spec: TableSpec) -> None:
     for key in value:
         if key not in spec.fields:
             import difflib
@@ -168,7 +168,7 @@ def check_table(path: Path, value: dict, spec: TableSpec) -> None:
         spec.extra(path, value)
 
 
-def _unique_serial_names(path: Path, target: dict) -> None:
+def _unique_serial_names(path: KeyPath, target: dict) -> None:
     seen: set[str] = set()
     for i, iface in enumerate(target.get("serial", [])):
         name = iface.get("name")
@@ -195,7 +195,23 @@ SERIAL = TableSpec(
     },
     "serial interface",
 )
-NETBOOT = TableSpec({"interface": Field(_nonempty_string, required=True), "tftp_root": Field(_nonempty_string)}, "netboot table")
+NETBOOT = TableSpec(
+    {
+        "interface": Field(_nonempty_string, required=True),
+        "tftp_root": Field(_nonempty_string),
+        # netboot start/netif (docs/netboot.md): the server, its address and port, the PXE boot file,
+        # and how `netif down-hard` cuts the link's adapter power
+        "server": Field(_one_of(("dnsmasq", "panio"))),
+        "address": Field(_nonempty_string),
+        "tftp_port": Field(_bounded_int(MAX_PORT)),
+        "boot_file": Field(_nonempty_string),
+        "hard_down": Field(_one_of(("usb-sysfs", "uhubctl", "hook"))),
+        "usb_port": Field(_nonempty_string),
+        "hard_down_cmd": Field(_nonempty_string),
+        "hard_up_cmd": Field(_nonempty_string),
+    },
+    "netboot table",
+)
 VIDEO = TableSpec(
     {"device": Field(_nonempty_string, required=True), "width": Field(_bounded_int(MAX_PIXELS)), "height": Field(_bounded_int(MAX_PIXELS))},
     "video table",
@@ -215,9 +231,68 @@ ACTION = TableSpec(
     },
     "action",
 )
+HEALTH_CHECK = TableSpec({"job": Field(_nonempty_string, required=True), "every_s": Field(_positive_number)},
+                         "health_check table")
+NOTIFY_EVENTS = ("suite_finished", "job_failed", "job_incomplete", "health_changed")
+
+
+def _events(path: Path, value: Any) -> None:
+    _type(list, "a list of events")(path, value)
+    for i, item in enumerate(value):
+        _one_of(NOTIFY_EVENTS)(path + (i,), item)
+
+
+def _http_url(path: Path, value: Any) -> None:
+    _nonempty_string(path, value)
+    if not value.startswith(("http://", "https://")):
+        raise Problem(path, f"{_dotted(path)} must be an http:// or https:// URL")
+
+
+def _addresses(path: Path, value: Any) -> None:
+    _type(list, "a list of e-mail addresses")(path, value)
+    if not value:
+        raise Problem(path, f"{_dotted(path)} needs at least one address")
+    for i, item in enumerate(value):
+        _nonempty_string(path + (i,), item)
+
+
+def _retries(path: Path, value: Any) -> None:
+    _type(int, "a whole number")(path, value)
+    if not 0 <= value <= 10:
+        raise Problem(path, f"{_dotted(path)} must be from 0 to 10, not {value}")
+
+
+def _one_channel(path: Path, notify: dict) -> None:
+    ways = [k for k in ("webhook", "webhook_env", "smtp") if k in notify]
+    if len(ways) != 1:
+        raise Problem(path, f"notify {_dotted(path)} needs exactly one of webhook, webhook_env, smtp"
+                            + (f" (has {', '.join(ways)})" if ways else ""))
+    if "smtp" in notify and "to" not in notify:
+        raise Problem(path, f"notify {_dotted(path)} sends e-mail: it needs 'to'")
+
+
+NOTIFY = TableSpec(
+    {
+        "name": Field(_name),
+        "on": Field(_events),
+        "webhook": Field(_http_url),
+        "webhook_env": Field(_nonempty_string),
+        "format": Field(_one_of(("json", "slack", "matrix", "teams"))),
+        "smtp": Field(_nonempty_string),
+        "starttls": Field(_bool),
+        "username": Field(_nonempty_string),
+        "password_env": Field(_nonempty_string),
+        "from": Field(_nonempty_string),
+        "to": Field(_addresses),
+        "retries": Field(_retries),
+    },
+    "notify",
+    extra=_one_channel,
+)
 TARGET = TableSpec(
     {
         "description": Field(_string),
+        "health_check": Field(_table(HEALTH_CHECK)),
         "host": Field(_name),
         "tags": Field(_string_list),
         "serial": Field(_table_array(SERIAL)),
@@ -241,7 +316,19 @@ HOST = TableSpec(
     },
     "host",
 )
-LAB = TableSpec({"hosts": Field(_named_tables(HOST)), "targets": Field(_named_tables(TARGET))}, "lab file")
+
+
+def _duration(path: Path, value: Any) -> None:
+    """``30d``, ``12h``, ``90m``, ``45s`` (controller.jobs.retention reads them)."""
+    _string(path, value)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(s|m|h|d)", value.strip())
+    if not m or float(m.group(1)) <= 0:
+        raise Problem(path, f"{_dotted(path)} = {value!r} must be a duration such as \"90d\", \"12h\", \"30m\"")
+
+
+RETENTION = TableSpec({"jobs": Field(_duration), "artifacts": Field(_duration)}, "retention table")
+LAB = TableSpec({"hosts": Field(_named_tables(HOST)), "targets": Field(_named_tables(TARGET)),
+                 "retention": Field(_table(RETENTION)), "notify": Field(_table_array(NOTIFY))}, "lab file")
 
 
 def _check_references(data: dict) -> None:
@@ -261,7 +348,7 @@ def validate(data: dict) -> None:
     _check_references(data)
 
 
-def _dotted(path: Path) -> str:
+def _dotted(path: KeyPath) -> str:
     out = ""
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))

@@ -21,17 +21,17 @@ from controller.lab.model import Lab
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterator
 
-Path = str  # lab paths are plain strings (see controller.paths)
+LabPath = str  # lab paths are plain strings (see controller.paths)
 
 
-def load_text(path: Path, text: str) -> dict[str, Any]:
+def load_text(path: LabPath, text: str) -> dict[str, Any]:
     """Parse and validate ``text`` (the content of ``path``); raise ``ConfigInvalid`` naming line and column."""
     from controller.lab import schema, tomlfile
 
     return tomlfile.parse(path, text, schema.validate, "fix that line; panio has not changed the file")
 
 
-def _read(path: Path) -> str:
+def _read(path: LabPath) -> str:
     from controller.lab import tomlfile
 
     if not os.path.exists(path):
@@ -43,11 +43,11 @@ def _read(path: Path) -> str:
     return tomlfile.read(path, "lab file")
 
 
-def _missing(path: Path) -> NotConfigured:
+def _missing(path: LabPath) -> NotConfigured:
     return NotConfigured(f"no lab file at {path}", hint="create one with `panio init`", file=str(path))
 
 
-def load(path: Path) -> Lab:
+def load(path: LabPath) -> Lab:
     """Read and validate the lab file, reusing the last validated parse of the very same text.
 
     Parsing and validating costs more than the rest of a read command, so the
@@ -63,11 +63,10 @@ def load(path: Path) -> Lab:
     return Lab(path, data)
 
 
-def _cache_file(path: Path) -> str | None:
-    from controller.paths import state_dir
+def _cache_file(path: LabPath) -> str | None:
+    from bench_agent.paths import lab_cache_path
 
-    name = "lab-" + os.path.abspath(path).replace(os.sep, "%") + ".marshal"
-    return None if len(name) > 250 else os.path.join(state_dir(), "cache", name)
+    return lab_cache_path(path)
 
 
 # marshal, not json: it is built in (no import cost) and the cache is private to this user.
@@ -103,7 +102,7 @@ def _cache_put(cache: str | None, text: str, data: dict) -> None:
 
 
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
+def locked(path: LabPath) -> Iterator[None]:
     import fcntl
 
     lock_path = f"{os.path.realpath(path)}.lock"  # one lock per real file, whichever link names it
@@ -122,7 +121,7 @@ def locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: LabPath, text: str) -> None:
     """Replace ``path``'s content by rename from a fsynced temporary beside it.
 
     A symlinked lab file is followed (the file it points to is replaced, the link
@@ -185,7 +184,7 @@ def _alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def edit(path: Path) -> Iterator[Any]:
+def edit(path: LabPath) -> Iterator[Any]:
     """Yield the lab as a ``tomlkit`` document; on a clean exit, validate and write it back.
 
     If the body raises, nothing is written. If the result would not validate,
@@ -212,7 +211,7 @@ def edit(path: Path) -> Iterator[Any]:
         write_atomic(path, new_text)
 
 
-def append_table(path: Path, section: str, name: str, values: dict[str, Any],
+def append_table(path: LabPath, section: str, name: str, values: dict[str, Any],
                  check: Callable[[dict], None] | None = None) -> bool:
     """Add ``[section.name]`` with ``values`` by appending its text; ``False`` when only a full edit can do it.
 

@@ -13,7 +13,7 @@ from typing import Any
 from controller.mcp.tools import NAME_PATTERN, ToolSpec
 
 _NAME = re.compile(NAME_PATTERN)
-_TYPES = {"string": (str,), "integer": (int,), "boolean": (bool,)}
+_TYPES = {"string": (str,), "integer": (int,), "boolean": (bool,), "array": (list,)}
 MAX_TEXT_CHARS = 65536  # one argument of the child's command line; Linux refuses one over 128 KiB (E2BIG)
 _JSON_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
 
@@ -59,6 +59,9 @@ def _check_value(tool: ToolSpec, name: str, value: Any) -> Any:
         raise BadArguments(f"{where} = {value} is below the minimum {a.minimum} (allowed: {_range(a)})")
     if a.maximum is not None and value > a.maximum:
         raise BadArguments(f"{where} = {value} is above the maximum {a.maximum} (allowed: {_range(a)})")
+    if a.kind == "array":
+        if not value or not all(isinstance(v, str) and v and "\x00" not in v for v in value):
+            raise BadArguments(f"{where} must be a non-empty array of non-empty strings, got {value!r}")
     if a.kind == "string":
         if a.required and not value:
             raise BadArguments(f"{where} must not be empty")

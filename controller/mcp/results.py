@@ -15,6 +15,7 @@ import json
 import shlex
 from typing import Any
 
+from bench_agent.errors import InternalError, Timeout
 from controller.mcp.runner import Finished
 
 UNKNOWN_OUTCOME_EXITS = (4, 22)
@@ -78,13 +79,11 @@ def _error_object(done: Finished) -> dict[str, Any]:
 
 
 def _deadline_error(done: Finished) -> dict[str, Any]:
-    return {"error": "timeout", "exit": 22,
-            "message": f"{command_line(done.argv)} did not finish within {done.deadline_s:g} s "
-                       "(the tool's own bound plus a margin) and was stopped",
-            "deadline_s": done.deadline_s}
+    return Timeout(f"{command_line(done.argv)} did not finish within {done.deadline_s:g} s "
+                   "(the tool's own bound plus a margin) and was stopped", deadline_s=done.deadline_s).to_json()
 
 
 def cannot_start(argv: list[str], exc: OSError) -> str:
-    error = {"error": "internal", "exit": 70, "message": f"cannot start {command_line(argv)}: {exc}"}
+    error = InternalError(f"cannot start {command_line(argv)}: {exc}").to_json()
     return "\n".join([f"`{command_line(argv)}` failed: exit code 70 (internal)", f"error: {error['message']}",
                       json.dumps(error)])

@@ -28,7 +28,8 @@ from controller.mcp.tools import BY_NAME, TOOLS, ToolSpec
 
 INSTRUCTIONS = (
     "panio drives hardware test benches. Start with target_list; every other tool takes a target. "
-    "Tools that change a target (serial_send, serial_transact, action_run, power_on, power_off, power_cycle) "
+    "Tools that change a target (serial_send, serial_transact, hid_send, action_run, power_on, power_off, "
+    "power_cycle) "
     "are marked destructive or not read-only. A failed command comes back with isError and panio's exit code "
     "and JSON error; after an unreachable (4) or timeout (22) failure of a changing tool the outcome is unknown. "
     "Serial tools need the capture running (`panio serial watch TARGET` in a shell)."
@@ -74,6 +75,8 @@ class PanioTools:
         text, is_error = results.render(done, tool.changes_target)
         outcome = "stopped at its deadline" if done.timed_out else f"exit {done.code}"
         log(f"{tool.name}: {results.command_line(argv)} -> {outcome} in {done.elapsed_s:.2f} s")
+        if tool.image and not is_error:
+            return _image_result(done.out)
         return _text_result(text, is_error)
 
     def _peek_lab(self) -> Any:
@@ -89,6 +92,16 @@ class PanioTools:
 
 def _text_result(text: str, is_error: bool) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
+
+
+def _image_result(out: str) -> types.CallToolResult:
+    """A screenshot: the PNG as image content, then the `signal=<s> hash=<h>` line (video_shot)."""
+    import json
+
+    shot = json.loads(out)
+    line = f"signal={shot['signal']} hash={shot['hash']}"
+    return types.CallToolResult(content=[types.ImageContent(data=shot["png_b64"], mime_type="image/png"),
+                                         types.TextContent(text=line)], is_error=False)
 
 
 def _tool(spec: ToolSpec) -> types.Tool:

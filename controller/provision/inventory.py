@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from controller.transports.ssh import destination, known_hosts_path
+from controller.transports.known_hosts import destination, known_hosts_path
 
 
 def ssh_args() -> str:

@@ -85,7 +85,7 @@ def _record(outcome: Outcome, event: dict[str, Any]) -> None:
     if event["event"] == "result":
         outcome.results.append(event)
         msg = event.get("msg")
-        if event["task"].startswith("Report") and isinstance(msg, str):
+        if event["task"].endswith("Report where panio is installed") and isinstance(msg, str):
             for part in msg.split():
                 key, _, value = part.partition("=")
                 outcome.facts[key] = value

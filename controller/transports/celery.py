@@ -3,6 +3,12 @@
 For hosts that are reached through the broker rather than SSH (``transport =
 "celery"`` in the host's table). The reply comes back through the Redis
 result backend; an operation's error travels as data and is raised again here.
+
+How long to wait: the operation's own deadline (``deadline_s`` in the
+request, from its spec: a serial wait's ``timeout_ms``, an action's
+``timeout_s``, a power hook's timeout) plus a margin for the queue and the
+worker (``PANIO_OP_WAIT_S``, default 60 s). An operation without a bound of its
+own waits the margin alone.
 """
 
 from __future__ import annotations
@@ -10,9 +16,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from bench_agent.errors import Unreachable, from_json
+from bench_agent.errors import Refused, Unreachable, unwrap
 
-DEFAULT_WAIT_S = 60.0
+DEFAULT_MARGIN_S = 60.0
+
+
+def wait_s(request: dict[str, Any]) -> float:
+    """The operation's deadline plus the margin for the queue and the worker."""
+    margin_s = float(os.environ.get("PANIO_OP_WAIT_S", DEFAULT_MARGIN_S))
+    return float(request.get("deadline_s") or 0) + margin_s
 
 
 class CeleryTransport:
@@ -25,23 +37,26 @@ class CeleryTransport:
     def call(self, request: dict[str, Any]) -> Any:
         from bench_agent.worker import OP_TASK, queue_name
 
-        args = request.get("args", {})
-        # How long to wait for a worker beyond the operation's own timeout (PANIO_OP_WAIT_S).
-        wait_s = float(args.get("timeout_s", 0) or 0) + float(os.environ.get("PANIO_OP_WAIT_S", DEFAULT_WAIT_S))
         pending, failure, reply = None, None, {}
+        waited_s = wait_s(request)
         try:
-            pending = self.app.send_task(OP_TASK, args=[request["op"], args], queue=queue_name(self.host))
-            reply = pending.get(timeout=wait_s, propagate=True)
+            pending = self.app.send_task(OP_TASK, args=[request["op"], request.get("args", {})],
+                                         queue=queue_name(self.host))
+            reply = pending.get(timeout=waited_s, propagate=True)
         except Exception as exc:  # celery/kombu/redis errors end here, translated
             failure = f"{type(exc).__name__}: {exc}"
         if failure is not None:
             _abandon(pending)
-            raise Unreachable(f"host {self.host}: no answer from its worker on {queue_name(self.host)} ({failure}); "
-                              "the outcome of the operation is unknown",
-                              hint=f"is `panio worker --host {self.host}` running?", host=self.host, outcome="unknown")
-        if reply.get("ok"):
-            return reply.get("result")
-        raise from_json(reply.get("error") or {})
+            raise Unreachable(f"host {self.host}: no answer from its worker on {queue_name(self.host)} "
+                              f"within {waited_s:g} s ({failure})",
+                              hint=f"is `panio worker --host {self.host}` running?", host=self.host)
+        return unwrap(reply)
+
+    def interactive(self, request: dict[str, Any]) -> Any:
+        raise Refused(f"host {self.host} is reached through its Celery worker, which carries requests and replies, "
+                      f"not the byte stream {request['op']} needs",
+                      hint=f"give host {self.host} an `ssh` address (and drop transport = \"celery\"), "
+                           "or run the command on the host itself", host=self.host, op=request["op"])
 
     def close(self) -> None:
         pass

@@ -11,5 +11,9 @@ class LocalTransport:
     def call(self, request: dict[str, Any]) -> Any:
         return ops.call(request["op"], request.get("args", {}))
 
+    def interactive(self, request: dict[str, Any]) -> Any:
+        # This process's own terminal is the byte stream.
+        return ops.call(request["op"], request.get("args", {}))
+
     def close(self) -> None:
         pass

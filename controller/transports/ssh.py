@@ -4,54 +4,77 @@ One connection per host per process, one long-lived agent per connection
 (``python -m bench_agent.agent`` on the host), one JSON line per request and
 per response over that channel: a round trip costs a fraction of a
 millisecond, where exec-ing a command per operation costs a shell start-up.
+An interactive operation (``serial connect``) gets a session channel of its
+own on the same connection (see ``controller.transports.ssh_console``).
 
-Host keys are verified against panio's known_hosts (``~/.config/panio/known_hosts``)
-and the user's ``~/.ssh/known_hosts``; an unknown key is refused until
-``panio host trust NAME`` records it, a changed key is refused outright.
+Host keys are verified against panio's known_hosts and the user's
+(``controller.transports.known_hosts``); an unknown key is refused until
+``panio host trust NAME`` records it, a changed key until
+``panio host trust NAME --replace`` replaces it.
 
-Liveness: while a request waits, the transport probes the link with an SSH
-keepalive every ``PROBE_EVERY_S``; a link that answers nothing (data or probe)
-for ``SILENT_LIMIT_S`` is declared dead, closed, and the call fails as
+Waiting for a reply: up to the operation's own deadline (the request's
+``deadline_s``) plus ``REPLY_MARGIN_S``; an operation with no deadline of its
+own waits as long as the link lives. Liveness: anything the host sends is a
+sign of life; while nothing comes, a ``keepalive@openssh.com`` request probes
+the link every ``PROBE_EVERY_S``, and any answer counts (OpenSSH as shipped
+answers it with a *failure*). A link that answers nothing for
+``SILENT_LIMIT_S`` is declared dead, closed, and the call fails as
 ``unreachable``, with its outcome unknown.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import socket
 import threading
 import time
-from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from bench_agent.errors import AuthFailed, PanioError, Refused, Unreachable, from_json
-from controller.paths import config_dir
+from bench_agent.errors import AuthFailed, PanioError, Refused, Timeout, Unreachable, unwrap
+from controller.transports.known_hosts import CONNECT_TIMEOUT_S, destination, fingerprint, known_hosts_path
 
 PROTOCOL = 1
 PROBE_EVERY_S = 3.0
 SILENT_LIMIT_S = 10.0
-CONNECT_TIMEOUT_S = 10.0
+REPLY_MARGIN_S = 10.0  # an operation's own deadline, plus this for the trip and its start-up
 
 
-def known_hosts_path() -> Path:
-    return config_dir() / "known_hosts"
+class Liveness:
+    """When the host was last heard from, and a probe to hear from it while nothing else arrives.
 
+    paramiko's ``global_request(wait=True)`` returns None both when the peer
+    refused the request and when the transport died; only the second is
+    silence. So the probe counts the request *returning* while the transport is
+    still active: an answer, success or failure. A silent peer never answers,
+    and the probe's thread waits until the transport is closed.
+    """
 
-def destination(host: dict) -> tuple[str | None, str, int]:
-    user, _, hostname = host["ssh"].rpartition("@")
-    return (user or None), hostname, int(host.get("port", 22))
+    def __init__(self, transport) -> None:
+        self._transport = transport
+        self.heard_at = time.monotonic()
+        self._probe: threading.Thread | None = None
+        self._probe_lock = threading.Lock()  # paramiko keeps one pending reply per transport: one probe at a time
 
+    def heard(self) -> None:
+        self.heard_at = time.monotonic()
 
-def key_name(hostname: str, port: int) -> str:
-    return hostname if port == 22 else f"[{hostname}]:{port}"
+    def silent_s(self) -> float:
+        """Seconds since the host was last heard from; probes it first when that is PROBE_EVERY_S or more."""
+        silent = time.monotonic() - self.heard_at
+        with self._probe_lock:
+            if silent >= PROBE_EVERY_S and (self._probe is None or not self._probe.is_alive()):
+                self._probe = threading.Thread(target=self._ask, name="panio-ssh-probe", daemon=True)
+                self._probe.start()
+        return silent
 
-
-def fingerprint(key) -> str:
-    import base64
-    import hashlib
-
-    digest = base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
-    return f"{key.get_name()} SHA256:{digest}"
+    def _ask(self) -> None:
+        try:
+            self._transport.global_request("keepalive@openssh.com", wait=True)
+        except Exception:  # noqa: BLE001 - a request that cannot be sent heard nothing; the reader decides
+            return
+        if self._transport.is_active():
+            self.heard()
 
 
 class SSHTransport:
@@ -62,7 +85,7 @@ class SSHTransport:
         self._chan = None
         self._buf = b""
         self._next_id = 0
-        self._alive_at = 0.0
+        self.liveness: Liveness | None = None
 
     # --- connecting ----------------------------------------------------
 
@@ -79,9 +102,10 @@ class SSHTransport:
             client.connect(hostname, port=port, username=user, timeout=CONNECT_TIMEOUT_S,
                            banner_timeout=CONNECT_TIMEOUT_S, auth_timeout=CONNECT_TIMEOUT_S)
         except paramiko.BadHostKeyException as exc:
-            raise Refused(f"host {self.name}: the host key of {hostname}:{port} CHANGED (now {fingerprint(exc.key)})",
-                          hint="if the host was really reinstalled, remove its line from "
-                               f"{known_hosts_path()} and run `panio host trust {self.name}`", host=self.name) from None
+            raise Refused(f"host {self.name}: the host key of {hostname}:{port} CHANGED (now {fingerprint(exc.key)}, "
+                          f"recorded {fingerprint(exc.expected_key)})",
+                          hint="a reinstalled host, or someone in the middle: check the key on the host's console, "
+                               f"then `panio host trust {self.name} --replace`", host=self.name) from None
         except paramiko.SSHException as exc:
             if "not found in known_hosts" in str(exc):
                 raise Refused(f"host {self.name}: unknown host key for {hostname}:{port}",
@@ -90,21 +114,38 @@ class SSHTransport:
             if isinstance(exc, paramiko.AuthenticationException):
                 raise AuthFailed(f"host {self.name}: {hostname}:{port} refused our keys: {exc}",
                                  hint="add your public key to the host's authorized_keys", host=self.name) from None
-            raise Unreachable(f"host {self.name}: SSH to {hostname}:{port} failed: {exc}", host=self.name) from None
+            raise Unreachable(f"host {self.name}: SSH to {hostname}:{port} failed: {exc}", host=self.name) from exc
         except (OSError, socket.timeout) as exc:
-            raise Unreachable(f"host {self.name}: cannot reach {hostname}:{port}: {exc}", host=self.name) from None
-        client.get_transport().set_keepalive(int(PROBE_EVERY_S))
-        self._client = client
-        self._start_agent()
+            raise Unreachable(f"host {self.name}: cannot reach {hostname}:{port}: {exc}", host=self.name) from exc
+        transport = client.get_transport()
+        transport.set_keepalive(int(PROBE_EVERY_S))  # keeps NAT and firewalls from dropping an idle link
+        self._client, self.liveness = client, Liveness(transport)
+        try:
+            self._start_agent()
+        except (paramiko.SSHException, OSError, EOFError) as exc:  # the session refused, or the link fell
+            self.close()
+            raise Unreachable(f"host {self.name}: cannot start the bench agent: {exc}", host=self.name) from exc
+
+    def _ensure_connected(self) -> None:
+        if self._chan is None or self._chan.closed or not self._client.get_transport().is_active():
+            self.close()
+            self._connect()
+
+    def agent_command(self, *flags: str) -> str:
+        python = self.host.get("python", "python3")
+        return " ".join([shlex.quote(python), "-m", "bench_agent.agent", *flags])
+
+    def open_session(self):
+        """A new session channel on the kept connection (connecting first if needed)."""
+        with self._lock:
+            self._ensure_connected()
+            return self._client.get_transport().open_session(timeout=CONNECT_TIMEOUT_S)
 
     def _start_agent(self) -> None:
-        import shlex
-
-        python = self.host.get("python", "python3")
         chan = self._client.get_transport().open_session(timeout=CONNECT_TIMEOUT_S)
-        chan.exec_command(f"{shlex.quote(python)} -m bench_agent.agent")
-        self._chan, self._buf, self._alive_at = chan, b"", time.monotonic()
-        hello = self._read_line(time.monotonic() + CONNECT_TIMEOUT_S * 2)
+        chan.exec_command(self.agent_command())
+        self._chan, self._buf = chan, b""
+        hello = self._read_line(time.monotonic() + CONNECT_TIMEOUT_S * 2, lambda: self.lost("no hello from the agent"))
         if hello.get("panio_agent") != PROTOCOL:
             self.close()
             raise Unreachable(f"host {self.name}: the bench agent speaks protocol {hello.get('panio_agent')!r}, "
@@ -113,56 +154,75 @@ class SSHTransport:
     # --- one request ---------------------------------------------------
 
     def call(self, request: dict[str, Any]) -> Any:
+        deadline_s = request.get("deadline_s")
         with self._lock:
-            if self._chan is None or self._chan.closed or not self._client.get_transport().is_active():
-                self.close()
-                self._connect()
+            self._ensure_connected()
             self._next_id += 1
-            line = json.dumps({"v": PROTOCOL, "id": self._next_id, **request}) + "\n"
+            line = json.dumps({"v": PROTOCOL, "id": self._next_id, "op": request["op"],
+                               "args": request.get("args", {})}) + "\n"
+            deadline = None if deadline_s is None else time.monotonic() + deadline_s + REPLY_MARGIN_S
             try:
                 self._chan.sendall(line.encode())
-                reply = self._read_line(None)
-            except Unreachable:
-                self.close()
-                raise
+                reply = self._read_line(deadline, lambda: self._overdue(request["op"], deadline_s))
             except (OSError, EOFError) as exc:
                 self.close()
-                raise self._lost(str(exc)) from None
-        if reply.get("ok"):
-            return reply.get("result")
-        raise from_json(reply.get("error") or {})
+                raise self.lost(str(exc)) from exc
+            except BaseException:  # a timeout, a lost link, Ctrl-C: a late reply must never answer the next request
+                self.close()
+                raise
+        return unwrap(reply)
 
-    def _lost(self, why: str) -> PanioError:
+    def interactive(self, request: dict[str, Any]) -> Any:
+        """Run an interactive operation on a channel of its own, bridged to this terminal (Ctrl-] leaves)."""
+        import paramiko
+
+        from controller.transports.ssh_console import run_console
+
+        try:
+            chan = self.open_session()
+        except paramiko.SSHException as exc:  # e.g. sshd's MaxSessions reached
+            raise Unreachable(f"host {self.name}: no session channel for {request['op']}: {exc}",
+                              host=self.name) from exc
+        try:
+            return run_console(self, chan, request)
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            self.close()
+            raise self.lost(str(exc)) from exc
+        except Unreachable:
+            self.close()
+            raise
+        finally:
+            chan.close()
+
+    def lost(self, why: str) -> PanioError:
         return Unreachable(f"host {self.name}: link lost ({why}); the outcome of the operation is unknown",
                            host=self.name, outcome="unknown")
 
-    def _read_line(self, deadline: float | None) -> dict:
+    def _overdue(self, op: str, deadline_s: float) -> PanioError:
+        return Timeout(f"host {self.name}: {op} did not answer within its deadline ({deadline_s:g} s) and "
+                       f"{REPLY_MARGIN_S:g} s more, though the link lives; the outcome of the operation is unknown",
+                       hint="the host's agent may be stuck: check the host", host=self.name, outcome="unknown")
+
+    def _read_line(self, deadline: float | None, overdue: Callable[[], PanioError]) -> dict:
         self._chan.settimeout(0.5)
-        self._alive_at = time.monotonic()
-        probe: threading.Thread | None = None
+        self.liveness.heard()
         while b"\n" not in self._buf:
             try:
                 data = self._chan.recv(65536)
                 if not data:
-                    raise self._lost("the agent exited: " + self._stderr())
+                    raise self.lost("the agent exited: " + self._stderr())
                 self._buf += data
-                self._alive_at = time.monotonic()
+                self.liveness.heard()
                 continue
             except socket.timeout:
                 pass
-            now = time.monotonic()
-            if now - self._alive_at > SILENT_LIMIT_S or (deadline is not None and now > deadline):
-                raise self._lost(f"silent for {now - self._alive_at:.0f} s")
-            if (probe is None or not probe.is_alive()) and now - self._alive_at >= PROBE_EVERY_S:
-                probe = threading.Thread(target=self._probe, daemon=True)
-                probe.start()
+            silent = self.liveness.silent_s()
+            if silent > SILENT_LIMIT_S:
+                raise self.lost(f"silent for {silent:.0f} s")
+            if deadline is not None and time.monotonic() > deadline:
+                raise overdue()
         line, self._buf = self._buf.split(b"\n", 1)
         return json.loads(line)
-
-    def _probe(self) -> None:
-        transport = self._client.get_transport() if self._client else None
-        if transport is not None and transport.global_request("keepalive@openssh.com", wait=True) is not None:
-            self._alive_at = time.monotonic()
 
     def _stderr(self) -> str:
         try:
@@ -176,34 +236,3 @@ class SSHTransport:
         client, self._client, self._chan = self._client, None, None
         if client is not None:
             threading.Thread(target=client.close, daemon=True).start()  # never block on a dead link
-
-
-def scan_host_key(name: str, host: dict):
-    """The host key a host presents now (no authentication)."""
-    import paramiko
-
-    _, hostname, port = destination(host)
-    try:
-        sock = socket.create_connection((hostname, port), timeout=CONNECT_TIMEOUT_S)
-        transport = paramiko.Transport(sock)
-        transport.banner_timeout = CONNECT_TIMEOUT_S
-        transport.start_client(timeout=CONNECT_TIMEOUT_S)
-        key = transport.get_remote_server_key()
-        transport.close()
-        return key
-    except (OSError, paramiko.SSHException) as exc:
-        raise Unreachable(f"host {name}: cannot reach {hostname}:{port}: {exc}", host=name) from None
-
-
-def record_host_key(name: str, host: dict, key) -> Path:
-    import paramiko
-
-    _, hostname, port = destination(host)
-    path = known_hosts_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    keys = paramiko.HostKeys()
-    if path.exists():
-        keys.load(str(path))
-    keys.add(key_name(hostname, port), key.get_name(), key)
-    keys.save(str(path))
-    return path

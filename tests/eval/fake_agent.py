@@ -6,7 +6,9 @@ it, from $FAKE_AGENT_FORMAT or argv[0]), it really runs its shell commands
 harness prints: Claude Code stream-json, Codex exec --json, Gemini CLI
 stream-json, pi --mode json. The script for each scenario comes from
 $FAKE_AGENT_SCRIPT (JSON: {scenario: {mode: {"run": [...], "answer": "..."}}}),
-the mode from $FAKE_AGENT_MODE (good/bad).
+the mode from $FAKE_AGENT_MODE (good/bad). Like the real harnesses it can fail:
+$FAKE_AGENT_CRASH=N exits N at once, $FAKE_AGENT_SILENT exits 0 saying nothing,
+and the fake codex refuses the removed `--full-auto` flag.
 """
 
 import json
@@ -15,6 +17,20 @@ import subprocess
 import sys
 
 fmt = os.environ.get("FAKE_AGENT_FORMAT") or os.path.basename(sys.argv[0])
+if sys.argv[1:] == ["--version"]:
+    print(f"9.9.9 (fake {fmt})")
+    sys.exit(0)
+if os.environ.get("FAKE_AGENT_ARGV_LOG"):
+    with open(os.environ["FAKE_AGENT_ARGV_LOG"], "a") as f:
+        f.write(json.dumps({"format": fmt, "argv": sys.argv[1:]}) + "\n")
+if fmt == "codex" and "--full-auto" in sys.argv:  # current Codex removed it, and says so
+    sys.stderr.write("error: unexpected argument '--full-auto' found\n\nUsage: codex exec [OPTIONS] [PROMPT]\n")
+    sys.exit(2)
+if os.environ.get("FAKE_AGENT_CRASH"):  # a harness that fails at once (auth, a bad flag)
+    sys.stderr.write("Error: Invalid API key · Please run /login\n")
+    sys.exit(int(os.environ["FAKE_AGENT_CRASH"]))
+if os.environ.get("FAKE_AGENT_SILENT"):  # exits 0 having done and said nothing
+    sys.exit(0)
 script = json.load(open(os.environ["FAKE_AGENT_SCRIPT"]))
 sid = os.environ.get("PANIO_EVAL_SCENARIO", "")
 plan = script.get(sid, {}).get(os.environ.get("FAKE_AGENT_MODE", "good"), {"run": [], "answer": "I don't know."})
@@ -29,7 +45,9 @@ def emit(obj):
 
 
 def sh(cmd):
-    p = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, text=True)
+    # Codex runs every command in a login shell (`bash -lc`), which resets PATH from /etc/profile
+    argv = ["bash", "-lc", cmd] if fmt == "codex" else ["/bin/sh", "-c", cmd]
+    p = subprocess.run(argv, capture_output=True, text=True)
     return p.returncode, p.stdout + p.stderr
 
 

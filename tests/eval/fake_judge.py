@@ -11,6 +11,7 @@ import sys
 
 prompt = sys.stdin.read()
 assert "COMMAND REFERENCE:" in prompt and "panio power set" in prompt, "judge prompt lacks the help tree"
+assert "CHECKER VERDICT: (a deterministic checker" in prompt and "verdict: " in prompt, "judge prompt lacks the checker's verdict"
 if "FAKE_JUDGE_GARBAGE" in prompt:
     print("I cannot decide. PowerCycle { target } is weird.")
     sys.exit(0)

@@ -44,8 +44,9 @@ def test_matching_honours_placeholders_regex_values_aliases_and_extra_flags():
 def test_extraction_reads_code_blocks_pipes_subshells_and_skips_negated_mentions():
     ev = answer("There is no `panio flash`, so instead:\n```bash\n$ cp out/kernel.img \"$(panio netboot tftp-root pico)/kernel_2712.img\"\n"
                 "panio serial log pico --tail 50 | head  # first lines\n```\nThen run `panio netboot start pico`.")
-    assert [c.text for c in ev.commands] == ["panio netboot tftp-root pico", "panio serial log pico --tail 50",
-                                             "panio netboot start pico"]
+    assert [c.text for c in ev.acted] == ["panio netboot tftp-root pico", "panio serial log pico --tail 50",
+                                          "panio netboot start pico"]
+    assert [c.text for c in ev.commands if c.rejected] == ["panio flash"]  # named only to be denied
 
 
 def test_reference_passes_and_order_matters():
@@ -109,3 +110,103 @@ def test_reading_the_skill_or_docs_by_shell_counts_as_discovery():
     assert len(ev.reads) == 1 + 1
     ev.add_shell("panio target add tablet", exit=0)
     assert checker.check(SC["C7"], ev, LIVE, "cold").scores["d1"] == 2
+
+
+F = "```"
+
+
+def test_comments_that_explain_are_not_rejections_but_comments_that_reject_are():
+    ev = answer(f"{F}bash\n# Don't use serial reset here: dut hasn't opted into DTR.\npanio serial send dut reboot\n"
+                f"panio serial send dut 'uname -a'   # not -t: the target is positional\n"
+                f"panio serial reset dut   # wrong: hardware DTR\n# don't do this:\npanio serial dtr dut --ms 200\n{F}")
+    assert [(c.text, c.rejected) for c in ev.commands] == [
+        ("panio serial send dut reboot", False), ("panio serial send dut 'uname -a'", False),
+        ("panio serial reset dut", True), ("panio serial dtr dut --ms 200", True)]
+    assert checker.check(SC["s11"], ev, LIVE, "preloaded").verdict == "pass"
+
+
+def test_output_is_not_shell_and_prose_mentions_without_arguments_are_not_malformed():
+    ev = answer(f"{F}bash\npanio daemons\npanio daemons stop serial-pico\n{F}\nOutput looks like:\n"
+                f"{F}\nserial-pico  running  pid 4242  (stop sends TERM, then kill after 5 s)\n{F}\n"
+                "Note: `panio daemons stop` needs a name or `--all`.")
+    r = checker.check(SC["R7"], ev, LIVE, "preloaded")
+    assert r.verdict == "pass" and r.malformed == [] and not any("kill" in x for x in ev.programs)
+    ev = answer(f"{F}\nlsof /dev/ttyUSB0   # find the holder\nkill 4242\n{F}")
+    assert checker.check(SC["R7"], ev, LIVE, "preloaded").verdict == "fail"
+
+
+def test_panio_as_an_argument_quoted_commands_and_hooks():
+    from scenarios.shell import panio_commands
+
+    assert panio_commands("claude mcp add panio -- panio mcp") == [["mcp"]]
+    assert panio_commands("grep -rn panio docs/ | head") == []
+    assert panio_commands("pip show panio && which panio") == []
+    assert panio_commands("ssh -p 22 bench1 \"panio serial log pico --tail 5\"") == [["serial", "log", "pico", "--tail", "5"]]
+    assert panio_commands("watch -n 1 'panio serial log pico --tail 5'") == [["serial", "log", "pico", "--tail", "5"]]
+    assert panio_commands("timeout 10 sudo -E panio serial watch pico") == [["serial", "watch", "pico"]]
+    assert panio_commands("echo 'panio serial watch pico'") == []
+    ev = answer(f"{F}\npanio power set -t pico --cycle-cmd \"panio shelly cycle 192.0.2.41\"\n{F}")
+    assert [c.text for c in ev.hooks] == ["panio shelly cycle 192.0.2.41"]
+    r = checker.check(SC["C3"], ev, LIVE, "preloaded")
+    assert r.scores["d4"] == 0 and "(in a hook)" in r.invented[0]
+
+
+def test_the_target_is_a_role_bound_once():
+    ok = checker.check(SC["R4"], answer(f"{F}\npanio serial watch $PI\npanio serial send $PI 'uname -a'\n"
+                                        f"panio serial log $PI --tail 5\n{F}"), LIVE, "preloaded")
+    assert ok.verdict == "pass"
+    split = checker.check(SC["R4"], answer(f"{F}\npanio serial watch rpi\npanio serial send board 'uname -a'\n"
+                                           f"panio serial log board --tail 5\n{F}"), LIVE, "preloaded")
+    assert split.verdict == "fail" and split.scores["d6"] == 0
+    named = checker.check(SC["R8"], answer(f"{F}\npanio power-state mypi\n{F}"), LIVE, "preloaded")  # the goal names pico
+    assert named.verdict == "fail"
+    assert checker.check(SC["R8"], answer(f"{F}\npanio power-state <target>\n{F}"), LIVE, "preloaded").verdict == "pass"
+
+
+def test_negation_must_govern_the_span():
+    hidden = answer("If the tablet isn't listed, run `panio adb devices` first.")
+    assert [c.rejected for c in hidden.commands] == [False]
+    denied = answer("`panio flash` and `panio ssh` don't exist; there is no `panio emmc` either.")
+    assert all(c.rejected for c in denied.commands) and len(denied.commands) == 3
+    contrast = answer("`panio serial reset dut` would pulse DTR, which dut hasn't opted into, so it errors. "
+                      "Use `panio serial send dut reboot`.")
+    assert [c.rejected for c in contrast.commands] == [True, False]
+
+
+def test_placeholders_with_spaces_and_command_substitutions_are_values_not_redirects():
+    from scenarios.shell import panio_commands
+
+    assert panio_commands("panio serial log pico --since <seq from above>") == [["serial", "log", "pico", "--since", "<seq from above>"]]
+    inner, outer = panio_commands("panio serial log pico --since=$(panio serial log pico --tail 1 --json | jq .seq)")
+    assert inner == ["serial", "log", "pico", "--tail", "1", "--json"] and LIVE.parse(outer).status == "ok"
+    assert panio_commands("panio serial log dut > boot.log 2>&1") == [["serial", "log", "dut"]]
+
+
+def test_gemini_stream_current_tool_names_skills_and_mcp_names():
+    import json
+
+    from scenarios.adapters import parse_gemini
+    from scenarios.runner import add_mcp
+
+    events = [{"type": "init", "model": "gemini-2.5-pro"},
+              {"type": "tool_use", "tool_name": "activate_skill", "tool_id": "a", "parameters": {"name": "panio"}},
+              {"type": "tool_use", "tool_name": "grep_search", "tool_id": "g", "parameters": {"pattern": "panio"}},
+              {"type": "tool_use", "tool_name": "mcp_panio_power_state", "tool_id": "m", "parameters": {"target": "pico"}},
+              {"type": "message", "role": "assistant", "content": "It is on.", "delta": True},
+              {"type": "result", "status": "success", "stats": {"input_tokens": 5, "output_tokens": 1}}]
+    ev = add_mcp(parse_gemini("\n".join(json.dumps(e) for e in events)), LIVE)
+    assert ev.reads == ["skill:panio"] and ev.model == "gemini-2.5-pro"
+    assert [c.text for c in ev.commands] == ["panio power-state pico"] and len(ev.mcp_calls) == 1
+    failed = parse_gemini(json.dumps({"type": "result", "status": "error", "error": {"message": "quota exceeded"}}))
+    assert failed.harness_error == "quota exceeded"
+
+
+def test_a_reasonable_variant_of_an_expected_value_passes_and_a_wrong_one_does_not():
+    def verdict(sid, block):
+        return checker.check(SC[sid], answer(f"{F}\n{block}\n{F}"), LIVE, "preloaded").verdict
+
+    assert verdict("R4", "panio serial watch pico\npanio serial send pico 'uname -a; hostname'\npanio serial log pico --tail 5") == "pass"
+    assert verdict("R4", "panio serial watch pico\npanio serial send pico 'uname'\npanio serial log pico --tail 5") == "fail"
+    assert verdict("s11", "panio serial send dut 'sudo systemctl reboot'") == "pass"
+    assert verdict("s11", "panio serial send dut 'poweroff'") == "fail"
+    assert verdict("s9", "panio serial reset dut\npanio serial dtr dut --ms 4500") == "pass"

@@ -62,9 +62,13 @@ def test_merge_lets_the_checker_win_and_the_judge_fill_gaps():
 def test_judge_command_gets_prompt_on_stdin(tmp_path):
     cmd = f"{sys.executable} {HERE / 'fake_judge.py'}"
     tree = judge.help_tree(real_panio())
-    ok = judge.run_judge(cmd, judge.build_prompt(SC["C1"], "fine", "cold", tree))
+    checker = {"verdict": "pass", "scores": {"d2": 2, "d4": 2}, "invented": [],
+               "traps": [{"id": "target-first", "central": True, "respected": True, "evidence": "order respected"}]}
+    prompt = judge.build_prompt(SC["C1"], "fine", "cold", tree, checker=checker)
+    assert "CHECKER VERDICT: (a deterministic checker" in prompt and "trap target-first: respected (order respected)" in prompt
+    ok = judge.run_judge(cmd, prompt)
     assert not ok.parse_failed and ok.verdict.scores["d2"] == 2
-    bad = judge.run_judge(cmd, judge.build_prompt(SC["C1"], "FAKE_JUDGE_GARBAGE", "cold", tree))
+    bad = judge.run_judge(cmd, judge.build_prompt(SC["C1"], "FAKE_JUDGE_GARBAGE", "cold", tree, checker=checker))
     assert bad.parse_failed and "no verdict" in bad.error
 
 

@@ -140,5 +140,6 @@ def test_calibrate_reports_kappa_against_human_labels(panio_eval, agent_env, tmp
     r = panio_eval("calibrate", "--labels", str(labels), "--run", str(out / "run.json"), "--json")
     assert r.code == 0, r.err
     cal = r.json()
-    assert cal["confusion"] == {"tp": 1, "fp": 1, "fn": 0, "tn": 0} and cal["n"] == 2
-    assert "0.75" in cal["threshold_sweep"]
+    assert cal["agreement"]["combined"]["confusion"] == {"tp": 1, "fp": 1, "fn": 0, "tn": 0} and cal["n"] == 2
+    assert cal["graders"] == ["combined", "checker"] and cal["agreement"]["checker"]["n"] == 2
+    assert "0.75" in cal["threshold_sweep"] and cal["disagreements"][0]["id"] == "M2-cold-1"

@@ -1,0 +1,170 @@
+"""Notifications: webhooks (a JSON POST) and e-mail (SMTP), sent in the background, retried, bounded.
+
+Configured in the lab file (``[[notify]]``, see docs/operations.md) and carried
+in a job's payload, so a worker with no lab file notifies too. Events:
+
+    suite_finished   a suite run ended (every job's verdict)
+    job_failed       a job ended complete, failed (the board failed)
+    job_incomplete   a job ended incomplete (the lab failed)
+    health_changed   a target's health changed (good, bad, maintenance, unknown)
+
+A notification never blocks a job: ``send`` only queues it. One sender thread
+per process delivers, retrying each failed delivery ``retries`` times with a
+growing pause; the queue holds at most ``QUEUE_MAX`` messages (the oldest are
+dropped beyond that). A message given up or dropped is a warning on the
+``panio.notify`` logger. A short-lived process (``panio job run``) waits at
+most ``DRAIN_S`` at exit for what it queued.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from typing import Any
+
+EVENTS = ("suite_finished", "job_failed", "job_incomplete", "health_changed")
+FORMATS = ("json", "slack", "matrix", "teams")
+QUEUE_MAX = 200
+DRAIN_S = 10.0
+ATTEMPT_TIMEOUT_S = 5.0
+DEFAULT_RETRIES = 3
+BACKOFF_S = float(os.environ.get("PANIO_NOTIFY_BACKOFF_S", "1.0"))  # first pause between attempts; doubles
+
+_lock = threading.Lock()
+_queue: queue.Queue | None = None
+_log = logging.getLogger("panio.notify")
+_log.addHandler(logging.NullHandler())  # a CLI command stays quiet on stderr; a worker's logging shows it
+
+
+def send(configs: list[dict] | None, event: str, data: dict[str, Any]) -> int:
+    """Queue ``event`` for every configured channel that wants it; returns how many were queued."""
+    wanted = [c for c in configs or [] if event in c.get("on", EVENTS)]
+    if not wanted:
+        return 0
+    message = {"event": event, "text": summary(event, data), "at": time.time(), **data}
+    q = _sender()
+    for config in wanted:
+        while True:
+            try:
+                q.put_nowait((config, message))
+                break
+            except queue.Full:
+                try:
+                    dropped = q.get_nowait()
+                    q.task_done()
+                    _log.warning("notification dropped (queue full): %s", dropped[1]["text"])
+                except queue.Empty:
+                    pass
+    return len(wanted)
+
+
+def drain(timeout_s: float = DRAIN_S) -> bool:
+    """Wait up to ``timeout_s`` for queued notifications to be delivered (or given up); True if all were."""
+    q = _queue
+    if q is None:
+        return True
+    end = time.monotonic() + timeout_s
+    while q.unfinished_tasks and time.monotonic() < end:
+        time.sleep(0.05)
+    return not q.unfinished_tasks
+
+
+def _sender() -> queue.Queue:
+    global _queue
+    with _lock:
+        if _queue is None:
+            _queue = queue.Queue(QUEUE_MAX)
+            threading.Thread(target=_loop, args=(_queue,), name="panio-notify", daemon=True).start()
+            atexit.register(drain)
+    return _queue
+
+
+def _loop(q: queue.Queue) -> None:
+    while True:
+        config, message = q.get()
+        try:
+            _deliver(config, message)
+        finally:
+            q.task_done()
+
+
+def _deliver(config: dict, message: dict) -> None:
+    retries = int(config.get("retries", DEFAULT_RETRIES))
+    for attempt in range(retries + 1):
+        try:
+            if config.get("smtp"):
+                _mail(config, message)
+            else:
+                _post(config, message)
+            return
+        except Exception as exc:  # noqa: BLE001 - any delivery failure is retried, then logged, never raised
+            error = f"{config.get('name', 'notify')}: {type(exc).__name__}: {exc}"
+        if attempt < retries:
+            time.sleep(BACKOFF_S * 2 ** attempt)
+    _log.warning("notification %s given up after %d attempts: %s", message["event"], retries + 1, error)
+
+
+def summary(event: str, d: dict[str, Any]) -> str:
+    if event == "health_changed":
+        return f"panio: target {d['target']} is now {d['health']} (was {d['previous']}): {d.get('reason') or ''}"
+    if event == "suite_finished":
+        return f"panio: suite {d['suite']} finished: {d['verdict']} ({d['passed']} of {d['total']} jobs passed)"
+    what = "failed (the board)" if event == "job_failed" else "incomplete (the lab)"
+    return f"panio: job {d['job_id']} {d['name']} on {d['target']} {what}: {d.get('reason') or ''}"
+
+
+def body(config: dict, message: dict) -> dict:
+    """The JSON document POSTed for ``config['format']``."""
+    fmt, text = config.get("format", "json"), message["text"]
+    if fmt == "slack":  # Slack incoming webhooks (also Mattermost, Rocket.Chat)
+        return {"text": text}
+    if fmt == "matrix":  # a Matrix m.room.message content; matrix-hookshot's generic webhooks read "text"
+        return {"msgtype": "m.text", "body": text, "text": text}
+    if fmt == "teams":  # an Office 365 connector MessageCard
+        bad = message["event"] in ("job_failed", "job_incomplete") or message.get("health") in ("bad", "maintenance")
+        return {"@type": "MessageCard", "@context": "https://schema.org/extensions", "summary": text,
+                "themeColor": "D70000" if bad else "2EB886", "title": f"panio: {message['event']}", "text": text}
+    return message
+
+
+def _url(config: dict) -> str:
+    if config.get("webhook_env"):
+        url = os.environ.get(config["webhook_env"])
+        if not url:
+            raise LookupError(f"${config['webhook_env']} is not set")
+        return url
+    return config["webhook"]
+
+
+def _post(config: dict, message: dict) -> None:
+    import urllib.request
+
+    data = json.dumps(body(config, message)).encode()
+    req = urllib.request.Request(_url(config), data=data, method="POST",
+                                 headers={"Content-Type": "application/json", "User-Agent": "panio-notify"})
+    with urllib.request.urlopen(req, timeout=ATTEMPT_TIMEOUT_S) as resp:  # noqa: S310 - http(s) only (schema)
+        if resp.status >= 300:
+            raise OSError(f"HTTP {resp.status}")
+
+
+def _mail(config: dict, message: dict) -> None:
+    import smtplib
+    from email.message import EmailMessage
+
+    host, _, port = config["smtp"].rpartition(":") if ":" in config["smtp"] else (config["smtp"], "", "25")
+    mail = EmailMessage()
+    mail["Subject"] = message["text"][:200]
+    mail["From"] = config.get("from", "panio@localhost")
+    mail["To"] = ", ".join(config["to"])
+    mail.set_content(message["text"] + "\n\n" + json.dumps(message, indent=2, default=str) + "\n")
+    with smtplib.SMTP(host, int(port), timeout=ATTEMPT_TIMEOUT_S) as smtp:
+        if config.get("starttls"):
+            smtp.starttls()
+        if config.get("username"):
+            smtp.login(config["username"], os.environ.get(config.get("password_env", ""), ""))
+        smtp.send_message(mail)

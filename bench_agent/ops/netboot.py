@@ -1,0 +1,57 @@
+"""Netboot operations: serve DHCP and TFTP for a target on its dedicated link (netboot.start/stop/status).
+
+Each takes the target's name and its ``netboot`` table from the lab file (plain
+data); the TFTP root is resolved on the host that owns the target, where the
+server runs in a daemon (``bench_agent.netboot``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench_agent.ops import operation
+from bench_agent.ops.spec import Param
+
+START_DEADLINE_S = 45.0  # the daemon's own start-up bound (30 s, dnsmasq's 10 s inside it) and a margin
+
+
+def _settings(target: str, netboot: dict[str, Any], tftp_root: str | None):
+    """The target's settings; the TFTP root is resolved here, on the host that serves it (``~``, the default)."""
+    import os
+
+    from bench_agent.netboot import Settings
+    from bench_agent.paths import state_dir
+
+    root = tftp_root or netboot.get("tftp_root")
+    root = os.path.expanduser(root) if root else str(state_dir() / "tftp" / target)
+    return Settings.of(target, netboot, root)
+
+
+@operation("netboot.start", side_effect=True, deadline=lambda args: START_DEADLINE_S)
+def start(target: str, netboot: dict[str, Any], tftp_root: str | None = None) -> dict[str, Any]:
+    """Serve DHCP+TFTP (or TFTP only) for the target on its dedicated interface; refuses a primary NIC."""
+    from bench_agent import netboot as nb
+    from bench_agent import netif
+
+    info = nb.start(_settings(target, netboot, tftp_root))
+    netif.record(target, "netboot")
+    return info
+
+
+@operation("netboot.stop", side_effect=True, deadline=lambda args: 20.0,
+           params=(Param("force", bool, "SIGKILL a server that does not stop within 10 s", default=False),))
+def stop(target: str, force: bool = False) -> dict[str, Any]:
+    """Stop the target's netboot server (not running is reported, not an error)."""
+    from bench_agent import netboot as nb
+
+    return nb.stop(target, force)
+
+
+@operation("netboot.status", deadline=lambda args: 10.0,
+           params=(Param("tail", int, "how many recent leases and files to show", default=10, minimum=1,
+                         maximum=1000),))
+def status(target: str, netboot: dict[str, Any], tftp_root: str | None = None, tail: int = 10) -> dict[str, Any]:
+    """Serving or not, interface, TFTP root, the last DHCP leases and files served."""
+    from bench_agent import netboot as nb
+
+    return nb.status(_settings(target, netboot, tftp_root), tail)

@@ -1,0 +1,85 @@
+"""The controller's side of device health: what a job's payload carries, and running a health check now.
+
+A target's ``health_check`` (lab file) names a job file, relative to the lab
+file. It is compiled when a job for the target is created, so a broken check
+is refused before anything is queued, and the payload carries it to the
+worker (which has no lab file), with the lab's ``[[notify]]`` channels.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench_agent.errors import NotConfigured
+from controller.lab.model import Lab
+
+_COMPILED: dict[tuple[str, int], dict] = {}
+ON_UNHEALTHY = ("wait", "skip")
+
+
+def check_path(lab: Lab, target: str) -> Path | None:
+    check = lab.target(target).get("health_check")
+    if not check:
+        return None
+    return (Path(lab.path).parent / check["job"]).resolve()
+
+
+def compiled_check(lab: Lab, target: str) -> dict | None:
+    """The target's health-check job as a payload fragment (name, steps, timeout_s, every_s), or None."""
+    from controller.jobs import spec
+
+    path = check_path(lab, target)
+    if path is None:
+        return None
+    key = (str(path), path.stat().st_mtime_ns if path.exists() else 0)
+    if key not in _COMPILED:
+        job = spec.load(path)
+        _COMPILED[key] = {"name": job["data"]["name"], "steps": spec.compile_steps(job),
+                          "timeout_s": job["data"].get("timeout_s"), "file": str(path)}
+    every_s = lab.target(target)["health_check"].get("every_s")
+    return {**_COMPILED[key], "every_s": every_s}
+
+
+def extras(lab: Lab, target: str, on_unhealthy: str | None) -> dict:
+    """What every job payload for ``target`` carries about health and notifications."""
+    out: dict = {"notify": list(lab.data.get("notify", [])), "on_unhealthy": on_unhealthy or "wait"}
+    check = compiled_check(lab, target)
+    if check:
+        out["health_check"] = check
+    return out
+
+
+def check_payload(lab: Lab, target: str) -> dict:
+    """A standalone health-check job for ``target`` (``panio target health T --check``)."""
+    check = compiled_check(lab, target)
+    if check is None:
+        raise NotConfigured(f"target {target!r} names no health-check job",
+                            hint=f"add `[targets.{target}.health_check]` with `job = \"checks/{target}.toml\"` "
+                                 "to the lab file (docs/operations.md)", target=target)
+    return {"name": check["name"], "target": target, "steps": check["steps"], "timeout_s": check["timeout_s"],
+            "lease_wait_s": 300, "lease_ttl_s": 30, "kind": "health_check",
+            "notify": list(lab.data.get("notify", []))}
+
+
+def run_check(lab: Lab, target: str, progress) -> dict:
+    """Run ``target``'s health check now and wait for it (in this process, or on its worker with a broker);
+    the check's verdict sets the target's health. Returns the check's job."""
+    from controller.jobs import backends
+
+    payload = check_payload(lab, target)
+    store = backends.results_store()
+    host = lab.target(target).get("host")
+    if backends.broker_url():
+        from controller.jobs import remote
+
+        payload["target_config"] = dict(lab.target(target))
+        payload["job_id"] = store.create_job(payload["name"], target, host, payload)
+        remote.publish(remote.celery_app(), store, payload)
+        return remote.follow(payload["job_id"], progress)
+    from bench_agent.jobs.runner import JobRunner
+    from bench_agent.leases import holder_name
+
+    payload["job_id"] = store.create_job(payload["name"], target, host, payload)
+    JobRunner(store, backends.lease_store(), backends.panio_argv(), str(lab.path),
+              holder_name("panio target health"), progress).run(payload)
+    return store.job(payload["job_id"])

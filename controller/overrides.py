@@ -1,0 +1,173 @@
+"""Operator overrides: act on a target another holder leases, explicitly, and on the record.
+
+A job's lease refuses everyone but the job's own steps (exit 8), which is
+right for power and input, and wrong when the capture under a job is wedged
+and only the operator can see it. ``--override --reason TEXT`` on the
+commands that manage capture (``panio serial stop``, ``panio serial watch``)
+lets an operator act anyway:
+
+1. the current lease on the target is read (holder, job, token);
+2. the override is recorded in the results database (table
+   ``panio_overrides``) *before* anything happens: who, when, what, why, and
+   the job whose lease it overrode, so ``panio job status JOB`` shows it in
+   that job's history;
+3. the command runs presenting that lease's token, exactly as the job's own
+   steps do, so the controller's check and the host's lease guard both let it
+   through; if the lease changed meanwhile (the job ended, another began) the
+   token is stale and the command is refused (13) as it should be;
+4. the record gets the outcome (done, or the error).
+
+No lease on the target: the command runs as usual and nothing is recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import time
+from typing import Any, Iterator
+
+from bench_agent.errors import PanioError, UsageError
+
+
+def add_flags(p) -> None:
+    """``--override`` and ``--reason`` on a command that manages capture."""
+    p.add_argument("--override", action="store_true",
+                   help="act even though a job leases the target (needs --reason; recorded in the job's history)")
+    p.add_argument("--reason", metavar="TEXT", help="why the override: kept with the job's history")
+
+
+@functools.cache  # built once per process (see bench_agent.results._tables)
+def _table():
+    import sqlalchemy as sa
+
+    md = sa.MetaData()
+    return md, sa.Table(
+        "panio_overrides", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("at", sa.Float, nullable=False),
+        sa.Column("target", sa.String(64), nullable=False),
+        sa.Column("job_id", sa.Integer),
+        sa.Column("holder", sa.String(200)),
+        sa.Column("token", sa.BigInteger),
+        sa.Column("command", sa.Text, nullable=False),
+        sa.Column("by", sa.String(200), nullable=False),
+        sa.Column("reason", sa.Text, nullable=False),
+        sa.Column("outcome", sa.Text),
+    )
+
+
+class OverrideStore:
+    def __init__(self, url: str | None = None) -> None:
+        from bench_agent.fences import results_url
+        from bench_agent.results import _engine
+
+        self.engine = _engine(url or results_url())
+        md, self.t = _table()
+        md.create_all(self.engine)
+
+    def add(self, row: dict[str, Any]) -> int:
+        with self.engine.begin() as c:
+            return int(c.execute(self.t.insert().values(**row)).inserted_primary_key[0])
+
+    def outcome(self, override_id: int, outcome: dict[str, Any]) -> None:
+        import json
+
+        with self.engine.begin() as c:
+            c.execute(self.t.update().where(self.t.c.id == override_id).values(outcome=json.dumps(outcome)))
+
+    def prune(self, before: float, dry_run: bool = False) -> int:
+        """Forget overrides made before ``before`` (retention: their jobs go with them); returns how many."""
+        import sqlalchemy as sa
+
+        old = self.t.c.at < before
+        with self.engine.begin() as c:
+            count = int(c.execute(sa.select(sa.func.count()).select_from(self.t).where(old)).scalar())
+            if not dry_run:
+                c.execute(self.t.delete().where(old))
+        return count
+
+    def for_job(self, job_id: int) -> list[dict[str, Any]]:
+        import json
+
+        with self.engine.connect() as c:
+            rows = c.execute(self.t.select().where(self.t.c.job_id == job_id).order_by(self.t.c.id)).mappings().all()
+        return [{**r, "outcome": json.loads(r["outcome"]) if r["outcome"] else None} for r in rows]
+
+
+def operator() -> str:
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()}"
+
+
+def check_flags(args) -> None:
+    if args.override and not (args.reason or "").strip():
+        raise UsageError("--override needs --reason TEXT (it is recorded in the job's history)",
+                         hint="e.g. --override --reason 'capture wedged, no bytes for 10 min'")
+    if args.reason and not args.override:
+        raise UsageError("--reason goes with --override", hint="add --override, or drop --reason")
+
+
+@contextlib.contextmanager
+def acting(args, target: str, command: str) -> Iterator[dict[str, Any] | None]:
+    """Run the enclosed dispatch as the override of ``target``'s lease (when ``args.override``).
+
+    Yields the override record (None when not overriding, or when nobody leases the target)."""
+    check_flags(args)
+    if not args.override:
+        yield None
+        return
+    from bench_agent.leases import TOKEN_ENV
+    from controller.jobs.backends import lease_store
+
+    held = lease_store().current(target)
+    if held is None:
+        yield None
+        return
+    store = OverrideStore()
+    record = {"at": time.time(), "target": target, "job_id": held.get("job"), "holder": held.get("holder"),
+              "token": int(held["token"]), "command": command, "by": operator(), "reason": args.reason.strip()}
+    record["id"] = store.add(record)
+    before = os.environ.get(TOKEN_ENV)
+    os.environ[TOKEN_ENV] = str(held["token"])
+    try:
+        yield record
+    except PanioError as err:
+        store.outcome(record["id"], {"ok": False, "error": err.to_json()})
+        raise
+    else:
+        store.outcome(record["id"], {"ok": True})
+    finally:
+        if before is None:
+            os.environ.pop(TOKEN_ENV, None)
+        else:
+            os.environ[TOKEN_ENV] = before
+
+
+def for_job(job_id: int) -> list[dict[str, Any]]:
+    """The overrides of ``job_id``'s lease, oldest first (``panio job status`` shows them)."""
+    return OverrideStore().for_job(job_id)
+
+
+def line(o: dict[str, Any]) -> str:
+    """``override 10:32:01 by ops@ctl: panio serial stop pico: capture wedged (done)``."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(o["at"]))
+    out = o.get("outcome")
+    result = "no outcome recorded" if not out else "done" if out["ok"] else out["error"].get("message", "failed")
+    return f"override {when} by {o['by']}: panio {o['command']} {o['target']}: {o['reason']} ({result})"
+
+
+def said(record: dict[str, Any] | None) -> str:
+    """The words a command adds to its output when it overrode a lease."""
+    if record is None:
+        return ""
+    whose = f"job {record['job_id']}'s lease" if record["job_id"] else f"the lease of {record['holder']}"
+    where = f" (recorded: `panio job status {record['job_id']}`)" if record["job_id"] else ""
+    return f"; overrode {whose}{where}"

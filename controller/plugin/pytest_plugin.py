@@ -1,0 +1,124 @@
+"""pytest hooks and fixtures: ``--panio-lab``, ``--panio-target``, ``--panio-targets``; ``panio_target``.
+
+Loaded in every pytest run of an environment where panio is installed (the
+``pytest11`` entry point), so it imports nothing of panio until one of its
+options is given, and without them it only adds its options and fixtures.
+
+* ``--panio-target NAME``: the ``panio_target`` fixture is that target;
+* ``--panio-targets SELECTOR``: every test that uses ``panio_target`` runs
+  once per matching target (``test_boot[board0]``, ``test_boot[board1]``);
+* each target is leased for the whole session (``controller.plugin.session``);
+* each such test's JUnit ``<properties>`` name the target, its host and
+  panio's version (``panio_target``, ``panio_host``, ``panio_version``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+_SESSION = pytest.StashKey()  # the PluginSession, when a target option was given
+_NAMES = pytest.StashKey()  # the selected target names
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("panio", "panio hardware targets (see docs/pytest-plugin.md)")
+    group.addoption("--panio-lab", metavar="LAB", default=None,
+                    help="the panio lab file (default: PANIO_LAB, else ~/.config/panio/lab.toml)")
+    group.addoption("--panio-target", metavar="TARGET", default=None,
+                    help="run the tests on this target (the panio_target fixture)")
+    group.addoption("--panio-targets", metavar="SELECTOR", default=None,
+                    help="run each test once per matching target: tag:TAG[,tag:TAG], NAME[,NAME] or '*'")
+    group.addoption("--panio-lease-wait", metavar="S", type=float, default=60.0,
+                    help="wait up to S seconds for a target another holder leases (default 60)")
+    group.addoption("--panio-no-watch", action="store_true", default=False,
+                    help="do not start serial capture on the leased targets")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    one, many = config.getoption("panio_target"), config.getoption("panio_targets")
+    if one is None and many is None:
+        return
+    if one is not None and many is not None:
+        raise pytest.UsageError("panio: give --panio-target or --panio-targets, not both")
+    from bench_agent.errors import PanioError
+    from controller.lab import load
+    from controller.paths import resolve_lab_path
+    from controller.plugin.session import PluginSession, select
+
+    lab_path, _ = resolve_lab_path(config.getoption("panio_lab"))
+    try:
+        names = [one] if one is not None else select(load(lab_path), many)
+        config.stash[_SESSION] = PluginSession(lab_path, names, config.getoption("panio_lease_wait"),
+                                               watch=not config.getoption("panio_no_watch"))
+    except PanioError as err:
+        raise pytest.UsageError(err.human()) from None
+    config.stash[_NAMES] = names
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(_SESSION, None)
+    if session is not None:
+        session.close()
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    session = config.stash.get(_SESSION, None)
+    if session is None:
+        return None
+    return f"panio {_version()}: lab {session.lab.path}, targets {', '.join(session.names)}"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    names = metafunc.config.stash.get(_NAMES, None)
+    if names and metafunc.config.getoption("panio_targets") and "panio_target" in metafunc.fixturenames:
+        metafunc.parametrize("panio_target", names, indirect=True, ids=names, scope="session")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    session = config.stash.get(_SESSION, None)
+    if session is None:
+        return
+    version = _version()
+    for item in items:
+        if "panio_target" not in getattr(item, "fixturenames", ()):
+            continue
+        callspec = getattr(item, "callspec", None)
+        name = callspec.params["panio_target"] if callspec and "panio_target" in callspec.params else session.names[0]
+        host = session.lab.target(name).get("host") or "local"
+        item.user_properties.extend([("panio_target", name), ("panio_host", host), ("panio_version", version)])
+
+
+@pytest.fixture(scope="session")
+def panio_lab(pytestconfig: pytest.Config):
+    """The lab (``controller.lab.Lab``) the session's targets come from."""
+    return _session(pytestconfig).lab
+
+
+@pytest.fixture(scope="session")
+def panio_target(request: pytest.FixtureRequest):
+    """The leased target (``controller.plugin.handles.PanioTarget``): ``.serial``, ``.power``, ``.video``, ``.hid``."""
+    session = _session(request.config)
+    name = getattr(request, "param", session.names[0])
+    from bench_agent.errors import PanioError
+
+    try:
+        return session.target(name)
+    except PanioError as err:
+        pytest.fail(err.human(), pytrace=False)
+
+
+def _session(config: pytest.Config):
+    session = config.stash.get(_SESSION, None)
+    if session is None:
+        pytest.fail("panio: no target for this test: run pytest with --panio-target NAME or "
+                    "--panio-targets SELECTOR (see docs/pytest-plugin.md)", pytrace=False)
+    return session
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("panio")
+    except PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,97 @@
+"""Host keys for the SSH transport: panio's known_hosts, fingerprints, scanning and recording a host's key.
+
+panio's own file is ``~/.config/panio/known_hosts`` (OpenSSH's format); the
+user's ``~/.ssh/known_hosts`` is read too. A key is recorded only by
+``panio host trust``, and a key that differs from the recorded one is replaced
+only when asked to (``--replace``): a changed key is what a man in the middle
+looks like, as well as a reinstalled host.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from bench_agent.errors import Unreachable
+from controller.paths import config_dir
+
+CONNECT_TIMEOUT_S = 10.0
+
+
+def known_hosts_path() -> Path:
+    return config_dir() / "known_hosts"
+
+
+def destination(host: dict) -> tuple[str | None, str, int]:
+    user, _, hostname = host["ssh"].rpartition("@")
+    return (user or None), hostname, int(host.get("port", 22))
+
+
+def key_name(hostname: str, port: int) -> str:
+    return hostname if port == 22 else f"[{hostname}]:{port}"
+
+
+def fingerprint(key) -> str:
+    """``ssh-ed25519 SHA256:...``: the form ``ssh-keygen -lf`` prints."""
+    import base64
+    import hashlib
+
+    digest = base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
+    return f"{key.get_name()} SHA256:{digest}"
+
+
+def scan_host_key(name: str, host: dict, prefer: str | None = None):
+    """The host key a host presents now (no authentication); of type ``prefer`` first, as a connection
+    negotiates it when a key of that type is recorded (a host has several keys, one per type)."""
+    import paramiko
+
+    _, hostname, port = destination(host)
+    try:
+        sock = socket.create_connection((hostname, port), timeout=CONNECT_TIMEOUT_S)
+        transport = paramiko.Transport(sock)
+        transport.banner_timeout = CONNECT_TIMEOUT_S
+        if prefer:
+            options = transport.get_security_options()
+            first = ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"] if prefer == "ssh-rsa" else [prefer]
+            options.key_types = [t for t in first if t in options.key_types] + \
+                [t for t in options.key_types if t not in first]
+        transport.start_client(timeout=CONNECT_TIMEOUT_S)
+        key = transport.get_remote_server_key()
+        transport.close()
+        return key
+    except (OSError, paramiko.SSHException) as exc:
+        raise Unreachable(f"host {name}: cannot reach {hostname}:{port}: {exc}", host=name) from exc
+
+
+def recorded_keys(host: dict) -> list[tuple[Path, object]]:
+    """(file, key) for the keys a connection checks: the user's ~/.ssh/known_hosts when it knows the host
+    (it takes precedence, as in paramiko's SSHClient), else panio's known_hosts."""
+    import paramiko
+
+    _, hostname, port = destination(host)
+    for path in (Path.home() / ".ssh" / "known_hosts", known_hosts_path()):
+        if path.exists():
+            found = paramiko.HostKeys(str(path)).lookup(key_name(hostname, port))
+            if found:
+                return [(path, key) for key in found.values()]
+    return []
+
+
+def record_host_key(host: dict, key, replace: bool = False) -> Path:
+    """Record ``key`` for the host in panio's known_hosts; ``replace`` first drops every key it had there."""
+    import paramiko
+
+    _, hostname, port = destination(host)
+    name = key_name(hostname, port)
+    path = known_hosts_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keys = paramiko.HostKeys()
+    if path.exists():
+        keys.load(str(path))
+    while replace and keys.lookup(name):
+        del keys[name]
+    keys.add(name, key.get_name(), key)
+    partial = path.with_name(path.name + ".tmp")
+    keys.save(str(partial))
+    partial.replace(path)  # a reader never sees half a file
+    return path

@@ -1,0 +1,144 @@
+"""Device health: set and shown with history, gating new jobs, health checks after incomplete jobs and lifted
+maintenance. Real `panio` processes, real step subprocesses, SQLite (and the same code on PostgreSQL elsewhere)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+
+from conftest import PANIO
+from jobhelp import job_file, stop, wait_for
+
+PING = """
+name = "smoke"
+target = "pico"
+{extra}
+[[steps]]
+run = "panio ping ${{target}}"
+"""
+CHECK = """
+name = "pico-health"
+[[steps]]
+name = "probe"
+run = "panio action run ${target} probe"
+"""
+
+
+def health_lab(panio, tmp_path, flag):
+    panio("init")
+    panio("target", "add", "pico")
+    panio("action", "add", "probe", "-t", "pico", "--command", f"test -e {flag}")
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "pico.toml").write_text(CHECK)
+    with panio.lab.open("a") as f:
+        f.write('\n[targets.pico.health_check]\njob = "checks/pico.toml"\n')
+
+
+def history(panio) -> list[tuple[str, str]]:
+    return [(e["previous"], e["health"]) for e in panio("target", "health", "pico", "--json").json()["history"]]
+
+
+def test_set_show_and_history_with_who_and_why(panio):
+    panio("init")
+    panio("target", "add", "pico")
+    assert panio("target", "health", "--json").json()[0]["health"] == "unknown"
+    r = panio("target", "health", "pico", "--set", "maintenance", "--reason", "reflashing the BMC", "--json").json()
+    assert (r["health"], r["reason"]) == ("maintenance", "reflashing the BMC") and "@" in r["set_by"]
+    panio.fails("target", "health", "pico", "--set", "bad", code=2)  # a reason is required
+    panio.fails("target", "health", "nope", "--set", "good", code=3)
+    panio("target", "health", "pico", "--set", "good")
+    assert history(panio) == [("unknown", "maintenance"), ("maintenance", "good")]
+    assert "maintenance -> good" in panio("target", "health", "pico").out
+
+
+def test_maintenance_skips_or_holds_new_jobs_until_lifted(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico")
+    panio("target", "health", "pico", "--set", "maintenance", "--reason", "cable swap")
+    skip = job_file(tmp_path, PING.format(extra='on_unhealthy = "skip"'), "skip.toml")
+    r = panio.fails("job", "run", skip, code=8)
+    assert "maintenance (cable swap, set by" in r.err and "skipped" in r.err
+    job = panio("job", "status", "1", "--json").json()
+    assert job["health"] == "incomplete" and not any(s["status"] == "pass" for s in job["steps"])
+    assert panio("target", "health", "pico", "--json").json()["health"] == "maintenance"  # a skip changes nothing
+
+    waiting = job_file(tmp_path, PING.format(extra="lease_wait_s = 60"), "wait.toml")
+    proc = subprocess.Popen([PANIO, "job", "run", waiting, "--json"], env=panio.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: any(j["id"] == 2 for j in panio("job", "list", "--json").json()), 20)
+        time.sleep(1.5)
+        assert proc.poll() is None, "the job must wait while the target is in maintenance"
+        assert panio("job", "status", "2", "--json").json()["state"] == "queued"
+        panio("target", "health", "pico", "--set", "good")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        stop(proc)
+    assert proc.returncode == 0, err
+    assert panio("job", "status", "2", "--json").json()["result"] == "passed"
+
+
+def test_health_checks_before_after_incomplete_and_on_lifting_maintenance(panio, tmp_path):
+    flag = tmp_path / "healthy"
+    health_lab(panio, tmp_path, flag)
+    smoke = job_file(tmp_path, PING.format(extra=""), "smoke.toml")
+    # unknown + a check configured: the check runs first, fails, the target is bad and the job does not run
+    r = panio.fails("job", "run", smoke, code=8)
+    assert "failed its health check (job 2)" in r.err or "failed its health check" in r.err
+    assert panio("target", "health", "pico", "--json").json()["health"] == "bad"
+    assert panio("job", "status", "2", "--json").json()["spec"]["kind"] == "health_check"
+    # bad: a new job is held back (skipped here) until a check passes
+    panio.fails("job", "run", job_file(tmp_path, PING.format(extra='on_unhealthy = "skip"'), "s.toml"), code=8)
+    flag.touch()
+    r = panio("target", "health", "pico", "--check")
+    assert "pico: good (health check job" in r.out
+    assert [t["health"] for t in panio("target", "health", "--check", "--json").json()] == ["good"]
+    assert panio("job", "run", smoke).code == 0  # good: no check before it
+    # a job that ends incomplete (the lab failed under it): unknown, then its check runs at once
+    flag.unlink()
+    broken = job_file(tmp_path, 'target = "pico"\n[[steps]]\nrun = "panio serial status ${target}"\n', "b.toml")
+    r = panio.fails("job", "run", broken, code=3)
+    assert re.search(r"health check of pico \(job \d+\): job \d+ ended incomplete", r.out), r.out
+    assert "pico health: good -> unknown" in r.out
+    assert history(panio)[-2:] == [("good", "unknown"), ("unknown", "bad")]
+    # maintenance lifted: the check runs before anything else does
+    panio("target", "health", "pico", "--set", "maintenance", "--reason", "new SD card")
+    flag.touch()
+    r = panio("target", "health", "pico", "--set", "good", "--json").json()
+    assert r["health"] == "good" and r["health_check_job"]["result"] == "passed"
+    assert history(panio)[-3:] == [("bad", "maintenance"), ("maintenance", "unknown"), ("unknown", "good")]
+
+
+def test_a_periodic_check_runs_before_a_job_once_due(panio, tmp_path):
+    flag = tmp_path / "healthy"
+    flag.touch()
+    health_lab(panio, tmp_path, flag)
+    panio.lab.write_text(panio.lab.read_text().replace('job = "checks/pico.toml"', 'job = "checks/pico.toml"\nevery_s = 3600'))
+    smoke = job_file(tmp_path, PING.format(extra=""), "smoke.toml")
+    assert "before job 1: its health is unknown" in panio("job", "run", smoke).out
+    assert "health check" not in panio("job", "run", smoke).out  # just checked
+    from bench_agent.health import HealthStore
+
+    store = HealthStore(f"sqlite:///{tmp_path / 'state' / 'results.db'}")
+    with store.engine.begin() as c:  # an hour and a second pass
+        c.execute(store.current.update().values(checked_at=store.current.c.checked_at - 3601))
+    assert "older than 3600 s" in panio("job", "run", smoke).out
+
+
+def test_health_store_on_postgresql():
+    from bench_agent.health import HealthStore
+    from jobhelp import drop_pg_schema, pg_schema
+
+    url = pg_schema()
+    try:
+        store = HealthStore(url)
+        assert store.get("pico")["health"] == "unknown"
+        assert store.set("pico", "maintenance", "rewiring", "ops@desk")[0] == "unknown"
+        previous, record = store.set("pico", "good", "lifted", "ops@desk", checked=True)
+        assert previous == "maintenance" and record["checked_at"]
+        assert [(e["previous"], e["health"]) for e in store.history("pico")] == [("unknown", "maintenance"),
+                                                                                ("maintenance", "good")]
+        assert set(store.all()) == {"pico"}
+    finally:
+        drop_pg_schema(url)

@@ -1,0 +1,199 @@
+"""Notifications to a real local HTTP receiver and a real SMTP server (aiosmtpd): every event, every payload
+format, retries, and a receiver that hangs never holds up a job."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from jobhelp import job_file, wait_for
+
+PASS = 'target = "pico"\n[[steps]]\nrun = "panio ping ${target}"\n'
+FAIL = 'target = "pico"\n[[steps]]\nrun = "panio ping ${target}"\nexpect_output = "never-printed"\n'
+LAB_FAIL = 'target = "pico"\n[[steps]]\nrun = "panio serial status ${target}"\n'
+
+
+class Receiver:
+    """An HTTP server on loopback recording each POST (path, JSON body); the first POST to /flaky gets a 500."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[str, dict]] = []
+        self.failed_once = False
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path == "/flaky" and not outer.failed_once:
+                    outer.failed_once = True
+                    self.send_response(500)
+                else:
+                    outer.posts.append((self.path, body))
+                    self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def bodies(self, path: str) -> list[dict]:
+        return [b for p, b in self.posts if p == path]
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.server.shutdown()
+    r.server.server_close()
+
+
+@pytest.fixture
+def smtp():
+    from aiosmtpd.controller import Controller
+
+    class Sink:
+        def __init__(self):
+            self.mails = []
+
+        async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's name
+            self.mails.append((envelope.rcpt_tos, envelope.content.decode()))
+            return "250 OK"
+
+    sink = Sink()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctl = Controller(sink, hostname="127.0.0.1", port=port)
+    ctl.start()
+    sink.port = port
+    yield sink
+    ctl.stop()
+
+
+def notify_lab(panio, receiver, smtp) -> None:
+    panio("init")
+    panio("target", "add", "pico")
+    panio.env["PANIO_NOTIFY_BACKOFF_S"] = "0.1"
+    panio.env["HOOK_URL"] = f"{receiver.url}/from-env"
+    with panio.lab.open("a") as f:
+        f.write(f"""
+[[notify]]
+name = "chat"
+webhook = "{receiver.url}/flaky"
+format = "slack"
+
+[[notify]]
+webhook = "{receiver.url}/matrix"
+format = "matrix"
+on = ["job_failed"]
+
+[[notify]]
+webhook = "{receiver.url}/teams"
+format = "teams"
+on = ["health_changed"]
+
+[[notify]]
+webhook_env = "HOOK_URL"
+on = ["job_incomplete", "suite_finished"]
+
+[[notify]]
+name = "ops-mail"
+smtp = "127.0.0.1:{smtp.port}"
+from = "panio@lab.test"
+to = ["ops@lab.test"]
+on = ["health_changed", "suite_finished"]
+""")
+
+
+def test_every_event_reaches_webhooks_and_mail_in_each_format_with_retries(panio, tmp_path, receiver, smtp):
+    notify_lab(panio, receiver, smtp)
+    panio.fails("job", "run", job_file(tmp_path, FAIL, "fail.toml"), code=14)
+    panio.fails("job", "run", job_file(tmp_path, LAB_FAIL, "lab.toml2"), code=3)
+    panio("target", "health", "pico", "--set", "maintenance", "--reason", "new PSU")
+    panio("target", "health", "pico", "--set", "good")
+    (tmp_path / "suite.toml").write_text('name = "nightly"\njobs = ["pass.toml"]\n')
+    job_file(tmp_path, PASS, "pass.toml")
+    panio("suite", "run", str(tmp_path / "suite.toml"))
+
+    slack = [b["text"] for b in receiver.bodies("/flaky")]
+    assert receiver.failed_once, "the first delivery failed and was retried"
+    assert any("job 1" in t and "failed (the board)" in t for t in slack)
+    assert any("job 2" in t and "incomplete (the lab)" in t for t in slack)
+    assert any("pico is now maintenance (was unknown): new PSU" in t for t in slack)
+    assert any("suite nightly finished: passed (1 of 1 jobs passed)" in t for t in slack)
+    assert all(set(b) == {"text"} for b in receiver.bodies("/flaky"))
+    matrix = receiver.bodies("/matrix")
+    assert len(matrix) == 1 and matrix[0]["msgtype"] == "m.text" and "job 1" in matrix[0]["body"]
+    teams = receiver.bodies("/teams")
+    assert [t["@type"] for t in teams] == ["MessageCard", "MessageCard"]
+    assert teams[0]["themeColor"] == "D70000" and teams[1]["themeColor"] == "2EB886"
+    plain = receiver.bodies("/from-env")
+    assert [b["event"] for b in plain] == ["job_incomplete", "suite_finished"]
+    assert plain[0]["job_id"] == 2 and plain[0]["target"] == "pico" and plain[0]["health"] == "incomplete"
+    assert plain[1]["jobs"][0]["result"] == "passed" and plain[1]["verdict"] == "passed"
+    wait_for(lambda: len(smtp.mails) == 3, 10)
+    subjects = [m.split("Subject: ", 1)[1].splitlines()[0] for _, m in smtp.mails]
+    assert [rcpt for rcpt, _ in smtp.mails] == [["ops@lab.test"]] * 3
+    assert "now maintenance" in subjects[0] and "now good" in subjects[1] and "suite nightly" in subjects[2]
+
+
+def test_a_hanging_receiver_never_holds_up_the_job(panio, tmp_path):
+    hang = socket.socket()
+    hang.bind(("127.0.0.1", 0))
+    hang.listen(8)  # accepts connections (the kernel does) and never answers
+    try:
+        panio("init")
+        panio("target", "add", "pico")
+        with panio.lab.open("a") as f:
+            f.write(f'\n[[notify]]\nwebhook = "http://127.0.0.1:{hang.getsockname()[1]}/x"\nretries = 0\n')
+        start = time.monotonic()
+        panio.fails("job", "run", job_file(tmp_path, FAIL), code=14)
+        took_s = time.monotonic() - start
+        job = panio("job", "status", "1", "--json").json()
+        assert job["finished_at"] - job["started_at"] < 4, "the verdict is recorded before any delivery"
+        assert took_s < 15, "a process waits at most DRAIN_S (10 s) at exit for its notifications"
+    finally:
+        hang.close()
+
+
+def test_a_notify_table_is_checked_like_the_rest_of_the_lab(panio):
+    panio("init")
+    with panio.lab.open("a") as f:
+        f.write('\n[[notify]]\nwebhook = "ftp://x"\n')
+    assert "http:// or https://" in panio.fails("target", "list", code=5).err
+    panio.lab.write_text('[[notify]]\nsmtp = "mail:25"\n')
+    assert "needs 'to'" in panio.fails("target", "list", code=5).err
+    panio.lab.write_text('[[notify]]\nwebhook = "http://x"\non = ["job_done"]\n')
+    assert "must be one of suite_finished" in panio.fails("target", "list", code=5).err
+
+
+def test_a_job_whose_worker_died_is_told_and_its_target_becomes_unknown(tmp_path, receiver):
+    from bench_agent.health import HealthStore
+    from bench_agent.jobs.reconcile import Reconciler, dead_after_s
+    from bench_agent.leases import FileLeaseStore
+    from bench_agent.results import ResultStore
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    store, health = ResultStore(url), HealthStore(url)
+    health.set("t", "good", "checked", "test")
+    spec = {"lease_ttl_s": 2, "notify": [{"webhook": f"{receiver.url}/hook"}],
+            "steps": [{"name": "a", "command": "panio ping t"}]}
+    job_id = store.create_job("j", "t", "h", spec)
+    assert store.take(job_id, "worker h@another-machine:4242", 0) and store.claim(job_id, "worker h@another-machine:4242")
+    store.set_fence(job_id, 7)
+    with store.engine.begin() as c:
+        c.execute(store.jobs.update().where(store.jobs.c.id == job_id).values(beat_at=time.time() - dead_after_s(spec) - 1))
+    Reconciler(store, FileLeaseStore(tmp_path / "leases")).pass_()
+    assert store.job(job_id)["health"] == "incomplete"
+    assert health.get("t")["health"] == "unknown" and health.get("t")["set_by"] == "reconciler"
+    wait_for(lambda: len(receiver.bodies("/hook")) == 2, 10)
+    assert sorted(b["event"] for b in receiver.bodies("/hook")) == ["health_changed", "job_incomplete"]

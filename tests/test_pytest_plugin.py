@@ -1,0 +1,183 @@
+"""The pytest plugin (``--panio-lab``, ``--panio-target(s)``) driving the simulated bench, run through pytester.
+
+The inner test sessions run in a subprocess that loads the plugin through its
+``pytest11`` entry point, exactly as a user's pytest would; their targets are
+``panio-sim`` boards (a real PTY console behind a Shelly-protocol plug).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import BIN
+
+pytest_plugins = ["pytester"]
+
+SIM = str(BIN / "panio-sim")
+
+ROOT = Path(__file__).resolve().parent.parent
+# the worked example of docs/pytest-plugin.md, run as written
+DOC_EXAMPLE = re.search(r"`test_boot.py`:\n\n```python\n(.*?)```", (ROOT / "docs" / "pytest-plugin.md").read_text(),
+                        re.S).group(1)
+
+MORE_TESTS = '''
+import pytest
+from bench_agent.errors import Busy, Timeout
+
+
+def test_a_transacts_reply_is_consumed_so_a_later_wait_times_out(panio_target):
+    panio_target.serial.transact("uname -a", until="root@sim:~# ", timeout_ms=10000)
+    with pytest.raises(Timeout):  # the transact's reply, prompt included, was consumed
+        panio_target.serial.wait("root@sim:~# ", timeout_ms=300)
+
+
+def test_the_lease_is_held_for_the_session(panio_target):
+    from controller import dispatch
+    from controller.jobs.backends import lease_store
+    from controller.plugin import adapter
+
+    held = lease_store().current(panio_target.name)
+    assert held["token"] == panio_target.lease_token
+    assert held["holder"].startswith("pytest@")
+    with adapter.presenting(None), pytest.raises(Busy):  # anyone without the session's token is refused
+        dispatch.call(panio_target.lab, panio_target.name, "power.off",
+                      {"target": panio_target.name, "power": panio_target.lab.channel(panio_target.name, "power")})
+
+
+def test_a_channel_the_lab_does_not_give_fails_naming_the_fix(panio_target):
+    from bench_agent.errors import NotConfigured
+    from controller.plugin.handles import ChannelHandle
+
+    assert panio_target.has("serial") and panio_target.has("power") and not panio_target.has("netboot")
+    with pytest.raises(NotConfigured, match="has no netboot channel"):
+        ChannelHandle(panio_target, "netboot").status()
+    power = panio_target.lab.channel(panio_target.name, "power")
+    assert panio_target.call("power.state", power=power, level=None)["state"] == "on"
+
+
+def test_video_and_hid_handles(panio_target):
+    from bench_agent.errors import NotConfigured
+
+    if not panio_target.has("hid"):  # a simulated bench without its screen and HID rig
+        with pytest.raises(NotConfigured, match="has no hid channel"):
+            panio_target.hid.key("ENTER")
+        with pytest.raises(NotConfigured, match="has no video channel"):
+            panio_target.video.shot()
+        return
+    panio_target.video.watch()
+    try:
+        panio_target.hid.type("echo typed by hid")
+        panio_target.hid.key("ENTER")
+        panio_target.serial.wait(r"\\ntyped by hid", timeout_ms=15000)  # the echo's output, not the command line
+        assert panio_target.video.shot(timeout_ms=5000)["hash"]
+    finally:
+        panio_target.video.stop()
+
+
+def test_without_the_fixture_nothing_is_leased():
+    assert True
+'''
+
+
+@pytest.fixture
+def bench(panio, tmp_path, monkeypatch):
+    """Two simulated boards (tag sim) and an environment that points the inner pytest at them."""
+    directory = tmp_path / "sim"
+    subprocess.run([SIM, "up", "--boards", "2", "--dir", str(directory), "--boot-s", "0.2", "--countdown-s", "0.3"],
+                   env=panio.env, check=True, capture_output=True, timeout=30)
+    panio.env["PANIO_LAB"] = str(directory / "lab.toml")
+    for key in ("PANIO_STATE_DIR", "HOME"):
+        monkeypatch.setenv(key, panio.env[key])
+    for key in ("PANIO_LAB", "PANIO_BROKER", "PANIO_REDIS_URL", "PANIO_RESULTS_URL", "PANIO_LEASE_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    yield directory
+    for board in ("board0", "board1"):
+        panio("serial", "stop", board, check=False)
+    subprocess.run([SIM, "down", "--dir", str(directory)], env=panio.env, capture_output=True, timeout=30)
+
+
+def _cases(junit) -> dict[str, dict[str, str]]:
+    out = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        out[case.get("name")] = {**props, "failed": case.find("failure") is not None or case.find("error") is not None}
+    return out
+
+
+def test_each_test_runs_once_per_matching_target_with_junit_properties(pytester, bench, panio):
+    pytester.makepyfile(test_boot=DOC_EXAMPLE, test_more=MORE_TESTS)
+    junit = pytester.path / "junit.xml"
+    r = pytester.runpytest_subprocess("--panio-lab", str(bench / "lab.toml"), "--panio-targets", "tag:sim",
+                                      f"--junitxml={junit}", "-p", "no:cacheprovider", timeout=240)
+    r.assert_outcomes(passed=13)
+    r.stdout.fnmatch_lines(["panio *: lab */lab.toml, targets board0, board1"])
+    cases = _cases(junit)
+    assert set(cases) == {f"{t}[{b}]" for b in ("board0", "board1") for t in (
+        "test_power_cycle_boots_to_a_shell", "test_console_answers", "test_a_transacts_reply_is_consumed_so_a_later_wait_times_out",
+        "test_the_lease_is_held_for_the_session", "test_a_channel_the_lab_does_not_give_fails_naming_the_fix",
+        "test_video_and_hid_handles")} | {
+        "test_without_the_fixture_nothing_is_leased"}
+    version = subprocess.run([str(BIN / "panio"), "--version"], capture_output=True, text=True).stdout.split()[1]
+    for board in ("board0", "board1"):
+        case = cases[f"test_console_answers[{board}]"]
+        assert (case["panio_target"], case["panio_host"], case["panio_version"]) == (board, "local", version)
+    assert "panio_target" not in cases["test_without_the_fixture_nothing_is_leased"]
+    # the session gave its leases back and stopped the captures it started
+    assert panio("lease", "list", "--json").json() == []
+    assert panio("serial", "status", "board0", check=False).json()["process"]["state"] == "not_running"
+
+
+def test_one_target_is_not_parametrized_and_waits_for_a_busy_lease(pytester, bench, panio):
+    pytester.makepyfile(test_one='''
+def test_uname(panio_target):
+    assert panio_target.name == "board1"
+    assert "Linux sim" in panio_target.serial.transact("uname -a", until="root@sim:~# ", timeout_ms=10000)
+''')
+    # another holder has board1: the session waits --panio-lease-wait, then the test errors naming the holder
+    holder = subprocess.Popen([str(BIN / "python"), "-c", (
+        "import sys, time\n"
+        "from bench_agent.leases import FileLeaseStore\n"
+        "from bench_agent.paths import state_dir\n"
+        "lease = FileLeaseStore(state_dir() / 'leases').try_acquire('board1', {'holder': 'nightly job'}, 30)\n"
+        "print('held', flush=True)\n"
+        "sys.stdin.read()\n")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=panio.env)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        r = pytester.runpytest_subprocess("--panio-lab", str(bench / "lab.toml"), "--panio-target", "board1",
+                                          "--panio-lease-wait", "0.5", timeout=120)
+        r.assert_outcomes(errors=1)
+        r.stdout.fnmatch_lines(["*panio: target 'board1' is leased by nightly job*"])
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+    r = pytester.runpytest_subprocess("--panio-lab", str(bench / "lab.toml"), "--panio-target", "board1", timeout=120)
+    r.assert_outcomes(passed=1)
+    r.stdout.no_fnmatch_line("*test_uname[[]board1]*")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--panio-targets", "tag:nosuch"], "ERROR: panio: no target in */lab.toml matches 'tag:nosuch'*"),
+    (["--panio-target", "board9"], "ERROR: panio: no target 'board9' in */lab.toml*"),
+    (["--panio-target", "board0", "--panio-targets", "*"], "ERROR: panio: give --panio-target or --panio-targets*"),
+    (["--panio-targets", "tag:sim,board0"], "ERROR: panio: --panio-targets 'tag:sim,board0' mixes tags and names*"),
+])
+def test_bad_options_are_one_panio_line(pytester, bench, argv, message):
+    pytester.makepyfile(test_x="def test_x(panio_target):\n    pass\n")
+    r = pytester.runpytest_subprocess("--panio-lab", str(bench / "lab.toml"), *argv, timeout=60)
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    r.stderr.fnmatch_lines([message])
+    assert "Traceback" not in r.stderr.str()
+
+
+def test_without_options_the_plugin_stays_out_of_the_way(pytester):
+    pytester.makepyfile(test_x="def test_plain():\n    pass\n\ndef test_needs_target(panio_target):\n    pass\n")
+    r = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=60)
+    r.assert_outcomes(passed=1, failed=0, errors=1)
+    r.stdout.fnmatch_lines(["*panio: no target for this test: run pytest with --panio-target NAME*"])
+    r = pytester.runpytest_subprocess("--help", timeout=60)
+    r.stdout.fnmatch_lines(["*--panio-targets=SELECTOR*"])
