@@ -119,7 +119,7 @@ def test_a_screenshot_artifact_and_recorded_health_are_shown(dashboard, lab):
 
     store = ResultStore(f"sqlite:///{lab.env['PANIO_STATE_DIR']}/results.db")
     shot = png()
-    store.add_artifact(1, "screen-boot.png", base64.b64encode(shot).decode())
+    store.add_artifact(1, "screen-boot.png", shot)
     with store.engine.begin() as conn:  # device health as bench_agent.health keeps it: one row per target
         conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS panio_health (target VARCHAR(64) PRIMARY KEY, "
                              "health VARCHAR(16) NOT NULL, reason TEXT, set_by VARCHAR(200), set_at FLOAT NOT NULL, "

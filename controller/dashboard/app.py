@@ -180,7 +180,9 @@ def artifact(d: Dashboard, request: Request) -> Response:
         return PlainTextResponse("no such artifact", status_code=404)
     content = found["artifacts"][name]
     kind = IMAGE_TYPES.get(Path(name).suffix.lower())
-    if kind:  # an image artifact is stored base64-encoded (the results database holds text)
+    if kind:  # the results store hands image artifacts back as bytes (it keeps them base64 in a text column)
+        if isinstance(content, bytes):
+            return Response(content, media_type=kind)
         try:
             return Response(base64.b64decode(content, validate=True), media_type=kind)
         except ValueError:
