@@ -3,7 +3,6 @@ through a real broker, cancel. The browser test (test_dashboard_browser.py) driv
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import struct
