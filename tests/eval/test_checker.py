@@ -210,3 +210,26 @@ def test_a_reasonable_variant_of_an_expected_value_passes_and_a_wrong_one_does_n
     assert verdict("s11", "panio serial send dut 'sudo systemctl reboot'") == "pass"
     assert verdict("s11", "panio serial send dut 'poweroff'") == "fail"
     assert verdict("s9", "panio serial reset dut\npanio serial dtr dut --ms 4500") == "pass"
+
+
+def test_only_the_clause_that_ends_in_the_colon_introduces_a_block():
+    block = "\n```\npanio netif mode ffx pico\npanio power-cycle pico\npanio netif status pico\n```\n"
+    rejected = lambda intro: [c.rejected for c in answer(intro + block).commands if c.text.startswith("panio netif")]
+    assert rejected("Don't do this:") == [True, True]
+    assert rejected("That is the idea. Wrong:") == [True, True]
+    # a negation earlier on the line governs its own sentence or clause, not the commands below
+    assert rejected("Don't take the address from `panio serial log pico`: it can be stale. Use this instead:") == [False, False]
+    assert rejected("Don't `kill` the old process by hand; panio handles it:") == [False, False]
+    ok = checker.check(SC["R2"], answer("Don't read the console for it; switch and ask netif:" + block), LIVE)
+    assert ok.verdict == "pass", ok.reasons
+
+
+def test_r9_hand_trap_is_about_driving_the_link_not_reading_it():
+    steps = "panio netif mode link pico\npanio netif status pico\n{}\npanio netif down-hard pico\npanio netif status pico\n"
+    for line, walked in [("ip link show enx0", False), ("ifconfig enx0", False), ("ip -br link show enx0", False),
+                         ("sudo ip link set enx0 down", True), ("sudo ip -4 link set dev enx0 down", True),
+                         ("sudo ifconfig enx0 down", True), ("sudo networksetup -setnetworkserviceenabled USB off", True)]:
+        res = checker.check(SC["R9"], answer("```\n" + steps.format(line) + "```\n"), LIVE)
+        trap = next(t for t in res.traps if t.id == "no-manual-ifconfig")
+        assert trap.respected is (not walked), (line, trap)
+        assert (res.verdict == "fail") is walked, (line, res.reasons)
