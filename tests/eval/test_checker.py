@@ -33,7 +33,8 @@ def test_parse_classifies_invented_commands_flags_and_the_convention():
 def test_matching_honours_placeholders_regex_values_aliases_and_extra_flags():
     assert matches(PLANNED, "panio serial log pico --since <seq>", ["serial", "log", "pico", "--since", "1234"])
     assert not matches(PLANNED, "panio serial log pico --since <seq>", ["serial", "log", "pico", "--tail", "5"])
-    assert matches(PLANNED, "panio serial log dut --iface bmc *", ["serial", "log", "dut", "-i", "bmc", "--tail", "20"])
+    assert matches(PLANNED, "panio serial log dut --interface bmc *", ["serial", "log", "dut", "-i", "bmc", "--tail", "20"])
+    assert not matches(PLANNED, "panio serial log dut --interface bmc *", ["serial", "log", "dut", "--tail", "20"])
     pat = "panio power set -t pico --cycle-cmd 're:.*shellyplug.*192\\.0\\.2\\.41.*'"
     assert matches(LIVE, pat, ["power", "set", "--target", "pico", "--cycle-cmd", "/opt/shellyplug -d 192.0.2.41 cycle", "--timeout-s", "5"])
     assert not matches(LIVE, pat, ["power", "set", "-t", "pico", "--cycle-cmd", "curl http://10.0.0.1/relay"])
@@ -233,3 +234,21 @@ def test_r9_hand_trap_is_about_driving_the_link_not_reading_it():
         trap = next(t for t in res.traps if t.id == "no-manual-ifconfig")
         assert trap.respected is (not walked), (line, trap)
         assert (res.verdict == "fail") is walked, (line, res.reasons)
+
+
+def test_commands_are_read_in_text_order_prose_and_blocks_interleaved():
+    text = ("First open the companion skill: `panio skill kvm-puppeting`.\n\n```\npanio video shot pico\n```\n"
+            "Then act with `panio hid send pico key F2`.\n")
+    assert [c.text for c in answer(text).acted] == ["panio skill kvm-puppeting", "panio video shot pico",
+                                                    "panio hid send pico key F2"]
+    res = checker.check(SC["R6"], answer(text), LIVE)
+    assert res.scores["d6"] == 2 and res.verdict == "pass", (res.matched, res.reasons)
+
+
+def test_a_trap_against_a_flag_panio_lacks_matches_only_commands_that_carry_it():
+    m5 = SC["M5"]
+    right = checker.check(m5, answer("```\npanio setup --host bench1 --code-only\n```"), LIVE)
+    assert next(t for t in right.traps if t.id == "no-rust-only").respected is True and right.scores["d5"] == 2
+    carried = checker.check(m5, answer("```\npanio setup --rust-only --host bench1\n```"), LIVE)
+    assert next(t for t in carried.traps if t.id == "no-rust-only").respected is False
+    assert carried.verdict == "fail" and carried.scores["d4"] == 0
