@@ -252,3 +252,16 @@ def test_a_trap_against_a_flag_panio_lacks_matches_only_commands_that_carry_it()
     carried = checker.check(m5, answer("```\npanio setup --rust-only --host bench1\n```"), LIVE)
     assert next(t for t in carried.traps if t.id == "no-rust-only").respected is False
     assert carried.verdict == "fail" and carried.scores["d4"] == 0
+
+
+def test_steps_of_one_group_come_in_any_order_and_the_rest_stays_ordered():
+    r1 = SC["R1"]
+    steps = ["panio serial watch pico", "panio netboot tftp-root pico", "panio netboot start pico"]
+    tail = ["panio power-cycle pico", "panio serial log pico --tail 50"]
+    kernel = "Copy it as kernel_2712.img.\n"
+    for first in (steps, steps[::-1]):
+        res = checker.check(r1, answer(kernel + "```\n" + "\n".join(first + tail) + "\n```"), LIVE)
+        assert res.scores["d6"] == 2 and res.verdict == "pass", (res.matched, res.reasons)
+    # a reboot before the serve is out of order (D6 = 1: a cost, not a fail; the order rule stays a score)
+    late = checker.check(r1, answer(kernel + "```\n" + "\n".join([steps[0], steps[1], tail[0], steps[2], tail[1]]) + "\n```"), LIVE)
+    assert late.scores["d6"] == 1, late.matched
