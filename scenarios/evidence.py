@@ -103,7 +103,7 @@ class Evidence:
             blanked = blanked[:m.start()] + " " * (m.end() - m.start()) + blanked[m.end():]
         found = list(INLINE_RE.finditer(blanked))
         spans = [(m.start(), m.end()) for m in found]
-        for pos, m in sorted([(m.start(), m) for m in blocks] + [(m.start(), m) for m in found], key=lambda x: x[0]):
+        for m in sorted([*blocks, *found], key=lambda m: m.start()):
             if m.re is FENCE_RE:
                 self._add_block(text, m)
                 continue

@@ -67,7 +67,8 @@ def _invented_flags(surface: Surface, path: tuple[str, ...], argv: list[str]) ->
     from scenarios.surface import _resolve_opt
 
     node = surface.find(path)
-    return {t.split("=", 1)[0] for t in argv if t.startswith("-") and len(t) > 1 and _resolve_opt(node, t.split("=", 1)[0]) is None}
+    names = {t.split("=", 1)[0] for t in argv if t.startswith("-") and len(t) > 1}
+    return {n for n in names if _resolve_opt(node, n) is None}
 
 
 def _raw_prefix(pat: list[str], argv: list[str], star: bool) -> bool:
