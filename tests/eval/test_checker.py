@@ -262,6 +262,7 @@ def test_steps_of_one_group_come_in_any_order_and_the_rest_stays_ordered():
     for first in (steps, steps[::-1]):
         res = checker.check(r1, answer(kernel + "```\n" + "\n".join(first + tail) + "\n```"), LIVE)
         assert res.scores["d6"] == 2 and res.verdict == "pass", (res.matched, res.reasons)
-    # a reboot before the serve is out of order (D6 = 1: a cost, not a fail; the order rule stays a score)
+    # a reboot before the serve is out of order (D6 = 1), and the central serve-before-reboot trap fails it
     late = checker.check(r1, answer(kernel + "```\n" + "\n".join([steps[0], steps[1], tail[0], steps[2], tail[1]]) + "\n```"), LIVE)
-    assert late.scores["d6"] == 1, late.matched
+    assert late.scores["d6"] == 1 and late.verdict == "fail", late.matched
+    assert [t.id for t in late.traps if t.respected is False] == ["serve-before-reboot"]
