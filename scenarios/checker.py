@@ -108,26 +108,41 @@ def _reference(res: CheckResult, sc: Scenario, cmds: list[Command], surface: Sur
     share = met / len(required)
     res.scores["d2"] = 2 if share == 1 else (1 if share >= 0.5 else 0)
     # goal: every required step matched, in order (one command may satisfy consecutive steps:
-    # `serial transact` both sends and reads the reply)
+    # `serial transact` both sends and reads the reply); the steps of one group in any order among themselves
     pos, last, in_order = 0, None, True
-    for step in required:
-        hit = _find(surface, step, real, pos)
-        if hit is None and last is not None and _find(surface, step, real, last) == last:
-            hit = last
-        if hit is None:
-            anywhere = _find(surface, step, real, 0)
-            if anywhere is None:
-                res.unmatched.append(step.cmd)
-                continue
-            in_order = False
-            res.matched.append(f"{step.cmd} (out of order)")
-        else:
-            res.matched.append(step.cmd)
-            pos, last = hit + 1, hit
+    for block in _blocks(required):
+        end = None
+        for step in block:
+            hit = _find(surface, step, real, pos)
+            if hit is None and len(block) == 1 and last is not None and _find(surface, step, real, last) == last:
+                hit = last
+            if hit is None:
+                anywhere = _find(surface, step, real, 0)
+                if anywhere is None:
+                    res.unmatched.append(step.cmd)
+                    continue
+                in_order = False
+                res.matched.append(f"{step.cmd} (out of order)")
+            else:
+                res.matched.append(step.cmd)
+                end = hit if end is None else max(end, hit)
+        if end is not None:
+            pos, last = end + 1, end
     if res.unmatched:
         res.scores["d6"] = 0
     else:
         res.scores["d6"] = 2 if in_order else 1
+
+
+def _blocks(steps: list) -> list[list]:
+    """Consecutive steps of one group form a block; every other step is a block of its own."""
+    out: list[list] = []
+    for s in steps:
+        if s.group and out and out[-1][0].group == s.group:
+            out[-1].append(s)
+        else:
+            out.append([s])
+    return out
 
 
 def _find(surface: Surface, step, cmds: list[Command], start: int) -> int | None:

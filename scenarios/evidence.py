@@ -94,23 +94,19 @@ class Evidence:
                                       for w in simple_commands(h) if PANIO_WORD.match(w[0])]
 
     def add_answer(self, text: str) -> None:
-        """Commands an answer states: fenced blocks (``` or ~~~) and inline `panio …` spans."""
+        """Commands an answer states: fenced blocks (``` or ~~~) and inline `panio …` spans, in text order
+        (a plan that names its first step in prose and the rest in a block is in that order)."""
         self.text = (self.text + "\n" + text).strip()
+        blocks = list(FENCE_RE.finditer(text))
         blanked = text
-        for m in FENCE_RE.finditer(text):
-            whole_rejected = stance.block_rejected(text[:m.start()])
-            lang = "output" if stance.output_block(text[:m.start()]) else m.group("lang").lower()
-            calls = _tool_calls(m.group("body"))
-            if calls:  # the mcp condition: tool calls stated as JSON lines
-                self.mcp_calls += [] if whole_rejected else calls
-                blanked = blanked[:m.start()] + " " * (m.end() - m.start()) + blanked[m.end():]
-                continue
-            for line, rej in _command_lines(m.group("body"), lang):
-                self.add_shell(line, source="stated", rejected=rej or whole_rejected)
+        for m in blocks:
             blanked = blanked[:m.start()] + " " * (m.end() - m.start()) + blanked[m.end():]
         found = list(INLINE_RE.finditer(blanked))
         spans = [(m.start(), m.end()) for m in found]
-        for m in found:
+        for m in sorted([*blocks, *found], key=lambda m: m.start()):
+            if m.re is FENCE_RE:
+                self._add_block(text, m)
+                continue
             span = m.group(1).strip()
             if not simple_commands(span) or not any(PANIO_WORD.match(w[0]) for w in simple_commands(span)):
                 continue
@@ -118,6 +114,16 @@ class Evidence:
             self.add_shell(span, source="stated", rejected=stance.rejected(blanked, m.start(), m.end(), spans))
             for c in self.commands[before:]:
                 c.inline = True
+
+    def _add_block(self, text: str, m) -> None:
+        whole_rejected = stance.block_rejected(text[:m.start()])
+        lang = "output" if stance.output_block(text[:m.start()]) else m.group("lang").lower()
+        calls = _tool_calls(m.group("body"))
+        if calls:  # the mcp condition: tool calls stated as JSON lines
+            self.mcp_calls += [] if whole_rejected else calls
+            return
+        for line, rej in _command_lines(m.group("body"), lang):
+            self.add_shell(line, source="stated", rejected=rej or whole_rejected)
 
 
 def _tool_calls(block: str) -> list[dict]:

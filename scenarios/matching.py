@@ -51,6 +51,8 @@ def matches(surface: Surface, pattern: str | list[str], argv: list[str]) -> bool
     sp = parse(surface, argv, strict=False)
     if sp.path != pp.path or sp.status == "invented_command":
         return False
+    if pp.status == "invented_flag":  # a trap against a flag panio lacks (`setup --rust-only`): that flag, raw
+        return _invented_flags(surface, pp.path, pat) <= _invented_flags(surface, sp.path, argv)
     for flag, val in pp.flags.items():
         if flag not in sp.flags or not value_matches(val, sp.flags[flag]):
             return False
@@ -59,6 +61,14 @@ def matches(surface: Surface, pattern: str | list[str], argv: list[str]) -> bool
     if not star and len(sp.positionals) > len(pp.positionals):
         return False
     return all(value_matches(p, v) for p, v in zip(pp.positionals, sp.positionals))
+
+
+def _invented_flags(surface: Surface, path: tuple[str, ...], argv: list[str]) -> set[str]:
+    from scenarios.surface import _resolve_opt
+
+    node = surface.find(path)
+    names = {t.split("=", 1)[0] for t in argv if t.startswith("-") and len(t) > 1}
+    return {n for n in names if _resolve_opt(node, n) is None}
 
 
 def _raw_prefix(pat: list[str], argv: list[str], star: bool) -> bool:

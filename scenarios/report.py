@@ -27,9 +27,12 @@ CONDS = ("cold", "warm", "preloaded")
 def methodology_hash() -> str:
     """sha256 over the rubric, every catalog file and the grader sources (first 16 hex)."""
     h = hashlib.sha256()
-    files = [PKG / f for f in GRADER_FILES] + sorted((PKG / "catalog").rglob("*.toml"))
-    for f in files:
-        h.update(str(f.relative_to(PKG)).encode() + b"\0" + f.read_bytes() + b"\0")
+    from scenarios.surface import CATALOG
+
+    files = [(f, PKG / f) for f in GRADER_FILES]
+    files += [(f"catalog/{p.relative_to(CATALOG)}", p) for p in sorted(CATALOG.rglob("*.toml"))]
+    for name, f in files:
+        h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 

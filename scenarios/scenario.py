@@ -32,6 +32,7 @@ class Step:
     alt: list[str] = field(default_factory=list)
     expect_exit: int | list[int] = 0
     match: str = ""  # a looser pattern for matching stated commands (re: values, placeholders)
+    group: str = ""  # consecutive steps with the same group may come in any order among themselves
 
     @property
     def argv(self) -> list[str]:

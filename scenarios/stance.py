@@ -95,6 +95,13 @@ def output_block(before: str) -> bool:
 
 
 def block_rejected(before: str) -> bool:
-    """A fenced block introduced by a line such as "Don't do this:" or "Wrong:"."""
+    """A fenced block introduced by "Don't do this:" or "Wrong:" (the last clause before the block).
+
+    Only the clause that ends in the colon introduces the block: in "Don't take the address from
+    `X`: it can be stale. Use `Y` instead:" or "Don't `kill` it by hand; panio reaps it:" the
+    negation governs its own sentence or clause, not the commands that follow.
+    """
     last = before.rstrip().rsplit("\n", 1)[-1]
-    return bool(BLOCK_INTRO.match(last))
+    plain = re.sub(r"`[^`]*`", lambda m: "`" + "x" * (len(m.group()) - 2) + "`", last)  # "." or ";" inside code
+    cuts = [m.end() for m in re.finditer(r"[.!?](?=\s+[A-Z`\"'(])|;", plain)]
+    return bool(BLOCK_INTRO.match(last[max([0, *cuts]):]))

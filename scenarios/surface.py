@@ -15,12 +15,15 @@ every one exists, none is a runnable command).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CATALOG = Path(__file__).parent / "catalog"
+# $PANIO_EVAL_CATALOG: another catalog directory (its own _planned.toml and labs/), to try a scenario or an
+# announced command without touching the shipped one
+CATALOG = Path(os.environ.get("PANIO_EVAL_CATALOG") or Path(__file__).parent / "catalog")
 GLOBAL_VALUE_OPTS = {"--lab"}
 GLOBAL_FLAGS = {"-h", "--help", "--version"}
 _PLACEHOLDER = re.compile(r"<[^<>]+>")

@@ -8,6 +8,7 @@ hard fail (an invented command) for the checker.
 """
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from scenarios.surface import Surface, parse
 
 HERE = Path(__file__).parent
 CORPUS = HERE / "labelled" / "corpus.toml"
+CATALOG_DIR = HERE.parent.parent / "scenarios" / "catalog"
 ROOT = HERE.parent.parent
 KAPPA_MIN = 0.9
 CLASSES = {"literal-name", "value-variant", "tilde-fence", "quoted-command", "panio-as-argument", "slash-shorthand",
@@ -65,11 +67,15 @@ def test_checker_kappa_against_human_labels_dev_and_holdout(calibration):
         assert per["checker"]["right"] >= per["checker"]["n"] - 1, (cls, per)
 
 
-def test_second_holdout_written_after_the_checker_changes(panio_eval):
-    r = panio_eval("calibrate", "--corpus", str(HERE / "labelled" / "holdout2.toml"), "--json", timeout=300)
+@pytest.mark.parametrize("split,n", [("holdout2", 25), ("holdout3", 19)])
+def test_later_holdouts_written_after_the_checker_changes(panio_eval, split, n):
+    # holdout2: the 26 scenarios runnable first; holdout3: the eight whose commands landed later (R1, R2, R3,
+    # R5, R6, R9, R10, M5), written after the changes their first grading led to
+    r = panio_eval("calibrate", "--corpus", str(HERE / "labelled" / f"{split}.toml"), "--json", timeout=300)
     assert r.code == 0, r.err
-    a = r.json()["splits"]["holdout2"]["checker"]
-    assert a["n"] >= 25 and a["kappa"] >= KAPPA_MIN, (a, r.json()["disagreements"])
+    a = r.json()["splits"][split]["checker"]
+    assert a["n"] >= n and a["kappa"] >= KAPPA_MIN, (a, r.json()["disagreements"])
+    assert a["confusion"]["tn"] >= 8  # fails too, not only passes
 
 
 def test_grade_one_answer_text_or_stream(panio_eval, tmp_path):
@@ -86,8 +92,41 @@ def test_grade_one_answer_text_or_stream(panio_eval, tmp_path):
     r = panio_eval("grade", "C1", str(stream), "--condition", "warm", "--json")
     g = r.json()
     assert r.code == 0 and g["verdict"] == "pass" and g["t1"]["passed"] and g["scores"]["d1"] == 2, g
-    r = panio_eval("grade", "R9", str(ans))
-    assert r.code == 2 and "pending" in r.err
+
+
+R9_ANSWER = """```
+panio netif mode link pico
+panio netif status pico
+panio netif down-hard pico
+panio netif status pico
+```
+`mode off` is only a soft down (the carrier can stay up); down-hard cuts the adapter's power.
+"""
+
+
+def test_grade_refuses_a_pending_scenario_and_grades_it_once_its_command_lands(panio_eval, eval_env, tmp_path):
+    ans = tmp_path / "r9.md"
+    ans.write_text(R9_ANSWER)
+    r = panio_eval("grade", "R9", str(ans))  # the shipped catalog: netif has landed, R9 runs
+    assert r.code == 0 and r.out.startswith("R9 cold: PASS"), r.out + r.err
+    # a catalog (PANIO_EVAL_CATALOG) whose R9 needs an announced command panio does not have yet
+    cat = tmp_path / "catalog"
+    shutil.copytree(CATALOG_DIR, cat)
+    (cat / "_planned.toml").write_text((cat / "_planned.toml").read_text()
+                                       + '\n[surface.children.netif.children.flap]\npositionals = [["TARGET", "?"]]\n')
+    r9 = cat / "R9.toml"
+    assert 'cmd = "panio netif down-hard pico"' in r9.read_text()
+    r9.write_text(r9.read_text().replace('cmd = "panio netif down-hard pico"', 'cmd = "panio netif flap pico"', 1))
+    env = {**eval_env, "PANIO_EVAL_CATALOG": str(cat)}
+    r = panio_eval("grade", "R9", str(ans), env=env)
+    assert r.code == 2 and r.out == "", r.out
+    human, machine = r.err.strip().split("\n")
+    assert human.startswith("panio-eval") and "R9 is pending" in human, r.err
+    assert json.loads(machine)
+    check = panio_eval("--check", "--json", env=env).json()
+    assert check["pending"] == {"R9": ["netif flap"]}, check
+    # the other scenarios of that catalog still grade
+    assert panio_eval("grade", "R2", str(ans), env=env).code == 1
 
 
 def test_no_false_hard_fail_on_panio_docs_skills_or_help():

@@ -33,7 +33,8 @@ def test_parse_classifies_invented_commands_flags_and_the_convention():
 def test_matching_honours_placeholders_regex_values_aliases_and_extra_flags():
     assert matches(PLANNED, "panio serial log pico --since <seq>", ["serial", "log", "pico", "--since", "1234"])
     assert not matches(PLANNED, "panio serial log pico --since <seq>", ["serial", "log", "pico", "--tail", "5"])
-    assert matches(PLANNED, "panio serial log dut --iface bmc *", ["serial", "log", "dut", "-i", "bmc", "--tail", "20"])
+    assert matches(PLANNED, "panio serial log dut --interface bmc *", ["serial", "log", "dut", "-i", "bmc", "--tail", "20"])
+    assert not matches(PLANNED, "panio serial log dut --interface bmc *", ["serial", "log", "dut", "--tail", "20"])
     pat = "panio power set -t pico --cycle-cmd 're:.*shellyplug.*192\\.0\\.2\\.41.*'"
     assert matches(LIVE, pat, ["power", "set", "--target", "pico", "--cycle-cmd", "/opt/shellyplug -d 192.0.2.41 cycle", "--timeout-s", "5"])
     assert not matches(LIVE, pat, ["power", "set", "-t", "pico", "--cycle-cmd", "curl http://10.0.0.1/relay"])
@@ -210,3 +211,58 @@ def test_a_reasonable_variant_of_an_expected_value_passes_and_a_wrong_one_does_n
     assert verdict("s11", "panio serial send dut 'sudo systemctl reboot'") == "pass"
     assert verdict("s11", "panio serial send dut 'poweroff'") == "fail"
     assert verdict("s9", "panio serial reset dut\npanio serial dtr dut --ms 4500") == "pass"
+
+
+def test_only_the_clause_that_ends_in_the_colon_introduces_a_block():
+    block = "\n```\npanio netif mode ffx pico\npanio power-cycle pico\npanio netif status pico\n```\n"
+    rejected = lambda intro: [c.rejected for c in answer(intro + block).commands if c.text.startswith("panio netif")]
+    assert rejected("Don't do this:") == [True, True]
+    assert rejected("That is the idea. Wrong:") == [True, True]
+    # a negation earlier on the line governs its own sentence or clause, not the commands below
+    assert rejected("Don't take the address from `panio serial log pico`: it can be stale. Use this instead:") == [False, False]
+    assert rejected("Don't `kill` the old process by hand; panio handles it:") == [False, False]
+    ok = checker.check(SC["R2"], answer("Don't read the console for it; switch and ask netif:" + block), LIVE)
+    assert ok.verdict == "pass", ok.reasons
+
+
+def test_r9_hand_trap_is_about_driving_the_link_not_reading_it():
+    steps = "panio netif mode link pico\npanio netif status pico\n{}\npanio netif down-hard pico\npanio netif status pico\n"
+    for line, walked in [("ip link show enx0", False), ("ifconfig enx0", False), ("ip -br link show enx0", False),
+                         ("sudo ip link set enx0 down", True), ("sudo ip -4 link set dev enx0 down", True),
+                         ("sudo ifconfig enx0 down", True), ("sudo networksetup -setnetworkserviceenabled USB off", True)]:
+        res = checker.check(SC["R9"], answer("```\n" + steps.format(line) + "```\n"), LIVE)
+        trap = next(t for t in res.traps if t.id == "no-manual-ifconfig")
+        assert trap.respected is (not walked), (line, trap)
+        assert (res.verdict == "fail") is walked, (line, res.reasons)
+
+
+def test_commands_are_read_in_text_order_prose_and_blocks_interleaved():
+    text = ("First open the companion skill: `panio skill kvm-puppeting`.\n\n```\npanio video shot pico\n```\n"
+            "Then act with `panio hid send pico key F2`.\n")
+    assert [c.text for c in answer(text).acted] == ["panio skill kvm-puppeting", "panio video shot pico",
+                                                    "panio hid send pico key F2"]
+    res = checker.check(SC["R6"], answer(text), LIVE)
+    assert res.scores["d6"] == 2 and res.verdict == "pass", (res.matched, res.reasons)
+
+
+def test_a_trap_against_a_flag_panio_lacks_matches_only_commands_that_carry_it():
+    m5 = SC["M5"]
+    right = checker.check(m5, answer("```\npanio setup --host bench1 --code-only\n```"), LIVE)
+    assert next(t for t in right.traps if t.id == "no-rust-only").respected is True and right.scores["d5"] == 2
+    carried = checker.check(m5, answer("```\npanio setup --rust-only --host bench1\n```"), LIVE)
+    assert next(t for t in carried.traps if t.id == "no-rust-only").respected is False
+    assert carried.verdict == "fail" and carried.scores["d4"] == 0
+
+
+def test_steps_of_one_group_come_in_any_order_and_the_rest_stays_ordered():
+    r1 = SC["R1"]
+    steps = ["panio serial watch pico", "panio netboot tftp-root pico", "panio netboot start pico"]
+    tail = ["panio power-cycle pico", "panio serial log pico --tail 50"]
+    kernel = "Copy it as kernel_2712.img.\n"
+    for first in (steps, steps[::-1]):
+        res = checker.check(r1, answer(kernel + "```\n" + "\n".join(first + tail) + "\n```"), LIVE)
+        assert res.scores["d6"] == 2 and res.verdict == "pass", (res.matched, res.reasons)
+    # a reboot before the serve is out of order (D6 = 1), and the central serve-before-reboot trap fails it
+    late = checker.check(r1, answer(kernel + "```\n" + "\n".join([steps[0], steps[1], tail[0], steps[2], tail[1]]) + "\n```"), LIVE)
+    assert late.scores["d6"] == 1 and late.verdict == "fail", late.matched
+    assert [t.id for t in late.traps if t.respected is False] == ["serve-before-reboot"]
