@@ -141,10 +141,10 @@ class TftpServer:
 class _Sender:
     """One read transfer: an optional OACK, then DATA blocks under a sliding window of ``window`` blocks.
 
-    ``window`` is 1 (RFC 1350's lock-step) unless the client negotiated ``windowsize`` (RFC 7440)
-    or the server was told to send ahead (``send_ahead``; see ``TftpServer``). ACKs are cumulative;
-    a duplicate ACK is never answered with a resend (the sorcerer's apprentice); when no ACK moves
-    the window for ``timeout_s``, everything from the oldest unacknowledged block is sent again.
+    ``window`` is ``send_ahead`` (1 is RFC 1350's lock-step) unless the client negotiated
+    ``windowsize`` (RFC 7440). ACKs are cumulative. A single duplicate ACK is never answered with a
+    resend (the sorcerer's apprentice); three in a row (once per window), or no ACK moving the
+    window for ``timeout_s``, send again from the oldest unacknowledged block with half the window.
     """
 
     def __init__(self, sock: socket.socket, data: bytes, options: dict[str, str], send_ahead: int = 1) -> None:
@@ -243,7 +243,7 @@ class _Sender:
             if base <= absolute < nxt and (newest is None or absolute > newest):
                 newest = absolute
             elif absolute == base - 1 and newest is None and base > 1:
-                dups += 1  # a duplicate never triggers a resend by itself (the sorcerer's apprentice)
+                dups += 1
                 if fast and dups >= 3:
                     return LOST
 

@@ -89,6 +89,14 @@ def main() -> None:
             if lock_server:
                 lock_server.kill()
                 lock_server.wait()
+    # boots in one round run back to back, so their ratio cancels most of the machine's load drift
+    paired = [o / t for o, t in zip(times["panio"], times["qemu"])]
+    print(f"\nper-round ratio panio / QEMU: {', '.join(f'{r:.3f}' for r in paired)}; "
+          f"median {statistics.median(paired):.3f}")
+    if times["lockstep"]:
+        lock = [o / t for o, t in zip(times["lockstep"], times["qemu"])]
+        print(f"per-round ratio lock-step / QEMU: {', '.join(f'{r:.3f}' for r in lock)}; "
+              f"median {statistics.median(lock):.3f}")
     ours_s, theirs_s = statistics.median(times["panio"]), statistics.median(times["qemu"])
     print(f"\nnetboot to a shell, median of {a.rounds}:")
     print(f"  QEMU built-in TFTP   {theirs_s:6.2f} s")
