@@ -1,11 +1,16 @@
 """Netboot to a shell on the QEMU board: panio's TFTP server (through `panio netboot start`) beside QEMU's own
 built-in TFTP server (`-netdev user,tftp=ROOT`), alternating in the same run. Goal: panio adds at most 10 %.
 
+With ``--lockstep`` a third column: panio's TFTP server with ``--send-ahead 1`` (RFC 1350 lock-step,
+as before the sliding window), run directly, to show what sending ahead buys in the same run.
+
 Each boot: QEMU starts, its NIC's iPXE ROM takes the bootfile URL from QEMU's DHCP, fetches boot.ipxe, an
 8 MB kernel and a busybox initramfs over TFTP, and the board's shell answers a command. Timed from QEMU's
-start to that answer. The kernel is /boot/vmlinuz-* or Debian's, fetched once (bench_agent.netboot_board).
+start to that answer; the TFTP part alone (the guest's first read request to its last ACK) is read from
+QEMU's packet dump of the NIC (``filter-dump``). Boots alternate, the first one rotating each round, and
+the per-round ratios are printed beside the medians. The kernel is /boot/vmlinuz-* or Debian's, fetched once (bench_agent.netboot_board).
 
-Run: .venv/bin/python benchmarks/netboot_qemu.py [--rounds 3]
+Run: .venv/bin/python benchmarks/netboot_qemu.py [--rounds 3] [--lockstep]
 Needs: qemu-system-x86, ipxe-qemu, busybox-static. Starts and stops its own daemon and VMs.
 """
 
@@ -15,6 +20,7 @@ import argparse
 import os
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -27,32 +33,64 @@ PANIO = str(Path(sys.executable).parent / "panio")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "panio-tests" / "kernel"
 
 
+LABEL = {"panio": "panio", "qemu": "qemu tftp=", "lockstep": "panio lock-step"}
+
+
 def free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def boot_s(bootfile_url: str, netdev_extra: str = "") -> float:
-    board = netboot_board.Board(bootfile_url, netdev_extra)
+def boot_s(bootfile_url: str, netdev_extra: str = "", pcap: Path | None = None) -> tuple[float, float]:
+    """Seconds to a shell answering, and seconds of TFTP (first request to last ACK, from QEMU's packet dump)."""
+    dump = ("-object", f"filter-dump,id=f0,netdev=n0,file={pcap}") if pcap else ()
+    board = netboot_board.Board(bootfile_url, netdev_extra, extra_args=dump)
     try:
         board.wait_for(netboot_board.BANNER, timeout_s=180)
         board.run("echo $((6*7)) answered", "42 answered")
-        return time.monotonic() - board.started
+        total = time.monotonic() - board.started
     finally:
         board.close()
+    return total, tftp_span_s(pcap) if pcap else float("nan")
+
+
+def tftp_span_s(pcap: Path) -> float:
+    """From the guest's first TFTP read request to its last TFTP ACK, in a pcap of the guest's NIC."""
+    data, off, first, last = pcap.read_bytes(), 24, None, None
+    while off + 16 <= len(data):
+        sec, usec, incl = struct.unpack_from("<III", data, off)
+        frame, off = data[off + 16:off + 16 + incl], off + 16 + incl
+        if len(frame) < 42 or frame[12:14] != b"\x08\x00" or frame[23] != 17:  # IPv4, UDP
+            continue
+        ihl = (frame[14] & 0x0F) * 4
+        opcode = frame[14 + ihl + 8:14 + ihl + 10]
+        t = sec + usec / 1e6
+        if opcode == b"\x00\x01" and first is None:
+            first = t
+        elif opcode == b"\x00\x04":
+            last = t
+    return (last - first) if first is not None and last is not None else float("nan")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--lockstep", action="store_true", help="also time panio's server in lock-step (--send-ahead 1)")
     a = p.parse_args()
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         port = free_udp_port()
         ours, builtin = tmp_path / "panio-root", tmp_path / "qemu-root"
         netboot_board.prepare(ours, f"tftp://10.0.2.2:{port}", CACHE)
         netboot_board.prepare(builtin, "tftp://10.0.2.2", CACHE)
+        lock_port, lockstep = free_udp_port(), tmp_path / "lockstep-root"
+        lock_server = None
+        if a.lockstep:
+            netboot_board.prepare(lockstep, f"tftp://10.0.2.2:{lock_port}", CACHE)
+            lock_server = subprocess.Popen([sys.executable, "-m", "bench_agent.tftp", str(lockstep), "--port",
+                                            str(lock_port), "--send-ahead", "1"], stdout=subprocess.DEVNULL)
         env = {**os.environ, "PANIO_LAB": str(tmp_path / "lab.toml"), "PANIO_STATE_DIR": str(tmp_path / "state")}
 
         def panio(*args: str) -> None:
@@ -63,20 +101,44 @@ def main() -> None:
         panio("netboot", "set", "-t", "qemu", "--interface", "lo", "--server", "panio", "--tftp-port", str(port),
               "--tftp-root", str(ours))
         panio("netboot", "start", "qemu")
-        times: dict[str, list[float]] = {"panio": [], "qemu": []}
+        times: dict[str, list[float]] = {"panio": [], "qemu": [], "lockstep": []}
+        tftp: dict[str, list[float]] = {"panio": [], "qemu": [], "lockstep": []}
+        cases = [("panio", f"tftp://10.0.2.2:{port}/boot.ipxe", ""),
+                 ("qemu", "tftp://10.0.2.2/boot.ipxe", f"tftp={builtin}")]
+        cases += [("lockstep", f"tftp://10.0.2.2:{lock_port}/boot.ipxe", "")] if lock_server else []
         try:
             for i in range(a.rounds):
-                times["panio"].append(boot_s(f"tftp://10.0.2.2:{port}/boot.ipxe"))
-                times["qemu"].append(boot_s("tftp://10.0.2.2/boot.ipxe", f"tftp={builtin}"))
-                print(f"round {i + 1}: panio {times['panio'][-1]:.2f} s, qemu tftp= {times['qemu'][-1]:.2f} s",
-                      flush=True)
+                # rotate who boots first, so a slow first (or last) boot of a round does not favour one server
+                for name, url, extra in cases[i % len(cases):] + cases[:i % len(cases)]:
+                    total, span = boot_s(url, extra, tmp_path / f"{name}-{i}.pcap")
+                    times[name].append(total)
+                    tftp[name].append(span)
+                print(f"round {i + 1}: " + ", ".join(f"{LABEL[n]} {times[n][-1]:.2f} s (TFTP {tftp[n][-1]:.2f} s)"
+                                                     for n, _, _ in cases)
+                      + f" (load {os.getloadavg()[0]:.2f})", flush=True)
         finally:
             panio("netboot", "stop", "qemu")
+            if lock_server:
+                lock_server.kill()
+                lock_server.wait()
+    # boots in one round run back to back, so their ratio cancels most of the machine's load drift
+    paired = [o / t for o, t in zip(times["panio"], times["qemu"])]
+    print(f"\nper-round ratio panio / QEMU: {', '.join(f'{r:.3f}' for r in paired)}; "
+          f"median {statistics.median(paired):.3f}")
+    if times["lockstep"]:
+        lock = [o / t for o, t in zip(times["lockstep"], times["qemu"])]
+        print(f"per-round ratio lock-step / QEMU: {', '.join(f'{r:.3f}' for r in lock)}; "
+              f"median {statistics.median(lock):.3f}")
+    print("TFTP alone (first read request to last ACK, QEMU's packet dump), median: "
+          + ", ".join(f"{LABEL[n]} {statistics.median(v):.2f} s" for n, v in tftp.items() if v))
     ours_s, theirs_s = statistics.median(times["panio"]), statistics.median(times["qemu"])
     print(f"\nnetboot to a shell, median of {a.rounds}:")
     print(f"  QEMU built-in TFTP   {theirs_s:6.2f} s")
     print(f"  panio TFTP server    {ours_s:6.2f} s   ratio {ours_s / theirs_s:.3f} "
           f"({'within' if ours_s <= theirs_s * 1.10 else 'OVER'} the 10 % goal)")
+    if times["lockstep"]:
+        lock_s = statistics.median(times["lockstep"])
+        print(f"  panio lock-step      {lock_s:6.2f} s   ratio {lock_s / theirs_s:.3f}")
 
 
 if __name__ == "__main__":

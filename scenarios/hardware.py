@@ -7,6 +7,13 @@ simulated board (``panio-sim up --boards 1``: a PTY console and a Shelly plug);
 ``--lab LAB --target NAME`` runs it on a real bench instead. The job's own verdict
 (``panio job run`` exit 0 = complete and passed) is the grade.
 
+A ``[hardware.sim]`` table shapes the simulated bench for one scenario: ``boot_s`` and
+``countdown_s`` (R6 needs a countdown long enough to stop autoboot and open setup),
+``boards``, ``qemu = true`` (add the QEMU board ``qemu0``, a real kernel), ``netboot =
+true`` (that board boots over the network from panio's TFTP server), and ``target``
+(which of the bench's boards the job drives; default ``board0``, or ``qemu0`` when the
+bench has no simulated board).
+
 Pending until panio has ``job run`` and the ``panio-sim`` executable exists.
 """
 
@@ -67,20 +74,42 @@ def job_toml(sc: Scenario) -> str:
     return "\n".join(lines)
 
 
+SIM_DEFAULTS = {"boards": 1, "boot_s": 0.3, "countdown_s": 0.3, "qemu": False, "netboot": False}
+
+
+def sim_args(sc: Scenario) -> tuple[list[str], str]:
+    """``panio-sim up`` arguments for this scenario's bench, and the target its job drives."""
+    sim = {**SIM_DEFAULTS, **(sc.hardware or {}).get("sim", {})}
+    unknown = set(sim) - set(SIM_DEFAULTS) - {"target"}
+    if unknown:
+        raise ValueError(f"{sc.id}: unknown [hardware.sim] key(s) {sorted(unknown)}")
+    argv = ["--boards", str(int(sim["boards"])), "--boot-s", str(float(sim["boot_s"])),
+            "--countdown-s", str(float(sim["countdown_s"]))]
+    if sim["qemu"] or sim["netboot"]:
+        argv.append("--qemu")
+    if sim["netboot"]:
+        argv.append("--qemu-netboot")
+    default = "board0" if int(sim["boards"]) > 0 else "qemu0"
+    return argv, str(sim.get("target", default))
+
+
 def sim_exe() -> str | None:
     beside = Path(real_panio()).parent / "panio-sim"
     return str(beside) if beside.exists() else shutil.which("panio-sim")
 
 
-def missing(guard: Guard, real_bench: bool) -> list[str]:
+def missing(guard: Guard, real_bench: bool, sc: Scenario | None = None) -> list[str]:
     out = [] if guard.live.find(["job", "run"]) else ["job run"]
     if not real_bench and sim_exe() is None:
         out.append("panio-sim")
+    sim = ((sc.hardware or {}).get("sim", {}) if sc else {})
+    if not real_bench and (sim.get("qemu") or sim.get("netboot")) and shutil.which("qemu-system-x86_64") is None:
+        out.append("qemu-system-x86 (scripts/system-deps.sh installs it)")
     return out
 
 
 def run(sc: Scenario, root: Path, guard: Guard, lab: Path | None = None, target: str | None = None) -> HwResult:
-    need = missing(guard, lab is not None)
+    need = missing(guard, lab is not None, sc)
     if need:
         return HwResult(sc.id, "pending", [f"needs: {', '.join(need)}"])
     root.mkdir(parents=True, exist_ok=True)
@@ -90,13 +119,12 @@ def run(sc: Scenario, root: Path, guard: Guard, lab: Path | None = None, target:
     sim = None if lab is not None else sim_exe()
     try:
         if sim:
-            up = subprocess.run([sim, "up", "--boards", "1", "--boot-s", "0.3", "--countdown-s", "0.3"],
-                                env=env, capture_output=True, text=True, timeout=60)
+            argv, target = sim_args(sc)
+            up = subprocess.run([sim, "up", *argv], env=env, capture_output=True, text=True, timeout=180)
             if up.returncode != 0:
                 return HwResult(sc.id, "fail", [f"panio-sim up exited {up.returncode}: {up.stderr.strip()}"])
             lab = Path(subprocess.run([sim, "status", "--lab"], env=env, capture_output=True, text=True,
                                       timeout=30).stdout.strip())
-            target = "board0"
         r = subprocess.run([real_panio(), "--lab", str(lab), "job", "run", str(job), "--target", target or "board0"],
                            env=env, capture_output=True, text=True, timeout=int((sc.hardware or {}).get("timeout_s", 120)) + 60)
         status = "pass" if r.returncode == 0 else "fail"
@@ -105,8 +133,28 @@ def run(sc: Scenario, root: Path, guard: Guard, lab: Path | None = None, target:
         # A job that failed midway skipped its own `serial stop`: stop every daemon of this private
         # state dir, so no capture outlives the run.
         subprocess.run([real_panio(), "daemons", "stop", "--all", "--force"], env=env, capture_output=True, timeout=60)
+        _end_leftovers(root / "state")
         if sim:
             subprocess.run([sim, "down"], env=env, capture_output=True, timeout=60)
+
+
+def _end_leftovers(state: Path, grace_s: float = 5.0) -> None:
+    """End, by pid, any daemon process still started with this private ``--state-dir`` (only this run's)."""
+    import signal
+    import time
+
+    from bench_agent.daemons import _daemon_processes
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        left = _daemon_processes(state)
+        for pid in left:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        end = time.monotonic() + grace_s
+        while left and _daemon_processes(state) and time.monotonic() < end:
+            time.sleep(0.05)
 
 
 def run_all(scenarios: list[Scenario], root: Path, lab: Path | None = None, target: str | None = None) -> list[HwResult]:

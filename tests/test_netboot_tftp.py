@@ -80,6 +80,72 @@ def test_tsize_is_answered_in_the_oack(server) -> None:
     assert b"tsize\x003000\0" in reply and b"blksize\x001000\0" in reply
 
 
+def _rrq(port: int, name: str, *opts: str) -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(struct.pack("!H", 1) + name.encode() + b"\0octet\0" + b"".join(o.encode() + b"\0" for o in opts),
+             ("127.0.0.1", port))
+    return s
+
+
+def _blocks_until_quiet(s: socket.socket, quiet_s: float = 0.3) -> tuple[list[int], tuple]:
+    """The DATA block numbers that arrive without any ACK from us, and the transfer's port."""
+    got, peer = [], None
+    s.settimeout(quiet_s)
+    try:
+        while True:
+            pkt, peer = s.recvfrom(2048)
+            if pkt[:2] == struct.pack("!H", 3):
+                got.append(struct.unpack("!H", pkt[2:4])[0])
+    except socket.timeout:
+        return got, peer
+
+
+def _ack(s: socket.socket, peer: tuple, block: int) -> None:
+    s.sendto(struct.pack("!HH", 4, block), peer)
+
+
+def test_blocks_go_out_ahead_of_the_acks_and_a_lost_block_is_sent_again(tmp_path: Path) -> None:
+    """Lock-step costs a wake-up per block; panio sends SEND_AHEAD blocks ahead of the ACKs (in order) and,
+    on three duplicate ACKs (iPXE acknowledges every block with its first gap), goes back with half the window."""
+    from bench_agent import tftp
+
+    (tmp_path / "f").write_bytes(os.urandom(100 * 512))
+    srv = TftpServer(str(tmp_path), "127.0.0.1", 0).start()
+    try:
+        with _rrq(srv.port, "f") as s:  # no options: 512-byte blocks, no OACK
+            blocks, peer = _blocks_until_quiet(s)
+            assert blocks == list(range(1, tftp.SEND_AHEAD + 1))
+            _ack(s, peer, 3)  # 1..3 arrived: the window slides by three
+            assert _blocks_until_quiet(s)[0] == list(range(tftp.SEND_AHEAD + 1, tftp.SEND_AHEAD + 4))
+            for _ in range(3):  # block 4 was lost: the client keeps acknowledging 3
+                _ack(s, peer, 3)
+            resent = _blocks_until_quiet(s)[0]
+            assert resent == list(range(4, 4 + tftp.SEND_AHEAD // 2)), resent
+        with _rrq(srv.port, "f", "blksize", "512", "windowsize", "4") as s:  # RFC 7440: the client's window
+            s.settimeout(5)
+            oack, peer = s.recvfrom(2048)
+            assert b"windowsize\x004\0" in oack
+            _ack(s, peer, 0)
+            assert _blocks_until_quiet(s)[0] == [1, 2, 3, 4]
+    finally:
+        srv.close()
+
+
+@pytest.mark.parametrize("ahead", [1, 8], ids=["lock-step", "send-ahead"])
+def test_block_numbers_wrap_past_65535_intact(tmp_path: Path, ahead: int) -> None:
+    """70000 blocks of 64 bytes: the 16-bit block number wraps; the window never straddles the wrap."""
+    data = os.urandom(70_000 * 64 + 3)
+    (tmp_path / "big").write_bytes(data)
+    srv = TftpServer(str(tmp_path), "127.0.0.1", 0, send_ahead=ahead).start()
+    try:
+        r = subprocess.run(["busybox", "tftp", "-g", "-b", "64", "-r", "big", "-l", str(tmp_path / "got"), "127.0.0.1",
+                            str(srv.port)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / "got").read_bytes() == data
+    finally:
+        srv.close()
+
+
 def test_status_reads_the_server_log_in_dnsmasq_words(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text(

@@ -158,3 +158,29 @@ def test_power_state_reads_the_sense_line_without_a_state_hook(panio, bench):
     assert panio("power-state", "board0").out == "Power OFF (board0)\n"  # RI is not wired to power
     panio("serial", "set", "console", "-t", "board0", "--no-sense")
     assert panio("power-state", "board0").out == "Power UNKNOWN (board0): no state_cmd or power_sense_signal\n"
+
+
+def test_qemu_netboot_needs_the_qemu_board(panio, tmp_path):
+    p = sim("up", "--dir", str(tmp_path / "sim"), "--qemu-netboot", env=panio.env, check=False)
+    assert p.returncode == 2 and "--qemu-netboot needs --qemu" in p.stderr
+    assert json.loads(p.stderr.splitlines()[-1])["error"] == "usage"
+    assert not (tmp_path / "sim" / "sim.pids").exists()
+
+
+def test_a_netbooting_qemu_board_gets_a_tftp_root_and_a_netboot_table(tmp_path):
+    """The lab and TFTP root `--qemu-netboot` writes (the boot itself: tests/eval/test_hardware_netboot.py)."""
+    import tomllib
+
+    from bench_agent.sim import bench as simbench
+    from bench_agent.sim import qemu
+
+    try:
+        root = qemu.prepare_netboot(tmp_path, "qemu0", 6970)
+    except Exception as exc:  # noqa: BLE001 - no kernel or busybox on this machine
+        pytest.skip(f"no QEMU board image here: {exc}")
+    assert sorted(p.name for p in root.iterdir()) == ["boot.ipxe", "initrd.img", "vmlinuz"]
+    assert "kernel tftp://10.0.2.2:6970/vmlinuz console=tty0 console=ttyS0,115200" in (root / "boot.ipxe").read_text()
+    assert "bootfile=tftp://10.0.2.2:6970/boot.ipxe" in " ".join(qemu._boot_argv(tmp_path, "qemu0"))
+    lab = tomllib.loads(simbench.lab_toml([qemu.describe(tmp_path, "qemu0")], None))
+    assert lab["targets"]["qemu0"]["netboot"] == {"interface": "lo", "server": "panio", "tftp_port": 6970,
+                                                  "tftp_root": str(root)}

@@ -1,6 +1,6 @@
 """panio-sim: start and stop a simulated bench (boards behind Shelly-protocol plugs) and write its lab file.
 
-    panio-sim up [--dir DIR] [--boards N] [--gen 1|2] [--password PW] [--qemu]
+    panio-sim up [--dir DIR] [--boards N] [--gen 1|2] [--password PW] [--qemu [--qemu-netboot]]
     panio-sim status [--dir DIR] [--json]
     panio-sim down [--dir DIR]
 
@@ -45,7 +45,7 @@ def default_dir() -> Path:
 
 
 def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: float, countdown_s: float,
-       qemu: bool = False) -> list[dict]:
+       qemu: bool = False, qemu_netboot: bool = False) -> list[dict]:
     directory.mkdir(parents=True, exist_ok=True)
     if alive(read_pids(directory)):
         raise Busy(f"a simulated bench is already running in {directory}", hint=f"stop it with `panio-sim down --dir {directory}`")
@@ -55,6 +55,9 @@ def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: flo
         if qemu:
             from bench_agent.sim import qemu as qemu_board
 
+            qemu_board.paths(directory, "qemu0")["boot"].unlink(missing_ok=True)
+            if qemu_netboot:
+                qemu_board.prepare_netboot(directory, "qemu0", _free_udp_port())
             qemu_board.start(directory, "qemu0")
             described.append(qemu_board.describe(directory, "qemu0"))
     except BaseException:
@@ -67,6 +70,14 @@ def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: flo
 
 
 JOBS = Path(__file__).resolve().parent / "jobs"
+
+
+def _free_udp_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def copy_jobs(directory: Path) -> list[Path]:
@@ -255,6 +266,8 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--boot-s", type=float, default=1.0, help="seconds of boot log (default 1)")
     u.add_argument("--countdown-s", type=float, default=3.0, help="seconds of autoboot countdown (default 3)")
     u.add_argument("--qemu", action="store_true", help="add qemu0: a QEMU board booting a real Linux kernel")
+    u.add_argument("--qemu-netboot", action="store_true",
+                   help="qemu0 boots over the network from panio's TFTP server (`panio netboot start qemu0`)")
     s = verb("status", "list the boards, their power and devices",
              "Reads the bench's directory; changes nothing. --lab prints the lab file's path for PANIO_LAB.",
              "panio-sim status --json\n  export PANIO_LAB=$(panio-sim status --lab)")
@@ -274,10 +287,15 @@ def run(argv: list[str]) -> int:
     if args.verb == "up":
         if not (0 if args.qemu else 1) <= args.boards <= 16:
             raise UsageError(f"--boards must be 1..16 (0..16 with --qemu), not {args.boards}")
-        boards = up(directory, args.boards, args.gen, args.password, args.boot_s, args.countdown_s, args.qemu)
+        if args.qemu_netboot and not args.qemu:
+            raise UsageError("--qemu-netboot needs --qemu")
+        boards = up(directory, args.boards, args.gen, args.password, args.boot_s, args.countdown_s, args.qemu,
+                    args.qemu_netboot)
         for b in boards:
             if b.get("kind") == "qemu":
-                print(f"{b['name']}: QEMU board, console {b['tty']}, screen {b['video']}, pid {b['pid']}")
+                boot = (f", netboots from TFTP port {b['netboot']['tftp_port']} (run `panio netboot start "
+                        f"{b['name']}`)") if b.get("netboot") else ""
+                print(f"{b['name']}: QEMU board, console {b['tty']}, screen {b['video']}, pid {b['pid']}{boot}")
                 continue
             print(f"{b['name']}: console {b['pty']}, Gen{b['gen']} plug {b['plug']}, screen {b['video']}, "
                   f"pid {b['pid']}")

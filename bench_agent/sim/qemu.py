@@ -7,6 +7,12 @@
     video    ``qmp:DIR/NAME.video.qmp`` (QMP ``screendump`` of the VGA screen)
     hid      ``DIR/NAME.hid.qmp`` with protocol qmp (``input-send-event``: keyboard, usb-tablet)
 
+With ``netboot`` (``panio-sim up --qemu --qemu-netboot``) the board has no ``-kernel``: its e1000
+NIC's iPXE ROM takes ``bootfile=tftp://10.0.2.2:PORT/boot.ipxe`` from QEMU's user-networking DHCP
+and fetches the same kernel and initramfs from ``DIR/NAME.tftp`` through panio's own TFTP
+server on the host's loopback (the lab's ``netboot`` table: ``panio netboot start NAME``
+serves it). Until that server runs, the firmware finds nothing to boot and retries.
+
 Each role has its own QMP socket (QEMU serves one client per socket). QEMU
 starts paused (``-S``) so the serial PTY can be linked before the first byte
 (QEMU drops output written while no one has the PTY open); ``/dev/kvm`` is not
@@ -38,7 +44,39 @@ APPEND = "console=tty0 console=ttyS0,115200 loglevel=3"
 def paths(directory: Path, name: str) -> dict[str, Path]:
     return {k: directory / f"{name}.{suffix}" for k, suffix in
             (("tty", "tty"), ("power", "power.qmp"), ("video", "video.qmp"), ("hid", "hid.qmp"),
-             ("pid", "qemu.pid"), ("log", "qemu.log"))}
+             ("pid", "qemu.pid"), ("log", "qemu.log"), ("boot", "boot.json"), ("tftp", "tftp"))}
+
+
+def prepare_netboot(directory: Path, name: str, tftp_port: int) -> Path:
+    """Fill the board's TFTP root (iPXE script, kernel, initramfs) and record that it boots from the network."""
+    import shutil
+
+    from bench_agent.netboot_board import ipxe_script
+
+    p, kernel = paths(directory, name), qemu_image.kernel()
+    p["tftp"].mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(kernel, p["tftp"] / "vmlinuz")
+    shutil.copyfile(qemu_image.initramfs(directory, kernel), p["tftp"] / "initrd.img")
+    (p["tftp"] / "boot.ipxe").write_text(ipxe_script(f"tftp://10.0.2.2:{tftp_port}", APPEND))
+    p["boot"].write_text(json.dumps({"netboot": True, "tftp_port": tftp_port, "tftp_root": str(p["tftp"])}))
+    return p["tftp"]
+
+
+def boot_settings(directory: Path, name: str) -> dict[str, Any]:
+    """``{"netboot": True, "tftp_port": P, "tftp_root": DIR}`` for a netbooting board, else ``{}``."""
+    try:
+        return json.loads(paths(directory, name)["boot"].read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _boot_argv(directory: Path, name: str) -> list[str]:
+    nb = boot_settings(directory, name)
+    if nb.get("netboot"):
+        return ["-netdev", f"user,id=n0,bootfile=tftp://10.0.2.2:{nb['tftp_port']}/boot.ipxe",
+                "-device", "e1000,netdev=n0", "-boot", "n"]
+    kernel = qemu_image.kernel()
+    return ["-kernel", str(kernel), "-initrd", str(qemu_image.initramfs(directory, kernel)), "-append", APPEND]
 
 
 def running_pid(directory: Path, name: str) -> int | None:
@@ -59,14 +97,13 @@ def start(directory: Path, name: str, memory_mb: int = 256) -> int:
 
     if shutil.which(QEMU) is None:
         raise NotConfigured(f"{QEMU} is not installed", hint="install qemu-system-x86 (scripts/system-deps.sh does)")
-    p, kernel = paths(directory, name), qemu_image.kernel()
+    p = paths(directory, name)
     for key in ("power", "video", "hid", "pid"):
         p[key].unlink(missing_ok=True)
     argv = [QEMU, "-M", "pc", "-accel", "tcg", "-m", str(memory_mb), "-smp", "1", "-vga", "std",
             "-display", "none", "-S", "-no-user-config", "-nodefaults", "-serial", "pty",
             "-usb", "-device", "usb-tablet", "-pidfile", str(p["pid"]), "-name", f"panio-{name}",
-            "-kernel", str(kernel), "-initrd", str(qemu_image.initramfs(directory, kernel)),
-            "-append", APPEND, "-device", "VGA"]
+            *_boot_argv(directory, name), "-device", "VGA"]
     for key in ("power", "video", "hid"):
         argv += ["-qmp", f"unix:{p[key]},server=on,wait=off"]
     argv = [a for a in argv if a not in ("-vga", "std")]  # -nodefaults: the VGA device is added explicitly
@@ -140,18 +177,24 @@ def power(directory: Path, name: str, verb: str) -> str:
 def describe(directory: Path, name: str) -> dict[str, Any]:
     p = paths(directory, name)
     hook = [sys.executable, "-P", "-m", "bench_agent.sim.qemu", "power", "--dir", str(directory), "--name", name]
+    nb = boot_settings(directory, name)
     return {"name": name, "kind": "qemu", "pid": running_pid(directory, name), "tty": str(p["tty"]),
             "video": f"qmp:{p['video']}", "hid": str(p["hid"]),
-            "power": {f"{verb}_cmd": shlex.join(hook + [verb]) for verb in ("on", "off", "cycle", "state")}}
+            "power": {f"{verb}_cmd": shlex.join(hook + [verb]) for verb in ("on", "off", "cycle", "state")},
+            **({"netboot": {"tftp_port": nb["tftp_port"], "tftp_root": nb["tftp_root"]}} if nb.get("netboot") else {})}
 
 
 def lab_table(b: dict[str, Any]) -> dict[str, Any]:
     """The lab file's target table for a described QEMU board (tag qemu, not sim: the bundled suite's jobs expect
     the simulated console's U-Boot and prompt)."""
-    return {"description": "QEMU board: a real Linux kernel and busybox under TCG", "tags": ["qemu"],
-            "serial": [{"name": "console", "device": b["tty"], "baud": 115200}],
-            "power": {**b["power"], "timeout_s": 30}, "video": {"device": b["video"]},
-            "hid": {"device": b["hid"], "protocol": "qmp"}}
+    table = {"description": "QEMU board: a real Linux kernel and busybox under TCG", "tags": ["qemu"],
+             "serial": [{"name": "console", "device": b["tty"], "baud": 115200}],
+             "power": {**b["power"], "timeout_s": 30}, "video": {"device": b["video"]},
+             "hid": {"device": b["hid"], "protocol": "qmp"}}
+    if b.get("netboot"):  # QEMU's user networking reaches the host's loopback: panio's own TFTP server, no root
+        table["netboot"] = {"interface": "lo", "server": "panio", "tftp_port": b["netboot"]["tftp_port"],
+                            "tftp_root": b["netboot"]["tftp_root"]}
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:

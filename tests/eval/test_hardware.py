@@ -1,8 +1,14 @@
-"""Hardware tier: references become job files; pending until `job run` and `panio-sim` exist."""
+"""Hardware tier: references become job files run on the simulated board; pending until `job run` and
+`panio-sim` exist. R1 (netboot on the QEMU board) runs in test_hardware_netboot.py."""
 
 import re
 import shlex
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
+
+import pytest
 
 from scenarios import hardware
 from scenarios.drift import Guard
@@ -13,7 +19,7 @@ from scenarios.surface import Surface, planned_spec
 def test_job_files_are_valid_and_every_step_parses_against_the_announced_surface():
     surface = Surface.live().overlay(planned_spec())
     with_hw = [s for s in load_all() if s.hardware]
-    assert {s.id for s in with_hw} >= {"R4", "R8", "s2", "s4", "s11"}
+    assert {s.id for s in with_hw} >= {"R1", "R3", "R4", "R5", "R6", "R8", "s2", "s4", "s11"}
     for sc in with_hw:
         job = tomllib.loads(hardware.job_toml(sc))
         assert job["name"] == f"eval-{sc.id}" and job["steps"]
@@ -62,3 +68,41 @@ def test_a_failed_hardware_job_leaves_no_capture_daemon_behind(tmp_path):
     finally:
         for pid in _daemon_processes(tmp_path / "run" / "state"):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_every_hardware_job_is_accepted_by_panio_job_check(tmp_path, eval_env):
+    """Each step is a runtime command a job may run (a lab edit or `panio skill` would be refused)."""
+    lab = tmp_path / "lab.toml"
+    lab.write_text('[targets.board0]\n[targets.qemu0]\n')
+    for sc in [s for s in load_all() if s.hardware]:
+        job = tmp_path / f"{sc.id}.toml"
+        job.write_text(hardware.job_toml(sc))
+        _, target = hardware.sim_args(sc)
+        r = subprocess.run([str(Path(sys.executable).parent / "panio"), "--lab", str(lab), "job", "check", str(job),
+                            "--target", target], capture_output=True, text=True, env=eval_env, timeout=60)
+        assert r.returncode == 0, (sc.id, r.stderr)
+
+
+def test_a_scenario_shapes_its_simulated_bench():
+    by_id = {s.id: s for s in load_all()}
+    assert hardware.sim_args(by_id["R8"]) == (["--boards", "1", "--boot-s", "0.3", "--countdown-s", "0.3"], "board0")
+    argv, target = hardware.sim_args(by_id["R6"])  # time to stop autoboot and open setup by HID
+    assert argv[argv.index("--countdown-s") + 1] == "3.0" and target == "board0"
+    argv, target = hardware.sim_args(by_id["R1"])  # the QEMU board alone, booting from panio's TFTP server
+    assert argv[:2] == ["--boards", "0"] and argv[-2:] == ["--qemu", "--qemu-netboot"] and target == "qemu0"
+    import dataclasses
+
+    typo = dataclasses.replace(by_id["R6"], hardware={**by_id["R6"].hardware, "sim": {"countdwn_s": 3}})
+    with pytest.raises(ValueError, match="countdwn_s"):
+        hardware.sim_args(typo)
+
+
+def test_r3_r5_r6_run_for_real_on_the_simulated_board(panio_eval):
+    """R3 reads the boot screen after a power-cycle, R5 blocks until the frame changes, R6 stops autoboot,
+    opens setup, clicks Network boot and saves; the next boot says so on the console."""
+    if hardware.missing(Guard(), real_bench=False):
+        pytest.skip("pending here: job run or panio-sim missing")
+    r = panio_eval("hardware", "--scenario", "R3", "R5", "R6", "--json", timeout=400)
+    rows = {row["scenario"]: row for row in r.json()}
+    assert r.code == 0 and set(rows) == {"R3", "R5", "R6"}, r.out + r.err
+    assert all(row["status"] == "pass" for row in rows.values()), rows
