@@ -45,7 +45,7 @@ def test_request_carries_checked_args_and_the_specs_deadline(leases):
 
 @pytest.mark.parametrize("op,args,word", [
     ("serial.wait", {"epoch": 1, "since": 0, "timeout_ms": 3_600_001}, "timeout_ms must be from 0 to 3600000 ms"),
-    ("serial.wait", {"epoch": 1}, "since is required"),
+    ("serial.wait", {"epoch": 1, "since": -1}, "since must be at least 0"),
     ("serial.send", {"text": "x", "pace_ms": True}, "pace_ms must be a whole number"),
     ("action.run", {"name": "a", "command": "true", "timeout_s": float("nan")}, "finite"),
     ("serial.dtr", {"ms": 0}, "ms must be from 1 to 60000 ms"),

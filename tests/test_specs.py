@@ -107,7 +107,10 @@ def test_mcp_schemas_and_annotations_come_from_the_spec():
                 assert schema["maximum"] == param.maximum, (tool.name, arg.name)
             if not param.required and param.default is not None:
                 assert schema["default"] == param.default, (tool.name, arg.name)
-            assert (arg.name in tool.input_schema().get("required", [])) is param.required, (tool.name, arg.name)
+            # a tool may ask for more than its operation needs (serial_wait names its cursor; only the CLI can
+            # start from a moment), never less
+            if param.required:
+                assert arg.name in tool.input_schema().get("required", []), (tool.name, arg.name)
 
 
 def test_a_spec_bound_changed_once_changes_cli_and_mcp(monkeypatch):

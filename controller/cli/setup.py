@@ -99,7 +99,7 @@ def _play_vars(args: argparse.Namespace) -> dict:
 
 
 def _cache():
-    from controller.paths import state_dir
+    from bench_agent.paths import state_dir
 
     path = state_dir() / "setup"
     path.mkdir(parents=True, exist_ok=True)

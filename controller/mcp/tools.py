@@ -198,7 +198,9 @@ TOOLS: tuple[ToolSpec, ...] = (
              "the bytes, timing and the cursor to continue from; the bytes come back even when the wait fails. "
              "Blocks other calls until it returns (at most timeout_ms). As `panio serial wait`. " + SERIAL_SEE,
              ("serial", "wait"),
-             (TARGET, from_spec("serial.wait", "epoch", "--epoch"), from_spec("serial.wait", "since", "--since"),
+             # the CLI may start from a moment (--since-step, in jobs); an MCP call names its cursor (seed 002)
+             (TARGET, from_spec("serial.wait", "epoch", "--epoch", required=True),
+              from_spec("serial.wait", "since", "--since", required=True),
               IFACE, from_spec("serial.wait", "pattern", "--pattern"),
               from_spec("serial.wait", "timeout_ms", "--timeout-ms"),
               from_spec("serial.wait", "max_bytes", "--max-bytes"),
