@@ -256,3 +256,28 @@ def test_an_operator_breaks_a_lease_and_the_break_is_recorded(broker):
             held.check()  # the old holder is fenced off
     finally:
         held.release()
+
+
+def test_an_operator_sets_maintenance_and_lifts_it(dashboard, lab):
+    from bench_agent.health import HealthStore
+
+    store = HealthStore(f"sqlite:///{lab.env['PANIO_STATE_DIR']}/results.db")
+    reader, operator = signed_in(dashboard, READ), signed_in(dashboard, OP)
+    assert 'id="maintain-lonely"' not in reader.get("/")[2]
+    form = {"csrf": reader.csrf("/"), "health": "maintenance", "reason": "new SD card"}
+    assert reader.post("/targets/lonely/health", form)[0] == 403
+    assert operator.post("/targets/lonely/health", {**form, "csrf": "0" * 64})[0] == 403  # a forged form
+    assert store.get("lonely")["health"] != "maintenance"
+
+    status, headers, _ = operator.post("/targets/lonely/health", {**form, "csrf": operator.csrf("/")})
+    assert status == 303
+    page = operator.get(headers["location"])[2]
+    assert "lonely: health set to maintenance (new SD card)" in page and 'id="lift-lonely"' in page
+    record = store.get("lonely")
+    assert (record["health"], record["reason"]) == ("maintenance", "new SD card")
+    assert record["set_by"].startswith("dashboard (127.0.0.1, operator)")
+
+    status, headers, _ = operator.post("/targets/lonely/health", {"csrf": operator.csrf("/"), "health": "good"})
+    assert "lonely: health set to good (maintenance lifted)" in operator.get(headers["location"])[2]
+    assert [e["health"] for e in store.history("lonely")][-2:] == ["maintenance", "good"]  # oldest first
+    assert operator.post("/targets/lonely/health", {"csrf": operator.csrf("/"), "health": "bad"})[0] == 400

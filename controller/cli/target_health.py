@@ -86,23 +86,11 @@ def health(args: argparse.Namespace) -> None:
 
 
 def _set(lab, args: argparse.Namespace) -> dict | None:
-    from bench_agent import notify
     from controller.jobs import health as controller_health
 
-    store = _store()
-    before = store.get(args.name)["health"]
-    has_check = controller_health.check_path(lab, args.name) is not None
-    lifting = before == "maintenance" and args.set_to in ("good", "unknown")
-    to = "unknown" if lifting and has_check and not args.no_check else args.set_to
-    reason = args.reason or ("maintenance lifted" if lifting else "set by an operator")
-    previous, record = store.set(args.name, to, reason, _who())
-    if previous != to:
-        notify.send(lab.data.get("notify"), "health_changed",
-                    {"target": args.name, "previous": previous, "health": to, "reason": reason,
-                     "set_by": record["set_by"], "job_id": None})
-    if lifting and has_check and not args.no_check:
-        return _run_check(lab, args)
-    return None
+    _, _, check_now = controller_health.operator_set(lab, _store(), args.name, args.set_to, args.reason, _who(),
+                                                     skip_check=args.no_check)
+    return _run_check(lab, args) if check_now else None
 
 
 def _run_check(lab, args: argparse.Namespace) -> dict:

@@ -80,6 +80,7 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
         Route("/jobs/{id:int}/artifacts/{name:str}", partial(artifact, d)),
         Route("/jobs/{id:int}/cancel", partial(cancel, d), methods=["POST"]),
         Route("/targets/{name:str}/break-lease", partial(break_lease, d), methods=["POST"]),
+        Route("/targets/{name:str}/health", partial(set_health, d), methods=["POST"]),
         Route("/schedules", partial(schedules, d)),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
@@ -233,6 +234,22 @@ async def break_lease(d: Dashboard, request: Request) -> Response:
         return PlainTextResponse("not a target name", status_code=404)
     by = f"dashboard ({request.client.host if request.client else '?'}, {request.state.role})"
     return _redirect(d, "/", await _act(reads.break_lease, target, by))
+
+
+async def set_health(d: Dashboard, request: Request) -> Response:
+    """Operators take a board out of rotation (maintenance) or put it back (good), with a reason."""
+    target = request.path_params["name"]
+    refused = await _operator_form(d, request, "set a target's health")
+    if refused:
+        return refused
+    from controller.lab.schema import NAME_RE
+
+    form = await request.form()
+    health, reason = str(form.get("health", "")), str(form.get("reason", "")).strip()[:500]
+    if not NAME_RE.match(target) or health not in ("maintenance", "good"):
+        return PlainTextResponse("a target name and health maintenance or good, please", status_code=400)
+    by = f"dashboard ({request.client.host if request.client else '?'}, {request.state.role})"
+    return _redirect(d, "/", await _act(reads.set_health, d.load_lab, target, health, reason, by))
 
 
 def _redirect(d: Dashboard, path: str, message: str) -> Response:

@@ -119,6 +119,18 @@ def break_lease(target: str, by: str) -> str:
     return f"broke the lease on {target} (was {record['was'].get('holder')}, job {record['was'].get('job')}); recorded"
 
 
+def set_health(load_lab, target: str, health: str, reason: str, by: str) -> str:
+    """An operator sets ``target``'s health, as `panio target health --set` does; what happened, in words."""
+    from bench_agent.health import HealthStore
+    from controller.jobs import health as controller_health
+
+    _, record, check_later = controller_health.operator_set(load_lab(), HealthStore(backends.results_url()), target,
+                                                            health, reason or None, by)
+    if check_later:
+        return f"{target}: maintenance lifted; its health check runs before the next job (health unknown until then)"
+    return f"{target}: health set to {record['health']} ({record['reason']})"
+
+
 HEALTH_TABLE = "panio_health"
 _HEALTH: dict[str, object] = {}  # url -> the reflected table, built once (a new Table per call grows the engine's cache)
 

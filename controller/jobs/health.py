@@ -83,3 +83,27 @@ def run_check(lab: Lab, target: str, progress) -> dict:
     JobRunner(store, backends.lease_store(), backends.panio_argv(), str(lab.path),
               holder_name("panio target health"), progress).run(payload)
     return store.job(payload["job_id"])
+
+
+def operator_set(lab: Lab, store, target: str, health: str, reason: str | None, by: str,
+                 skip_check: bool = False) -> tuple[str, dict, bool]:
+    """An operator sets ``target``'s health (CLI or dashboard): (previous, record, run the check now?).
+
+    Lifting maintenance on a target that names a health check sets ``unknown`` instead
+    of ``good``: the check decides (run now by the CLI; before the next job otherwise).
+    A change notifies like any other.
+    """
+    from bench_agent import notify
+
+    lab.target(target)  # fails helpfully if the target is unknown
+    before = store.get(target)["health"]
+    has_check = check_path(lab, target) is not None
+    lifting = before == "maintenance" and health in ("good", "unknown")
+    to = "unknown" if lifting and has_check and not skip_check else health
+    reason = reason or ("maintenance lifted" if lifting else "set by an operator")
+    previous, record = store.set(target, to, reason, by)
+    if previous != to:
+        notify.send(lab.data.get("notify"), "health_changed",
+                    {"target": target, "previous": previous, "health": to, "reason": reason,
+                     "set_by": record["set_by"], "job_id": None})
+    return previous, record, lifting and has_check and not skip_check
