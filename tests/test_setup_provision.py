@@ -114,7 +114,7 @@ def test_setup_provisions_a_fresh_host_that_then_runs_a_job(panio, fresh, tmp_pa
                               "import importlib.metadata as m, bench_agent.agent; print(m.version('panio'))"],
                              capture_output=True, text=True, check=True).stdout.strip()
     assert version == panio("--version").out.split()[1]
-    assert os.stat(venv / "bin" / "python").st_uid == fresh.uid
+    assert os.stat(venv / "pyvenv.cfg").st_uid == fresh.uid  # bin/python links to the system python
 
     unit = fresh.home / ".config" / "systemd" / "user" / "panio-worker.service"
     env_file = fresh.home / ".local" / "share" / "panio" / "worker.env"
