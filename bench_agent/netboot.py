@@ -22,7 +22,6 @@ import ipaddress
 import json
 import os
 import re
-import select
 import subprocess
 import sys
 import time
@@ -30,8 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_agent.errors import NotConfigured, PanioError, Refused, Timeout, UsageError, from_json
+from bench_agent.errors import NotConfigured, Refused, UsageError, from_json
 from bench_agent.paths import state_dir
+from bench_agent.process import read_ready, reap_when_done
 
 MODULE = "bench_agent.netboot_daemon"
 SERVERS = ("dnsmasq", "panio")
@@ -154,34 +154,21 @@ def start(s: Settings) -> dict[str, Any]:
     folder = target_dir(s.target, state)
     folder.mkdir(parents=True, exist_ok=True)
     r, w = os.pipe()
-    argv = [sys.executable, "-m", MODULE, "--state-dir", str(state), "--target", s.target,
+    argv = [sys.executable, "-P", "-m", MODULE, "--state-dir", str(state), "--target", s.target,
             "--config", json.dumps(s.to_json()), "--ready-fd", str(w)]
     with open(folder / "daemon.err", "ab") as err:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=(w,),
                                 start_new_session=True, close_fds=True, cwd="/")
     os.close(w)
     try:
-        reply = _read_ready(r, proc, folder / "daemon.err")
+        reply = read_ready(r, proc, "the netboot server", folder / "daemon.err", START_TIMEOUT_S)
     finally:
         os.close(r)
     if not reply.get("ok"):
         proc.wait(5)
         raise from_json(reply["error"])
+    reap_when_done(proc)
     return {**reply["info"], "already_running": False}
-
-
-def _read_ready(fd: int, proc: subprocess.Popen, err_path: Path) -> dict[str, Any]:
-    data, deadline = b"", time.monotonic() + START_TIMEOUT_S
-    while not data.endswith(b"\n"):
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            proc.kill()
-            raise Timeout(f"the netboot server did not start within {START_TIMEOUT_S:.0f} s; see {err_path}")
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            raise PanioError(f"the netboot server exited ({proc.wait(5)}) during start-up; see {err_path}")
-        data += chunk
-    return json.loads(data)
 
 
 def stop(target: str, force: bool = False) -> dict[str, Any]:

@@ -230,3 +230,38 @@ def _death_signal_hook():
             return None
     prctl = _PRCTL
     return lambda: prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+# --- detached daemons: the start-up handshake -------------------------------------------------------
+
+
+def reap_when_done(proc: subprocess.Popen) -> None:
+    """Wait for ``proc`` in a daemon thread. A long-lived starter (a Celery worker's ``panio.op``, the SSH
+    agent) is a detached daemon's parent: without a wait, a stopped daemon stays a zombie until it exits."""
+    threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
+
+
+def read_ready(fd: int, proc: subprocess.Popen, what: str, log: Path, timeout_s: float) -> dict:
+    """The one JSON line a starting daemon writes on its ready pipe ``fd``: its pid, or its start-up error.
+
+    A daemon that says nothing within ``timeout_s`` is killed (``Timeout``); one that exits first is a
+    ``PanioError`` pointing at its stderr ``log``. ``what`` names it in both ("the serial supervisor").
+    """
+    import json
+    import select
+    import time
+
+    from bench_agent.errors import PanioError, Timeout
+
+    data, deadline = b"", time.monotonic() + timeout_s
+    while not data.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            proc.kill()
+            reap_when_done(proc)
+            raise Timeout(f"{what} did not start within {timeout_s:.0f} s; see {log}")
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            raise PanioError(f"{what} exited ({proc.wait(5)}) during start-up; see {log}")
+        data += chunk
+    return json.loads(data)

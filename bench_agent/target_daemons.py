@@ -83,6 +83,9 @@ def start(module: str, target: str, config: dict[str, Any], log: Path) -> int:
     if not reply.get("ok"):
         proc.wait(5)
         raise from_json(reply["error"])
+    from bench_agent.process import reap_when_done
+
+    reap_when_done(proc)  # a long-lived starter (a worker, the SSH agent) must not keep it as a zombie
     return proc.pid
 
 

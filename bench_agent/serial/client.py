@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from bench_agent.errors import PanioError, Timeout, from_json
 from bench_agent.serial import files
 from bench_agent.serial.device import command_line
 from bench_agent.serial.control import ControlClient, not_running
+from bench_agent.process import read_ready, reap_when_done
 from bench_agent.serial.supervisor import MODULE
 
 START_TIMEOUT_S = 15.0
@@ -69,7 +69,7 @@ def start(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
                                 start_new_session=True, close_fds=True, cwd="/")
     os.close(w)
     try:
-        reply = _read_ready(r, proc, log)
+        reply = read_ready(r, proc, "the serial supervisor", log, START_TIMEOUT_S)
     finally:
         os.close(r)
     if not reply.get("ok"):
@@ -77,14 +77,6 @@ def start(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
         raise from_json(reply["error"])
     reap_when_done(proc)
     return reply
-
-
-def reap_when_done(proc: subprocess.Popen) -> None:
-    """Wait for ``proc`` in a daemon thread. A long-lived starter (a Celery worker's ``panio.op``, the SSH
-    agent) is the supervisor's parent: without a wait, a stopped supervisor stays a zombie until it exits."""
-    import threading
-
-    threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
 
 
 ERR_LOG_MAX_BYTES = 1 << 20  # the supervisor's stderr, appended to at every start: one old copy is kept
@@ -96,22 +88,6 @@ def _rotate(log: Path) -> None:
             os.replace(log, log.with_name(log.name + ".1"))
     except FileNotFoundError:
         pass
-
-
-def _read_ready(fd: int, proc: subprocess.Popen, log: Path) -> dict[str, Any]:
-    data, deadline = b"", time.monotonic() + START_TIMEOUT_S
-    while not data.endswith(b"\n"):
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            proc.kill()
-            reap_when_done(proc)
-            raise Timeout(f"the serial supervisor did not start within {START_TIMEOUT_S:.0f} s")
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            code = proc.wait(5)
-            raise PanioError(f"the serial supervisor exited ({code}) during start-up; see {log}")
-        data += chunk
-    return json.loads(data)
 
 
 def stop(target: str, force: bool = False) -> dict[str, Any]:
