@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from bench_agent.errors import UsageError
+from bench_agent.errors import NotConfigured, UsageError
 from controller.cli.common import add_json, add_target_option, add_target_positional, command, load_lab, print_json, say, subcommands
 from controller.lab import edit, edits
 from bench_agent.paths import state_dir
@@ -100,7 +100,7 @@ def set_(args: argparse.Namespace) -> None:
         t = edits.target(doc, args.target, args.lab_path)
         if "netboot" not in t:
             if not args.interface:
-                raise edits.NotConfigured(f"target {args.target!r} has no netboot channel yet: give --interface",
+                raise NotConfigured(f"target {args.target!r} has no netboot channel yet: give --interface",
                                           hint=f"panio netboot set -t {args.target} --interface IFACE")
             fresh = {k: v for k, v in values.items() if v}
             t["netboot"] = edits.new_table({"interface": args.interface, **fresh})
@@ -114,7 +114,7 @@ def rm(args: argparse.Namespace) -> None:
     with edit(args.lab_path) as doc:
         t = edits.target(doc, args.target, args.lab_path)
         if "netboot" not in t:
-            raise edits.NotConfigured(f"target {args.target!r} has no netboot channel", target=args.target)
+            raise NotConfigured(f"target {args.target!r} has no netboot channel", target=args.target)
         del t["netboot"]
     say(f"removed netboot from {args.target}")
 

@@ -7,12 +7,7 @@ TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/star
 if TYPE_CHECKING:
     from typing import Any
 
-from bench_agent.errors import AlreadyExists, NotConfigured
-
-
-def _names(items: Any) -> str:
-    names = sorted(items)
-    return ", ".join(names) if names else "none"
+from bench_agent.errors import AlreadyExists
 
 
 def section(doc: Any, key: str) -> Any:
@@ -30,27 +25,17 @@ def section(doc: Any, key: str) -> Any:
 
 
 def target(doc: Any, name: str, path: Any) -> Any:
-    targets = doc.get("targets", {})
-    if name not in targets:
-        raise NotConfigured(
-            f"no target {name!r} in {path} (targets: {_names(targets)})",
-            hint=f"add it first with `panio target add {name}`",
-            target=name,
-            known=sorted(targets),
-        )
-    return targets[name]
+    """The target's table in the ``tomlkit`` document, refused as reading the lab refuses it."""
+    from controller.lab.model import Lab
+
+    return Lab(path, doc).target(name)
 
 
 def host(doc: Any, name: str, path: Any) -> Any:
-    hosts = doc.get("hosts", {})
-    if name not in hosts:
-        raise NotConfigured(
-            f"no host {name!r} in {path} (hosts: {_names(hosts)})",
-            hint=f"add it with `panio host add {name} --ssh USER@HOST`",
-            host=name,
-            known=sorted(hosts),
-        )
-    return hosts[name]
+    """The host's table in the ``tomlkit`` document, refused as reading the lab refuses it."""
+    from controller.lab.model import Lab
+
+    return Lab(path, doc).host(name)
 
 
 def require_absent(container: Any, name: str, kind: str, where: str) -> None:
