@@ -42,6 +42,13 @@ def executable() -> str:
 
 def run(root: Path, playbook: str, inventory: Path, *, check: bool, tags: list[str], skip_tags: list[str],
         show: Callable[[dict[str, Any]], None]) -> Outcome:
+    """Run ``playbook`` on ``inventory``; its SSH control sockets live beside the inventory.
+
+    Ansible's default socket folder, ``~/.ansible/cp``, makes a socket path too
+    long for a Unix socket (108 bytes) under a deep home, and the run fails as
+    "unreachable". Pipelining (one SSH round trip a task, not three) is on
+    unless the user set ``ANSIBLE_PIPELINING``.
+    """
     argv = [executable(), "-i", str(inventory), str(root / "ansible" / playbook)]
     if check:
         argv += ["--check", "--diff"]
@@ -53,7 +60,9 @@ def run(root: Path, playbook: str, inventory: Path, *, check: bool, tags: list[s
            "ANSIBLE_CALLBACK_PLUGINS": str(root / "ansible" / "callback_plugins"),
            "ANSIBLE_ROLES_PATH": str(root / "ansible" / "roles"), "ANSIBLE_HOST_KEY_CHECKING": "True",
            "ANSIBLE_RETRY_FILES_ENABLED": "False", "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
-           "ANSIBLE_PYTHON_INTERPRETER": "auto_silent", "ANSIBLE_DEPRECATION_WARNINGS": "False"}
+           "ANSIBLE_PYTHON_INTERPRETER": "auto_silent", "ANSIBLE_DEPRECATION_WARNINGS": "False",
+           "ANSIBLE_SSH_CONTROL_PATH_DIR": str(inventory.parent / "cp"),
+           "ANSIBLE_PIPELINING": os.environ.get("ANSIBLE_PIPELINING", "True")}
     outcome = Outcome()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             stdin=subprocess.DEVNULL, start_new_session=True)
