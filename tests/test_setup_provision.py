@@ -32,6 +32,8 @@ BIN = Path(sys.executable).parent
 REDIS_URL = "redis://127.0.0.1:6379/7"
 QUICK = "[[steps]]\nname = 'quick'\nrun = 'ping ${target} --count 3'\nexpect_output = 'seq=3'\n"
 
+pytestmark = pytest.mark.starts_first  # the longest file of the suite (conftest.py)
+
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="creates a Unix user for the fresh host (CI runs as root)")
 
 
@@ -92,6 +94,21 @@ def fresh(panio, tmp_path):
         r.delete(key)
 
 
+def _lingering_ssh_masters() -> list[str]:
+    """SSH master connections (``ssh: SOCKET [mux]``) whose socket folder, a finished setup run's, is gone."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if argv.startswith("ssh: ") and "[mux]" in argv and "/panio-setup-" in argv:
+            socket = argv.split()[1]
+            if not Path(socket).parent.exists():
+                found.append(argv)
+    return found
+
+
 def unit_command(unit: Path, env_file: Path) -> tuple[list[str], dict[str, str]]:
     """ExecStart and the EnvironmentFile's variables, as systemd would start the service."""
     lines = unit.read_text().splitlines()
@@ -103,6 +120,7 @@ def unit_command(unit: Path, env_file: Path) -> tuple[list[str], dict[str, str]]
 @needs_root
 def test_setup_provisions_a_fresh_host_that_then_runs_a_job(panio, fresh, tmp_path):
     r = panio("setup", "--host", "fresh", "--no-sudo", "--json", timeout=900)
+    assert not _lingering_ssh_masters(), "panio setup left Ansible's SSH master connections running"
     report = r.json()
     assert report["stats"]["failures"] == 0 and report["stats"]["changed"] > 0
     venv = fresh.home / ".local" / "share" / "panio" / "venv"
