@@ -83,11 +83,16 @@ class Child:
             stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
             preexec_fn=_death_signal_hook() if die_with_parent else None)
         self._out, self._err = _Stream(), _Stream()
-        self._readers = [self._reader(self.proc.stdout, self._out, on_line)]
-        if not merge_stderr:
-            self._readers.append(self._reader(self.proc.stderr, self._err, None))
-        if input is not None:
-            threading.Thread(target=self._feed, args=(input,), daemon=True).start()
+        self._readers: list[threading.Thread] = []
+        try:  # SIGTERM (turned into SystemExit) or Ctrl-C while a thread starts: the child must not outlive us
+            self._readers.append(self._reader(self.proc.stdout, self._out, on_line))
+            if not merge_stderr:
+                self._readers.append(self._reader(self.proc.stderr, self._err, None))
+            if input is not None:
+                threading.Thread(target=self._feed, args=(input,), daemon=True).start()
+        except BaseException:
+            self.stop()
+            raise
 
     @property
     def pid(self) -> int:

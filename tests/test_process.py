@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from bench_agent.process import Child, module_argv, panio_argv, run
 from test_termination import _alive
 
@@ -92,3 +94,26 @@ def test_a_job_run_from_a_project_with_its_own_controller_package_runs_panio(pan
                        text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "all steps passed" in r.stdout  # the step printed seq=1: panio's ping ran, not the impostor
+
+
+def test_a_signal_while_the_readers_start_stops_the_child(tmp_path, monkeypatch):
+    """SIGTERM (SystemExit) landing while Child starts its reader threads: under load that window is
+    milliseconds wide, and the hook used to outlive panio (tests/test_termination.py caught it)."""
+    import threading
+
+    pidfile = tmp_path / "pid"
+    real_start = threading.Thread.start
+
+    def start_then_terminated(thread):
+        real_start(thread)
+        deadline = time.monotonic() + 10
+        while not pidfile.exists() or not pidfile.read_text().strip():  # the child is running
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        raise SystemExit(143)
+
+    monkeypatch.setattr(threading.Thread, "start", start_then_terminated)
+    with pytest.raises(SystemExit):
+        Child(["sh", "-c", f"echo $$ > {pidfile}; exec sleep 60"])
+    monkeypatch.undo()
+    assert not _alive(int(pidfile.read_text()))
