@@ -10,7 +10,7 @@ BIN    := $(VENV)/bin
 $(BIN)/panio: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]' --config-settings editable_mode=compat
+	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
 install: $(BIN)/panio

@@ -30,6 +30,15 @@ def test_help_imports_nothing_heavy(argv, tmp_path):
     assert heavy == [], heavy
 
 
+def test_the_interpreter_starts_without_an_import_hook_for_panio(tmp_path):
+    """`make install`'s editable install is one plain .pth line: setuptools' finder hook (pathlib, re,
+    fnmatch at every Python start-up) would roughly double `panio --help`."""
+    r = subprocess.run([sys.executable, "-c", "import sys, json; print(json.dumps(sorted(sys.modules)))"],
+                       capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    hooks = [m for m in json.loads(r.stdout) if m.startswith("__editable__")]
+    assert hooks == [], f"an import hook runs at every start-up: {hooks} (see [tool.setuptools] in pyproject.toml)"
+
+
 def test_agent_speaks_versioned_json_lines():
     lines = "\n".join(json.dumps(x) for x in [
         {"v": 1, "id": 1, "op": "system.ping", "args": {"payload": [1, "a"]}},
