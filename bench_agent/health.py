@@ -7,8 +7,10 @@
                  (with a health check configured, the check runs before its next job)
 
 ``panio_health`` holds each target's current health with its reason, who set it
-and when; ``panio_health_events`` every change, newest last. The tables are
-built once per process and created once per database.
+and when; ``panio_health_events`` every change, newest last. Retention
+(``panio job prune``, the lab's ``[retention] jobs``) removes old events but
+keeps each target's newest. The tables are built once per process and created
+once per database.
 """
 
 from __future__ import annotations
@@ -119,6 +121,21 @@ class HealthStore:
             rows = c.execute(self.events.select().where(e.target == target).order_by(e.id.desc())
                              .limit(limit)).mappings().all()
         return [dict(r) for r in reversed(rows)]
+
+    def prune(self, before: float, dry_run: bool = False) -> int:
+        """Remove history events recorded before ``before`` (epoch seconds), except each target's newest,
+        which says why it is in its current health; current health is never touched. Returns how many."""
+        import sqlalchemy as sa
+
+        e = self.events.c
+        newest = sa.select(sa.func.max(e.id)).group_by(e.target)
+        old = sa.and_(e.at < before, e.id.not_in(newest))
+        with self.engine.begin() as c:
+            if dry_run:
+                return int(c.execute(sa.select(sa.func.count()).select_from(self.events).where(old)).scalar())
+            # one statement picks each target's newest and deletes the rest, so an event written meanwhile
+            # cannot leave a target with no history; its count is what actually went
+            return int(c.execute(self.events.delete().where(old)).rowcount)
 
 
 def check_due(record: dict[str, Any], check: dict[str, Any] | None, now: float) -> str | None:

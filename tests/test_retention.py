@@ -131,6 +131,89 @@ def test_a_bad_retention_value_is_a_config_error_naming_the_line(pico):
     assert "retention.jobs" in r.err and "must be a duration" in r.err
 
 
+# --- device-health history ---------------------------------------------------
+
+# each target's health changes, oldest first, by age in days; with a 30-day horizon, 4 events go:
+# pico's two oldest (its newest stays although it is old too), qemu's two old ones, none of far's or bmc's
+HEALTH_AGES_D = {"pico": [90, 60, 40], "qemu": [50, 35, 1], "far": [45], "bmc": [3, 2]}
+HEALTH_KEPT = {"pico": ["pico 40d"], "qemu": ["qemu 1d"], "far": ["far 45d"], "bmc": ["bmc 3d", "bmc 2d"]}
+
+
+def _health_history(url: str):
+    """A HealthStore at ``url`` with HEALTH_AGES_D recorded: a change per age, dated that long ago."""
+    from bench_agent.health import HEALTHS, HealthStore
+
+    store = HealthStore(url)
+    for target, ages_d in HEALTH_AGES_D.items():
+        for i, age_d in enumerate(ages_d):
+            store.set(target, HEALTHS[i % 3], f"{target} {age_d}d", "ops@desk")
+            newest = store.history(target, limit=1)[0]["id"]
+            with store.engine.begin() as c:
+                c.execute(store.events.update().where(store.events.c.id == newest)
+                          .values(at=time.time() - age_d * DAY_S))
+    return store
+
+
+def _reasons(store) -> dict[str, list[str]]:
+    return {t: [e["reason"] for e in store.history(t, limit=100)] for t in HEALTH_AGES_D}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def health_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'results.db'}"
+        return
+    from jobhelp import drop_pg_schema, pg_schema
+
+    url = pg_schema()
+    yield url
+    drop_pg_schema(url)
+
+
+def test_health_prune_keeps_each_targets_newest_event_and_its_current_health(health_url):
+    store = _health_history(health_url)
+    everything, current = _reasons(store), store.all()
+    before = time.time() - 30 * DAY_S
+    assert store.prune(before, dry_run=True) == 4
+    assert _reasons(store) == everything  # a dry run removes nothing
+    assert store.prune(before) == 4
+    assert _reasons(store) == HEALTH_KEPT
+    assert store.all() == current  # current health untouched
+    for target, record in current.items():  # the history still says why each target is in its health
+        last = store.history(target, limit=1)[0]
+        assert (last["health"], last["reason"]) == (record["health"], record["reason"])
+    assert store.prune(before) == 0
+    assert store.prune(time.time() + 60) == 1  # everything old: only bmc's older event goes, one event each stays
+    assert {t: len(r) for t, r in _reasons(store).items()} == dict.fromkeys(HEALTH_AGES_D, 1)
+
+
+def test_job_prune_counts_and_removes_old_health_history(history):
+    panio, ids = history
+    store = _health_history(_store(panio).url)
+    everything, current = _reasons(store), store.all()
+    assert "health_events" not in panio("job", "prune", "--older-than", "30d", "--artifacts-only", "--json").json()
+    r = panio("job", "prune", "--older-than", "30d", "--dry-run", "--json").json()
+    assert (r["jobs"], r["health_events"]) == (2, 4)
+    assert _reasons(store) == everything  # neither the dry run nor --artifacts-only removed any
+    out = panio("job", "prune", "--older-than", "30d").out
+    # (--artifacts-only above took the artifacts)
+    assert out.startswith("removed 2 jobs finished over 30d ago: 2 steps, 0 artifacts (0 characters), 4 health events")
+    assert _reasons(store) == HEALTH_KEPT and store.all() == current
+    shown = panio("target", "health", "pico", "--json").json()
+    assert (shown["health"], [e["reason"] for e in shown["history"]]) == ("maintenance", ["pico 40d"])
+    assert panio("job", "prune", "--older-than", "30d", "--json").json()["health_events"] == 0
+
+
+def test_the_labs_jobs_retention_prunes_health_history_and_artifacts_retention_does_not(history):
+    panio, ids = history
+    store = _health_history(_store(panio).url)
+    panio.lab.write_text(panio.lab.read_text() + '\n[retention]\njobs = "30d"\nartifacts = "1d"\n')
+    r = panio("job", "prune", "--dry-run", "--json").json()
+    assert r["jobs"]["health_events"] == 4 and "health_events" not in r["artifacts"]
+    panio("job", "prune")
+    assert _reasons(store) == HEALTH_KEPT
+
+
 # --- per-job files on a worker ------------------------------------------------
 
 REDIS_URL = "redis://127.0.0.1:6379/5"
@@ -229,14 +312,17 @@ def test_the_capture_supervisors_error_log_is_rotated(pico):
 
 def test_schedule_serve_applies_the_labs_retention_when_it_starts(history, tmp_path):
     panio, ids = history
+    store = _health_history(_store(panio).url)
     panio.lab.write_text(panio.lab.read_text() + '\n[retention]\njobs = "30d"\n')
     log = tmp_path / "serve.log"
     with open(log, "w") as f:
         proc = subprocess.Popen([PANIO, "schedule", "serve"], env=panio.env, stdout=f, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     try:
-        wait_for(lambda: "retention (jobs older than 30d): removed 2 jobs" in log.read_text(), timeout_s=30)
+        wait_for(lambda: "retention (jobs older than 30d): removed 2 jobs, 2 artifacts, 4 health events"
+                 in log.read_text(), timeout_s=30)
         assert _ids(panio) == {ids["young"], ids["old_running"], ids["old_queued"]}
+        assert _reasons(store) == HEALTH_KEPT
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=15)

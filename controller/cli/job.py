@@ -118,8 +118,10 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 details="Only finished jobs go (queued and running ones never), judged by when they finished.\n"
                         "Without --older-than it applies the lab file's [retention] table (jobs = \"90d\",\n"
                         "artifacts = \"14d\"), which `schedule serve`, `job run` and `suite run` also apply\n"
-                        "on their own at most once an hour. Also removes lab-parse caches of lab files\n"
-                        "that are gone and per-job lab files a killed worker left.")
+                        "on their own at most once an hour. Unless --artifacts-only, device-health history\n"
+                        "as old goes too (each target's newest event stays; current health is untouched).\n"
+                        "Also removes lab-parse caches of lab files that are gone and per-job lab files a\n"
+                        "killed worker left.")
     c.add_argument("--older-than", metavar="DURATION", help="finished longer ago than this: 30d, 12h, 90m, 45s")
     c.add_argument("--artifacts-only", action="store_true",
                    help="remove only the artifacts (serial logs...) of those jobs; keep their history")
@@ -332,7 +334,8 @@ def prune(args: argparse.Namespace) -> None:
                 "ago; the jobs stay")
         else:
             say(f"{verb} {r['jobs']} jobs finished over {age} ago: {r['steps']} steps, {r['artifacts']} artifacts "
-                f"({r['artifact_chars']} characters)" + (f", {len(r['files'])} stale files" if r["files"] else ""))
+                f"({r['artifact_chars']} characters), {r['health_events']} health events"
+                + (f", {len(r['files'])} stale files" if r["files"] else ""))
 
 
 def _age(seconds: float) -> str:

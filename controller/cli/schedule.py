@@ -118,5 +118,6 @@ def _retain(lab, log) -> None:
         return
     for key, r in record["result"].items():
         if key != "rules":
+            events = f", {r['health_events']} health events" if "health_events" in r else ""
             log(f"retention ({key} older than {record['result']['rules'][key]}): removed {r['jobs']} jobs, "
-                f"{r['artifacts']} artifacts")
+                f"{r['artifacts']} artifacts{events}")

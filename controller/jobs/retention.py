@@ -4,7 +4,7 @@ By hand: ``panio job prune --older-than 30d [--artifacts-only] [--dry-run]``.
 Automatically: the lab file's ``[retention]`` table::
 
     [retention]
-    jobs = "90d"        # finished jobs older than this go, with their steps and artifacts
+    jobs = "90d"        # finished jobs older than this go, with their steps and artifacts (and health history)
     artifacts = "14d"   # artifacts (serial logs of the job's window...) of older jobs go; the job stays
 
 applied by ``panio schedule serve`` (at start and after every run it fires)
@@ -14,7 +14,13 @@ when, and what went). A failure of automatic retention never fails the job
 that triggered it: the stamp records the error and the next run tries again.
 
 Only finished jobs are ever removed (``state = done``), judged by when they
-finished; operator overrides (``controller.overrides``) older than the horizon go with them. Files: a lab-parse cache (``STATE_DIR/cache/lab-*.marshal``) whose
+finished; operator overrides (``controller.overrides``) older than the horizon
+go with them, and so do device-health history events (``panio_health_events``,
+counted as ``health_events``) except each target's newest, which says why it is
+in its current health; current health itself is never touched. ``--artifacts-only``
+and ``artifacts = ...`` leave overrides and health history alone.
+
+Files: a lab-parse cache (``STATE_DIR/cache/lab-*.marshal``) whose
 lab file no longer exists is removed, as are per-job lab files a killed
 worker left (``bench_agent.worker.sweep``).
 """
@@ -43,13 +49,16 @@ def parse_duration(text: str, option: str = "--older-than") -> float:
 
 
 def prune(store, older_than_s: float, artifacts_only: bool = False, dry_run: bool = False) -> dict[str, Any]:
-    """Remove finished jobs (or only their artifacts) older than ``older_than_s``; the counts of what went."""
+    """Remove finished jobs (or only their artifacts) older than ``older_than_s``, and unless ``artifacts_only``
+    overrides and health history as old; the counts of what went."""
     before = time.time() - older_than_s
     counts = store.prune(before, artifacts_only=artifacts_only, dry_run=dry_run)
     if not artifacts_only:
+        from bench_agent.health import HealthStore
         from controller.overrides import OverrideStore
 
         counts["overrides"] = OverrideStore(store.url).prune(before, dry_run=dry_run)
+        counts["health_events"] = HealthStore(store.url).prune(before, dry_run=dry_run)
     files = [] if artifacts_only else sweep_files(dry_run=dry_run)
     return {"older_than_s": older_than_s, "before": before, "artifacts_only": artifacts_only, "dry_run": dry_run,
             **counts, "files": files}
