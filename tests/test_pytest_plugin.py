@@ -282,3 +282,18 @@ def test_without_options_the_plugin_stays_out_of_the_way(pytester):
     r.stdout.fnmatch_lines(["*panio: no target for this test: run pytest with --panio-target NAME*"])
     r = pytester.runpytest_subprocess("--help", timeout=60)
     r.stdout.fnmatch_lines(["*--panio-targets=SELECTOR*"])
+
+
+@pytest.mark.parametrize("nodeid, target", [
+    ("t.py::test_x[board0]", "board0"),
+    ("t.py::test_x[board0-3]", "board0"),
+    ("t.py::TestA::test_x[3-pi5-a]", "pi5-a"),  # the longer name that fits, not pi5
+    ("t.py::test_x[1-pi5-2]", "pi5"),
+    ("t.py::test_x[board0]@board0_slow", "board0"),  # xdist's group suffix on pytest before 9.2
+    ("t.py::test_x[board00]", None),
+    ("t.py::test_x", None),
+])
+def test_the_xdist_scheduler_reads_the_target_from_the_parameter_id(nodeid, target):
+    from controller.plugin.xdist_scheduling import target_of
+
+    assert target_of(nodeid, ["board0", "pi5", "pi5-a"]) == target
