@@ -26,6 +26,8 @@ DOC_EXAMPLE = re.search(r"`test_boot.py`:\n\n```python\n(.*?)```", (ROOT / "docs
                         re.S).group(1)
 
 MORE_TESTS = '''
+import re
+
 import pytest
 from bench_agent.errors import Busy, Timeout
 
@@ -43,7 +45,7 @@ def test_the_lease_is_held_for_the_session(panio_target):
 
     held = lease_store().current(panio_target.name)
     assert held["token"] == panio_target.lease_token
-    assert held["holder"].startswith("pytest@")
+    assert re.match(r"pytest(-gw\\d+)?@", held["holder"])  # pytest-gw0@ under xdist
     with adapter.presenting(None), pytest.raises(Busy):  # anyone without the session's token is refused
         dispatch.call(panio_target.lab, panio_target.name, "power.off",
                       {"target": panio_target.name, "power": panio_target.lab.channel(panio_target.name, "power")})
@@ -81,6 +83,41 @@ def test_video_and_hid_handles(panio_target):
 
 def test_without_the_fixture_nothing_is_leased():
     assert True
+'''
+
+
+# under xdist: every test case records the worker that ran it (a JUnit property)
+WORKER_CONFTEST = '''
+import os
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _which_worker(record_property):
+    record_property("worker", os.environ.get("PYTEST_XDIST_WORKER", "none"))
+'''
+
+# the first test of each target (test_0_...) waits for the other target to be leased by the other worker
+XDIST_TESTS = '''
+import os
+import time
+
+from bench_agent.leases import holder_name
+from controller.jobs.backends import lease_store
+
+
+def test_the_other_target_is_leased_meanwhile_by_another_worker(panio_target, record_property):
+    """Fails unless the two targets run at the same time: each waits until the other is leased, by someone else."""
+    store, other = lease_store(), {"board0": "board1", "board1": "board0"}[panio_target.name]
+    mine = store.current(panio_target.name)["holder"]
+    assert mine == holder_name("pytest-" + os.environ["PYTEST_XDIST_WORKER"])
+    deadline = time.monotonic() + 60
+    while not (held := store.current(other)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert held, f"{other} was never leased while this worker held {panio_target.name}"
+    assert held["holder"] != mine
+    record_property("lease_holder", mine)
 '''
 
 
@@ -132,6 +169,67 @@ def test_each_test_runs_once_per_matching_target_with_junit_properties(pytester,
     assert panio("serial", "status", "board0", check=False).json()["process"]["state"] == "not_running"
 
 
+def test_under_xdist_each_target_runs_on_one_worker_in_parallel(pytester, bench, panio):
+    pytester.makeconftest(WORKER_CONFTEST)
+    pytester.makepyfile(test_boot=DOC_EXAMPLE, test_more=MORE_TESTS, test_0_parallel=XDIST_TESTS)
+    junit = pytester.path / "junit.xml"
+    r = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "--panio-lab", str(bench / "lab.toml"),
+                                      "--panio-targets", "tag:sim", "--panio-lease-wait", "5", f"--junitxml={junit}",
+                                      "-p", "no:cacheprovider", timeout=240)
+    r.assert_outcomes(passed=15)
+    cases = _cases(junit)
+    assert not [name for name, case in cases.items() if case["failed"]]
+    version = subprocess.run([str(BIN / "panio"), "--version"], capture_output=True, text=True).stdout.split()[1]
+    workers = {}
+    for board in ("board0", "board1"):
+        mine = {name: case for name, case in cases.items() if case.get("panio_target") == board}
+        assert len(mine) == 7  # six tests of test_boot and test_more, and the parallel one
+        assert {(c["panio_host"], c["panio_version"]) for c in mine.values()} == {("local", version)}
+        (workers[board],) = {case["worker"] for case in mine.values()}  # all of a target's tests on one worker
+        (holder,) = [c["lease_holder"] for c in mine.values() if "lease_holder" in c]
+        assert holder.startswith(f"pytest-{workers[board]}@")
+    assert sorted(workers.values()) == ["gw0", "gw1"]
+    assert "panio_target" not in cases["test_without_the_fixture_nothing_is_leased"]
+    # each worker gave its lease back and stopped the capture it started
+    assert panio("lease", "list", "--json").json() == []
+    for board in ("board0", "board1"):
+        assert panio("serial", "status", board, check=False).json()["process"]["state"] == "not_running"
+
+
+def test_one_target_under_xdist_runs_its_tests_on_one_worker(pytester, bench, panio):
+    pytester.makeconftest(WORKER_CONFTEST)
+    pytester.makepyfile(test_one='''
+import pytest
+
+
+@pytest.mark.parametrize("n", range(4))
+def test_uname(panio_target, n):
+    assert "Linux sim" in panio_target.serial.transact("uname -a", until="root@sim:~# ", timeout_ms=10000)
+
+
+@pytest.mark.parametrize("n", range(4))
+def test_plain(n):
+    pass
+
+
+@pytest.mark.xdist_group("slow")
+def test_in_a_group_of_its_own(panio_target):
+    pass
+''')
+    junit = pytester.path / "junit.xml"
+    # no --dist: under -n the plugin makes loadgroup the default (xdist's "load" would split board1's tests)
+    r = pytester.runpytest_subprocess("-n", "2", "--panio-lab", str(bench / "lab.toml"), "--panio-target", "board1",
+                                      "--panio-lease-wait", "5", f"--junitxml={junit}", "-p", "no:cacheprovider",
+                                      timeout=120)
+    r.assert_outcomes(passed=9)
+    cases = _cases(junit)
+    targets = [case for case in cases.values() if case.get("panio_target") == "board1"]
+    # its own xdist_group does not take a test away from its target's worker
+    assert len(targets) == 5 and len({case["worker"] for case in targets}) == 1
+    assert "test_in_a_group_of_its_own[board1]" in cases  # the parameter id names the target under xdist
+    assert panio("lease", "list", "--json").json() == []
+
+
 def test_one_target_is_not_parametrized_and_waits_for_a_busy_lease(pytester, bench, panio):
     pytester.makepyfile(test_one='''
 def test_uname(panio_target):
@@ -165,6 +263,9 @@ def test_uname(panio_target):
     (["--panio-target", "board9"], "ERROR: panio: no target 'board9' in */lab.toml*"),
     (["--panio-target", "board0", "--panio-targets", "*"], "ERROR: panio: give --panio-target or --panio-targets*"),
     (["--panio-targets", "tag:sim,board0"], "ERROR: panio: --panio-targets 'tag:sim,board0' mixes tags and names*"),
+    (["--panio-targets", "tag:sim", "-n", "2", "--dist", "load"],
+     "ERROR: panio: --dist load would split a target's tests over workers that each wait for its lease; "
+     "use --dist loadgroup (the default with -n) or leave --dist out"),
 ])
 def test_bad_options_are_one_panio_line(pytester, bench, argv, message):
     pytester.makepyfile(test_x="def test_x(panio_target):\n    pass\n")
@@ -181,3 +282,18 @@ def test_without_options_the_plugin_stays_out_of_the_way(pytester):
     r.stdout.fnmatch_lines(["*panio: no target for this test: run pytest with --panio-target NAME*"])
     r = pytester.runpytest_subprocess("--help", timeout=60)
     r.stdout.fnmatch_lines(["*--panio-targets=SELECTOR*"])
+
+
+@pytest.mark.parametrize("nodeid, target", [
+    ("t.py::test_x[board0]", "board0"),
+    ("t.py::test_x[board0-3]", "board0"),
+    ("t.py::TestA::test_x[3-pi5-a]", "pi5-a"),  # the longer name that fits, not pi5
+    ("t.py::test_x[1-pi5-2]", "pi5"),
+    ("t.py::test_x[board0]@board0_slow", "board0"),  # xdist's group suffix on pytest before 9.2
+    ("t.py::test_x[board00]", None),
+    ("t.py::test_x", None),
+])
+def test_the_xdist_scheduler_reads_the_target_from_the_parameter_id(nodeid, target):
+    from controller.plugin.xdist_scheduling import target_of
+
+    assert target_of(nodeid, ["board0", "pi5", "pi5-a"]) == target

@@ -8,6 +8,12 @@ options is given, and without them it only adds its options and fixtures.
 * ``--panio-targets SELECTOR``: every test that uses ``panio_target`` runs
   once per matching target (``test_boot[board0]``, ``test_boot[board1]``);
 * each target is leased for the whole session (``controller.plugin.session``);
+* under pytest-xdist every worker is its own session, so each test that uses
+  ``panio_target`` is in the xdist group named after its target (its
+  parameter id names the target even with ``--panio-target``), and
+  ``--dist loadgroup`` (the default under ``-n`` here; another ``--dist`` is
+  refused) keeps a target's tests on one worker, the only one that leases it
+  (``controller.plugin.xdist_scheduling``);
 * each such test's JUnit ``<properties>`` name the target, its host and
   panio's version (``panio_target``, ``panio_host``, ``panio_version``).
 """
@@ -34,12 +40,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="do not start serial capture on the leased targets")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config):
+    # runs before xdist's own hook, which turns -n's implied "no" into "load" (tests of one target on every worker)
+    if _wants_target(config) and getattr(config.option, "numprocesses", None) and config.option.dist == "no":
+        config.option.dist = "loadgroup"
+    return (yield)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     one, many = config.getoption("panio_target"), config.getoption("panio_targets")
     if one is None and many is None:
         return
     if one is not None and many is not None:
         raise pytest.UsageError("panio: give --panio-target or --panio-targets, not both")
+    dist = getattr(config.option, "dist", "no")
+    if dist not in ("no", "loadgroup") and not _is_xdist_worker(config):
+        raise pytest.UsageError(f"panio: --dist {dist} would split a target's tests over workers that each wait "
+                                "for its lease; use --dist loadgroup (the default with -n) or leave --dist out")
     from bench_agent.errors import PanioError
     from controller.lab import load
     from controller.paths import resolve_lab_path
@@ -48,8 +66,10 @@ def pytest_configure(config: pytest.Config) -> None:
     lab_path, _ = resolve_lab_path(config.getoption("panio_lab"))
     try:
         names = [one] if one is not None else select(load(lab_path), many)
+        worker = config.workerinput["workerid"] if _is_xdist_worker(config) else None
         config.stash[_SESSION] = PluginSession(lab_path, names, config.getoption("panio_lease_wait"),
-                                               watch=not config.getoption("panio_no_watch"))
+                                               watch=not config.getoption("panio_no_watch"),
+                                               holder=f"pytest-{worker}" if worker else "pytest")
     except PanioError as err:
         raise pytest.UsageError(err.human()) from None
     config.stash[_NAMES] = names
@@ -70,10 +90,12 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = metafunc.config.stash.get(_NAMES, None)
-    if names and metafunc.config.getoption("panio_targets") and "panio_target" in metafunc.fixturenames:
+    many = metafunc.config.getoption("panio_targets") or _is_xdist_worker(metafunc.config)  # the id names the target
+    if names and many and "panio_target" in metafunc.fixturenames:
         metafunc.parametrize("panio_target", names, indirect=True, ids=names, scope="session")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     session = config.stash.get(_SESSION, None)
     if session is None:
@@ -86,6 +108,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         name = callspec.params["panio_target"] if callspec and "panio_target" in callspec.params else session.names[0]
         host = session.lab.target(name).get("host") or "local"
         item.user_properties.extend([("panio_target", name), ("panio_host", host), ("panio_version", version)])
+        if _is_xdist_worker(config):
+            _join_target_group(item, name)
+
+
+def _join_target_group(item: pytest.Item, name: str) -> None:
+    """Put ``item`` in the xdist group ``name``: with ``--dist loadgroup`` one worker runs (and leases) that target."""
+    item.add_marker(pytest.mark.xdist_group(name), append=False)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own choice of scheduler
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    session = config.stash.get(_SESSION, None)
+    if session is None or config.getvalue("dist") != "loadgroup":
+        return None
+    from controller.plugin.xdist_scheduling import TargetGroupScheduling
+
+    return TargetGroupScheduling(config, log, session.names)
 
 
 @pytest.fixture(scope="session")
@@ -105,6 +144,14 @@ def panio_target(request: pytest.FixtureRequest):
         return session.target(name)
     except PanioError as err:
         pytest.fail(err.human(), pytrace=False)
+
+
+def _wants_target(config: pytest.Config) -> bool:
+    return config.getoption("panio_target") is not None or config.getoption("panio_targets") is not None
+
+
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
 
 
 def _session(config: pytest.Config):

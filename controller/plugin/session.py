@@ -3,7 +3,8 @@
 A target is leased the first time a test asks for it and held until the
 session ends (renewed in the background, like a job's), so no job and no
 other session touches the board in between; ``panio lease list`` names the
-holder (``pytest@HOST:PID``). If the plugin had to start a target's serial
+holder (``pytest@HOST:PID``, or ``pytest-gw0@HOST:PID`` for an xdist worker,
+which is a session of its own). If the plugin had to start a target's serial
 capture it stops it again at the end; a capture that was already running is
 left running.
 
@@ -48,13 +49,14 @@ def select(lab: Any, selector: str) -> list[str]:
 class PluginSession:
     """The targets of one pytest run and the leases it holds on them."""
 
-    def __init__(self, lab_path: str, names: list[str], lease_wait_s: float, watch: bool = True) -> None:
+    def __init__(self, lab_path: str, names: list[str], lease_wait_s: float, watch: bool = True,
+                 holder: str = "pytest") -> None:
         from controller.lab import load
 
         self.lab = load(lab_path)
         for name in names:
             self.lab.target(name)
-        self.names, self.lease_wait_s, self.watch = names, lease_wait_s, watch
+        self.names, self.lease_wait_s, self.watch, self.holder = names, lease_wait_s, watch, holder
         self._targets: dict[str, PanioTarget] = {}
         self._leases: dict[str, Any] = {}
         self._started_capture: list[PanioTarget] = []
@@ -75,7 +77,7 @@ class PluginSession:
         from bench_agent import leases
         from controller.jobs.backends import lease_store
 
-        info = {"holder": leases.holder_name("pytest"), "name": "pytest session"}
+        info = {"holder": leases.holder_name(self.holder), "name": "pytest session"}
         lease = leases.acquire(lease_store(), name, info, LEASE_TTL_S, self.lease_wait_s)
         lease.keep(LEASE_TTL_S)
         self._leases[name] = lease
