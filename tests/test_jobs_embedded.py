@@ -281,3 +281,24 @@ def test_a_job_file_that_is_not_there_is_a_usage_error(panio):
     assert "no job file at no-such-job.toml" in r.err
     r = panio.fails("suite", "run", "no-such-suite.toml", code=2)
     assert "no suite file" in r.err
+
+
+def test_a_captured_variable_may_fill_a_choice_or_a_bounded_number(panio, tmp_path):
+    """`${var}` gets its value when the step runs (and that panio checks it): the job check must not judge it
+    by a stand-in, which a choice (`netif mode`) or a lower bound (`--max-output-bytes` >= 4096) would refuse."""
+    fixture_lab(panio)
+    body = """target = 'pico'
+[[steps]]
+run = 'ping ${target} --count 1'
+capture = { mode = 'm(o)de', size = '(\\d+) ms' }
+[[steps]]
+run = 'netif mode ${mode} ${target}'
+[[steps]]
+run = 'serial wait ${target} --max-output-bytes=${size} --pattern "seen ${mode} here" --timeout-ms 10'
+"""
+    panio("job", "check", job_file(tmp_path, body))
+    for wrong, needle in (("netif mode sideways ${target}", "invalid choice: 'sideways'"),
+                          ("serial wait ${target} --max-output-bytes 1 --pattern x", "must be from 4096")):
+        r = panio.fails("job", "check", job_file(tmp_path, body.replace(body.splitlines()[-1], f"run = '{wrong}'")),
+                        code=5)
+        assert needle in r.err, r.err

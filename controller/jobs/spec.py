@@ -141,15 +141,72 @@ def _parse_against_cli(job: dict, idx: int, argv: list[str], parser) -> None:
     if argv[0] not in COMMANDS:
         raise _invalid(job["path"], job["text"], ("steps", idx, "run"),
                        f"steps[{idx}].run: unknown panio command {argv[0]!r} (see `panio --help`)")
-    stand_in = [VAR_RE.sub("1", a) for a in argv]
     try:
-        args = parser.parse_args(stand_in)
+        args = parser.parse_args(_stand_ins(argv))
     except UsageError as err:
         raise _invalid(job["path"], job["text"], ("steps", idx, "run"), f"steps[{idx}].run: {err.message}") from None
     except SystemExit:
         raise _invalid(job["path"], job["text"], ("steps", idx, "run"),
                        f"steps[{idx}].run: --help is not a test step") from None
     _runtime_only(job, idx, argv[0], getattr(args, "subcommand", None))
+
+
+class _Captured(str):
+    """A whole ``${var}`` argument at check time: its value exists only when the step runs, and the step's own
+    panio checks it then (type, bounds, choices). Now it stands in as "1" and passes any type and choice."""
+
+
+class _AnyCaptured:
+    """``action.choices`` that also admit a ``_Captured`` stand-in; everything else as before."""
+
+    def __init__(self, choices) -> None:
+        self.choices = choices
+
+    def __contains__(self, value) -> bool:
+        return isinstance(value, _Captured) or value in self.choices
+
+    def __iter__(self):
+        return iter(self.choices)
+
+
+def _stand_ins(argv: list[str]) -> list[str]:
+    """``argv`` for the check: a whole ``${var}`` (also as ``--opt=${var}``) becomes a ``_Captured``, a variable
+    inside other text becomes "1" (``--pattern 'rtt ${rtt}'`` is text whatever the value)."""
+    out: list[str] = []
+    for arg in argv:
+        option, eq, value = arg.partition("=")
+        if arg.startswith("--") and eq and VAR_RE.fullmatch(value):
+            out += [option, _Captured("1")]
+        else:
+            out.append(_Captured("1") if VAR_RE.fullmatch(arg) else VAR_RE.sub("1", arg))
+    return out
+
+
+def _defer_captured(parser) -> None:
+    """Let every argument of the tree take a ``_Captured`` stand-in unchecked (see ``_Captured``)."""
+    import argparse
+    import functools
+
+    def lenient(convert):
+        @functools.wraps(convert)
+        def parse(text):
+            return text if isinstance(text, _Captured) else convert(text)
+        return parse
+
+    todo, seen = [parser], set()
+    while todo:
+        p = todo.pop()
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(action.choices.values())  # a command name is never a variable
+                continue
+            if callable(action.type):
+                action.type = lenient(action.type)
+            if action.choices is not None:
+                action.choices = _AnyCaptured(action.choices)
 
 
 def _runtime_only(job: dict, idx: int, name: str, subcommand: str | None) -> None:
@@ -165,6 +222,7 @@ def compile_steps(job: dict) -> list[dict]:
     from controller.cli.main import build_parser
 
     parser = build_parser(full=True)
+    _defer_captured(parser)
     known = set(BUILTIN_VARS)
     out = []
     for idx, step in enumerate(job["data"]["steps"]):
