@@ -98,3 +98,19 @@ def test_sim_gen2_answers_json_rpc_posts_with_digest_auth():
         assert reply["id"] == 7 and reply["result"]["output"] is True
     finally:
         sim.close()
+
+
+def test_a_plug_on_ipv6_is_reached_bracketed_or_bare(panio):
+    plug = SimPlug(gen=2, output=True, host="::1").start()
+    try:
+        assert panio("helper", "shellyplug", "-d", f"[::1]:{plug.port}", "off").out == "off\n"
+        assert not plug.output
+        assert panio("helper", "shellyplug", "-d", f"[::1]:{plug.port}", "state").out == "off\n"
+    finally:
+        plug.close()
+    from bench_agent.helpers.shellyplug import ShellyPlug, _host_port
+
+    assert _host_port("fd00::41") == ("fd00::41", 80) and _host_port("[fd00::41]") == ("fd00::41", 80)
+    assert ShellyPlug(*_host_port("[fd00::41]:8080")).where == "[fd00::41]:8080"
+    for bad in ("[::1", "[::1]x", "[::1]:0", "[]:80"):
+        assert "-d" in panio.fails("helper", "shellyplug", "-d", bad, "state", code=2).err

@@ -48,7 +48,7 @@ class ShellyPlug:
 
     @property
     def where(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     @property
     def gen(self) -> int:
@@ -142,11 +142,20 @@ def digest_authorization(challenge: str, user: str, password: str, method: str, 
 
 
 def _host_port(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":") if text.count(":") == 1 else (text, "", "")
+    """``HOST``, ``HOST:PORT``, an IPv6 address bare (``fd00::41``) or bracketed (``[fd00::41]:8080``)."""
+    if text.startswith("["):
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or not host or (rest and not rest.startswith(":")):
+            raise UsageError(f"{PROG}: bad address in -d {text!r}", hint="use -d [IPV6] or -d [IPV6]:PORT")
+        port = rest[1:] if rest else ""
+    elif text.count(":") == 1:
+        host, _, port = text.partition(":")
+    else:
+        host, port = text, ""
     if not port:
-        return text, 80
+        return host, 80
     if not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"{PROG}: bad port in -d {text!r}", hint="use -d HOST or -d HOST:PORT")
+        raise UsageError(f"{PROG}: bad port in -d {text!r}", hint="use -d HOST, -d HOST:PORT or -d [IPV6]:PORT")
     return host, int(port)
 
 
@@ -157,7 +166,8 @@ def parser() -> argparse.ArgumentParser:
                        "in a power hook:\n  panio power set -t pico --cycle-cmd \"shellyplug -d 192.0.2.41 cycle\" "
                        "--state-cmd \"shellyplug -d 192.0.2.41 state\"\n\nsee also: panio helper, docs/helpers.md",
                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-d", "--device", required=True, metavar="HOST[:PORT]", help="the plug's address")
+    p.add_argument("-d", "--device", required=True, metavar="HOST[:PORT]",
+                   help="the plug's address; IPv6 as [ADDRESS]:PORT or a bare ADDRESS")
     p.add_argument("-u", "--user", default="admin", help="user for an auth-protected plug (default admin)")
     p.add_argument("-p", "--password", help=f"password of an auth-protected plug (else ${PASSWORD_ENV})")
     p.add_argument("--timeout-s", type=float, default=5.0, help="HTTP timeout per request (default 5)")

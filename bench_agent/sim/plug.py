@@ -19,15 +19,20 @@ import hmac
 import json
 import re
 import secrets
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
 
+class _IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
 class SimPlug:
     def __init__(self, *, gen: int = 2, password: str | None = None, output: bool = True, port: int = 0,
-                 on_switch: Callable[[bool], None] | None = None) -> None:
+                 on_switch: Callable[[bool], None] | None = None, host: str = "127.0.0.1") -> None:
         if gen not in (1, 2):
             raise ValueError(f"gen must be 1 or 2, not {gen}")
         self.gen, self.password, self.on_switch = gen, password, on_switch
@@ -37,7 +42,8 @@ class SimPlug:
         self._lock = threading.Lock()
         self._nonces: set[str] = set()
         self.requests: list[str] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
+        server = _IPv6Server if ":" in host else ThreadingHTTPServer  # host "::1": the plug on IPv6 loopback
+        self._server = server((host, port), _handler_for(self))
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
