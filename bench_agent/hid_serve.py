@@ -12,14 +12,10 @@ discovery file is ``<state>/daemons/hid-<target>.json`` (``panio daemons``).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import signal
 import socket
-import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -116,38 +112,9 @@ class Server:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench_agent.errors import PanioError
-    from bench_agent.video_watch import write_json
+    from bench_agent.target_daemons import serve
 
-    p = argparse.ArgumentParser(prog=f"python -m {MODULE}")
-    p.add_argument("--state-dir", required=True, type=Path)
-    p.add_argument("--target", required=True)
-    p.add_argument("--config", required=True, help="the target's hid table as JSON")
-    a = p.parse_args(argv)
-    config = json.loads(a.config)
-    try:
-        server = Server(a.state_dir, a.target, config)
-    except PanioError as err:
-        sys.stdout.write(json.dumps({"ok": False, "error": err.to_json()}) + "\n")
-        return 1
-    signal.signal(signal.SIGTERM, lambda *_: server.stop.set())
-    signal.signal(signal.SIGINT, lambda *_: server.stop.set())
-    disc = discovery_path(a.target, a.state_dir)
-    disc.parent.mkdir(parents=True, exist_ok=True)
-    write_json(disc, {"name": f"hid-{a.target}", "kind": "hid", "target": a.target, "pid": os.getpid(),
-                      "started": time.time(), "device": config["device"], "protocol": config.get("protocol")})
-    sys.stdout.write(json.dumps({"ok": True, "pid": os.getpid()}) + "\n")
-    sys.stdout.flush()
-    try:
-        server.run()
-    finally:
-        server.close()
-        try:
-            if json.loads(disc.read_text()).get("pid") == os.getpid():
-                disc.unlink()
-        except (OSError, ValueError):
-            pass
-    return 0
+    return serve(MODULE, "hid", Server, discovery_path, argv, described=("protocol",))
 
 
 if __name__ == "__main__":

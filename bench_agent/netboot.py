@@ -22,16 +22,14 @@ import ipaddress
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_agent.errors import NotConfigured, Refused, UsageError, from_json
+from bench_agent.errors import NotConfigured, Refused, UsageError
 from bench_agent.paths import state_dir
-from bench_agent.process import read_ready, reap_when_done
+from bench_agent.process import start_daemon
 
 MODULE = "bench_agent.netboot_daemon"
 SERVERS = ("dnsmasq", "panio")
@@ -153,21 +151,8 @@ def start(s: Settings) -> dict[str, Any]:
     state = state_dir()
     folder = target_dir(s.target, state)
     folder.mkdir(parents=True, exist_ok=True)
-    r, w = os.pipe()
-    argv = [sys.executable, "-P", "-m", MODULE, "--state-dir", str(state), "--target", s.target,
-            "--config", json.dumps(s.to_json()), "--ready-fd", str(w)]
-    with open(folder / "daemon.err", "ab") as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=(w,),
-                                start_new_session=True, close_fds=True, cwd="/")
-    os.close(w)
-    try:
-        reply = read_ready(r, proc, "the netboot server", folder / "daemon.err", START_TIMEOUT_S)
-    finally:
-        os.close(r)
-    if not reply.get("ok"):
-        proc.wait(5)
-        raise from_json(reply["error"])
-    reap_when_done(proc)
+    reply = start_daemon(MODULE, "the netboot server", state=state, target=s.target, config=s.to_json(),
+                         log=folder / "daemon.err", timeout_s=START_TIMEOUT_S)
     return {**reply["info"], "already_running": False}
 
 

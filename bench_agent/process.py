@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 TERM_GRACE_S = 2.0
 DRAIN_GRACE_S = 1.0  # after the child exits, how long a grandchild holding its pipes may delay the result
@@ -237,6 +237,21 @@ def _death_signal_hook():
     return lambda: prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (one of another user's counts; a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
 # --- detached daemons: the start-up handshake -------------------------------------------------------
 
 
@@ -244,6 +259,36 @@ def reap_when_done(proc: subprocess.Popen) -> None:
     """Wait for ``proc`` in a daemon thread. A long-lived starter (a Celery worker's ``panio.op``, the SSH
     agent) is a detached daemon's parent: without a wait, a stopped daemon stays a zombie until it exits."""
     threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
+
+
+def start_daemon(module: str, what: str, *, state: Path, target: str, config: Any, log: Path,
+                 timeout_s: float) -> dict:
+    """Spawn ``module`` detached for ``target`` (its stdout and stderr appended to ``log``) and return its ready line.
+
+    The daemon is ``python -P -m module --state-dir STATE --target T --config JSON --ready-fd N``, in a
+    session of its own, in ``/``; ``read_ready`` waits for its line, and an ``ok: false`` one is raised
+    as the error it carries.
+    """
+    import json
+
+    from bench_agent.errors import from_json
+
+    r, w = os.pipe()
+    argv = [*module_argv(module), "--state-dir", str(state), "--target", target,
+            "--config", json.dumps(config), "--ready-fd", str(w)]
+    with open(log, "ab") as err:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=(w,),
+                                start_new_session=True, close_fds=True, cwd="/")
+    os.close(w)
+    try:
+        reply = read_ready(r, proc, what, log, timeout_s)
+    finally:
+        os.close(r)
+    if not reply.get("ok"):
+        proc.wait(5)
+        raise from_json(reply["error"])
+    reap_when_done(proc)
+    return reply
 
 
 def read_ready(fd: int, proc: subprocess.Popen, what: str, log: Path, timeout_s: float) -> dict:

@@ -1,4 +1,4 @@
-"""Per-target daemons other than serial capture (``video_watch``, ``hid_serve``): find, start, reap.
+"""Per-target daemons other than serial capture (``video_watch``, ``hid_serve``): find, start, reap, serve.
 
 Such a daemon is ``python -m <module> --state-dir DIR --target T --config JSON``;
 it prints one JSON line (``{"ok": true, "pid": N}`` or ``{"ok": false, "error":
@@ -6,13 +6,18 @@ it prints one JSON line (``{"ok": true, "pid": N}`` or ``{"ok": false, "error":
 runs. A live daemon of this state directory whose discovery file is gone is
 *untracked* (``panio daemons`` lists it as a stray); starting a new one reaps
 it first, so a sweep of the state directory never leaves two holding a device.
+``serve`` is such a daemon's ``main()``; the daemon itself is an object with a
+``stop`` event, ``run()`` (until ``stop`` is set) and ``close()``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +103,54 @@ def _ready_line(proc: subprocess.Popen) -> bytes:
         proc.wait(5)
         raise Timeout(f"{proc.args[3]} did not start within {START_TIMEOUT_S:g} s")
     return proc.stdout.readline()
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def serve(module: str, kind: str, open_daemon: Callable[[Path, str, dict[str, Any]], Any],
+          discovery_path: Callable[[str, Path], Path], argv: list[str] | None = None,
+          described: tuple[str, ...] = ()) -> int:
+    """Open the daemon, print the ready line, keep the discovery file while it runs until SIGTERM or SIGINT.
+
+    ``described`` names the config keys, besides ``device``, that the discovery file repeats.
+    """
+    import argparse
+    import signal
+
+    p = argparse.ArgumentParser(prog=f"python -m {module}")
+    p.add_argument("--state-dir", required=True, type=Path)
+    p.add_argument("--target", required=True)
+    p.add_argument("--config", required=True, help=f"the target's {kind} table as JSON")
+    a = p.parse_args(argv)
+    config = json.loads(a.config)
+    try:
+        daemon = open_daemon(a.state_dir, a.target, config)
+    except PanioError as err:
+        _say({"ok": False, "error": err.to_json()})
+        return 1
+    signal.signal(signal.SIGTERM, lambda *_: daemon.stop.set())
+    signal.signal(signal.SIGINT, lambda *_: daemon.stop.set())
+    disc = discovery_path(a.target, a.state_dir)
+    disc.parent.mkdir(parents=True, exist_ok=True)
+    write_json(disc, {"name": f"{kind}-{a.target}", "kind": kind, "target": a.target, "pid": os.getpid(),
+                      "started": time.time(), "device": config["device"], **{k: config.get(k) for k in described}})
+    _say({"ok": True, "pid": os.getpid()})
+    try:
+        daemon.run()
+    finally:
+        daemon.close()
+        try:
+            if json.loads(disc.read_text()).get("pid") == os.getpid():
+                disc.unlink()
+        except (OSError, ValueError):
+            pass
+    return 0
+
+
+def _say(line: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()

@@ -18,15 +18,13 @@ Readers (``video shot``/``read``) never talk to the daemon: they read these file
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import signal
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from bench_agent.target_daemons import serve, write_json
 
 MODULE = "bench_agent.video_watch"
 HEARTBEAT_S = 0.25
@@ -40,12 +38,6 @@ def video_dir(target: str, state: Path) -> Path:
 
 def discovery_path(target: str, state: Path) -> Path:
     return state / "daemons" / f"video-{target}.json"
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
 
 
 class Watcher:
@@ -82,6 +74,9 @@ class Watcher:
                 self._lost(err.message)
             finally:
                 backend.close()
+
+    def close(self) -> None:
+        """Nothing to release: ``run`` closes the device each time it leaves it."""
 
     def _frame(self, frame: Any) -> None:
         from bench_agent import video
@@ -120,30 +115,7 @@ class Watcher:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=f"python -m {MODULE}")
-    p.add_argument("--state-dir", required=True, type=Path)
-    p.add_argument("--target", required=True)
-    p.add_argument("--config", required=True, help="the target's video table as JSON")
-    a = p.parse_args(argv)
-    config = json.loads(a.config)
-    watcher = Watcher(a.state_dir, a.target, config)
-    signal.signal(signal.SIGTERM, lambda *_: watcher.stop.set())
-    signal.signal(signal.SIGINT, lambda *_: watcher.stop.set())
-    disc = discovery_path(a.target, a.state_dir)
-    disc.parent.mkdir(parents=True, exist_ok=True)
-    write_json(disc, {"name": f"video-{a.target}", "kind": "video", "target": a.target, "pid": os.getpid(),
-                      "started": time.time(), "device": config["device"]})
-    sys.stdout.write(json.dumps({"ok": True, "pid": os.getpid()}) + "\n")
-    sys.stdout.flush()
-    try:
-        watcher.run()
-    finally:
-        try:
-            if json.loads(disc.read_text()).get("pid") == os.getpid():
-                disc.unlink()
-        except (OSError, ValueError):
-            pass
-    return 0
+    return serve(MODULE, "video", Watcher, discovery_path, argv)
 
 
 if __name__ == "__main__":

@@ -29,12 +29,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-import tty
 from pathlib import Path
+
+from _pty_responder import running, serve, write_all  # beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the same ser2net launcher the peer tests use
@@ -46,26 +46,17 @@ TARGET_RATIO = 0.8
 
 
 def responder(link: str) -> None:
-    master, slave = os.openpty()
-    tty.setraw(slave)
-    os.symlink(os.ttyname(slave), link)
-    pending = b""
-    try:
-        while True:
-            pending += os.read(master, 65536)
-            while b"\r" in pending:
-                line, pending = pending.split(b"\r", 1)
-                if line.startswith(b"flood "):
-                    _flood(master, int(line[6:]))
-    finally:
-        os.unlink(link)
+    serve(link, _answer)
+
+
+def _answer(fd: int, line: bytes) -> None:
+    if line.startswith(b"flood "):
+        _flood(fd, int(line[6:]))
 
 
 def _flood(fd: int, lines: int) -> None:
     for first in range(0, lines, 1000):
-        view = memoryview(b"".join(b"%08d " % i + LINE_BODY for i in range(first, min(lines, first + 1000))))
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, b"".join(b"%08d " % i + LINE_BODY for i in range(first, min(lines, first + 1000))))
     os.write(fd, END)
 
 
@@ -152,10 +143,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="panio-bench-") as tmp:
         os.environ["PANIO_STATE_DIR"] = tmp
         link = os.path.join(tmp, "tty")
-        resp = subprocess.Popen([sys.executable, __file__, "--responder", link])
-        try:
-            while not os.path.exists(link):
-                time.sleep(0.01)
+        with running(__file__, link):
             out = {"ser2net_dev_to_net_bufsize": a.bufsize}
             for kind, lines in (("socket", a.lines), ("rfc2217", a.rfc2217_lines)):
                 exporter = Ser2net(Path(tmp) / "ser2net", link, kind, bufsize=a.bufsize)
@@ -167,9 +155,6 @@ def main() -> int:
                     exporter.stop()
                 row["ratio"] = round(row["panio"]["mb_s"] / row["pyserial"]["mb_s"], 3)
                 out[kind] = row
-        finally:
-            resp.terminate()
-            resp.wait(10)
     if a.json:
         print(json.dumps(out, indent=2))
         return 0

@@ -32,38 +32,30 @@ import subprocess
 import sys
 import tempfile
 import time
-import tty
 from pathlib import Path
+
+from _pty_responder import running, serve, write_all  # beside this script
 
 LABGRID = {"p50_ms": 0.64, "p99_ms": 0.99}
 FLOOD_BLOCK = (b"0123456789abcdef" * 4 + b"\r\n") * 900
 
 
 def responder(link: str) -> None:
-    master, slave = os.openpty()
-    tty.setraw(slave)
-    os.symlink(os.ttyname(slave), link)
-    pending = b""
-    try:
-        while True:
-            pending += os.read(master, 65536)
-            while b"\r" in pending:
-                line, pending = pending.split(b"\r", 1)
-                if line.startswith(b"flood "):
-                    _flood(master, int(line[6:]))
-                elif line:
-                    os.write(master, b"ok " + line[2:] + b"\r\n")
-    finally:
-        os.unlink(link)
+    serve(link, _answer)
+
+
+def _answer(fd: int, line: bytes) -> None:
+    if line.startswith(b"flood "):
+        _flood(fd, int(line[6:]))
+    elif line:
+        os.write(fd, b"ok " + line[2:] + b"\r\n")
 
 
 def _flood(fd: int, size: int) -> None:
     sent = 0
     while sent < size:
         chunk = FLOOD_BLOCK[:size - sent]
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, chunk)
         sent += len(chunk)
     os.write(fd, b"END\r\n")
 
@@ -204,19 +196,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="panio-bench-") as tmp:
         os.environ["PANIO_STATE_DIR"] = tmp
         link = os.path.join(tmp, "tty")
-        resp = subprocess.Popen([sys.executable, __file__, "--responder", link])
-        try:
-            return _run(a, link, resp)
-        finally:
-            resp.terminate()
-            resp.wait(10)
+        with running(__file__, link):
+            return _run(a, link)
 
 
-def _run(a: argparse.Namespace, link: str, resp: subprocess.Popen) -> int:
+def _run(a: argparse.Namespace, link: str) -> int:
     from bench_agent import ops
 
-    while not os.path.exists(link):
-        time.sleep(0.01)
     size = int(a.flood_mb * 1e6)
     out = {"trips": a.trips, "floor": floor(link, a.trips), "floor_capture_mb_s": round(floor_capture(link, size), 1)}
     out["labgrid"] = labgrid(a.labgrid_python, link, a.trips)

@@ -1,11 +1,18 @@
-"""Helpers for job tests: a fixture lab, job files, PostgreSQL schemas, waiting."""
+"""Helpers for job tests: a fixture lab, job files, PostgreSQL schemas, waiting, stopping, a webhook receiver."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
+import threading
 import time
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import pytest
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -27,7 +34,6 @@ def job_file(tmp: Path, body: str, name: str = "job.toml") -> str:
 
 def pg_schema() -> str:
     """A fresh PostgreSQL schema; returns the results URL that uses it (the test is skipped without PostgreSQL)."""
-    import pytest
     import sqlalchemy as sa
 
     schema = "t_" + uuid.uuid4().hex[:12]
@@ -67,3 +73,55 @@ def stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         proc.kill()
     proc.wait(timeout=10)
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = 20) -> None:
+    """SIGTERM to ``proc``'s process group (started with ``start_new_session``), SIGKILL after ``grace_s``."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass  # the whole group is gone already
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+
+
+class Receiver:
+    """An HTTP server on loopback recording each POST (path, JSON body); the first POST to /flaky gets a 500."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[str, dict]] = []
+        self.failed_once = False
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path == "/flaky" and not outer.failed_once:
+                    outer.failed_once = True
+                    self.send_response(500)
+                else:
+                    outer.posts.append((self.path, body))
+                    self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def bodies(self, path: str) -> list[dict]:
+        return [b for p, b in self.posts if p == path]
+
+
+@pytest.fixture
+def receiver():
+    """A ``Receiver`` for one test (a module uses it with ``from jobhelp import receiver``)."""
+    r = Receiver()
+    yield r
+    r.server.shutdown()
+    r.server.server_close()

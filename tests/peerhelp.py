@@ -1,4 +1,8 @@
-"""Real peers for the job path: a private redis-server, `panio worker` processes, a database to read directly."""
+"""Real peers for the job path: a private redis-server, `panio worker` processes, a database to read directly.
+
+Also the machine's own Redis (``SHARED_REDIS``), each test under a key prefix of its own (the ``prefix``
+fixture: ``from peerhelp import prefix``), and the one-host lab the worker tests drive (``worker_lab``).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,13 @@ import subprocess
 import uuid
 from pathlib import Path
 
+import pytest
+
 from conftest import PANIO
 from jobhelp import wait_for
 
 REDIS = "/usr/bin/redis-server"
+SHARED_REDIS = "redis://127.0.0.1:6379/5"
 
 
 def free_port() -> int:
@@ -70,10 +77,10 @@ class Workers:
                     "PANIO_RESULTS_URL": f"sqlite:///{root / 'results.db'}", **env}
         self.procs: list[subprocess.Popen] = []
 
-    def start(self, host: str, *extra: str) -> subprocess.Popen:
+    def start(self, host: str, *extra: str, concurrency: int = 3) -> subprocess.Popen:
         log = self.root / f"worker-{host}-{len(self.procs)}.log"
         env = {**os.environ, **self.env, "PANIO_STATE_DIR": str(self.root / "wstate"), "HOME": str(self.root)}
-        proc = subprocess.Popen([PANIO, "worker", "--host", host, "--concurrency", "3", *extra], env=env,
+        proc = subprocess.Popen([PANIO, "worker", "--host", host, "--concurrency", str(concurrency), *extra], env=env,
                                 stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
         proc.log = log
         self.procs.append(proc)
@@ -104,3 +111,29 @@ class Workers:
 
     def logs(self) -> str:
         return "".join(p.log.read_text() for p in self.procs)
+
+
+def worker_lab(panio, workers: Workers, host: str = "h1", targets: tuple[str, ...] = ("t1",)) -> None:
+    """A new lab with ``targets`` on ``host``, which only ``workers`` reach (its SSH address does not resolve)."""
+    panio.env.update(workers.env)
+    panio("init")
+    panio("host", "add", host, "--ssh", f"ops@{host}.invalid")
+    for t in targets:
+        panio("target", "add", t, "--host", host)
+
+
+def drop_keys(url: str, prefix: str) -> None:
+    """Delete every key under ``prefix`` in the Redis at ``url``."""
+    import redis
+
+    r = redis.Redis.from_url(url)
+    for key in r.scan_iter(match=f"{prefix}*"):
+        r.delete(key)
+
+
+@pytest.fixture
+def prefix():
+    """A key prefix of this test's own in ``SHARED_REDIS``, emptied afterwards."""
+    p = f"panio-test-{uuid.uuid4().hex[:10]}:"
+    yield p
+    drop_keys(SHARED_REDIS, p)

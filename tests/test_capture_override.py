@@ -14,13 +14,13 @@ import os
 import signal
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from conftest import PANIO
 from jobhelp import job_file, wait_for
+from peerhelp import Workers, drop_keys
 from serial_fixtures import Bench
 
 
@@ -106,24 +106,16 @@ def _zombie_children(pid: int) -> list[int]:
 
 
 def test_a_supervisor_started_through_a_worker_is_reaped_when_it_stops(panio, bench, tmp_path):
-    prefix = f"panio-test-{uuid.uuid4().hex[:10]}:"
-    env = {"PANIO_BROKER": REDIS_URL, "PANIO_REDIS_PREFIX": prefix,
-           "PANIO_RESULTS_URL": f"sqlite:///{tmp_path / 'results.db'}"}
-    panio.env.update(env)
+    workers = Workers(tmp_path, REDIS_URL)
+    panio.env.update(workers.env)
     panio("host", "add", "bench1", "--ssh", "ops@bench1.invalid")
     panio("host", "set", "bench1", "--transport", "celery")
     device = bench.sims["pico/console"].device  # pico, now owned by host bench1, reached through its worker
     panio("target", "rm", "pico")
     panio("target", "add", "pico", "--host", "bench1")
     panio("serial", "add", "console", "-t", "pico", "--device", device)
-    log = tmp_path / "worker.log"
-    wenv = {**os.environ, **env, "PANIO_STATE_DIR": str(tmp_path / "wstate"), "HOME": str(tmp_path)}
-    with open(log, "w") as f:
-        worker = subprocess.Popen([PANIO, "worker", "--host", "bench1", "--concurrency", "2"], env=wenv,
-                                  stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_for(lambda: "ready." in log.read_text() or worker.poll() is not None, timeout_s=60)
-        assert worker.poll() is None, log.read_text()
+        worker = workers.start("bench1", concurrency=2)
         for _ in range(2):
             started = panio("serial", "watch", "pico", "--json", timeout=90).json()
             assert started["already_running"] is False
@@ -131,17 +123,8 @@ def test_a_supervisor_started_through_a_worker_is_reaped_when_it_stops(panio, be
             wait_for(lambda: not Path(f"/proc/{started['pid']}").exists(), timeout_s=10)  # reaped: gone entirely
         assert _zombie_children(worker.pid) == []
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(timeout=5)
-        import redis
-
-        r = redis.Redis.from_url(REDIS_URL)
-        for key in r.scan_iter(match=f"{prefix}*"):
-            r.delete(key)
+        workers.stop_all()
+        drop_keys(REDIS_URL, workers.env["PANIO_REDIS_PREFIX"])
 
 
 # --- the lost-worker reason ------------------------------------------------------------------------

@@ -10,20 +10,12 @@ import time
 import pytest
 
 from conftest import PANIO
-from jobhelp import job_file, stop, wait_for
+from jobhelp import job_file, receiver, stop, wait_for  # noqa: F401 - receiver is a fixture
+from peerhelp import drop_keys
 from test_jobs_celery import Bench
-from test_notify import Receiver
 
 CHECK = "name = 'b1-health'\n[[steps]]\nname = 'probe'\nrun = 'panio action run ${target} probe'\n"
 PING = "target = 'b1'\n[[steps]]\nrun = 'panio ping ${target}'\n"
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.server.shutdown()
-    r.server.server_close()
 
 
 @pytest.fixture
@@ -32,11 +24,7 @@ def worker(tmp_path):
     b.start("bench1")
     yield b
     b.stop_all()
-    import redis
-
-    r = redis.Redis.from_url(b.env["PANIO_BROKER"])
-    for key in r.scan_iter(match=f"{b.prefix}*"):
-        r.delete(key)
+    drop_keys(b.env["PANIO_BROKER"], b.prefix)
 
 
 def test_worker_runs_health_checks_and_holds_jobs_in_maintenance(panio, tmp_path, worker, receiver):

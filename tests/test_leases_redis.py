@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 
@@ -13,19 +12,8 @@ from bench_agent import leases
 from bench_agent.errors import Busy, Refused
 from conftest import PANIO
 from jobhelp import fixture_lab, job_file, stop, wait_for
-
-REDIS_URL = "redis://127.0.0.1:6379/5"
-
-
-@pytest.fixture
-def prefix():
-    p = f"panio-test-{uuid.uuid4().hex[:10]}:"
-    yield p
-    import redis
-
-    r = redis.Redis.from_url(REDIS_URL)
-    for key in r.scan_iter(match=f"{p}*"):
-        r.delete(key)
+from peerhelp import SHARED_REDIS as REDIS_URL
+from peerhelp import prefix  # noqa: F401 - a fixture
 
 
 @pytest.fixture

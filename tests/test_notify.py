@@ -3,57 +3,16 @@ format, retries, and a receiver that hangs never holds up a job."""
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from jobhelp import job_file, wait_for
+from jobhelp import job_file, receiver, wait_for  # noqa: F401 - receiver is a fixture
 
 PASS = 'target = "pico"\n[[steps]]\nrun = "panio ping ${target}"\n'
 FAIL = 'target = "pico"\n[[steps]]\nrun = "panio ping ${target}"\nexpect_output = "never-printed"\n'
 LAB_FAIL = 'target = "pico"\n[[steps]]\nrun = "panio serial status ${target}"\n'
-
-
-class Receiver:
-    """An HTTP server on loopback recording each POST (path, JSON body); the first POST to /flaky gets a 500."""
-
-    def __init__(self) -> None:
-        self.posts: list[tuple[str, dict]] = []
-        self.failed_once = False
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                if self.path == "/flaky" and not outer.failed_once:
-                    outer.failed_once = True
-                    self.send_response(500)
-                else:
-                    outer.posts.append((self.path, body))
-                    self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def bodies(self, path: str) -> list[dict]:
-        return [b for p, b in self.posts if p == path]
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.server.shutdown()
-    r.server.server_close()
 
 
 @pytest.fixture

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import urllib.request
 
 import pytest
 
-from jobhelp import job_file, wait_for
-from peerhelp import REDIS, PrivateRedis, Workers, free_port
+from jobhelp import job_file, stop_group, wait_for
+from peerhelp import REDIS, PrivateRedis, Workers, free_port, worker_lab
 
 pytest.importorskip("flower", reason="flower is in the test extra (pip install -e .[test])")
 pytestmark = pytest.mark.skipif(not os.path.exists(REDIS), reason="redis-server not installed (scripts/system-deps.sh)")
@@ -35,10 +34,7 @@ def test_flower_lists_panio_workers_and_tasks(panio, tmp_path):
     redis = PrivateRedis(tmp_path)
     redis.start()
     workers = Workers(tmp_path, redis.url)
-    panio.env.update(workers.env)
-    panio("init")
-    panio("host", "add", "h1", "--ssh", "ops@h1.invalid")
-    panio("target", "add", "t1", "--host", "h1")
+    worker_lab(panio, workers)
     port = free_port()
     flower = subprocess.Popen([sys.executable, "-m", "celery", "-A", "controller.jobs.monitor", "flower",
                                "--address=127.0.0.1", f"--port={port}"],
@@ -61,11 +57,6 @@ def test_flower_lists_panio_workers_and_tasks(panio, tmp_path):
         assert task_id == "panio-job-1" and task["worker"] == name
         assert "'health': 'complete'" in task["result"]
     finally:
-        os.killpg(flower.pid, signal.SIGTERM)
-        try:
-            flower.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(flower.pid, signal.SIGKILL)
-            flower.wait()
+        stop_group(flower, grace_s=10)
         workers.stop_all()
         redis.stop()

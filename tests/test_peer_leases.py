@@ -7,11 +7,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -20,32 +18,15 @@ from bench_agent import leases
 from bench_agent.errors import Busy, Refused
 from bench_agent.fences import FenceStore
 from conftest import PANIO
-from jobhelp import job_file, stop, wait_for
+from jobhelp import job_file, stop, stop_group, wait_for
+from peerhelp import REDIS, SHARED_REDIS, PrivateRedis, free_port
+from peerhelp import prefix  # noqa: F401 - a fixture
 
-REDIS = "/usr/bin/redis-server"
-SHARED_REDIS = "redis://127.0.0.1:6379/5"
 needs_redis = pytest.mark.skipif(not os.path.exists(REDIS), reason="redis-server not installed (scripts/system-deps.sh)")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class VolatileRedis:
-    """A private redis-server with no persistence at all (no RDB, no AOF), as many labs run it."""
-
-    def __init__(self, root: Path) -> None:
-        self.root, self.port = root, free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen([REDIS, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", "--dir", str(self.root)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(self._answers, timeout_s=10, every_s=0.05)
+class VolatileRedis(PrivateRedis):
+    """A private redis-server with no persistence at all (no RDB, no AOF), as many labs run it; stopped by SIGKILL."""
 
     def restart(self) -> None:
         """Kill it and start a fresh one on the same port: every key, fencing counters included, is gone."""
@@ -57,14 +38,6 @@ class VolatileRedis:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
 
-    def _answers(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
-                s.sendall(b"PING\r\n")
-                return s.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
-
 
 @pytest.fixture
 def volatile(tmp_path):
@@ -72,17 +45,6 @@ def volatile(tmp_path):
     r.start()
     yield r
     r.stop()
-
-
-@pytest.fixture
-def prefix():
-    p = f"panio-test-{uuid.uuid4().hex[:10]}:"
-    yield p
-    import redis
-
-    r = redis.Redis.from_url(SHARED_REDIS)
-    for key in r.scan_iter(match=f"{p}*"):
-        r.delete(key)
 
 
 # --- item 4: fencing tokens never go backwards -------------------------------------------------------
@@ -224,13 +186,7 @@ def test_a_raw_celery_message_cannot_act_on_a_leased_target(panio, tmp_path, pre
         reply = app.send_task(OP_TASK, args=["action.run", request], queue=queue_name("bench1")).get(timeout=30)
         assert reply["ok"] and flashed.exists()  # the road itself works once the target is free
     finally:
-        if worker.poll() is None:
-            os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait(timeout=5)
+        stop_group(worker)
 
 
 # --- item 9: a job runs runtime commands only and never changes the operator's lab --------------------

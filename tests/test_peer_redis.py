@@ -17,7 +17,7 @@ import pytest
 
 from conftest import PANIO
 from jobhelp import job_file, wait_for
-from peerhelp import REDIS, PrivateRedis, Workers
+from peerhelp import REDIS, PrivateRedis, Workers, worker_lab
 
 pytestmark = pytest.mark.skipif(not os.path.exists(REDIS), reason="redis-server not installed (scripts/system-deps.sh)")
 
@@ -26,11 +26,7 @@ STEP = "[[steps]]\nrun = 'ping ${target} --count 3 --interval 0.1'\n"
 
 
 def suite_lab(panio, tmp_path, workers: Workers) -> str:
-    panio.env.update(workers.env)
-    panio("init")
-    panio("host", "add", "h1", "--ssh", "ops@h1.invalid")
-    for t in ("t1", "t2"):
-        panio("target", "add", t, "--host", "h1")
+    worker_lab(panio, workers, targets=("t1", "t2"))
     names = [f"j{i}.toml" for i in range(JOBS)]
     for name in names:
         job_file(tmp_path, f"name = '{name[:-5]}'\n" + STEP, name)
@@ -76,10 +72,7 @@ def test_workers_survive_repeated_redis_restarts_during_jobs(panio, tmp_path):
     redis = PrivateRedis(tmp_path)
     redis.start()
     workers = Workers(tmp_path, redis.url)
-    panio.env.update(workers.env)
-    panio("init")
-    panio("host", "add", "h1", "--ssh", "ops@h1.invalid")
-    panio("target", "add", "t1", "--host", "h1")
+    worker_lab(panio, workers)
     long = job_file(tmp_path, "lease_ttl_s = 3\n[[steps]]\nrun = 'ping ${target} --count 40 --interval 0.1'\n",
                     "long.toml")
     try:

@@ -14,7 +14,6 @@ import os
 import pwd
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from conftest import PANIO
-from jobhelp import job_file, wait_for
+from jobhelp import job_file, stop_group, wait_for
+from peerhelp import drop_keys
 from sshd import Sshd
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,11 +87,7 @@ def fresh(panio, tmp_path):
     yield host
     host.remove()
     sshd.stop()
-    import redis
-
-    r = redis.Redis.from_url(REDIS_URL)
-    for key in r.scan_iter(match=f"{prefix}*"):
-        r.delete(key)
+    drop_keys(REDIS_URL, prefix)
 
 
 def _lingering_ssh_masters() -> list[str]:
@@ -160,12 +156,7 @@ def test_setup_provisions_a_fresh_host_that_then_runs_a_job(panio, fresh, tmp_pa
         assert (done["health"], done["result"]) == ("complete", "passed"), done
         assert done["worker"].startswith("worker fresh@")
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
+        stop_group(worker)
 
     # idempotent: the same setup again changes nothing; --code-only too
     again = panio("setup", "--host", "fresh", "--no-sudo", "--json", timeout=600).json()

@@ -5,17 +5,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench_agent.errors import PanioError, Timeout, from_json
+from bench_agent.errors import PanioError, Timeout
 from bench_agent.serial import files
 from bench_agent.serial.device import command_line
 from bench_agent.serial.control import ControlClient, not_running
-from bench_agent.process import read_ready, reap_when_done
+from bench_agent.process import pid_alive, start_daemon
 from bench_agent.serial.supervisor import MODULE
 
 START_TIMEOUT_S = 15.0
@@ -30,20 +28,6 @@ def discovery(target: str, state: Path | None = None) -> dict[str, Any] | None:
         return None
     pid = info.get("pid", -1)
     return info if pid_alive(pid) and MODULE in command_line(pid) else None
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def connect(target: str, timeout_s: float | None = 10.0) -> ControlClient:
@@ -61,22 +45,8 @@ def start(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
     log = files.target_dir(target, state) / "supervisor.err"
     log.parent.mkdir(parents=True, exist_ok=True)
     _rotate(log)
-    r, w = os.pipe()
-    argv = [sys.executable, "-P", "-m", MODULE, "--state-dir", str(state), "--target", target,
-            "--config", json.dumps(interfaces), "--ready-fd", str(w)]
-    with open(log, "ab") as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=(w,),
-                                start_new_session=True, close_fds=True, cwd="/")
-    os.close(w)
-    try:
-        reply = read_ready(r, proc, "the serial supervisor", log, START_TIMEOUT_S)
-    finally:
-        os.close(r)
-    if not reply.get("ok"):
-        proc.wait(5)
-        raise from_json(reply["error"])
-    reap_when_done(proc)
-    return reply
+    return start_daemon(MODULE, "the serial supervisor", state=state, target=target, config=interfaces, log=log,
+                        timeout_s=START_TIMEOUT_S)
 
 
 ERR_LOG_MAX_BYTES = 1 << 20  # the supervisor's stderr, appended to at every start: one old copy is kept

@@ -66,13 +66,9 @@ class SimConsole:
 
     def __init__(self, link: str | None = None, *, banner: str = "panio simulated board", boot_s: float = 1.0,
                  countdown_s: float = 3.0, powered: bool = True) -> None:
-        self._master, self._slave = os.openpty()
-        tty.setraw(self._slave)
+        self._master, self._slave, self.slave_path = open_pty(link)
         os.set_blocking(self._master, False)
-        self.slave_path = os.ttyname(self._slave)
         self.link = link
-        if link:
-            _symlink(self.slave_path, link)
         self.device = link or self.slave_path
         self.banner, self.boot_s, self.countdown_s = banner, boot_s, countdown_s
         self._lock = threading.Lock()
@@ -138,13 +134,7 @@ class SimConsole:
         os.write(self._wake_w, b"x")
         if self._thread.is_alive():
             self._thread.join(5)
-        for fd in (self._master, self._slave, self._wake_r, self._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        if self.link and os.path.islink(self.link) and os.readlink(self.link) == self.slave_path:
-            os.unlink(self.link)
+        release_pty((self._master, self._slave, self._wake_r, self._wake_w), self.link, self.slave_path)
 
     def __enter__(self) -> "SimConsole":
         self.start()
@@ -327,6 +317,27 @@ class SimConsole:
                 select.select([], [self._master], [], 0.2)
             except OSError:
                 return
+
+
+def open_pty(link: str | None) -> tuple[int, int, str]:
+    """A raw PTY pair and, if ``link`` is given, that symlink to its slave side: (master fd, slave fd, slave path)."""
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    slave_path = os.ttyname(slave)
+    if link:
+        _symlink(slave_path, link)
+    return master, slave, slave_path
+
+
+def release_pty(fds: tuple[int, ...], link: str | None, slave_path: str) -> None:
+    """Close ``fds`` (one already closed is no error) and remove ``link`` if it still points to this PTY."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    if link and os.path.islink(link) and os.readlink(link) == slave_path:
+        os.unlink(link)
 
 
 def _symlink(target: str, link: str) -> None:

@@ -15,11 +15,10 @@ from __future__ import annotations
 import os
 import select
 import threading
-import tty
 from typing import Callable
 
 from bench_agent.hid_backends import ch9329
-from bench_agent.sim.console import _symlink
+from bench_agent.sim.console import open_pty, release_pty
 
 OnKey = Callable[[int, int], None]
 OnClick = Callable[[int, int, int], None]
@@ -28,12 +27,8 @@ INFO_DATA = bytes([0x30, 0x01, 0x00, 0, 0, 0, 0, 0])  # version 1.0, USB enumera
 
 class SimHidRig:
     def __init__(self, link: str | None, on_key: OnKey, on_click: OnClick) -> None:
-        self._master, self._slave = os.openpty()
-        tty.setraw(self._slave)
-        self.slave_path = os.ttyname(self._slave)
+        self._master, self._slave, self.slave_path = open_pty(link)
         self.link = link
-        if link:
-            _symlink(self.slave_path, link)
         self.device = link or self.slave_path
         self.on_key, self.on_click = on_key, on_click
         self.frames: list[bytes] = []
@@ -51,13 +46,7 @@ class SimHidRig:
     def close(self) -> None:
         os.write(self._stop_w, b"x")
         self._thread.join(5)
-        for fd in (self._master, self._slave, self._stop_r, self._stop_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        if self.link and os.path.islink(self.link) and os.readlink(self.link) == self.slave_path:
-            os.unlink(self.link)
+        release_pty((self._master, self._slave, self._stop_r, self._stop_w), self.link, self.slave_path)
 
     def _run(self) -> None:
         while True:

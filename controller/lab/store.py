@@ -162,25 +162,17 @@ def write_atomic(path: LabPath, text: str) -> None:
 
 def _remove_stale_temporaries(folder: str, name: str) -> None:
     """Temporaries ``.<name>.<pid>.*.tmp`` whose writer is gone (killed mid-edit; we hold the lock)."""
+    from bench_agent.process import pid_alive
+
     prefix = f".{name}."
     with contextlib.suppress(OSError):
         for entry in os.listdir(folder):
             if not (entry.startswith(prefix) and entry.endswith(".tmp")):
                 continue
             pid = entry[len(prefix):].split(".", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(folder, entry))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextlib.contextmanager
