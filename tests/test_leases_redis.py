@@ -68,7 +68,7 @@ def test_a_crashed_holders_lease_frees_within_its_ttl(store, prefix):
         proc.wait(timeout=5)
         killed = time.monotonic()
         wait_for(lambda: store.current("pico") is None, timeout_s=3, every_s=0.02)
-        assert time.monotonic() - killed <= 1.1
+        assert time.monotonic() - killed <= 1.0 + 0.4  # the TTL, plus slack for polling on a busy machine
     finally:
         stop(proc)
     assert store.try_acquire("pico", {"holder": "next"}, ttl_s=1) is not None
