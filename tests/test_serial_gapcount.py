@@ -220,6 +220,12 @@ def test_status_count_through_stops_kills_unplugs_and_eviction(bench, panio, tmp
         kinds = [(r.kind, bool(r.note().get("reconnected"))) for r in records_backward(log) if r.kind == GAP]
         assert kinds == [(GAP, True), (GAP, False), (GAP, False)]  # newest first: reconnected, lost, restart
         counted(2)  # the reconnection closes the outage, it is not a second one
+        panio("serial", "stop", "pico")
+        for seg in segments(log):
+            gaps_path(seg).unlink()  # as a log of older panio is: segments only
+        assert bench.status("pico")["log"]["gaps_recorded"] == old_walk(log) == 2 and not sidecars_hold(log)
+        panio("serial", "watch", "pico")  # the next start repairs them
+        counted(2)
         panio("serial", "send", "pico", "flood 200000")  # fills more than the two kept 64 KiB segments
         deadline = time.monotonic() + 30
         while old_walk(log) and time.monotonic() < deadline:

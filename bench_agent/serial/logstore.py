@@ -217,7 +217,7 @@ def _write_mark(seg: Path, mark: dict) -> None:
     os.replace(tmp, gaps_path(seg))
 
 
-def _repair_marks(path: Path) -> dict | None:
+def repair_sidecars(path: Path) -> dict | None:
     """Give every segment a sidecar that holds (walking the ones that have none); the current segment's mark."""
     current = None
     for seg in segments(path):
@@ -249,7 +249,7 @@ class LogWriter:
         self.path, self.segment_bytes, self.keep = path, segment_bytes, keep
         path.parent.mkdir(parents=True, exist_ok=True)
         self._truncate_torn_tail()
-        self._mark = _repair_marks(path)
+        self._mark = repair_sidecars(path)
         self.last = last_record(path)
         self.cursor, self.seq, self.col = self.last.end_state() if self.last else (0, 0, 0)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
