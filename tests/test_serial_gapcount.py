@@ -104,6 +104,20 @@ def test_a_damaged_or_misplaced_sidecar_is_detected_and_walked(tmp_path, damage)
     assert sidecars_hold(path) and count_outages(path) == 3
 
 
+def test_a_sidecar_of_a_segment_without_gaps_is_not_believed_for_another(tmp_path):
+    """A crash mid-rotation can leave a segment's sidecar beside another: "no outage" must not pass for it."""
+    path = tmp_path / "console.log"
+    w = LogWriter(path, segment_bytes=2048, keep=2)
+    for i in range(70):
+        w.append(DATA, 1, b"line %04d\r\n" % i, i)
+    outage(w, 70)
+    w.close()
+    older, current = segments(path)
+    assert [logstore.walk_outages(seg) for seg in (older, current)] == [0, 1]
+    gaps_path(current).write_bytes(gaps_path(older).read_bytes())
+    assert logstore._sidecar_count(current) is None and count_outages(path) == old_walk(path) == 1
+
+
 def test_killed_between_the_sidecar_and_its_record(tmp_path):
     """The sidecar is written first, so it claims a gap that is not on disk: the reader walks; the restart repairs."""
     path = tmp_path / "console.log"
@@ -158,6 +172,8 @@ def test_kill_9_at_random_moments_never_leaves_a_wrong_count(tmp_path):
         assert count_outages(path) == old_walk(path), f"after kill {epoch}"  # torn tail and all, before a restart
     LogWriter(path, segment_bytes=1500, keep=2).close()
     assert sidecars_hold(path) and count_outages(path) == old_walk(path) > 0
+    names = {p.name for p in tmp_path.iterdir()}  # no stray sidecar or temp file survives the last start
+    assert names == {n for seg in segments(path) for n in (seg.name, gaps_path(seg).name)}, names
 
 
 # -- the supervisor on a simulated board (a real PTY) --------------------------------------------------------

@@ -235,6 +235,8 @@ def repair_sidecars(path: Path) -> dict | None:
         seg = stray.with_name(stray.name[:-len(GAPS_SUFFIX)])
         if re.fullmatch(re.escape(path.name) + r"(\.\d+)?", seg.name) and not seg.exists():
             stray.unlink(missing_ok=True)
+    for tmp in path.parent.glob(f".{path.name}*{GAPS_SUFFIX}.*.tmp"):  # a kill -9 before the rename
+        tmp.unlink(missing_ok=True)
     return current
 
 
