@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_agent.serial.lines import render
-from bench_agent.serial.logstore import DATA, GAP, SENT, records_backward, segments
+from bench_agent.serial.logstore import DATA, SENT, count_outages, records_backward, segments
 from bench_agent.serial.query import records_since
 
 UNKNOWN = "unknown"
@@ -99,7 +99,7 @@ def status(target: str, iface: dict[str, Any], path: Path, info: dict[str, Any] 
         out["rx"] = {"cursor": mine["cursor"], "next_seq": mine["next_seq"], "last_rx": mine["rx_last"] or UNKNOWN}
         out["tx"] = {"bytes": mine["tx_bytes"], "last_tx": mine["tx_last"] or UNKNOWN}
     out["log"] = {"path": str(path), "bytes_on_disk": sum(os.path.getsize(p) for p in segments(path)),
-                  "gaps_recorded": _count_gaps(path)}
+                  "gaps_recorded": count_outages(path)}
     return out
 
 
@@ -117,7 +117,3 @@ def _last_rx(path: Path) -> str:
             return _iso(rec.time_ns)
     return UNKNOWN
 
-
-def _count_gaps(path: Path) -> int:
-    """Outages, not markers: a reconnection closes the gap its loss opened."""
-    return sum(1 for rec in records_backward(path) if rec.kind == GAP and not rec.note().get("reconnected"))

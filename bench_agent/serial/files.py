@@ -1,6 +1,7 @@
 """Where serial state lives on a control host.
 
     <state>/serial/<target>/<iface>.log[.N]   record logs (current segment, older ones)
+    <state>/serial/<target>/<iface>.log[.N].gaps  each segment's gap count (see logstore)
     <state>/serial/<target>/epoch             last capture epoch of the target
     <state>/daemons/serial-<target>.json      discovery file of a running supervisor
     <state>/run/serial-<target>.sock          control socket (/tmp/panio-<uid>/serial-<hash>.sock if too long)

@@ -16,6 +16,17 @@ marker's are the position after it (a gap ends the current line).
 
 One record is one ``os.write`` on an O_APPEND descriptor: a kill -9 can lose at
 most the record being written, and recovery truncates such a torn tail.
+
+Beside each segment the writer keeps ``<segment>.gaps``, a small JSON count of
+the segment's outages (gaps that are not "reconnected" markers), so the status
+never walks millions of records. It is written (temp file + rename) *before*
+the record it describes: the segment's first record and every outage. It names
+the header of the segment's first record and of its last outage, so a reader
+accepts it only if both are on disk where it says; then no outage can follow
+unseen, since writing one would have replaced the sidecar first. A sidecar
+that is missing (a log of older panio), unreadable, left behind by a crash
+mid-rotation or ahead of a record a kill -9 cut short fails that check, and the
+segment is walked as before; the writer repairs such sidecars when it starts.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import re
 import struct
 import time
 from dataclasses import dataclass
@@ -34,6 +46,7 @@ from bench_agent.serial.lines import advance
 HEAD = struct.Struct("<2sBxIQQIQI")
 TRAIL = struct.Struct("<I")
 MAGIC = b"PL"
+GAPS_SUFFIX = ".gaps"
 DATA, SENT, START, STOP, GAP = b"D"[0], b"T"[0], b"S"[0], b"X"[0], b"G"[0]
 SEGMENT_BYTES = int(os.environ.get("PANIO_SERIAL_SEGMENT_BYTES", 32 << 20))
 KEEP_SEGMENTS = int(os.environ.get("PANIO_SERIAL_KEEP_SEGMENTS", 2))
@@ -121,19 +134,110 @@ def _whole(seg: Path, tries: int = 5):
 def records_backward(path: Path) -> Iterator[Record]:
     """Every whole record of the log, newest first, across segments."""
     for seg in reversed(segments(path)):
-        try:
-            buf = _whole(seg)
-        except FileNotFoundError:  # rotated away while we read
-            continue
-        end = len(buf)
-        if end and _decode_at(buf, end) is None:  # torn by a crash: find the last whole record the slow way
-            end = max((e for e, _ in _walk_forward(buf)), default=0)
-        while end > 0:
-            rec = _decode_at(buf, end)
-            if rec is None:
-                break
+        for _, rec in _segment_backward(seg):
             yield rec
-            end -= HEAD.size + len(rec.payload) + TRAIL.size
+
+
+def _segment_backward(seg: Path) -> Iterator[tuple[int, Record]]:
+    """(end offset, record) for every whole record of one segment, newest first."""
+    try:
+        buf = _whole(seg)
+    except FileNotFoundError:  # rotated away while we read
+        return
+    end = len(buf)
+    if end and _decode_at(buf, end) is None:  # torn by a crash: find the last whole record the slow way
+        end = max((e for e, _ in _walk_forward(buf)), default=0)
+    while end > 0:
+        rec = _decode_at(buf, end)
+        if rec is None:
+            break
+        yield end, rec
+        end -= HEAD.size + len(rec.payload) + TRAIL.size
+
+
+def is_outage(kind: int, payload: bytes) -> bool:
+    """A gap that starts an outage; a "reconnected" gap only closes one and is not counted."""
+    return kind == GAP and not json.loads(payload).get("reconnected")
+
+
+def gaps_path(seg: Path) -> Path:
+    return seg.with_name(seg.name + GAPS_SUFFIX)
+
+
+def count_outages(path: Path) -> int:
+    """The log's outages over its retained segments: each segment's sidecar when it proves itself, else a walk."""
+    total = 0
+    for seg in segments(path):
+        counted = _sidecar_count(seg)
+        total += walk_outages(seg) if counted is None else counted
+    return total
+
+
+def walk_outages(seg: Path) -> int:
+    """Count one segment's outages record by record (the cost grows with the segment)."""
+    return sum(1 for _, rec in _segment_backward(seg) if is_outage(rec.kind, rec.payload))
+
+
+def _read_mark(seg: Path) -> dict | None:
+    try:
+        mark = json.loads(gaps_path(seg).read_bytes())
+        if all(isinstance(mark.get(k), t) for k, t in (("count", int), ("end", int), ("first", str))):
+            return mark
+    except (OSError, ValueError, AttributeError):
+        pass
+    return None
+
+
+def _sidecar_count(seg: Path) -> int | None:
+    """The sidecar's count, or None when it does not describe this segment as it is on disk."""
+    mark = _read_mark(seg)
+    if mark is None:
+        return None
+    try:
+        buf = _map(seg)
+    except FileNotFoundError:
+        return None
+    return mark["count"] if _mark_holds(mark, buf) else None
+
+
+def _mark_holds(mark: dict, buf) -> bool:
+    if len(buf) < HEAD.size or bytes(buf[:HEAD.size]).hex() != mark["first"]:
+        return False
+    if mark["count"] == 0:
+        return mark["end"] == 0
+    if not 0 < mark["end"] <= len(buf):
+        return False
+    rec = _decode_at(buf, mark["end"])
+    return rec is not None and is_outage(rec.kind, rec.payload) and rec.encode()[:HEAD.size].hex() == mark.get("last")
+
+
+def _write_mark(seg: Path, mark: dict) -> None:
+    tmp = seg.with_name(f".{seg.name}{GAPS_SUFFIX}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(mark))
+    os.replace(tmp, gaps_path(seg))
+
+
+def repair_sidecars(path: Path) -> dict | None:
+    """Give every segment a sidecar that holds (walking the ones that have none); the current segment's mark."""
+    current = None
+    for seg in segments(path):
+        mark, buf = _read_mark(seg), _map(seg)
+        if len(buf) >= HEAD.size and (mark is None or not _mark_holds(mark, buf)):
+            mark = {"first": bytes(buf[:HEAD.size]).hex(), "count": 0, "end": 0}
+            for end, rec in _segment_backward(seg):
+                if is_outage(rec.kind, rec.payload):
+                    if not mark["count"]:
+                        mark.update(end=end, last=rec.encode()[:HEAD.size].hex())
+                    mark["count"] += 1
+            _write_mark(seg, mark)
+        current = mark if len(buf) >= HEAD.size else None
+    for stray in path.parent.glob(path.name + "*" + GAPS_SUFFIX):  # left by a crash mid-rotation
+        seg = stray.with_name(stray.name[:-len(GAPS_SUFFIX)])
+        if re.fullmatch(re.escape(path.name) + r"(\.\d+)?", seg.name) and not seg.exists():
+            stray.unlink(missing_ok=True)
+    for tmp in path.parent.glob(f".{path.name}*{GAPS_SUFFIX}.*.tmp"):  # a kill -9 before the rename
+        tmp.unlink(missing_ok=True)
+    return current
 
 
 def last_record(path: Path) -> Record | None:
@@ -147,6 +251,7 @@ class LogWriter:
         self.path, self.segment_bytes, self.keep = path, segment_bytes, keep
         path.parent.mkdir(parents=True, exist_ok=True)
         self._truncate_torn_tail()
+        self._mark = repair_sidecars(path)
         self.last = last_record(path)
         self.cursor, self.seq, self.col = self.last.end_state() if self.last else (0, 0, 0)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -171,10 +276,23 @@ class LogWriter:
         data = rec.encode()
         if self._size and self._size + len(data) > self.segment_bytes:
             self._rotate()
+        self._mark_before(kind, payload, data)
         os.write(self._fd, data)
         self._size += len(data)
         self.last = rec
         return rec
+
+    def _mark_before(self, kind: int, payload: bytes, data: bytes) -> None:
+        """Update the segment's sidecar for the record about to be written (see the module's docstring)."""
+        outage = is_outage(kind, payload)
+        if self._size and not outage:
+            return
+        fresh = {"first": data[:HEAD.size].hex(), "count": 0, "end": 0}
+        mark = dict(self._mark) if self._size and self._mark else fresh
+        if outage:
+            mark.update(count=mark["count"] + 1, end=self._size + len(data), last=data[:HEAD.size].hex())
+        _write_mark(self.path, mark)
+        self._mark = mark
 
     def note(self, kind: int, epoch: int, time_ns: int, **fields) -> Record:
         return self.append(kind, epoch, json.dumps(fields).encode(), time_ns)
@@ -186,11 +304,24 @@ class LogWriter:
             if older.exists():
                 if n + 1 >= self.keep:
                     older.unlink()
+                    gaps_path(older).unlink(missing_ok=True)
                 else:
-                    older.rename(self.path.with_name(f"{self.path.name}.{n + 1}"))
-        self.path.rename(self.path.with_name(f"{self.path.name}.1")) if self.keep > 1 else self.path.unlink()
+                    _rename_with_mark(older, self.path.with_name(f"{self.path.name}.{n + 1}"))
+        if self.keep > 1:
+            _rename_with_mark(self.path, self.path.with_name(f"{self.path.name}.1"))
+        else:
+            self.path.unlink()
+            gaps_path(self.path).unlink(missing_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self._size = 0
+        self._size, self._mark = 0, None
 
     def close(self) -> None:
         os.close(self._fd)
+
+
+def _rename_with_mark(seg: Path, to: Path) -> None:
+    seg.rename(to)
+    try:
+        gaps_path(seg).rename(gaps_path(to))
+    except FileNotFoundError:  # a log of older panio: the next start walks it once
+        gaps_path(to).unlink(missing_ok=True)

@@ -3,8 +3,9 @@
     python -m bench_agent.serial.supervisor --state-dir DIR --target T --config JSON [--ready-fd N]
 
 Start-up, in order: take the target's supervisor lock (a second watch is
-refused), open every port exclusively (any failure ends start-up with that
-error, nothing left running), pick the next capture epoch, record a gap on any
+refused), check the logs' gap sidecars (see logstore), open every port
+exclusively (any failure ends start-up with that error, nothing left
+running), pick the next capture epoch, record a gap on any
 log whose previous capture did not stop cleanly, write an epoch-start record,
 serve the control socket, write the discovery file, report ready on
 ``--ready-fd``. SIGTERM or the ``stop`` request end it cleanly: stop records,
@@ -30,7 +31,7 @@ from bench_agent.errors import Busy, NotConfigured, PanioError, UsageError
 from bench_agent.serial import device, files, matcher
 from bench_agent.serial.channel import SEND_LOCK_WAIT_S, Channel
 from bench_agent.serial.control import ControlServer
-from bench_agent.serial.logstore import GAP, START, STOP, LogWriter
+from bench_agent.serial.logstore import GAP, START, STOP, LogWriter, repair_sidecars
 
 MODULE = "bench_agent.serial.supervisor"
 
@@ -48,6 +49,8 @@ class Supervisor:
 
     def start(self) -> None:
         self._lock()
+        for cfg in self.configs:  # a log of older panio is walked once here, before a port can overflow unread
+            repair_sidecars(files.log_path(self.target, cfg["name"], self.state))
         ports = self._open_all()
         writers = {c["name"]: LogWriter(files.log_path(self.target, c["name"], self.state)) for c in self.configs}
         self.epoch = self._next_epoch(writers)
