@@ -190,14 +190,14 @@ def _read_mark(seg: Path) -> dict | None:
 
 def _sidecar_count(seg: Path) -> int | None:
     """The sidecar's count, or None when it does not describe this segment as it is on disk."""
-    mark = _read_mark(seg)
-    if mark is None:
-        return None
     try:
         buf = _map(seg)
     except FileNotFoundError:
         return None
-    return mark["count"] if _mark_holds(mark, buf) else None
+    if not len(buf):
+        return 0  # a segment just opened (or truncated to nothing): no record, no outage
+    mark = _read_mark(seg)
+    return mark["count"] if mark is not None and _mark_holds(mark, buf) else None
 
 
 def _mark_holds(mark: dict, buf) -> bool:
@@ -230,6 +230,8 @@ def repair_sidecars(path: Path) -> dict | None:
                         mark.update(end=end, last=rec.encode()[:HEAD.size].hex())
                     mark["count"] += 1
             _write_mark(seg, mark)
+        if len(buf) < HEAD.size:  # a sidecar written just before a first record that never landed
+            gaps_path(seg).unlink(missing_ok=True)
         current = mark if len(buf) >= HEAD.size else None
     for stray in path.parent.glob(path.name + "*" + GAPS_SUFFIX):  # left by a crash mid-rotation
         seg = stray.with_name(stray.name[:-len(GAPS_SUFFIX)])
