@@ -14,7 +14,10 @@ all start children through ``Child``, with one policy:
   /proc (a hook may start its own session), waits ``TERM_GRACE_S``, then
   SIGKILLs what is left, and reaps the child: no zombie, no orphan;
 - an exception in the waiting thread (Ctrl-C, SIGTERM turned into
-  SystemExit) stops the child before it propagates.
+  SystemExit) stops the child before it propagates; a signal that arrives
+  while a child is being started (inside ``subprocess.Popen``, after the
+  fork) is held until the child can be stopped (``defer_signal``), so it
+  never outlives its starter.
 
 ``panio_argv()`` is how panio runs itself: this interpreter with ``-P``, so a
 user's own ``controller/`` or ``bench_agent/`` package in the working
@@ -47,6 +50,28 @@ def module_argv(module: str) -> list[str]:
     return [sys.executable, "-P", "-m", module]
 
 
+class _Starting:
+    """How many children the main thread is starting now, and a signal that arrived meanwhile."""
+    depth = 0
+    signum: int | None = None
+
+
+def defer_signal(signum: int) -> bool:
+    """For a signal handler: True when a child is being started, and the signal is to be raised (as
+    ``_raise_deferred`` does) once that child can be stopped; False when the handler should act now."""
+    if not _Starting.depth:
+        return False
+    _Starting.signum = _Starting.signum or signum
+    return True
+
+
+def _raise_deferred() -> None:
+    signum, _Starting.signum = _Starting.signum, None
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)
+
+
 @dataclass
 class Finished:
     argv: list[str]
@@ -77,22 +102,33 @@ class Child:
                  die_with_parent: bool = False) -> None:
         self.argv, self.started = argv, time.monotonic()
         self._on_line, self._limit = on_line, limit_bytes
-        self.proc = subprocess.Popen(
-            argv, env=env, cwd=cwd, start_new_session=True,
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-            preexec_fn=_death_signal_hook() if die_with_parent else None)
         self._out, self._err = _Stream(), _Stream()
         self._readers: list[threading.Thread] = []
-        try:  # SIGTERM (turned into SystemExit) or Ctrl-C while a thread starts: the child must not outlive us
+        self.proc: subprocess.Popen | None = None
+        main = threading.current_thread() is threading.main_thread()  # where signal handlers run
+        _Starting.depth += main
+        try:
+            self.proc = subprocess.Popen(
+                argv, env=env, cwd=cwd, start_new_session=True,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+                preexec_fn=_death_signal_hook() if die_with_parent else None)
             self._readers.append(self._reader(self.proc.stdout, self._out, on_line))
             if not merge_stderr:
                 self._readers.append(self._reader(self.proc.stderr, self._err, None))
             if input is not None:
                 threading.Thread(target=self._feed, args=(input,), daemon=True).start()
         except BaseException:
-            self.stop()
+            if self.proc is not None:
+                self.stop()
+            _Starting.depth -= main
+            if main and not _Starting.depth and _Starting.signum:
+                _raise_deferred()  # the signal, not a failure it interrupted, ends the command
             raise
+        _Starting.depth -= main
+        if main and not _Starting.depth and _Starting.signum:
+            self.stop()
+            _raise_deferred()
 
     @property
     def pid(self) -> int:
@@ -155,7 +191,7 @@ class Child:
 
     def stop(self, grace_s: float = TERM_GRACE_S) -> None:
         """SIGTERM the group and the descendants, SIGKILL what is left after ``grace_s``, reap the child."""
-        if self.proc.returncode is not None:
+        if self.proc is None or self.proc.returncode is not None:
             return
         family = descendants(self.proc.pid)
         _signal(self.proc.pid, family, signal.SIGTERM)

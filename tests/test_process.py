@@ -117,3 +117,31 @@ def test_a_signal_while_the_readers_start_stops_the_child(tmp_path, monkeypatch)
         Child(["sh", "-c", f"echo $$ > {pidfile}; exec sleep 60"])
     monkeypatch.undo()
     assert not _alive(int(pidfile.read_text()))
+
+
+def test_a_sigterm_inside_popen_waits_until_the_child_can_be_stopped(tmp_path, monkeypatch):
+    """The signal lands after the fork, before Popen returns (seen under load): panio's handler holds it, and
+    Child raises it once the child is stopped, instead of leaving the child running."""
+    from controller.cli.main import _terminated
+
+    pidfile = tmp_path / "pid"
+    real_popen = subprocess.Popen
+
+    def popen_then_sigterm(*args, **kw):
+        proc = real_popen(*args, **kw)
+        deadline = time.monotonic() + 10
+        while not pidfile.exists() or not pidfile.read_text().strip():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, inside "Popen"
+        return proc
+
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        monkeypatch.setattr(subprocess, "Popen", popen_then_sigterm)
+        with pytest.raises(SystemExit) as exit:
+            Child(["sh", "-c", f"echo $$ > {pidfile}; exec sleep 60"])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert exit.value.code == 143
+    assert not _alive(int(pidfile.read_text()))

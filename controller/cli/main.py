@@ -166,7 +166,21 @@ def report(err: PanioError) -> int:
 
 def _terminated(signum: int, frame: object) -> None:
     # Unwind like Ctrl-C does, so `finally` blocks stop what this command started (hooks, steps).
+    if _starting_a_child(signum):
+        return
     raise SystemExit(128 + signum)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    if _starting_a_child(signum):
+        return
+    raise KeyboardInterrupt
+
+
+def _starting_a_child(signum: int) -> bool:
+    """Whether the signal waits: a child is half started (forked, not yet stoppable), see bench_agent.process."""
+    process = sys.modules.get("bench_agent.process")  # not imported yet: no child, and --help stays light
+    return process is not None and process.defer_signal(signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGTERM, _terminated)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where Ctrl-C is ignored (nohup, &)
+        signal.signal(signal.SIGINT, _interrupted)
     try:
         return run(argv)
     except PanioError as err:
