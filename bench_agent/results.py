@@ -196,16 +196,6 @@ class ResultStore:
         with self.engine.begin() as c:
             return c.execute(q.values(sent_at=time.time())).rowcount == 1
 
-    def fail_running_steps(self, job_id: int, checks: list[dict]) -> list[int]:
-        """A step recorded as running whose runner died: an error with an unknown outcome. Returns their indexes."""
-        s = self.steps.c
-        with self.engine.begin() as c:
-            idx = [r[0] for r in c.execute(self.steps.select().with_only_columns(s.idx)
-                                           .where(s.job_id == job_id, s.status == "running"))]
-            c.execute(self.steps.update().where(s.job_id == job_id, s.status == "running")
-                      .values(status="error", checks=json.dumps(checks)))
-        return idx
-
     def claim(self, job_id: int, worker: str) -> bool:
         """Move a queued job to running for ``worker``; False if someone else already has (or had) it."""
         with self.engine.begin() as c:
@@ -219,13 +209,37 @@ class ResultStore:
             c.execute(self.jobs.update().where(self.jobs.c.id == job_id).values(fence=fence, leased_at=time.time()))
 
     def record_step(self, job_id: int, idx: int, step: dict) -> None:
+        with self.engine.begin() as c:
+            self._put_step(c, job_id, idx, step)
+
+    def _put_step(self, c, job_id: int, idx: int, step: dict) -> None:
         row = {"name": step["name"], "command": step["command"], "status": step["status"],
                "exit_status": step.get("exit_status"), "duration_s": step.get("duration_s"),
                "checks": json.dumps(step.get("checks", [])), "captured": json.dumps(step.get("captured", {})),
                "output": step.get("output", "")}
+        c.execute(self.steps.delete().where(self.steps.c.job_id == job_id, self.steps.c.idx == idx))
+        c.execute(self.steps.insert().values(job_id=job_id, idx=idx, **row))
+
+    def finish_lost(self, job_id: int, reason: str, error: dict, checks: list[dict],
+                    planned: list[dict]) -> bool:
+        """A running job whose runner died, in one transaction (a reader never sees it done with a step still
+        running): the job ends incomplete, its running step becomes an error with ``checks``, and each step
+        of ``planned`` (name, command) never recorded is skipped. True if this caller settled it."""
+        j, s = self.jobs.c, self.steps.c
         with self.engine.begin() as c:
-            c.execute(self.steps.delete().where(self.steps.c.job_id == job_id, self.steps.c.idx == idx))
-            c.execute(self.steps.insert().values(job_id=job_id, idx=idx, **row))
+            res = c.execute(self.jobs.update().where(j.id == job_id, j.state == "running")
+                            .values(state="done", health="incomplete", result=None, reason=reason,
+                                    error=json.dumps(error), finished_at=time.time()))
+            if res.rowcount != 1:
+                return False
+            c.execute(self.steps.update().where(s.job_id == job_id, s.status == "running")
+                      .values(status="error", checks=json.dumps(checks)))
+            recorded = {r[0] for r in c.execute(self.steps.select().with_only_columns(s.idx)
+                                                .where(s.job_id == job_id))}
+            for idx, step in enumerate(planned):
+                if idx not in recorded:
+                    self._put_step(c, job_id, idx, {**step, "status": "skipped"})
+        return True
 
     def add_artifact(self, job_id: int, name: str, content: str | bytes) -> None:
         """Text, or bytes for a binary name (``BINARY_SUFFIXES``: kept base64 in the same text column)."""

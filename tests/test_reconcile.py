@@ -74,3 +74,29 @@ def test_a_queued_job_past_its_runs_deadline_never_starts(world):
     job = store.job(job_id)
     assert (job["health"], job["cancel_requested"]) == ("timed_out", True)
     assert store.job(fresh)["state"] == "queued"
+
+
+def test_settling_a_lost_job_is_one_transaction_that_only_one_caller_wins(world):
+    """Readers polled the job between "done" and its steps being settled and saw a step still running: the verdict,
+    the errored step and the skipped ones are written together, and only by the caller that finds it running."""
+    store, _ = world
+    job_id = running_elsewhere(store, 0, fence=7)
+    seen = []
+
+    from sqlalchemy import event
+
+    def after_commit(conn):  # what a reader would see at each commit
+        with store.engine.connect() as c:
+            row = c.execute(store.jobs.select().where(store.jobs.c.id == job_id)).mappings().one()
+            steps = c.execute(store.steps.select().where(store.steps.c.job_id == job_id)).mappings().all()
+            seen.append((row["state"], sorted((s["idx"], s["status"]) for s in steps)))
+
+    event.listen(store.engine, "commit", after_commit)
+    try:
+        planned = [{"name": "a", "command": "panio ping t"}, {"name": "b", "command": "panio x"}]
+        assert store.finish_lost(job_id, "lost", {"exit": 4}, [{"got": "worker lost"}], planned)
+        assert not store.finish_lost(job_id, "lost again", {"exit": 4}, [], planned)  # settled: nobody else
+    finally:
+        event.remove(store.engine, "commit", after_commit)
+    assert seen and all(state != "done" or steps == [(0, "error"), (1, "skipped")] for state, steps in seen), seen
+    assert store.job(job_id)["reason"] == "lost"

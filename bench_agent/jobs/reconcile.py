@@ -203,19 +203,15 @@ class Reconciler:
     def _lost(self, job: dict, now: float) -> None:
         reason = (f"{_who(job)} lost: it died while the job ran and its lease is gone; "
                   "the step it was running has an unknown outcome")
-        if not self.store.finish(job["id"], "incomplete", None, reason, LOST, only_if_running=True):
-            return
-        self.log(f"job {job['id']}: {_who(job)} lost")
-        check = {"check": "finished", "ok": False, "got": "worker lost", "outcome": "unknown"}
-        self.store.fail_running_steps(job["id"], [check])
-        recorded = {s["idx"] for s in self.store.job(job["id"])["steps"]}
         from bench_agent.jobs.steps import command_line, known_variables
 
+        check = {"check": "finished", "ok": False, "got": "worker lost", "outcome": "unknown"}
         known = known_variables(job["id"], job["target"])
-        for idx, step in enumerate(job["spec"].get("steps", [])):
-            if idx not in recorded:
-                self.store.record_step(job["id"], idx, {"name": step["name"], "command": command_line(step, known),
-                                                        "status": "skipped"})
+        planned = [{"name": step["name"], "command": command_line(step, known)}
+                   for step in job["spec"].get("steps", [])]
+        if not self.store.finish_lost(job["id"], reason, LOST, [check], planned):
+            return
+        self.log(f"job {job['id']}: {_who(job)} lost")
         self._tell(job, reason)
 
     def _tell(self, job: dict, reason: str) -> None:
