@@ -81,6 +81,14 @@ def test_nothing_without_a_token_and_a_wrong_one_is_refused(dashboard):
     assert c.get("/", Authorization=f"Bearer {READ}")[0] == 200
 
 
+def test_a_script_with_a_wrong_bearer_token_gets_401_not_the_login_form(dashboard):
+    c = Client(dashboard.url)
+    status, headers, body = c.get("/jobs", Authorization="Bearer not-it")
+    assert status == 401 and headers["www-authenticate"] == "Bearer" and "wrong token" in body
+    assert OP not in body and READ not in body
+    assert c.post("/jobs/1/cancel", {"csrf": "x"}, Authorization="Basic b3A6b3A=")[0] == 401
+
+
 def test_pages_show_hosts_targets_history_and_a_job(dashboard, lab):
     c = signed_in(dashboard, READ)
     status, headers, page = c.get("/")

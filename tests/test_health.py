@@ -110,6 +110,19 @@ def test_health_checks_before_after_incomplete_and_on_lifting_maintenance(panio,
     assert history(panio)[-3:] == [("bad", "maintenance"), ("maintenance", "unknown"), ("unknown", "good")]
 
 
+def test_a_check_the_board_fails_says_which_step_once(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico")
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "pico.toml").write_text(
+        'name = "pico-health"\n[[steps]]\nname = "answers"\nrun = "panio ping ${target}"\nexpect_output = "NEVER"\n')
+    with panio.lab.open("a") as f:
+        f.write('\n[targets.pico.health_check]\njob = "checks/pico.toml"\n')
+    r = panio.fails("target", "health", "pico", "--check", code=14)
+    assert "pico: bad (health check job 1 failed: answers, set by" in r.out, r.out
+    assert panio("target", "health", "pico", "--json").json()["reason"] == "health check job 1 failed: answers"
+
+
 def test_a_periodic_check_runs_before_a_job_once_due(panio, tmp_path):
     flag = tmp_path / "healthy"
     flag.touch()

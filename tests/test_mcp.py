@@ -149,7 +149,13 @@ def test_bad_lab_file_fails_every_tool_as_a_result(lab):
 
 
 MALFORMED = [
-    ("no_such_tool", {}, "unknown tool 'no_such_tool'"),
+    ("no_such_tool", {}, "unknown tool 'no_such_tool'; tools: target_list"),
+    ("power_cyle", {"target": "pico"}, "unknown tool 'power_cyle'; did you mean 'power_cycle'?"),
+    ("serial_read", {"target": "pico"}, "unknown tool 'serial_read'; tools:"),  # never pointed at serial_send
+    ("serial_log", {"target": "pico", "lines": 5}, "unknown argument(s) lines (arguments:"),
+    ("serial_wait", {"target": "pico", "epoch": 1, "since": 0, "timeout": 5000},
+     "unknown argument(s) timeout; did you mean 'timeout_ms'?"),
+    ("video_wait", {"target": "pico"}, "missing required argument 'text'"),
     ("serial_status", {}, "missing required argument 'target'"),
     ("power_cycle", {"level": "hard"}, "missing required argument 'target'"),
     ("serial_wait", {"target": "pico", "epoch": 1, "since": 0, "timeout_ms": 3600001},

@@ -225,10 +225,21 @@ def test_an_untracked_daemon_is_reported_and_reaped_by_watch(bench):
     (["video", "read", "board0", "--region", "1,2,3"], 2, "X,Y,W,H"),
     (["video", "shot", "board0", "--timeout", "999999999"], 2, "timeout_ms"),
     (["video", "shot", "nosuch"], 3, "nosuch"),
+    (["video", "shot", "board0", "-o", "/nonexistent-dir/s.png"], 2, "cannot write the shot to /nonexistent-dir"),
+    (["hid", "send", "board0", "key", "ENTER", "--pace-ms", "soon"], 2, "--pace-ms takes a whole number"),
 ])
 def test_bad_input_is_one_line_and_an_exit_code(bench, args, code, words):
     r = bench.fails(*args, code=code)
     assert words in r.error["message"]
+
+
+def test_hid_send_options_after_the_command_are_options_except_after_type(bench):
+    sent = bench("hid", "send", "board0", "scroll", "-3", "--json").json()
+    assert sent["verb"] == "scroll" and sent["notches"] == -3
+    assert bench("hid", "send", "board0", "key", "ESC", "--pace-ms", "30", "--json").json()["key"] == "ESC"
+    typed = bench("hid", "send", "board0", "type", "x", "--json")  # text to type, not an option
+    assert typed.out.strip() == "board0: type 8 characters"
+    bench("hid", "send", "board0", "key", "ctrl+c")
 
 
 def test_shot_without_the_daemon_says_how_to_start_it(bench):
@@ -275,8 +286,8 @@ def test_mcp_video_and_hid_tools(bench, console):
             text = await c.ok("video_wait", {"target": "board0", "text": r"^\s*Typed by MCP", "timeout_ms": 30000})
             assert "Typed by MCP" in text.split("echo Typed by MCP")[-1], text
             assert tools["video_wait"].annotations.read_only_hint is True
-            is_error, text = await c.call("video_wait", {"target": "board0"})  # the op takes text or an image
-            assert is_error and failure(text)[0] == 2 and "--text" in text
+            err = await c.error("video_wait", {"target": "board0"})  # MCP has no image form: text is required
+            assert "missing required argument 'text'" in str(err) and "--image" not in str(err)
             is_error, text = await c.call("video_wait", {"target": "board0", "text": "NEVER-THERE", "timeout_ms": 500})
             assert is_error and failure(text)[0] == 22
             assert "root@sim" in await c.ok("video_read", {"target": "board0"})

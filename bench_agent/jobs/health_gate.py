@@ -66,7 +66,7 @@ class HealthGate:
         job_id = summary["job_id"]
         if payload.get("kind") == "health_check":
             passed = summary["health"] == "complete" and summary["result"] == "passed"
-            verdict = "passed" if passed else f"failed: {summary['reason']}"
+            verdict = "passed" if passed else f"failed: {summary['reason'].removeprefix('failed: ')}"
             self.set(payload, "good" if passed else "bad", f"health check job {job_id} {verdict}", job_id, True)
         elif summary["health"] == "incomplete" and not summary.get("gated"):
             self.set(payload, "unknown", f"job {job_id} ended incomplete: {summary['reason']}", job_id)

@@ -147,12 +147,22 @@ def shot(args: argparse.Namespace) -> None:
         sys.stdout.buffer.write(png)
         sys.stdout.flush()
     else:
-        Path(out).write_bytes(png)
+        _write(out, png)
     sys.stderr.write(f"signal={r['signal']} hash={r['hash']}\n")
     if args.json and out != "-":
         print_json({**r, "file": out})
     elif out != "-":
         say(out)
+
+
+def _write(path: str, png: bytes) -> None:
+    from bench_agent.errors import UsageError
+
+    try:
+        Path(path).write_bytes(png)
+    except OSError as exc:  # a directory that is not there, or not ours: the command line's fault
+        raise UsageError(f"cannot write the shot to {path}: {exc.strerror or exc}", argument="output",
+                         hint="give -o a file in a directory you can write, or -o - for stdout") from None
 
 
 def read(args: argparse.Namespace) -> None:

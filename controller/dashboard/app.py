@@ -93,6 +93,10 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
                                      status_code=403)
         request.state.role = d.auth.role(request.cookies.get(COOKIE), request.headers.get("authorization"))
         if request.state.role is None and not request.url.path.startswith(PUBLIC):
+            if request.headers.get("authorization"):  # a script: say so, not a redirect to a form it cannot fill
+                return PlainTextResponse("wrong token: send Authorization: Bearer TOKEN with PANIO_DASHBOARD_TOKEN "
+                                         "or PANIO_DASHBOARD_READ_TOKEN", status_code=401,
+                                         headers={**HEADERS, "WWW-Authenticate": "Bearer"})
             if request.headers.get("hx-request"):
                 return Response(status_code=401, headers={"HX-Redirect": "/login"})
             return RedirectResponse("/login", status_code=303)

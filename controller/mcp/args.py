@@ -22,13 +22,25 @@ class BadArguments(ValueError):
     """The arguments of a call do not fit the tool; ``str()`` says which and why."""
 
 
+def did_you_mean(wrong: str, names: list[str]) -> str:
+    """`; did you mean 'x'?` for a typo (`targt`) or a name without its unit (`timeout`), else ''.
+
+    Only close misses: a looser match would point `serial_read` at `serial_send`, a tool that types.
+    """
+    import difflib
+
+    close = difflib.get_close_matches(wrong, names, n=1, cutoff=0.85) or [n for n in names if n.startswith(wrong + "_")]
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def check(tool: ToolSpec, given: dict[str, Any] | None) -> dict[str, Any]:
     """The arguments with defaults left to the CLI; raises ``BadArguments``."""
     values = dict(given or {})
     unknown = sorted(set(values) - {a.name for a in tool.args})
     if unknown:
-        known = ", ".join(a.name for a in tool.args) or "none"
-        raise BadArguments(f"{tool.name}: unknown argument(s) {', '.join(unknown)} (arguments: {known})")
+        names = [a.name for a in tool.args]
+        raise BadArguments(f"{tool.name}: unknown argument(s) {', '.join(unknown)}{did_you_mean(unknown[0], names)}"
+                           f" (arguments: {', '.join(names) or 'none'})")
     for a in tool.args:
         if a.required and values.get(a.name) is None:
             raise BadArguments(f"{tool.name}: missing required argument {a.name!r} ({a.help})")
