@@ -124,6 +124,14 @@ def test_watch_is_listed_and_show_says_running(bench):
     assert bench("video", "show", "board0", "--json").json()["daemon"]["state"] == "running"
 
 
+def test_show_says_no_frame_yet_before_the_first_frame_not_hash_none():
+    from controller.cli.video_runtime import describe
+
+    st = {"target": "board0", "state": "running", "pid": 42, "signal": None, "hash": None}
+    assert describe(st) == "running (pid 42), no frame yet"
+    assert describe({**st, "signal": "ok", "hash": "3f2a"}) == "running (pid 42), signal=ok hash=3f2a"
+
+
 def test_shot_writes_a_png_and_its_hash(bench, tmp_path):
     out = tmp_path / "s.png"
     r = bench("video", "shot", "board0", "-o", str(out), "--json")

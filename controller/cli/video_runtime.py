@@ -207,7 +207,9 @@ def describe(st: dict[str, Any], kind: str = "video") -> str:
     """A daemon state line for `video show` / `hid show`."""
     start = f"panio video watch {st['target']}" if kind == "video" else f"panio hid serve {st['target']}"
     if st["state"] == "running":
-        extra = f", signal={st.get('signal')} hash={st.get('hash')}" if kind == "video" else ""
+        extra = ""
+        if kind == "video":  # no hash yet: the daemon has not published its first frame
+            extra = f", signal={st.get('signal')} hash={st['hash']}" if st.get("hash") else ", no frame yet"
         return f"running (pid {st['pid']}){extra}"
     if st["state"] == "untracked":
         return (f"untracked (pid {st['pid']}): a daemon without its discovery file; "
