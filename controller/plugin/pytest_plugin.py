@@ -143,7 +143,8 @@ def panio_target(request: pytest.FixtureRequest):
     try:
         return session.target(name)
     except PanioError as err:
-        pytest.fail(err.human(), pytrace=False)
+        failure = err.human()
+    pytest.fail(failure, pytrace=False)  # outside the except: no "During handling of the above exception"
 
 
 def _wants_target(config: pytest.Config) -> bool:
