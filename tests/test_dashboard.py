@@ -112,6 +112,9 @@ def test_pages_show_hosts_targets_history_and_a_job(dashboard, lab):
     status, headers, junit = c.get("/jobs/2/artifacts/junit.xml")
     assert status == 200 and headers["content-type"].startswith("application/xml") and "<failure" in junit
     assert c.get("/jobs/99")[0] == 404
+    huge = "9" * 23  # beyond a database integer: no such job, not a 500
+    assert c.get(f"/jobs/{huge}")[0] == 404 and c.get(f"/jobs/{huge}/serial")[0] == 404
+    assert c.get(f"/jobs?before={huge}")[0] == 200 and c.get(f"/jobs?limit={huge}")[0] == 200
     assert c.get("/jobs/1/artifacts/nope.txt")[0] == 404
 
 
@@ -289,3 +292,4 @@ def test_an_operator_sets_maintenance_and_lifts_it(dashboard, lab):
     assert "lonely: health set to good (maintenance lifted)" in operator.get(headers["location"])[2]
     assert [e["health"] for e in store.history("lonely")][-2:] == ["maintenance", "good"]  # oldest first
     assert operator.post("/targets/lonely/health", {"csrf": operator.csrf("/"), "health": "bad"})[0] == 400
+    assert operator.post(f"/jobs/{'9' * 23}/cancel", {"csrf": operator.csrf("/")})[0] == 404  # not a 500

@@ -30,6 +30,7 @@ HERE = Path(__file__).parent
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 PUBLIC = ("/login", "/static/")
 PAGE = 50  # jobs a page
+MAX_ID = 2**63 - 1  # the largest job id a results database (SQLite, PostgreSQL BIGINT) can hold
 HEADERS = {"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
            "Cache-Control": "no-store",
            "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'"}
@@ -155,6 +156,8 @@ def jobs(d: Dashboard, request: Request) -> Response:
 
 
 def _job_or_404(d: Dashboard, job_id: int) -> dict | None:
+    if job_id > MAX_ID:  # no such job, and more than the database's integer holds
+        return None
     try:
         return reads.job(d.store(), job_id)
     except NotConfigured:
@@ -221,6 +224,8 @@ async def cancel(d: Dashboard, request: Request) -> Response:
     refused = await _operator_form(d, request, "cancel jobs")
     if refused:
         return refused
+    if job_id > MAX_ID:
+        return d.page(request, "missing.html", status_code=404, what=f"job {job_id}")
     from controller.jobs import control
 
     message = await _act(control.cancel, d.store(), job_id)
@@ -271,7 +276,7 @@ def schedules(d: Dashboard, request: Request) -> Response:
 
 
 def _int(text: str | None) -> int | None:
-    return int(text) if text and text.isdigit() else None
+    return int(text) if text and text.isdigit() and int(text) <= MAX_ID else None
 
 
 def _when(ts: float | None) -> str:
