@@ -280,6 +280,9 @@ def test_an_operator_sets_maintenance_and_lifts_it(dashboard, lab):
     assert operator.post("/targets/lonely/health", {**form, "csrf": "0" * 64})[0] == 403  # a forged form
     assert store.get("lonely")["health"] != "maintenance"
 
+    status, headers, _ = operator.post("/targets/lonely/health", {**form, "reason": " ", "csrf": operator.csrf("/")})
+    assert "lonely: not changed: maintenance needs a reason" in operator.get(headers["location"])[2]
+    assert store.get("lonely")["health"] != "maintenance"  # as the CLI's --set maintenance needs --reason
     status, headers, _ = operator.post("/targets/lonely/health", {**form, "csrf": operator.csrf("/")})
     assert status == 303
     page = operator.get(headers["location"])[2]

@@ -241,11 +241,13 @@ def test_bad_input_is_one_line_and_an_exit_code(bench, args, code, words):
     assert words in r.error["message"]
 
 
-def test_hid_send_options_after_the_command_are_options_except_after_type(bench):
+def test_hid_send_options_after_the_command_are_options_and_refused_after_type(bench):
     sent = bench("hid", "send", "board0", "scroll", "-3", "--json").json()
     assert sent["verb"] == "scroll" and sent["notches"] == -3
     assert bench("hid", "send", "board0", "key", "ESC", "--pace-ms", "30", "--json").json()["key"] == "ESC"
-    typed = bench("hid", "send", "board0", "type", "x", "--json")  # text to type, not an option
+    r = bench.fails("hid", "send", "board0", "type", "x", "--json", code=2)  # neither typed nor an option
+    assert "would be typed into the target" in r.error["message"] and "quote the text" in r.error["hint"]
+    typed = bench("hid", "send", "board0", "type", "x --json")  # quoted: text to type
     assert typed.out.strip() == "board0: type 8 characters"
     bench("hid", "send", "board0", "key", "ctrl+c")
 

@@ -14,7 +14,7 @@ COMMAND is one of:
                             0 0 = top left, 16384 16384 = centre, 32767 32767 = bottom right
   click [left|right|middle] at the pointer (default left)
   scroll N                  wheel notches, negative = down
-Put --json and --pace-ms before COMMAND: after `type` every word is typed, `--json` too.
+Put --json and --pace-ms before COMMAND (after `type` a bare --json is refused; quote text).
 Look, act, settle, verify: see `panio skill kvm-puppeting`."""
 
 
@@ -98,10 +98,17 @@ def _leading_options(args: argparse.Namespace, words: list[str]) -> list[str]:
 def _trailing_options(args: argparse.Namespace, words: list[str]) -> list[str]:
     """Options after the command (`key ENTER --json`), which argparse hands over as command words.
 
-    Only after key, moveabs, click and scroll, whose words can never be an option; after `type`
-    every word is text to type.
+    After key, moveabs, click and scroll a word can never be an option. After `type` the words are
+    text, so a word that is exactly an option is refused rather than typed into the target.
     """
-    if not words or words[0].lower() == "type":
+    from bench_agent.errors import UsageError
+
+    if words and words[0].lower() == "type":
+        stray = [w for w in words[1:] if w in ("--json", "--pace-ms")]
+        if stray:
+            raise UsageError(f"{stray[0]} after `type` would be typed into the target",
+                             hint="put options before the command (`panio hid send T --json type TEXT`), "
+                                  "or quote the text to type it: type 'ls --json'")
         return words
     for i, word in enumerate(words):
         if word in ("--json", "--pace-ms"):

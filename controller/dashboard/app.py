@@ -257,6 +257,8 @@ async def set_health(d: Dashboard, request: Request) -> Response:
     health, reason = str(form.get("health", "")), str(form.get("reason", "")).strip()[:500]
     if not NAME_RE.match(target) or health not in ("maintenance", "good"):
         return PlainTextResponse("a target name and health maintenance or good, please", status_code=400)
+    if health == "maintenance" and not reason:  # as `panio target health --set maintenance` needs --reason
+        return _redirect(d, "/", f"{target}: not changed: maintenance needs a reason (everyone sees it)")
     by = f"dashboard ({request.client.host if request.client else '?'}, {request.state.role})"
     return _redirect(d, "/", await _act(reads.set_health, d.load_lab, target, health, reason, by))
 
