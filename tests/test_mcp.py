@@ -262,6 +262,21 @@ def test_a_child_that_cannot_start_is_an_internal_error_result():
     assert code == 70 and obj["error"] == "internal" and "No such file" in obj["message"]
 
 
+def test_a_changing_tool_says_outcome_unknown_unless_the_error_says_nothing_was_sent():
+    import json
+
+    from controller.mcp import results
+    from controller.mcp.runner import Finished
+
+    def rendered(obj):
+        return results.render(Finished(["hid", "send", "--", "pico", "key", "a"], 4, "", json.dumps(obj), 0.1, 60),
+                              changes_target=True)[0]
+
+    unknown = {"error": "unreachable", "exit": 4, "message": "HID rig: no answer", "outcome": "unknown"}
+    assert results.UNKNOWN_OUTCOME in rendered(unknown)
+    assert results.UNKNOWN_OUTCOME not in rendered({**unknown, "message": "HID rig: cannot open", "outcome": "none"})
+
+
 def test_a_project_controller_package_in_the_working_directory_does_not_shadow_panio(lab, tmp_path):
     project = tmp_path / "project"
     (project / "controller" / "cli").mkdir(parents=True)
