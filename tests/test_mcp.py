@@ -156,6 +156,9 @@ MALFORMED = [
     ("serial_wait", {"target": "pico", "epoch": 1, "since": 0, "timeout": 5000},
      "unknown argument(s) timeout; did you mean 'timeout_ms'?"),
     ("video_wait", {"target": "pico"}, "missing required argument 'text'"),
+    ("hid_send", {"target": "pico", "command": "key ENTER"},
+     "command must be of type array, got string 'key ENTER' (one HID command as an array of words, "
+     "e.g. [\"key\", \"ENTER\"])"),
     ("serial_status", {}, "missing required argument 'target'"),
     ("power_cycle", {"level": "hard"}, "missing required argument 'target'"),
     ("serial_wait", {"target": "pico", "epoch": 1, "since": 0, "timeout_ms": 3600001},

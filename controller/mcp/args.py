@@ -66,7 +66,8 @@ def _check_value(tool: ToolSpec, name: str, value: Any) -> Any:
         value = int(value)  # JSON Schema counts 5.0 as an integer
     # bool is an int in Python; JSON true is not a JSON integer.
     if not isinstance(value, _TYPES[a.kind]) or (a.kind == "integer" and isinstance(value, bool)):
-        raise BadArguments(f"{where} must be of type {a.kind}, got {_JSON_NAMES.get(type(value), 'value')} {value!r}")
+        raise BadArguments(f"{where} must be of type {a.kind}, got {_JSON_NAMES.get(type(value), 'value')} {value!r}"
+                           f" ({a.help})")  # the help shows the shape: ["key", "ENTER"], not "key ENTER"
     if a.minimum is not None and value < a.minimum:
         raise BadArguments(f"{where} = {value} is below the minimum {a.minimum} (allowed: {_range(a)})")
     if a.maximum is not None and value > a.maximum:
