@@ -47,6 +47,7 @@ def test_set_show_and_history_with_who_and_why(panio):
     assert (r["health"], r["reason"]) == ("maintenance", "reflashing the BMC") and "@" in r["set_by"]
     panio.fails("target", "health", "pico", "--set", "bad", code=2)  # a reason is required
     panio.fails("target", "health", "nope", "--set", "good", code=3)
+    assert "--reason goes with --set" in panio.fails("target", "health", "pico", "--reason", "x", code=2).err
     panio("target", "health", "pico", "--set", "good")
     assert history(panio) == [("unknown", "maintenance"), ("maintenance", "good")]
     assert "maintenance -> good" in panio("target", "health", "pico").out
@@ -77,6 +78,15 @@ def test_maintenance_skips_or_holds_new_jobs_until_lifted(panio, tmp_path):
         stop(proc)
     assert proc.returncode == 0, err
     assert panio("job", "status", "2", "--json").json()["result"] == "passed"
+
+
+def test_a_job_held_back_until_its_deadline_says_how_long_it_waited_in_round_seconds(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico")
+    panio("target", "health", "pico", "--set", "maintenance", "--reason", "cable swap")
+    r = panio.fails("job", "run", job_file(tmp_path, PING.format(extra=""), "short.toml"), "--deadline-s", "1.5",
+                    code=8)
+    assert re.search(r"no new job runs on it; waited \d+(\.\d)? s", r.err), r.err  # not "waited 1.4896 s"
 
 
 def test_health_checks_before_after_incomplete_and_on_lifting_maintenance(panio, tmp_path):
