@@ -132,7 +132,9 @@ class Dispatcher:
 
 
 def _outcome_unknown(err: PanioError, op: str, target: str | None, args: dict[str, Any]) -> None:
-    """Say so once: the side effect may or may not have happened."""
+    """Say so once: the side effect may or may not have happened (unless the error knows it did not)."""
+    if err.details.get("outcome") == "none":  # e.g. the device could not be opened: nothing was sent
+        return
     err.details["outcome"] = "unknown"
     if "outcome is unknown" in err.message or (err.hint and "outcome is unknown" in err.hint):
         return
@@ -140,7 +142,7 @@ def _outcome_unknown(err: PanioError, op: str, target: str | None, args: dict[st
         level = f" --level {args['level']}" if args.get("level") else ""
         check = f"check with `panio power-state {target}{level}`"
     else:
-        check = f"check the target's state before retrying {op}"
+        check = f"check the target's state before retrying `panio {op.replace('.', ' ').replace('_', '-')}`"
     err.hint = (err.hint + "; " if err.hint else "") + f"the outcome is unknown: {check}"
 
 

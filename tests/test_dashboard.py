@@ -81,6 +81,14 @@ def test_nothing_without_a_token_and_a_wrong_one_is_refused(dashboard):
     assert c.get("/", Authorization=f"Bearer {READ}")[0] == 200
 
 
+def test_a_script_with_a_wrong_bearer_token_gets_401_not_the_login_form(dashboard):
+    c = Client(dashboard.url)
+    status, headers, body = c.get("/jobs", Authorization="Bearer not-it")
+    assert status == 401 and headers["www-authenticate"] == "Bearer" and "wrong token" in body
+    assert OP not in body and READ not in body
+    assert c.post("/jobs/1/cancel", {"csrf": "x"}, Authorization="Basic b3A6b3A=")[0] == 401
+
+
 def test_pages_show_hosts_targets_history_and_a_job(dashboard, lab):
     c = signed_in(dashboard, READ)
     status, headers, page = c.get("/")
@@ -104,6 +112,9 @@ def test_pages_show_hosts_targets_history_and_a_job(dashboard, lab):
     status, headers, junit = c.get("/jobs/2/artifacts/junit.xml")
     assert status == 200 and headers["content-type"].startswith("application/xml") and "<failure" in junit
     assert c.get("/jobs/99")[0] == 404
+    huge = "9" * 23  # beyond a database integer: no such job, not a 500
+    assert c.get(f"/jobs/{huge}")[0] == 404 and c.get(f"/jobs/{huge}/serial")[0] == 404
+    assert c.get(f"/jobs?before={huge}")[0] == 200 and c.get(f"/jobs?limit={huge}")[0] == 200
     assert c.get("/jobs/1/artifacts/nope.txt")[0] == 404
 
 
@@ -269,6 +280,9 @@ def test_an_operator_sets_maintenance_and_lifts_it(dashboard, lab):
     assert operator.post("/targets/lonely/health", {**form, "csrf": "0" * 64})[0] == 403  # a forged form
     assert store.get("lonely")["health"] != "maintenance"
 
+    status, headers, _ = operator.post("/targets/lonely/health", {**form, "reason": " ", "csrf": operator.csrf("/")})
+    assert "lonely: not changed: maintenance needs a reason" in operator.get(headers["location"])[2]
+    assert store.get("lonely")["health"] != "maintenance"  # as the CLI's --set maintenance needs --reason
     status, headers, _ = operator.post("/targets/lonely/health", {**form, "csrf": operator.csrf("/")})
     assert status == 303
     page = operator.get(headers["location"])[2]
@@ -281,3 +295,4 @@ def test_an_operator_sets_maintenance_and_lifts_it(dashboard, lab):
     assert "lonely: health set to good (maintenance lifted)" in operator.get(headers["location"])[2]
     assert [e["health"] for e in store.history("lonely")][-2:] == ["maintenance", "good"]  # oldest first
     assert operator.post("/targets/lonely/health", {"csrf": operator.csrf("/"), "health": "bad"})[0] == 400
+    assert operator.post(f"/jobs/{'9' * 23}/cancel", {"csrf": operator.csrf("/")})[0] == 404  # not a 500

@@ -122,6 +122,25 @@ def test_outcome_unknown_only_for_side_effects(leases, op, args, unknown, error)
         assert "panio power-state pico" in info.value.hint
 
 
+def test_a_side_effect_that_knows_nothing_happened_is_not_called_unknown(leases):
+    d, _ = _dispatcher(leases, _raiser(Unreachable("HID rig /dev/ttyNOPE: no such file", outcome="none")))
+    with pytest.raises(Unreachable) as info:
+        d.call("pico", "hid.send", {"target": "pico", "hid": {"device": "/dev/ttyNOPE"}, "command": ["key", "a"]})
+    assert info.value.details["outcome"] == "none" and "outcome is unknown" not in (info.value.hint or "")
+    d, _ = _dispatcher(leases, _raiser(Unreachable("link adapter gone")))
+    with pytest.raises(Unreachable) as info:  # the hint names the command to retry, not the operation
+        d.call("pico", "netif.down_hard", {"target": "pico", "netif": {"interface": "eth1"}})
+    assert "before retrying `panio netif down-hard`" in info.value.hint
+
+
+def test_a_hid_rig_that_cannot_be_opened_sent_nothing(tmp_path):
+    from bench_agent.hid_backends.ch9329 import Ch9329Backend
+
+    with pytest.raises(Unreachable) as info:
+        Ch9329Backend(str(tmp_path / "no-such-rig"))
+    assert info.value.details["outcome"] == "none"
+
+
 def test_a_transports_stray_exception_is_translated_once(leases):
     d, _ = _dispatcher(leases, _raiser(KeyError("boom")))
     with pytest.raises(InternalError, match="system.ping: KeyError") as info:

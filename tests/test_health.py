@@ -47,6 +47,7 @@ def test_set_show_and_history_with_who_and_why(panio):
     assert (r["health"], r["reason"]) == ("maintenance", "reflashing the BMC") and "@" in r["set_by"]
     panio.fails("target", "health", "pico", "--set", "bad", code=2)  # a reason is required
     panio.fails("target", "health", "nope", "--set", "good", code=3)
+    assert "--reason goes with --set" in panio.fails("target", "health", "pico", "--reason", "x", code=2).err
     panio("target", "health", "pico", "--set", "good")
     assert history(panio) == [("unknown", "maintenance"), ("maintenance", "good")]
     assert "maintenance -> good" in panio("target", "health", "pico").out
@@ -79,6 +80,15 @@ def test_maintenance_skips_or_holds_new_jobs_until_lifted(panio, tmp_path):
     assert panio("job", "status", "2", "--json").json()["result"] == "passed"
 
 
+def test_a_job_held_back_until_its_deadline_says_how_long_it_waited_in_round_seconds(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico")
+    panio("target", "health", "pico", "--set", "maintenance", "--reason", "cable swap")
+    r = panio.fails("job", "run", job_file(tmp_path, PING.format(extra=""), "short.toml"), "--deadline-s", "1.5",
+                    code=8)
+    assert re.search(r"no new job runs on it; waited \d+(\.\d)? s", r.err), r.err  # not "waited 1.4896 s"
+
+
 def test_health_checks_before_after_incomplete_and_on_lifting_maintenance(panio, tmp_path):
     flag = tmp_path / "healthy"
     health_lab(panio, tmp_path, flag)
@@ -108,6 +118,19 @@ def test_health_checks_before_after_incomplete_and_on_lifting_maintenance(panio,
     r = panio("target", "health", "pico", "--set", "good", "--json").json()
     assert r["health"] == "good" and r["health_check_job"]["result"] == "passed"
     assert history(panio)[-3:] == [("bad", "maintenance"), ("maintenance", "unknown"), ("unknown", "good")]
+
+
+def test_a_check_the_board_fails_says_which_step_once(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico")
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "pico.toml").write_text(
+        'name = "pico-health"\n[[steps]]\nname = "answers"\nrun = "panio ping ${target}"\nexpect_output = "NEVER"\n')
+    with panio.lab.open("a") as f:
+        f.write('\n[targets.pico.health_check]\njob = "checks/pico.toml"\n')
+    r = panio.fails("target", "health", "pico", "--check", code=14)
+    assert "pico: bad (health check job 1 failed: answers, set by" in r.out, r.out
+    assert panio("target", "health", "pico", "--json").json()["reason"] == "health check job 1 failed: answers"
 
 
 def test_a_periodic_check_runs_before_a_job_once_due(panio, tmp_path):

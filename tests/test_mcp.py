@@ -149,7 +149,16 @@ def test_bad_lab_file_fails_every_tool_as_a_result(lab):
 
 
 MALFORMED = [
-    ("no_such_tool", {}, "unknown tool 'no_such_tool'"),
+    ("no_such_tool", {}, "unknown tool 'no_such_tool'; tools: target_list"),
+    ("power_cyle", {"target": "pico"}, "unknown tool 'power_cyle'; did you mean 'power_cycle'?"),
+    ("serial_read", {"target": "pico"}, "unknown tool 'serial_read'; tools:"),  # never pointed at serial_send
+    ("serial_log", {"target": "pico", "lines": 5}, "unknown argument(s) lines (arguments:"),
+    ("serial_wait", {"target": "pico", "epoch": 1, "since": 0, "timeout": 5000},
+     "unknown argument(s) timeout; did you mean 'timeout_ms'?"),
+    ("video_wait", {"target": "pico"}, "missing required argument 'text'"),
+    ("hid_send", {"target": "pico", "command": "key ENTER"},
+     "command must be of type array, got string 'key ENTER' (one HID command as an array of words, "
+     "e.g. [\"key\", \"ENTER\"])"),
     ("serial_status", {}, "missing required argument 'target'"),
     ("power_cycle", {"level": "hard"}, "missing required argument 'target'"),
     ("serial_wait", {"target": "pico", "epoch": 1, "since": 0, "timeout_ms": 3600001},
@@ -254,6 +263,21 @@ def test_a_child_that_cannot_start_is_an_internal_error_result():
 
     code, obj = failure(results.cannot_start(["target", "list", "--json"], FileNotFoundError(2, "No such file")))
     assert code == 70 and obj["error"] == "internal" and "No such file" in obj["message"]
+
+
+def test_a_changing_tool_says_outcome_unknown_unless_the_error_says_nothing_was_sent():
+    import json
+
+    from controller.mcp import results
+    from controller.mcp.runner import Finished
+
+    def rendered(obj):
+        return results.render(Finished(["hid", "send", "--", "pico", "key", "a"], 4, "", json.dumps(obj), 0.1, 60),
+                              changes_target=True)[0]
+
+    unknown = {"error": "unreachable", "exit": 4, "message": "HID rig: no answer", "outcome": "unknown"}
+    assert results.UNKNOWN_OUTCOME in rendered(unknown)
+    assert results.UNKNOWN_OUTCOME not in rendered({**unknown, "message": "HID rig: cannot open", "outcome": "none"})
 
 
 def test_a_project_controller_package_in_the_working_directory_does_not_shadow_panio(lab, tmp_path):

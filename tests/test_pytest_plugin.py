@@ -250,6 +250,7 @@ def test_uname(panio_target):
                                           "--panio-lease-wait", "0.5", timeout=120)
         r.assert_outcomes(errors=1)
         r.stdout.fnmatch_lines(["*panio: target 'board1' is leased by nightly job*"])
+        r.stdout.no_fnmatch_line("*During handling of the above exception*")  # one line, no chained noise
     finally:
         holder.stdin.close()
         holder.wait(10)
@@ -262,6 +263,9 @@ def test_uname(panio_target):
     (["--panio-targets", "tag:nosuch"], "ERROR: panio: no target in */lab.toml matches 'tag:nosuch'*"),
     (["--panio-target", "board9"], "ERROR: panio: no target 'board9' in */lab.toml*"),
     (["--panio-target", "board0", "--panio-targets", "*"], "ERROR: panio: give --panio-target or --panio-targets*"),
+    (["--panio-target", "board0", "--panio-lease-wait", "-5"],
+     "*argument --panio-lease-wait: seconds (0 or more), not '-5'"),
+    (["--panio-target", "board0", "--panio-lease-wait", "nan"], "*argument --panio-lease-wait: seconds*'nan'"),
     (["--panio-targets", "tag:sim,board0"], "ERROR: panio: --panio-targets 'tag:sim,board0' mixes tags and names*"),
     (["--panio-targets", "tag:sim", "-n", "2", "--dist", "load"],
      "ERROR: panio: --dist load would split a target's tests over workers that each wait for its lease; "

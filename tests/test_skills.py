@@ -27,7 +27,8 @@ def test_companion_list_and_path(panio):
     assert path.name == "SKILL.md" and path.read_text().startswith("---\nname: panio")
     assert Path(panio("skill", "--path", "kvm-puppeting").out.strip()).exists()
     r = panio.fails("skill", "nope", code=3)
-    assert "kvm-puppeting" in r.err
+    assert "kvm-puppeting" in r.err and r.error["hint"] == "see `panio skill --list`"
+    assert panio.fails("skill", "kvm", code=3).error["hint"] == "did you mean `panio skill kvm-puppeting`?"
 
 
 def test_skills_ship_inside_the_wheel_package():

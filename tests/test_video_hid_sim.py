@@ -124,6 +124,14 @@ def test_watch_is_listed_and_show_says_running(bench):
     assert bench("video", "show", "board0", "--json").json()["daemon"]["state"] == "running"
 
 
+def test_show_says_no_frame_yet_before_the_first_frame_not_hash_none():
+    from controller.cli.video_runtime import describe
+
+    st = {"target": "board0", "state": "running", "pid": 42, "signal": None, "hash": None}
+    assert describe(st) == "running (pid 42), no frame yet"
+    assert describe({**st, "signal": "ok", "hash": "3f2a"}) == "running (pid 42), signal=ok hash=3f2a"
+
+
 def test_shot_writes_a_png_and_its_hash(bench, tmp_path):
     out = tmp_path / "s.png"
     r = bench("video", "shot", "board0", "-o", str(out), "--json")
@@ -225,10 +233,23 @@ def test_an_untracked_daemon_is_reported_and_reaped_by_watch(bench):
     (["video", "read", "board0", "--region", "1,2,3"], 2, "X,Y,W,H"),
     (["video", "shot", "board0", "--timeout", "999999999"], 2, "timeout_ms"),
     (["video", "shot", "nosuch"], 3, "nosuch"),
+    (["video", "shot", "board0", "-o", "/nonexistent-dir/s.png"], 2, "cannot write the shot to /nonexistent-dir"),
+    (["hid", "send", "board0", "key", "ENTER", "--pace-ms", "soon"], 2, "--pace-ms takes a whole number"),
 ])
 def test_bad_input_is_one_line_and_an_exit_code(bench, args, code, words):
     r = bench.fails(*args, code=code)
     assert words in r.error["message"]
+
+
+def test_hid_send_options_after_the_command_are_options_and_refused_after_type(bench):
+    sent = bench("hid", "send", "board0", "scroll", "-3", "--json").json()
+    assert sent["verb"] == "scroll" and sent["notches"] == -3
+    assert bench("hid", "send", "board0", "key", "ESC", "--pace-ms", "30", "--json").json()["key"] == "ESC"
+    r = bench.fails("hid", "send", "board0", "type", "x", "--json", code=2)  # neither typed nor an option
+    assert "would be typed into the target" in r.error["message"] and "quote the text" in r.error["hint"]
+    typed = bench("hid", "send", "board0", "type", "x --json")  # quoted: text to type
+    assert typed.out.strip() == "board0: type 8 characters"
+    bench("hid", "send", "board0", "key", "ctrl+c")
 
 
 def test_shot_without_the_daemon_says_how_to_start_it(bench):
@@ -275,8 +296,8 @@ def test_mcp_video_and_hid_tools(bench, console):
             text = await c.ok("video_wait", {"target": "board0", "text": r"^\s*Typed by MCP", "timeout_ms": 30000})
             assert "Typed by MCP" in text.split("echo Typed by MCP")[-1], text
             assert tools["video_wait"].annotations.read_only_hint is True
-            is_error, text = await c.call("video_wait", {"target": "board0"})  # the op takes text or an image
-            assert is_error and failure(text)[0] == 2 and "--text" in text
+            err = await c.error("video_wait", {"target": "board0"})  # MCP has no image form: text is required
+            assert "missing required argument 'text'" in str(err) and "--image" not in str(err)
             is_error, text = await c.call("video_wait", {"target": "board0", "text": "NEVER-THERE", "timeout_ms": 500})
             assert is_error and failure(text)[0] == 22
             assert "root@sim" in await c.ok("video_read", {"target": "board0"})

@@ -94,7 +94,7 @@ class Ch9329Backend(HidBackend):
             self._port = serial.serial_for_url(device, baudrate=baud, timeout=REPLY_TIMEOUT_S, exclusive=True)
         except (serial.SerialException, OSError, ValueError) as exc:
             raise Unreachable(f"HID rig {device}: {exc}", hint="check the device path and that no other program "
-                              "holds it", device=device) from exc
+                              "holds it", device=device, outcome="none") from exc  # not opened: nothing was sent
         self._buf = bytearray()
 
     def report(self, modifiers: int, usages: list[int]) -> None:

@@ -118,4 +118,4 @@ def _open(path: str) -> int:
     except OSError as exc:
         why = "nothing reads it" if exc.errno == errno.ENXIO else exc.strerror
         raise Unreachable(f"HID gadget {path}: {why}", hint="set the gadget up with configfs (docs/hid.md)",
-                          device=path) from exc
+                          device=path, outcome="none") from exc  # not opened: nothing was sent

@@ -43,7 +43,7 @@ class HealthGate:
             if record["health"] not in h.BLOCKING:
                 return None
             if skip or time.monotonic() >= end or should_stop():
-                how = "skipped (on_unhealthy = \"skip\")" if skip else f"waited {wait_s:g} s"
+                how = "skipped (on_unhealthy = \"skip\")" if skip else f"waited {round(wait_s, 1):g} s"
                 fix = ("lift it with `panio target health {t} --set good`" if record["health"] == "maintenance"
                        else "its health check must pass: `panio target health {t} --check`").format(t=payload["target"])
                 return Busy(f"target {payload['target']} is {h.describe(record)}: no new job runs on it; {how}",
@@ -66,7 +66,7 @@ class HealthGate:
         job_id = summary["job_id"]
         if payload.get("kind") == "health_check":
             passed = summary["health"] == "complete" and summary["result"] == "passed"
-            verdict = "passed" if passed else f"failed: {summary['reason']}"
+            verdict = "passed" if passed else f"failed: {summary['reason'].removeprefix('failed: ')}"
             self.set(payload, "good" if passed else "bad", f"health check job {job_id} {verdict}", job_id, True)
         elif summary["health"] == "incomplete" and not summary.get("gated"):
             self.set(payload, "unknown", f"job {job_id} ended incomplete: {summary['reason']}", job_id)

@@ -17,7 +17,7 @@ SECTIONS = {
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "init": ("controller.cli.init_cmd", "setup", "create a lab file"),
-    "target": ("controller.cli.target", "setup", "add, remove, show and list targets"),
+    "target": ("controller.cli.target", "setup", "add, remove, show and list targets; their health (maintenance)"),
     "host": ("controller.cli.host", "setup", "control hosts that own targets' devices (reached over SSH)"),
     "serial": ("controller.cli.serial", "drive", "serial consoles: watch, log, send, transact, wait; add/set/rm interfaces"),
     "netboot": ("controller.cli.netboot", "drive", "network boot: start|stop|status serving a kernel; set/rm interface and TFTP root"),

@@ -10,19 +10,21 @@ DETAILS = """\
 Serves a small web app: control hosts and whether their workers answer,
 targets with their lease holder, health and last job, the job queue and
 history with filters, each job's steps, output, serial log, screenshots and
-JUnit (live while it runs), schedules; operators can cancel jobs and break leases.
+JUnit (live while it runs), schedules; operators can cancel jobs, break leases
+and put targets in maintenance or lift it.
 
 It reads the same results database and lease store as `panio job` (set
 PANIO_RESULTS_URL / PANIO_BROKER as for the workers). Access tokens come from
-the environment: PANIO_DASHBOARD_TOKEN (operator: may cancel jobs, break leases) and
+the environment: PANIO_DASHBOARD_TOKEN (operator: may also act) and
 PANIO_DASHBOARD_READ_TOKEN (read-only). Without a token it serves loopback only;
---bind beyond loopback without PANIO_DASHBOARD_TOKEN is refused (exit 3)."""
+--bind beyond loopback without PANIO_DASHBOARD_TOKEN is refused (exit 3).
+Make a token: python3 -c 'import secrets; print(secrets.token_hex(32))'"""
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
     p.description = "Serve the operator's web dashboard (loopback by default).\n\n" + DETAILS
     p.epilog = ("example:\n  panio dashboard                      # http://127.0.0.1:8765/\n"
-                "  PANIO_DASHBOARD_TOKEN=$(cat ~/.panio-token) panio dashboard --bind 0.0.0.0 --port 8080\n\n"
+                "  PANIO_DASHBOARD_TOKEN=$(cat ~/.config/panio/dashboard-token) panio dashboard --bind 0.0.0.0 --port 8080\n\n"
                 "see also: panio job list, panio lease list, panio schedule list, docs/dashboard.md")
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDR",

@@ -14,6 +14,7 @@ COMMAND is one of:
                             0 0 = top left, 16384 16384 = centre, 32767 32767 = bottom right
   click [left|right|middle] at the pointer (default left)
   scroll N                  wheel notches, negative = down
+Put --json and --pace-ms before COMMAND (after `type` a bare --json is refused; quote text).
 Look, act, settle, verify: see `panio skill kvm-puppeting`."""
 
 
@@ -94,11 +95,32 @@ def _leading_options(args: argparse.Namespace, words: list[str]) -> list[str]:
     return words
 
 
+def _trailing_options(args: argparse.Namespace, words: list[str]) -> list[str]:
+    """Options after the command (`key ENTER --json`), which argparse hands over as command words.
+
+    After key, moveabs, click and scroll a word can never be an option. After `type` the words are
+    text, so a word that is exactly an option is refused rather than typed into the target.
+    """
+    from bench_agent.errors import UsageError
+
+    if words and words[0].lower() == "type":
+        stray = [w for w in words[1:] if w in ("--json", "--pace-ms")]
+        if stray:
+            raise UsageError(f"{stray[0]} after `type` would be typed into the target",
+                             hint="put options before the command (`panio hid send T --json type TEXT`), "
+                                  "or quote the text to type it: type 'ls --json'")
+        return words
+    for i, word in enumerate(words):
+        if word in ("--json", "--pace-ms"):
+            return words[:i] + _leading_options(args, words[i:])  # anything left makes a bad command
+    return words
+
+
 def send(args: argparse.Namespace) -> None:
     from bench_agent.errors import UsageError
     from controller import dispatch
 
-    words = _leading_options(args, list(args.words))
+    words = _trailing_options(args, _leading_options(args, list(args.words)))
     if not words:
         raise UsageError("give a HID command: key NAME | type TEXT | moveabs X Y | click [BUTTON] | scroll N",
                          hint="see `panio hid send --help`")

@@ -37,7 +37,9 @@ def run(args: argparse.Namespace) -> None:
         return
     name = args.name or skills.MAIN
     if name not in skills.names():
-        raise NotConfigured(f"no skill {name!r} (skills: {', '.join(skills.names())})", hint="see `panio skill --list`", skill=name)
+        near = [n for n in skills.names() if n.startswith(name.lower())] if name else []  # `kvm` for kvm-puppeting
+        hint = f"did you mean `panio skill {near[0]}`?" if len(near) == 1 else "see `panio skill --list`"
+        raise NotConfigured(f"no skill {name!r} (skills: {', '.join(skills.names())})", hint=hint, skill=name)
     if args.path:
         say(str(skills.path(name)))
     elif args.json:

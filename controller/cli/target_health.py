@@ -75,6 +75,9 @@ def health(args: argparse.Namespace) -> None:
     lab.target(args.name)
     if args.no_check and not args.set_to:
         raise UsageError("--no-check goes with --set")
+    if args.reason and not args.set_to:  # else the reason would be dropped without a word
+        raise UsageError("--reason goes with --set", hint=f"panio target health {args.name} --set maintenance "
+                                                          "--reason TEXT")
     if args.set_to and not args.reason and args.set_to != "good":
         raise UsageError(f"--set {args.set_to} needs --reason TEXT (it is recorded and shown to everyone)")
     check_job = None

@@ -147,12 +147,22 @@ def shot(args: argparse.Namespace) -> None:
         sys.stdout.buffer.write(png)
         sys.stdout.flush()
     else:
-        Path(out).write_bytes(png)
+        _write(out, png)
     sys.stderr.write(f"signal={r['signal']} hash={r['hash']}\n")
     if args.json and out != "-":
         print_json({**r, "file": out})
     elif out != "-":
         say(out)
+
+
+def _write(path: str, png: bytes) -> None:
+    from bench_agent.errors import UsageError
+
+    try:
+        Path(path).write_bytes(png)
+    except OSError as exc:  # a directory that is not there, or not ours: the command line's fault
+        raise UsageError(f"cannot write the shot to {path}: {exc.strerror or exc}", argument="output",
+                         hint="give -o a file in a directory you can write, or -o - for stdout") from None
 
 
 def read(args: argparse.Namespace) -> None:
@@ -197,7 +207,9 @@ def describe(st: dict[str, Any], kind: str = "video") -> str:
     """A daemon state line for `video show` / `hid show`."""
     start = f"panio video watch {st['target']}" if kind == "video" else f"panio hid serve {st['target']}"
     if st["state"] == "running":
-        extra = f", signal={st.get('signal')} hash={st.get('hash')}" if kind == "video" else ""
+        extra = ""
+        if kind == "video":  # no hash yet: the daemon has not published its first frame
+            extra = f", signal={st.get('signal')} hash={st['hash']}" if st.get("hash") else ", no frame yet"
         return f"running (pid {st['pid']}){extra}"
     if st["state"] == "untracked":
         return (f"untracked (pid {st['pid']}): a daemon without its discovery file; "

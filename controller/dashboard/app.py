@@ -30,6 +30,7 @@ HERE = Path(__file__).parent
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 PUBLIC = ("/login", "/static/")
 PAGE = 50  # jobs a page
+MAX_ID = 2**63 - 1  # the largest job id a results database (SQLite, PostgreSQL BIGINT) can hold
 HEADERS = {"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
            "Cache-Control": "no-store",
            "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'"}
@@ -93,6 +94,10 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
                                      status_code=403)
         request.state.role = d.auth.role(request.cookies.get(COOKIE), request.headers.get("authorization"))
         if request.state.role is None and not request.url.path.startswith(PUBLIC):
+            if request.headers.get("authorization"):  # a script: say so, not a redirect to a form it cannot fill
+                return PlainTextResponse("wrong token: send Authorization: Bearer TOKEN with PANIO_DASHBOARD_TOKEN "
+                                         "or PANIO_DASHBOARD_READ_TOKEN", status_code=401,
+                                         headers={**HEADERS, "WWW-Authenticate": "Bearer"})
             if request.headers.get("hx-request"):
                 return Response(status_code=401, headers={"HX-Redirect": "/login"})
             return RedirectResponse("/login", status_code=303)
@@ -151,6 +156,8 @@ def jobs(d: Dashboard, request: Request) -> Response:
 
 
 def _job_or_404(d: Dashboard, job_id: int) -> dict | None:
+    if job_id > MAX_ID:  # no such job, and more than the database's integer holds
+        return None
     try:
         return reads.job(d.store(), job_id)
     except NotConfigured:
@@ -217,6 +224,8 @@ async def cancel(d: Dashboard, request: Request) -> Response:
     refused = await _operator_form(d, request, "cancel jobs")
     if refused:
         return refused
+    if job_id > MAX_ID:
+        return d.page(request, "missing.html", status_code=404, what=f"job {job_id}")
     from controller.jobs import control
 
     message = await _act(control.cancel, d.store(), job_id)
@@ -248,6 +257,8 @@ async def set_health(d: Dashboard, request: Request) -> Response:
     health, reason = str(form.get("health", "")), str(form.get("reason", "")).strip()[:500]
     if not NAME_RE.match(target) or health not in ("maintenance", "good"):
         return PlainTextResponse("a target name and health maintenance or good, please", status_code=400)
+    if health == "maintenance" and not reason:  # as `panio target health --set maintenance` needs --reason
+        return _redirect(d, "/", f"{target}: not changed: maintenance needs a reason (everyone sees it)")
     by = f"dashboard ({request.client.host if request.client else '?'}, {request.state.role})"
     return _redirect(d, "/", await _act(reads.set_health, d.load_lab, target, health, reason, by))
 
@@ -267,7 +278,7 @@ def schedules(d: Dashboard, request: Request) -> Response:
 
 
 def _int(text: str | None) -> int | None:
-    return int(text) if text and text.isdigit() else None
+    return int(text) if text and text.isdigit() and int(text) <= MAX_ID else None
 
 
 def _when(ts: float | None) -> str:

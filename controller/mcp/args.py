@@ -22,13 +22,25 @@ class BadArguments(ValueError):
     """The arguments of a call do not fit the tool; ``str()`` says which and why."""
 
 
+def did_you_mean(wrong: str, names: list[str]) -> str:
+    """`; did you mean 'x'?` for a typo (`targt`) or a name without its unit (`timeout`), else ''.
+
+    Only close misses: a looser match would point `serial_read` at `serial_send`, a tool that types.
+    """
+    import difflib
+
+    close = difflib.get_close_matches(wrong, names, n=1, cutoff=0.85) or [n for n in names if n.startswith(wrong + "_")]
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def check(tool: ToolSpec, given: dict[str, Any] | None) -> dict[str, Any]:
     """The arguments with defaults left to the CLI; raises ``BadArguments``."""
     values = dict(given or {})
     unknown = sorted(set(values) - {a.name for a in tool.args})
     if unknown:
-        known = ", ".join(a.name for a in tool.args) or "none"
-        raise BadArguments(f"{tool.name}: unknown argument(s) {', '.join(unknown)} (arguments: {known})")
+        names = [a.name for a in tool.args]
+        raise BadArguments(f"{tool.name}: unknown argument(s) {', '.join(unknown)}{did_you_mean(unknown[0], names)}"
+                           f" (arguments: {', '.join(names) or 'none'})")
     for a in tool.args:
         if a.required and values.get(a.name) is None:
             raise BadArguments(f"{tool.name}: missing required argument {a.name!r} ({a.help})")
@@ -54,7 +66,8 @@ def _check_value(tool: ToolSpec, name: str, value: Any) -> Any:
         value = int(value)  # JSON Schema counts 5.0 as an integer
     # bool is an int in Python; JSON true is not a JSON integer.
     if not isinstance(value, _TYPES[a.kind]) or (a.kind == "integer" and isinstance(value, bool)):
-        raise BadArguments(f"{where} must be of type {a.kind}, got {_JSON_NAMES.get(type(value), 'value')} {value!r}")
+        raise BadArguments(f"{where} must be of type {a.kind}, got {_JSON_NAMES.get(type(value), 'value')} {value!r}"
+                           f" ({a.help})")  # the help shows the shape: ["key", "ENTER"], not "key ENTER"
     if a.minimum is not None and value < a.minimum:
         raise BadArguments(f"{where} = {value} is below the minimum {a.minimum} (allowed: {_range(a)})")
     if a.maximum is not None and value > a.maximum:

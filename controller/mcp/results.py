@@ -6,7 +6,8 @@ one-line JSON error object (the last line of the child's stderr, as in
 docs/exit-status.md), then anything it printed on stdout before failing
 (serial_wait returns the bytes it accepted even on a timeout). A tool that
 changes the target and fails as unreachable (4) or timeout (22), or is stopped
-at its deadline, also says the outcome is unknown.
+at its deadline, also says the outcome is unknown (unless the error says
+``"outcome": "none"``: nothing was sent).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def render(done: Finished, changes_target: bool) -> tuple[str, bool]:
     lines = [f"`{command_line(done.argv)}` failed: exit code {error['exit']} ({error['error']})",
              f"error: {error['message']}" + (f" ({error['hint']})" if error.get("hint") else ""),
              json.dumps(error)]
-    if changes_target and (done.timed_out or error["exit"] in UNKNOWN_OUTCOME_EXITS):
+    if changes_target and (done.timed_out or (error["exit"] in UNKNOWN_OUTCOME_EXITS
+                                              and error.get("outcome") != "none")):  # none: nothing was sent
         lines.append(UNKNOWN_OUTCOME)
     if done.out.strip():
         lines += ["output before the failure:", done.out.rstrip("\n")]

@@ -55,7 +55,8 @@ class PanioTools:
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         tool = BY_NAME.get(params.name)
         if tool is None:
-            raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}; tools: {', '.join(BY_NAME)}",
+            near = tool_args.did_you_mean(params.name, list(BY_NAME))
+            raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}{near}; tools: {', '.join(BY_NAME)}",
                            data={"tool": params.name, "tools": list(BY_NAME)})
         try:
             values = tool_args.check(tool, params.arguments)

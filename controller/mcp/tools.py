@@ -305,9 +305,8 @@ VIDEO_TOOLS: tuple[ToolSpec, ...] = (
              "of video_read calls. " + VIDEO_SEE,
              ("video", "wait"),
              (TARGET,
-              from_spec("video.wait", "text", "--text",  # optional in the op (or an image): give it here
-                        help="a regular expression the screen's text (OCR) must match (give it: the image "
-                             "form is the CLI's --image)"),
+              from_spec("video.wait", "text", "--text", required=True,  # the op also takes an image; MCP does not
+                        help="a regular expression the screen's text (OCR) must match"),
               from_spec("video.wait", "region", "--region", help="X,Y,W,H in frame pixels: look only there"),
               from_spec("video.wait", "timeout_ms", "--timeout")),
              op="video.wait"),

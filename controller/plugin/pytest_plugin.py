@@ -34,10 +34,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run the tests on this target (the panio_target fixture)")
     group.addoption("--panio-targets", metavar="SELECTOR", default=None,
                     help="run each test once per matching target: tag:TAG[,tag:TAG], NAME[,NAME] or '*'")
-    group.addoption("--panio-lease-wait", metavar="S", type=float, default=60.0,
+    group.addoption("--panio-lease-wait", metavar="S", type=_wait_s, default=60.0,
                     help="wait up to S seconds for a target another holder leases (default 60)")
     group.addoption("--panio-no-watch", action="store_true", default=False,
                     help="do not start serial capture on the leased targets")
+
+
+def _wait_s(text: str) -> float:
+    import argparse
+    import math
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"seconds (0 or more), not {text!r}")
+    return seconds
 
 
 @pytest.hookimpl(wrapper=True)
@@ -143,7 +156,8 @@ def panio_target(request: pytest.FixtureRequest):
     try:
         return session.target(name)
     except PanioError as err:
-        pytest.fail(err.human(), pytrace=False)
+        failure = err.human()
+    pytest.fail(failure, pytrace=False)  # outside the except: no "During handling of the above exception"
 
 
 def _wants_target(config: pytest.Config) -> bool:
