@@ -10,8 +10,11 @@ import time
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from conftest import BIN
 from jobhelp import job_file
+from serial_fixtures import Bench
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -103,3 +106,104 @@ def test_the_license_is_an_spdx_string():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert project["project"]["license"] == "Apache-2.0"  # a table makes setuptools warn on every install
     assert "setuptools>=77" in project["build-system"]["requires"]  # the first that reads the SPDX string
+
+
+# --- a newcomer's second pass: hints that named commands panio does not have, or led the wrong way ---
+
+
+def test_a_taken_name_hints_only_commands_that_exist(panio):
+    panio("init")
+    panio("target", "add", "pico")
+    r = panio.fails("target", "add", "pico", code=6)
+    assert "target set" not in r.error["hint"] and "`panio target show pico`" in r.error["hint"]
+    panio("action", "add", "flash", "-t", "pico", "--command", "true")
+    r = panio.fails("action", "add", "flash", "-t", "pico", "--command", "true", code=6)
+    assert "action set" not in r.error["hint"] and "`panio action rm flash -t pico`" in r.error["hint"]
+    panio("host", "add", "bench1", "--ssh", "ops@bench1.lab")
+    assert "`panio host set bench1 ...`" in panio.fails("host", "add", "bench1", "--ssh", "x@y", code=6).error["hint"]
+    for hint in ("target show pico", "action rm flash -t pico", "host set bench1"):  # each hint runs as written
+        assert panio(*hint.split(), "--help").code == 0
+
+
+def test_arguments_in_the_wrong_order_say_the_target_comes_first(panio):
+    panio("init")
+    panio("target", "add", "pico")
+    r = panio.fails("serial", "send", "uname -a", "pico", code=3)
+    assert r.error["hint"].startswith("'pico' is a target: runtime commands take the target first")
+    assert "`panio serial send pico ...`" in r.error["hint"] and "uname" not in r.error["hint"]
+    assert panio.fails("serial", "send", "pcio", "hi", code=3).error["hint"] == "did you mean 'pico'?"
+
+
+def test_power_set_does_not_print_a_power_on_command(panio):
+    panio("init")
+    panio("target", "add", "pico")
+    out = panio("power", "set", "-t", "pico", "--cycle-cmd", "true").out
+    assert out == "set cycle_cmd of pico's power (default level)\n"
+    out = panio("power", "set", "-t", "pico", "--level", "hard", "--off-cmd", "true").out
+    assert not out.startswith("power on") and "(level hard)" in out
+
+
+def test_a_job_files_typos_are_named_with_the_near_miss_and_the_right_line(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico")
+    cmd = panio.fails("job", "check", job_file(tmp_path, "[[steps]]\nrun = 'panio power-cylce ${target}'\n"), code=5)
+    assert cmd.error["hint"].startswith("did you mean `panio power-cycle`?")
+    tgt = panio.fails("job", "check", job_file(tmp_path, "target = 'pcio'\n[[steps]]\nrun = 'ping ${target}'\n"),
+                      code=5)
+    assert tgt.error["hint"].startswith("did you mean 'pico'?") and "--target TARGET" in tgt.error["hint"]
+    table = panio.fails("job", "check", job_file(tmp_path, "name = 'x'\ntarget = 'pico'\n\n[[step]]\nrun = 'ping x'\n"),
+                        code=5)
+    assert (table.error["line"], table.error["column"]) == (4, 1)  # the [[step]] header, not 1:1
+
+
+def test_the_jobs_doc_example_passes_on_the_target_it_is_run_on(panio, tmp_path):
+    text = (DOCS / "jobs.md").read_text()
+    example = re.search(r"## The job file\n\n```toml\n(.*?)```", text, re.S).group(1)
+    panio("init")
+    panio("target", "add", "board0")
+    r = panio("job", "run", job_file(tmp_path, example), "--target", "board0", check=False)
+    assert r.code == 0, r.out + r.err
+
+
+def test_a_bundled_helpers_near_miss_is_named_and_its_usage_error_says_its_name_once(panio):
+    assert panio.fails("helper", "shelly", code=3).error["hint"].startswith("did you mean `panio helper shellyplug`?")
+    p = subprocess.run([str(BIN / "shellyplug"), "state"], capture_output=True, text=True, env=panio.env, timeout=30)
+    assert p.returncode == 2 and p.stderr.startswith("shellyplug: the following") and "shellyplug: shellyplug" not in p.stderr
+
+
+@pytest.fixture
+def bench(panio, tmp_path):
+    b = Bench(panio, tmp_path)
+    yield b
+    b.close()
+
+
+def test_stopping_a_stopped_capture_does_not_say_start_it(bench, panio):
+    bench.board("pico")
+    panio("serial", "watch", "pico")
+    panio("serial", "stop", "pico")
+    r = panio.fails("serial", "stop", "pico", code=10)
+    assert "nothing to stop" in r.error["message"] and "serial watch" not in r.error["hint"]
+    assert "`panio serial log pico`" in r.error["hint"]
+
+
+def test_a_transact_that_times_out_hints_a_serial_wait_that_parses(bench, panio):
+    bench.board("pico")["console"].power_on()
+    panio("serial", "watch", "pico")
+    r = panio.fails("serial", "transact", "pico", "echo hi", "--until", "never-printed", "--timeout-ms", "300", code=22)
+    hinted = re.search(r"`panio (serial wait [^`]+)`", r.error["hint"]).group(1)
+    assert f"--epoch {r.error['epoch']} --since {r.error['cursor']}" in hinted and "never-printed" not in hinted
+    from controller.cli.main import build_parser
+
+    build_parser(full=True).parse_args(hinted.replace("REGEX", "x").split())  # transact has no --epoch; wait does
+
+
+def test_a_suite_naming_a_missing_job_file_is_the_suite_files_error(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico")
+    job_file(tmp_path, "target = 'pico'\n[[steps]]\nrun = 'ping ${target}'\n", name="smoke.toml")
+    suite = job_file(tmp_path, "name = 's'\njobs = ['smoke.toml', 'nope.toml']\n", name="suite.toml")
+    code = documented_exit("jobs.md", "a job file a suite names is missing")
+    r = panio.fails("suite", "check", suite, code=code)
+    assert (r.error["file"], r.error["line"]) == (suite, 2) and "jobs[1]: no job file at" in r.error["message"]
+    panio.fails("suite", "run", suite, code=code)

@@ -32,9 +32,13 @@ def listing() -> list[dict[str, str]]:
 
 def runner(name: str) -> Callable[[list[str]], int]:
     if name not in HELPERS:
+        import difflib
+
         known = ", ".join(HELPERS)
-        raise NotConfigured(f"no bundled helper {name!r} (helpers: {known})", hint="list them with `panio helper`",
-                            helper=name)
+        close = difflib.get_close_matches(name, list(HELPERS), n=1)
+        near = f"did you mean `panio helper {close[0]}`? " if close else ""
+        raise NotConfigured(f"no bundled helper {name!r} (helpers: {known})",
+                            hint=f"{near}list them with `panio helper`", helper=name)
     return importlib.import_module(HELPERS[name][0]).run
 
 
@@ -44,7 +48,8 @@ def console_main(prog: str, run: Callable[[list[str]], int]) -> None:
         status = run(sys.argv[1:])
     except PanioError as err:
         sys.stdout.flush()
-        sys.stderr.write(f"{prog}: {err.message}" + (f" ({err.hint})" if err.hint else "") + "\n")
+        said = err.message if err.message.startswith(f"{prog}: ") else f"{prog}: {err.message}"  # argparse's has it
+        sys.stderr.write(said + (f" ({err.hint})" if err.hint else "") + "\n")
         sys.stderr.write(json.dumps(err.to_json()) + "\n")
         status = err.exit_status
     except KeyboardInterrupt:

@@ -64,7 +64,12 @@ def stop(target: str, force: bool = False) -> dict[str, Any]:
     """Stop the target's supervisor: politely over the socket, else SIGTERM, and with force SIGKILL."""
     info = discovery(target)
     if info is None:
-        raise not_running(target)
+        from bench_agent.errors import NotRunning
+
+        # not "start it with serial watch": whoever stops a capture wants it stopped, and it is
+        raise NotRunning(f"no serial capture is running for {target!r}: nothing to stop",
+                         hint=f"the log stays on disk: `panio serial log {target}`; `panio daemons` lists this "
+                              f"host's captures", target=target)
     pid = info["pid"]
     try:
         request(target, {"op": "stop"}, timeout_s=5)

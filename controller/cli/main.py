@@ -121,8 +121,25 @@ def run(argv: list[str]) -> int:
     from controller.paths import resolve_lab_path
 
     args.lab_path, args.lab_source = resolve_lab_path(args.lab)
-    status = args.func(args)
+    try:
+        status = args.func(args)
+    except PanioError as err:
+        err.hint = _target_first_hint(err, argv, name, getattr(args, "subcommand", None)) or err.hint
+        raise
     return 0 if status is None else int(status)
+
+
+def _target_first_hint(err: PanioError, argv: list[str], name: str, subcommand: str | None) -> str | None:
+    """An unknown target while a later word is a known one: the arguments came in the wrong order
+    (`panio serial send "uname -a" pico`). The hint names only the known target, never the other input."""
+    known, wrong = err.details.get("known"), err.details.get("target")
+    if not known or wrong is None or wrong in known:
+        return None
+    words = [name] + ([subcommand] if subcommand else [])
+    found = next((a for a in argv if a in known and a not in words), None)
+    if found is None:
+        return None
+    return f"'{found}' is a target: runtime commands take the target first (`panio {' '.join(words)} {found} ...`)"
 
 
 RUNTIME_TOP = ("power-cycle", "power-state", "ping")  # runtime commands that are not in a group

@@ -92,9 +92,10 @@ JOB = TableSpec({
 }, "job file")
 
 
-def _invalid(path: Path, text: str, where: tuple, message: str) -> ConfigInvalid:
+def _invalid(path: Path, text: str, where: tuple, message: str, hint: str | None = None) -> ConfigInvalid:
     line, col = locate(text, where)
-    return ConfigInvalid(f"{path}:{line}:{col}: {message}", hint="fix the job file; nothing was queued",
+    return ConfigInvalid(f"{path}:{line}:{col}: {message}",
+                         hint=f"{hint or 'fix the job file'}; nothing was queued",
                          file=str(path), line=line, column=col)
 
 
@@ -139,8 +140,12 @@ def _parse_against_cli(job: dict, idx: int, argv: list[str], parser) -> None:
     from controller.cli.commands import COMMANDS
 
     if argv[0] not in COMMANDS:
+        import difflib
+
+        close = difflib.get_close_matches(argv[0], list(COMMANDS), n=1)
         raise _invalid(job["path"], job["text"], ("steps", idx, "run"),
-                       f"steps[{idx}].run: unknown panio command {argv[0]!r} (see `panio --help`)")
+                       f"steps[{idx}].run: unknown panio command {argv[0]!r} (see `panio --help`)",
+                       hint=f"did you mean `panio {close[0]}`? fix the job file" if close else None)
     try:
         args = parser.parse_args(_stand_ins(argv))
     except UsageError as err:
@@ -254,7 +259,9 @@ def select_targets(job: dict, lab: Lab, override: str | None) -> list[str]:
         try:
             lab.target(data["target"])
         except NotConfigured as err:
-            raise _invalid(job["path"], job["text"], ("target",), err.message) from None
+            near = err.hint if err.hint and err.hint.startswith("did you mean") else None
+            raise _invalid(job["path"], job["text"], ("target",), err.message,
+                           hint=f"{near + ' ' if near else ''}fix the job's target, or pass --target TARGET") from None
         return [data["target"]]
     tags = set(data.get("tags", []))
     if not tags:
