@@ -207,3 +207,11 @@ def test_a_suite_naming_a_missing_job_file_is_the_suite_files_error(panio, tmp_p
     r = panio.fails("suite", "check", suite, code=code)
     assert (r.error["file"], r.error["line"]) == (suite, 2) and "jobs[1]: no job file at" in r.error["message"]
     panio.fails("suite", "run", suite, code=code)
+
+
+def test_a_config_command_without_its_t_says_config_commands_take_t(panio):
+    panio("init")
+    panio("target", "add", "pico")
+    r = panio.fails("serial", "add", "console", "pico", "--device", "/dev/ttyUSB0", code=2)
+    assert r.error["hint"] == "config commands name the target with -t TARGET; see `panio serial add --help`"
+    assert panio("serial", "add", "--help").code == 0

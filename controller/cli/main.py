@@ -115,6 +115,8 @@ def run(argv: list[str]) -> int:
     except UsageError as err:
         if "TARGET" in err.message or "-t" in err.message.split():
             err.hint = _positional_hint(argv) or err.hint
+        elif "required: -t/--target" in err.message:  # `panio serial add console pico`: the runtime habit
+            err.hint = f"config commands name the target with -t TARGET; see `panio {err.message.split(':')[0]} --help`"
         raise
     if os.environ.get("PANIO_LEASE_TOKEN"):
         _job_step_guard(name, getattr(args, "subcommand", None), argv)
