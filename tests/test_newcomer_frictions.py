@@ -215,3 +215,14 @@ def test_a_config_command_without_its_t_says_config_commands_take_t(panio):
     r = panio.fails("serial", "add", "console", "pico", "--device", "/dev/ttyUSB0", code=2)
     assert r.error["hint"] == "config commands name the target with -t TARGET; see `panio serial add --help`"
     assert panio("serial", "add", "--help").code == 0
+
+
+@pytest.mark.parametrize("word, meant", [("reset", "power-cycle"), ("reboot", "power-cycle"), ("flash", "action run"),
+                                         ("serail", "serial"), ("shell", None)])
+def test_an_unknown_command_is_never_pointed_at_an_unrelated_one(panio, tmp_path, word, meant):
+    hint = panio.fails(word, "pico", code=2).error["hint"]
+    assert ("did you mean" not in hint) if meant is None else hint.startswith(f"did you mean `panio {meant}`?")
+    assert "setup" not in hint and "lease" not in hint and "netboot" not in hint  # the old near misses
+    panio("init")
+    r = panio.fails("job", "check", job_file(tmp_path, f"target = 'x'\n[[steps]]\nrun = 'panio {word} x'\n"), code=5)
+    assert ("did you mean" not in r.error["hint"]) if meant is None else f"`panio {meant}`" in r.error["hint"]

@@ -101,10 +101,10 @@ def run(argv: list[str]) -> int:
         sys.stdout.write(top_help())
         return 0
     if name not in COMMANDS:
-        import difflib
+        from controller.cli.commands import near_command
 
-        close = difflib.get_close_matches(name, list(COMMANDS), n=1)
-        hint = f"did you mean `panio {close[0]}`? " if close else ""
+        near = near_command(name)
+        hint = f"did you mean `panio {near}`? " if near else ""
         raise UsageError(f"unknown command {name!r}", hint=f"{hint}see `panio --help` and `panio skill`", command=name)
     parser = build_parser(only=name)
     try:

@@ -137,15 +137,13 @@ def _check_step(job: dict, idx: int, step: dict, known_vars: set[str], parser) -
 
 
 def _parse_against_cli(job: dict, idx: int, argv: list[str], parser) -> None:
-    from controller.cli.commands import COMMANDS
+    from controller.cli.commands import COMMANDS, near_command
 
     if argv[0] not in COMMANDS:
-        import difflib
-
-        close = difflib.get_close_matches(argv[0], list(COMMANDS), n=1)
+        near = near_command(argv[0])
         raise _invalid(job["path"], job["text"], ("steps", idx, "run"),
                        f"steps[{idx}].run: unknown panio command {argv[0]!r} (see `panio --help`)",
-                       hint=f"did you mean `panio {close[0]}`? fix the job file" if close else None)
+                       hint=f"did you mean `panio {near}`? fix the job file" if near else None)
     try:
         args = parser.parse_args(_stand_ins(argv))
     except UsageError as err:
