@@ -226,3 +226,14 @@ def test_an_unknown_command_is_never_pointed_at_an_unrelated_one(panio, tmp_path
     panio("init")
     r = panio.fails("job", "check", job_file(tmp_path, f"target = 'x'\n[[steps]]\nrun = 'panio {word} x'\n"), code=5)
     assert ("did you mean" not in r.error["hint"]) if meant is None else f"`panio {meant}`" in r.error["hint"]
+
+
+def test_a_simulated_board_whose_bench_is_down_points_at_panio_sim(panio, tmp_path):
+    sim_dir = tmp_path / "sim"
+    sim = str(BIN / "panio-sim")
+    subprocess.run([sim, "up", "--dir", str(sim_dir), "--boot-s", "0.1", "--countdown-s", "0.1"],
+                   env=panio.env, check=True, capture_output=True, timeout=60)
+    subprocess.run([sim, "down", "--dir", str(sim_dir)], env=panio.env, check=True, capture_output=True, timeout=60)
+    r = panio.fails("--lab", str(sim_dir / "lab.toml"), "serial", "watch", "board0", code=12)
+    assert "is the simulated bench up?" in r.error["message"] and "`panio-sim up`" in r.error["hint"]
+    assert "panio serial devices" not in r.error["hint"]  # it lists real ports, never a simulated board
