@@ -237,3 +237,20 @@ def test_a_simulated_board_whose_bench_is_down_points_at_panio_sim(panio, tmp_pa
     r = panio.fails("--lab", str(sim_dir / "lab.toml"), "serial", "watch", "board0", code=12)
     assert "is the simulated bench up?" in r.error["message"] and "`panio-sim up`" in r.error["hint"]
     assert "panio serial devices" not in r.error["hint"]  # it lists real ports, never a simulated board
+
+
+def test_an_output_path_that_cannot_be_written_is_refused_before_the_job_runs(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico")
+    job = job_file(tmp_path, "[[steps]]\nrun = 'ping ${target}'\n")
+    (tmp_path / "taken").write_text("a file, not a folder")
+    code = documented_exit("jobs.md", "`--junit`, `--report` or `--out` names a path")
+    for flag, path in (("--junit", tmp_path / "taken" / "j.xml"), ("--report", tmp_path)):
+        r = panio.fails("job", "run", job, "--target", "pico", flag, str(path), code=code)
+        assert r.error["argument"] == flag and "internal" not in r.err
+    assert panio("job", "list", "--json").json() == []  # refused before a job was created
+    panio("job", "run", job, "--target", "pico")
+    assert panio.fails("job", "artifacts", "1", "--out", str(tmp_path / "taken"), code=code).error["argument"] == "--out"
+    suite = job_file(tmp_path, "jobs = ['job.toml']\ntargets = ['pico']\n", name="suite.toml")
+    panio.fails("suite", "run", suite, "--junit", str(tmp_path / "taken" / "s.xml"), code=code)
+    assert len(panio("job", "list", "--json").json()) == 1
