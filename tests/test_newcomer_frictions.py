@@ -254,3 +254,14 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_the_job_runs(pa
     suite = job_file(tmp_path, "jobs = ['job.toml']\ntargets = ['pico']\n", name="suite.toml")
     panio.fails("suite", "run", suite, "--junit", str(tmp_path / "taken" / "s.xml"), code=code)
     assert len(panio("job", "list", "--json").json()) == 1
+
+
+def test_a_folder_that_is_a_file_is_refused_in_two_lines_by_init_and_panio_sim(panio, tmp_path):
+    (tmp_path / "afile").write_text("not a folder")
+    r = panio.fails("--lab", str(tmp_path / "afile" / "lab.toml"), "init", code=5)
+    assert "cannot create" in r.error["message"] and "--lab PATH" in r.error["hint"]
+    p = subprocess.run([str(BIN / "panio-sim"), "up", "--dir", str(tmp_path / "afile")], capture_output=True,
+                       text=True, env=panio.env, timeout=60)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 2 and "Traceback" not in p.stderr, p.stderr
+    assert lines[0].startswith("panio-sim: cannot use") and '"error": "usage"' in lines[1]
