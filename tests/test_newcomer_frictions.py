@@ -265,3 +265,19 @@ def test_a_folder_that_is_a_file_is_refused_in_two_lines_by_init_and_panio_sim(p
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 2 and "Traceback" not in p.stderr, p.stderr
     assert lines[0].startswith("panio-sim: cannot use") and '"error": "usage"' in lines[1]
+
+
+def test_an_empty_target_never_quietly_runs_the_files_own_target(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico")
+    job = job_file(tmp_path, "target = 'pico'\n[[steps]]\nrun = 'ping ${target}'\n")
+    for cmd in ("run", "check"):
+        r = panio.fails("job", cmd, job, "--target", "", code=2)  # CI's `--target "$BOARD"` with BOARD unset
+        assert r.error["message"] == "--target is empty"
+    assert panio("job", "list", "--json").json() == []
+
+
+def test_a_zero_duration_says_it_must_be_more_than_zero(panio):
+    panio("init")
+    assert "must be more than zero" in panio.fails("job", "prune", "--older-than", "0d", code=2).error["message"]
+    assert "use a number and a unit" in panio.fails("job", "prune", "--older-than", "30", code=2).error["message"]

@@ -250,7 +250,9 @@ def compile_steps(job: dict) -> list[dict]:
 def select_targets(job: dict, lab: Lab, override: str | None) -> list[str]:
     """The targets a job may run on: --target, else ``target``, else every target carrying all ``tags``."""
     data = job["data"]
-    if override:
+    if override == "":  # `--target "$BOARD"` with BOARD unset must not quietly run on the file's target
+        raise UsageError("--target is empty", hint="was the variable you passed it unset? give a target name")
+    if override is not None:
         lab.target(override)
         return [override]
     if data.get("target"):
