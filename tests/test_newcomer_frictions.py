@@ -4,6 +4,7 @@ an unfilled `${target}`, a progress line that froze on a quiet step, the license
 from __future__ import annotations
 
 import io
+import json
 import re
 import subprocess
 import time
@@ -281,3 +282,13 @@ def test_a_zero_duration_says_it_must_be_more_than_zero(panio):
     panio("init")
     assert "must be more than zero" in panio.fails("job", "prune", "--older-than", "0d", code=2).error["message"]
     assert "use a number and a unit" in panio.fails("job", "prune", "--older-than", "30", code=2).error["message"]
+
+
+def test_an_unknown_target_in_the_default_lab_also_suggests_another_lab_file(panio, tmp_path):
+    env = {k: v for k, v in panio.env.items() if k != "PANIO_LAB"}  # a new shell: no `export PANIO_LAB=...`
+    run = lambda *a: subprocess.run([str(BIN / "panio"), *a], capture_output=True, text=True, env=env, timeout=60)
+    run("init")
+    hint = json.loads(run("serial", "stop", "board0").stderr.splitlines()[-1])["hint"]
+    assert hint.startswith("add it with `panio target add board0`") and "--lab PATH or set $PANIO_LAB" in hint
+    panio("init")  # with PANIO_LAB set, the user chose the file: no second guess
+    assert panio.fails("serial", "stop", "board0", code=3).error["hint"] == "add it with `panio target add board0`"

@@ -127,6 +127,9 @@ def run(argv: list[str]) -> int:
         status = args.func(args)
     except PanioError as err:
         err.hint = _target_first_hint(err, argv, name, getattr(args, "subcommand", None)) or err.hint
+        if args.lab_source == "default" and "target" in err.details and (err.hint or "").startswith("add it with"):
+            # a new shell without the simulator's `export PANIO_LAB=...` reads the default lab, not the bench's
+            err.hint += "; or, if it is in another lab file than this default one, give --lab PATH or set $PANIO_LAB"
         raise
     return 0 if status is None else int(status)
 

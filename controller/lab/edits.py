@@ -50,8 +50,8 @@ def _exists_hint(kind: str, name: str, target: str | None) -> str:
         return f"change it with `panio host set {name} ...` or pick another name"
     if kind == "action":
         return f"pick another name, or replace it: `panio action rm {name} -t {target}`, then add it again"
-    return (f"pick another name; see it with `panio target show {name}` (change its channels with their own "
-            f"set commands, e.g. `panio serial set`)")
+    return (f"pick another name; see it with `panio target show {name}`; its channels change with their own "
+            f"set commands (e.g. `panio serial set`)")
 
 
 def set_fields(table: Any, values: dict[str, Any]) -> list[str]:
