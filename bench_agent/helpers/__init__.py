@@ -59,8 +59,9 @@ def console_main(prog: str, run: Callable[[list[str]], int]) -> None:
             traceback.print_exc()
         from bench_agent.errors import InternalError
 
-        status = _report(prog, InternalError(f"internal error: {type(exc).__name__}: {exc}",
-                                             hint=f"this is a bug in {prog}; rerun with PANIO_DEBUG=1 for the traceback"))
+        bug = InternalError(f"internal error: {type(exc).__name__}: {exc}",
+                            hint=f"this is a bug in {prog}; rerun with PANIO_DEBUG=1 for the traceback")
+        status = _report(prog, bug)
     sys.exit(status)
 
 
