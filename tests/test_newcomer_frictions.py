@@ -294,3 +294,11 @@ def test_an_unknown_target_in_the_default_lab_also_suggests_another_lab_file(pan
     assert hint.startswith("add it with `panio target add board0`") and "--lab PATH or set $PANIO_LAB" in hint
     panio("init")  # with PANIO_LAB set, the user chose the file: no second guess
     assert panio.fails("serial", "stop", "board0", code=3).error["hint"] == "add it with `panio target add board0`"
+
+
+def test_the_readmes_job_file_that_does_not_exist_yet_leads_to_a_format_and_a_runnable_one(panio):
+    panio("init")
+    hint = panio.fails("job", "run", "smoke.toml", "--junit", "junit.xml", code=2).error["hint"]
+    assert "`panio job --help` shows the format" in hint and "`panio-sim up` writes runnable ones" in hint
+    assert "shows the format" in panio.fails("suite", "run", "nightly.toml", code=2).error["hint"]
+    assert "job file" in panio("job", "--help").out
