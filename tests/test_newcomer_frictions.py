@@ -4,14 +4,18 @@ an unfilled `${target}`, a progress line that froze on a quiet step, the license
 from __future__ import annotations
 
 import io
+import json
 import re
 import subprocess
 import time
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from conftest import BIN
 from jobhelp import job_file
+from serial_fixtures import Bench
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -103,3 +107,198 @@ def test_the_license_is_an_spdx_string():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert project["project"]["license"] == "Apache-2.0"  # a table makes setuptools warn on every install
     assert "setuptools>=77" in project["build-system"]["requires"]  # the first that reads the SPDX string
+
+
+# --- a newcomer's second pass: hints that named commands panio does not have, or led the wrong way ---
+
+
+def test_a_taken_name_hints_only_commands_that_exist(panio):
+    panio("init")
+    panio("target", "add", "pico")
+    r = panio.fails("target", "add", "pico", code=6)
+    assert "target set" not in r.error["hint"] and "`panio target show pico`" in r.error["hint"]
+    panio("action", "add", "flash", "-t", "pico", "--command", "true")
+    r = panio.fails("action", "add", "flash", "-t", "pico", "--command", "true", code=6)
+    assert "action set" not in r.error["hint"] and "`panio action rm flash -t pico`" in r.error["hint"]
+    panio("host", "add", "bench1", "--ssh", "ops@bench1.lab")
+    assert "`panio host set bench1 ...`" in panio.fails("host", "add", "bench1", "--ssh", "x@y", code=6).error["hint"]
+    for hint in ("target show pico", "action rm flash -t pico", "host set bench1"):  # each hint runs as written
+        assert panio(*hint.split(), "--help").code == 0
+
+
+def test_arguments_in_the_wrong_order_say_the_target_comes_first(panio):
+    panio("init")
+    panio("target", "add", "pico")
+    r = panio.fails("serial", "send", "uname -a", "pico", code=3)
+    assert r.error["hint"].startswith("'pico' is a target: runtime commands take the target first")
+    assert "`panio serial send pico ...`" in r.error["hint"] and "uname" not in r.error["hint"]
+    assert panio.fails("serial", "send", "pcio", "hi", code=3).error["hint"] == "did you mean 'pico'?"
+
+
+def test_power_set_does_not_print_a_power_on_command(panio):
+    panio("init")
+    panio("target", "add", "pico")
+    out = panio("power", "set", "-t", "pico", "--cycle-cmd", "true").out
+    assert out == "set cycle_cmd of pico's power (default level)\n"
+    out = panio("power", "set", "-t", "pico", "--level", "hard", "--off-cmd", "true").out
+    assert not out.startswith("power on") and "(level hard)" in out
+
+
+def test_a_job_files_typos_are_named_with_the_near_miss_and_the_right_line(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico")
+    cmd = panio.fails("job", "check", job_file(tmp_path, "[[steps]]\nrun = 'panio power-cylce ${target}'\n"), code=5)
+    assert cmd.error["hint"].startswith("did you mean `panio power-cycle`?")
+    tgt = panio.fails("job", "check", job_file(tmp_path, "target = 'pcio'\n[[steps]]\nrun = 'ping ${target}'\n"),
+                      code=5)
+    assert tgt.error["hint"].startswith("did you mean 'pico'?") and "--target TARGET" in tgt.error["hint"]
+    table = panio.fails("job", "check", job_file(tmp_path, "name = 'x'\ntarget = 'pico'\n\n[[step]]\nrun = 'ping x'\n"),
+                        code=5)
+    assert (table.error["line"], table.error["column"]) == (4, 1)  # the [[step]] header, not 1:1
+
+
+def test_the_jobs_doc_example_passes_on_the_target_it_is_run_on(panio, tmp_path):
+    text = (DOCS / "jobs.md").read_text()
+    example = re.search(r"## The job file\n\n```toml\n(.*?)```", text, re.S).group(1)
+    panio("init")
+    panio("target", "add", "board0")
+    r = panio("job", "run", job_file(tmp_path, example), "--target", "board0", check=False)
+    assert r.code == 0, r.out + r.err
+
+
+def test_a_bundled_helpers_near_miss_is_named_and_its_usage_error_says_its_name_once(panio):
+    assert panio.fails("helper", "shelly", code=3).error["hint"].startswith("did you mean `panio helper shellyplug`?")
+    p = subprocess.run([str(BIN / "shellyplug"), "state"], capture_output=True, text=True, env=panio.env, timeout=30)
+    assert p.returncode == 2 and p.stderr.startswith("shellyplug: the following")
+    assert "shellyplug: shellyplug" not in p.stderr
+
+
+@pytest.fixture
+def bench(panio, tmp_path):
+    b = Bench(panio, tmp_path)
+    yield b
+    b.close()
+
+
+def test_stopping_a_stopped_capture_does_not_say_start_it(bench, panio):
+    bench.board("pico")
+    panio("serial", "watch", "pico")
+    panio("serial", "stop", "pico")
+    r = panio.fails("serial", "stop", "pico", code=10)
+    assert "nothing to stop" in r.error["message"] and "serial watch" not in r.error["hint"]
+    assert "`panio serial log pico`" in r.error["hint"]
+
+
+def test_a_transact_that_times_out_hints_a_serial_wait_that_parses(bench, panio):
+    bench.board("pico")["console"].power_on()
+    panio("serial", "watch", "pico")
+    r = panio.fails("serial", "transact", "pico", "echo hi", "--until", "never-printed", "--timeout-ms", "300", code=22)
+    hinted = re.search(r"`panio (serial wait [^`]+)`", r.error["hint"]).group(1)
+    assert f"--epoch {r.error['epoch']} --since {r.error['cursor']}" in hinted and "never-printed" not in hinted
+    from controller.cli.main import build_parser
+
+    build_parser(full=True).parse_args(hinted.replace("REGEX", "x").split())  # transact has no --epoch; wait does
+
+
+def test_a_suite_naming_a_missing_job_file_is_the_suite_files_error(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico")
+    job_file(tmp_path, "target = 'pico'\n[[steps]]\nrun = 'ping ${target}'\n", name="smoke.toml")
+    suite = job_file(tmp_path, "name = 's'\njobs = ['smoke.toml', 'nope.toml']\n", name="suite.toml")
+    code = documented_exit("jobs.md", "a job file a suite names is missing")
+    r = panio.fails("suite", "check", suite, code=code)
+    assert (r.error["file"], r.error["line"]) == (suite, 2) and "jobs[1]: no job file at" in r.error["message"]
+    panio.fails("suite", "run", suite, code=code)
+
+
+def test_a_config_command_without_its_t_says_config_commands_take_t(panio):
+    panio("init")
+    panio("target", "add", "pico")
+    r = panio.fails("serial", "add", "console", "pico", "--device", "/dev/ttyUSB0", code=2)
+    assert r.error["hint"] == "config commands name the target with -t TARGET; see `panio serial add --help`"
+    assert panio("serial", "add", "--help").code == 0
+
+
+@pytest.mark.parametrize("word, meant", [("reset", "power-cycle"), ("reboot", "power-cycle"), ("flash", "action run"),
+                                         ("serail", "serial"), ("shell", None)])
+def test_an_unknown_command_is_never_pointed_at_an_unrelated_one(panio, tmp_path, word, meant):
+    hint = panio.fails(word, "pico", code=2).error["hint"]
+    assert ("did you mean" not in hint) if meant is None else hint.startswith(f"did you mean `panio {meant}`?")
+    assert "setup" not in hint and "lease" not in hint and "netboot" not in hint  # the old near misses
+    panio("init")
+    r = panio.fails("job", "check", job_file(tmp_path, f"target = 'x'\n[[steps]]\nrun = 'panio {word} x'\n"), code=5)
+    assert ("did you mean" not in r.error["hint"]) if meant is None else f"`panio {meant}`" in r.error["hint"]
+
+
+def test_a_simulated_board_whose_bench_is_down_points_at_panio_sim(panio, tmp_path):
+    sim_dir = tmp_path / "sim"
+    sim = str(BIN / "panio-sim")
+    subprocess.run([sim, "up", "--dir", str(sim_dir), "--boot-s", "0.1", "--countdown-s", "0.1"],
+                   env=panio.env, check=True, capture_output=True, timeout=60)
+    subprocess.run([sim, "down", "--dir", str(sim_dir)], env=panio.env, check=True, capture_output=True, timeout=60)
+    r = panio.fails("--lab", str(sim_dir / "lab.toml"), "serial", "watch", "board0", code=12)
+    assert "is the simulated bench up?" in r.error["message"] and "`panio-sim up`" in r.error["hint"]
+    assert "panio serial devices" not in r.error["hint"]  # it lists real ports, never a simulated board
+
+
+def test_an_output_path_that_cannot_be_written_is_refused_before_the_job_runs(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico")
+    job = job_file(tmp_path, "[[steps]]\nrun = 'ping ${target}'\n")
+    (tmp_path / "taken").write_text("a file, not a folder")
+    code = documented_exit("jobs.md", "`--junit`, `--report` or `--out` names a path")
+    for flag, path in (("--junit", tmp_path / "taken" / "j.xml"), ("--report", tmp_path)):
+        r = panio.fails("job", "run", job, "--target", "pico", flag, str(path), code=code)
+        assert r.error["argument"] == flag and "internal" not in r.err
+    assert panio("job", "list", "--json").json() == []  # refused before a job was created
+    panio("job", "run", job, "--target", "pico")
+    r = panio.fails("job", "artifacts", "1", "--out", str(tmp_path / "taken"), code=code)
+    assert r.error["argument"] == "--out"
+    suite = job_file(tmp_path, "jobs = ['job.toml']\ntargets = ['pico']\n", name="suite.toml")
+    panio.fails("suite", "run", suite, "--junit", str(tmp_path / "taken" / "s.xml"), code=code)
+    assert len(panio("job", "list", "--json").json()) == 1
+
+
+def test_a_folder_that_is_a_file_is_refused_in_two_lines_by_init_and_panio_sim(panio, tmp_path):
+    (tmp_path / "afile").write_text("not a folder")
+    r = panio.fails("--lab", str(tmp_path / "afile" / "lab.toml"), "init", code=5)
+    assert "cannot create" in r.error["message"] and "--lab PATH" in r.error["hint"]
+    p = subprocess.run([str(BIN / "panio-sim"), "up", "--dir", str(tmp_path / "afile")], capture_output=True,
+                       text=True, env=panio.env, timeout=60)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 2 and "Traceback" not in p.stderr, p.stderr
+    assert lines[0].startswith("panio-sim: cannot use") and '"error": "usage"' in lines[1]
+
+
+def test_an_empty_target_never_quietly_runs_the_files_own_target(panio, tmp_path):
+    panio("init")
+    panio("target", "add", "pico")
+    job = job_file(tmp_path, "target = 'pico'\n[[steps]]\nrun = 'ping ${target}'\n")
+    for cmd in ("run", "check"):
+        r = panio.fails("job", cmd, job, "--target", "", code=2)  # CI's `--target "$BOARD"` with BOARD unset
+        assert r.error["message"] == "--target is empty"
+    assert panio("job", "list", "--json").json() == []
+
+
+def test_a_zero_duration_says_it_must_be_more_than_zero(panio):
+    panio("init")
+    assert "must be more than zero" in panio.fails("job", "prune", "--older-than", "0d", code=2).error["message"]
+    assert "use a number and a unit" in panio.fails("job", "prune", "--older-than", "30", code=2).error["message"]
+
+
+def test_an_unknown_target_in_the_default_lab_also_suggests_another_lab_file(panio, tmp_path):
+    env = {k: v for k, v in panio.env.items() if k != "PANIO_LAB"}  # a new shell: no `export PANIO_LAB=...`
+    run = lambda *a: subprocess.run([str(BIN / "panio"), *a], capture_output=True, text=True, env=env, timeout=60)
+    run("init")
+    hint = json.loads(run("serial", "stop", "board0").stderr.splitlines()[-1])["hint"]
+    assert hint.startswith("add it with `panio target add board0`") and "--lab PATH or set $PANIO_LAB" in hint
+    panio("init")  # with PANIO_LAB set, the user chose the file: no second guess
+    assert panio.fails("serial", "stop", "board0", code=3).error["hint"] == "add it with `panio target add board0`"
+
+
+def test_the_readmes_job_file_that_does_not_exist_yet_leads_to_a_format_and_a_runnable_one(panio):
+    panio("init")
+    hint = panio.fails("job", "run", "smoke.toml", "--junit", "junit.xml", code=2).error["hint"]
+    assert "`panio job --help` shows the format" in hint and "`panio-sim up` writes runnable ones" in hint
+    assert "shows the format" in panio.fails("suite", "run", "nightly.toml", code=2).error["hint"]
+    assert "job file" in panio("job", "--help").out

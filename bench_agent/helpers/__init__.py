@@ -32,9 +32,13 @@ def listing() -> list[dict[str, str]]:
 
 def runner(name: str) -> Callable[[list[str]], int]:
     if name not in HELPERS:
+        import difflib
+
         known = ", ".join(HELPERS)
-        raise NotConfigured(f"no bundled helper {name!r} (helpers: {known})", hint="list them with `panio helper`",
-                            helper=name)
+        close = difflib.get_close_matches(name, list(HELPERS), n=1)
+        near = f"did you mean `panio helper {close[0]}`? " if close else ""
+        raise NotConfigured(f"no bundled helper {name!r} (helpers: {known})",
+                            hint=f"{near}list them with `panio helper`", helper=name)
     return importlib.import_module(HELPERS[name][0]).run
 
 
@@ -43,10 +47,27 @@ def console_main(prog: str, run: Callable[[list[str]], int]) -> None:
     try:
         status = run(sys.argv[1:])
     except PanioError as err:
-        sys.stdout.flush()
-        sys.stderr.write(f"{prog}: {err.message}" + (f" ({err.hint})" if err.hint else "") + "\n")
-        sys.stderr.write(json.dumps(err.to_json()) + "\n")
-        status = err.exit_status
+        status = _report(prog, err)
     except KeyboardInterrupt:
         status = 130
+    except Exception as exc:  # noqa: BLE001 - as in panio's own main: a bug is reported, never a traceback
+        import os
+
+        if os.environ.get("PANIO_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        from bench_agent.errors import InternalError
+
+        bug = InternalError(f"internal error: {type(exc).__name__}: {exc}",
+                            hint=f"this is a bug in {prog}; rerun with PANIO_DEBUG=1 for the traceback")
+        status = _report(prog, bug)
     sys.exit(status)
+
+
+def _report(prog: str, err: PanioError) -> int:
+    sys.stdout.flush()
+    said = err.message if err.message.startswith(f"{prog}: ") else f"{prog}: {err.message}"  # argparse's has it
+    sys.stderr.write(said + (f" ({err.hint})" if err.hint else "") + "\n")
+    sys.stderr.write(json.dumps(err.to_json()) + "\n")
+    return err.exit_status

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_agent.errors import PanioError, Timeout
+from bench_agent.errors import NotRunning, PanioError, Timeout
 from bench_agent.serial import files
 from bench_agent.serial.device import command_line
-from bench_agent.serial.control import ControlClient, not_running
+from bench_agent.serial.control import ControlClient
 from bench_agent.process import pid_alive, start_daemon
 from bench_agent.serial.supervisor import MODULE
 
@@ -64,7 +64,10 @@ def stop(target: str, force: bool = False) -> dict[str, Any]:
     """Stop the target's supervisor: politely over the socket, else SIGTERM, and with force SIGKILL."""
     info = discovery(target)
     if info is None:
-        raise not_running(target)
+        # not "start it with serial watch": whoever stops a capture wants it stopped, and it is
+        raise NotRunning(f"no serial capture is running for {target!r}: nothing to stop",
+                         hint=f"the log stays on disk: `panio serial log {target}`; `panio daemons` lists this "
+                              f"host's captures", target=target)
     pid = info["pid"]
     try:
         request(target, {"op": "stop"}, timeout_s=5)

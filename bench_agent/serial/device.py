@@ -202,6 +202,10 @@ def open_error(device: str, exc: Exception) -> Exception:
     if "exclusively lock" in text or code in (errno.EBUSY, errno.EAGAIN) or "[Errno 16]" in text:
         return busy(device)
     if code == errno.ENOENT or "[Errno 2]" in text:
+        if device.startswith("simboard://"):  # `panio serial devices` does not list a simulated board
+            return DeviceError(f"serial device {device} does not exist (is the simulated bench up?)",
+                               hint="`panio-sim status` shows the simulated bench; `panio-sim up` starts it",
+                               device=device)
         return DeviceError(f"serial device {device} does not exist (unplugged?)",
                            hint="`panio serial devices` lists this host's ports", device=device)
     if "refused" in text.lower() or "timed out" in text.lower():

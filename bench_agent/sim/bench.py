@@ -46,7 +46,12 @@ def default_dir() -> Path:
 
 def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: float, countdown_s: float,
        qemu: bool = False, qemu_netboot: bool = False) -> list[dict]:
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot use {directory} as the bench's directory: {exc.strerror or exc}",
+                         hint="give --dir a folder you can write, or leave it out (the state directory's sim/)",
+                         ) from None
     if alive(read_pids(directory)):
         raise Busy(f"a simulated bench is already running in {directory}", hint=f"stop it with `panio-sim down --dir {directory}`")
     procs = [_spawn(directory, f"board{i}", gen, password, boot_s, countdown_s) for i in range(boards)]

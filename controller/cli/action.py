@@ -53,7 +53,7 @@ def add(args: argparse.Namespace) -> None:
             edits.host(doc, args.host, args.lab_path)
         if "actions" not in t:
             t["actions"] = tomlkit.table(is_super_table=True)
-        edits.require_absent(t["actions"], args.name, "action", f"target {args.target}")
+        edits.require_absent(t["actions"], args.name, "action", f"target {args.target}", target=args.target)
         t["actions"][args.name] = edits.new_table({
             "command": args.command, "description": args.description,
             "requires_power": True if args.requires_power else None, "host": args.host, "timeout_s": args.timeout_s,

@@ -72,6 +72,25 @@ RUNTIME: dict[str, tuple[str, ...] | None] = {
 }
 
 
+# Words a newcomer types for a goal whose command has another name. A spelling near miss alone
+# would point them astray: `reset` is closest to `setup` (provision a host), `flash` to `lease`.
+INTENTS = {
+    "reboot": "power-cycle", "reset": "power-cycle", "restart": "power-cycle", "cycle": "power-cycle",
+    "flash": "action run", "console": "serial connect", "log": "serial log", "logs": "serial log",
+    "send": "serial send", "watch": "serial watch",
+}
+
+
+def near_command(word: str) -> str | None:
+    """The command a mistyped or guessed top-level word most likely meant, or None."""
+    import difflib
+
+    if word in INTENTS:
+        return INTENTS[word]
+    close = difflib.get_close_matches(word, list(COMMANDS), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
 def is_runtime(command: str, subcommand: str | None) -> bool:
     """Whether ``panio COMMAND [SUBCOMMAND]`` is a runtime command (see ``RUNTIME``)."""
     if command not in RUNTIME:

@@ -43,8 +43,9 @@ def run(args: argparse.Namespace) -> int:
 
         with locked(path):
             write_atomic(path, TEMPLATE)
-    except (NotADirectoryError, PermissionError, IsADirectoryError) as exc:
-        raise ConfigInvalid(f"cannot create {path}: {exc.strerror or exc}", file=str(path)) from None
+    except OSError as exc:  # a folder on the way that is a file, or cannot be made (read-only, /proc)
+        raise ConfigInvalid(f"cannot create {path}: {exc.strerror or exc}", file=str(path),
+                            hint="pick a lab path in a folder you can write: --lab PATH or $PANIO_LAB") from None
     say(f"created {path}")
     if args.lab_source == "default" and not os.environ.get("PANIO_LAB"):
         say("next: panio target add NAME   (see `panio skill`)")

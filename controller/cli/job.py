@@ -183,6 +183,7 @@ def _finish(job: dict, args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> None:
     from controller.jobs import backends, local, progress, retention
 
+    _check_outputs(args)
     lab = load_lab(args)
     retention.auto(lab)  # the lab's [retention], at most once an hour; never fails the job
     if backends.broker_url():
@@ -194,9 +195,18 @@ def run(args: argparse.Namespace) -> None:
     _finish(job, args)
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    from controller.jobs import report
+
+    report.check_output(getattr(args, "junit", None), "--junit")
+    report.check_output(getattr(args, "report", None), "--report")
+
+
 def submit(args: argparse.Namespace) -> None:
     from controller.jobs import progress, remote
 
+    if args.wait:
+        _check_outputs(args)
     queued = remote.submit(args.file, load_lab(args), args.target, args.deadline_s)
     if not args.wait:
         if args.json:
@@ -282,12 +292,14 @@ def _artifact_map(store, job_id: int) -> dict[str, str | bytes]:
 def artifacts(args: argparse.Namespace) -> None:
     items = _artifact_map(_store(), args.id)
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
+        from controller.jobs import report
+
+        report.check_output(args.out, "--out", folder=True)
         for name, content in items.items():
             if isinstance(content, bytes):  # a screenshot (step-NN.png)
                 (args.out / name).write_bytes(content)
             else:
-                (args.out / name).write_text(content, encoding="utf-8")
+                report.write_text(args.out / name, content)
     sizes = {n: len(c) if isinstance(c, bytes) else len(c.encode()) for n, c in items.items()}
     if args.json:
         print_json([{"name": n, "bytes": sizes[n], **({"path": str(args.out / n)} if args.out else {})}

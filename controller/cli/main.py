@@ -101,10 +101,10 @@ def run(argv: list[str]) -> int:
         sys.stdout.write(top_help())
         return 0
     if name not in COMMANDS:
-        import difflib
+        from controller.cli.commands import near_command
 
-        close = difflib.get_close_matches(name, list(COMMANDS), n=1)
-        hint = f"did you mean `panio {close[0]}`? " if close else ""
+        near = near_command(name)
+        hint = f"did you mean `panio {near}`? " if near else ""
         raise UsageError(f"unknown command {name!r}", hint=f"{hint}see `panio --help` and `panio skill`", command=name)
     parser = build_parser(only=name)
     try:
@@ -115,14 +115,36 @@ def run(argv: list[str]) -> int:
     except UsageError as err:
         if "TARGET" in err.message or "-t" in err.message.split():
             err.hint = _positional_hint(argv) or err.hint
+        elif "required: -t/--target" in err.message:  # `panio serial add console pico`: the runtime habit
+            err.hint = f"config commands name the target with -t TARGET; see `panio {err.message.split(':')[0]} --help`"
         raise
     if os.environ.get("PANIO_LEASE_TOKEN"):
         _job_step_guard(name, getattr(args, "subcommand", None), argv)
     from controller.paths import resolve_lab_path
 
     args.lab_path, args.lab_source = resolve_lab_path(args.lab)
-    status = args.func(args)
+    try:
+        status = args.func(args)
+    except PanioError as err:
+        err.hint = _target_first_hint(err, argv, name, getattr(args, "subcommand", None)) or err.hint
+        if args.lab_source == "default" and "target" in err.details and (err.hint or "").startswith("add it with"):
+            # a new shell without the simulator's `export PANIO_LAB=...` reads the default lab, not the bench's
+            err.hint += "; or, if it is in another lab file than this default one, give --lab PATH or set $PANIO_LAB"
+        raise
     return 0 if status is None else int(status)
+
+
+def _target_first_hint(err: PanioError, argv: list[str], name: str, subcommand: str | None) -> str | None:
+    """An unknown target while a later word is a known one: the arguments came in the wrong order
+    (`panio serial send "uname -a" pico`). The hint names only the known target, never the other input."""
+    known, wrong = err.details.get("known"), err.details.get("target")
+    if not known or wrong is None or wrong in known:
+        return None
+    words = [name] + ([subcommand] if subcommand else [])
+    found = next((a for a in argv if a in known and a not in words), None)
+    if found is None:
+        return None
+    return f"'{found}' is a target: runtime commands take the target first (`panio {' '.join(words)} {found} ...`)"
 
 
 RUNTIME_TOP = ("power-cycle", "power-state", "ping")  # runtime commands that are not in a group

@@ -78,7 +78,7 @@ def set_(args: argparse.Namespace) -> None:
             table = table["levels"][args.level]
         changed = edits.set_fields(table, values)
     where = f"level {args.level}" if args.level else "default level"
-    say(f"power on {args.target} ({where}): set {', '.join(changed)}")
+    say(f"set {', '.join(changed)} of {args.target}'s power ({where})")  # not "power on pico": that is a command
 
 
 def rm(args: argparse.Namespace) -> None:

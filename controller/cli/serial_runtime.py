@@ -271,7 +271,7 @@ def transact(args: argparse.Namespace) -> None:
         print_json(r)
     else:
         sys.stdout.write(r["text"] + ("" if r["text"].endswith("\n") else "\n"))
-    _raise_unless_matched(r, args.until, args.target)
+    _raise_unless_matched(r, args.until, args)
 
 
 def _since_time_ns(args: argparse.Namespace) -> int | None:
@@ -308,10 +308,11 @@ def wait(args: argparse.Namespace) -> None:
                                     "max_output_bytes": args.max_output_bytes,
                                     "include_pending": args.include_pending, "follow": args.follow})
     print_json(r)
-    _raise_unless_matched(r, args.pattern, args.target)
+    _raise_unless_matched(r, args.pattern, args)
 
 
-def _raise_unless_matched(r: dict[str, Any], pattern: str | None, target: str) -> None:
+def _raise_unless_matched(r: dict[str, Any], pattern: str | None, args: argparse.Namespace) -> None:
+    target = args.target
     status, details = r["status"], {"status": r["status"], "cursor": r["cursor"], "epoch": r["epoch"]}
     if status == "disconnect":
         raise Unreachable(f"the serial device of {target!r} went away during the wait", **details)
@@ -320,8 +321,15 @@ def _raise_unless_matched(r: dict[str, Any], pattern: str | None, target: str) -
     if pattern is not None and status in ("timeout", "cap"):
         why = "time ran out" if status == "timeout" else f"{r['bytes']} bytes arrived"
         raise Timeout(f"{pattern!r} did not match before {why}",
-                      hint=f"the bytes so far are on stdout; continue with --epoch {r['epoch']} --since {r['cursor']}",
+                      hint=f"the bytes so far are on stdout; keep waiting from there with `{_wait_from(r, args)}`",
                       **details)
+
+
+def _wait_from(r: dict[str, Any], args: argparse.Namespace) -> str:
+    """The `serial wait` that continues where this wait or transact stopped (transact takes no --epoch/--since).
+    The pattern is left as a placeholder: a hint never repeats unchecked input in a command meant to be pasted."""
+    iface = f" -i {args.interface}" if args.interface else ""  # checked against the lab by now
+    return f"panio serial wait {args.target}{iface} --epoch {r['epoch']} --since {r['cursor']} --pattern REGEX"
 
 
 def evidence(args: argparse.Namespace) -> None:

@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> None:
 
     from controller.jobs import retention
 
+    report.check_output(args.junit, "--junit")
+    report.check_output(args.report, "--report")
     lab = load_lab(args)
     retention.auto(lab)  # the lab's [retention], at most once an hour; never fails the suite
     data, jobs = suite.run(args.file, lab, progress_for, args.deadline_s)

@@ -110,8 +110,41 @@ def write_junit(job: dict, path: Path) -> None:
 
 
 def write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:  # checked before the run (check_output); this is a disk that filled up since
+        from bench_agent.errors import DeviceError
+
+        raise DeviceError(f"cannot write {path}: {exc.strerror or exc}", file=str(path)) from None
+
+
+def check_output(path: Path | None, flag: str, folder: bool = False) -> None:
+    """Refuse an output path panio could not write (`--junit`, `--report`: a file; `--out`: a folder) before
+    anything runs, so a job's verdict is never followed by a failure to write it down."""
+    import os
+    import tempfile
+
+    from bench_agent.errors import UsageError
+
+    if path is None:
+        return
+    where = path if folder else path.parent
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot create the folder {where}: {exc.strerror or exc}",
+                         hint=f"give {flag} a path in a folder you can write", argument=flag) from None
+    if not folder and path.is_dir():
+        raise UsageError(f"{flag} {path} is a folder; it takes a file name", argument=flag)
+    try:  # a real file in the folder: access() says yes for root even where nothing can be created (/proc)
+        tempfile.TemporaryFile(dir=where).close()
+        writable = folder or not path.exists() or os.access(path, os.W_OK)
+    except OSError:
+        writable = False
+    if not writable:
+        raise UsageError(f"{flag} {path}: not writable", hint=f"give {flag} a path in a folder you can write",
+                         argument=flag)
 
 
 def markdown(*jobs: dict, title: str = "panio report") -> str:

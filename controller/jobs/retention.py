@@ -43,7 +43,9 @@ def parse_duration(text: str, option: str = "--older-than") -> float:
     from controller.jobs.schedules import DURATION_RE, UNITS_S
 
     m = DURATION_RE.match(str(text).strip())
-    if not m or float(m.group(1)) <= 0:
+    if m and float(m.group(1)) <= 0:  # `0d` has a number and a unit: say what is wrong with it
+        raise UsageError(f"{option} {text!r}: must be more than zero, e.g. 30d, 12h, 90m, 45s", argument=option)
+    if not m:
         raise UsageError(f"{option} {text!r}: use a number and a unit, e.g. 30d, 12h, 90m, 45s", argument=option)
     return float(m.group(1)) * UNITS_S[m.group(2)]
 

@@ -25,7 +25,9 @@ UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 def parse_every(text: str) -> float:
     m = DURATION_RE.match(text.strip())
-    if not m or float(m.group(1)) <= 0:
+    if m and float(m.group(1)) <= 0:
+        raise UsageError(f"--every {text!r}: must be more than zero, e.g. 30s, 15m, 6h, 1d")
+    if not m:
         raise UsageError(f"--every {text!r}: use a number and a unit, e.g. 30s, 15m, 6h, 1d")
     return float(m.group(1)) * UNITS_S[m.group(2)]
 

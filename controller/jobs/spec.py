@@ -92,9 +92,10 @@ JOB = TableSpec({
 }, "job file")
 
 
-def _invalid(path: Path, text: str, where: tuple, message: str) -> ConfigInvalid:
+def _invalid(path: Path, text: str, where: tuple, message: str, hint: str | None = None) -> ConfigInvalid:
     line, col = locate(text, where)
-    return ConfigInvalid(f"{path}:{line}:{col}: {message}", hint="fix the job file; nothing was queued",
+    return ConfigInvalid(f"{path}:{line}:{col}: {message}",
+                         hint=f"{hint or 'fix the job file'}; nothing was queued",
                          file=str(path), line=line, column=col)
 
 
@@ -136,11 +137,13 @@ def _check_step(job: dict, idx: int, step: dict, known_vars: set[str], parser) -
 
 
 def _parse_against_cli(job: dict, idx: int, argv: list[str], parser) -> None:
-    from controller.cli.commands import COMMANDS
+    from controller.cli.commands import COMMANDS, near_command
 
     if argv[0] not in COMMANDS:
+        near = near_command(argv[0])
         raise _invalid(job["path"], job["text"], ("steps", idx, "run"),
-                       f"steps[{idx}].run: unknown panio command {argv[0]!r} (see `panio --help`)")
+                       f"steps[{idx}].run: unknown panio command {argv[0]!r} (see `panio --help`)",
+                       hint=f"did you mean `panio {near}`? fix the job file" if near else None)
     try:
         args = parser.parse_args(_stand_ins(argv))
     except UsageError as err:
@@ -247,14 +250,18 @@ def compile_steps(job: dict) -> list[dict]:
 def select_targets(job: dict, lab: Lab, override: str | None) -> list[str]:
     """The targets a job may run on: --target, else ``target``, else every target carrying all ``tags``."""
     data = job["data"]
-    if override:
+    if override == "":  # `--target "$BOARD"` with BOARD unset must not quietly run on the file's target
+        raise UsageError("--target is empty", hint="was the variable you passed it unset? give a target name")
+    if override is not None:
         lab.target(override)
         return [override]
     if data.get("target"):
         try:
             lab.target(data["target"])
         except NotConfigured as err:
-            raise _invalid(job["path"], job["text"], ("target",), err.message) from None
+            near = err.hint if err.hint and err.hint.startswith("did you mean") else None
+            raise _invalid(job["path"], job["text"], ("target",), err.message,
+                           hint=f"{near + ' ' if near else ''}fix the job's target, or pass --target TARGET") from None
         return [data["target"]]
     tags = set(data.get("tags", []))
     if not tags:

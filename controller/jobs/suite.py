@@ -69,12 +69,28 @@ def matrix(path: Path, lab: Lab) -> tuple[dict, list[tuple[dict, list[dict], str
     data = load(path)
     targets = _suite_targets(data, lab)
     entries = []
-    for rel in data["jobs"]:
-        job = spec.load((path.parent / rel).resolve())
+    for i, rel in enumerate(data["jobs"]):
+        job = _load_job(path, i, (path.parent / rel).resolve())
         steps = spec.compile_steps(job)
         for target in targets or spec.select_targets(job, lab, None):
             entries.append((job, steps, target))
     return data, entries
+
+
+def _load_job(suite_path: Path, idx: int, job_path: Path) -> dict:
+    """A job file the suite names; a missing one is the suite file's error (5, at its line), not the command line's."""
+    from bench_agent.errors import ConfigInvalid, UsageError
+    from controller.lab.locate import locate
+
+    try:
+        return spec.load(job_path)
+    except UsageError as err:
+        if err.details.get("file") != str(job_path):
+            raise
+        line, col = locate(suite_path.read_text(errors="replace"), ("jobs", idx))
+        raise ConfigInvalid(f"{suite_path}:{line}:{col}: jobs[{idx}]: no job file at {job_path}",
+                            hint="job files are relative to the suite file; fix the suite file; nothing ran",
+                            file=str(suite_path), line=line, column=col) from None
 
 
 def run(path: Path, lab: Lab, progress_for, deadline_s: float | None = None) -> tuple[dict, list[dict]]:

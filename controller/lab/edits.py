@@ -38,9 +38,20 @@ def host(doc: Any, name: str, path: Any) -> Any:
     return Lab(path, doc).host(name)
 
 
-def require_absent(container: Any, name: str, kind: str, where: str) -> None:
+def require_absent(container: Any, name: str, kind: str, where: str, target: str | None = None) -> None:
     if name in container:
-        raise AlreadyExists(f"{kind} {name!r} already exists in {where}", hint=f"change it with `panio {kind} set` or pick another name", name=name)
+        raise AlreadyExists(f"{kind} {name!r} already exists in {where}", hint=_exists_hint(kind, name, target),
+                            name=name)
+
+
+def _exists_hint(kind: str, name: str, target: str | None) -> str:
+    """What to do about a taken name, naming only commands that exist (there is no `target set` or `action set`)."""
+    if kind == "host":
+        return f"change it with `panio host set {name} ...` or pick another name"
+    if kind == "action":
+        return f"pick another name, or replace it: `panio action rm {name} -t {target}`, then add it again"
+    return (f"pick another name; see it with `panio target show {name}`; its channels change with their own "
+            f"set commands (e.g. `panio serial set`)")
 
 
 def set_fields(table: Any, values: dict[str, Any]) -> list[str]:

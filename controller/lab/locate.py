@@ -64,9 +64,11 @@ def locate(text: str, path: tuple[Any, ...]) -> tuple[int, int]:
                 continue
             here = tuple(header) + tuple(_split_key(km.group(1)))
             col = len(line) - len(line.lstrip()) + 1
-        n = _common_prefix(here, path)
-        if n == len(here) and n > best_len:
-            best, best_len = (lineno, col), n
+        # an array-of-tables header also stands for the array itself (an unknown key `[[step]]`)
+        for cand in (here, here[:-1]) if m and m.group(1) == "[[" and not _KEY.match(line) else (here,):
+            n = _common_prefix(cand, path)
+            if n == len(cand) and n > best_len:
+                best, best_len = (lineno, col), n
     return best
 
 

@@ -11,6 +11,14 @@ from bench_agent.errors import ConfigInvalid, UsageError
 MAX_BYTES = 16 << 20  # a lab of 50,000 targets is ~5 MB; anything bigger is not a file a person wrote
 
 
+def _missing_hint(kind: str) -> str:
+    if kind in ("job file", "suite file"):  # the README's `job run smoke.toml` names a file the reader has yet to write
+        where = "`panio job --help`" if kind == "job file" else "docs/jobs.md (Suites)"
+        return (f"check the path; {where} shows the format, and `panio-sim up` writes runnable ones "
+                f"(boot.toml, suite.toml) beside its lab")
+    return "check the path"
+
+
 def read(path: Any, kind: str) -> str:
     """The file's text; a missing file is a ``UsageError`` (the caller named it), an unreadable one ``ConfigInvalid``.
 
@@ -24,7 +32,7 @@ def read(path: Any, kind: str) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise UsageError(f"no {kind} at {path}", hint="check the path", file=str(path)) from None
+        raise UsageError(f"no {kind} at {path}", hint=_missing_hint(kind), file=str(path)) from None
     except IsADirectoryError:
         raise ConfigInvalid(f"{path} is a directory, not a {kind}", file=str(path)) from None
     except PermissionError:
