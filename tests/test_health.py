@@ -60,6 +60,7 @@ def test_maintenance_skips_or_holds_new_jobs_until_lifted(panio, tmp_path):
     skip = job_file(tmp_path, PING.format(extra='on_unhealthy = "skip"'), "skip.toml")
     r = panio.fails("job", "run", skip, code=8)
     assert "maintenance (cable swap, set by" in r.err and "skipped" in r.err
+    assert "panio target health pico --set good" in r.error["hint"], r.error  # what lifts it, not `job logs`
     job = panio("job", "status", "1", "--json").json()
     assert job["health"] == "incomplete" and not any(s["status"] == "pass" for s in job["steps"])
     assert panio("target", "health", "pico", "--json").json()["health"] == "maintenance"  # a skip changes nothing

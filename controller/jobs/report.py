@@ -32,7 +32,7 @@ def ci_error(job: dict) -> PanioError | None:
     if cls in (TestFailed, PanioError):
         cls = Unreachable
     return cls(f"{where}: incomplete (the lab failed): {job['reason']}", job=job["id"],
-               hint=f"see `panio job logs {job['id']}`")
+               hint=err.get("hint") or f"see `panio job logs {job['id']}`")  # what fixes the lab, when it is known
 
 
 def summary_lines(job: dict) -> list[str]:
