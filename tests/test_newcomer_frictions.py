@@ -302,3 +302,36 @@ def test_the_readmes_job_file_that_does_not_exist_yet_leads_to_a_format_and_a_ru
     assert "`panio job --help` shows the format" in hint and "`panio-sim up` writes runnable ones" in hint
     assert "shows the format" in panio.fails("suite", "run", "nightly.toml", code=2).error["hint"]
     assert "job file" in panio("job", "--help").out
+
+
+def test_a_pattern_that_matches_the_empty_string_is_refused_before_anything_is_sent(bench, panio):
+    """`--until ""` or `.*` matched at once, before the board said a thing: transact returned only the echo."""
+    sim = bench.board("pico")["console"]
+    sim.power_on()
+    panio("serial", "watch", "pico")
+    epoch, cursor = (s := bench.status("pico"))["epoch"], s["rx"]["cursor"]
+    for flags in (["serial", "transact", "pico", "uname -a", "--until", ""],
+                  ["serial", "transact", "pico", "uname -a", "--until", ".*"],
+                  ["serial", "wait", "pico", "--epoch", str(epoch), "--since", str(cursor), "--pattern", "x?"]):
+        r = panio.fails(*flags, code=2)
+        assert "matches the empty string" in r.error["message"], r.err
+    assert bench.status("pico")["tx"]["bytes"] == 0  # refused before anything was sent
+
+
+def test_a_hook_or_action_whose_quotes_do_not_close_is_refused_when_set(panio):
+    panio("init")
+    panio("target", "add", "pico")
+    before = panio.lab.read_text()
+    r = panio.fails("power", "set", "-t", "pico", "--cycle-cmd", "plug 'unclosed", code=2)
+    assert "cannot be split into words" in r.error["message"]
+    r = panio.fails("action", "add", "flash", "-t", "pico", "--command", "flash 'unclosed", code=2)
+    assert "cannot be split into words" in r.error["message"]
+    assert panio.lab.read_text() == before
+
+
+def test_health_set_without_a_reason_says_so_once(panio):
+    panio("init")
+    panio("target", "add", "pico")
+    panio("target", "health", "pico", "--set", "good")  # bad and maintenance need --reason
+    out = panio("target", "health", "pico").out
+    assert "no reason given, set by " in out and "set by an operator" not in out, out

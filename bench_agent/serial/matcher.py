@@ -35,8 +35,18 @@ CHUNK = 1 << 20
 
 
 def compile_pattern(pattern: str | None):
-    """The pattern compiled for bytes (see ``bench_agent.patterns``: bounded, matched without the GIL)."""
-    return None if pattern is None else patterns.compile_bytes(pattern)
+    """The pattern compiled for bytes (see ``bench_agent.patterns``: bounded, matched without the GIL).
+
+    One that matches the empty string (``""``, ``.*``, ``x?``) is refused: it would match at once, before
+    a byte arrives, and a wait or transact would return nothing the board said."""
+    if pattern is None:
+        return None
+    rx = patterns.compile_bytes(pattern)
+    if patterns.search(rx, b"") is not None:
+        raise UsageError(f"the pattern {pattern!r} matches the empty string, so it would match at once, before "
+                         "the board says anything", hint="match text the board prints, e.g. 'login: ' or '# $'",
+                         pattern=pattern)
+    return rx
 
 
 def wait(channel, *, since: int, pattern: str | None = None, timeout_ms: int = 30000, max_bytes: int = 65536,

@@ -100,7 +100,7 @@ def operator_set(lab: Lab, store, target: str, health: str, reason: str | None, 
     has_check = check_path(lab, target) is not None
     lifting = before == "maintenance" and health in ("good", "unknown")
     to = "unknown" if lifting and has_check and not skip_check else health
-    reason = reason or ("maintenance lifted" if lifting else "set by an operator")
+    reason = reason or ("maintenance lifted" if lifting else "")  # describe() says "no reason given, set by WHO"
     previous, record = store.set(target, to, reason, by)
     if previous != to:
         notify.send(lab.data.get("notify"), "health_changed",

@@ -74,6 +74,18 @@ def _nonempty_string(path: KeyPath, value: Any) -> None:
         raise Problem(path, f"{_dotted(path)} must not be empty")
 
 
+def _command(path: KeyPath, value: Any) -> None:
+    """A command line panio splits into words (``shlex``, never a shell): unbalanced quotes fail now, not when
+    the hook or action first runs."""
+    import shlex
+
+    _nonempty_string(path, value)
+    try:
+        shlex.split(value)
+    except ValueError as exc:
+        raise Problem(path, f"{_dotted(path)} cannot be split into words ({exc}): {value!r}") from None
+
+
 def _bool(path: KeyPath, value: Any) -> None:
     _type(bool, "true or false")(path, value)
 
@@ -177,7 +189,7 @@ def _unique_serial_names(path: KeyPath, target: dict) -> None:
         seen.add(name)
 
 
-_HOOK_FIELDS = {key: Field(_nonempty_string) for key in HOOKS}
+_HOOK_FIELDS = {key: Field(_command) for key in HOOKS}
 _HOOK_FIELDS["timeout_s"] = Field(_positive_number)
 _HOOK_FIELDS["cycle_off_s"] = Field(_positive_number)
 
@@ -207,8 +219,8 @@ NETBOOT = TableSpec(
         "boot_file": Field(_nonempty_string),
         "hard_down": Field(_one_of(("usb-sysfs", "uhubctl", "hook"))),
         "usb_port": Field(_nonempty_string),
-        "hard_down_cmd": Field(_nonempty_string),
-        "hard_up_cmd": Field(_nonempty_string),
+        "hard_down_cmd": Field(_command),
+        "hard_up_cmd": Field(_command),
     },
     "netboot table",
 )
@@ -223,7 +235,7 @@ HID = TableSpec(
 ADB = TableSpec({"serial": Field(_nonempty_string, required=True)}, "adb table")
 ACTION = TableSpec(
     {
-        "command": Field(_nonempty_string, required=True),
+        "command": Field(_command, required=True),
         "description": Field(_string),
         "requires_power": Field(_bool),
         "host": Field(_name),
