@@ -171,3 +171,26 @@ def test_lab_flag_beats_env(panio, tmp_path):
     panio("--lab", str(other), "target", "add", "x")
     assert not panio.lab.exists()
     assert "x" in tomllib.loads(other.read_text())["targets"]
+
+
+def test_target_set_changes_tags_description_and_host_and_keeps_the_channels(pico):
+    pico("host", "add", "bench1", "--ssh", "lab@bench1.example")
+    assert pico("target", "set", "pico", "--tag", "pi5", "--tag", "lab2", "--tag", "pi5").out == \
+        "target pico: set tags\n"
+    pico("target", "set", "pico", "--untag", "lab2", "--description", "Raspberry Pi 5", "--host", "bench1")
+    t = lab(pico)["targets"]["pico"]
+    assert (t["tags"], t["description"], t["host"]) == (["pi5"], "Raspberry Pi 5", "bench1")
+    assert t["serial"][0]["device"] == "/dev/ttyUSB0"  # channels untouched
+    assert [x["name"] for x in pico("target", "list", "--json").json() if "pi5" in x["tags"]] == ["pico"]
+    pico("target", "set", "pico", "--untag", "pi5", "--local", "--description", "")
+    t = lab(pico)["targets"]["pico"]
+    assert "tags" not in t and "host" not in t and "description" not in t
+
+    before = pico.lab.read_text()
+    assert "has no tag 'nope'" in pico.fails("target", "set", "pico", "--untag", "nope", code=3).err
+    pico.fails("target", "set", "pico", "--host", "nohost", code=3)
+    pico.fails("target", "set", "nosuch", "--tag", "x", code=3)
+    pico.fails("target", "set", "pico", "--tag", "Bad Tag", code=7)  # invalid_name
+    assert "give something to change" in pico.fails("target", "set", "pico", code=2).err
+    pico.fails("target", "set", "pico", "--host", "bench1", "--local", code=2)
+    assert pico.lab.read_text() == before

@@ -1,4 +1,4 @@
-"""panio target add|rm|show|list."""
+"""panio target add|set|rm|show|list."""
 
 from __future__ import annotations
 
@@ -24,6 +24,20 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--description", help="free text shown by target list/show")
     c.add_argument("--host", metavar="HOST", help="control host that owns its devices (default: this machine); see panio host add")
     c.add_argument("--tag", action="append", metavar="TAG", help="a tag for job selectors; repeat for several")
+
+    c = command(sub, "set", "change a target's description, host or tags", func=set_,
+                example=["panio target set pico --tag pi5 --tag lab2", "panio target set pico --untag lab2",
+                         "panio target set pico --host bench1"],
+                see_also="panio target show, panio host add",
+                details="Channels keep their settings; --host moves the whole target (its devices must\n"
+                        "then be on that host). --description '' removes the description.")
+    c.add_argument("name", metavar="NAME")
+    c.add_argument("--description", help="free text shown by target list/show ('' removes it)")
+    where = c.add_mutually_exclusive_group()
+    where.add_argument("--host", metavar="HOST", help="the control host that owns its devices; see panio host add")
+    where.add_argument("--local", action="store_true", help="its devices are on this machine (drops --host)")
+    c.add_argument("--tag", action="append", metavar="TAG", help="add a tag for job selectors; repeat for several")
+    c.add_argument("--untag", action="append", metavar="TAG", help="remove a tag; repeat for several")
 
     c = command(sub, "rm", "remove a target and all its channels", func=rm,
                 example="panio target rm pico",
@@ -64,6 +78,36 @@ def add(args: argparse.Namespace) -> None:
             check(doc)
             edits.section(doc, "targets")[args.name] = edits.new_table(values)
     say(f"added target {args.name}")
+
+
+def set_(args: argparse.Namespace) -> None:
+    from bench_agent.errors import NotConfigured, UsageError
+
+    for tag in (args.tag or []) + (args.untag or []):
+        check_name("tag", tag)
+    if args.host:
+        check_name("host", args.host)
+    if args.description is None and not (args.host or args.local or args.tag or args.untag):
+        raise UsageError("give something to change", hint="e.g. --tag pi5; see `panio target set --help`")
+    with edit(args.lab_path) as doc:
+        t = edits.target(doc, args.name, args.lab_path)
+        if args.host:
+            edits.host(doc, args.host, args.lab_path)
+        tags = list(t.get("tags", []))
+        missing = [tag for tag in args.untag or [] if tag not in tags]
+        if missing:
+            raise NotConfigured(f"target {args.name!r} has no tag {missing[0]!r} (tags: {', '.join(tags) or 'none'})",
+                                target=args.name, tag=missing[0])
+        new = [tag for tag in tags if tag not in (args.untag or [])]
+        new += [tag for tag in dict.fromkeys(args.tag or []) if tag not in new]
+        changed = edits.set_fields(t, {"description": args.description, "host": "" if args.local else args.host})
+        if new != tags:
+            if new:
+                t["tags"] = new
+            else:
+                del t["tags"]
+            changed.append("tags")
+    say(f"target {args.name}: " + (f"set {', '.join(changed)}" if changed else "nothing to change"))
 
 
 def rm(args: argparse.Namespace) -> None:

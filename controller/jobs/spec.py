@@ -269,7 +269,7 @@ def select_targets(job: dict, lab: Lab, override: str | None) -> list[str]:
     hits = [n for n, t in lab.targets.items() if tags <= set(t.get("tags", []))]
     if not hits:
         raise NotConfigured(f"no target in {lab.path} carries tags {', '.join(sorted(tags))}",
-                            hint="tag one with `panio target add NAME --tag TAG`", tags=sorted(tags))
+                            hint="tag one with `panio target set NAME --tag TAG`", tags=sorted(tags))
     return hits
 
 

@@ -42,7 +42,7 @@ def select(lab: Any, selector: str) -> list[str]:
         names = terms
     if not names:
         raise NotConfigured(f"no target in {lab.path} matches {selector!r}",
-                            hint="tag one with `panio target add NAME --tag TAG`", selector=selector)
+                            hint="tag one with `panio target set NAME --tag TAG`", selector=selector)
     return names
 
 
