@@ -335,3 +335,21 @@ def test_health_set_without_a_reason_says_so_once(panio):
     panio("target", "health", "pico", "--set", "good")  # bad and maintenance need --reason
     out = panio("target", "health", "pico").out
     assert "no reason given, set by " in out and "set by an operator" not in out, out
+
+
+def test_a_prompt_left_unterminated_by_a_stopped_capture_never_runs_into_the_next_epoch(bench, panio):
+    """`serial stop` at a prompt, `serial watch` again: the next epoch's first bytes were glued to the prompt
+    (`root@sim:~# U-Boot ...` after a reboot nobody captured). What came in between may be missing, so a new
+    epoch, like a gap, starts a new line: here the echo of the next command."""
+    sim = bench.board("pico")["console"]
+    panio("serial", "watch", "pico")
+    sim.power_on()
+    bench.wait_for("pico", r"root@sim:~# $")
+    panio("serial", "stop", "pico")
+    panio("serial", "watch", "pico")
+    cursor = bench.status("pico")["rx"]["cursor"]
+    panio("serial", "send", "pico", "uname -a")
+    bench.wait_for("pico", r"armv7l", since=cursor)
+    texts = [line["text"] for line in panio("serial", "log", "pico", "--json").json()["lines"]]
+    sent = next(i for i, t in enumerate(texts) if "uname -a" in t)
+    assert (texts[sent - 1], texts[sent]) == ("root@sim:~# ", "uname -a"), texts[sent - 2:]

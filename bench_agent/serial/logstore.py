@@ -12,7 +12,9 @@ Kinds: ``D`` data received, ``T`` data sent, ``S`` capture epoch started,
 numbers its lines; both are carried in every record, so they never restart,
 never get reused and stay right when old segments are evicted. A D record's
 ``cursor``/``line_seq``/``line_col`` are the position of its first byte; a
-marker's are the position after it (a gap ends the current line).
+marker's are the position after it (a gap or a new epoch ends the current line:
+what the board sent while nothing captured may be missing, so the prompt a
+stopped capture left unterminated never runs into the next epoch's output).
 
 One record is one ``os.write`` on an O_APPEND descriptor: a kill -9 can lose at
 most the record being written, and recovery truncates such a torn tail.
@@ -270,7 +272,7 @@ class LogWriter:
         os.truncate(self.path, good)
 
     def append(self, kind: int, epoch: int, payload: bytes, time_ns: int) -> Record:
-        if kind == GAP and self.col:
+        if kind in (GAP, START) and self.col:  # a new capture epoch, like a gap, never continues a pending line
             self.seq, self.col = self.seq + 1, 0
         rec = Record(kind, epoch, self.cursor, self.seq, self.col, time_ns, payload)
         if kind == DATA:
