@@ -301,3 +301,16 @@ def test_the_xdist_scheduler_reads_the_target_from_the_parameter_id(nodeid, targ
     from controller.plugin.xdist_scheduling import target_of
 
     assert target_of(nodeid, ["board0", "pi5", "pi5-a"]) == target
+
+
+def test_a_target_in_maintenance_has_its_tests_skipped_unless_health_is_ignored(pytester, bench, panio):
+    """As jobs do (LAVA's lesson): no test drives a board an operator took out of rotation."""
+    panio("target", "health", "board1", "--set", "maintenance", "--reason", "cable swap")
+    pytester.makepyfile(test_boot=DOC_EXAMPLE)
+    args = ["--panio-lab", str(bench / "lab.toml"), "--panio-targets", "tag:sim", "-p", "no:cacheprovider", "-rs"]
+    r = pytester.runpytest_subprocess(*args, timeout=240)
+    r.assert_outcomes(passed=2, skipped=2)
+    r.stdout.fnmatch_lines(["*panio: target board1 is maintenance (cable swap, set by *): its tests are skipped*"])
+    assert panio("lease", "list", "--json").json() == []  # board1 was never leased
+    r = pytester.runpytest_subprocess(*args, "--panio-ignore-health", timeout=240)
+    r.assert_outcomes(passed=4)

@@ -38,6 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="wait up to S seconds for a target another holder leases (default 60)")
     group.addoption("--panio-no-watch", action="store_true", default=False,
                     help="do not start serial capture on the leased targets")
+    group.addoption("--panio-ignore-health", action="store_true", default=False,
+                    help="drive targets that are bad or in maintenance too (by default their tests are skipped)")
 
 
 def _wait_s(text: str) -> float:
@@ -154,9 +156,14 @@ def panio_target(request: pytest.FixtureRequest):
     from bench_agent.errors import PanioError
 
     try:
-        return session.target(name)
+        unhealthy = None if request.config.getoption("panio_ignore_health") else session.unhealthy(name)
+        if unhealthy is None:
+            return session.target(name)
     except PanioError as err:
         failure = err.human()
+    else:  # LAVA's lesson, as jobs keep it: no test runs on a board the lab cannot vouch for
+        pytest.skip(f"panio: target {name} is {unhealthy}: its tests are skipped "
+                    "(lift it with `panio target health`, or run with --panio-ignore-health)")
     pytest.fail(failure, pytrace=False)  # outside the except: no "During handling of the above exception"
 
 
