@@ -81,3 +81,15 @@ def pico(panio: Panio) -> Panio:
     panio("target", "add", "pico")
     panio("serial", "add", "console", "-t", "pico", "--device", "/dev/ttyUSB0")
     return panio
+
+
+@pytest.fixture
+def bench(panio: Panio, tmp_path: Path):
+    """Simulated boards on real PTYs, their captures stopped at the end (``serial_fixtures.Bench``).
+    A module that needs another bench (``panio-sim up``, ser2net exporters) defines its own ``bench``."""
+    from serial_fixtures import Bench
+
+    b = Bench(panio, tmp_path)
+    yield b
+    b.close()
+

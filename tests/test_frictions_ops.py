@@ -7,20 +7,10 @@ import json
 import subprocess
 import xml.etree.ElementTree as ET
 
-import pytest
-
 from conftest import BIN
 from jobhelp import job_file, wait_for
-from serial_fixtures import Bench
 
 SIM = str(BIN / "panio-sim")
-
-
-@pytest.fixture
-def bench(panio, tmp_path):
-    b = Bench(panio, tmp_path)
-    yield b
-    b.close()
 
 
 def test_serial_status_of_a_stopped_capture_exits_10_and_still_prints_its_json(panio, bench):

@@ -11,20 +11,10 @@ import subprocess
 import threading
 import time
 
-import pytest
-
 from conftest import PANIO
-from serial_fixtures import Bench
 
 PROMPT = r"root@sim:~# "
 EVIL = r"(\d+)+$"  # backtracks catastrophically on a long line of digits (and never matches empty)
-
-
-@pytest.fixture
-def bench(panio, tmp_path):
-    b = Bench(panio, tmp_path)
-    yield b
-    b.close()
 
 
 def test_catastrophic_pattern_is_refused_and_capture_keeps_running(bench, panio):

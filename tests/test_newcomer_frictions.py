@@ -15,7 +15,6 @@ import pytest
 
 from conftest import BIN
 from jobhelp import job_file
-from serial_fixtures import Bench
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -171,13 +170,6 @@ def test_a_bundled_helpers_near_miss_is_named_and_its_usage_error_says_its_name_
     p = subprocess.run([str(BIN / "shellyplug"), "state"], capture_output=True, text=True, env=panio.env, timeout=30)
     assert p.returncode == 2 and p.stderr.startswith("shellyplug: the following")
     assert "shellyplug: shellyplug" not in p.stderr
-
-
-@pytest.fixture
-def bench(panio, tmp_path):
-    b = Bench(panio, tmp_path)
-    yield b
-    b.close()
 
 
 def test_stopping_a_stopped_capture_does_not_say_start_it(bench, panio):

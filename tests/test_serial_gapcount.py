@@ -17,7 +17,7 @@ from bench_agent.serial import logstore
 from bench_agent.serial.logstore import (DATA, GAP, START, STOP, LogWriter, count_outages, gaps_path,
                                          records_backward, segments)
 from bench_agent.sim.console import PROMPT
-from serial_fixtures import Bench, kill_and_reap
+from serial_fixtures import kill_and_reap
 
 
 def old_walk(path: Path) -> int:
@@ -182,13 +182,6 @@ def test_kill_9_at_random_moments_never_leaves_a_wrong_count(tmp_path):
 
 
 # -- the supervisor on a simulated board (a real PTY) --------------------------------------------------------
-
-
-@pytest.fixture
-def bench(panio, tmp_path):
-    b = Bench(panio, tmp_path)
-    yield b
-    b.close()
 
 
 def test_status_count_through_stops_kills_unplugs_and_eviction(bench, panio, tmp_path):

@@ -9,19 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from bench_agent.serial.lines import advance
 from bench_agent.serial.logstore import DATA, GAP, START, records_backward
 from bench_agent.sim.console import PROMPT, flood_bytes
 from serial_fixtures import Bench, kill_and_reap
-
-
-@pytest.fixture
-def bench(panio, tmp_path):
-    b = Bench(panio, tmp_path)
-    yield b
-    b.close()
 
 
 def log_records(bench: Bench, target: str = "pico", iface: str = "console") -> list:

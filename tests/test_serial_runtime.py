@@ -7,19 +7,11 @@ import re
 import sys
 import time
 
-import pytest
 import serial
 
-from serial_fixtures import Bench, kill_and_reap
+from serial_fixtures import kill_and_reap
 
 PROMPT = r"root@sim:~# "
-
-
-@pytest.fixture
-def bench(panio, tmp_path):
-    b = Bench(panio, tmp_path)
-    yield b
-    b.close()
 
 
 def test_send_transact_wait_and_poll_since(bench, panio):

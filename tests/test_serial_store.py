@@ -12,7 +12,6 @@ from bench_agent.errors import DeviceError, NotConfigured
 from bench_agent.serial.lines import LINE_CAP, render
 from bench_agent.serial.logstore import DATA, GAP, LogWriter, records_backward, segments
 from bench_agent.serial.query import bytes_between, line_window
-from serial_fixtures import Bench
 
 
 def test_seq_and_cursor_survive_eviction(tmp_path):
@@ -65,13 +64,6 @@ def test_binary_bytes_kept_exactly_and_escaped_in_view(tmp_path):
     assert render(lines[0]["data"]).startswith("\\x00\\x01\\x02")
     assert [len(line["data"]) for line in lines[1:]] == [LINE_CAP, LINE_CAP, 10]  # a long line is split
     assert not lines[-1]["complete"] and info["last_seq"] == 3
-
-
-@pytest.fixture
-def bench(panio, tmp_path):
-    b = Bench(panio, tmp_path)
-    yield b
-    b.close()
 
 
 def test_url_device_loop_sense_and_dtr_through_the_supervisor(bench, panio, monkeypatch):
