@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -79,3 +81,15 @@ def kill_and_reap(pid: int) -> None:
         if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
             return
         time.sleep(0.01)
+
+
+def plug_console(link: Path) -> subprocess.Popen:
+    """A simulated board in a process of its own, its console at ``link`` (a USB adapter being plugged in:
+    terminate the process to unplug it)."""
+    proc = subprocess.Popen([sys.executable, "-m", "bench_agent.sim.console", "--link", str(link),
+                             "--boot-s", "0.05", "--countdown-s", "0.05"])
+    deadline = time.monotonic() + 10
+    while not link.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return proc
+

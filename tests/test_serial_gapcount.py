@@ -17,7 +17,7 @@ from bench_agent.serial import logstore
 from bench_agent.serial.logstore import (DATA, GAP, START, STOP, LogWriter, count_outages, gaps_path,
                                          records_backward, segments)
 from bench_agent.sim.console import PROMPT
-from serial_fixtures import kill_and_reap
+from serial_fixtures import kill_and_reap, plug_console
 
 
 def old_walk(path: Path) -> int:
@@ -189,14 +189,6 @@ def test_status_count_through_stops_kills_unplugs_and_eviction(bench, panio, tmp
     link = tmp_path / "ttyGAPS"
     log = bench.state / "serial" / "pico" / "console.log"
 
-    def plug() -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-m", "bench_agent.sim.console", "--link", str(link),
-                                 "--boot-s", "0.05", "--countdown-s", "0.05"])
-        deadline = time.monotonic() + 10
-        while not link.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        return proc
-
     def until(state: str) -> None:
         deadline = time.monotonic() + 10
         while bench.status("pico")["port"]["state"] != state and time.monotonic() < deadline:
@@ -207,7 +199,7 @@ def test_status_count_through_stops_kills_unplugs_and_eviction(bench, panio, tmp
         assert st["log"]["gaps_recorded"] == old_walk(log) == expected, st["log"]
         assert sidecars_hold(log)
 
-    board = plug()
+    board = plug_console(link)
     try:
         panio("target", "add", "pico")
         panio("serial", "add", "console", "-t", "pico", "--device", str(link))
@@ -228,7 +220,7 @@ def test_status_count_through_stops_kills_unplugs_and_eviction(bench, panio, tmp
         board.wait(10)
         until("disconnected")
         counted(2)
-        board = plug()
+        board = plug_console(link)
         until("open")
         panio("serial", "transact", "pico", "", "--until", PROMPT, "--timeout-ms", "5000")
         kinds = [(r.kind, bool(r.note().get("reconnected"))) for r in records_backward(log) if r.kind == GAP]

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from bench_agent.serial.lines import advance
 from bench_agent.serial.logstore import DATA, GAP, START, records_backward
 from bench_agent.sim.console import PROMPT, flood_bytes
-from serial_fixtures import Bench, kill_and_reap
+from serial_fixtures import Bench, kill_and_reap, plug_console
 
 
 def log_records(bench: Bench, target: str = "pico", iface: str = "console") -> list:
@@ -113,15 +111,7 @@ def test_kill_9_mid_stream_then_watch_again(bench, panio):
 def test_unplug_is_a_disconnect_then_capture_resumes(bench, panio, tmp_path):
     link = tmp_path / "ttyUNPLUG"
 
-    def plug() -> subprocess.Popen:
-        proc = subprocess.Popen([sys.executable, "-m", "bench_agent.sim.console", "--link", str(link),
-                                 "--boot-s", "0.05", "--countdown-s", "0.05"])
-        deadline = time.monotonic() + 10
-        while not link.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        return proc
-
-    board = plug()
+    board = plug_console(link)
     try:
         panio("target", "add", "pico")
         panio("serial", "add", "console", "-t", "pico", "--device", str(link))
@@ -138,7 +128,7 @@ def test_unplug_is_a_disconnect_then_capture_resumes(bench, panio, tmp_path):
                         "--pattern", "x", "--timeout-ms", "2000", code=4)
         assert r.json()["status"] == "disconnect"
         panio.fails("serial", "send", "pico", "ls", code=4)
-        board = plug()
+        board = plug_console(link)
         deadline = time.monotonic() + 10
         while bench.status("pico")["port"]["state"] != "open" and time.monotonic() < deadline:
             time.sleep(0.05)
