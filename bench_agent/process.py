@@ -105,7 +105,7 @@ class Child:
         self._out, self._err = _Stream(), _Stream()
         self._readers: list[threading.Thread] = []
         self.proc: subprocess.Popen | None = None
-        main = threading.current_thread() is threading.main_thread()  # where signal handlers run
+        main = int(threading.current_thread() is threading.main_thread())  # where signal handlers run
         _Starting.depth += main
         try:
             self.proc = subprocess.Popen(
@@ -119,16 +119,13 @@ class Child:
             if input is not None:
                 threading.Thread(target=self._feed, args=(input,), daemon=True).start()
         except BaseException:
-            if self.proc is not None:
-                self.stop()
+            self.stop()
+            raise
+        finally:
             _Starting.depth -= main
             if main and not _Starting.depth and _Starting.signum:
-                _raise_deferred()  # the signal, not a failure it interrupted, ends the command
-            raise
-        _Starting.depth -= main
-        if main and not _Starting.depth and _Starting.signum:
-            self.stop()
-            _raise_deferred()
+                self.stop()
+                _raise_deferred()  # the signal, not a failure it may have interrupted, ends the command
 
     @property
     def pid(self) -> int:
