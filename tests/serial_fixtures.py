@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 from bench_agent.sim.console import SimConsole
 
@@ -55,16 +56,18 @@ class Bench:
             sim.close()
 
 
-def supervisor_pids(state: Path) -> list[int]:
-    pids = []
+def processes() -> Iterator[tuple[int, bytes]]:
+    """(pid, command line with NUL-separated words) of every process still there when read."""
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            yield int(pid), Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"bench_agent.serial.supervisor" in argv and str(state).encode() in argv:
-            pids.append(int(pid))
-    return pids
+
+
+def supervisor_pids(state: Path) -> list[int]:
+    return [pid for pid, cmdline in processes()
+            if b"bench_agent.serial.supervisor" in (argv := cmdline.split(b"\0")) and str(state).encode() in argv]
 
 
 def kill_and_reap(pid: int) -> None:

@@ -25,6 +25,7 @@ import pytest
 from conftest import PANIO
 from jobhelp import job_file, stop_group, wait_for
 from peerhelp import drop_keys
+from serial_fixtures import processes
 from sshd import Sshd
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,14 +94,10 @@ def fresh(panio, tmp_path):
 def _lingering_ssh_masters() -> list[str]:
     """SSH master connections (``ssh: SOCKET [mux]``) whose socket folder, a finished setup run's, is gone."""
     found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
+    for _, cmdline in processes():
+        argv = cmdline.decode(errors="replace")
         if argv.startswith("ssh: ") and "[mux]" in argv and "/panio-setup-" in argv:
-            socket = argv.split()[1]
-            if not Path(socket).parent.exists():
+            if not Path(argv.split()[1]).parent.exists():
                 found.append(argv)
     return found
 

@@ -18,6 +18,7 @@ import pytest
 from scenarios import hardware
 from scenarios.drift import Guard
 from scenarios.scenario import load_all
+from serial_fixtures import processes
 
 pytestmark = pytest.mark.skipif(not shutil.which("qemu-system-x86_64") or not os.path.exists("/bin/busybox"),
                                 reason="needs qemu-system-x86, ipxe-qemu and busybox-static (scripts/system-deps.sh)")
@@ -25,15 +26,7 @@ pytestmark = pytest.mark.skipif(not shutil.which("qemu-system-x86_64") or not os
 
 def _qemu_of(directory: Path) -> list[int]:
     """QEMU processes whose command line names ``directory`` (the simulated bench's own sockets)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"qemu-system" in argv and str(directory).encode() in argv:
-            found.append(int(pid))
-    return found
+    return [pid for pid, argv in processes() if b"qemu-system" in argv and str(directory).encode() in argv]
 
 
 def test_r1_netboots_the_qemu_board_from_panios_tftp_server_to_a_shell(tmp_path: Path) -> None:
