@@ -38,7 +38,7 @@ def _command(channel: str, item: str, command: str) -> dict[str, str]:
 
 
 def _netboot(nb: dict[str, Any], tftp_root: str) -> list[dict[str, str]]:
-    from bench_agent.netboot import doctor_rows  # the link, the TFTP root, the server (bench_agent/netboot.py)
+    from bench_agent.netboot.channel import doctor_rows  # the link, the TFTP root, the server
 
     return [_row("netboot", item, status, detail) for item, status, detail in doctor_rows(nb, tftp_root)]
 

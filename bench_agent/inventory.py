@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from bench_agent.serial_ports import list_ports
+from bench_agent.serial.ports import list_ports
 
 SYS_NET = Path("/sys/class/net")
 SYS_USB = Path("/sys/bus/usb/devices")

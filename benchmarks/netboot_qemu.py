@@ -8,7 +8,7 @@ Each boot: QEMU starts, its NIC's iPXE ROM takes the bootfile URL from QEMU's DH
 8 MB kernel and a busybox initramfs over TFTP, and the board's shell answers a command. Timed from QEMU's
 start to that answer; the TFTP part alone (the guest's first read request to its last ACK) is read from
 QEMU's packet dump of the NIC (``filter-dump``). Boots alternate, the first one rotating each round, and
-the per-round ratios are printed beside the medians. The kernel is /boot/vmlinuz-* or Debian's, fetched once (bench_agent.netboot_board).
+the per-round ratios are printed beside the medians. The kernel is /boot/vmlinuz-* or Debian's, fetched once (tests/netboot_board.py).
 
 Run: .venv/bin/python benchmarks/netboot_qemu.py [--rounds 3] [--lockstep]
 Needs: qemu-system-x86, ipxe-qemu, busybox-static. Starts and stops its own daemon and VMs.
@@ -27,7 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_agent import netboot_board
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import netboot_board  # noqa: E402  the QEMU netboot board, a test fixture
 
 PANIO = str(Path(sys.executable).parent / "panio")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "panio-tests" / "kernel"
@@ -89,7 +90,7 @@ def main() -> None:
         lock_server = None
         if a.lockstep:
             netboot_board.prepare(lockstep, f"tftp://10.0.2.2:{lock_port}", CACHE)
-            lock_server = subprocess.Popen([sys.executable, "-m", "bench_agent.tftp", str(lockstep), "--port",
+            lock_server = subprocess.Popen([sys.executable, "-m", "bench_agent.netboot.tftp", str(lockstep), "--port",
                                             str(lock_port), "--send-ahead", "1"], stdout=subprocess.DEVNULL)
         env = {**os.environ, "PANIO_LAB": str(tmp_path / "lab.toml"), "PANIO_STATE_DIR": str(tmp_path / "state")}
 

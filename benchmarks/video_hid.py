@@ -40,8 +40,8 @@ def ms(samples: list[float]) -> dict[str, float]:
 
 def boot(directory: Path) -> None:
     from bench_agent.sim import qemu
-    from bench_agent.video_backends.qmp import QmpBackend
-    from bench_agent import video
+    from bench_agent.video import channel as video
+    from bench_agent.video.backends.qmp import QmpBackend
 
     qemu.start(directory, "q")
     cam, end = QmpBackend(str(directory / "q.video.qmp")), time.monotonic() + 120
@@ -53,16 +53,17 @@ def boot(directory: Path) -> None:
 def daemon(state: Path, directory: Path) -> subprocess.Popen:
     os.environ["PANIO_STATE_DIR"] = str(state)
     cfg = json.dumps({"device": f"qmp:{directory / 'q.video.qmp'}"})
-    proc = subprocess.Popen([sys.executable, "-m", "bench_agent.video_watch", "--state-dir", str(state),
+    proc = subprocess.Popen([sys.executable, "-m", "bench_agent.video.daemon", "--state-dir", str(state),
                              "--target", "q", "--config", cfg], stdout=subprocess.PIPE)
     proc.stdout.readline()
     return proc
 
 
 def bench_changed_since(directory: Path, rounds: int) -> dict:
-    from bench_agent import hid, video
+    from bench_agent.hid import channel as hid
     from bench_agent.ops import video as vops
     from bench_agent.qmp import QMPClient
+    from bench_agent.video import channel as video
 
     keys = hid.open_backend({"device": str(directory / "q.hid.qmp"), "protocol": "qmp"})
     drv = hid.Driver(keys, 10)
@@ -101,11 +102,12 @@ def bench_ocr(directory: Path, rounds: int) -> dict:
 
     import pytesseract
 
-    from bench_agent import video
     from bench_agent.ops import video as vops
+    from bench_agent.video import channel as video
+    from bench_agent.video.base import decode_image
 
-    frame = video.decode_image(base64.b64decode(vops.shot("q", stable=True, stable_ms=300,
-                                                          timeout_ms=10000)["png_b64"]))
+    frame = decode_image(base64.b64decode(vops.shot("q", stable=True, stable_ms=300,
+                                                    timeout_ms=10000)["png_b64"]))
     row = (0, 0, frame.shape[1], 16)
 
     def timed(fn) -> list[float]:
@@ -124,7 +126,7 @@ def bench_ocr(directory: Path, rounds: int) -> dict:
 
 
 def bench_typing(directory: Path) -> dict:
-    from bench_agent import hid
+    from bench_agent.hid import channel as hid
 
     text = "echo abcdefghijklmnopqrstuvwxyz0123456789"
     keys = hid.open_backend({"device": str(directory / "q.hid.qmp"), "protocol": "qmp"})
@@ -161,7 +163,7 @@ def grabs(state: Path) -> int:
 
 def bench_idle(directory: Path, state: Path, daemon_pid: int, qemu_pid: int) -> dict:
     """The daemon on a still screen beside the bare grab loop it is built on, and QEMU's share of both."""
-    from bench_agent.video_backends.qmp import QmpBackend
+    from bench_agent.video.backends.qmp import QmpBackend
 
     d0, q0, g0 = cpu_s(daemon_pid), cpu_s(qemu_pid), grabs(state)
     time.sleep(IDLE_S)

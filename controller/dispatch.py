@@ -83,15 +83,15 @@ class Dispatcher:
         return self._leases
 
     def _check_lease(self, target: str) -> None:
-        from bench_agent.leases import check_access
+        from bench_agent.jobs.leases import check_access
 
         check_access(self._lease_store(), target)
 
     def _with_token(self, args: dict[str, Any]) -> dict[str, Any]:
         import os
 
-        from bench_agent.lease_guard import with_token
-        from bench_agent.leases import TOKEN_ENV
+        from bench_agent.jobs.lease_guard import with_token
+        from bench_agent.jobs.leases import TOKEN_ENV
 
         return with_token(args, self._lease_store()) if os.environ.get(TOKEN_ENV) else args
 

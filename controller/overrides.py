@@ -38,7 +38,7 @@ def add_flags(p) -> None:
     p.add_argument("--reason", metavar="TEXT", help="why the override: kept with the job's history")
 
 
-@functools.cache  # built once per process (see bench_agent.results._tables)
+@functools.cache  # built once per process (see bench_agent.jobs.results._tables)
 def _table():
     import sqlalchemy as sa
 
@@ -60,8 +60,8 @@ def _table():
 
 class OverrideStore:
     def __init__(self, url: str | None = None) -> None:
-        from bench_agent.fences import results_url
-        from bench_agent.results import _engine
+        from bench_agent.jobs.fences import results_url
+        from bench_agent.jobs.results import _engine
 
         self.engine = _engine(url or results_url())
         md, self.t = _table()
@@ -124,7 +124,7 @@ def acting(args, target: str, command: str) -> Iterator[dict[str, Any] | None]:
     if not args.override:
         yield None
         return
-    from bench_agent.leases import TOKEN_ENV
+    from bench_agent.jobs.leases import TOKEN_ENV
     from controller.jobs.backends import lease_store
 
     held = lease_store().current(target)

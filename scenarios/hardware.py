@@ -143,7 +143,7 @@ def _end_leftovers(state: Path, grace_s: float = 5.0) -> None:
     import signal
     import time
 
-    from bench_agent.daemons import _daemon_processes
+    from bench_agent.daemons.registry import _daemon_processes
 
     for sig in (signal.SIGTERM, signal.SIGKILL):
         left = _daemon_processes(state)

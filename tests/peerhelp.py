@@ -105,7 +105,7 @@ class Workers:
 
     def store(self):
         """The results database itself: read without `panio job status`, which could settle a job on its own."""
-        from bench_agent.results import ResultStore
+        from bench_agent.jobs.results import ResultStore
 
         return ResultStore(self.env["PANIO_RESULTS_URL"])
 

@@ -76,7 +76,7 @@ def test_an_operator_stops_and_restarts_a_leased_capture_only_with_a_recorded_ov
 
 def _capturing(bench) -> bool:
     """A live capture supervisor (read from its discovery file: a read command may be refused under a lease)."""
-    from bench_agent.serial.client import pid_alive
+    from bench_agent.process import pid_alive
 
     info = bench.discovery("pico")
     return info is not None and pid_alive(info["pid"])
@@ -130,9 +130,9 @@ def test_a_supervisor_started_through_a_worker_is_reaped_when_it_stops(panio, be
 # --- the lost-worker reason ------------------------------------------------------------------------
 
 def test_the_lost_worker_reason_names_the_runner_once(tmp_path):
+    from bench_agent.jobs.leases import FileLeaseStore
     from bench_agent.jobs.reconcile import Reconciler, dead_after_s
-    from bench_agent.leases import FileLeaseStore
-    from bench_agent.results import ResultStore
+    from bench_agent.jobs.results import ResultStore
 
     store = ResultStore(f"sqlite:///{tmp_path / 'r.db'}")
     spec = {"lease_ttl_s": 2, "steps": [{"name": "a", "command": "panio ping t"}]}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import re
 import subprocess
@@ -77,26 +76,6 @@ def test_bad_flag_is_one_usage_line_pointing_at_help(panio):
 def test_group_without_subcommand_prints_its_help(panio):
     r = panio("serial")
     assert "add" in r.out and "devices" in r.out
-
-
-def _imports(path: Path):
-    tree = ast.parse(path.read_text(), str(path))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            yield from (a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.module
-
-
-@pytest.mark.parametrize("package, forbidden", [("bench_agent", {"controller", "scenarios"}), ("controller", {"scenarios"})])
-def test_import_rule(package, forbidden):
-    offenders = [
-        f"{py.relative_to(ROOT)} imports {mod}"
-        for py in (ROOT / package).rglob("*.py")
-        for mod in _imports(py)
-        if mod.split(".")[0] in forbidden
-    ]
-    assert offenders == []
 
 
 def test_exit_status_doc_lists_every_error():

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench_agent.errors import Busy, InternalError, Refused, Timeout, Unreachable, UsageError
-from bench_agent.leases import FileLeaseStore
+from bench_agent.jobs.leases import FileLeaseStore
 from controller.dispatch import Dispatcher
 from controller.lab.model import Lab
 from controller.transports.stub import StubTransport
@@ -134,7 +134,7 @@ def test_a_side_effect_that_knows_nothing_happened_is_not_called_unknown(leases)
 
 
 def test_a_hid_rig_that_cannot_be_opened_sent_nothing(tmp_path):
-    from bench_agent.hid_backends.ch9329 import Ch9329Backend
+    from bench_agent.hid.backends.ch9329 import Ch9329Backend
 
     with pytest.raises(Unreachable) as info:
         Ch9329Backend(str(tmp_path / "no-such-rig"))

@@ -142,7 +142,7 @@ def test_a_periodic_check_runs_before_a_job_once_due(panio, tmp_path):
     smoke = job_file(tmp_path, PING.format(extra=""), "smoke.toml")
     assert "before job 1: its health is unknown" in panio("job", "run", smoke).out
     assert "health check" not in panio("job", "run", smoke).out  # just checked
-    from bench_agent.health import HealthStore
+    from bench_agent.jobs.health import HealthStore
 
     store = HealthStore(f"sqlite:///{tmp_path / 'state' / 'results.db'}")
     with store.engine.begin() as c:  # an hour and a second pass
@@ -151,7 +151,7 @@ def test_a_periodic_check_runs_before_a_job_once_due(panio, tmp_path):
 
 
 def test_health_store_on_postgresql():
-    from bench_agent.health import HealthStore
+    from bench_agent.jobs.health import HealthStore
     from jobhelp import drop_pg_schema, pg_schema
 
     url = pg_schema()

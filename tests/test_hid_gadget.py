@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bench_agent.hid_backends import hidg
+from bench_agent.hid.backends import hidg
 
 ROOT = Path(__file__).resolve().parent.parent
 F_SETPIPE_SZ = 1031

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from bench_agent import leases
 from bench_agent.errors import Busy, Refused
+from bench_agent.jobs import leases
 from conftest import PANIO
 from jobhelp import fixture_lab, job_file, stop, wait_for
 from peerhelp import SHARED_REDIS as REDIS_URL
@@ -49,7 +49,7 @@ def test_kept_lease_outlives_its_ttl_and_a_broken_one_fences_the_holder(store):
 
 HOLDER = """
 import sys, time
-from bench_agent import leases
+from bench_agent.jobs import leases
 s = leases.RedisLeaseStore(sys.argv[1], sys.argv[2])
 lease = s.try_acquire("pico", {"holder": "doomed"}, ttl_s=1.0)
 lease.keep(1.0)

@@ -8,8 +8,8 @@ import pytest
 
 from bench_agent import ops
 from bench_agent.errors import UsageError
-from bench_agent.netboot import Settings
-from bench_agent.netboot_backends.dnsmasq import config_text
+from bench_agent.netboot.backends.dnsmasq import config_text
+from bench_agent.netboot.settings import Settings
 from conftest import lab
 
 

@@ -3,7 +3,7 @@ panio's own TFTP server over QEMU's user networking, and the board reaches a she
 
 The kernel is this host's /boot/vmlinuz-*, or on a fresh CI machine Debian's
 current kernel image fetched once with `apt-get download` into the cache
-(bench_agent.netboot_board.find_kernel); the initramfs is busybox-static.
+(netboot_board.find_kernel); the initramfs is busybox-static.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench_agent import netboot_board
+import netboot_board
 
 pytestmark = pytest.mark.skipif(not shutil.which("qemu-system-x86_64") or not shutil.which("busybox"),
                                 reason="needs qemu-system-x86 and busybox-static (scripts/system-deps.sh installs them)")

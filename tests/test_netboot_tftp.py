@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bench_agent import netboot
-from bench_agent.tftp import TftpServer
+from bench_agent.netboot import channel as netboot
+from bench_agent.netboot.tftp import TftpServer
 
 pytestmark = pytest.mark.skipif(not shutil.which("busybox"), reason="busybox-static is installed by system-deps.sh")
 
@@ -107,7 +107,7 @@ def _ack(s: socket.socket, peer: tuple, block: int) -> None:
 def test_blocks_go_out_ahead_of_the_acks_and_a_lost_block_is_sent_again(tmp_path: Path) -> None:
     """Lock-step costs a wake-up per block; panio sends SEND_AHEAD blocks ahead of the ACKs (in order) and,
     on three duplicate ACKs (iPXE acknowledges every block with its first gap), goes back with half the window."""
-    from bench_agent import tftp
+    from bench_agent.netboot import tftp
 
     (tmp_path / "f").write_bytes(os.urandom(100 * 512))
     srv = TftpServer(str(tmp_path), "127.0.0.1", 0).start()

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from bench_agent.errors import NotConfigured
-from bench_agent.netif_backends import make
-from bench_agent.netif_backends.uhubctl import UhubctlHardDown, location
-from bench_agent.netif_backends.usb_sysfs import UsbSysfsHardDown
+from bench_agent.netboot.netif_backends import make
+from bench_agent.netboot.netif_backends.uhubctl import UhubctlHardDown, location
+from bench_agent.netboot.netif_backends.usb_sysfs import UsbSysfsHardDown
 
 
 def fake_sys(tmp_path: Path) -> Path:

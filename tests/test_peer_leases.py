@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bench_agent import leases
 from bench_agent.errors import Busy, Refused
-from bench_agent.fences import FenceStore
+from bench_agent.jobs import leases
+from bench_agent.jobs.fences import FenceStore
 from conftest import PANIO
 from jobhelp import job_file, stop, stop_group, wait_for
 from peerhelp import REDIS, SHARED_REDIS, PrivateRedis, free_port
@@ -158,7 +158,7 @@ def test_an_expired_token_is_refused_even_while_the_lease_is_free(panio, tmp_pat
 
 def test_a_raw_celery_message_cannot_act_on_a_leased_target(panio, tmp_path, prefix):
     """`panio worker` records its lease store; a hand-made JSON `panio.op` for action.run is refused while leased."""
-    from bench_agent.worker import OP_TASK, make_app, queue_name
+    from bench_agent.jobs.worker import OP_TASK, make_app, queue_name
 
     state = tmp_path / "host-state"
     env = {**panio.env, "PANIO_BROKER": SHARED_REDIS, "PANIO_REDIS_PREFIX": prefix, "PANIO_STATE_DIR": str(state),
@@ -215,9 +215,9 @@ def test_a_hand_made_payload_is_refused_at_run_time(panio, tmp_path):
     mark = tmp_path / "pwned"
     script = f"""
 import json, sys
+from bench_agent.jobs.leases import FileLeaseStore
+from bench_agent.jobs.results import ResultStore
 from bench_agent.jobs.runner import JobRunner
-from bench_agent.leases import FileLeaseStore
-from bench_agent.results import ResultStore
 from controller.jobs.backends import panio_argv
 store = ResultStore("sqlite:///{tmp_path / 'r.db'}")
 steps = [{{"name": "hook", "argv": ["power", "set", "-t", "pico", "--cycle-cmd", "sh -c 'touch {mark}'"],

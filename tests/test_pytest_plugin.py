@@ -103,7 +103,7 @@ XDIST_TESTS = '''
 import os
 import time
 
-from bench_agent.leases import holder_name
+from bench_agent.jobs.leases import holder_name
 from controller.jobs.backends import lease_store
 
 
@@ -239,7 +239,7 @@ def test_uname(panio_target):
     # another holder has board1: the session waits --panio-lease-wait, then the test errors naming the holder
     holder = subprocess.Popen([str(BIN / "python"), "-c", (
         "import sys, time\n"
-        "from bench_agent.leases import FileLeaseStore\n"
+        "from bench_agent.jobs.leases import FileLeaseStore\n"
         "from bench_agent.paths import state_dir\n"
         "lease = FileLeaseStore(state_dir() / 'leases').try_acquire('board1', {'holder': 'nightly job'}, 30)\n"
         "print('held', flush=True)\n"

@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
+from bench_agent.jobs.leases import RedisLeaseStore
 from bench_agent.jobs.reconcile import Reconciler, dead_after_s
-from bench_agent.leases import RedisLeaseStore
-from bench_agent.results import ResultStore
+from bench_agent.jobs.results import ResultStore
 
 REDIS_URL = "redis://127.0.0.1:6379/5"
 SPEC = {"lease_ttl_s": 2, "steps": [{"name": "a", "command": "panio ping t"}, {"name": "b", "command": "panio x"}]}

@@ -13,8 +13,8 @@ import gc
 
 import sqlalchemy as sa
 
-from bench_agent.fences import FenceStore
-from bench_agent.results import ResultStore
+from bench_agent.jobs.fences import FenceStore
+from bench_agent.jobs.results import ResultStore
 from controller.jobs.schedules import ScheduleStore
 
 

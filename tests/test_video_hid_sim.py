@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import serial
 
-from bench_agent.hid_backends import ch9329
-from bench_agent.serial.client import pid_alive
+from bench_agent.hid.backends import ch9329
+from bench_agent.process import pid_alive
 from conftest import BIN, PANIO, Panio
 
 SIM = str(BIN / "panio-sim")

@@ -22,8 +22,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from bench_agent import health as h
 from bench_agent.errors import Busy
+from bench_agent.jobs import health as h
 
 POLL_S = 1.0
 

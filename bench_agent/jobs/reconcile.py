@@ -217,8 +217,8 @@ class Reconciler:
     def _tell(self, job: dict, reason: str) -> None:
         """Like the runner would have: the target's health becomes unknown (its health check runs before the
         next job) and the lab's notify channels hear of it. Settling the job never fails for these."""
-        from bench_agent import notify
-        from bench_agent.health import HealthStore
+        from bench_agent.jobs import notify
+        from bench_agent.jobs.health import HealthStore
 
         spec = job["spec"]
         try:

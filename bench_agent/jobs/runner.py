@@ -38,12 +38,12 @@ import os
 import time
 from typing import Any, Callable
 
-from bench_agent import leases as leasing
 from bench_agent.errors import Busy, Canceled, Refused, Timeout, Unreachable
+from bench_agent.jobs import leases as leasing
 from bench_agent.jobs import reconcile, screens
 from bench_agent.jobs.steps import (JOB_STARTED_ENV, LAB_EXITS, PREVIOUS_STEP_ENV, StepProcess, command_line,
                                     error_of, judge, known_variables, substitute)
-from bench_agent.results import ResultStore
+from bench_agent.jobs.results import ResultStore
 
 Progress = Callable[[str, dict[str, Any]], None]
 DEADLINE_ERROR = {"error": "timeout", "exit": 22, "message": "deadline reached"}
@@ -352,7 +352,7 @@ class JobRunner:
     def _after(self, payload: dict, summary: dict) -> None:
         """What the verdict says about the target (its health) and who is told (notifications). The verdict is
         recorded already: a failure here is reported on the job's progress, never raised into the runner."""
-        from bench_agent import notify
+        from bench_agent.jobs import notify
 
         try:
             self._gate().after(payload, summary)
@@ -369,7 +369,7 @@ class JobRunner:
                                                        "result": summary["result"], "reason": summary["reason"]})
 
     def _health_changed(self, payload: dict, previous: str, record: dict) -> None:
-        from bench_agent import notify
+        from bench_agent.jobs import notify
 
         self.progress("health_changed", {"target": record["target"], "previous": previous, "health": record["health"],
                                          "reason": record["reason"]})

@@ -72,16 +72,16 @@ def call(name: str, args: dict[str, Any]) -> Any:
 
     Every road in ends here, so this is where the host enforces leases: an operation that changes
     a target is refused while someone else leases it, and a stale ``lease_token`` is refused even
-    while the target is free (``bench_agent.lease_guard``). Reads pass.
+    while the target is free (``bench_agent.jobs.lease_guard``). Reads pass.
     """
-    from bench_agent.lease_guard import ORIGIN_ARG, TOKEN_ARG
+    from bench_agent.jobs.lease_guard import ORIGIN_ARG, TOKEN_ARG
 
     func = lookup(name)
     args = dict(args)
     token, origin = args.pop(TOKEN_ARG, None), args.pop(ORIGIN_ARG, None)
     checked = SPECS[name].validate(args)
     if SPECS[name].side_effect:
-        from bench_agent import lease_guard
+        from bench_agent.jobs import lease_guard
 
         lease_guard.enforce(name, checked, token, origin)
     return func(**checked)

@@ -10,7 +10,7 @@ from bench_agent.ops.spec import Param
 
 @operation("daemons.list")
 def list_() -> list[dict[str, Any]]:
-    from bench_agent.daemons import list_daemons
+    from bench_agent.daemons.registry import list_daemons
 
     return list_daemons()
 
@@ -22,6 +22,6 @@ def list_() -> list[dict[str, Any]]:
     Param("names", list, "daemon names from daemons.list; None: every one", default=None),
     Param("force", bool, "SIGKILL what does not stop within 10 s", default=False)))
 def stop(names: list[str] | None = None, force: bool = False) -> list[dict[str, Any]]:
-    from bench_agent.daemons import stop_named
+    from bench_agent.daemons.registry import stop_named
 
     return stop_named(names, force)

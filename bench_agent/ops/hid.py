@@ -15,7 +15,7 @@ from bench_agent.ops import operation
 from bench_agent.ops.spec import Param
 
 MAX_TYPE_CHARS = 4096
-MODULE = "bench_agent.hid_serve"
+MODULE = "bench_agent.hid.daemon"
 
 
 def _deadline(args: dict[str, Any]) -> float:
@@ -25,8 +25,8 @@ def _deadline(args: dict[str, Any]) -> float:
 
 
 def _paths(target: str) -> tuple[Path, Path]:
-    from bench_agent.hid_serve import discovery_path
-    from bench_agent.target_daemons import state_dir
+    from bench_agent.daemons.per_target import state_dir
+    from bench_agent.hid.daemon import discovery_path
 
     state = state_dir()
     return discovery_path(target, state), state / "hid" / target / "daemon.err"
@@ -40,9 +40,9 @@ def _paths(target: str) -> tuple[Path, Path]:
 ), side_effect=True, deadline=_deadline)
 def send(target: str, hid: dict[str, Any], command: list, pace_ms: int = 20) -> dict[str, Any]:
     """Inject keyboard or mouse input through the target's HID rig."""
-    from bench_agent import hid as hidlib
-    from bench_agent import target_daemons
+    from bench_agent.daemons import per_target as target_daemons
     from bench_agent.errors import UsageError
+    from bench_agent.hid import channel as hidlib
 
     words = [str(w) for w in command]
     if len(" ".join(words)) > MAX_TYPE_CHARS:
@@ -50,7 +50,7 @@ def send(target: str, hid: dict[str, Any], command: list, pace_ms: int = 20) -> 
     out = {"target": target, "protocol": hid.get("protocol") or "ch9329"}
     disc, _ = _paths(target)
     if target_daemons.discovery(MODULE, disc, target) is not None:
-        from bench_agent.hid_serve import request
+        from bench_agent.hid.daemon import request
 
         return {**out, "via": "daemon",
                 **request(target, target_daemons.state_dir(), words, pace_ms, _deadline({"command": words,
@@ -66,7 +66,7 @@ def send(target: str, hid: dict[str, Any], command: list, pace_ms: int = 20) -> 
 @operation("hid.serve", side_effect=False)
 def serve(target: str, hid: dict[str, Any]) -> dict[str, Any]:
     """Start the daemon that holds the target's rig (reaping an untracked one first)."""
-    from bench_agent import target_daemons
+    from bench_agent.daemons import per_target as target_daemons
 
     disc, log = _paths(target)
     st = target_daemons.status(MODULE, disc, target)
@@ -82,7 +82,7 @@ def serve(target: str, hid: dict[str, Any]) -> dict[str, Any]:
 
 @operation("hid.stop", side_effect=False)
 def stop(target: str) -> dict[str, Any]:
-    from bench_agent import target_daemons
+    from bench_agent.daemons import per_target as target_daemons
     from bench_agent.errors import NotRunning
 
     disc, _ = _paths(target)
@@ -98,6 +98,6 @@ def stop(target: str) -> dict[str, Any]:
 
 @operation("hid.status")
 def status(target: str) -> dict[str, Any]:
-    from bench_agent import target_daemons
+    from bench_agent.daemons import per_target as target_daemons
 
     return target_daemons.status(MODULE, _paths(target)[0], target)

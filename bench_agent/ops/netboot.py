@@ -2,7 +2,7 @@
 
 Each takes the target's name and its ``netboot`` table from the lab file (plain
 data); the TFTP root is resolved on the host that owns the target, where the
-server runs in a daemon (``bench_agent.netboot``).
+server runs in a daemon (``bench_agent.netboot.channel``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def _settings(target: str, netboot: dict[str, Any], tftp_root: str | None):
     """The target's settings; the TFTP root is resolved here, on the host that serves it (``~``, the default)."""
     import os
 
-    from bench_agent.netboot import Settings
+    from bench_agent.netboot.settings import Settings
     from bench_agent.paths import state_dir
 
     root = tftp_root or netboot.get("tftp_root")
@@ -30,10 +30,16 @@ def _settings(target: str, netboot: dict[str, Any], tftp_root: str | None):
 @operation("netboot.start", side_effect=True, deadline=lambda args: START_DEADLINE_S)
 def start(target: str, netboot: dict[str, Any], tftp_root: str | None = None) -> dict[str, Any]:
     """Serve DHCP+TFTP (or TFTP only) for the target on its dedicated interface; refuses a primary NIC."""
-    from bench_agent import netboot as nb
-    from bench_agent import netif
+    from bench_agent.errors import NotConfigured
+    from bench_agent.netboot import channel as nb
+    from bench_agent.netboot import netif
 
-    info = nb.start(_settings(target, netboot, tftp_root))
+    try:
+        info = nb.start(_settings(target, netboot, tftp_root))
+    except NotConfigured as exc:  # its interface is gone: say so when `netif down-hard` powered it off
+        if "interface" in exc.details and netif.recorded(target).get("mode") == "down-hard":
+            exc.hint = f"its adapter is powered off: `panio netif mode link {target}` powers it back"
+        raise
     netif.record(target, "netboot")
     return info
 
@@ -42,7 +48,7 @@ def start(target: str, netboot: dict[str, Any], tftp_root: str | None = None) ->
            params=(Param("force", bool, "SIGKILL a server that does not stop within 10 s", default=False),))
 def stop(target: str, force: bool = False) -> dict[str, Any]:
     """Stop the target's netboot server (not running is reported, not an error)."""
-    from bench_agent import netboot as nb
+    from bench_agent.netboot import channel as nb
 
     return nb.stop(target, force)
 
@@ -52,6 +58,6 @@ def stop(target: str, force: bool = False) -> dict[str, Any]:
                          maximum=1000),))
 def status(target: str, netboot: dict[str, Any], tftp_root: str | None = None, tail: int = 10) -> dict[str, Any]:
     """Serving or not, interface, TFTP root, the last DHCP leases and files served."""
-    from bench_agent import netboot as nb
+    from bench_agent.netboot import channel as nb
 
     return nb.status(_settings(target, netboot, tftp_root), tail)

@@ -19,7 +19,7 @@ MODES = ("link", "ffx", "off")
                          "off: administrative (soft) down", choices=MODES),))
 def mode(target: str, netboot: dict[str, Any], mode: str) -> dict[str, Any]:
     """Set the link's mode (link, ffx, off); link and ffx undo a hard down first."""
-    from bench_agent import netif
+    from bench_agent.netboot import netif
 
     return netif.set_mode(target, netboot, mode)
 
@@ -27,7 +27,7 @@ def mode(target: str, netboot: dict[str, Any], mode: str) -> dict[str, Any]:
 @operation("netif.down_hard", side_effect=True, deadline=lambda args: 45.0)
 def down_hard(target: str, netboot: dict[str, Any]) -> dict[str, Any]:
     """Cut the link's adapter power so the target sees link loss (usb-sysfs, uhubctl or a hook)."""
-    from bench_agent import netif
+    from bench_agent.netboot import netif
 
     return netif.down_hard(target, netboot)
 
@@ -37,6 +37,6 @@ def down_hard(target: str, netboot: dict[str, Any]) -> dict[str, Any]:
                          default=True),))
 def status(target: str, netboot: dict[str, Any], probe: bool = True) -> dict[str, Any]:
     """Mode, carrier, addresses and the target's IPv6 link-local, as a ready-to-paste `ffx target add`."""
-    from bench_agent import netif
+    from bench_agent.netboot import netif
 
     return netif.status(target, netboot, probe)

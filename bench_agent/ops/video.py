@@ -1,6 +1,6 @@
 """Video operations: the capture daemon (video.watch, .stop, .status) and its readers (video.shot, .read, .wait).
 
-``video.watch`` starts ``bench_agent.video_watch`` for a target, after reaping
+``video.watch`` starts ``bench_agent.video.daemon`` for a target, after reaping
 an orphan of it (a daemon that outlived its discovery file, seed R10).
 ``video.shot`` and ``video.read`` read the daemon's latest frame from disk;
 ``changed_since`` and ``stable`` wait on the daemon's ``frame.json``, a small
@@ -18,11 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_agent import target_daemons
+from bench_agent.daemons import per_target as target_daemons
 from bench_agent.errors import NotRunning, Timeout
 from bench_agent.ops import operation
 from bench_agent.ops.spec import Param, ms_deadline
-from bench_agent.video_watch import MODULE, discovery_path, video_dir
+from bench_agent.video.base import decode_image
+from bench_agent.video.daemon import MODULE, discovery_path, video_dir
 
 POLL_S = 0.01
 DEFAULT_STABLE_MS = 1000
@@ -53,7 +54,7 @@ def daemon_state(target: str) -> dict[str, Any]:
 @operation("video.watch", side_effect=False)
 def watch(target: str, video: dict[str, Any]) -> dict[str, Any]:
     """Start the target's capture daemon (reaping an untracked one, or one still watching an old device, first)."""
-    from bench_agent.video import backend_kind
+    from bench_agent.video.base import backend_kind
 
     backend_kind(video["device"])  # a device no backend reads is refused here, not retried forever
     st = daemon_state(target)
@@ -156,11 +157,11 @@ def shot(target: str, changed_since: str | None = None, stable: bool = False, st
 def read(target: str, stable: bool = False, stable_ms: int = DEFAULT_STABLE_MS, timeout_ms: int = 2000,
          region: str | None = None, changed_since: str | None = None) -> dict[str, Any]:
     """The text on the screen (OCR of the latest frame, or of a region of it)."""
-    from bench_agent import video
+    from bench_agent.video import channel as video
 
     box = video.parse_region(region)
     got = shot(target, changed_since=changed_since, stable=stable, stable_ms=stable_ms, timeout_ms=timeout_ms)
-    frame = video.decode_image(base64.b64decode(got["png_b64"]))
+    frame = decode_image(base64.b64decode(got["png_b64"]))
     started = time.monotonic()
     text = video.ocr(frame, box)
     return {"target": target, "hash": got["hash"], "signal": got["signal"], "region": region, "text": text,
@@ -183,7 +184,7 @@ OCR_MARGIN_S = 30  # the last frame's OCR may start just before the timeout
 def wait(target: str, text: str | None = None, image_b64: str | None = None, threshold: float = 0.9,
          region: str | None = None, timeout_ms: int = 30000) -> dict[str, Any]:
     """Wait until the screen shows ``text`` (a regex over its OCR) or the ``image_b64`` needle; Timeout otherwise."""
-    from bench_agent import video
+    from bench_agent.video import channel as video
 
     look = _matcher(text, image_b64, threshold, video.parse_region(region))
     started = time.monotonic()
@@ -195,7 +196,7 @@ def wait(target: str, text: str | None = None, image_b64: str | None = None, thr
         except Timeout:
             raise _wait_timeout(target, text, threshold, timeout_ms, frames, last, seen) from None
         frames, seen = frames + 1, got["hash"]
-        frame = video.decode_image(base64.b64decode(got["png_b64"]))
+        frame = decode_image(base64.b64decode(got["png_b64"]))
         found, last = look(frame)
         if found:
             return {"target": target, "hash": got["hash"], "signal": got["signal"], "region": region, "frames": frames,
@@ -206,8 +207,9 @@ def wait(target: str, text: str | None = None, image_b64: str | None = None, thr
 
 def _matcher(text: str | None, image_b64: str | None, threshold: float, box: Any):
     """A function frame -> (matched, what was seen) for the one thing asked for."""
-    from bench_agent import patterns, video
+    from bench_agent import patterns
     from bench_agent.errors import UsageError
+    from bench_agent.video import channel as video
 
     if (text is None) == (image_b64 is None):
         raise UsageError("give exactly one of text (a regular expression) or image (a needle PNG)")

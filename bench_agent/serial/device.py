@@ -178,8 +178,8 @@ def _refuse_if_captured(url: str) -> None:
     No lock can say so across the network, and ser2net would refuse the newcomer (max-connections)
     or, with kickolduser, drop the capture for it; panio's own discovery files can.
     """
+    from bench_agent.process import pid_alive
     from bench_agent.serial import files
-    from bench_agent.serial.client import pid_alive  # client imports this module
 
     holders = []
     directory = files.daemons_dir()

@@ -189,7 +189,7 @@ def down(directory: Path) -> tuple[int, list[dict]]:
 
 def stop_captures(boards: list[dict]) -> list[dict]:
     """Captures of this state directory that read the bench's consoles would outlive it, disconnected: stop them."""
-    from bench_agent import daemons
+    from bench_agent.daemons import registry as daemons
 
     stopped = []
     for entry in daemons.captures_of({b["device"] for b in boards if b.get("device")}):

@@ -17,7 +17,7 @@ import select
 import threading
 from typing import Callable
 
-from bench_agent.hid_backends import ch9329
+from bench_agent.hid.backends import ch9329
 from bench_agent.sim.console import open_pty, release_pty
 
 OnKey = Callable[[int, int], None]

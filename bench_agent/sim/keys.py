@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench_agent.hid import KEYS, SHIFTED
+from bench_agent.hid.base import KEYS, SHIFTED
 
 ENTER, ESC, BACKSPACE, TAB = KEYS["enter"][0], KEYS["esc"][0], KEYS["backspace"][0], KEYS["tab"][0]
 UP, DOWN, RIGHT, LEFT, F2 = KEYS["up"][0], KEYS["down"][0], KEYS["right"][0], KEYS["left"][0], KEYS["f2"][0]

@@ -47,11 +47,14 @@ def paths(directory: Path, name: str) -> dict[str, Path]:
              ("pid", "qemu.pid"), ("log", "qemu.log"), ("boot", "boot.json"), ("tftp", "tftp"))}
 
 
+def ipxe_script(base_url: str, append: str = "console=ttyS0,115200 loglevel=3 panic=-1") -> str:
+    """An iPXE script that fetches the kernel and initrd from BASE_URL and boots them."""
+    return (f"#!ipxe\nkernel {base_url}/vmlinuz {append}\ninitrd {base_url}/initrd.img\nboot\n")
+
+
 def prepare_netboot(directory: Path, name: str, tftp_port: int) -> Path:
     """Fill the board's TFTP root (iPXE script, kernel, initramfs) and record that it boots from the network."""
     import shutil
-
-    from bench_agent.netboot_board import ipxe_script
 
     p, kernel = paths(directory, name), qemu_image.kernel()
     p["tftp"].mkdir(parents=True, exist_ok=True)

@@ -86,9 +86,9 @@ def break_(args: argparse.Namespace) -> None:
 
 
 def store(args: argparse.Namespace) -> None:
-    from bench_agent import lease_guard
     from bench_agent.errors import NotConfigured, UsageError
-    from bench_agent.leases import redact as _redact
+    from bench_agent.jobs import lease_guard
+    from bench_agent.jobs.leases import redact as _redact
     from controller.jobs import backends
 
     if args.set and args.forget:

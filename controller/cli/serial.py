@@ -142,7 +142,7 @@ def rm(args: argparse.Namespace) -> None:
 
 
 def devices(args: argparse.Namespace) -> None:
-    from bench_agent.serial_ports import list_ports
+    from bench_agent.serial.ports import list_ports
 
     ports = list_ports()
     if args.json:

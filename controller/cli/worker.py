@@ -39,7 +39,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from bench_agent.worker import WorkerContext, run as serve
+    from bench_agent.jobs.worker import WorkerContext, run as serve
     from controller.jobs import backends, remote
     from bench_agent.paths import state_dir
 
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> None:
     ctx = WorkerContext(args.host, backends.results_url(), backends.redis_url(), backends.redis_prefix(),
                         state_dir() / f"worker-{args.host}", backends.panio_argv())
     backends.results_store()  # fail now, not on the first job, if the database is unreachable
-    from bench_agent.lease_guard import remember
+    from bench_agent.jobs.lease_guard import remember
 
     # This host checks this lease store for every side effect from now on, whatever a caller's environment says.
     remember(backends.redis_url(), backends.redis_prefix(), f"panio worker --host {args.host}")

@@ -1,7 +1,7 @@
 """What the dashboard shows, read from the lab file, the results database, the lease store and the broker.
 
 Each function returns plain data for one page section. Job queries are the
-results store's own (``bench_agent.results``); jobs whose runner died are
+results store's own (``bench_agent.jobs.results``); jobs whose runner died are
 shown settled, as ``panio job list`` shows them (``controller.jobs.control``).
 """
 
@@ -63,7 +63,7 @@ def _ping(url: str) -> dict[str, list[str]]:
         return _PINGS[url][1]
     by_host: dict[str, list[str]] = {}
     for reply in replies:
-        for name in reply:  # "<host>.<pid>@<machine>" (bench_agent.worker.run)
+        for name in reply:  # "<host>.<pid>@<machine>" (bench_agent.jobs.worker.run)
             by_host.setdefault(name.split("@", 1)[0].rsplit(".", 1)[0], []).append(name)
     _PINGS[url] = (time.monotonic(), by_host)
     return by_host
@@ -121,7 +121,7 @@ def break_lease(target: str, by: str) -> str:
 
 def set_health(load_lab, target: str, health: str, reason: str, by: str) -> str:
     """An operator sets ``target``'s health, as `panio target health --set` does; what happened, in words."""
-    from bench_agent.health import HealthStore
+    from bench_agent.jobs.health import HealthStore
     from controller.jobs import health as controller_health
 
     _, record, check_later = controller_health.operator_set(load_lab(), HealthStore(backends.results_url()), target,

@@ -16,13 +16,13 @@ from bench_agent.paths import state_dir
 
 
 def results_url() -> str:
-    from bench_agent.fences import results_url as url  # one resolution for both sides (fences live there too)
+    from bench_agent.jobs.fences import results_url as url  # one resolution for both sides (fences live there too)
 
     return url()
 
 
 def results_store():
-    from bench_agent.results import ResultStore
+    from bench_agent.jobs.results import ResultStore
 
     return ResultStore(results_url())
 
@@ -46,8 +46,9 @@ def lease_store():
     """Redis leases when Redis is configured, else the Redis store this host recorded (so a shell without
     PANIO_BROKER on a worker's host still sees the worker's leases), else file leases in the state directory.
     One client per process: a connection per call costs ~1 ms. Fencing tokens are claimed in the results
-    database (``bench_agent.fences``), so they never go backwards when Redis loses its data."""
-    from bench_agent import lease_guard, leases
+    database (``bench_agent.jobs.fences``), so they never go backwards when Redis loses its data."""
+    from bench_agent.jobs import lease_guard
+    from bench_agent.jobs import leases
 
     url, prefix = redis_url(), redis_prefix()
     if not url:

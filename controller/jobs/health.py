@@ -76,8 +76,8 @@ def run_check(lab: Lab, target: str, progress) -> dict:
         payload["job_id"] = store.create_job(payload["name"], target, host, payload)
         remote.publish(remote.celery_app(), store, payload)
         return remote.follow(payload["job_id"], progress)
+    from bench_agent.jobs.leases import holder_name
     from bench_agent.jobs.runner import JobRunner
-    from bench_agent.leases import holder_name
 
     payload["job_id"] = store.create_job(payload["name"], target, host, payload)
     JobRunner(store, backends.lease_store(), backends.panio_argv(), str(lab.path),
@@ -93,7 +93,7 @@ def operator_set(lab: Lab, store, target: str, health: str, reason: str | None, 
     of ``good``: the check decides (run now by the CLI; before the next job otherwise).
     A change notifies like any other.
     """
-    from bench_agent import notify
+    from bench_agent.jobs import notify
 
     lab.target(target)  # fails helpfully if the target is unknown
     before = store.get(target)["health"]

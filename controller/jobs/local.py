@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from bench_agent.errors import Canceled
-from bench_agent.leases import holder_name
+from bench_agent.jobs.leases import holder_name
 from controller.jobs import backends, spec
 from controller.lab.model import Lab
 

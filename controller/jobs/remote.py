@@ -22,13 +22,13 @@ EXPIRE_GRACE_S = 10.0  # after the deadline, how long a running job's runner has
 
 
 def visibility_timeout_s() -> float:
-    from bench_agent.worker import DEFAULT_VISIBILITY_S
+    from bench_agent.jobs.worker import DEFAULT_VISIBILITY_S
 
     return float(os.environ.get("PANIO_VISIBILITY_TIMEOUT_S", DEFAULT_VISIBILITY_S))
 
 
 def celery_app():
-    from bench_agent.worker import make_app
+    from bench_agent.jobs.worker import make_app
 
     url = backends.broker_url()
     if not url:
@@ -40,7 +40,7 @@ def celery_app():
 def reconciler(app=None):
     """The controller's reconciler: it may send a job again and look for vanished broker messages."""
     from bench_agent.jobs.reconcile import BrokerView, Reconciler
-    from bench_agent.worker import resend
+    from bench_agent.jobs.worker import resend
 
     app = app or celery_app()
     return Reconciler(backends.results_store(), backends.lease_store(), resend=lambda p: resend(app, p),
@@ -49,7 +49,7 @@ def reconciler(app=None):
 
 def publish(app, store, payload: dict) -> str:
     """Send a recorded job to its host's queue; a broker that does not take it ends the job unreachable."""
-    from bench_agent.worker import queue_name, submit as send
+    from bench_agent.jobs.worker import queue_name, submit as send
 
     host = payload["target_config"].get("host") or LOCAL_HOST
     try:
@@ -148,7 +148,7 @@ def _expire(store, job: dict) -> None:
 
 def _withdraw(store, job: dict, waited_s: float) -> None:
     """Take back a job that no worker started: a worker that picks it up later drops it (cancel requested)."""
-    from bench_agent.worker import queue_name
+    from bench_agent.jobs.worker import queue_name
 
     host = job["host"] or LOCAL_HOST
     store.request_cancel(job["id"])

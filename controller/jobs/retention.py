@@ -22,7 +22,7 @@ and ``artifacts = ...`` leave overrides and health history alone.
 
 Files: a lab-parse cache (``STATE_DIR/cache/lab-*.marshal``) whose
 lab file no longer exists is removed, as are per-job lab files a killed
-worker left (``bench_agent.worker.sweep``).
+worker left (``bench_agent.jobs.worker.sweep``).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def prune(store, older_than_s: float, artifacts_only: bool = False, dry_run: boo
     before = time.time() - older_than_s
     counts = store.prune(before, artifacts_only=artifacts_only, dry_run=dry_run)
     if not artifacts_only:
-        from bench_agent.health import HealthStore
+        from bench_agent.jobs.health import HealthStore
         from controller.overrides import OverrideStore
 
         counts["overrides"] = OverrideStore(store.url).prune(before, dry_run=dry_run)
@@ -68,7 +68,7 @@ def prune(store, older_than_s: float, artifacts_only: bool = False, dry_run: boo
 
 def sweep_files(dry_run: bool = False) -> list[str]:
     """Lab-parse caches of lab files that no longer exist, and per-job lab files of dead workers."""
-    from bench_agent import worker
+    from bench_agent.jobs import worker
     from bench_agent.paths import lab_cache_source, state_dir
 
     state = state_dir()

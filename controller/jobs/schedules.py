@@ -50,7 +50,7 @@ def next_due(at: str | None, every_s: float | None, now: float) -> float:
     return due.timestamp()
 
 
-@functools.cache  # once per process, like the job tables (bench_agent.results._tables)
+@functools.cache  # once per process, like the job tables (bench_agent.jobs.results._tables)
 def _table():
     import sqlalchemy as sa
 
@@ -70,7 +70,7 @@ def _table():
 
 class ScheduleStore:
     def __init__(self, url: str) -> None:
-        from bench_agent.results import _engine
+        from bench_agent.jobs.results import _engine
 
         self.engine = _engine(url)
         md, self.t = _table()
@@ -133,7 +133,7 @@ class Scheduler:
     def serve(self, tick_s: float = 0.5) -> None:
         import threading
 
-        from bench_agent import leases
+        from bench_agent.jobs import leases
         from controller.jobs import backends
 
         from bench_agent.errors import Busy

@@ -106,7 +106,7 @@ def run(path: Path, lab: Lab, progress_for, deadline_s: float | None = None) -> 
 
 def _tell(lab: Lab, name: str, jobs: list[dict]) -> None:
     """suite_finished, to the lab's [[notify]] channels (queued; never holds up the suite's verdict)."""
-    from bench_agent import notify
+    from bench_agent.jobs import notify
 
     passed = [j for j in jobs if (j["health"], j["result"]) == ("complete", "passed")]
     err = ci_error(name, jobs)
@@ -119,9 +119,9 @@ def _tell(lab: Lab, name: str, jobs: list[dict]) -> None:
 
 def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
               on_unhealthy: str | None = None) -> list[dict]:
+    from bench_agent.jobs.leases import holder_name
     from bench_agent.jobs.reconcile import Heartbeat
     from bench_agent.jobs.runner import JobRunner
-    from bench_agent.leases import holder_name
 
     store, me = backends.results_store(), holder_name("panio suite run")
     heartbeat = Heartbeat(store)

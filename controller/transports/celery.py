@@ -35,7 +35,7 @@ class CeleryTransport:
         self.app = celery_app()
 
     def call(self, request: dict[str, Any]) -> Any:
-        from bench_agent.worker import OP_TASK, queue_name
+        from bench_agent.jobs.worker import OP_TASK, queue_name
 
         pending, failure, reply = None, None, {}
         waited_s = wait_s(request)

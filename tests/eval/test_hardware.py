@@ -49,7 +49,7 @@ def test_a_failed_hardware_job_leaves_no_capture_daemon_behind(tmp_path):
     import copy
     import dataclasses
 
-    from bench_agent.daemons import _daemon_processes
+    from bench_agent.daemons.registry import _daemon_processes
 
     sc = next(s for s in load_all() if s.id == "s11")
     hw = copy.deepcopy(sc.hardware)

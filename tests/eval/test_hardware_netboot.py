@@ -30,7 +30,7 @@ def _qemu_of(directory: Path) -> list[int]:
 
 
 def test_r1_netboots_the_qemu_board_from_panios_tftp_server_to_a_shell(tmp_path: Path) -> None:
-    from bench_agent.daemons import _daemon_processes
+    from bench_agent.daemons.registry import _daemon_processes
 
     if hardware.missing(Guard(), real_bench=False):
         pytest.skip("pending here: job run or panio-sim missing")

@@ -1,0 +1,113 @@
+"""This host's panio daemons: discovery files, the processes behind them, and strays.
+
+A daemon (serial capture now; video capture follows the same convention) is a
+process started as ``python -m bench_agent.<...> --state-dir DIR ...`` that
+writes ``DIR/daemons/<name>.json`` with at least ``name``, ``kind`` and
+``pid``. Listing reads those files and checks each pid; a *stray* is a
+bench_agent daemon process of this state directory with no live discovery
+file (its file was deleted, say by a /tmp sweep), and a *stale* file is one
+whose process is gone. Only this state directory's daemons are ever listed or
+stopped, so several users (or test runs) on one host never touch each other's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from bench_agent.errors import NotRunning
+from bench_agent.process import pid_alive
+from bench_agent.serial import files
+from bench_agent.serial.client import terminate
+
+
+def _records(state: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(files.daemons_dir(state).glob("*.json")):
+        try:
+            info = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        info["file"] = str(path)
+        out.append(info)
+    return out
+
+
+def _daemon_processes(state: Path) -> dict[int, str]:
+    """pid -> command line of every bench_agent daemon process started with --state-dir ``state``."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "-m" in argv and any(a.startswith("bench_agent.") for a in argv) and "--state-dir" in argv[:-1]:
+            if argv[argv.index("--state-dir") + 1] == str(state) and pid_alive(int(pid)):
+                found[int(pid)] = " ".join(a for a in argv if a)
+    return found
+
+
+def list_daemons() -> list[dict[str, Any]]:
+    state = files.state_dir()
+    procs = _daemon_processes(state)
+    out = []
+    for info in _records(state):
+        pid = info.get("pid")
+        alive = pid in procs
+        out.append({"name": info.get("name"), "kind": info.get("kind"), "target": info.get("target"), "pid": pid,
+                    "state": "running" if alive else "stale", "epoch": info.get("epoch"),
+                    "started": info.get("started"), "file": info["file"],
+                    "command": procs.get(pid) if alive else None})
+        procs.pop(pid, None)
+    for pid, cmd in sorted(procs.items()):
+        out.append({"name": f"stray-{pid}", "kind": "stray", "target": _arg(cmd, "--target"), "pid": pid,
+                    "state": "stray", "epoch": None, "started": None, "file": None, "command": cmd})
+    return out
+
+
+def captures_of(devices: set[str]) -> list[dict[str, Any]]:
+    """The running serial captures of this state directory that read any of ``devices`` (e.g. a simulated
+    bench's consoles), as ``list_daemons`` lists them."""
+    reading = {info.get("name") for info in _records(files.state_dir())
+               if any(i.get("device") in devices for i in info.get("interfaces", []))}
+    return [e for e in list_daemons() if e["kind"] == "serial" and e["state"] == "running" and e["name"] in reading]
+
+
+def _arg(cmd: str, flag: str) -> str | None:
+    words = cmd.split()
+    return words[words.index(flag) + 1] if flag in words[:-1] else None
+
+
+def stop_daemon(entry: dict[str, Any], force: bool = False) -> dict[str, Any]:
+    """Stop one listed daemon: serial supervisors politely, others by SIGTERM; SIGKILL with force."""
+    if entry["state"] == "stale":
+        Path(entry["file"]).unlink(missing_ok=True)
+        return {"name": entry["name"], "pid": entry["pid"], "how": "removed stale discovery file"}
+    if entry["kind"] == "serial":
+        from bench_agent.serial import client
+
+        return {"name": entry["name"], **client.stop(entry["target"], force=force)}
+    pid = entry["pid"]
+    how = terminate(pid, entry["name"], entry["name"], force)
+    if entry.get("file"):
+        Path(entry["file"]).unlink(missing_ok=True)
+    return {"name": entry["name"], "pid": pid, "how": how, "stopped": True}
+
+
+def stop_named(names: list[str] | None, force: bool = False) -> list[dict[str, Any]]:
+    """Stop the named daemons (None = all of them)."""
+    entries = list_daemons()
+    if names is not None:
+        known = {e["name"]: e for e in entries}
+        missing = [n for n in names if n not in known]
+        if missing:
+            raise NotRunning(f"no daemon named {', '.join(missing)} (running: {', '.join(known) or 'none'})",
+                             hint="`panio daemons` lists them", known=sorted(known))
+        entries = [known[n] for n in names]
+    return [stop_daemon(e, force) for e in entries]
+
+
+__all__ = ["captures_of", "list_daemons", "stop_named"]

@@ -1,0 +1,1 @@
+"""HID rig backends (see ``bench_agent.hid.base`` for the interface)."""

@@ -1,1 +1,0 @@
-"""HID rig backends (see ``bench_agent.hid`` for the interface)."""

@@ -1,0 +1,106 @@
+"""Fencing high-water marks, kept where a Redis restart cannot reach them: the results database.
+
+Redis hands out a lease's fencing token (an ``INCR`` per target), but a Redis
+without persistence forgets its counters when it restarts, and the next lease
+would start again from 1: two holders could act on one board with the same
+token. So every token is *claimed* here before its lease is handed to anyone:
+``claim(target, token)`` succeeds only if ``token`` is above every token
+claimed before for that target (one atomic ``UPDATE ... WHERE high < token``).
+Two holders can therefore never share a token, and tokens only grow, whatever
+happens to Redis. Redis is told the high-water mark when it issues a token
+(``max(redis, durable) + 1``), so after a restart it carries on above it.
+
+Why the results database and not a file under the host's state directory: one
+target's lease is taken by the worker of its host *and* by ``panio job run``
+on the controller (with ``PANIO_REDIS_URL``), on different machines. Both
+already share the results database (a worker must use the controller's
+``PANIO_RESULTS_URL`` or the controller never sees its results); a file would
+be seen by one machine only. A job's own row records its token too (``fence``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+from bench_agent.errors import Unreachable
+
+_ENSURED: set[str] = set()
+
+
+def results_url() -> str:
+    """The results database: ``PANIO_RESULTS_URL``, else SQLite in the state directory (the embedded default)."""
+    url = os.environ.get("PANIO_RESULTS_URL")
+    if url:
+        return url
+    from bench_agent.paths import state_dir
+
+    state_dir().mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{state_dir() / 'results.db'}"
+
+
+@functools.cache  # once per process, like the job tables (bench_agent.jobs.results._tables)
+def _table():
+    import sqlalchemy as sa
+
+    md = sa.MetaData()
+    return md, sa.Table("panio_fences", md,
+                        sa.Column("target", sa.String(64), primary_key=True),
+                        sa.Column("high", sa.BigInteger, nullable=False))
+
+
+class FenceStore:
+    """The highest fencing token ever claimed per target, in the results database at ``url``."""
+
+    def __init__(self, url: str | None = None) -> None:
+        from bench_agent.jobs.results import _engine  # one engine per database and process, shared with the job history
+
+        self.url = url or results_url()
+        self.engine = _engine(self.url)
+        self.md, self.table = _table()
+        if self.url not in _ENSURED:
+            self._guard(lambda: self.md.create_all(self.engine))
+            _ENSURED.add(self.url)
+
+    def _guard(self, func) -> Any:
+        import sqlalchemy as sa
+
+        try:
+            return func()
+        except sa.exc.OperationalError as exc:
+            raise Unreachable(f"results database {self.url} unreachable (it keeps the fencing tokens): "
+                              f"{str(exc.orig).strip().splitlines()[0]}", hint="check PANIO_RESULTS_URL") from None
+
+    def high(self, target: str) -> int:
+        """The highest token claimed for ``target`` (0: none yet)."""
+        t = self.table
+
+        def read() -> int:
+            with self.engine.connect() as c:
+                return int(c.execute(t.select().with_only_columns(t.c.high).where(t.c.target == target)).scalar() or 0)
+
+        return self._guard(read)
+
+    def claim(self, target: str, token: int) -> bool:
+        """Record ``token`` as the new high-water mark; False if it is not above every token claimed before."""
+        return self._guard(lambda: self._claim(target, int(token)))
+
+    def _claim(self, target: str, token: int) -> bool:
+        import sqlalchemy as sa
+
+        t = self.table
+        for _ in range(3):
+            with self.engine.begin() as c:
+                res = c.execute(t.update().where(t.c.target == target, t.c.high < token).values(high=token))
+                if res.rowcount == 1:
+                    return True
+                if c.execute(t.select().with_only_columns(t.c.high).where(t.c.target == target)).first():
+                    return False  # a row exists and holds this token or a higher one
+            try:
+                with self.engine.begin() as c:
+                    c.execute(t.insert().values(target=target, high=token))
+                return True
+            except sa.exc.IntegrityError:
+                continue  # another holder inserted the first row just now: compare against it
+        return False

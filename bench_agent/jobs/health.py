@@ -1,0 +1,157 @@
+"""Device health: whether the lab can vouch for a target (LAVA's lesson), kept in the results database.
+
+    good         its last health check passed (or an operator said so)
+    bad          its health check failed: no new job runs on it until a check passes
+    maintenance  an operator took it out of rotation: no new job runs on it until lifted
+    unknown      nothing vouches for it: never checked, or a job on it ended incomplete
+                 (with a health check configured, the check runs before its next job)
+
+``panio_health`` holds each target's current health with its reason, who set it
+and when; ``panio_health_events`` every change, newest last. Retention
+(``panio job prune``, the lab's ``[retention] jobs``) removes old events but
+keeps each target's newest. The tables are built once per process and created
+once per database.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+HEALTHS = ("good", "bad", "maintenance", "unknown")
+BLOCKING = ("bad", "maintenance")  # no new job runs on a target in these
+_TABLES: tuple | None = None
+_CREATED: set[str] = set()
+_CREATE_LOCK = threading.Lock()
+
+
+def _tables():
+    global _TABLES
+    if _TABLES is None:
+        import sqlalchemy as sa
+
+        md = sa.MetaData()
+        current = sa.Table(
+            "panio_health", md,
+            sa.Column("target", sa.String(64), primary_key=True),
+            sa.Column("health", sa.String(16), nullable=False),
+            sa.Column("reason", sa.Text),
+            sa.Column("set_by", sa.String(200)),
+            sa.Column("set_at", sa.Float, nullable=False),
+            sa.Column("job_id", sa.Integer),
+            sa.Column("checked_at", sa.Float),
+        )
+        events = sa.Table(
+            "panio_health_events", md,
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+            sa.Column("target", sa.String(64), nullable=False, index=True),
+            sa.Column("health", sa.String(16), nullable=False),
+            sa.Column("previous", sa.String(16)),
+            sa.Column("reason", sa.Text),
+            sa.Column("set_by", sa.String(200)),
+            sa.Column("at", sa.Float, nullable=False),
+            sa.Column("job_id", sa.Integer),
+        )
+        _TABLES = (md, current, events)
+    return _TABLES
+
+
+def _create(md, engine) -> None:
+    """Create the tables unless they exist; another process creating them at the same moment is no error."""
+    import sqlalchemy as sa
+
+    try:
+        md.create_all(engine)
+    except (sa.exc.OperationalError, sa.exc.ProgrammingError, sa.exc.IntegrityError):
+        md.create_all(engine)  # lost the race: they exist now, and checkfirst sees them
+
+
+class HealthStore:
+    """Targets' health and its history; every method is one short transaction."""
+
+    def __init__(self, url: str) -> None:
+        from bench_agent.jobs.results import ResultStore
+
+        self.engine = ResultStore(url).engine  # the same database (and its tables) as the jobs
+        with _CREATE_LOCK:
+            self.md, self.current, self.events = _tables()
+            if url not in _CREATED:
+                _create(self.md, self.engine)
+                _CREATED.add(url)
+
+    def get(self, target: str) -> dict[str, Any]:
+        with self.engine.connect() as c:
+            row = c.execute(self.current.select().where(self.current.c.target == target)).mappings().first()
+        if row is None:
+            return {"target": target, "health": "unknown", "reason": "never checked", "set_by": None,
+                    "set_at": None, "job_id": None, "checked_at": None}
+        return dict(row)
+
+    def all(self) -> dict[str, dict[str, Any]]:
+        with self.engine.connect() as c:
+            return {r["target"]: dict(r) for r in c.execute(self.current.select()).mappings()}
+
+    def set(self, target: str, health: str, reason: str, set_by: str, job_id: int | None = None,
+            checked: bool = False) -> tuple[str, dict[str, Any]]:
+        """Record ``health``; returns (previous health, the new record). A change is also an event."""
+        if health not in HEALTHS:
+            from bench_agent.errors import UsageError
+
+            raise UsageError(f"health must be one of {', '.join(HEALTHS)}, not {health!r}")
+        now = time.time()
+        row = {"health": health, "reason": reason, "set_by": set_by, "set_at": now, "job_id": job_id}
+        if checked:
+            row["checked_at"] = now
+        c_ = self.current.c
+        with self.engine.begin() as c:
+            old = c.execute(self.current.select().where(c_.target == target).with_for_update()).mappings().first()
+            if old is None:
+                c.execute(self.current.insert().values(target=target, **row))
+            else:
+                c.execute(self.current.update().where(c_.target == target).values(**row))
+            previous = old["health"] if old else "unknown"
+            c.execute(self.events.insert().values(target=target, health=health, previous=previous, reason=reason,
+                                                  set_by=set_by, at=now, job_id=job_id))
+        return previous, {**(dict(old) if old else {}), "target": target, **row}
+
+    def history(self, target: str, limit: int = 20) -> list[dict[str, Any]]:
+        e = self.events.c
+        with self.engine.connect() as c:
+            rows = c.execute(self.events.select().where(e.target == target).order_by(e.id.desc())
+                             .limit(limit)).mappings().all()
+        return [dict(r) for r in reversed(rows)]
+
+    def prune(self, before: float, dry_run: bool = False) -> int:
+        """Remove history events recorded before ``before`` (epoch seconds), except each target's newest,
+        which says why it is in its current health; current health is never touched. Returns how many."""
+        import sqlalchemy as sa
+
+        e = self.events.c
+        newest = sa.select(sa.func.max(e.id)).group_by(e.target)
+        old = sa.and_(e.at < before, e.id.not_in(newest))
+        with self.engine.begin() as c:
+            if dry_run:
+                return int(c.execute(sa.select(sa.func.count()).select_from(self.events).where(old)).scalar())
+            # one statement picks each target's newest and deletes the rest, so an event written meanwhile
+            # cannot leave a target with no history; its count is what actually went
+            return int(c.execute(self.events.delete().where(old)).rowcount)
+
+
+def check_due(record: dict[str, Any], check: dict[str, Any] | None, now: float) -> str | None:
+    """Why a target's health check must run before its next job, or None."""
+    if not check:
+        return None
+    if record["health"] == "unknown":
+        return f"its health is unknown ({record.get('reason') or 'never checked'})"
+    every_s = check.get("every_s")
+    last = record.get("checked_at")
+    if every_s and (last is None or now - last >= every_s):
+        return f"its last health check is older than {every_s:g} s"
+    return None
+
+
+def describe(record: dict[str, Any]) -> str:
+    who = f", set by {record['set_by']}" if record.get("set_by") else ""
+    when = f" at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(record['set_at']))}" if record.get("set_at") else ""
+    return f"{record['health']} ({record.get('reason') or 'no reason given'}{who}{when})"

@@ -1,0 +1,169 @@
+"""The host's own lease check, for every side-effecting operation, whatever road it came by.
+
+``bench_agent.ops.call`` runs ``enforce`` before any operation whose spec says
+``side_effect=True`` (power, serial input, actions), on the host that owns the
+target: called in-process by the CLI, by the SSH agent, or by a Celery
+``panio.op`` task. Reads pass while a target is leased. The caller's
+environment cannot switch the check off: the host decides which lease stores
+it consults, and checks all of them (a target leased in any one is leased):
+
+* the Redis stores recorded on this host in ``STATE_DIR/lease-stores.json``:
+  ``panio worker`` records its own when it starts; ``panio lease store --set
+  URL`` records one by hand (a host reached only over SSH);
+* the Redis store of the process's environment (``PANIO_REDIS_URL``, else
+  ``PANIO_BROKER``), when there is one: an environment can add a store, never
+  remove one;
+* this machine's file leases (``STATE_DIR/leases``), taken by an embedded
+  ``panio job run``.
+
+A job's steps present their lease's token in the request (the argument
+``lease_token``, which the controller's dispatch fills from
+``PANIO_LEASE_TOKEN``, with ``lease_store`` naming the store that issued it);
+``enforce`` picks the leases that matter and ``bench_agent.jobs.leases.access`` decides. A store that
+cannot be read refuses the operation (unreachable): a check that cannot be
+made is not a pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from typing import Any
+
+from bench_agent.errors import UsageError, Unreachable
+from bench_agent.jobs import leases
+
+TOKEN_ARG = "lease_token"  # the request argument that carries a job step's lease token to the host
+ORIGIN_ARG = "lease_store"  # ... and the store that issued it (``store_key``)
+RECORD_NAME = "lease-stores.json"
+_REDIS: dict[tuple[str, str], leases.RedisLeaseStore] = {}  # one client per store, for the process's life
+
+
+def record_path():
+    from bench_agent.paths import state_dir
+
+    return state_dir() / RECORD_NAME
+
+
+def recorded() -> list[dict[str, Any]]:
+    """The Redis lease stores this host recorded: ``[{"url", "prefix", "by", "at"}]``, newest first."""
+    try:
+        data = json.loads(record_path().read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        raise Unreachable(f"cannot read this host's lease stores from {record_path()}: {exc}",
+                          hint="fix or remove that file, then `panio lease store --set URL`") from None
+    return [s for s in data.get("stores", []) if isinstance(s, dict) and s.get("url")]
+
+
+def remember(url: str, prefix: str, by: str) -> None:
+    """Record ``url``/``prefix`` as a lease store this host must always check (atomic write, owner-only)."""
+    stores = [s for s in recorded() if (s["url"], s.get("prefix")) != (url, prefix)]
+    _write([{"url": url, "prefix": prefix, "by": by, "at": time.time()}, *stores])
+
+
+def forget(url: str) -> bool:
+    """Stop checking the store at ``url`` (every prefix); False if it was not recorded."""
+    stores = recorded()
+    kept = [s for s in stores if s["url"] != url]
+    if len(kept) != len(stores):
+        _write(kept)
+    return len(kept) != len(stores)
+
+
+def _write(stores: list[dict[str, Any]]) -> None:
+    path = record_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # a URL may carry the broker's password
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump({"stores": stores}, f, indent=2)
+    os.replace(tmp, path)
+
+
+def redis_store(url: str, prefix: str) -> leases.RedisLeaseStore:
+    key = (url, prefix)
+    if key not in _REDIS:
+        _REDIS[key] = leases.RedisLeaseStore(url, prefix)
+    return _REDIS[key]
+
+
+def env_store() -> tuple[str, str] | None:
+    url = os.environ.get("PANIO_REDIS_URL") or os.environ.get("PANIO_BROKER")
+    return (url, os.environ.get("PANIO_REDIS_PREFIX", "panio:")) if url else None
+
+
+def store_key(store: Any) -> tuple[str, ...]:
+    """What identifies a lease store across machines: a Redis URL and prefix, or a file store's machine and directory."""
+    if isinstance(store, leases.FileLeaseStore):
+        return ("file", socket.gethostname(), str(store.dir))
+    return ("redis", leases.redact(store.url), store.prefix)  # it travels in requests: never the password
+
+
+def stores() -> list[tuple[Any, str]]:
+    """Every lease store this host checks, each with a word on where it came from."""
+    from bench_agent.paths import state_dir
+
+    out: list[tuple[Any, str]] = []
+    seen: set[tuple[str, str]] = set()
+    named = [((s["url"], s.get("prefix", "panio:")), f"recorded by {s.get('by', '?')} in {record_path()}")
+             for s in recorded()]
+    env = env_store()
+    for key, why in named + ([(env, "from this process's environment")] if env else []):
+        if key not in seen:
+            seen.add(key)
+            out.append((redis_store(*key), why))
+    out.append((leases.FileLeaseStore(state_dir() / "leases"), "this machine's file leases"))
+    return out
+
+
+def held(target: str, checked: list[tuple[Any, str]] | None = None) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
+    """The leases on ``target`` in every store this host checks (or in ``checked``), each with its store's key."""
+    found = []
+    for store, why in stores() if checked is None else checked:
+        try:
+            lease = store.current(target)
+        except Unreachable as err:
+            raise Unreachable(f"cannot check the lease on {target!r}: {err.message} (lease store {why})",
+                              hint="start that Redis, or stop checking it with `panio lease store --forget URL`",
+                              target=target) from None
+        if lease:
+            found.append((store_key(store), lease))
+    return found
+
+
+def enforce(op: str, args: dict[str, Any], token: Any, origin: Any = None) -> None:
+    """Refuse side-effecting ``op`` unless its target is free or ``token`` is the target's current lease token.
+
+    ``origin`` names the store that issued ``token``. When this host checks that store (or no origin is
+    given), the token must be the current lease's there. A token from a store this host does not know
+    (file leases on the controller, a Redis this host never recorded) cannot be checked here, so the host
+    only makes sure that no holder it knows leases the target: exactly what it checks for a caller with
+    no token, so naming a foreign origin gains nothing.
+    """
+    target = args.get("target")
+    if not isinstance(target, str) or not target:
+        raise UsageError(f"{op} changes a target: the request must name it (target)", argument="target")
+    checked = stores()
+    found = held(target, checked)
+    keys = {store_key(store) for store, _ in checked}
+    origin_key = tuple(origin) if isinstance(origin, list) and origin else None
+    if token is not None and origin_key is not None and origin_key not in keys:
+        token = None
+    elif token is not None and origin_key is not None:
+        found = [(k, h) for k, h in found if k == origin_key or str(h.get("token")) != str(token)]
+    leases.access(target, token, [h for _, h in found], what=f"{op}: ")
+
+
+def with_token(args: dict[str, Any], store: Any = None) -> dict[str, Any]:
+    """``args`` plus this process's lease token and the store that issued it, if it runs as a job step."""
+    token = os.environ.get(leases.TOKEN_ENV)
+    if not token:
+        return args
+    out = {**args, TOKEN_ARG: token}
+    if store is not None:
+        out[ORIGIN_ARG] = list(store_key(store))
+    return out

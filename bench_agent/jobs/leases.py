@@ -1,0 +1,371 @@
+"""Exclusive target leases: who may touch a target right now.
+
+A job takes a lease before its first step and holds it to the end. Every
+lease carries a *fencing token* (a number that only grows per target): each
+step checks, before any side effect, that the lease still holds that token,
+so a holder that stalled past its TTL and lost the lease can never act again.
+
+Two stores, one interface:
+
+``RedisLeaseStore``  the lease is a Redis hash with a TTL (``ttl_s``) that a
+                     keeper thread renews while the job runs; a crashed
+                     holder's lease expires within its TTL. Keys live under a
+                     prefix (``PANIO_REDIS_PREFIX``) so parallel runs never collide.
+``FileLeaseStore``   the embedded default (no broker): an ``flock`` on a file in
+                     the state directory. The kernel drops it the instant the
+                     holder dies, so no TTL is needed; it cannot be broken from
+                     outside (stop the job instead).
+
+Tokens never go backwards, even when a Redis without persistence restarts and
+forgets its counters: each token is claimed in the results database before its
+lease is handed out (``bench_agent.jobs.fences``), and each Redis lease also carries
+an owner nonce, so a holder whose key vanished can never pass as the next one.
+
+Who may act on a leased target is decided by ``access``: a job's own steps
+present the lease's token (the runner puts it in ``PANIO_LEASE_TOKEN``; the
+controller's dispatch sends it with each request); a token that is not the
+current one is refused even while the lease is free; without a token, a leased
+target is refused naming the holder. The host enforces it for every
+side-effecting operation (``bench_agent.jobs.lease_guard``), whatever the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Protocol
+
+from bench_agent.errors import Busy, Refused, Unreachable
+
+TOKEN_ENV = "PANIO_LEASE_TOKEN"
+RETRY_S = 3.0  # how long a Redis call keeps retrying (a restart) before it fails as unreachable
+
+
+def redact(url: str | None) -> str | None:
+    """``url`` without its password, fit to print (a broker URL may carry one)."""
+    if not url or "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    cred, host = rest.rsplit("@", 1)
+    return f"{scheme}://{cred.split(':', 1)[0]}:***@{host}" if ":" in cred else url
+
+
+def holder_name(what: str) -> str:
+    return f"{what}@{socket.gethostname()}:{os.getpid()}"
+
+
+class Lease:
+    """A held lease. ``check()`` before every side effect; ``release()`` at the end."""
+
+    def __init__(self, store: "LeaseStore", target: str, token: int, info: dict, owner: str | None = None) -> None:
+        self.store, self.target, self.token, self.info, self.owner = store, target, token, info, owner
+        self.lost = False
+        self._stop = threading.Event()
+        self._keeper: threading.Thread | None = None
+
+    def check(self) -> None:
+        if self.lost:
+            raise Refused(f"lease on {self.target!r} was lost (token {self.token})", target=self.target)
+        try:
+            self.store.check(self.target, self.token, self.owner)
+        except Refused:
+            self.lost = True
+            raise
+
+    def keep(self, ttl_s: float) -> None:
+        """Renew the lease every ttl/3 in a daemon thread until ``release``."""
+        def loop() -> None:
+            while not self._stop.wait(ttl_s / 3):
+                try:
+                    if not self.store.renew(self.target, self.token, ttl_s, self.owner):
+                        self.lost = True
+                        return
+                except Unreachable:
+                    continue  # try again; the TTL decides when the lease is really gone
+
+        self._keeper = threading.Thread(target=loop, name=f"lease-{self.target}", daemon=True)
+        self._keeper.start()
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._keeper:
+            self._keeper.join(timeout=5)
+        with contextlib.suppress(Unreachable):
+            self.store.release(self.target, self.token, self.owner)
+
+
+class LeaseStore(Protocol):
+    def try_acquire(self, target: str, info: dict, ttl_s: float) -> Lease | None: ...
+    def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool: ...
+    def check(self, target: str, token: int, owner: str | None = None) -> None: ...
+    def release(self, target: str, token: int, owner: str | None = None) -> None: ...
+    def current(self, target: str) -> dict | None: ...
+    def list(self) -> list[dict]: ...
+    def break_(self, target: str, by: str) -> dict | None: ...
+
+
+def acquire(store: LeaseStore, target: str, info: dict, ttl_s: float, wait_s: float,
+            should_stop=lambda: False) -> Lease:
+    """Take the lease on ``target``, waiting up to ``wait_s``; ``Busy`` naming the holder if not obtained."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            lease = store.try_acquire(target, info, ttl_s)
+        except Unreachable:
+            if time.monotonic() >= deadline or should_stop():
+                raise
+            time.sleep(0.25)  # Redis restarting: keep trying until the wait runs out
+            continue
+        if lease is not None:
+            return lease
+        if time.monotonic() >= deadline or should_stop():
+            held = store.current(target) or {}
+            raise Busy(f"target {target!r} is leased by {held.get('holder', 'someone else')}"
+                       + (f" (job {held['job']})" if held.get("job") else "")
+                       + f"; waited {wait_s:g} s",
+                       hint="see `panio lease list`", target=target, holder=held.get("holder"), job=held.get("job"))
+        time.sleep(0.05)
+
+
+def check_access(store: LeaseStore, target: str, token: str | int | None = None) -> None:
+    """Refuse acting on ``target`` unless it is free or ``token`` (default: ``PANIO_LEASE_TOKEN``) is its lease's."""
+    held = store.current(target)
+    access(target, token if token is not None else os.environ.get(TOKEN_ENV), [held] if held else [])
+
+
+def access(target: str, token: str | int | None, held: list[dict], what: str = "") -> None:
+    """Decide whether a caller presenting ``token`` (or none) may change ``target``, given the leases ``held`` on it.
+
+    A presented token must be the current lease's, even while the target is free (an expired or broken
+    lease fences its holder at once); without a token, any lease on the target refuses the caller.
+    """
+    others = [h for h in held if token is None or str(h.get("token")) != str(token)]
+    if others:
+        h = others[0]
+        stale = f"; lease token {token} is no longer current" if token is not None else ""
+        raise Busy(f"{what}target {target!r} is leased by {h.get('holder', 'someone else')}"
+                   + (f" (job {h['job']})" if h.get("job") else "") + stale,
+                   hint="wait for the job to finish, or see `panio lease list`",
+                   target=target, holder=h.get("holder"), job=h.get("job"))
+    if token is not None and not held:
+        raise Refused(f"{what}lease lost: token {token} on target {target!r} is not current (the lease expired or "
+                      "was broken)", hint="a job that lost its lease stops; see `panio lease list --breaks`",
+                      target=target, token=str(token))
+
+
+# --- Redis ------------------------------------------------------------------
+
+# The token is above both Redis's counter and the durable high-water mark (ARGV[4]): a Redis that lost its
+# counters in a restart carries on above every token ever handed out.
+_ACQUIRE = """
+if redis.call('exists', KEYS[1]) == 1 then return 0 end
+local t = redis.call('incr', KEYS[2])
+local floor = tonumber(ARGV[4])
+if t <= floor then t = floor + 1; redis.call('set', KEYS[2], t) end
+redis.call('hset', KEYS[1], 'token', t, 'owner', ARGV[5], 'info', ARGV[1], 'since', ARGV[3])
+redis.call('pexpire', KEYS[1], ARGV[2])
+return t
+"""
+_MINE = "redis.call('hget', KEYS[1], 'token') == ARGV[1] and (ARGV[2] == '' or redis.call('hget', KEYS[1], 'owner') == ARGV[2])"
+_RENEW = f"if {_MINE} then return redis.call('pexpire', KEYS[1], ARGV[3]) end return 0"
+_RELEASE = f"if {_MINE} then return redis.call('del', KEYS[1]) end return 0"
+
+
+class RedisLeaseStore:
+    """Leases in Redis; ``fences`` (default: the results database) keeps the tokens' high-water mark."""
+
+    def __init__(self, url: str, prefix: str = "panio:", fences=None) -> None:
+        import redis
+
+        self.url, self.prefix, self._fences = url, prefix, fences
+        self.r = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, decode_responses=True)
+        self._errors = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+    def _key(self, target: str) -> str:
+        return f"{self.prefix}lease:{target}"
+
+    def _do(self, func, *args):
+        """Run one Redis call, riding out a restart of up to ``RETRY_S`` before calling Redis unreachable."""
+        deadline = time.monotonic() + RETRY_S
+        while True:
+            try:
+                return func(*args)
+            except self._errors as exc:
+                if time.monotonic() >= deadline:
+                    raise Unreachable(f"Redis at {redact(self.url)} unreachable: {exc}",
+                                      hint="check PANIO_REDIS_URL") from None
+                time.sleep(0.2)
+
+    @property
+    def fences(self):
+        if self._fences is None:
+            from bench_agent.jobs.fences import FenceStore
+
+            self._fences = FenceStore()
+        return self._fences
+
+    def try_acquire(self, target: str, info: dict, ttl_s: float) -> Lease | None:
+        key = self._key(target)
+        if self._do(self.r.exists, key):
+            return None  # held: no database round trip while a job waits for the lease
+        owner = uuid.uuid4().hex
+        token = int(self._do(self.r.eval, _ACQUIRE, 2, key, f"{self.prefix}fence:{target}", json.dumps(info),
+                             int(ttl_s * 1000), time.time(), self.fences.high(target), owner))
+        if not token:
+            return None
+        try:
+            # Claimed durably before anyone acts with it; then confirmed, in case Redis restarted in between.
+            if self.fences.claim(target, token):
+                self.check(target, token, owner)
+                return Lease(self, target, token, info, owner)
+        except Refused:
+            return None
+        except BaseException:
+            self.release(target, token, owner)
+            raise
+        self.release(target, token, owner)  # another holder claimed this token while Redis forgot: try again
+        return None
+
+    def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool:
+        return bool(self._do(self.r.eval, _RENEW, 1, self._key(target), str(token), owner or "", int(ttl_s * 1000)))
+
+    def check(self, target: str, token: int, owner: str | None = None) -> None:
+        held, held_by = self._do(self.r.hmget, self._key(target), "token", "owner")
+        if held != str(token) or (owner is not None and held_by != owner):
+            raise Refused(f"lease on {target!r} with token {token} is no longer held"
+                          + (f" (now token {held})" if held and held != str(token) else "")
+                          + ("" if held else " (it expired or was broken)"), target=target)
+
+    def release(self, target: str, token: int, owner: str | None = None) -> None:
+        self._do(self.r.eval, _RELEASE, 1, self._key(target), str(token), owner or "")
+
+    def current(self, target: str) -> dict | None:
+        key = self._key(target)
+        pipe = self.r.pipeline()
+        pipe.hgetall(key)
+        pipe.pttl(key)
+        raw, pttl = self._do(pipe.execute)
+        return _describe(target, raw, pttl / 1000 if pttl and pttl > 0 else None) if raw else None
+
+    def list(self) -> list[dict]:
+        keys = sorted(self._do(lambda: list(self.r.scan_iter(match=f"{self.prefix}lease:*", count=500))))
+        out = [self.current(k[len(self.prefix) + len("lease:"):]) for k in keys]
+        return [x for x in out if x]
+
+    def break_(self, target: str, by: str) -> dict | None:
+        held = self.current(target)
+        if held is None:
+            return None
+        self._do(self.r.delete, self._key(target))
+        record = {"target": target, "broken_by": by, "at": time.time(), "was": held}
+        self._do(self.r.lpush, f"{self.prefix}lease-breaks", json.dumps(record))
+        self._do(self.r.ltrim, f"{self.prefix}lease-breaks", 0, 999)
+        return record
+
+    def breaks(self, limit: int = 20) -> list[dict]:
+        return [json.loads(x) for x in self._do(self.r.lrange, f"{self.prefix}lease-breaks", 0, limit - 1)]
+
+
+def _describe(target: str, raw: dict, ttl_left_s: float | None) -> dict:
+    if "token" not in raw:
+        return None  # expired between the two reads
+    info = json.loads(raw.get("info") or "{}")
+    return {"target": target, "token": int(raw["token"]), "since": float(raw.get("since", 0)),
+            "ttl_left_s": ttl_left_s, **info}
+
+
+# --- files (embedded default) ----------------------------------------------
+
+class FileLeaseStore:
+    def __init__(self, directory: Path) -> None:
+        self.dir = Path(directory)
+        self._held: dict[str, int] = {}  # target -> fd, for leases this process holds
+
+    def _path(self, target: str) -> Path:
+        return self.dir / f"{target}.lease"
+
+    def try_acquire(self, target: str, info: dict, ttl_s: float) -> Lease | None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._path(target), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        old = _read_fd(fd)
+        token = int(old.get("token", 0)) + 1
+        record = {"token": token, "since": time.time(), "info": info, "held": True}
+        _write_fd(fd, record)
+        self._held[target] = fd
+        return Lease(self, target, token, info)
+
+    def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool:
+        return target in self._held
+
+    def check(self, target: str, token: int, owner: str | None = None) -> None:
+        if target not in self._held or int(_read_fd(self._held[target]).get("token", -1)) != token:
+            raise Refused(f"lease on {target!r} with token {token} is no longer held", target=target)
+
+    def release(self, target: str, token: int, owner: str | None = None) -> None:
+        fd = self._held.pop(target, None)
+        if fd is not None:
+            _write_fd(fd, {**_read_fd(fd), "held": False})
+            os.close(fd)
+
+    def current(self, target: str) -> dict | None:
+        path = self._path(target)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            if target not in self._held:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    return None  # nobody holds it
+                except BlockingIOError:
+                    pass
+            rec = _read_fd(fd)
+        finally:
+            os.close(fd)
+        return {"target": target, "token": rec.get("token"), "since": rec.get("since"), "ttl_left_s": None,
+                **rec.get("info", {})}
+
+    def list(self) -> list[dict]:
+        if not self.dir.is_dir():
+            return []
+        out = [self.current(p.stem) for p in sorted(self.dir.glob("*.lease"))]
+        return [x for x in out if x]
+
+    def break_(self, target: str, by: str) -> dict | None:
+        held = self.current(target)
+        if held is None:
+            return None
+        raise Refused(f"target {target!r} is leased by {held.get('holder')} on this machine; a local lease ends "
+                      "only with its holder", hint=f"cancel the job (`panio job cancel {held.get('job')}`) or stop "
+                      "that process", target=target, holder=held.get("holder"), job=held.get("job"))
+
+
+def _read_fd(fd: int) -> dict:
+    os.lseek(fd, 0, os.SEEK_SET)
+    data = b""
+    while chunk := os.read(fd, 65536):
+        data += chunk
+    try:
+        return json.loads(data or b"{}")
+    except ValueError:
+        return {}
+
+
+def _write_fd(fd: int, record: dict) -> None:
+    data = json.dumps(record).encode()
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.ftruncate(fd, 0)
+    os.write(fd, data)

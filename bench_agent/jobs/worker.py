@@ -1,0 +1,279 @@
+"""The bench worker of one control host: a Celery worker on queue ``host.<name>``.
+
+Configured for hardware, not throughput:
+
+* JSON only (``task_serializer``, ``accept_content``): a payload is plain data, never pickle;
+* prefetch 1 and ``acks_late``: a worker reserves no more than it can start;
+* timeouts are enforced inside the task by the job runner (Celery's own time
+  limits do not fire in the solo or thread pools);
+* Redis redelivers an unacknowledged task after the visibility timeout, so a
+  long job *will* be delivered twice: the results database (a runner *takes*
+  a queued job, then claims it queued -> running) and the target's lease
+  decide who runs it, never the ack. A copy of a job someone holds is dropped;
+* the broker is not the record of what is queued, the results database is:
+  every worker runs a reconciler (``bench_agent.jobs.reconcile``) that sends
+  again a job whose worker died while it waited for its lease (it starts as
+  soon as the target is free, not after the visibility timeout) or whose
+  message vanished with a Redis that lost its data, and ends a job whose
+  runner is proven dead;
+* ``--events`` (``panio worker --events``) turns on Celery's task events and
+  worker heartbeats so Flower can follow the workers (docs/monitoring.md).
+
+The task writes the target's configuration (carried in the payload, host
+removed) as a one-target lab file and runs each step as a local
+``panio --lab <that file> ...``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+TASK = "panio.run_job"
+OP_TASK = "panio.op"
+DEFAULT_VISIBILITY_S = 300
+
+
+def queue_name(host: str) -> str:
+    return f"host.{host}"
+
+
+def make_app(broker_url: str, prefix: str = "panio:", visibility_timeout_s: float = DEFAULT_VISIBILITY_S):
+    from celery import Celery
+
+    from bench_agent.jobs.kombu_redis import PATH as TRANSPORT
+
+    app = Celery("panio", broker=broker_url, backend=broker_url, set_as_current=False)
+    # Prefetch 1 with late acks: a worker reserves only the jobs it can start, so a job waits in the queue
+    # (where any worker can take it), not inside one busy worker. task_reject_on_worker_lost only covers a
+    # prefork child that dies; a worker killed whole (kill -9) leaves its reserved jobs unacknowledged for the
+    # visibility timeout (300 s, not lowered: every longer job would be redelivered). The reconciler resends
+    # them as soon as the worker is proven dead instead (bench_agent.jobs.reconcile).
+    app.conf.update(
+        broker_transport=TRANSPORT if broker_url.startswith(("redis://", "rediss://")) else None,
+        task_serializer="json", result_serializer="json", accept_content=["json"],
+        worker_prefetch_multiplier=1, task_acks_late=True, task_ignore_result=True,
+        task_reject_on_worker_lost=True, broker_connection_retry_on_startup=True,
+        broker_transport_options={
+            "visibility_timeout": visibility_timeout_s, "global_keyprefix": f"{prefix}celery:",
+            # Sweep for tasks a dead worker left unacknowledged every third of the visibility timeout.
+            "unacked_restore_interval": max(1, int(visibility_timeout_s / 3)), "unacked_restore_throttle": 1,
+            # A worker killed inside a sweep leaves the sweep's mutex behind: let it expire in seconds, not 5 min.
+            "unacked_mutex_expire": 10,
+        },
+        task_publish_retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
+        worker_hijack_root_logger=False, worker_send_task_events=False, result_expires=300,
+        result_backend_transport_options={"global_keyprefix": f"{prefix}celery:"},
+    )
+    return app
+
+
+class WorkerContext:
+    """What a running worker needs to run a job: passed in by ``panio worker``, never read from a lab file."""
+
+    def __init__(self, host: str, results_url: str, redis_url: str, prefix: str, state_dir: Path,
+                 panio_argv: list[str]) -> None:
+        self.host, self.results_url, self.redis_url, self.prefix = host, results_url, redis_url, prefix
+        self.state_dir, self.panio_argv = Path(state_dir), panio_argv
+        self._in_flight: set[int] = set()
+        self._stores = None
+        self._heartbeat = None
+        self._lock = threading.Lock()
+
+    def write_lab(self, payload: dict) -> Path:
+        import tomlkit
+
+        config = {k: v for k, v in payload["target_config"].items() if k != "host"}
+        for action in config.get("actions", {}).values():
+            action.pop("host", None)
+        labs = self.state_dir / "labs"
+        labs.mkdir(parents=True, exist_ok=True)
+        # One file per delivery: a redelivered copy of the task must never remove the file the running one uses.
+        # The name carries this worker's pid, so a later sweep can tell a killed worker's leftovers (``stale_labs``).
+        path = labs / f"job-{payload['job_id']}-{os.getpid()}-{uuid.uuid4().hex[:8]}.toml"
+        path.write_text(f"# written by panio worker {self.host} for job {payload['job_id']}\n"
+                        + tomlkit.dumps({"targets": {payload["target"]: config}}), encoding="utf-8")
+        return path
+
+    def run_job(self, payload: dict) -> dict[str, Any] | None:
+        # A redelivered copy of a job this process is already running (or waiting to lease) is dropped
+        # at once instead of tying up a second pool thread.
+        with self._lock:
+            if payload["job_id"] in self._in_flight:
+                return None
+            self._in_flight.add(payload["job_id"])
+        try:
+            return self._run_job(payload)
+        finally:
+            with self._lock:
+                self._in_flight.discard(payload["job_id"])
+
+    def stores(self):
+        """One database engine, one Redis client and one heartbeat per worker, shared by its threads."""
+        from bench_agent.jobs.leases import RedisLeaseStore
+        from bench_agent.jobs.reconcile import Heartbeat
+        from bench_agent.jobs.results import ResultStore
+
+        with self._lock:
+            if self._stores is None:
+                self._stores = (ResultStore(self.results_url), RedisLeaseStore(self.redis_url, self.prefix))
+                self._heartbeat = Heartbeat(self._stores[0])
+        return self._stores
+
+    @property
+    def name(self) -> str:
+        return f"worker {self.host}@{socket.gethostname()}:{os.getpid()}"
+
+    def _run_job(self, payload: dict) -> dict[str, Any] | None:
+        from bench_agent.jobs.runner import JobRunner
+
+        store, leases = self.stores()
+        lab = self.write_lab(payload)
+        try:
+            return JobRunner(store, leases, self.panio_argv, str(lab), self.name, _log_event,
+                             self._heartbeat).run(payload)
+        except Exception as exc:  # a bug or a dead database: say so in the job rather than leave it running
+            from bench_agent.errors import InternalError
+
+            err = InternalError(f"the runner failed: {type(exc).__name__}: {exc}")
+            try:
+                store.finish(payload["job_id"], "incomplete", None, err.message, err.to_json(), only_if_running=True)
+            except Exception:  # noqa: BLE001 - the database itself is away: a reconciler settles it later
+                pass
+            raise
+        finally:
+            remove_lab_files(lab)  # the per-job lab and the parse cache its steps made of it
+
+    def start_reconciler(self, app) -> threading.Thread:
+        """Look for dead runners and vanished messages every ``RECONCILE_S`` while the worker lives."""
+        from bench_agent.jobs.reconcile import RECONCILE_S, BrokerView, Reconciler
+        from celery.utils.log import get_logger
+
+        log = get_logger("panio.reconcile")
+        store, leases = self.stores()
+        rec = Reconciler(store, leases, resend=lambda p: resend(app, p), broker=BrokerView(self.redis_url, self.prefix),
+                         log=log.warning)
+
+        def loop() -> None:
+            swept_at = 0.0
+            while True:
+                if time.monotonic() - swept_at >= SWEEP_S:
+                    swept_at = time.monotonic()
+                    for path in stale_labs(self.state_dir / "labs"):
+                        remove_lab_files(path)
+                        log.info("removed %s, left by a worker that died", path)
+                time.sleep(RECONCILE_S)
+                try:
+                    rec.pass_()
+                except Exception as exc:  # noqa: BLE001 - the database or broker away: try again next pass
+                    log.info("reconcile pass failed: %s: %s", type(exc).__name__, exc)
+
+        thread = threading.Thread(target=loop, name="panio-reconcile", daemon=True)
+        thread.start()
+        return thread
+
+
+SWEEP_S = 600.0  # how often a worker looks for per-job files a killed worker left (and once at start)
+LEGACY_STALE_S = 86400.0  # a per-job lab file named without its worker's pid: stale after a day
+_LAB_RE = re.compile(r"job-\d+-(?:(\d+)-)?[0-9a-f]{8}\.toml$")
+
+
+def stale_labs(labs: Path) -> list[Path]:
+    """Per-job lab files in ``labs`` whose worker process is gone (killed before it could remove them)."""
+    from bench_agent.process import pid_alive
+
+    out = []
+    for path in sorted(labs.glob("job-*.toml")) if labs.is_dir() else []:
+        m = _LAB_RE.match(path.name)
+        if m is None:
+            continue
+        try:
+            stale = (not pid_alive(int(m.group(1))) if m.group(1)
+                     else time.time() - path.stat().st_mtime > LEGACY_STALE_S)
+        except OSError:
+            continue
+        if stale:
+            out.append(path)
+    return out
+
+
+def remove_lab_files(path: Path | str) -> None:
+    """Remove a per-job lab file and the lab-parse cache its steps made of it (or just ``path``)."""
+    from bench_agent.paths import lab_cache_path
+
+    for p in (str(path), lab_cache_path(str(path)) if str(path).endswith(".toml") else None):
+        if p:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+
+def _log_event(event: str, data: dict[str, Any]) -> None:
+    """The worker's log: one line when a job starts, per step started and finished, and at its end."""
+    from celery.utils.log import get_task_logger
+
+    log = get_task_logger("panio.worker")
+    if event == "job_start":
+        log.info("job %s: leased %s, running", data["job_id"], data["target"])
+    elif event == "step_start":
+        log.info("job step start: %s/%s %s", data["idx"] + 1, data["count"], data["command"])
+    elif event == "step_end":
+        log.info("job step end: %s %s %s", data["idx"] + 1, data["status"], data["command"])
+    elif event == "job_end":
+        log.info("job %s: %s %s: %s", data["job_id"], data["health"], data["result"] or "", data["reason"])
+
+
+def register_task(app, ctx: WorkerContext) -> None:
+    @app.task(name=TASK, bind=True, acks_late=True)
+    def run_job(self, payload: dict) -> dict[str, Any] | None:
+        return ctx.run_job(payload)
+
+    @app.task(name=OP_TASK, ignore_result=False, acks_late=False)
+    def run_op(op: str, args: dict) -> dict[str, Any]:
+        return call_op(op, args)
+
+
+def call_op(op: str, args: dict) -> dict[str, Any]:
+    """One operation for the Celery transport; errors travel as data, like over SSH."""
+    from bench_agent import ops
+    from bench_agent.errors import reply
+
+    return reply(ops.call, op, args)
+
+
+def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeout_s: float,
+        events: bool = False) -> None:
+    """Serve ``host.<name>`` until stopped (SIGTERM finishes the running jobs first).
+
+    ``events``: send Celery task events and worker heartbeats (what Flower shows); off by default,
+    as every event is a message through Redis."""
+    app = make_app(broker_url, ctx.prefix, visibility_timeout_s)
+    if events:
+        app.conf.update(worker_send_task_events=True, task_send_sent_event=True)
+    register_task(app, ctx)
+    ctx.start_reconciler(app)
+    app.worker_main([
+        "worker", "-Q", queue_name(ctx.host), "-n", f"{ctx.host}.{os.getpid()}@{socket.gethostname()}",
+        "--pool", "threads", "-c", str(concurrency), "--without-gossip", "--without-mingle",
+        *([] if events else ["--without-heartbeat"]), "--loglevel", "INFO",
+    ])
+
+
+def submit(app, payload: dict, host: str, task_id: str | None = None) -> str:
+    """Queue ``payload`` for ``host``'s worker; returns the task id."""
+    result = app.send_task(TASK, args=[payload], queue=queue_name(host),
+                           task_id=task_id or f"panio-job-{payload['job_id']}")
+    return result.id
+
+
+def resend(app, payload: dict) -> str:
+    """Publish a job again (its worker died or its message vanished); the task id tells the copies apart."""
+    host = payload.get("target_config", {}).get("host") or "local"
+    return submit(app, payload, host, task_id=f"panio-job-{payload['job_id']}-again-{uuid.uuid4().hex[:6]}")

@@ -1,0 +1,1 @@
+"""Video capture backends (see ``bench_agent.video.base`` for the interface)."""

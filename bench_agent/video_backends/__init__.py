@@ -1,1 +1,0 @@
-"""Video capture backends (see ``bench_agent.video`` for the interface)."""
