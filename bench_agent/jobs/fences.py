@@ -54,13 +54,14 @@ class FenceStore:
     """The highest fencing token ever claimed per target, in the results database at ``url``."""
 
     def __init__(self, url: str | None = None) -> None:
-        from bench_agent.jobs.results import _engine  # one engine per database and process, shared with the job history
+        # one engine per database and process, shared with the job history; its way of creating tables
+        from bench_agent.jobs.results import _engine, create_tables
 
         self.url = url or results_url()
         self.engine = _engine(self.url)
         self.md, self.table = _table()
         if self.url not in _ENSURED:
-            self._guard(lambda: self.md.create_all(self.engine))
+            self._guard(lambda: create_tables(self.engine, self.md))  # other workers may do it now
             _ENSURED.add(self.url)
 
     def _guard(self, func) -> Any:

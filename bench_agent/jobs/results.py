@@ -112,6 +112,46 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.close()
 
 
+# Any constant will do: it only has to be the same in every panio process (a 64-bit key, "panio DDL").
+_DDL_LOCK_KEY = 0x70616E696F_44444C
+# What a concurrent creator of the same table makes PostgreSQL report: unique_violation (the table's row
+# type in pg_type), duplicate_table, duplicate_object, duplicate_column.
+_CREATED_MEANWHILE = {"23505", "42P07", "42710", "42701"}
+
+
+def create_tables(engine, md, then=None) -> None:
+    """Create the tables of ``md`` that do not exist yet, then ``then(connection)`` in the same transaction.
+
+    Every panio process does this the first time it uses a database, so the workers of a fresh database
+    do it at the same moment (issue 21). On PostgreSQL the creators take one advisory lock, held until
+    their transaction ends: the next one then finds the tables and creates nothing. A creator that lost
+    the race anyway (one that takes no lock, say an older panio) makes ours fail with "already exists"
+    or a unique violation in the catalog: we look again, and then the tables are there. Any other error
+    is raised as it came.
+    """
+    import sqlalchemy as sa
+
+    for attempt in range(3):
+        try:
+            with engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _DDL_LOCK_KEY})
+                md.create_all(conn)  # checkfirst: only the missing tables
+                if then is not None:
+                    then(conn)
+            return
+        except sa.exc.DBAPIError as exc:
+            if attempt == 2 or not _created_meanwhile(exc):
+                raise
+
+
+def _created_meanwhile(exc) -> bool:
+    code = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+    if code:  # PostgreSQL
+        return code in _CREATED_MEANWHILE
+    return "already exists" in str(exc.orig)  # SQLite: "table panio_jobs already exists"
+
+
 class ResultStore:
     """Job history in SQLite or PostgreSQL. Every method is one short transaction."""
 
@@ -126,30 +166,21 @@ class ResultStore:
     def _ensure(self) -> None:
         import sqlalchemy as sa
 
-        for attempt in range(3):
-            try:
-                self.md.create_all(self.engine)
-                self._add_columns()
-                return
-            except sa.exc.DBAPIError as exc:
-                first = str(exc.orig).strip().splitlines()[0]
-                if attempt < 2 and ("already exists" in first or "duplicate" in first.lower()):
-                    continue  # another process created the tables between our look and our CREATE: look again
-                if not isinstance(exc, sa.exc.OperationalError):
-                    raise
-                raise Unreachable(f"results database {self.url} unreachable: {first}",
-                                  hint="check PANIO_RESULTS_URL") from None
+        try:
+            create_tables(self.engine, self.md, then=self._add_columns)
+        except sa.exc.OperationalError as exc:
+            raise Unreachable(f"results database {self.url} unreachable: {str(exc.orig).strip().splitlines()[0]}",
+                              hint="check PANIO_RESULTS_URL") from None
 
-    def _add_columns(self) -> None:
+    def _add_columns(self, conn) -> None:
         """A database made by an older panio lacks the newer job columns: add them (all nullable)."""
         import sqlalchemy as sa
 
-        have = {c["name"] for c in sa.inspect(self.engine).get_columns("panio_jobs")}
-        with self.engine.begin() as c:
-            for col in self.jobs.columns:
-                if col.name not in have:
-                    kind = col.type.compile(dialect=self.engine.dialect)
-                    c.execute(sa.text(f"ALTER TABLE panio_jobs ADD COLUMN {col.name} {kind}"))
+        have = {c["name"] for c in sa.inspect(conn).get_columns("panio_jobs")}
+        for col in self.jobs.columns:
+            if col.name not in have:
+                kind = col.type.compile(dialect=self.engine.dialect)
+                conn.execute(sa.text(f"ALTER TABLE panio_jobs ADD COLUMN {col.name} {kind}"))
 
     # --- writing -------------------------------------------------------
 
