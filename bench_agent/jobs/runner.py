@@ -299,7 +299,7 @@ class JobRunner:
         call = self.caller(payload["target"], lease.token, self.leases)
 
         def body() -> None:
-            run = self._planned(payload["target"], step["run"], variables)
+            run = self._planned(payload["target"], step.get("run") or {}, variables)
             commands.run(run["command"], call, bind(run, variables), out, began)
 
         code, why = execute(body, out, timeout_s, lambda: self._interrupt(job_id, lease))
@@ -314,9 +314,18 @@ class JobRunner:
         return outcome
 
     def _planned(self, target: str, run: dict, variables: dict) -> dict:
+        from bench_agent import commands
+
         """The step's ``run``; a ``deferred`` one (a captured value names what only the lab resolves, as in
         ``target show ${board}``) is planned now, where the lab file is (``panio job run``)."""
         if "deferred" not in run:
+            if run.get("command") not in commands.BODIES:
+                try:
+                    commands.body(run.get("command") or "")
+                except UsageError:
+                    raise Refused(f"the step names {run.get('command')!r}, which is not a runtime command: a job "
+                                  "step never edits the lab file, configures a hook or manages jobs",
+                                  hint="see `panio job check` and docs/jobs.md") from None
             return run
         argv = [substitute(a, variables) for a in run["deferred"]]
         if self.planner is None:
