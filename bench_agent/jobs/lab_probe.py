@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from bench_agent.errors import NotRunning, PanioError
 
-PROBE_TIMEOUT_S = 20.0
+PROBE_TIMEOUT_S = 20.0  # each question's bound; $PANIO_PROBE_TIMEOUT_S changes it (docs/jobs.md)
 Call = Callable[[str, dict], Any]
 
 
@@ -41,12 +41,22 @@ def _ask(ask: Callable[[], Any], what: str) -> Any:
     def body() -> None:
         box["value"] = ask()
 
-    code, why = execute(body, keep, PROBE_TIMEOUT_S, lambda: None)
+    bound_s = probe_timeout_s()
+    code, why = execute(body, keep, bound_s, lambda: None)
     if why is not None:
-        raise _Stopped(f"{what} did not answer within {PROBE_TIMEOUT_S:g} s (stopped, with what it started)")
+        raise _Stopped(f"{what} did not answer within {bound_s:g} s (stopped, with what it started)")
     if code != 0:
         raise keep.err
     return box["value"]
+
+
+def probe_timeout_s() -> float:
+    import os
+
+    try:
+        return max(0.1, float(os.environ.get("PANIO_PROBE_TIMEOUT_S", PROBE_TIMEOUT_S)))
+    except ValueError:
+        return PROBE_TIMEOUT_S
 
 
 def expects_off(steps: list[dict], upto: int) -> bool:
