@@ -36,10 +36,17 @@ if TYPE_CHECKING:
 
 
 class PanioError(Exception):
-    """Base of every error panio reports to a user."""
+    """Base of every error panio reports to a user.
+
+    ``lab``: the error is the lab's (configuration, host, device, capture, lease), not the board's: a job
+    step that ends with it leaves the job incomplete rather than failed. ``unknown_outcome``: a side effect
+    that ended with it may or may not have happened (``outcome_unknown``; ``details["outcome"]`` overrides).
+    """
 
     code = "error"
     exit_status = 1
+    lab = False
+    unknown_outcome = False
 
     def __init__(self, message: str, *, hint: str | None = None, **details: Any) -> None:
         super().__init__(message)
@@ -53,6 +60,15 @@ class PanioError(Exception):
             out["hint"] = self.hint
         out.update({k: v for k, v in self.details.items() if v is not None})
         return out
+
+    @property
+    def lab_fault(self) -> bool:
+        return self.lab
+
+    @property
+    def outcome_unknown(self) -> bool:
+        said = self.details.get("outcome")
+        return said == "unknown" or (said != "none" and self.unknown_outcome)
 
     def human(self) -> str:
         line = f"panio: {self.message}"
@@ -71,18 +87,22 @@ class NotConfigured(PanioError):
     """The lab file lacks what the command needs: target, interface, channel, hook."""
 
     code, exit_status = "not_configured", 3
+    lab = True
 
 
 class Unreachable(PanioError):
     """A host, plug, daemon or device could not be reached."""
 
     code, exit_status = "unreachable", 4
+    lab = True
+    unknown_outcome = True
 
 
 class ConfigInvalid(PanioError):
     """The lab (or job) file does not parse or does not validate."""
 
     code, exit_status = "config_invalid", 5
+    lab = True
 
 
 class AlreadyExists(PanioError):
@@ -101,36 +121,42 @@ class Busy(PanioError):
     """Someone else holds the port, the lock or the lease."""
 
     code, exit_status = "busy", 8
+    lab = True
 
 
 class HookFailed(PanioError):
     """A configured hook command exited non-zero or could not start."""
 
     code, exit_status = "hook_failed", 9
+    lab = True
 
 
 class NotRunning(PanioError):
     """The command needs a daemon that is not running."""
 
     code, exit_status = "not_running", 10
+    lab = True
 
 
 class AuthFailed(PanioError):
     """A device or host rejected the credentials."""
 
     code, exit_status = "auth_failed", 11
+    lab = True
 
 
 class DeviceError(PanioError):
     """A device answered, but with a fault (I/O error, protocol error)."""
 
     code, exit_status = "device_error", 12
+    lab = True
 
 
 class Refused(PanioError):
     """The request is well formed but not allowed (e.g. DTR on an interface that did not opt in)."""
 
     code, exit_status = "refused", 13
+    lab = True
 
 
 class TestFailed(PanioError):
@@ -162,6 +188,8 @@ class InternalError(PanioError):
     """A bug in panio. Reported without a traceback unless PANIO_DEBUG=1."""
 
     code, exit_status = "internal", 70
+    lab = True
+    unknown_outcome = True
 
 
 ALL_ERRORS: tuple[type[PanioError], ...] = (
@@ -211,3 +239,21 @@ def unwrap(envelope: dict[str, Any]) -> Any:
     if envelope.get("ok"):
         return envelope.get("result")
     raise from_json(envelope.get("error") or {})
+
+
+LAB_EXITS = frozenset(cls.exit_status for cls in ALL_ERRORS if cls.lab)  # exit statuses that mean the lab failed
+
+
+def mark_outcome_unknown(err: PanioError, op: str, target: str | None, args: dict[str, Any]) -> None:
+    """Say once that a side effect ``op`` may or may not have happened (unless ``err`` knows it did not)."""
+    if err.details.get("outcome") == "none":  # e.g. the device could not be opened: nothing was sent
+        return
+    err.details["outcome"] = "unknown"
+    if "outcome is unknown" in err.message or (err.hint and "outcome is unknown" in err.hint):
+        return
+    if op.startswith("power.") and target:
+        level = f" --level {args['level']}" if args.get("level") else ""
+        check = f"check with `panio power-state {target}{level}`"
+    else:
+        check = f"check the target's state before retrying `panio {op.replace('.', ' ').replace('_', '-')}`"
+    err.hint = (err.hint + "; " if err.hint else "") + f"the outcome is unknown: {check}"

@@ -13,6 +13,10 @@ all start children through ``Child``, with one policy:
 - stopping sends SIGTERM to the group and to every descendant recorded from
   /proc (a hook may start its own session), waits ``TERM_GRACE_S``, then
   SIGKILLs what is left, and reaps the child: no zombie, no orphan;
+- a ``Scope`` (``with process.scope() as sc:``) records every child started
+  inside it, in any thread that inherits its context, so its owner can stop
+  them all at once: a job step past its deadline, or canceled, takes the
+  hooks and helpers it started with it (``sc.stop_all()``);
 - an exception in the waiting thread (Ctrl-C, SIGTERM turned into
   SystemExit) stops the child before it propagates; a signal that arrives
   while a child is being started (inside ``subprocess.Popen``, after the
@@ -26,6 +30,8 @@ directory can never stand in for panio's.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import signal
 import subprocess
@@ -72,6 +78,48 @@ def _raise_deferred() -> None:
     raise SystemExit(128 + signum)
 
 
+class Scope:
+    """The children started inside ``scope()`` (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._children: list[Child] = []
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def add(self, child: "Child") -> None:
+        with self._lock:
+            self._children.append(child)
+            closed = self.closed
+        if closed:  # started by a step that was already stopped: it must not outlive it
+            child.stop()
+
+    def stop_all(self) -> None:
+        """Stop every child of the scope still running (TERM, then KILL, reaped); later ones are stopped at once."""
+        with self._lock:
+            self.closed = True
+            children = list(self._children)
+        threads = [threading.Thread(target=c.stop, daemon=True) for c in children]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+
+_SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("panio_process_scope", default=None)
+
+
+@contextlib.contextmanager
+def scope():
+    """Record the children started in this context (``Scope``); the context's threads must be started with
+    ``contextvars.copy_context().run`` to carry it."""
+    sc = Scope()
+    token = _SCOPE.set(sc)
+    try:
+        yield sc
+    finally:
+        _SCOPE.reset(token)
+
+
 @dataclass
 class Finished:
     argv: list[str]
@@ -113,6 +161,8 @@ class Child:
                 stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
                 preexec_fn=_death_signal_hook() if die_with_parent else None)
+            if _SCOPE.get() is not None:
+                _SCOPE.get().add(self)
             self._readers.append(self._reader(self.proc.stdout, self._out, on_line))
             if not merge_stderr:
                 self._readers.append(self._reader(self.proc.stderr, self._err, None))

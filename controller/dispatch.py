@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench_agent.errors import InternalError, PanioError, Timeout, Unreachable
+from bench_agent.errors import InternalError, PanioError, Timeout, Unreachable, mark_outcome_unknown
 from controller.lab.model import Lab
 from controller.transport import Transport
 
@@ -33,8 +33,10 @@ OWNER: Any = object()  # ``Dispatcher.call``'s default host: the one the lab giv
 
 
 class Dispatcher:
-    def __init__(self, lab: Lab | None, *, transport: Transport | None = None, leases: Any = None) -> None:
+    def __init__(self, lab: Lab | None, *, transport: Transport | None = None, leases: Any = None,
+                 token: int | None = None) -> None:
         self.lab = lab
+        self.token = token  # a job's lease token, presented with every call (else $PANIO_LEASE_TOKEN's)
         self._given = transport
         self._leases = leases  # a LeaseStore; None: the environment's (controller.jobs.backends)
         self._open: dict[str | None, Transport] = {}
@@ -67,7 +69,7 @@ class Dispatcher:
             return transport.interactive(request) if spec.interactive else transport.call(request)
         except (Unreachable, Timeout) as err:
             if spec.outcome_unknown_on_failure:
-                _outcome_unknown(err, op, target, args)
+                mark_outcome_unknown(err, op, target, args)
             raise
         except PanioError:
             raise
@@ -85,7 +87,7 @@ class Dispatcher:
     def _check_lease(self, target: str) -> None:
         from bench_agent.jobs.leases import check_access
 
-        check_access(self._lease_store(), target)
+        check_access(self._lease_store(), target, self.token)
 
     def _with_token(self, args: dict[str, Any]) -> dict[str, Any]:
         import os
@@ -93,7 +95,9 @@ class Dispatcher:
         from bench_agent.jobs.lease_guard import with_token
         from bench_agent.jobs.leases import TOKEN_ENV
 
-        return with_token(args, self._lease_store()) if os.environ.get(TOKEN_ENV) else args
+        if self.token is None and not os.environ.get(TOKEN_ENV):
+            return args
+        return with_token(args, self._lease_store(), self.token)
 
     # --- transports ----------------------------------------------------------
 
@@ -129,21 +133,6 @@ class Dispatcher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _outcome_unknown(err: PanioError, op: str, target: str | None, args: dict[str, Any]) -> None:
-    """Say so once: the side effect may or may not have happened (unless the error knows it did not)."""
-    if err.details.get("outcome") == "none":  # e.g. the device could not be opened: nothing was sent
-        return
-    err.details["outcome"] = "unknown"
-    if "outcome is unknown" in err.message or (err.hint and "outcome is unknown" in err.hint):
-        return
-    if op.startswith("power.") and target:
-        level = f" --level {args['level']}" if args.get("level") else ""
-        check = f"check with `panio power-state {target}{level}`"
-    else:
-        check = f"check the target's state before retrying `panio {op.replace('.', ' ').replace('_', '-')}`"
-    err.hint = (err.hint + "; " if err.hint else "") + f"the outcome is unknown: {check}"
 
 
 # One dispatcher per lab in a process: a CLI command builds one lab, so its

@@ -208,7 +208,7 @@ def test_a_job_cannot_configure_a_hook_or_edit_the_lab(panio, tmp_path):
 
 
 def test_a_hand_made_payload_is_refused_at_run_time(panio, tmp_path):
-    """What a broker message could carry, bypassing `job check`: the step's own panio refuses it."""
+    """What a broker message could carry, bypassing `job check`: a step that names no runtime command is refused."""
     panio("init")
     panio("target", "add", "pico")
     before = panio.lab.read_bytes()
@@ -218,21 +218,21 @@ import json, sys
 from bench_agent.jobs.leases import FileLeaseStore
 from bench_agent.jobs.results import ResultStore
 from bench_agent.jobs.runner import JobRunner
-from controller.jobs.backends import panio_argv
 store = ResultStore("sqlite:///{tmp_path / 'r.db'}")
 steps = [{{"name": "hook", "argv": ["power", "set", "-t", "pico", "--cycle-cmd", "sh -c 'touch {mark}'"],
+          "run": {{"command": "power.set", "opts": {{"target": "pico", "cycle_cmd": "sh -c 'touch {mark}'"}}}},
           "command": "x", "timeout_s": 30, "expect_exit": [0]}},
-         {{"name": "cycle", "argv": ["power-cycle", "pico"], "command": "y", "timeout_s": 30, "expect_exit": [0]}}]
+         {{"name": "old", "argv": ["power", "set", "-t", "pico"], "command": "y", "timeout_s": 30, "expect_exit": [0]}}]
 job_id = store.create_job("evil", "pico", None, {{}})
 payload = {{"job_id": job_id, "name": "evil", "target": "pico", "steps": steps, "timeout_s": None}}
-out = JobRunner(store, FileLeaseStore("{tmp_path / 'leases'}"), panio_argv(), "{panio.lab}", "t").run(payload)
+out = JobRunner(store, FileLeaseStore("{tmp_path / 'leases'}"), "t").run(payload)
 print(json.dumps([out, store.job(job_id)["steps"]]))
 """
     p = subprocess.run([sys.executable, "-c", script], env=panio.env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     summary, steps = json.loads(p.stdout)
     assert summary["health"] == "incomplete" and steps[0]["exit_status"] == 13
-    assert "cannot run inside a job" in steps[0]["output"]
+    assert "is not a runtime command" in steps[0]["output"]
     assert panio.lab.read_bytes() == before and not mark.exists()
 
     # A step that names another lab file is refused too (the runner passes the job's own with --lab).

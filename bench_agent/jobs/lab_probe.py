@@ -3,37 +3,60 @@ running and its port open, does its host answer?
 
 A plug switched off mid-job makes the next console step time out; without
 this the job would end ``complete, failed`` and a suite would say "the board
-failed". Each question is a read-only panio command run like a step (so it goes
-wherever the target's channels live); a question the lab cannot answer is no
-fault. A target the job itself switched off (its last power step was
-``power off``) is expected to be off.
+failed". Each question is a read-only operation asked through the step's own
+road, in this process, bounded by ``PROBE_TIMEOUT_S``: a question still open
+then (a ``state_cmd`` hook that hangs) is stopped with every process it started,
+and is itself the lab's fault, with the reason. A question the lab cannot
+answer otherwise is no fault. A target the job itself switched off (its last
+power step was ``power off``) is expected to be off.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import tomllib
+from typing import Any, Callable
 
-PROBE_TIMEOUT_S = 20.0
+from bench_agent.errors import NotRunning, PanioError
+
+PROBE_TIMEOUT_S = 20.0  # each question's bound; $PANIO_PROBE_TIMEOUT_S changes it (docs/jobs.md)
+Call = Callable[[str, dict], Any]
 
 
-def _run(panio: list[str], env: dict, argv: list[str]) -> tuple[int | None, str, str]:
+class _Stopped(Exception):
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def _ask(ask: Callable[[], Any], what: str) -> Any:
+    """``ask()`` bounded in time, the processes it starts stopped with it; ``_Stopped`` when it ran out."""
+    from bench_agent.jobs.steps import execute
+
+    class _Keep:
+        def error(self, err: PanioError) -> None:
+            self.err = err
+
+    box: dict[str, Any] = {}
+    keep = _Keep()
+
+    def body() -> None:
+        box["value"] = ask()
+
+    bound_s = probe_timeout_s()
+    code, why = execute(body, keep, bound_s, lambda: None)
+    if why is not None:
+        raise _Stopped(f"{what} did not answer within {bound_s:g} s (stopped, with what it started)")
+    if code != 0:
+        raise keep.err
+    return box["value"]
+
+
+def probe_timeout_s() -> float:
+    import os
+
     try:
-        p = subprocess.run([*panio, *argv], capture_output=True, text=True, env=env, timeout=PROBE_TIMEOUT_S,
-                           stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, "", str(exc)
-    return p.returncode, p.stdout, p.stderr
-
-
-def _message(stderr: str) -> str:
-    for line in reversed(stderr.strip().splitlines()):
-        try:
-            return json.loads(line).get("message", line)
-        except ValueError:
-            continue
-    return stderr.strip()[-200:] or "no answer"
+        return max(0.1, float(os.environ.get("PANIO_PROBE_TIMEOUT_S", PROBE_TIMEOUT_S)))
+    except ValueError:
+        return PROBE_TIMEOUT_S
 
 
 def expects_off(steps: list[dict], upto: int) -> bool:
@@ -46,55 +69,55 @@ def expects_off(steps: list[dict], upto: int) -> bool:
     return last == ["power", "off"]
 
 
-def faults(panio: list[str], env: dict, target: str, target_config: dict, used_serial: bool,
-           expect_off: bool) -> list[dict]:
+def faults(call: Call, target: str, target_config: dict, used_serial: bool, expect_off: bool) -> list[dict]:
     """The lab's faults right now, each ``{"what", "message", "error", "exit"}``; empty when the lab looks fine."""
     out = []
-    code, _, err = _run(panio, env, ["ping", target])
-    if code != 0:
-        return [{"what": "host", "message": f"the target's host does not answer: {_message(err)}",
+    try:
+        _ask(lambda: call("system.ping", {"payload": 1}), "the target's host")
+    except (PanioError, _Stopped) as err:
+        return [{"what": "host", "message": f"the target's host does not answer: {_why(err)}",
                  "error": "unreachable", "exit": 4}]
-    if target_config.get("power") or any(i.get("power_sense_signal") for i in target_config.get("serial", [])):
-        out += _power(panio, env, target, expect_off)
+    sense = next((i for i in target_config.get("serial", []) if i.get("power_sense_signal")), None)
+    if target_config.get("power") or sense:
+        out += _power(call, target, target_config.get("power"), sense, expect_off)
     if used_serial:
         for iface in target_config.get("serial", []):
-            out += _capture(panio, env, target, iface["name"])
+            out += _capture(call, target, dict(iface))
     return out
 
 
-def _power(panio: list[str], env: dict, target: str, expect_off: bool) -> list[dict]:
-    code, stdout, err = _run(panio, env, ["power-state", target, "--json"])
-    if code != 0:
-        return [{"what": "power", "message": f"the target's power state cannot be read: {_message(err)}",
-                 "error": "unreachable", "exit": code or 4}]
-    state = json.loads(stdout)[0]
+def _why(err: Exception) -> str:
+    return err.message if isinstance(err, PanioError) else str(err)
+
+
+def _power(call: Call, target: str, power: dict | None, sense: dict | None, expect_off: bool) -> list[dict]:
+    from bench_agent.commands.power import states
+
+    try:
+        state = _ask(lambda: states(call, target, power, sense)[0], "the target's state_cmd")
+    except _Stopped as err:
+        return [{"what": "power", "message": f"the target's power state cannot be read: {err.why}",
+                 "error": "timeout", "exit": 22}]
+    except PanioError as err:
+        return [{"what": "power", "message": f"the target's power state cannot be read: {err.message}",
+                 "error": err.code, "exit": err.exit_status if err.lab_fault else 4}]
     if state["state"] == "off" and not expect_off:
         return [{"what": "power", "message": f"the target is powered off ({state.get('source') or 'state_cmd'})",
                  "error": "unreachable", "exit": 4}]
     return []
 
 
-def _capture(panio: list[str], env: dict, target: str, iface: str) -> list[dict]:
-    code, stdout, err = _run(panio, env, ["serial", "status", target, "-i", iface])
-    if code == 10:
-        return [{"what": "capture", "message": f"no serial capture runs for {target}/{iface} "
-                 f"(start it: `panio serial watch {target}`)", "error": "not_running", "exit": 10}]
+def _capture(call: Call, target: str, iface: dict) -> list[dict]:
+    name = iface["name"]
     try:
-        port = json.loads(stdout)["port"]
-    except (ValueError, KeyError):
+        r = _ask(lambda: call("serial.status", {"target": target, "iface": iface}), "serial status")
+    except (PanioError, _Stopped):
         return []
-    if code == 0 and port.get("state") == "disconnected":
-        return [{"what": "capture", "message": f"the serial port of {target}/{iface} is disconnected "
+    if r["process"]["state"] == "not_running":
+        return [{"what": "capture", "message": f"no serial capture runs for {target}/{name} "
+                 f"(start it: `panio serial watch {target}`)", "error": NotRunning.code, "exit": NotRunning.exit_status}]
+    port = r.get("port") or {}
+    if port.get("state") == "disconnected":
+        return [{"what": "capture", "message": f"the serial port of {target}/{name} is disconnected "
                  f"({port.get('last_error')})", "error": "unreachable", "exit": 4}]
     return []
-
-
-def target_config(payload: dict, lab_path: str) -> dict:
-    """The target's table: from the payload (a worker), else from the lab file."""
-    if payload.get("target_config"):
-        return payload["target_config"]
-    try:
-        with open(lab_path, "rb") as f:
-            return tomllib.load(f).get("targets", {}).get(payload["target"], {})
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}

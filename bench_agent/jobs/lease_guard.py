@@ -158,12 +158,13 @@ def enforce(op: str, args: dict[str, Any], token: Any, origin: Any = None) -> No
     leases.access(target, token, [h for _, h in found], what=f"{op}: ")
 
 
-def with_token(args: dict[str, Any], store: Any = None) -> dict[str, Any]:
-    """``args`` plus this process's lease token and the store that issued it, if it runs as a job step."""
-    token = os.environ.get(leases.TOKEN_ENV)
+def with_token(args: dict[str, Any], store: Any = None, token: int | str | None = None) -> dict[str, Any]:
+    """``args`` plus a job's lease ``token`` (else this process's, from the environment) and the store that
+    issued it."""
+    token = token if token is not None else os.environ.get(leases.TOKEN_ENV)
     if not token:
         return args
-    out = {**args, TOKEN_ARG: token}
+    out = {**args, TOKEN_ARG: str(token)}
     if store is not None:
         out[ORIGIN_ARG] = list(store_key(store))
     return out

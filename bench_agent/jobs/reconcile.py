@@ -191,7 +191,7 @@ class Reconciler:
     def _dead(self, job: dict, now: float) -> None:
         if job["state"] == "running":
             self._lost(job, now)
-        elif self.resend is not None and "target_config" in job["spec"]:
+        elif self.resend is not None and job["spec"].get("via") == "broker":
             stale_before = float("inf") if _gone(job) else now - dead_after_s(job["spec"])
             if self.store.release(job["id"], job["worker"], stale_before):
                 self.log(f"job {job['id']}: {_who(job)} died before it started; sent again")

@@ -3,11 +3,19 @@
 Job payload (plain data, built by ``controller.jobs.spec``)::
 
     {"job_id": 7, "name": "smoke", "target": "pico", "timeout_s": 600,
-     "lease_ttl_s": 30, "lease_wait_s": 300,
+     "lease_ttl_s": 30, "lease_wait_s": 300, "target_config": {...},
      "steps": [{"name": "boot", "argv": ["serial", "transact", "${target}", "uname -a", "--until", "# $"],
                 "command": "panio serial transact ${target} 'uname -a' --until '# $'", "timeout_s": 60,
+                "run": {"command": "serial.transact", "opts": {"target": "pico", "iface": {...},
+                        "text": "uname -a", "until": "# $", ...}, "typed": {}},
                 "expect_exit": [0], "expect_output": null, "reject_output": null,
                 "capture": {}, "continue_on_failure": false}]}
+
+Each step runs in this process (``steps.execute``): the body ``panio`` would run
+for its command line (``bench_agent.commands``), its operations reached through
+``caller`` with the job's lease token — on a worker the local ops layer (the
+host checks the lease and the fence again), in ``panio job run`` the
+controller's dispatcher. No child ``panio``, no lab file, no stderr parsed back.
 
 Health (the lab) and result (the board) are decided apart:
 
@@ -34,18 +42,18 @@ says when the job and the previous step began (``serial wait --since-step``).
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Callable
 
-from bench_agent.errors import Busy, Canceled, Refused, Timeout, Unreachable
+from bench_agent.errors import Busy, Canceled, PanioError, Refused, Timeout, Unreachable, UsageError
 from bench_agent.jobs import leases as leasing
 from bench_agent.jobs import reconcile, screens
-from bench_agent.jobs.steps import (JOB_STARTED_ENV, LAB_EXITS, PREVIOUS_STEP_ENV, StepProcess, command_line,
-                                    error_of, judge, known_variables, substitute)
 from bench_agent.jobs.results import ResultStore
+from bench_agent.jobs.steps import OUTPUT_LIMIT, bind, command_line, execute, judge, known_variables, substitute
 
 Progress = Callable[[str, dict[str, Any]], None]
+Call = Callable[[str, dict[str, Any]], Any]
+Caller = Callable[[str, int, Any], Call]  # (target, lease token, lease store) -> call(op, args)
 DEADLINE_ERROR = {"error": "timeout", "exit": 22, "message": "deadline reached"}
 
 
@@ -59,11 +67,30 @@ def _quiet(event: str, data: dict[str, Any]) -> None:
     pass
 
 
+def local_caller(target: str, token: int, leases: Any) -> Call:
+    """The worker's road: operations in this process (the target's host), each request carrying the lease
+    token, so the host's lease guard checks the fence before any side effect."""
+    from bench_agent import ops
+    from bench_agent.errors import mark_outcome_unknown
+    from bench_agent.jobs.lease_guard import with_token
+
+    def call(op: str, args: dict[str, Any]) -> Any:
+        try:
+            return ops.call(op, with_token(args, leases, token))
+        except (Unreachable, Timeout) as err:
+            if ops.spec(op).outcome_unknown_on_failure:
+                mark_outcome_unknown(err, op, target, args)
+            raise
+
+    return call
+
+
 class JobRunner:
-    def __init__(self, store: ResultStore, leases: leasing.LeaseStore, panio_argv: list[str], lab_path: str,
-                 worker: str, progress: Progress = _quiet, heartbeat: reconcile.Heartbeat | None = None) -> None:
-        self.store, self.leases, self.panio_argv = store, leases, panio_argv
-        self.lab_path, self.worker, self.progress = lab_path, worker, progress
+    def __init__(self, store: ResultStore, leases: leasing.LeaseStore, worker: str, progress: Progress = _quiet,
+                 heartbeat: reconcile.Heartbeat | None = None, caller: Caller = local_caller,
+                 planner: Callable[[str, list[str]], dict] | None = None) -> None:
+        self.store, self.leases, self.caller, self.planner = store, leases, caller, planner
+        self.worker, self.progress = worker, progress
         self.heartbeat = heartbeat or reconcile.Heartbeat(store)
         self._health = None
 
@@ -121,54 +148,54 @@ class JobRunner:
             lease.keep(payload.get("lease_ttl_s", 30))
             self.store.set_fence(job_id, lease.token)
             self.progress("job_start", {"job_id": job_id, "target": payload["target"]})
-            env = {**os.environ, leasing.TOKEN_ENV: str(lease.token)}
-            marks = self._serial_marks(payload["target"], env)
+            call = self.caller(payload["target"], lease.token, self.leases)
+            marks = self._serial_marks(payload, call)
             try:
                 return self._checked_steps(payload, lease)
             finally:
-                self._serial_artifacts(job_id, payload["target"], marks, env)
+                self._serial_artifacts(payload, marks, call)
         finally:
             lease.release()
 
-    # The target's serial log for the job's window is an artifact: the last line of each
-    # interface is noted before the first step, and every line after it is saved at the end.
-    def _serial_interfaces(self, target: str) -> list[str]:
-        import tomllib
+    # The target's serial log for the job's window is an artifact: the last line of each interface is
+    # noted before the first step, and every line after it is saved at the end, page by page (whole).
+    @staticmethod
+    def _interfaces(payload: dict) -> list[dict]:
+        return [dict(i) for i in (payload.get("target_config") or {}).get("serial", [])]
 
-        try:
-            with open(self.lab_path, "rb") as f:
-                lab = tomllib.load(f)
-        except (OSError, tomllib.TOMLDecodeError):
-            return []
-        return [i["name"] for i in lab.get("targets", {}).get(target, {}).get("serial", [])]
-
-    def _serial_log(self, target: str, iface: str, window: list[str], env: dict, json_out: bool) -> str | None:
-        from bench_agent.process import run
-
-        argv = [*self.panio_argv, "--lab", self.lab_path, "serial", "log", target, "-i", iface, *window]
-        try:
-            done = run(argv + (["--json"] if json_out else []), deadline_s=30, env=env)
-        except OSError:
-            return None
-        return done.out if done.code == 0 else None
-
-    def _serial_marks(self, target: str, env: dict) -> dict[str, int | None]:
-        import json
-
+    def _serial_marks(self, payload: dict, call: Call) -> dict[str, int | None]:
         marks: dict[str, int | None] = {}
-        for iface in self._serial_interfaces(target):
-            out = self._serial_log(target, iface, ["--tail", "1"], env, json_out=True)
-            lines = [ln for ln in (json.loads(out)["lines"] if out else []) if "seq" in ln]
+        for iface in self._interfaces(payload):
+            try:
+                r = call("serial.log", {"target": payload["target"], "iface": iface, "tail": 1})
+            except PanioError:
+                r = {"lines": []}
+            lines = [ln for ln in r["lines"] if "seq" in ln]
             # an unterminated last line may still grow during the job: start the window with it
-            marks[iface] = (lines[-1]["seq"] - (0 if lines[-1]["complete"] else 1)) if lines else None
+            marks[iface["name"]] = (lines[-1]["seq"] - (0 if lines[-1]["complete"] else 1)) if lines else -1
         return marks
 
-    def _serial_artifacts(self, job_id: int, target: str, marks: dict[str, int | None], env: dict) -> None:
-        for iface, seq in marks.items():
-            window = ["--since", str(seq)] if seq is not None and seq >= 0 else ["--tail", "5000"]
-            out = self._serial_log(target, iface, window, env, json_out=False)
-            if out:
-                self.store.add_artifact(job_id, f"serial-{iface}.log", out)
+    def _serial_artifacts(self, payload: dict, marks: dict[str, int | None], call: Call) -> None:
+        from bench_agent.ops.serial import SEQ_MAX
+        from bench_agent.serial.lines import format_entry
+
+        for iface in self._interfaces(payload):
+            seq, parts = marks.get(iface["name"]), []
+            window: dict[str, Any] = {"since": seq} if seq is not None and seq >= 0 else {"first": 0, "last": SEQ_MAX}
+            while True:
+                try:
+                    r = call("serial.log", {"target": payload["target"], "iface": iface, **window})
+                except PanioError as err:
+                    parts.append(f"-- the log could not be read further: {err.message} --\n")
+                    break
+                if r.get("evicted_before") is not None and not parts:
+                    parts.append(f"-- lines before #{r['evicted_before']} were evicted from the log (its size limit) --\n")
+                parts += [format_entry(entry) + "\n" for entry in r["lines"]]
+                if r.get("more_after") is None:
+                    break
+                window = {"since": r["more_after"]}
+            if any(parts):
+                self.store.add_artifact(payload["job_id"], f"serial-{iface['name']}.log", "".join(parts))
 
     def _checked_steps(self, payload: dict, lease: leasing.Lease) -> dict:
         """The job's steps, after the target's health check when one is due (``health_gate``); after a job that
@@ -201,8 +228,8 @@ class JobRunner:
         self.progress("health_check", {"job_id": check["job_id"], "target": payload["target"], "why": why})
         self.heartbeat.add(check["job_id"])
         try:
-            sub = JobRunner(self.store, self.leases, self.panio_argv, self.lab_path, self.worker,
-                            _health_progress(self.progress), self.heartbeat)
+            sub = JobRunner(self.store, self.leases, self.worker, _health_progress(self.progress), self.heartbeat,
+                            self.caller, self.planner)
             return sub._steps(check, lease)
         finally:
             self.heartbeat.discard(check["job_id"])
@@ -215,15 +242,15 @@ class JobRunner:
             deadline = time.monotonic() + left_s
         variables = known_variables(job_id, payload["target"])
         failed: list[str] = []
-        began = {JOB_STARTED_ENV: repr(time.time())}
-        began[PREVIOUS_STEP_ENV] = began[JOB_STARTED_ENV]
+        began = {"job_started_at": time.time()}
+        began["previous_step_started_at"] = began["job_started_at"]
         for idx, step in enumerate(steps):
             stop = self._stop_reason(job_id, lease, deadline)
             if stop:
                 return self._abort(payload, idx, variables, *stop)
-            started = repr(time.time())
-            outcome = self._one_step(payload, idx, step, variables, lease, deadline, began)
-            began[PREVIOUS_STEP_ENV] = started
+            started = time.time()
+            outcome = self._one_step(payload, idx, step, variables, lease, deadline, dict(began))
+            began["previous_step_started_at"] = started
             if outcome["status"] == "pass":
                 variables.update(outcome["captured"])
                 continue
@@ -256,40 +283,64 @@ class JobRunner:
         return self._finish(payload, health, None, reason, error)
 
     def _one_step(self, payload: dict, idx: int, step: dict, variables: dict, lease: leasing.Lease,
-                  deadline: float | None, began: dict[str, str]) -> dict:
+                  deadline: float | None, began: dict[str, float]) -> dict:
+        from bench_agent import commands
+
         job_id = payload["job_id"]
-        argv = [substitute(a, variables) for a in step["argv"]]
         command = command_line(step, variables)
         self.progress("step_start", {"idx": idx, "name": step["name"], "command": command, "count": len(payload["steps"])})
-        env = {**os.environ, leasing.TOKEN_ENV: str(lease.token), **began}
         timeout_s = step["timeout_s"]
         if deadline is not None:
             timeout_s = max(0.0, min(timeout_s, deadline - time.monotonic()))
         # Recorded as running before it starts: if this worker dies now, the step still shows, as an error.
         self.store.record_step(job_id, idx, {"name": step["name"], "command": command, "status": "running"})
         start = time.monotonic()
-        proc = StepProcess([*self.panio_argv, "--lab", self.lab_path, *argv], env,
-                           lambda line: self.progress("output", {"idx": idx, "line": line}))
-        code, why = proc.wait(timeout_s, lambda: self._interrupt(job_id, lease))
+        out = commands.Recorder(lambda line: self.progress("output", {"idx": idx, "line": line}), OUTPUT_LIMIT)
+        call = self.caller(payload["target"], lease.token, self.leases)
+
+        def body() -> None:
+            run = self._planned(payload["target"], step.get("run") or {}, variables)
+            commands.run(run["command"], call, bind(run, variables), out, began)
+
+        code, why = execute(body, out, timeout_s, lambda: self._interrupt(job_id, lease))
         record = {"name": step["name"], "command": command, "exit_status": code,
-                  "duration_s": round(time.monotonic() - start, 3), "output": proc.output, "checks": [], "captured": {}}
-        outcome = self._classify(step, record, why, variables, deadline)
+                  "duration_s": round(time.monotonic() - start, 3), "output": out.text, "checks": [], "captured": {}}
+        outcome = self._classify(step, record, why, variables, deadline, out.last_error)
         if outcome["status"] in ("fail", "timeout"):
-            outcome = self._ask_the_lab(payload, idx, record, outcome, env)
-        screens.keep(self.store, job_id, idx, step, record["status"], payload["target"], self.panio_argv,
-                     self.lab_path, env)
+            outcome = self._ask_the_lab(payload, idx, record, outcome, call)
+        screens.keep(self.store, job_id, idx, step, record["status"], payload, call)
         self.store.record_step(job_id, idx, record)
         self.progress("step_end", {"idx": idx, **record})
         return outcome
 
-    def _ask_the_lab(self, payload: dict, idx: int, record: dict, outcome: dict, env: dict) -> dict:
+    def _planned(self, target: str, run: dict, variables: dict) -> dict:
+        from bench_agent import commands
+
+        """The step's ``run``; a ``deferred`` one (a captured value names what only the lab resolves, as in
+        ``target show ${board}``) is planned now, where the lab file is (``panio job run``)."""
+        if "deferred" not in run:
+            if run.get("command") not in commands.BODIES:
+                try:
+                    commands.body(run.get("command") or "")
+                except UsageError:
+                    raise Refused(f"the step names {run.get('command')!r}, which is not a runtime command: a job "
+                                  "step never edits the lab file, configures a hook or manages jobs",
+                                  hint="see `panio job check` and docs/jobs.md") from None
+            return run
+        argv = [substitute(a, variables) for a in run["deferred"]]
+        if self.planner is None:
+            raise UsageError(f"`panio {' '.join(argv)}` needs the lab file when it runs (a captured value names "
+                             "a target, interface or action), and a worker has none",
+                             hint="name it in the job file, or run the job with `panio job run` (no broker)")
+        return self.planner(target, argv)
+
+    def _ask_the_lab(self, payload: dict, idx: int, record: dict, outcome: dict, call: Call) -> dict:
         """A step failed or timed out: if the lab is at fault (power, capture, host), the lab failed, not the board."""
         from bench_agent.jobs import lab_probe
 
         steps = payload["steps"]
         used_serial = any(s["argv"][:1] == ["serial"] for s in steps[:idx + 1])
-        found = lab_probe.faults(self.panio_argv + ["--lab", self.lab_path], env, payload["target"],
-                                 lab_probe.target_config(payload, self.lab_path), used_serial,
+        found = lab_probe.faults(call, payload["target"], payload.get("target_config") or {}, used_serial,
                                  lab_probe.expects_off(steps, idx))
         if not found:
             return outcome
@@ -308,7 +359,8 @@ class JobRunner:
             return "lease_lost"
         return "canceled" if self.store.cancel_requested(job_id) else None
 
-    def _classify(self, step: dict, record: dict, why: str | None, variables: dict, deadline: float | None) -> dict:
+    def _classify(self, step: dict, record: dict, why: str | None, variables: dict, deadline: float | None,
+                  error: PanioError | None) -> dict:
         if why is not None:
             record["status"] = "timeout" if why == "timeout" else "error"
             record["checks"] = [{"check": "finished", "ok": False, "got": why, "outcome": "unknown"}]
@@ -324,11 +376,11 @@ class JobRunner:
             }[why]
             return {"status": record["status"], "health": health}
         code = record["exit_status"]
-        if code not in step.get("expect_exit", [0]) and code in LAB_EXITS:
-            err = error_of(record["output"]) or {"error": "error", "exit": code, "message": f"exited {code}"}
+        if code not in step.get("expect_exit", [0]) and error is not None and error.lab_fault:
+            err = error.to_json()
             record["status"] = "error"
             record["checks"] = [{"check": "lab", "ok": False, "got": code, "error": err}]
-            unknown = " (the outcome of its side effects is unknown)" if code in (4, 70) else ""
+            unknown = " (the outcome of its side effects is unknown)" if error.outcome_unknown else ""
             return {"status": "error", "health": ("incomplete", f"step {step['name']!r}: lab failure: "
                                                   f"{err.get('message', code)}{unknown}", err)}
         checks, captured = judge(step, code, record["output"], variables)

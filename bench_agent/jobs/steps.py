@@ -1,25 +1,36 @@
-"""Run one job step: a panio command line as a subprocess, bounded in time, judged by its expectations.
+"""Run one job step: a compiled runtime command, in this process, bounded in time, judged by its expectations.
 
-The step runs ``panio --lab LAB ARGV...`` in its own process group with the
-lease token in its environment, so the step's own dispatch can check the
-lease (the fence) before any side effect. Output (stdout and stderr, in
-order) is streamed to ``on_line`` and kept for the results database.
+``job check`` compiled the step's command line to ``{"command", "opts"}``
+(``bench_agent.commands``): the body the CLI runs for the same command line,
+with the lab's configuration already in ``opts``. ``${var}`` placeholders stay
+in ``opts`` until the step runs (``bind``); ``typed`` says which options were a
+whole ``${var}`` and what type the command line would have made of them.
+
+``execute`` runs the body in a thread of its own, with the lease token in
+every request, and records what it prints (stdout and stderr, in order, as the
+terminal would show them) plus, when it fails, the error exactly as the CLI
+reports it (one human line, one JSON line). Past its deadline, or when the job
+is canceled or its lease lost, the step is stopped within ``POLL_S``: every
+process it started (hooks, helpers) is killed, through ``bench_agent.process``'s
+scope, and the body's thread is left to end on its own bounded wait.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from typing import Callable
+import threading
+from typing import Any, Callable
+
+from bench_agent.errors import InternalError, PanioError, UsageError
 
 VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 OUTPUT_LIMIT = 1_000_000
-# Exit statuses that mean the lab failed rather than the board: the job is incomplete. 13 (refused) is
-# the lab saying no: above all the host refusing a step whose lease was lost or broken.
-LAB_EXITS = {3, 4, 5, 8, 9, 10, 11, 12, 13, 70}
-# Every step's environment says when the job and the step before it began (epoch seconds), so
-# `serial wait --since-step` needs no cursor bookkeeping.
+POLL_S = 0.05
+# A job's moments, for `serial wait --since-step`/`--since-job` (a `panio` a step's own script runs inside a
+# job reads them from its environment; the job's own steps get them as the body's context).
 JOB_STARTED_ENV, PREVIOUS_STEP_ENV = "PANIO_JOB_STARTED_AT", "PANIO_PREVIOUS_STEP_STARTED_AT"
+_CONVERT = {"int": int, "float": float}
+_KIND_WORDS = {"int": "a whole number", "float": "a number"}
 
 
 def substitute(text: str, variables: dict[str, str]) -> str:
@@ -40,35 +51,73 @@ def known_variables(job_id: int, target: str) -> dict[str, str]:
     return {"target": target, "job_id": str(job_id)}
 
 
-class StepProcess:
-    """One running step (a ``bench_agent.process.Child``). ``wait`` returns (exit_status or None, why_stopped)."""
-
-    def __init__(self, argv: list[str], env: dict[str, str], on_line: Callable[[str], None]) -> None:
-        from bench_agent.process import Child
-
-        # die_with_parent: a worker killed with -9 must not leave a step driving a board.
-        self.child = Child(argv, env=env, merge_stderr=True, on_line=on_line, limit_bytes=OUTPUT_LIMIT,
-                           die_with_parent=True)
-        self.output = ""
-
-    def wait(self, timeout_s: float, should_stop: Callable[[], str | None]) -> tuple[int | None, str | None]:
-        """Wait for the exit; stop it early on timeout or when ``should_stop`` names a reason."""
-        done = self.child.wait(timeout_s, should_stop)
-        self.output = done.out
-        return done.code, done.stopped
-
-
-def error_of(output: str) -> dict | None:
-    """The panio JSON error line a failed step printed last, if any."""
-    for line in reversed(output.strip().splitlines()[-5:]):
-        if line.startswith("{") and '"error"' in line:
+def bind(run: dict[str, Any], variables: dict[str, str]) -> dict[str, Any]:
+    """The step's ``opts`` with every ``${var}`` filled; a whole-``${var}`` option gets the type the command
+    line would have given it (``run["typed"]``), and a value that is not of that type is a usage error."""
+    opts = _fill(run.get("opts", {}), variables)
+    for key, kind in (run.get("typed") or {}).items():
+        value = opts.get(key)
+        if isinstance(value, str) and kind in _CONVERT:
             try:
-                obj = json.loads(line)
+                opts[key] = _CONVERT[kind](value)
             except ValueError:
-                continue
-            if isinstance(obj, dict) and "error" in obj:
-                return obj
-    return None
+                raise UsageError(f"--{key.replace('_', '-')} got {value!r} from a captured variable: "
+                                 f"it must be {_KIND_WORDS[kind]}", argument=key) from None
+    return opts
+
+
+def _fill(value: Any, variables: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return substitute(value, variables)
+    if isinstance(value, list):
+        return [_fill(v, variables) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, variables) for k, v in value.items()}
+    return value
+
+
+def execute(body: Callable[[], None], out, timeout_s: float,
+            should_stop: Callable[[], str | None]) -> tuple[int | None, str | None]:
+    """Run ``body`` (which writes to the ``Recorder`` ``out``) until it ends, ``timeout_s`` passes or
+    ``should_stop`` names a reason. Returns (exit status, None) or (None, why it was stopped)."""
+    import contextvars
+    import time
+
+    from bench_agent import process
+
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            body()
+            result["code"] = 0
+        except PanioError as err:
+            out.error(err)
+            result["code"] = err.exit_status
+        except Exception as exc:  # noqa: BLE001 - a bug in one step is that step's error, never the worker's
+            err = InternalError(f"internal error: {type(exc).__name__}: {exc}",
+                                hint="this is a bug in panio; the worker's log has the traceback")
+            import logging
+
+            logging.getLogger("panio.worker").exception("step body failed")
+            out.error(err)
+            result["code"] = err.exit_status
+
+    with process.scope() as children:
+        thread = threading.Thread(target=contextvars.copy_context().run, args=(target,), name="panio-step",
+                                  daemon=True)
+        thread.start()
+        end = time.monotonic() + timeout_s
+        why = None
+        while why is None:
+            thread.join(POLL_S)
+            if not thread.is_alive():
+                break
+            why = "timeout" if time.monotonic() >= end else should_stop()
+        if why is not None:
+            children.stop_all()
+            return None, why
+    return result.get("code", 70), None
 
 
 def judge(step: dict, exit_status: int, output: str, variables: dict[str, str]) -> tuple[list[dict], dict[str, str]]:

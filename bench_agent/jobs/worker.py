@@ -19,15 +19,16 @@ Configured for hardware, not throughput:
 * ``--events`` (``panio worker --events``) turns on Celery's task events and
   worker heartbeats so Flower can follow the workers (docs/monitoring.md).
 
-The task writes the target's configuration (carried in the payload, host
-removed) as a one-target lab file and runs each step as a local
-``panio --lab <that file> ...``.
+The task runs each step in this process (``bench_agent.jobs.runner``): the
+step's compiled runtime command through the local ops layer, which checks the
+job's lease and fencing token before any side effect. No lab file is written
+and no child ``panio`` is started for a step; the worker imports nothing from
+``controller``.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import socket
 import threading
 import time
@@ -77,29 +78,13 @@ def make_app(broker_url: str, prefix: str = "panio:", visibility_timeout_s: floa
 class WorkerContext:
     """What a running worker needs to run a job: passed in by ``panio worker``, never read from a lab file."""
 
-    def __init__(self, host: str, results_url: str, redis_url: str, prefix: str, state_dir: Path,
-                 panio_argv: list[str]) -> None:
+    def __init__(self, host: str, results_url: str, redis_url: str, prefix: str, state_dir: Path) -> None:
         self.host, self.results_url, self.redis_url, self.prefix = host, results_url, redis_url, prefix
-        self.state_dir, self.panio_argv = Path(state_dir), panio_argv
+        self.state_dir = Path(state_dir)
         self._in_flight: set[int] = set()
         self._stores = None
         self._heartbeat = None
         self._lock = threading.Lock()
-
-    def write_lab(self, payload: dict) -> Path:
-        import tomlkit
-
-        config = {k: v for k, v in payload["target_config"].items() if k != "host"}
-        for action in config.get("actions", {}).values():
-            action.pop("host", None)
-        labs = self.state_dir / "labs"
-        labs.mkdir(parents=True, exist_ok=True)
-        # One file per delivery: a redelivered copy of the task must never remove the file the running one uses.
-        # The name carries this worker's pid, so a later sweep can tell a killed worker's leftovers (``stale_labs``).
-        path = labs / f"job-{payload['job_id']}-{os.getpid()}-{uuid.uuid4().hex[:8]}.toml"
-        path.write_text(f"# written by panio worker {self.host} for job {payload['job_id']}\n"
-                        + tomlkit.dumps({"targets": {payload["target"]: config}}), encoding="utf-8")
-        return path
 
     def run_job(self, payload: dict) -> dict[str, Any] | None:
         # A redelivered copy of a job this process is already running (or waiting to lease) is dropped
@@ -134,10 +119,8 @@ class WorkerContext:
         from bench_agent.jobs.runner import JobRunner
 
         store, leases = self.stores()
-        lab = self.write_lab(payload)
         try:
-            return JobRunner(store, leases, self.panio_argv, str(lab), self.name, _log_event,
-                             self._heartbeat).run(payload)
+            return JobRunner(store, leases, self.name, _log_event, self._heartbeat).run(payload)
         except Exception as exc:  # a bug or a dead database: say so in the job rather than leave it running
             from bench_agent.errors import InternalError
 
@@ -147,8 +130,6 @@ class WorkerContext:
             except Exception:  # noqa: BLE001 - the database itself is away: a reconciler settles it later
                 pass
             raise
-        finally:
-            remove_lab_files(lab)  # the per-job lab and the parse cache its steps made of it
 
     def start_reconciler(self, app) -> threading.Thread:
         """Look for dead runners and vanished messages every ``RECONCILE_S`` while the worker lives."""
@@ -161,13 +142,7 @@ class WorkerContext:
                          log=log.warning)
 
         def loop() -> None:
-            swept_at = 0.0
             while True:
-                if time.monotonic() - swept_at >= SWEEP_S:
-                    swept_at = time.monotonic()
-                    for path in stale_labs(self.state_dir / "labs"):
-                        remove_lab_files(path)
-                        log.info("removed %s, left by a worker that died", path)
                 time.sleep(RECONCILE_S)
                 try:
                     rec.pass_()
@@ -177,42 +152,6 @@ class WorkerContext:
         thread = threading.Thread(target=loop, name="panio-reconcile", daemon=True)
         thread.start()
         return thread
-
-
-SWEEP_S = 600.0  # how often a worker looks for per-job files a killed worker left (and once at start)
-LEGACY_STALE_S = 86400.0  # a per-job lab file named without its worker's pid: stale after a day
-_LAB_RE = re.compile(r"job-\d+-(?:(\d+)-)?[0-9a-f]{8}\.toml$")
-
-
-def stale_labs(labs: Path) -> list[Path]:
-    """Per-job lab files in ``labs`` whose worker process is gone (killed before it could remove them)."""
-    from bench_agent.process import pid_alive
-
-    out = []
-    for path in sorted(labs.glob("job-*.toml")) if labs.is_dir() else []:
-        m = _LAB_RE.match(path.name)
-        if m is None:
-            continue
-        try:
-            stale = (not pid_alive(int(m.group(1))) if m.group(1)
-                     else time.time() - path.stat().st_mtime > LEGACY_STALE_S)
-        except OSError:
-            continue
-        if stale:
-            out.append(path)
-    return out
-
-
-def remove_lab_files(path: Path | str) -> None:
-    """Remove a per-job lab file and the lab-parse cache its steps made of it (or just ``path``)."""
-    from bench_agent.paths import lab_cache_path
-
-    for p in (str(path), lab_cache_path(str(path)) if str(path).endswith(".toml") else None):
-        if p:
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
 
 
 def _log_event(event: str, data: dict[str, Any]) -> None:

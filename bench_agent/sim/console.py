@@ -56,8 +56,8 @@ FLOOD_LINE = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def flood_bytes(n: int) -> bytes:
-    """Exactly what ``flood n`` prints before its prompt: numbered 72-byte lines, cut at n bytes."""
-    lines = (b"%08d " % i + FLOOD_LINE + b"\r\n" for i in range(n // 72 + 1))
+    """Exactly what ``flood n`` prints before its prompt: numbered 73-byte lines (CRLF included), cut at n bytes."""
+    lines = (b"%08d " % i + FLOOD_LINE + b"\r\n" for i in range(n // 73 + 1))
     return b"".join(lines)[:n]
 
 

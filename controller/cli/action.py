@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from bench_agent.errors import NotConfigured, UsageError
+from controller.cli.runtime import static
 from controller.cli.common import add_json, check_name, command, load_lab, positive_float, print_json, say, subcommands
 from controller.lab import edit, edits
 
@@ -85,6 +86,7 @@ def actions_of(lab, target: str) -> list[dict]:
     ]
 
 
+@static
 def list_(args: argparse.Namespace) -> None:
     target = args.target_pos or args.target
     if not target:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
+from typing import Any
 
-from bench_agent.errors import HookFailed, NotConfigured
-from controller.cli.common import add_target_positional, command, load_lab
+from bench_agent.errors import NotConfigured
+from controller.cli.common import add_target_positional, command
+from controller.cli.runtime import Step, runtime
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,29 +21,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("name", metavar="NAME", help="the action (see `panio action list TARGET`)")
 
 
-def run(args: argparse.Namespace) -> None:
-    from controller import dispatch, power
+@runtime
+def run(args: argparse.Namespace, lab: Any) -> Step:
+    from controller import power
 
-    lab = load_lab(args)
     actions = lab.target(args.target).get("actions", {})
     if args.name not in actions:
         known = ", ".join(actions) or "none"
         raise NotConfigured(f"target {args.target!r} has no action {args.name!r} (actions: {known})",
                             hint=f"add one with `panio action add {args.name} -t {args.target} --command CMD`",
                             target=args.target, action=args.name)
-    act = actions[args.name]
-    if act.get("requires_power") and power.require_on(lab, args.target, f"action {args.name} requires power") == "unknown":
-        sys.stderr.write(f"note: cannot read {args.target}'s power state (no state_cmd or power_sense_signal); "
-                         f"running {args.name} anyway\n")
-    host = act.get("host", lab.target(args.target).get("host"))
-    result = dispatch.for_lab(lab).call(args.target, "action.run", {
-        "target": args.target, "name": args.name, "command": act["command"], "timeout_s": act.get("timeout_s")},
-        host=host)
-    sys.stdout.write(result["stdout"])
-    sys.stderr.write(result["stderr"])
-    if result["exit"] != 0:
-        from bench_agent.hooks import HookResult, failed
-
-        err = failed(HookResult([], result["exit"], result["stdout"], result["stderr"]),
-                     f"action {args.name} of {args.target}", act["command"])
-        raise HookFailed(err.message, target=args.target, action=args.name, **err.details)
+    act = dict(actions[args.name])
+    host = act.pop("host", lab.target(args.target).get("host"))
+    return Step("action.run", args.target, {"target": args.target, "name": args.name, "action": act,
+                                            "power": lab.target(args.target).get("power"),
+                                            "sense": power.sense_interface(lab, args.target)},
+                hosts={"action.run": host})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from controller.cli.runtime import static
 from controller.cli.common import add_json, command, load_lab, print_json, say, subcommands
 from controller.lab.describe import host_line, target_lines
 
@@ -19,6 +20,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--path", action="store_true", help="print only the lab file's path (and where it came from)")
 
 
+@static
 def show(args: argparse.Namespace) -> None:
     if args.path:
         if args.json:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from bench_agent.errors import Refused
+from controller.cli.runtime import static
 from controller.cli.common import add_json, check_name, command, load_lab, positive_int, print_json, say, subcommands
 from controller.lab import edit, edits
 from controller.lab.describe import host_line
@@ -101,6 +102,7 @@ def rm(args: argparse.Namespace) -> None:
     say(f"removed host {args.name}")
 
 
+@static
 def show(args: argparse.Namespace) -> None:
     lab = load_lab(args)
     h = lab.host(args.name)
@@ -112,6 +114,7 @@ def show(args: argparse.Namespace) -> None:
         say(f"  targets: {', '.join(users) if users else 'none'}")
 
 
+@static
 def list_(args: argparse.Namespace) -> None:
     lab = load_lab(args)
     if args.json:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import time
+from typing import Any
 
-from controller.cli.common import add_json, add_target_positional, load_lab, non_negative_float, positive_int, print_json, say
+from controller.cli.common import add_json, add_target_positional, non_negative_float, positive_int
+from controller.cli.runtime import Step, runtime
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
@@ -24,23 +25,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> None:
-    from controller import dispatch
-
-    lab = load_lab(args)
-    host = lab.target(args.target).get("host") or "local"
-    times_ms = []
-    for seq in range(1, args.count + 1):
-        if seq > 1 and args.interval:
-            time.sleep(args.interval)
-        start = time.perf_counter()
-        reply = dispatch.call(lab, args.target, "system.ping", {"payload": seq})
-        times_ms.append(round((time.perf_counter() - start) * 1000, 3))
-        if reply.get("pong") != seq:
-            from bench_agent.errors import DeviceError
-
-            raise DeviceError(f"{args.target}: ping {seq} answered {reply!r}", target=args.target)
-        if not args.json:
-            say(f"{args.target} ({host}): seq={seq} time={times_ms[-1]:.3f} ms")
-    if args.json:
-        print_json({"target": args.target, "host": host, "count": args.count, "times_ms": times_ms})
+@runtime
+def run(args: argparse.Namespace, lab: Any) -> Step:
+    return Step("system.ping", args.target, {"target": args.target, "host": lab.target(args.target).get("host"),
+                                             "count": args.count, "interval_s": args.interval, "json": args.json})

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from controller.cli.common import add_json, add_param, add_target_positional, command, load_lab, print_json, say
+from controller.cli.common import add_json, add_param, add_target_positional, command
+from controller.cli.runtime import Step, runtime
 
 SEE_ALSO = "panio power set (configure hooks), panio helper (smart-plug helpers), docs/power.md"
 
@@ -42,21 +44,19 @@ def register_top(p: argparse.ArgumentParser, name: str) -> None:
     add_param(p, "power.cycle" if name == "power-cycle" else "power.state", "level", metavar="LEVEL")
 
 
-def _switch(args: argparse.Namespace) -> None:
+def _power_opts(args: argparse.Namespace, lab: Any) -> dict[str, Any]:
     from controller import power
 
-    result = power.switch(load_lab(args), args.target, args.verb, args.level)
-    where = f"{args.target}, level {args.level}" if args.level else args.target
-    done = {"on": "switched on", "off": "switched off", "cycle": "power-cycled"}[args.verb]
-    say(f"{where}: {done} ({' then '.join(result['via'])})")
+    return {"target": args.target, "power": lab.target(args.target).get("power"),
+            "sense": power.sense_interface(lab, args.target), "level": args.level}
 
 
-def _state(args: argparse.Namespace) -> None:
-    from controller import power
+@runtime
+def _switch(args: argparse.Namespace, lab: Any) -> Step:
+    lab.channel(args.target, "power")  # not_configured, with its hint
+    return Step(f"power.{args.verb}", args.target, {**_power_opts(args, lab)})
 
-    states = power.states(load_lab(args), args.target, args.level)
-    if args.json:
-        print_json(states)
-        return
-    for st in states:
-        say(power.line(st))
+
+@runtime
+def _state(args: argparse.Namespace, lab: Any) -> Step:
+    return Step("power.state", args.target, {**_power_opts(args, lab), "json": args.json})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from bench_agent.errors import AlreadyExists, NotConfigured, UsageError
+from controller.cli.runtime import Step, runtime
 from controller.cli.common import add_json, add_target_option, check_name, command, positive_int, print_json, say, subcommands
 from controller.lab import edit, edits
 from controller.lab.schema import LINE_ENDINGS, SENSE_SIGNALS
@@ -141,18 +142,7 @@ def rm(args: argparse.Namespace) -> None:
     say(f"removed serial interface {name} from {args.target}")
 
 
-def devices(args: argparse.Namespace) -> None:
-    from bench_agent.serial.ports import list_ports
-
-    ports = list_ports()
-    if args.json:
-        print_json(ports)
-        return
-    if not ports:
-        say("no serial ports found on this host")
-        return
-    for p in ports:
-        vidpid = p["vid_pid"] or "-"
-        say(f"{p['device']}  {vidpid}  serial={p['serial_number'] or '-'}  {p['description']}")
-        if p["by_id"]:
-            say(f"    stable path: {p['by_id']}")
+@runtime(needs_lab=False)
+def devices(args: argparse.Namespace, lab: None) -> Step:
+    """This host's serial ports (run where the command runs: in a job, on the target's host)."""
+    return Step("serial.devices", None, {"json": args.json})

@@ -8,13 +8,12 @@ on the host that owns the port, where the capture supervisor lives.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from bench_agent.errors import DeviceError, NotConfigured, NotRunning, Timeout, Unreachable, UsageError
+from bench_agent.errors import NotConfigured
 from controller import overrides
-from controller.cli.common import (add_json, add_param, add_target_positional, command, load_lab, positive_float,
-                                     print_json, say)
+from controller.cli.common import add_json, add_param, add_target_positional, command, load_lab, positive_float
+from controller.cli.runtime import Step, runtime
 
 SEE = "docs/serial.md, panio skill"
 
@@ -184,184 +183,84 @@ def _register_power_button(sub: argparse._SubParsersAction) -> None:
     add_json(c)
 
 
-# -- handlers -------------------------------------------------------------------------------------
+# -- plans (the bodies are in bench_agent.commands.serial) ------------------------------------------
 
 
-def _call(args: argparse.Namespace, op: str, extra: dict[str, Any], with_iface: bool = True) -> Any:
-    from controller import dispatch
-
-    lab = load_lab(args)
-    call_args: dict[str, Any] = {"target": args.target, **extra}
+def _plan(args: argparse.Namespace, lab: Any, command: str, opts: dict[str, Any], with_iface: bool = True,
+          override: str | None = None) -> Step:
+    opts = {"target": args.target, "json": getattr(args, "json", False), **opts}
     if with_iface:
-        call_args["iface"] = dict(lab.serial(args.target, args.interface))
-    return dispatch.call(lab, args.target, op, call_args)
+        opts["iface"] = dict(lab.serial(args.target, args.interface))
+        opts["interface"] = args.interface
+    return Step(command, args.target, opts, override=override)
 
 
-def watch(args: argparse.Namespace) -> None:
-    from controller import dispatch
-
-    lab = load_lab(args)
+@runtime
+def watch(args: argparse.Namespace, lab: Any) -> Step:
     ifaces = [dict(i) for i in lab.target(args.target).get("serial", [])]
     if not ifaces:
         raise NotConfigured(f"target {args.target!r} has no serial interface",
                             hint=f"add one with `panio serial add console -t {args.target} --device PATH`")
-    with overrides.acting(args, args.target, "serial watch") as override:
-        r = dispatch.call(lab, args.target, "serial.watch", {"target": args.target, "interfaces": ifaces})
-    if args.json:
-        print_json({**r, "override": override})
-        return
-    how = "already running" if r["already_running"] else "started"
-    say(f"serial capture of {args.target} {how}: pid {r['pid']}, epoch {r['epoch']}, interfaces "
-        f"{', '.join(r['interfaces'])}{overrides.said(override)}. Read with `panio serial log {args.target}`.")
+    return _plan(args, lab, "serial.watch", {"interfaces": ifaces}, with_iface=False, override="serial watch")
 
 
-def stop(args: argparse.Namespace) -> None:
-    with overrides.acting(args, args.target, "serial stop") as override:
-        r = _call(args, "serial.stop", {}, with_iface=False)
-    if args.json:
-        print_json({**r, "override": override})
-    else:
-        say(f"stopped serial capture of {args.target} (pid {r['pid']}, epoch {r['epoch']}); the log stays on disk"
-            + overrides.said(override))
+@runtime
+def stop(args: argparse.Namespace, lab: Any) -> Step:
+    lab.target(args.target)
+    return _plan(args, lab, "serial.stop", {}, with_iface=False, override="serial stop")
 
 
-def log(args: argparse.Namespace) -> None:
-    if args.last is not None and args.first is None:
-        raise UsageError("--to needs --from")
-    if args.first is not None and args.last is not None and args.first > args.last:
-        raise UsageError(f"--from {args.first} is after --to {args.last}")
-    r = _call(args, "serial.log", {"tail": args.tail, "since": args.since, "first": args.first, "last": args.last,
-                                   "raw": args.raw})
-    if r["last_seq"] is None and not r["lines"] and not r["running"]:
-        raise NotRunning(f"nothing captured yet for {args.target!r}", hint=f"run `panio serial watch {args.target}`",
-                         target=args.target)
-    if args.json:
-        print_json(r)
-        return
-    from bench_agent.serial.lines import format_entry
-
-    if r.get("evicted_before") is not None:
-        say(f"-- lines before #{r['evicted_before']} were evicted from the log (its size limit) --")
-    sys.stdout.write("".join(format_entry(entry) + "\n" for entry in r["lines"]))
-    if r.get("more_after") is not None:
-        say(f"-- more lines follow: panio serial log {args.target} --since {r['more_after']} --")
+@runtime
+def log(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "serial.log", {"tail": args.tail, "since": args.since, "first": args.first,
+                                           "last": args.last, "raw": args.raw})
 
 
-def send(args: argparse.Namespace) -> None:
-    r = _call(args, "serial.send", {"text": args.text, "newline": not args.no_newline, "pace_ms": args.pace_ms})
-    if args.json:
-        print_json(r)
-    else:
-        say(f"sent {r['sent_bytes']} bytes to {args.target}/{r['interface']}; "
-            f"read the reply with `panio serial log {args.target} --tail 20`")
+@runtime
+def send(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "serial.send", {"text": args.text, "newline": not args.no_newline,
+                                            "pace_ms": args.pace_ms})
 
 
-def _check_regex(pattern: str | None) -> None:
-    from bench_agent.serial.matcher import compile_pattern
-
-    compile_pattern(pattern)
-
-
-def transact(args: argparse.Namespace) -> None:
-    _check_regex(args.until)
-    r = _call(args, "serial.transact", {"text": args.text, "until": args.until, "timeout_ms": args.timeout_ms,
-                                        "max_bytes": args.max_bytes, "newline": not args.no_newline,
-                                        "pace_ms": args.pace_ms})
-    if args.json:
-        print_json(r)
-    else:
-        sys.stdout.write(r["text"] + ("" if r["text"].endswith("\n") else "\n"))
-    _raise_unless_matched(r, args.until, args)
+@runtime
+def transact(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "serial.transact", {"text": args.text, "until": args.until, "timeout_ms": args.timeout_ms,
+                                                "max_bytes": args.max_bytes, "newline": not args.no_newline,
+                                                "pace_ms": args.pace_ms})
 
 
-def _since_time_ns(args: argparse.Namespace) -> int | None:
-    """The moment a wait starts from, or None for an explicit --epoch/--since."""
-    import os
-
-    from bench_agent.jobs.steps import JOB_STARTED_ENV, PREVIOUS_STEP_ENV
-
-    moment = args.since_step or args.since_job or args.since_time is not None
-    if moment and (args.epoch is not None or args.since is not None):
-        raise UsageError("give either --epoch/--since or a moment (--since-step, --since-job, --since-time), not both")
-    if not moment:
-        if args.epoch is None or args.since is None:
-            raise UsageError("serial wait needs where to start: --epoch E --since CURSOR (from `panio serial status`), "
-                             "or --since-step / --since-job in a job step, or --since-time T")
-        return None
-    if args.since_time is not None:
-        return int(args.since_time * 1e9)
-    env = PREVIOUS_STEP_ENV if args.since_step else JOB_STARTED_ENV
-    value = os.environ.get(env)
-    if not value:
-        flag = "--since-step" if args.since_step else "--since-job"
-        raise UsageError(f"{flag} works inside a job step only (the job runner says when the step began)",
-                         hint="outside a job use --since-time T or --epoch/--since")
-    return int(float(value) * 1e9)
+@runtime
+def wait(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "serial.wait", {
+        "since_step": args.since_step, "since_job": args.since_job, "since_time": args.since_time,
+        "epoch": args.epoch, "since": args.since, "pattern": args.pattern, "timeout_ms": args.timeout_ms,
+        "max_bytes": args.max_bytes, "max_output_bytes": args.max_output_bytes,
+        "include_pending": args.include_pending, "follow": args.follow})
 
 
-def wait(args: argparse.Namespace) -> None:
-    _check_regex(args.pattern)
-    since_ns = _since_time_ns(args)
-    extra = {} if since_ns is None else {"since_time_ns": since_ns}
-    r = _call(args, "serial.wait", {**extra, "epoch": args.epoch, "since": args.since, "pattern": args.pattern,
-                                    "timeout_ms": args.timeout_ms, "max_bytes": args.max_bytes,
-                                    "max_output_bytes": args.max_output_bytes,
-                                    "include_pending": args.include_pending, "follow": args.follow})
-    print_json(r)
-    _raise_unless_matched(r, args.pattern, args)
+@runtime
+def evidence(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "serial.evidence", {"epoch": args.epoch, "since": args.since, "max_bytes": args.max_bytes})
 
 
-def _raise_unless_matched(r: dict[str, Any], pattern: str | None, args: argparse.Namespace) -> None:
-    target = args.target
-    status, details = r["status"], {"status": r["status"], "cursor": r["cursor"], "epoch": r["epoch"]}
-    if status == "disconnect":
-        raise Unreachable(f"the serial device of {target!r} went away during the wait", **details)
-    if status == "fault":
-        raise DeviceError(f"serial wait on {target!r} failed: {r.get('fault')}", **details)
-    if pattern is not None and status in ("timeout", "cap"):
-        why = "time ran out" if status == "timeout" else f"{r['bytes']} bytes arrived"
-        raise Timeout(f"{pattern!r} did not match before {why}",
-                      hint=f"the bytes so far are on stdout; keep waiting from there with `{_wait_from(r, args)}`",
-                      **details)
-
-
-def _wait_from(r: dict[str, Any], args: argparse.Namespace) -> str:
-    """The `serial wait` that continues where this wait or transact stopped (transact takes no --epoch/--since).
-    The pattern is left as a placeholder: a hint never repeats unchecked input in a command meant to be pasted."""
-    iface = f" -i {args.interface}" if args.interface else ""  # checked against the lab by now
-    return f"panio serial wait {args.target}{iface} --epoch {r['epoch']} --since {r['cursor']} --pattern REGEX"
-
-
-def evidence(args: argparse.Namespace) -> None:
-    if args.since is not None and args.epoch is None:
-        raise UsageError("--since needs --epoch (the capture epoch the cursor came from)")
-    print_json(_call(args, "serial.evidence", {"epoch": args.epoch, "since": args.since, "max_bytes": args.max_bytes}))
-
-
-def status(args: argparse.Namespace) -> None:
-    r = _call(args, "serial.status", {})
-    print_json(r)
-    if r["process"]["state"] == "not_running":  # the JSON above still says what the log holds
-        from bench_agent.serial.control import not_running
-
-        raise not_running(args.target)
+@runtime
+def status(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "serial.status", {})
 
 
 def connect(args: argparse.Namespace) -> None:
-    _call(args, "serial.connect", {})
+    from controller import dispatch
+
+    lab = load_lab(args)
+    dispatch.call(lab, args.target, "serial.connect",
+                  {"target": args.target, "iface": dict(lab.serial(args.target, args.interface))})
 
 
-def reset(args: argparse.Namespace) -> None:
-    _pulse_out(args, _call(args, "serial.reset", {}))
+@runtime
+def reset(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "serial.reset", {})
 
 
-def dtr(args: argparse.Namespace) -> None:
-    _pulse_out(args, _call(args, "serial.dtr", {"ms": args.ms}))
-
-
-def _pulse_out(args: argparse.Namespace, r: dict[str, Any]) -> None:
-    if args.json:
-        print_json(r)
-    else:
-        say(f"held DTR (the power button) of {args.target}/{r['interface']} for {r['pulse_ms']} ms")
-
+@runtime
+def dtr(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "serial.dtr", {"ms": args.ms})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from controller.cli.runtime import static
 from controller.cli.common import add_json, check_name, command, load_lab, print_json, say, subcommands
 from controller.lab import edit
 from controller.lab import edits
@@ -118,6 +119,7 @@ def rm(args: argparse.Namespace) -> None:
     say(f"removed target {args.name}" + (f" with its {', '.join(channels)}" if channels else ""))
 
 
+@static
 def show(args: argparse.Namespace) -> None:
     lab = load_lab(args)
     t = lab.target(args.name)
@@ -127,6 +129,7 @@ def show(args: argparse.Namespace) -> None:
         say("\n".join(target_lines(args.name, t)))
 
 
+@static
 def list_(args: argparse.Namespace) -> None:
     lab = load_lab(args)
     if args.json:

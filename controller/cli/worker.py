@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> None:
     app_check = remote.celery_app  # fails with not_configured when there is no broker
     app_check()
     ctx = WorkerContext(args.host, backends.results_url(), backends.redis_url(), backends.redis_prefix(),
-                        state_dir() / f"worker-{args.host}", backends.panio_argv())
+                        state_dir() / f"worker-{args.host}")
     backends.results_store()  # fail now, not on the first job, if the database is unreachable
     from bench_agent.jobs.lease_guard import remember
 

@@ -62,8 +62,14 @@ def lease_store():
     return _REDIS_STORES[key]
 
 
-def panio_argv() -> list[str]:
-    """How a step runs panio: this very interpreter (never a shim on PATH), isolated from the step's cwd."""
-    from bench_agent.process import panio_argv as argv
+def dispatch_caller(lab):
+    """How ``panio job run`` (and suites, health checks) run a job's steps in this process: each operation
+    through the lab's dispatcher to the target's host (in-process, SSH or the host's worker), presenting the
+    job's lease token, which the host checks again before any side effect."""
+    from controller.dispatch import Dispatcher
 
-    return argv()
+    def caller(target: str, token: int, leases):
+        d = Dispatcher(lab, leases=leases, token=token)
+        return lambda op, args: d.call(target, op, args)
+
+    return caller

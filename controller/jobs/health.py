@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench_agent.errors import NotConfigured
+from controller.jobs import spec
 from controller.lab.model import Lab
 
 _COMPILED: dict[tuple[str, int], dict] = {}
@@ -26,8 +27,6 @@ def check_path(lab: Lab, target: str) -> Path | None:
 
 def compiled_check(lab: Lab, target: str) -> dict | None:
     """The target's health-check job as a payload fragment (name, steps, timeout_s, every_s), or None."""
-    from controller.jobs import spec
-
     path = check_path(lab, target)
     if path is None:
         return None
@@ -45,7 +44,7 @@ def extras(lab: Lab, target: str, on_unhealthy: str | None) -> dict:
     out: dict = {"notify": list(lab.data.get("notify", [])), "on_unhealthy": on_unhealthy or "wait"}
     check = compiled_check(lab, target)
     if check:
-        out["health_check"] = check
+        out["health_check"] = {**check, "steps": spec.plan_steps(check["steps"], lab, target)}
     return out
 
 
@@ -56,7 +55,8 @@ def check_payload(lab: Lab, target: str) -> dict:
         raise NotConfigured(f"target {target!r} names no health-check job",
                             hint=f"add `[targets.{target}.health_check]` with `job = \"checks/{target}.toml\"` "
                                  "to the lab file (docs/operations.md)", target=target)
-    return {"name": check["name"], "target": target, "steps": check["steps"], "timeout_s": check["timeout_s"],
+    return {"name": check["name"], "target": target, "steps": spec.plan_steps(check["steps"], lab, target),
+            "target_config": dict(lab.target(target)), "timeout_s": check["timeout_s"],
             "lease_wait_s": 300, "lease_ttl_s": 30, "kind": "health_check",
             "notify": list(lab.data.get("notify", []))}
 
@@ -72,7 +72,7 @@ def run_check(lab: Lab, target: str, progress) -> dict:
     if backends.broker_url():
         from controller.jobs import remote
 
-        payload["target_config"] = dict(lab.target(target))
+        payload["via"] = "broker"
         payload["job_id"] = store.create_job(payload["name"], target, host, payload)
         remote.publish(remote.celery_app(), store, payload)
         return remote.follow(payload["job_id"], progress)
@@ -80,8 +80,8 @@ def run_check(lab: Lab, target: str, progress) -> dict:
     from bench_agent.jobs.runner import JobRunner
 
     payload["job_id"] = store.create_job(payload["name"], target, host, payload)
-    JobRunner(store, backends.lease_store(), backends.panio_argv(), str(lab.path),
-              holder_name("panio target health"), progress).run(payload)
+    JobRunner(store, backends.lease_store(), holder_name("panio target health"), progress,
+              caller=backends.dispatch_caller(lab), planner=spec.planner(lab)).run(payload)
     return store.job(payload["job_id"])
 
 

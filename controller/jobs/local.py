@@ -18,17 +18,18 @@ from controller.lab.model import Lab
 
 def create(store, lab: Lab, job: dict, steps: list[dict], target: str, deadline_at: float | None = None,
            for_worker: bool = False, on_unhealthy: str | None = None) -> dict:
-    """Record a queued job and return its payload. ``for_worker``: the payload carries the target's
-    configuration (a worker has no lab file), and is kept whole so a reconciler can send it again."""
+    """Record a queued job and return its payload: its steps planned for ``target`` and the target's
+    configuration (the runner reads its serial interfaces and power from it). ``for_worker``: it goes to a
+    host's queue, so a reconciler may send it again."""
     from controller.jobs import health
 
     host = lab.target(target).get("host")
-    draft = {**spec.payload(job, steps, target, 0), **health.extras(lab, target, on_unhealthy
-                                                                    or job["data"].get("on_unhealthy"))}
+    draft = {**spec.payload(job, steps, target, 0, lab), **health.extras(lab, target, on_unhealthy
+                                                                         or job["data"].get("on_unhealthy"))}
     if deadline_at is not None:
         draft["deadline_at"] = deadline_at
     if for_worker:
-        draft["target_config"] = dict(lab.target(target))
+        draft["via"] = "broker"  # a reconciler may send it again to the host's queue
     job_id = store.create_job(job["data"]["name"], target, host, draft)
     return {**draft, "job_id": job_id}
 
@@ -51,7 +52,8 @@ def run_now(path: Path, lab: Lab, target: str | None, progress, deadline_s: floa
     job, steps, targets = spec.prepare(path, lab, target)
     store, leases = backends.results_store(), backends.lease_store()
     payload = create(store, lab, job, steps, pick_target(leases, targets), deadline_at(deadline_s))
-    runner = JobRunner(store, leases, backends.panio_argv(), str(lab.path), holder_name("panio job run"), progress)
+    runner = JobRunner(store, leases, holder_name("panio job run"), progress, caller=backends.dispatch_caller(lab),
+                       planner=spec.planner(lab))
     try:
         runner.run(payload)
     except KeyboardInterrupt:

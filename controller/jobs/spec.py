@@ -20,12 +20,23 @@ Everything is rejected *before* anything is queued: TOML errors, unknown
 keys, bad regexes, unknown variables, steps that do not parse against the
 live command tree (with argparse's reason), and steps that are not runtime
 commands (``controller.cli.commands.RUNTIME``): a job never edits the lab
-file, configures a hook or manages jobs. The step's own panio refuses them
-again at run time (``controller.cli.main``), whatever the payload says.
+file, configures a hook or manages jobs.
+
+When a job is created for a target, each step is *planned* (``plan_steps``):
+its command line is parsed again and handed to the command's own plan (the
+CLI handler's ``plan``, ``controller.cli.runtime``), which resolves the
+target's channels from the lab into plain-data ``opts``. The payload carries
+``run = {"command", "opts", "typed"}``; the worker runs that body
+(``bench_agent.commands``) with no lab file. A ``${var}`` captured by an
+earlier step stays a placeholder in ``opts`` until the step runs; ``typed``
+says which options were a whole ``${var}`` and the type the command line gives
+them. A plan that fails (a channel the target lacks) becomes a step that fails
+the same way when it runs, as it did when each step was a ``panio`` child.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from pathlib import Path
@@ -155,8 +166,11 @@ def _parse_against_cli(job: dict, idx: int, argv: list[str], parser) -> None:
 
 
 class _Captured(str):
-    """A whole ``${var}`` argument at check time: its value exists only when the step runs, and the step's own
-    panio checks it then (type, bounds, choices). Now it stands in as "1" and passes any type and choice."""
+    """A whole ``${var}`` argument at check time: its value exists only when the step runs, and is checked then
+    (type, bounds, choices). At check time it stands in as "1" and passes any type and choice; when a step is
+    planned it stays ``${var}``, and ``kind`` records the type its option's converter makes ("int", "float")."""
+
+    kind = "str"
 
 
 class _AnyCaptured:
@@ -193,7 +207,10 @@ def _defer_captured(parser) -> None:
     def lenient(convert):
         @functools.wraps(convert)
         def parse(text):
-            return text if isinstance(text, _Captured) else convert(text)
+            if isinstance(text, _Captured):
+                text.kind = _kind_of(convert)
+                return text
+            return convert(text)
         return parse
 
     todo, seen = [parser], set()
@@ -212,6 +229,17 @@ def _defer_captured(parser) -> None:
                 action.choices = _AnyCaptured(action.choices)
 
 
+def _kind_of(convert) -> str:
+    """The type an argparse converter makes ("int", "float", "str"), found by trying it on sample values."""
+    for sample in ("1", "3000", "1.5"):
+        try:
+            value = convert(sample)
+        except Exception:  # noqa: BLE001 - argparse converters raise several kinds; the next sample may pass
+            continue
+        return {int: "int", float: "float"}.get(type(value), "str")
+    return "str"
+
+
 def _runtime_only(job: dict, idx: int, name: str, subcommand: str | None) -> None:
     """A step runs a runtime command (``controller.cli.commands.RUNTIME``): never a lab edit, a hook, a job."""
     from controller.cli.commands import refuse_in_job
@@ -221,11 +249,17 @@ def _runtime_only(job: dict, idx: int, name: str, subcommand: str | None) -> Non
         raise _invalid(job["path"], job["text"], ("steps", idx, "run"), f"steps[{idx}].run: {why}")
 
 
-def compile_steps(job: dict) -> list[dict]:
+@functools.cache  # one command tree per process: a suite plans many jobs
+def _lenient_parser():
     from controller.cli.main import build_parser
 
     parser = build_parser(full=True)
     _defer_captured(parser)
+    return parser
+
+
+def compile_steps(job: dict) -> list[dict]:
+    parser = _lenient_parser()
     known = set(BUILTIN_VARS)
     out = []
     for idx, step in enumerate(job["data"]["steps"]):
@@ -245,6 +279,53 @@ def compile_steps(job: dict) -> list[dict]:
         })
         known |= set(step.get("capture", {}))
     return out
+
+
+def planner(lab: Lab):
+    """For ``panio job run`` (the lab is here): plan a ``deferred`` step once its variables are known."""
+    return lambda target, argv: _plan(argv, _lenient_parser(), lab, target)
+
+
+def plan_steps(steps: list[dict], lab: Lab, target: str) -> list[dict]:
+    """``steps`` (from ``compile_steps``) with what each runs on ``target``: ``run = {command, opts, typed}``."""
+    parser = _lenient_parser()
+    return [{**step, "run": _plan(step["argv"], parser, lab, target)} for step in steps]
+
+
+def _plan(argv: list[str], parser, lab: Lab, target: str) -> dict:
+    import json
+
+    from bench_agent.errors import PanioError, Refused
+    from bench_agent.jobs.steps import substitute
+
+    argv = [substitute(a, {"target": target}) for a in argv]
+    variable = any(VAR_RE.search(a) for a in argv)
+    words = []
+    for arg in argv:
+        option, eq, value = arg.partition("=")
+        if arg.startswith("--") and eq and VAR_RE.fullmatch(value):
+            words += [option, _Captured(value)]
+        else:
+            words.append(_Captured(arg) if VAR_RE.fullmatch(arg) else arg)
+    args = parser.parse_args(words)
+    if getattr(args, "override", False):
+        err = Refused("--override is for an operator beside a job; a job step already holds its target's lease",
+                      hint="drop --override and --reason from the step")
+        return {"command": "system.fail", "opts": {"error": err.to_json()}}
+    if getattr(args.func, "static", False):
+        if variable:  # what it prints depends on a value captured when the job runs
+            return {"deferred": argv}
+        from controller.cli.runtime import printed
+
+        return {"command": "system.print", "opts": printed(args.func, args, lab)}
+    try:
+        planned = args.func.plan(args, lab)
+    except PanioError as err:  # fails when the step runs, as the command would (the lab's fault: incomplete)
+        if variable:  # a captured value names what the lab resolves (an interface, an action): plan it then
+            return {"deferred": argv}
+        return {"command": "system.fail", "opts": {"error": err.to_json()}}
+    typed = {k: v.kind for k, v in planned.opts.items() if isinstance(v, _Captured) and v.kind != "str"}
+    return {"command": planned.command, "opts": json.loads(json.dumps(planned.opts)), "typed": typed}
 
 
 def select_targets(job: dict, lab: Lab, override: str | None) -> list[str]:
@@ -273,9 +354,10 @@ def select_targets(job: dict, lab: Lab, override: str | None) -> list[str]:
     return hits
 
 
-def payload(job: dict, steps: list[dict], target: str, job_id: int) -> dict:
+def payload(job: dict, steps: list[dict], target: str, job_id: int, lab: Lab) -> dict:
     data = job["data"]
-    return {"job_id": job_id, "name": data["name"], "target": target, "steps": steps,
+    return {"job_id": job_id, "name": data["name"], "target": target, "steps": plan_steps(steps, lab, target),
+            "target_config": dict(lab.target(target)),
             "timeout_s": data.get("timeout_s"), "lease_wait_s": data.get("lease_wait_s", 300),
             "lease_ttl_s": data.get("lease_ttl_s", 30)}
 

@@ -135,8 +135,8 @@ def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
 
     def one_target(payloads: list[dict]) -> None:
         progress = _locked(progress_for(payloads[0]["target"]), lock)
-        runner = JobRunner(store, backends.lease_store(), backends.panio_argv(), str(lab.path), me, progress,
-                           heartbeat)
+        runner = JobRunner(store, backends.lease_store(), me, progress, heartbeat, backends.dispatch_caller(lab),
+                           spec.planner(lab))
         for payload in payloads:
             runner.run(payload)
 

@@ -1,0 +1,119 @@
+"""Runtime commands as plain functions: what ``panio serial transact pico ...`` does once its target is resolved.
+
+A runtime command has two halves:
+
+* its **plan**, on the controller: the CLI module turns the command line and
+  the lab file into plain-data ``opts`` (the target's channel configuration
+  included), so nothing after it reads a lab file;
+* its **body**, here: ``body(call, opts, out, context)`` calls operations
+  through ``call(op, args)`` (whatever road reaches the target's host), and
+  writes what the user sees to ``out``, in order, on stdout and stderr. It
+  raises ``PanioError``s for what went wrong; what it wrote before stays.
+
+The CLI runs a body with its dispatcher and the terminal as ``out``; the job
+runner runs the *same* body on the worker with the local ops layer and an
+``Output`` that records, so a step's output (what ``expect_output``,
+``reject_output`` and ``capture`` match) is exactly what the CLI prints for
+the same command. A job step is ``{"command": NAME, "opts": {...}}`` in the
+payload: ``job check`` compiled it from the step's command line, and the
+worker runs it without a child ``panio``, a lab file or any stderr to parse.
+
+Bodies live in ``bench_agent/commands/<group>.py`` and register with
+``@command("serial.transact")``; a group is imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any, Callable
+
+from bench_agent.errors import PanioError, UsageError
+
+Call = Callable[[str, dict[str, Any]], Any]
+Body = Callable[..., None]
+BODIES: dict[str, Body] = {}
+
+
+class Output:
+    """Where a command's body writes: ``write(stream, data)``; ``say`` and ``json`` print a line to stdout."""
+
+    def write(self, stream: str, data: str | bytes) -> None:
+        raise NotImplementedError
+
+    def say(self, text: str) -> None:
+        self.write("stdout", text + "\n")
+
+    def note(self, text: str) -> None:
+        self.write("stderr", text + "\n")
+
+    def json(self, obj: Any) -> None:
+        self.write("stdout", json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+class Recorder(Output):
+    """An ``Output`` that keeps stdout and stderr interleaved as one text, as a terminal would show them,
+    up to ``limit`` characters, and hands each finished line to ``on_line``."""
+
+    def __init__(self, on_line: Callable[[str], None] | None = None, limit: int = 1_000_000) -> None:
+        self.parts: list[str] = []
+        self.size, self.limit, self.truncated = 0, limit, False
+        self._on_line, self._pending = on_line, ""
+        self.last_error: PanioError | None = None
+
+    def write(self, stream: str, data: str | bytes) -> None:
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+        room = self.limit - self.size
+        if len(text) > room:
+            text, self.truncated = text[:max(room, 0)], True
+        self.parts.append(text)
+        self.size += len(text)
+        if self._on_line is not None:
+            *lines, self._pending = (self._pending + text).split("\n")
+            for line in lines:
+                self._on_line(line)
+
+    def error(self, err: PanioError) -> None:
+        """The error as the CLI reports it: one human line and one JSON line (on stderr)."""
+        self.last_error = err
+        self.write("stderr", err.human() + "\n" + json.dumps(err.to_json(), sort_keys=False) + "\n")
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def command(name: str) -> Callable[[Body], Body]:
+    """Register a command's body under ``name`` (``<group>.<verb>``)."""
+
+    def register(body: Body) -> Body:
+        if name in BODIES and BODIES[name] is not body:
+            raise RuntimeError(f"command {name!r} registered twice")
+        BODIES[name] = body
+        return body
+
+    return register
+
+
+def body(name: str) -> Body:
+    if name not in BODIES:
+        group = name.split(".", 1)[0]
+        if not group.isidentifier():
+            raise UsageError(f"unknown command {name!r}")
+        try:
+            importlib.import_module(f"bench_agent.commands.{group}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"bench_agent.commands.{group}":
+                raise
+    try:
+        return BODIES[name]
+    except KeyError:
+        raise UsageError(f"unknown command {name!r}") from None
+
+
+def run(name: str, call: Call, opts: dict[str, Any], out: Output, context: dict[str, Any] | None = None) -> None:
+    """Run command ``name`` with ``opts``; its operations go through ``call``, its text to ``out``.
+
+    ``context`` is what the caller knows about the moment: in a job, ``job_started_at`` and
+    ``previous_step_started_at`` (epoch seconds), for ``serial wait --since-step``."""
+    body(name)(call, opts, out, context or {})

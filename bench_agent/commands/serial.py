@@ -1,0 +1,204 @@
+"""The bodies of ``panio serial watch|stop|log|send|transact|wait|evidence|status|reset|dtr|devices``.
+
+``opts`` carries ``target``, the resolved interface (``iface``, the lab's table)
+or all of them (``interfaces``), ``interface`` (the name the user gave, for
+hints), ``json`` and the command's own flags (see ``controller.cli.serial_runtime``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench_agent.commands import Call, Output, command
+from bench_agent.errors import DeviceError, NotRunning, Timeout, Unreachable, UsageError
+
+
+def _op(call: Call, op: str, opts: dict[str, Any], args: dict[str, Any], with_iface: bool = True) -> Any:
+    args = {"target": opts["target"], **args}
+    if with_iface:
+        args["iface"] = opts["iface"]
+    return call(op, args)
+
+
+def said(override: dict[str, Any] | None) -> str:
+    """The words a command adds to its output when it overrode a lease (``controller.overrides``)."""
+    if override is None:
+        return ""
+    whose = f"job {override['job_id']}'s lease" if override["job_id"] else f"the lease of {override['holder']}"
+    where = f" (recorded: `panio job status {override['job_id']}`)" if override["job_id"] else ""
+    return f"; overrode {whose}{where}"
+
+
+@command("serial.watch")
+def watch(call: Call, opts: dict, out: Output, context: dict) -> None:
+    target, override = opts["target"], opts.get("override")
+    r = call("serial.watch", {"target": target, "interfaces": opts["interfaces"]})
+    if opts.get("json"):
+        out.json({**r, "override": override})
+        return
+    how = "already running" if r["already_running"] else "started"
+    out.say(f"serial capture of {target} {how}: pid {r['pid']}, epoch {r['epoch']}, interfaces "
+            f"{', '.join(r['interfaces'])}{said(override)}. Read with `panio serial log {target}`.")
+
+
+@command("serial.stop")
+def stop(call: Call, opts: dict, out: Output, context: dict) -> None:
+    override = opts.get("override")
+    r = _op(call, "serial.stop", opts, {}, with_iface=False)
+    if opts.get("json"):
+        out.json({**r, "override": override})
+    else:
+        out.say(f"stopped serial capture of {opts['target']} (pid {r['pid']}, epoch {r['epoch']}); "
+                f"the log stays on disk{said(override)}")
+
+
+@command("serial.log")
+def log(call: Call, opts: dict, out: Output, context: dict) -> None:
+    from bench_agent.serial.lines import format_entry
+
+    if opts.get("last") is not None and opts.get("first") is None:
+        raise UsageError("--to needs --from")
+    if opts.get("first") is not None and opts.get("last") is not None and opts["first"] > opts["last"]:
+        raise UsageError(f"--from {opts['first']} is after --to {opts['last']}")
+    target = opts["target"]
+    r = _op(call, "serial.log", opts, {k: opts.get(k) for k in ("tail", "since", "first", "last", "raw")})
+    if r["last_seq"] is None and not r["lines"] and not r["running"]:
+        raise NotRunning(f"nothing captured yet for {target!r}", hint=f"run `panio serial watch {target}`",
+                         target=target)
+    if opts.get("json"):
+        out.json(r)
+        return
+    if r.get("evicted_before") is not None:
+        out.say(f"-- lines before #{r['evicted_before']} were evicted from the log (its size limit) --")
+    out.write("stdout", "".join(format_entry(entry) + "\n" for entry in r["lines"]))
+    if r.get("more_after") is not None:
+        out.say(f"-- more lines follow: panio serial log {target} --since {r['more_after']} --")
+
+
+@command("serial.send")
+def send(call: Call, opts: dict, out: Output, context: dict) -> None:
+    r = _op(call, "serial.send", opts, {"text": opts["text"], "newline": opts["newline"], "pace_ms": opts.get("pace_ms")})
+    if opts.get("json"):
+        out.json(r)
+    else:
+        out.say(f"sent {r['sent_bytes']} bytes to {opts['target']}/{r['interface']}; "
+                f"read the reply with `panio serial log {opts['target']} --tail 20`")
+
+
+@command("serial.transact")
+def transact(call: Call, opts: dict, out: Output, context: dict) -> None:
+    from bench_agent.serial.matcher import compile_pattern
+
+    compile_pattern(opts["until"])
+    r = _op(call, "serial.transact", opts, {k: opts.get(k) for k in ("text", "until", "timeout_ms", "max_bytes",
+                                                                     "newline", "pace_ms")})
+    if opts.get("json"):
+        out.json(r)
+    else:
+        out.write("stdout", r["text"] + ("" if r["text"].endswith("\n") else "\n"))
+    _raise_unless_matched(r, opts["until"], opts)
+
+
+def _since_time_ns(opts: dict, context: dict) -> int | None:
+    """The moment a wait starts from, or None for an explicit --epoch/--since."""
+    moment = opts.get("since_step") or opts.get("since_job") or opts.get("since_time") is not None
+    if moment and (opts.get("epoch") is not None or opts.get("since") is not None):
+        raise UsageError("give either --epoch/--since or a moment (--since-step, --since-job, --since-time), not both")
+    if not moment:
+        if opts.get("epoch") is None or opts.get("since") is None:
+            raise UsageError("serial wait needs where to start: --epoch E --since CURSOR (from `panio serial status`), "
+                             "or --since-step / --since-job in a job step, or --since-time T")
+        return None
+    if opts.get("since_time") is not None:
+        return int(opts["since_time"] * 1e9)
+    value = context.get("previous_step_started_at" if opts.get("since_step") else "job_started_at")
+    if not value:
+        flag = "--since-step" if opts.get("since_step") else "--since-job"
+        raise UsageError(f"{flag} works inside a job step only (the job runner says when the step began)",
+                         hint="outside a job use --since-time T or --epoch/--since")
+    return int(float(value) * 1e9)
+
+
+@command("serial.wait")
+def wait(call: Call, opts: dict, out: Output, context: dict) -> None:
+    from bench_agent.serial.matcher import compile_pattern
+
+    compile_pattern(opts.get("pattern"))
+    since_ns = _since_time_ns(opts, context)
+    extra = {} if since_ns is None else {"since_time_ns": since_ns}
+    r = _op(call, "serial.wait", opts, {**extra, **{k: opts.get(k) for k in (
+        "epoch", "since", "pattern", "timeout_ms", "max_bytes", "max_output_bytes", "include_pending", "follow")}})
+    out.json(r)
+    _raise_unless_matched(r, opts.get("pattern"), opts)
+
+
+def _raise_unless_matched(r: dict[str, Any], pattern: str | None, opts: dict) -> None:
+    target = opts["target"]
+    status, details = r["status"], {"status": r["status"], "cursor": r["cursor"], "epoch": r["epoch"]}
+    if status == "disconnect":
+        raise Unreachable(f"the serial device of {target!r} went away during the wait", **details)
+    if status == "fault":
+        raise DeviceError(f"serial wait on {target!r} failed: {r.get('fault')}", **details)
+    if pattern is not None and status in ("timeout", "cap"):
+        why = "time ran out" if status == "timeout" else f"{r['bytes']} bytes arrived"
+        raise Timeout(f"{pattern!r} did not match before {why}",
+                      hint=f"the bytes so far are on stdout; keep waiting from there with `{_wait_from(r, opts)}`",
+                      **details)
+
+
+def _wait_from(r: dict[str, Any], opts: dict) -> str:
+    """The `serial wait` that continues where this wait or transact stopped (transact takes no --epoch/--since).
+    The pattern is left as a placeholder: a hint never repeats unchecked input in a command meant to be pasted."""
+    iface = f" -i {opts['interface']}" if opts.get("interface") else ""  # checked against the lab by now
+    return f"panio serial wait {opts['target']}{iface} --epoch {r['epoch']} --since {r['cursor']} --pattern REGEX"
+
+
+@command("serial.evidence")
+def evidence(call: Call, opts: dict, out: Output, context: dict) -> None:
+    if opts.get("since") is not None and opts.get("epoch") is None:
+        raise UsageError("--since needs --epoch (the capture epoch the cursor came from)")
+    out.json(_op(call, "serial.evidence", opts, {k: opts.get(k) for k in ("epoch", "since", "max_bytes")}))
+
+
+@command("serial.status")
+def status(call: Call, opts: dict, out: Output, context: dict) -> None:
+    r = _op(call, "serial.status", opts, {})
+    out.json(r)
+    if r["process"]["state"] == "not_running":  # the JSON above still says what the log holds
+        from bench_agent.serial.control import not_running
+
+        raise not_running(opts["target"])
+
+
+def _pulse_out(opts: dict, out: Output, r: dict[str, Any]) -> None:
+    if opts.get("json"):
+        out.json(r)
+    else:
+        out.say(f"held DTR (the power button) of {opts['target']}/{r['interface']} for {r['pulse_ms']} ms")
+
+
+@command("serial.reset")
+def reset(call: Call, opts: dict, out: Output, context: dict) -> None:
+    _pulse_out(opts, out, _op(call, "serial.reset", opts, {}))
+
+
+@command("serial.dtr")
+def dtr(call: Call, opts: dict, out: Output, context: dict) -> None:
+    _pulse_out(opts, out, _op(call, "serial.dtr", opts, {"ms": opts.get("ms")}))
+
+
+@command("serial.devices")
+def devices(call: Call, opts: dict, out: Output, context: dict) -> None:
+    from bench_agent.serial.ports import list_ports
+
+    ports = list_ports()
+    if opts.get("json"):
+        out.json(ports)
+        return
+    if not ports:
+        out.say("no serial ports found on this host")
+        return
+    for p in ports:
+        out.say(f"{p['device']}  {p['vid_pid'] or '-'}  serial={p['serial_number'] or '-'}  {p['description']}")
+        if p["by_id"]:
+            out.say(f"    stable path: {p['by_id']}")

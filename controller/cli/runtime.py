@@ -1,0 +1,125 @@
+"""Runtime commands on the CLI: plan (command line + lab file -> plain data), then run the body.
+
+A runtime command's handler is a *plan*: it reads the lab and returns a
+``Step`` (the body's name, the target and plain-data ``opts``). ``@runtime``
+turns the plan into the argparse handler, which runs the body
+(``bench_agent.commands``) with this process's dispatcher and the terminal.
+``job check`` calls the same plan to compile a job step into the payload, and
+the worker runs the same body: one plan, one body, whatever the road.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from bench_agent.commands import Output
+from controller.cli.common import load_lab
+
+Plan = Callable[[argparse.Namespace, Any], "Step"]
+
+
+@dataclass
+class Step:
+    """What a runtime command does, planned: run body ``command`` for ``target`` with ``opts``."""
+
+    command: str
+    target: str | None
+    opts: dict[str, Any]
+    hosts: dict[str, Any] = field(default_factory=dict)  # op -> the host it runs on, when not the target's
+    override: str | None = None  # the command's words when it may act under --override (serial watch/stop)
+
+    def payload(self) -> dict[str, Any]:
+        """The step as a job payload carries it (plain data; the worker runs it on the target's host)."""
+        return {"command": self.command, "opts": self.opts}
+
+
+class Terminal(Output):
+    """This process's stdout and stderr, written as the body goes (a long ``ping -c`` shows each line)."""
+
+    def write(self, stream: str, data: str | bytes) -> None:
+        f = sys.stdout if stream == "stdout" else sys.stderr
+        if isinstance(data, bytes):
+            f.flush()
+            f.buffer.write(data)
+            f.buffer.flush()
+        else:
+            f.write(data)
+        if stream == "stderr":
+            f.flush()
+
+
+def context_from_env() -> dict[str, Any]:
+    """The moments a job gives its steps, when a ``panio`` runs inside one (a step's own scripts)."""
+    from bench_agent.jobs.steps import JOB_STARTED_ENV, PREVIOUS_STEP_ENV
+
+    return {"job_started_at": os.environ.get(JOB_STARTED_ENV),
+            "previous_step_started_at": os.environ.get(PREVIOUS_STEP_ENV)}
+
+
+def run_step(lab: Any, step: Step, args: argparse.Namespace | None = None, out: Output | None = None) -> None:
+    """Run a planned step here: its operations through the lab's dispatcher, its text to the terminal."""
+    from bench_agent import commands
+    from controller import dispatch
+
+    d = dispatch.for_lab(lab)
+
+    def call(op: str, op_args: dict[str, Any]) -> Any:
+        if step.target is None:
+            return d.call_host(step.hosts.get(op), op, op_args)
+        if op in step.hosts:
+            return d.call(step.target, op, op_args, host=step.hosts[op])
+        return d.call(step.target, op, op_args)
+
+    out = out or Terminal()
+    if step.override is None or args is None:
+        commands.run(step.command, call, step.opts, out, context_from_env())
+        return
+    from controller import overrides
+
+    with overrides.acting(args, step.target, step.override) as record:
+        commands.run(step.command, call, {**step.opts, "override": record}, out, context_from_env())
+
+
+def static(handler: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Namespace], Any]:
+    """Mark a runtime command whose output depends only on the lab file (``target show``, ``config show``):
+    a job step prints what it printed when the job was queued (``job check`` runs it then)."""
+    handler.static = True  # type: ignore[attr-defined]
+    return handler
+
+
+def printed(handler: Callable[[argparse.Namespace], Any], args: argparse.Namespace, lab: Any) -> dict[str, Any]:
+    """What a ``static`` command prints for ``args`` against ``lab``, as a ``system.print`` step's opts."""
+    import contextlib
+    import io
+
+    from bench_agent.errors import PanioError
+
+    args.lab_path, args.lab_source = str(lab.path), "given"
+    out, err = io.StringIO(), io.StringIO()
+    error = None
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            handler(args)
+        except PanioError as exc:
+            error = exc.to_json()
+    return {"stdout": out.getvalue(), "stderr": err.getvalue(), "error": error}
+
+
+def runtime(plan: Plan | None = None, *, needs_lab: bool = True) -> Any:
+    """The argparse handler of a runtime command planned by ``plan``; ``handler.plan`` is kept for ``job check``.
+    ``needs_lab=False``: the command reads no lab file (``serial devices``), its plan gets ``None``."""
+    if plan is None:
+        return lambda p: runtime(p, needs_lab=needs_lab)
+
+    def handler(args: argparse.Namespace) -> None:
+        lab = load_lab(args) if needs_lab else None
+        run_step(lab, plan(args, lab), args)
+
+    handler.plan = plan  # type: ignore[attr-defined]
+    handler.__name__ = handler.__qualname__ = plan.__name__
+    handler.__doc__ = plan.__doc__
+    return handler

@@ -1,0 +1,105 @@
+"""The job road: steps run as operations in the runner's process (issue 21).
+
+Real parts: simulated boards on real PTYs with panio's real capture
+supervisor, real hook processes, the embedded runner of `panio job run`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from jobhelp import job_file
+
+from bench_agent.process import pid_alive
+from bench_agent.sim.console import PROMPT
+
+LINES = 12_000
+LINE_BYTES = 73  # bench_agent.sim.console.flood_bytes: numbered 73-byte lines
+
+
+def test_a_long_boot_log_is_kept_whole_in_the_job_artifact(bench, panio, tmp_path):
+    sim = bench.board("pico")["console"]
+    panio("serial", "watch", "pico")
+    sim.power_on()
+    assert bench.wait_for("pico", PROMPT, timeout_ms=30000)["status"] == "matched"
+    body = f"""
+target = "pico"
+[[steps]]
+name = "a long log"
+run = "panio serial transact ${{target}} 'flood {LINES * LINE_BYTES}' --until '{PROMPT}$' --max-bytes 1048576 --timeout-ms 120000"
+timeout_s = 180
+"""
+    r = panio("job", "run", job_file(tmp_path, body), "--json", timeout=300)
+    job = r.json()
+    assert (job["health"], job["result"]) == ("complete", "passed"), r.out
+    panio("job", "artifacts", str(job["id"]), "--out", str(tmp_path / "arts"))
+    log = (tmp_path / "arts" / "serial-console.log").read_text()
+    numbers = [int(m.group(1)) for m in re.finditer(r"#\d+ (\d{8}) ", log)]
+    assert numbers[:1] == [0] and numbers[-1] == LINES - 1
+    assert sorted(set(numbers)) == list(range(LINES)), "a line of the board's output is missing from the artifact"
+
+
+HANG = r"""
+import os, sys, time
+open(sys.argv[1], "w").write(str(os.getpid()))
+time.sleep(3600)
+"""
+
+
+def test_a_hung_state_hook_is_stopped_with_what_it_started_and_blamed_on_the_lab(bench, panio, tmp_path):
+    sim = bench.board("pico")["console"]
+    hook = tmp_path / "hang.py"
+    hook.write_text(HANG)
+    pidfile = tmp_path / "hook.pid"
+    state_cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(hook))} {shlex.quote(str(pidfile))}"
+    panio("power", "set", "-t", "pico", "--on-cmd", "true", "--off-cmd", "true", "--state-cmd", state_cmd,
+          "--timeout-s", "600")
+    panio("serial", "watch", "pico")
+    sim.power_on()
+    body = """
+target = "pico"
+[[steps]]
+name = "never prints"
+run = "panio serial transact ${target} 'echo hi' --until 'never-printed' --timeout-ms 200"
+"""
+    started = time.monotonic()
+    panio.env["PANIO_PROBE_TIMEOUT_S"] = "2"  # the lab probe's bound (20 s by default)
+    r = panio("job", "run", job_file(tmp_path, body), "--json", check=False, timeout=300)
+    job = json.loads(r.out)
+    assert job["health"] == "incomplete", r.out
+    assert "power state cannot be read" in job["reason"] and "did not answer within 2 s" in job["reason"]
+    assert time.monotonic() - started < 120
+    pid = int(pidfile.read_text())
+    assert not pid_alive(pid), "the hung state_cmd outlived the lab probe"
+
+
+def test_a_step_is_an_operation_call_in_the_payload(panio, tmp_path):
+    """`job check` compiles each step; the payload names a runtime command and plain data, no command line
+    is run by a child panio on the worker."""
+    panio("init")
+    panio("target", "add", "pico")
+    panio("serial", "add", "console", "-t", "pico", "--device", "/dev/null")
+    from controller.jobs import spec
+    from controller.lab import load
+
+    body = """
+target = "pico"
+[[steps]]
+run = "panio serial status ${target}"
+capture = { epoch = '"epoch": (\\d+)' }
+[[steps]]
+run = "panio serial wait ${target} --epoch ${epoch} --since 0 --pattern 'login:'"
+"""
+    os.environ["PANIO_STATE_DIR"] = panio.env["PANIO_STATE_DIR"]
+    job = spec.load(Path(job_file(tmp_path, body)))
+    steps = spec.plan_steps(spec.compile_steps(job), load(str(panio.lab)), "pico")
+    first, second = steps[0]["run"], steps[1]["run"]
+    assert first["command"] == "serial.status" and first["opts"]["iface"]["device"] == "/dev/null"
+    assert second["opts"]["epoch"] == "${epoch}" and second["typed"] == {"epoch": "int"}
+    assert second["opts"]["pattern"] == "login:"
