@@ -87,7 +87,7 @@ class Dispatcher:
     def _check_lease(self, target: str) -> None:
         from bench_agent.jobs.leases import check_access
 
-        check_access(self._lease_store(), target)
+        check_access(self._lease_store(), target, self.token)  # a job's own steps present its token
 
     def _with_token(self, args: dict[str, Any]) -> dict[str, Any]:
         import os
