@@ -109,14 +109,17 @@ def printed(handler: Callable[[argparse.Namespace], Any], args: argparse.Namespa
     return {"stdout": out.getvalue(), "stderr": err.getvalue(), "error": error}
 
 
-def runtime(plan: Plan | None = None, *, needs_lab: bool = True) -> Any:
+def runtime(plan: Plan | None = None, *,
+            needs_lab: bool | Callable[[argparse.Namespace], bool] = True) -> Any:
     """The argparse handler of a runtime command planned by ``plan``; ``handler.plan`` is kept for ``job check``.
-    ``needs_lab=False``: the command reads no lab file (``serial devices``), its plan gets ``None``."""
+    ``needs_lab=False``: the command reads no lab file (``serial devices``), its plan gets ``None``; a
+    function of the arguments says it per command line (``discover`` reads the lab only with ``--host``)."""
     if plan is None:
         return lambda p: runtime(p, needs_lab=needs_lab)
 
     def handler(args: argparse.Namespace) -> None:
-        lab = load_lab(args) if needs_lab else None
+        wanted = needs_lab(args) if callable(needs_lab) else needs_lab
+        lab = load_lab(args) if wanted else None
         run_step(lab, plan(args, lab), args)
 
     handler.plan = plan  # type: ignore[attr-defined]
