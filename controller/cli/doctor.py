@@ -30,7 +30,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from controller import dispatch
-    from controller.cli.netboot import effective_root
+    from bench_agent.netboot.settings import effective_root
 
     lab = load_lab(args)
     names = [args.target] if args.target else list(lab.targets)
