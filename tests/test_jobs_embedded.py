@@ -79,6 +79,14 @@ expect_output = "tags: sim"
     assert steps[1]["command"] == "panio target show qemu"
 
 
+def test_a_step_that_changes_the_target_acts_under_the_jobs_own_lease(panio, tmp_path):
+    fixture_lab(panio)
+    panio("power", "set", "-t", "pico", "--cycle-cmd", "true")
+    body = 'target = "pico"\n[[steps]]\nrun = "power-cycle ${target}"\nexpect_output = "pico: power-cycled"\n'
+    panio("job", "run", job_file(tmp_path, body))  # was refused as busy: the job's lease, not presented
+    assert panio("job", "status", "1", "--json").json()["steps"][0]["status"] == "pass"
+
+
 def test_board_failure_exits_test_failed_and_skips_the_rest(panio, tmp_path):
     fixture_lab(panio)
     body = """

@@ -125,7 +125,7 @@ def test_watch_is_listed_and_show_says_running(bench):
 
 
 def test_show_says_no_frame_yet_before_the_first_frame_not_hash_none():
-    from controller.cli.video_runtime import describe
+    from bench_agent.commands.video import describe
 
     st = {"target": "board0", "state": "running", "pid": 42, "signal": None, "hash": None}
     assert describe(st) == "running (pid 42), no frame yet"

@@ -16,6 +16,16 @@ SERVERS = ("dnsmasq", "panio")
 DEFAULT_ADDRESS = "10.233.0.1/24"
 
 
+def effective_root(target: str, netboot: dict[str, Any], tftp_root: str | None = None) -> str:
+    """The TFTP root on this machine: ``tftp_root``, else the table's (``~`` expanded), else panio's state dir."""
+    import os
+
+    from bench_agent.paths import state_dir
+
+    root = tftp_root or netboot.get("tftp_root")
+    return os.path.expanduser(root) if root else str(state_dir() / "tftp" / target)
+
+
 @dataclass(frozen=True)
 class Settings:
     """A target's netboot table, with panio's defaults filled in."""

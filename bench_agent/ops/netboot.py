@@ -17,14 +17,9 @@ START_DEADLINE_S = 45.0  # the daemon's own start-up bound (30 s, dnsmasq's 10 s
 
 def _settings(target: str, netboot: dict[str, Any], tftp_root: str | None):
     """The target's settings; the TFTP root is resolved here, on the host that serves it (``~``, the default)."""
-    import os
+    from bench_agent.netboot.settings import Settings, effective_root
 
-    from bench_agent.netboot.settings import Settings
-    from bench_agent.paths import state_dir
-
-    root = tftp_root or netboot.get("tftp_root")
-    root = os.path.expanduser(root) if root else str(state_dir() / "tftp" / target)
-    return Settings.of(target, netboot, root)
+    return Settings.of(target, netboot, effective_root(target, netboot, tftp_root))
 
 
 @operation("netboot.start", side_effect=True, deadline=lambda args: START_DEADLINE_S)

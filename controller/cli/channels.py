@@ -2,18 +2,21 @@
 
 These three share a shape (one table per target, one required key) and so
 one module. The runtime commands of video and hid (watch, shot, read, send)
-live in ``video_runtime`` and ``hid_runtime``; ``video show`` adds the
-capture daemon's state (running / untracked / stopped).
+live in ``video_runtime`` and ``hid_runtime``; ``video show`` and ``hid show``
+add their daemon's state (running / untracked / stopped), read on the
+target's host by a body (``bench_agent.commands.video.show``); ``adb show``
+prints only what the lab says.
 """
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from bench_agent.errors import NotConfigured, UsageError
 from controller.cli.common import add_json, command, load_lab, positive_int, print_json, say, subcommands
+from controller.cli.runtime import Step, runtime, static
 from controller.lab import edit, edits
 from controller.lab.schema import HID_PROTOCOLS
 
@@ -68,7 +71,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c = command(sub, "rm", f"remove the {name} channel of a target", func=lambda a: rm(a, ch),
                 example=f"panio {name} rm -t pico", see_also=f"panio {name} set")
     c.add_argument("-t", "--target", required=True, metavar="TARGET", help="the target")
-    c = command(sub, "show", f"show the {name} channel of a target", func=lambda a: show(a, ch),
+    c = command(sub, "show", f"show the {name} channel of a target", func=SHOW[name],
                 example=f"panio {name} show pico --json", see_also=f"panio {name} set, panio target show")
     c.add_argument("target_pos", nargs="?", metavar="TARGET", help="the target (or -t TARGET)")
     c.add_argument("-t", "--target", metavar="TARGET", help=argparse.SUPPRESS)
@@ -112,26 +115,42 @@ def rm(args: argparse.Namespace, ch: Channel) -> None:
     say(f"removed {ch.key} from {args.target}")
 
 
-def show(args: argparse.Namespace, ch: Channel) -> None:
+def _show_target(args: argparse.Namespace, key: str) -> str:
     target = args.target_pos or args.target
     if not target:
-        raise UsageError(f"name the target: panio {ch.key} show TARGET")
-    lab = load_lab(args)
-    table = lab.channel(target, ch.key)
-    daemon = None
-    if ch.key == "video":
-        from controller.cli import video_runtime
+        raise UsageError(f"name the target: panio {key} show TARGET")
+    return target
 
-        daemon = video_runtime.status_line(lab, target)
-    elif ch.key == "hid":
-        from controller.cli import hid_runtime
 
-        daemon = hid_runtime.status_line(lab, target)
+@static
+def show_adb(args: argparse.Namespace) -> None:
+    target = _show_target(args, "adb")
+    table = load_lab(args).channel(target, "adb")
     if args.json:
-        print_json({"target": target, "channel": ch.key, **table, **({"daemon": daemon} if daemon else {})})
+        print_json({"target": target, "channel": "adb", **table})
         return
-    say(f"{target} {ch.key}: " + ", ".join(f"{k}={v}" for k, v in table.items()))
-    if daemon:
-        from controller.cli import video_runtime
+    say(f"{target} adb: " + ", ".join(f"{k}={v}" for k, v in table.items()))
 
-        say(f"daemon: {video_runtime.describe(daemon, ch.key)}")
+
+def _show_daemon(args: argparse.Namespace, lab: Any, key: str) -> Step:
+    """``video show`` and ``hid show``: the table, and the daemon's state (``bench_agent.commands.video.show``)."""
+    target = _show_target(args, key)
+    return Step(f"{key}.show", target, {"target": target, "channel": key, "table": dict(lab.channel(target, key)),
+                                        "json": args.json})
+
+
+def _named(args: argparse.Namespace) -> bool:
+    return bool(args.target_pos or args.target)  # else "name the target" comes first, whatever the lab file
+
+
+@runtime(needs_lab=_named)
+def show_video(args: argparse.Namespace, lab: Any) -> Step:
+    return _show_daemon(args, lab, "video")
+
+
+@runtime(needs_lab=_named)
+def show_hid(args: argparse.Namespace, lab: Any) -> Step:
+    return _show_daemon(args, lab, "hid")
+
+
+SHOW = {"video": show_video, "hid": show_hid, "adb": show_adb}

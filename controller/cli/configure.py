@@ -1,11 +1,16 @@
-"""panio configure TARGET: propose a lab.toml block from a host's hardware. Writes nothing."""
+"""panio configure TARGET: propose a lab.toml block from a host's hardware. Writes nothing.
+
+The proposal is made by the body (``bench_agent.commands.hardware``) from ``system.discover``.
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from controller.cli.common import add_json, print_json, say
-from controller.cli.discover import inventory
+from controller.cli.common import add_json, check_name
+from controller.cli.discover import host_step, with_host
+from controller.cli.runtime import Step, runtime
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
@@ -22,42 +27,12 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     p.set_defaults(func=run)
 
 
-def propose(target: str, host: str | None, inv: dict) -> dict:
-    block: dict = {}
-    if host:
-        block["host"] = host
-    serial = [{"name": "console" if i == 0 else f"uart{i}", "device": p["by_id"] or p["device"], "baud": 115200}
-              for i, p in enumerate(inv["serial"])]
-    if serial:
-        block["serial"] = serial
-    links = [n for n in inv["network"] if n["usb"] and not n["primary"]]
-    if links:
-        block["netboot"] = {"interface": links[0]["interface"]}
-    if inv["video"]:
-        block["video"] = {"device": inv["video"][0]["by_id"] or inv["video"][0]["device"]}
-    return block
+def _needs_lab(args: argparse.Namespace) -> bool:
+    check_name("target", args.target)  # an invalid name is refused first, whatever the lab file
+    return with_host(args)
 
 
-def to_toml(target: str, block: dict) -> str:
-    import tomlkit
-
-    doc = tomlkit.document()
-    doc.add(tomlkit.comment(f"proposed by `panio configure {target}`: review, then paste into lab.toml"))
-    targets = tomlkit.table(is_super_table=True)
-    targets[target] = block
-    doc["targets"] = targets
-    return doc.as_string()
-
-
-def run(args: argparse.Namespace) -> None:
-    from controller.cli.common import check_name
-
+@runtime(needs_lab=_needs_lab)
+def run(args: argparse.Namespace, lab: Any) -> Step:
     check_name("target", args.target)
-    block = propose(args.target, args.host, inventory(args))
-    if args.json:
-        print_json({"target": args.target, "proposal": block, "written": False})
-        return
-    say(to_toml(args.target, block).rstrip())
-    if not any(k in block for k in ("serial", "netboot", "video")):
-        say("# no serial ports, USB network links or capture devices found: add channels by hand")
-    say("# nothing was written")
+    return host_step(args, lab, "hardware.configure", "configure", {"target": args.target, "host": args.host})

@@ -1,10 +1,12 @@
-"""panio discover: this host's hardware that could be wired into the lab."""
+"""panio discover: this host's hardware that could be wired into the lab (body: ``bench_agent.commands.hardware``)."""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from controller.cli.common import add_json, print_json, say
+from controller.cli.common import add_json
+from controller.cli.runtime import Step, on_job_host, runtime
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
@@ -21,42 +23,18 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     p.set_defaults(func=run)
 
 
-def inventory(args: argparse.Namespace) -> dict:
+def with_host(args: argparse.Namespace) -> bool:
+    return bool(args.host)  # the lab file says how to reach a host; this machine needs none
+
+
+def host_step(args: argparse.Namespace, lab: Any, command: str, name: str, opts: dict[str, Any]) -> Step:
+    """A step whose ``system.discover`` runs on ``--host`` (checked against the lab), else on this machine."""
     if args.host:
-        from controller import dispatch
-        from controller.cli.common import load_lab
-
-        return dispatch.call_host(load_lab(args), args.host, "system.discover", {})
-    from bench_agent.inventory import inventory as local
-
-    return local()
+        lab.host(args.host)  # fails helpfully if the host is unknown
+        on_job_host(args, lab, name)
+    return Step(command, None, {"json": args.json, **opts}, hosts={"system.discover": args.host})
 
 
-def run(args: argparse.Namespace) -> None:
-    inv = inventory(args)
-    if args.json:
-        print_json(inv)
-        return
-    say("serial ports:" if inv["serial"] else "serial ports: none")
-    for p in inv["serial"]:
-        say(f"  {p['by_id'] or p['device']}  {p['vid_pid'] or '-'}  {p['description']}")
-    say("video capture:" if inv["video"] else "video capture: none")
-    for v in inv["video"]:
-        say(f"  {v['by_id'] or v['device']}  {v['name']}")
-    say("keyboard/mouse rigs:" if inv.get("hid") else "keyboard/mouse rigs: none")
-    for h in inv.get("hid", []):
-        say(f"  {h['device']}  {h['kind']}" + (f"  {h['usb']}" if h.get("usb") else ""))
-    say("USB devices:" if inv.get("usb") else "USB devices: none")
-    for u in inv.get("usb", []):
-        label = " ".join(x for x in (u["manufacturer"], u["product"]) if x) or "-"
-        extra = "  ".join(x for x in (f"serial {u['serial']}" if u["serial"] else "", u["role"]) if x)
-        say(f"  {u['vid']}:{u['pid']}  {u['path']:<10} {label}" + (f"  ({extra})" if extra else ""))
-    say("network links:" if inv["network"] else "network links: none")
-    for n in inv["network"]:
-        tags = ", ".join(t for t, on in (("primary: not for netboot", n["primary"]), ("usb", n["usb"]),
-                                          ("carrier", n["carrier"])) if on)
-        say(f"  {n['interface']}  {n['mac']}  {n['state']}" + (f"  ({tags})" if tags else ""))
-    if inv["adb"] is None:
-        say("adb: not installed")
-    else:
-        say("adb devices: " + (", ".join(d["serial"] for d in inv["adb"]) or "none"))
+@runtime(needs_lab=with_host)
+def run(args: argparse.Namespace, lab: Any) -> Step:
+    return host_step(args, lab, "hardware.discover", "discover", {})

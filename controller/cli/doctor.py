@@ -1,12 +1,17 @@
-"""panio doctor [TARGET]: is the configuration consistent with what is plugged in?"""
+"""panio doctor [TARGET]: is the configuration consistent with what is plugged in?
+
+The plan picks the targets (in a job step without TARGET: the job's own, the only
+one its host can check); the body (``bench_agent.commands.hardware``) asks each
+target's host with ``system.doctor``.
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from controller.cli.common import add_json, load_lab, print_json, say
-
-MARK = {"ok": "ok     ", "missing": "MISSING", "problem": "PROBLEM", "unchecked": "-      "}
+from controller.cli.common import add_json, check_name
+from controller.cli.runtime import Step, job_target, on_job_host, runtime
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
@@ -28,42 +33,40 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from controller import dispatch
-    from controller.cli.netboot import effective_root
-
-    lab = load_lab(args)
-    names = [args.target] if args.target else list(lab.targets)
-    report = {}
+@runtime
+def run(args: argparse.Namespace, lab: Any) -> Step:
+    """The targets to check, with their tables; each is checked on its own host (``route``)."""
+    one = args.target or job_target(args)  # in a job step: the job's own target, not the whole lab
+    names = [one] if one else list(lab.targets)
+    version = None
     if args.host:
-        from controller.cli.common import check_name
-        from controller.cli.main import version
+        from controller.cli.main import version as panio_version
 
         check_name("host", args.host)
         lab.host(args.host)  # fails helpfully if the host is unknown
+        on_job_host(args, lab, "doctor")
         names = [n for n in names if lab.target(n).get("host") == args.host]
-        report[f"{args.host} (host)"] = dispatch.call_host(lab, args.host, "system.host_check", {"version": version()})
-    for name in names:
-        config = lab.target(name)
-        root = effective_root(name, config["netboot"]) if "netboot" in config else None
-        report[name] = dispatch.call(lab, name, "system.doctor", {"config": config, "tftp_root": root})
-    bad = any(r["status"] in ("missing", "problem") for rows in report.values() for r in rows)
-    if args.json:
-        print_json({"ok": not bad, "targets": report})
-    else:
-        for name, rows in report.items():
-            say(f"{name}:")
-            for r in rows or [{"status": "unchecked", "channel": "-", "item": "-", "detail": "no channels configured"}]:
-                say(f"  {MARK[r['status']]}  {r['channel']:<8} {r['item']:<14} {r['detail']}")
-        if not names:
-            say("no targets in the lab file")
-        if not bad:
-            say("all configured hardware is present")
-    if bad:  # the report is on stdout; the failure gets its two lines on stderr like every other
-        from bench_agent.errors import PanioError
+        version = panio_version()
+    _reachable_in_job(args, lab, names)
+    targets = [{"name": n, "config": dict(lab.target(n))} for n in names]
+    host = args.host
 
-        wrong = [f"{t}/{r['channel']}/{r['item']}" for t, rows in report.items() for r in rows
-                 if r["status"] in ("missing", "problem")]
-        raise PanioError(f"{len(wrong)} configured item(s) missing or wrong: {', '.join(wrong)}",
-                         hint="see the report on stdout and `panio discover`", items=wrong)
-    return 0
+    def route(op: str, op_args: dict[str, Any]) -> str | None:
+        return host if op == "system.host_check" else op_args["config"].get("host")
+
+    return Step("hardware.doctor", None, {"targets": targets, "host": host, "version": version, "json": args.json},
+                route=route)
+
+
+def _reachable_in_job(args: argparse.Namespace, lab: Any, names: list[str]) -> None:
+    """A job step reaches only its target's host: a target another host owns cannot be checked from it."""
+    job = job_target(args)
+    if job is None:
+        return
+    own = lab.target(job).get("host")
+    far = [n for n in names if lab.target(n).get("host") != own]
+    if far:
+        from bench_agent.errors import UsageError
+
+        raise UsageError(f"`panio doctor {far[0]}` in a job step would run on {job}'s host ({own or 'local'}), "
+                         f"not on {far[0]}'s", hint="check the job's own target, or run `panio doctor` outside the job")

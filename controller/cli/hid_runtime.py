@@ -1,10 +1,17 @@
-"""panio hid send|serve|stop: keyboard and mouse input through a target's HID rig, at run time."""
+"""panio hid send|serve|stop: keyboard and mouse input through a target's HID rig, at run time.
+
+Each command's plan resolves the target's HID table from the lab file; its body
+(``bench_agent.commands.hid``) calls a ``hid.<verb>`` operation on the host
+that owns the rig.
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from controller.cli.common import add_json, add_target_positional, command, load_lab, print_json, say
+from controller.cli.common import add_json, add_target_positional, command
+from controller.cli.runtime import Step, runtime
 
 DETAILS = """\
 COMMAND is one of:
@@ -45,93 +52,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(c)
 
 
-def _daemon_call(args: argparse.Namespace, op: str, with_table: bool):
-    from controller import dispatch
+# -- plans (the bodies are in bench_agent.commands.hid) ---------------------------------------------
 
-    lab = load_lab(args)
-    table = lab.channel(args.target, "hid")
+
+def _plan(args: argparse.Namespace, lab: Any, command: str, opts: dict[str, Any], with_table: bool = True) -> Step:
+    table = dict(lab.channel(args.target, "hid"))  # not_configured, with its hint, before anything else
     extra = {"hid": table} if with_table else {}
-    return dispatch.call(lab, args.target, op, {"target": args.target, **extra})
+    return Step(command, args.target, {"target": args.target, "json": args.json, **extra, **opts})
 
 
-def serve(args: argparse.Namespace) -> None:
-    r = _daemon_call(args, "hid.serve", True)
-    if args.json:
-        print_json(r)
-        return
-    for pid in r["reaped"]:
-        say(f"reaped an untracked HID daemon of {args.target} (pid {pid})")
-    say(f"HID rig of {args.target}: {'already held' if r['already_running'] else 'held'} by pid {r['pid']} "
-        f"({r['device']})")
+@runtime
+def serve(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "hid.serve", {})
 
 
-def stop(args: argparse.Namespace) -> None:
-    r = _daemon_call(args, "hid.stop", False)
-    if args.json:
-        print_json(r)
-    else:
-        say(f"stopped the HID daemon of {args.target} (pid {', '.join(map(str, r['pids']))})")
+@runtime
+def stop(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "hid.stop", {}, with_table=False)
 
 
-def status_line(lab, target: str) -> dict:
-    from controller import dispatch
-
-    return dispatch.call(lab, target, "hid.status", {"target": target})
-
-
-def _leading_options(args: argparse.Namespace, words: list[str]) -> list[str]:
-    """Options between TARGET and the command (argparse hands them over as command words)."""
-    from bench_agent.errors import UsageError
-
-    while words and words[0] in ("--json", "--pace-ms"):
-        if words.pop(0) == "--json":
-            args.json = True
-            continue
-        try:
-            args.pace_ms = int(words.pop(0))
-        except (IndexError, ValueError):
-            raise UsageError("--pace-ms takes a whole number of milliseconds", hint="see `panio hid send --help`") \
-                from None
-    return words
-
-
-def _trailing_options(args: argparse.Namespace, words: list[str]) -> list[str]:
-    """Options after the command (`key ENTER --json`), which argparse hands over as command words.
-
-    After key, moveabs, click and scroll a word can never be an option. After `type` the words are
-    text, so a word that is exactly an option is refused rather than typed into the target.
-    """
-    from bench_agent.errors import UsageError
-
-    if words and words[0].lower() == "type":
-        stray = [w for w in words[1:] if w in ("--json", "--pace-ms")]
-        if stray:
-            raise UsageError(f"{stray[0]} after `type` would be typed into the target",
-                             hint="put options before the command (`panio hid send T --json type TEXT`), "
-                                  "or quote the text to type it: type 'ls --json'")
-        return words
-    for i, word in enumerate(words):
-        if word in ("--json", "--pace-ms"):
-            return words[:i] + _leading_options(args, words[i:])  # anything left makes a bad command
-    return words
-
-
-def send(args: argparse.Namespace) -> None:
-    from bench_agent.errors import UsageError
-    from controller import dispatch
-
-    words = _trailing_options(args, _leading_options(args, list(args.words)))
-    if not words:
-        raise UsageError("give a HID command: key NAME | type TEXT | moveabs X Y | click [BUTTON] | scroll N",
-                         hint="see `panio hid send --help`")
-    lab = load_lab(args)
-    table = lab.channel(args.target, "hid")
-    r = dispatch.call(lab, args.target, "hid.send", {"target": args.target, "hid": table, "command": words,
-                                                     "pace_ms": args.pace_ms})
-    if args.json:
-        print_json(r)
-        return
-    detail = {"key": lambda: r["key"], "type": lambda: f"{r['chars']} characters",
-              "moveabs": lambda: f"{r['x']} {r['y']}", "click": lambda: r["button"],
-              "scroll": lambda: str(r["notches"])}[r["verb"]]()
-    say(f"{args.target}: {r['verb']} {detail}")
+@runtime
+def send(args: argparse.Namespace, lab: Any) -> Step:
+    """The words go to the body as typed: options among them (`key ENTER --json`) are sorted out there."""
+    return _plan(args, lab, "hid.send", {"words": list(args.words), "pace_ms": args.pace_ms})

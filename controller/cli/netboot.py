@@ -1,18 +1,19 @@
 """panio netboot set|rm|tftp-root: the network-boot channel of a target.
 
 The runtime commands (netboot start|stop|status) register from
-``controller.cli.netboot_runtime``.
+``controller.cli.netboot_runtime``; ``tftp-root`` is planned here, its body is
+``bench_agent.commands.netboot``.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+from typing import Any
 
 from bench_agent.errors import NotConfigured, UsageError
-from controller.cli.common import add_json, add_target_option, add_target_positional, command, load_lab, print_json, say, subcommands
+from controller.cli.common import add_json, add_target_option, add_target_positional, command, say, subcommands
+from controller.cli.runtime import Step, runtime
 from controller.lab import edit, edits
-from bench_agent.paths import state_dir
 
 PI5 = ("Raspberry Pi 5: copy the kernel as kernel_2712.img into the TFTP root; panio's\n"
        "DHCP answers its bootloader with option 43 \"Raspberry Pi Boot\" (unless --boot-file\n"
@@ -69,11 +70,6 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def effective_root(target: str, netboot: dict) -> str:
-    root = netboot.get("tftp_root")
-    return os.path.expanduser(root) if root else str(state_dir() / "tftp" / target)
-
-
 OPTIONAL = ("tftp_root", "server", "address", "tftp_port", "boot_file", "hard_down", "usb_port", "hard_down_cmd",
             "hard_up_cmd")
 
@@ -119,11 +115,8 @@ def rm(args: argparse.Namespace) -> None:
     say(f"removed netboot from {args.target}")
 
 
-def tftp_root(args: argparse.Namespace) -> None:
-    lab = load_lab(args)
-    netboot = lab.channel(args.target, "netboot")
-    root = effective_root(args.target, netboot)
-    if args.json:
-        print_json({"target": args.target, "tftp_root": root, "exists": os.path.isdir(root), "interface": netboot["interface"]})
-    else:
-        say(root)
+@runtime
+def tftp_root(args: argparse.Namespace, lab: Any) -> Step:
+    """The root is resolved where the body runs (``bench_agent.commands.netboot``), as ``~`` and the default are."""
+    return Step("netboot.tftp_root", args.target, {"target": args.target, "json": args.json,
+                                                   "netboot": dict(lab.channel(args.target, "netboot"))})

@@ -1,17 +1,18 @@
 """panio netboot start|stop|status: serve a target's kernel over DHCP/TFTP on its dedicated link.
 
-Each command reads the target's netboot table, resolves its TFTP root and
-calls the ``netboot.<verb>`` operation through ``controller.dispatch``; the
-server runs as a daemon on the host that owns the link.
+Each command's plan reads the target's netboot table; its body
+(``bench_agent.commands.netboot``) calls the ``netboot.<verb>`` operation on
+the host that owns the link, which resolves the TFTP root and runs the server
+as a daemon.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
-from controller.cli.common import add_json, add_target_positional, command, load_lab, print_json, say
+from controller.cli.common import add_json, add_target_positional, command
+from controller.cli.runtime import Step, runtime
 
 SEE = "panio netboot set, panio netif, panio daemons, docs/netboot.md"
 REFUSAL = ("Refuses the host's primary NIC (the interface of a default route, or one\n"
@@ -52,56 +53,24 @@ def _tail(text: str) -> int:
     return int(text)
 
 
-def _call(args: argparse.Namespace, op: str, extra: dict[str, Any] | None = None, with_table: bool = True) -> Any:
-    from controller import dispatch
-
-    lab = load_lab(args)
-    netboot = lab.channel(args.target, "netboot")
-    call_args: dict[str, Any] = {"target": args.target}
-    if with_table:  # the host resolves the TFTP root (`~`, the default) where it serves it
-        call_args["netboot"] = netboot
-    return dispatch.call(lab, args.target, op, {**call_args, **(extra or {})})
+# -- plans (the bodies are in bench_agent.commands.netboot) -----------------------------------------
 
 
-def start(args: argparse.Namespace) -> None:
-    info = _call(args, "netboot.start")
-    if args.json:
-        print_json(info)
-        return
-    again = " (already running)" if info.get("already_running") else ""
-    where = info["interface"] + (f" {info['address']}" if info.get("address") else "")
-    port = f", TFTP port {info['tftp_port']}" if info.get("tftp_port") not in (None, 69) else ""
-    say(f"netboot for {args.target}: serving{again} with {info['server']} on {where}{port}, "
-        f"TFTP root {info['tftp_root']} (daemon netboot-{args.target}, pid {info['pid']})")
+def _plan(args: argparse.Namespace, lab: Any, command: str, opts: dict[str, Any]) -> Step:
+    netboot = dict(lab.channel(args.target, "netboot"))  # the host resolves the TFTP root (`~`, the default)
+    return Step(command, args.target, {"target": args.target, "json": args.json, "netboot": netboot, **opts})
 
 
-def stop(args: argparse.Namespace) -> None:
-    result = _call(args, "netboot.stop", {"force": args.force}, with_table=False)
-    if args.json:
-        print_json(result)
-    elif result["was_running"]:
-        say(f"netboot for {args.target}: stopped (pid {result['pid']}, {result['how']})")
-    else:
-        say(f"netboot for {args.target}: was not running")
+@runtime
+def start(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "netboot.start", {})
 
 
-def status(args: argparse.Namespace) -> None:
-    st = _call(args, "netboot.status", {"tail": args.tail})
-    if args.json:
-        print_json(st)
-        return
-    state = f"serving with {st['server']} (pid {st['pid']}, since {st['started']})" if st["serving"] else "not serving"
-    say(f"netboot {args.target}: {state}")
-    say(f"  interface  {st['interface']}" + (f"  address {st['address']}" if st.get("address") else ""))
-    say(f"  tftp root  {st['tftp_root']}" + (f"  port {st['tftp_port']}" if st["tftp_port"] != 69 else ""))
-    for lease in st["leases"]:
-        expires = time.strftime("%H:%M:%S", time.localtime(lease["expires"]))
-        say(f"  lease      {lease['ip']}  {lease['mac']}  {lease['hostname'] or '-'}  (expires {expires})")
-    for ack in st["dhcp"]:
-        say(f"  dhcp       {ack['time']}  {ack['ip']}  {ack['mac']}")
-    for f in st["files"]:
-        to = f" to {f['client']}" if f["client"] else ""
-        say(f"  tftp       {f['time']}  {f['result']}  {f['file']}{to}")
-    if not (st["leases"] or st["dhcp"] or st["files"]):
-        say("  no leases or files served yet")
-    say(f"  log        {st['log']}")
+@runtime
+def stop(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "netboot.stop", {"force": args.force})
+
+
+@runtime
+def status(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "netboot.status", {"tail": args.tail})

@@ -1,15 +1,18 @@
 """panio netif mode|down-hard|status: a target's dedicated network link (its netboot interface).
 
-Each command calls the ``netif.<verb>`` operation through ``controller.dispatch``
-with the target's netboot table; the link and its hard-down backend live on
-the host that owns it.
+Each command's plan reads the target's netboot table; its body
+(``bench_agent.commands.netif``) calls the ``netif.<verb>`` operation with
+it on the host that owns the link, where the link and its hard-down backend
+live.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from controller.cli.common import add_json, add_target_positional, command, load_lab, print_json, say, subcommands
+from controller.cli.common import add_json, add_target_positional, command, subcommands
+from controller.cli.runtime import Step, runtime
 
 SEE = "panio netboot, panio power-cycle, docs/netboot.md"
 SOFT_HARD = ("`mode off` is a soft (administrative) down: the carrier can stay up when\n"
@@ -48,59 +51,24 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     add_json(c)
 
 
-def _call(args: argparse.Namespace, op: str, extra: dict | None = None):
-    from controller import dispatch
-
-    lab = load_lab(args)
-    netboot = lab.channel(args.target, "netboot")
-    return dispatch.call(lab, args.target, op, {"target": args.target, "netboot": netboot, **(extra or {})})
+# -- plans (the bodies are in bench_agent.commands.netif) -------------------------------------------
 
 
-def mode(args: argparse.Namespace) -> None:
-    r = _call(args, "netif.mode", {"mode": args.mode})
-    if args.json:
-        print_json(r)
-        return
-    notes = []
-    if r.get("netboot_stopped"):
-        notes.append("netboot stopped")
-    if r.get("hard_up"):
-        notes.append("adapter power restored")
-    what = {"link": "link up", "ffx": "link up for ffx (IPv6 link-local)", "off": "administratively down (soft)"}
-    say(f"netif {args.target} ({r['interface']}): {what[args.mode]}" + (f"; {', '.join(notes)}" if notes else ""))
-    if args.mode == "ffx":
-        say(f"next: power-cycle the target, then `panio netif status {args.target}` for the ffx address")
+def _plan(args: argparse.Namespace, lab: Any, command: str, opts: dict[str, Any]) -> Step:
+    netboot = dict(lab.channel(args.target, "netboot"))
+    return Step(command, args.target, {"target": args.target, "json": args.json, "netboot": netboot, **opts})
 
 
-def down_hard(args: argparse.Namespace) -> None:
-    r = _call(args, "netif.down_hard")
-    if args.json:
-        print_json(r)
-        return
-    if r.get("already"):
-        say(f"netif {args.target} ({r['interface']}): already hard down; `panio netif mode link {args.target}` "
-            "brings it back")
-        return
-    extra = "; netboot stopped" if r.get("netboot_stopped") else ""
-    say(f"netif {args.target} ({r['interface']}): adapter power cut via {r['hard_down']['backend']}{extra}; "
-        f"`panio netif mode link {args.target}` brings it back")
+@runtime
+def mode(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "netif.mode", {"mode": args.mode})
 
 
-def status(args: argparse.Namespace) -> None:
-    st = _call(args, "netif.status", {"probe": not args.no_probe})
-    if args.json:
-        print_json(st)
-        return
-    say(f"netif {args.target}: {st['interface']}, mode {st['mode'] or 'unset'}"
-        + (", netboot serving" if st["netboot_serving"] else ""))
-    if not st["present"]:
-        say(f"  {st['note']}")
-        return
-    say(f"  admin {'up' if st['admin_up'] else 'down'}, carrier {'up' if st['carrier'] else 'down'}"
-        f" (operstate {st['operstate']}), mac {st['mac']}")
-    say(f"  addresses  {', '.join(st['addresses']) or 'none'}")
-    if st["ffx"]:
-        say(f"  target     {st['target_link_local']}")
-        say(f"  {st['ffx']}")
-    else:
-        say("  target     no IPv6 link-local neighbour answered (is it powered and booted, is the link up?)")
+@runtime
+def down_hard(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "netif.down_hard", {})
+
+
+@runtime
+def status(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "netif.status", {"probe": not args.no_probe})

@@ -31,6 +31,9 @@ class Step:
     opts: dict[str, Any]
     hosts: dict[str, Any] = field(default_factory=dict)  # op -> the host it runs on, when not the target's
     override: str | None = None  # the command's words when it may act under --override (serial watch/stop)
+    # A target-less step whose operations go to several hosts (``doctor``: each target's own):
+    # (op, args) -> the host. Only the CLI's road uses it; a job's operations run on its target's host.
+    route: Callable[[str, dict[str, Any]], str | None] | None = None
 
     def payload(self) -> dict[str, Any]:
         """The step as a job payload carries it (plain data; the worker runs it on the target's host)."""
@@ -68,6 +71,8 @@ def run_step(lab: Any, step: Step, args: argparse.Namespace | None = None, out: 
     d = dispatch.for_lab(lab)
 
     def call(op: str, op_args: dict[str, Any]) -> Any:
+        if step.route is not None:
+            return d.call_host(step.route(op, op_args), op, op_args)
         if step.target is None:
             return d.call_host(step.hosts.get(op), op, op_args)
         if op in step.hosts:
@@ -82,6 +87,26 @@ def run_step(lab: Any, step: Step, args: argparse.Namespace | None = None, out: 
 
     with overrides.acting(args, step.target, step.override) as record:
         commands.run(step.command, call, {**step.opts, "override": record}, out, context_from_env())
+
+
+def job_target(args: argparse.Namespace) -> str | None:
+    """The target of the job a step is planned for (``controller.jobs.spec`` says it), None on the command line.
+    A job's operations all run on that target's host (a worker has no other road)."""
+    return getattr(args, "job_target", None)
+
+
+def on_job_host(args: argparse.Namespace, lab: Any, command: str) -> None:
+    """``--host H`` in a job step: only the job target's own host can be reached; any other is refused."""
+    target = job_target(args)
+    if target is None or args.host is None:
+        return
+    own = lab.target(target).get("host")
+    if args.host != own:
+        from bench_agent.errors import UsageError
+
+        raise UsageError(f"`panio {command} --host {args.host}` in a job step would run on {target}'s host "
+                         f"({own or 'local'}), not {args.host}",
+                         hint=f"drop --host (a step runs on its target's host), or run `panio {command}` outside the job")
 
 
 def static(handler: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Namespace], Any]:
@@ -109,14 +134,17 @@ def printed(handler: Callable[[argparse.Namespace], Any], args: argparse.Namespa
     return {"stdout": out.getvalue(), "stderr": err.getvalue(), "error": error}
 
 
-def runtime(plan: Plan | None = None, *, needs_lab: bool = True) -> Any:
+def runtime(plan: Plan | None = None, *,
+            needs_lab: bool | Callable[[argparse.Namespace], bool] = True) -> Any:
     """The argparse handler of a runtime command planned by ``plan``; ``handler.plan`` is kept for ``job check``.
-    ``needs_lab=False``: the command reads no lab file (``serial devices``), its plan gets ``None``."""
+    ``needs_lab=False``: the command reads no lab file (``serial devices``), its plan gets ``None``; a
+    function of the arguments says it per command line (``discover`` reads the lab only with ``--host``)."""
     if plan is None:
         return lambda p: runtime(p, needs_lab=needs_lab)
 
     def handler(args: argparse.Namespace) -> None:
-        lab = load_lab(args) if needs_lab else None
+        wanted = needs_lab(args) if callable(needs_lab) else needs_lab
+        lab = load_lab(args) if wanted else None
         run_step(lab, plan(args, lab), args)
 
     handler.plan = plan  # type: ignore[attr-defined]

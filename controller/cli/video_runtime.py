@@ -1,22 +1,21 @@
 """panio video watch|stop|shot|read|wait: the capture daemon and what it sees, at run time.
 
-Each command resolves the target's video table from the lab file and calls a
-``video.<verb>`` operation through ``controller.dispatch`` on the host that
-owns the capture device. ``shot`` and ``read`` read the daemon's latest frame;
-``--changed-since HASH`` blocks until the frame differs (no polling loop on
-the caller's side) and ``--stable`` until the picture stops changing.
+Each command's plan resolves the target's video table from the lab file; its
+body (``bench_agent.commands.video``) calls a ``video.<verb>`` operation on
+the host that owns the capture device. ``shot`` and ``read`` read the
+daemon's latest frame; ``--changed-since HASH`` blocks until the frame
+differs (no polling loop on the caller's side) and ``--stable`` until the
+picture stops changing.
 ``wait`` blocks until text (OCR) or a needle image appears on the screen.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import sys
-from pathlib import Path
 from typing import Any
 
-from controller.cli.common import add_json, add_target_positional, command, load_lab, print_json, say
+from controller.cli.common import add_json, add_target_positional, command
+from controller.cli.runtime import Step, runtime
 
 SEE = "docs/video.md, panio skill kvm-puppeting"
 
@@ -99,12 +98,12 @@ def _register_wait(sub: argparse._SubParsersAction) -> None:
     add_json(c)
 
 
-def _call(args: argparse.Namespace, op: str, extra: dict[str, Any] | None = None) -> Any:
-    from controller import dispatch
+# -- plans (the bodies are in bench_agent.commands.video) -------------------------------------------
 
-    lab = load_lab(args)
+
+def _plan(args: argparse.Namespace, lab: Any, command: str, opts: dict[str, Any]) -> Step:
     lab.channel(args.target, "video")  # not_configured, with its hint, before anything else
-    return dispatch.call(lab, args.target, op, {"target": args.target, **(extra or {})})
+    return Step(command, args.target, {"target": args.target, "json": args.json, **opts})
 
 
 def _wait_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -112,106 +111,27 @@ def _wait_args(args: argparse.Namespace) -> dict[str, Any]:
             "changed_since": args.changed_since}
 
 
-def watch(args: argparse.Namespace) -> None:
-    from controller import dispatch
-
-    lab = load_lab(args)
-    table = lab.channel(args.target, "video")
-    r = dispatch.call(lab, args.target, "video.watch", {"target": args.target, "video": table})
-    if args.json:
-        print_json(r)
-        return
-    for pid in r["reaped"]:
-        say(f"stopped the previous video daemon of {args.target} (pid {pid}): {r['reaped_because']}")
-    state = "already running" if r["already_running"] else "started"
-    say(f"video capture of {args.target}: {state} (pid {r['pid']}, {r['device']})")
+@runtime
+def watch(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "video.watch", {"video": dict(lab.channel(args.target, "video"))})
 
 
-def stop(args: argparse.Namespace) -> None:
-    r = _call(args, "video.stop")
-    if args.json:
-        print_json(r)
-    else:
-        say(f"stopped the video daemon of {args.target} (pid {', '.join(map(str, r['pids']))})")
+@runtime
+def stop(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "video.stop", {})
 
 
-def shot(args: argparse.Namespace) -> None:
-    r = _call(args, "video.shot", _wait_args(args))
-    out = args.output or f"{args.target}.png"
-    if out == "-" and args.json:  # the PNG inside the JSON (base64): what the MCP tool video_shot returns
-        sys.stderr.write(f"signal={r['signal']} hash={r['hash']}\n")
-        print_json(r)
-        return
-    png = base64.b64decode(r.pop("png_b64"))
-    if out == "-":
-        sys.stdout.buffer.write(png)
-        sys.stdout.flush()
-    else:
-        _write(out, png)
-    sys.stderr.write(f"signal={r['signal']} hash={r['hash']}\n")
-    if args.json and out != "-":
-        print_json({**r, "file": out})
-    elif out != "-":
-        say(out)
+@runtime
+def shot(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "video.shot", {**_wait_args(args), "output": args.output})
 
 
-def _write(path: str, png: bytes) -> None:
-    from bench_agent.errors import UsageError
-
-    try:
-        Path(path).write_bytes(png)
-    except OSError as exc:  # a directory that is not there, or not ours: the command line's fault
-        raise UsageError(f"cannot write the shot to {path}: {exc.strerror or exc}", argument="output",
-                         hint="give -o a file in a directory you can write, or -o - for stdout") from None
+@runtime
+def read(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "video.read", {**_wait_args(args), "region": args.region})
 
 
-def read(args: argparse.Namespace) -> None:
-    r = _call(args, "video.read", {**_wait_args(args), "region": args.region})
-    sys.stderr.write(f"signal={r['signal']} hash={r['hash']}\n")
-    if args.json:
-        print_json(r)
-    else:
-        say(r["text"])
-
-
-def wait(args: argparse.Namespace) -> None:
-    from bench_agent.errors import UsageError
-
-    extra: dict[str, Any] = {"text": args.text, "region": args.region, "timeout_ms": args.timeout_ms,
-                             "threshold": args.threshold}
-    if args.image:
-        try:
-            extra["image_b64"] = base64.b64encode(Path(args.image).read_bytes()).decode()
-        except OSError as exc:
-            raise UsageError(f"cannot read the needle {args.image}: {exc.strerror}", argument="image") from None
-    r = _call(args, "video.wait", extra)
-    sys.stderr.write(f"signal={r['signal']} hash={r['hash']}\n")
-    if args.json:
-        print_json(r)
-    elif args.text is not None:
-        say(r["text"])
-    else:
-        m = r["match"]
-        say(f"found {args.image} at {m['x']},{m['y']} ({m['w']}x{m['h']}) score={m['score']} "
-            f"centre moveabs {m['logical'][0]} {m['logical'][1]}")
-
-
-def status_line(lab: Any, target: str) -> dict[str, Any]:
-    """The daemon's state for `video show`: running (pid N) | untracked (pid N) | stopped."""
-    from controller import dispatch
-
-    return dispatch.call(lab, target, "video.status", {"target": target})
-
-
-def describe(st: dict[str, Any], kind: str = "video") -> str:
-    """A daemon state line for `video show` / `hid show`."""
-    start = f"panio video watch {st['target']}" if kind == "video" else f"panio hid serve {st['target']}"
-    if st["state"] == "running":
-        extra = ""
-        if kind == "video":  # no hash yet: the daemon has not published its first frame
-            extra = f", signal={st.get('signal')} hash={st['hash']}" if st.get("hash") else ", no frame yet"
-        return f"running (pid {st['pid']}){extra}"
-    if st["state"] == "untracked":
-        return (f"untracked (pid {st['pid']}): a daemon without its discovery file; "
-                f"`{start}` reaps it and starts a fresh one")
-    return f"stopped (start it with `{start}`)"
+@runtime
+def wait(args: argparse.Namespace, lab: Any) -> Step:
+    return _plan(args, lab, "video.wait", {"text": args.text, "image": args.image, "region": args.region,
+                                           "timeout_ms": args.timeout_ms, "threshold": args.threshold})

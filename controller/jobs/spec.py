@@ -308,6 +308,7 @@ def _plan(argv: list[str], parser, lab: Lab, target: str) -> dict:
         else:
             words.append(_Captured(arg) if VAR_RE.fullmatch(arg) else arg)
     args = parser.parse_args(words)
+    args.job_target = target  # controller.cli.runtime.job_target: what a plan may want to know of its job
     if getattr(args, "override", False):
         err = Refused("--override is for an operator beside a job; a job step already holds its target's lease",
                       hint="drop --override and --reason from the step")

@@ -1,0 +1,80 @@
+"""The bodies of ``panio netboot tftp-root|start|stop|status``.
+
+``opts`` carries ``target``, ``json``, ``netboot`` (the lab's table; the host
+resolves the TFTP root where it serves it), and ``force`` for ``stop``,
+``tail`` for ``status``. ``tftp-root`` resolves the root where the body runs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from bench_agent.commands import Call, Output, command
+
+
+@command("netboot.tftp_root")
+def tftp_root(call: Call, opts: dict, out: Output, context: dict) -> None:
+    from bench_agent.netboot.settings import effective_root
+
+    target, netboot = opts["target"], opts["netboot"]
+    root = effective_root(target, netboot)
+    if opts.get("json"):
+        out.json({"target": target, "tftp_root": root, "exists": os.path.isdir(root), "interface": netboot["interface"]})
+    else:
+        out.say(root)
+
+
+@command("netboot.start")
+def start(call: Call, opts: dict, out: Output, context: dict) -> None:
+    target = opts["target"]
+    info = call("netboot.start", {"target": target, "netboot": opts["netboot"]})
+    if opts.get("json"):
+        out.json(info)
+        return
+    again = " (already running)" if info.get("already_running") else ""
+    where = info["interface"] + (f" {info['address']}" if info.get("address") else "")
+    port = f", TFTP port {info['tftp_port']}" if info.get("tftp_port") not in (None, 69) else ""
+    out.say(f"netboot for {target}: serving{again} with {info['server']} on {where}{port}, "
+            f"TFTP root {info['tftp_root']} (daemon netboot-{target}, pid {info['pid']})")
+
+
+@command("netboot.stop")
+def stop(call: Call, opts: dict, out: Output, context: dict) -> None:
+    target = opts["target"]
+    result = call("netboot.stop", {"target": target, "force": opts.get("force", False)})
+    if opts.get("json"):
+        out.json(result)
+    elif result["was_running"]:
+        out.say(f"netboot for {target}: stopped (pid {result['pid']}, {result['how']})")
+    else:
+        out.say(f"netboot for {target}: was not running")
+
+
+@command("netboot.status")
+def status(call: Call, opts: dict, out: Output, context: dict) -> None:
+    target = opts["target"]
+    st = call("netboot.status", {"target": target, "netboot": opts["netboot"], "tail": opts.get("tail", 10)})
+    if opts.get("json"):
+        out.json(st)
+        return
+    state = f"serving with {st['server']} (pid {st['pid']}, since {st['started']})" if st["serving"] else "not serving"
+    out.say(f"netboot {target}: {state}")
+    out.say(f"  interface  {st['interface']}" + (f"  address {st['address']}" if st.get("address") else ""))
+    out.say(f"  tftp root  {st['tftp_root']}" + (f"  port {st['tftp_port']}" if st["tftp_port"] != 69 else ""))
+    _served(st, out)
+    out.say(f"  log        {st['log']}")
+
+
+def _served(st: dict, out: Output) -> None:
+    """The recent leases, DHCP acks and TFTP files of ``status``."""
+    for lease in st["leases"]:
+        expires = time.strftime("%H:%M:%S", time.localtime(lease["expires"]))
+        out.say(f"  lease      {lease['ip']}  {lease['mac']}  {lease['hostname'] or '-'}  (expires {expires})")
+    for ack in st["dhcp"]:
+        out.say(f"  dhcp       {ack['time']}  {ack['ip']}  {ack['mac']}")
+    for f in st["files"]:
+        to = f" to {f['client']}" if f["client"] else ""
+        out.say(f"  tftp       {f['time']}  {f['result']}  {f['file']}{to}")
+    if not (st["leases"] or st["dhcp"] or st["files"]):
+        out.say("  no leases or files served yet")

@@ -1,0 +1,73 @@
+"""The bodies of ``panio netif mode|down-hard|status``.
+
+``opts`` carries ``target``, ``json``, ``netboot`` (the lab's netboot table:
+the link and its hard-down backend), and ``mode`` for ``mode``, ``probe`` for
+``status``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench_agent.commands import Call, Output, command
+
+WHAT = {"link": "link up", "ffx": "link up for ffx (IPv6 link-local)", "off": "administratively down (soft)"}
+
+
+def _op(call: Call, op: str, opts: dict, extra: dict[str, Any] | None = None) -> Any:
+    return call(op, {"target": opts["target"], "netboot": opts["netboot"], **(extra or {})})
+
+
+@command("netif.mode")
+def mode(call: Call, opts: dict, out: Output, context: dict) -> None:
+    target, want = opts["target"], opts["mode"]
+    r = _op(call, "netif.mode", opts, {"mode": want})
+    if opts.get("json"):
+        out.json(r)
+        return
+    notes = []
+    if r.get("netboot_stopped"):
+        notes.append("netboot stopped")
+    if r.get("hard_up"):
+        notes.append("adapter power restored")
+    out.say(f"netif {target} ({r['interface']}): {WHAT[want]}" + (f"; {', '.join(notes)}" if notes else ""))
+    if want == "ffx":
+        out.say(f"next: power-cycle the target, then `panio netif status {target}` for the ffx address")
+
+
+@command("netif.down_hard")
+def down_hard(call: Call, opts: dict, out: Output, context: dict) -> None:
+    target = opts["target"]
+    r = _op(call, "netif.down_hard", opts)
+    if opts.get("json"):
+        out.json(r)
+        return
+    if r.get("already"):
+        out.say(f"netif {target} ({r['interface']}): already hard down; `panio netif mode link {target}` "
+                "brings it back")
+        return
+    extra = "; netboot stopped" if r.get("netboot_stopped") else ""
+    out.say(f"netif {target} ({r['interface']}): adapter power cut via {r['hard_down']['backend']}{extra}; "
+            f"`panio netif mode link {target}` brings it back")
+
+
+@command("netif.status")
+def status(call: Call, opts: dict, out: Output, context: dict) -> None:
+    target = opts["target"]
+    st = _op(call, "netif.status", opts, {"probe": opts.get("probe", True)})
+    if opts.get("json"):
+        out.json(st)
+        return
+    out.say(f"netif {target}: {st['interface']}, mode {st['mode'] or 'unset'}"
+            + (", netboot serving" if st["netboot_serving"] else ""))
+    if not st["present"]:
+        out.say(f"  {st['note']}")
+        return
+    out.say(f"  admin {'up' if st['admin_up'] else 'down'}, carrier {'up' if st['carrier'] else 'down'}"
+            f" (operstate {st['operstate']}), mac {st['mac']}")
+    out.say(f"  addresses  {', '.join(st['addresses']) or 'none'}")
+    if st["ffx"]:
+        out.say(f"  target     {st['target_link_local']}")
+        out.say(f"  {st['ffx']}")
+    else:
+        out.say("  target     no IPv6 link-local neighbour answered (is it powered and booted, is the link up?)")
