@@ -5,7 +5,8 @@ One connection per host per process, one long-lived agent per connection
 per response over that channel: a round trip costs a fraction of a
 millisecond, where exec-ing a command per operation costs a shell start-up.
 An interactive operation (``serial connect``) gets a session channel of its
-own on the same connection (see ``controller.transports.ssh_console``).
+own on the same connection (see ``controller.transports.ssh_console``); what
+the two share (protocol version, liveness) is in ``ssh_link``.
 
 Host keys are verified against panio's known_hosts and the user's
 (``controller.transports.known_hosts``); an unknown key is refused until
@@ -33,48 +34,9 @@ from typing import Any, Callable
 
 from bench_agent.errors import AuthFailed, PanioError, Refused, Timeout, Unreachable, unwrap
 from controller.transports.known_hosts import CONNECT_TIMEOUT_S, destination, fingerprint, known_hosts_path
+from controller.transports.ssh_link import PROBE_EVERY_S, PROTOCOL, SILENT_LIMIT_S, Liveness
 
-PROTOCOL = 1
-PROBE_EVERY_S = 3.0
-SILENT_LIMIT_S = 10.0
 REPLY_MARGIN_S = 10.0  # an operation's own deadline, plus this for the trip and its start-up
-
-
-class Liveness:
-    """When the host was last heard from, and a probe to hear from it while nothing else arrives.
-
-    paramiko's ``global_request(wait=True)`` returns None both when the peer
-    refused the request and when the transport died; only the second is
-    silence. So the probe counts the request *returning* while the transport is
-    still active: an answer, success or failure. A silent peer never answers,
-    and the probe's thread waits until the transport is closed.
-    """
-
-    def __init__(self, transport) -> None:
-        self._transport = transport
-        self.heard_at = time.monotonic()
-        self._probe: threading.Thread | None = None
-        self._probe_lock = threading.Lock()  # paramiko keeps one pending reply per transport: one probe at a time
-
-    def heard(self) -> None:
-        self.heard_at = time.monotonic()
-
-    def silent_s(self) -> float:
-        """Seconds since the host was last heard from; probes it first when that is PROBE_EVERY_S or more."""
-        silent = time.monotonic() - self.heard_at
-        with self._probe_lock:
-            if silent >= PROBE_EVERY_S and (self._probe is None or not self._probe.is_alive()):
-                self._probe = threading.Thread(target=self._ask, name="panio-ssh-probe", daemon=True)
-                self._probe.start()
-        return silent
-
-    def _ask(self) -> None:
-        try:
-            self._transport.global_request("keepalive@openssh.com", wait=True)
-        except Exception:  # noqa: BLE001 - a request that cannot be sent heard nothing; the reader decides
-            return
-        if self._transport.is_active():
-            self.heard()
 
 
 class SSHTransport:

@@ -13,7 +13,7 @@ the board still says until it is quiet, and replies. A board that never goes
 quiet is cut off after ``QUIT_GRACE_S``. Not a terminal (a pipe): stdin is
 copied until its end, as ``serial connect`` does on this machine.
 
-The link's liveness is watched as for any call (``ssh.Liveness``): a link
+The link's liveness is watched as for any call (``ssh_link.Liveness``): a link
 silent for ``SILENT_LIMIT_S`` ends the console as ``unreachable``.
 """
 
@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from bench_agent.errors import from_json
-from controller.transports.ssh import PROTOCOL, SILENT_LIMIT_S
+from controller.transports.ssh_link import PROTOCOL, SILENT_LIMIT_S
 
 QUIT = b"\x1d"  # Ctrl-], as telnet, tio and serial connect on this machine
 QUIT_GRACE_S = 3.0
