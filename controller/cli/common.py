@@ -17,7 +17,6 @@ if TYPE_CHECKING:
 
 from bench_agent.errors import InvalidName, UsageError
 
-NAME_RE_TEXT = "[a-z0-9][a-z0-9_-]{0,63}"
 MAX_NUMBER = 2**63 - 1  # what TOML, SQLite and JSON consumers all hold
 
 

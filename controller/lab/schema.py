@@ -16,7 +16,8 @@ TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/star
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")  # \Z, not $: "$" also matches before a final newline
+NAME_RE_TEXT = "[a-z0-9][a-z0-9_-]{0,63}"  # the name grammar: lab keys, CLI arguments, MCP schemas
+NAME_RE = re.compile(NAME_RE_TEXT + r"\Z")  # \Z, not $: "$" also matches before a final newline
 NAME_RULE = "lowercase letters, digits, '-' and '_', starting with a letter or digit, at most 64 characters"
 
 SENSE_SIGNALS = ("CTS", "DSR", "DCD", "RI")

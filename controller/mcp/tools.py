@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from bench_agent import ops
 from bench_agent.ops.spec import HUGE
-from controller.cli.common import NAME_RE_TEXT
+from controller.lab.schema import NAME_RE_TEXT
 
 NAME_PATTERN = f"^{NAME_RE_TEXT}$"
 MARGIN_S = 30.0  # beyond a tool's own bound: start-up, SSH set-up, a dead link failing as unreachable (~15 s)
