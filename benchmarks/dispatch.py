@@ -172,7 +172,7 @@ def stop_worker(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
 def bench_jobs(env: dict, tmp: Path, jobs: int) -> dict:
     """No-op jobs (no steps) through queue, lease, claim and results: what panio adds per job."""
     from bench_agent.jobs.worker import make_app, submit
-    from controller.jobs import backends
+    from controller import backends
 
     store = backends.results_store()
     worker = start_worker(env, tmp, "jobhost", concurrency=4)
@@ -197,7 +197,7 @@ def bench_jobs(env: dict, tmp: Path, jobs: int) -> dict:
 def bench_kill(env: dict, tmp: Path, ttl_s: float = 3.0) -> dict:
     from bench_agent.jobs.leases import RedisLeaseStore
     from bench_agent.jobs.worker import make_app, submit
-    from controller.jobs import backends
+    from controller import backends
 
     store, leases = backends.results_store(), RedisLeaseStore(env["PANIO_REDIS_URL"], env["PANIO_REDIS_PREFIX"])
     worker = start_worker(env, tmp, "killhost", concurrency=1)

@@ -38,7 +38,7 @@ class Dispatcher:
         self.lab = lab
         self.token = token  # a job's lease token, presented with every call (else $PANIO_LEASE_TOKEN's)
         self._given = transport
-        self._leases = leases  # a LeaseStore; None: the environment's (controller.jobs.backends)
+        self._leases = leases  # a LeaseStore; None: the environment's (controller.backends)
         self._open: dict[str | None, Transport] = {}
 
     # --- the road ----------------------------------------------------------
@@ -79,7 +79,7 @@ class Dispatcher:
 
     def _lease_store(self) -> Any:
         if self._leases is None:
-            from controller.jobs.backends import lease_store
+            from controller.backends import lease_store
 
             self._leases = lease_store()
         return self._leases

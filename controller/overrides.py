@@ -125,7 +125,7 @@ def acting(args, target: str, command: str) -> Iterator[dict[str, Any] | None]:
         yield None
         return
     from bench_agent.jobs.leases import TOKEN_ENV
-    from controller.jobs.backends import lease_store
+    from controller.backends import lease_store
 
     held = lease_store().current(target)
     if held is None:

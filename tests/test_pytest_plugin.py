@@ -40,7 +40,7 @@ def test_a_transacts_reply_is_consumed_so_a_later_wait_times_out(panio_target):
 
 def test_the_lease_is_held_for_the_session(panio_target):
     from controller import dispatch
-    from controller.jobs.backends import lease_store
+    from controller.backends import lease_store
     from controller.plugin import adapter
 
     held = lease_store().current(panio_target.name)
@@ -104,7 +104,7 @@ import os
 import time
 
 from bench_agent.jobs.leases import holder_name
-from controller.jobs.backends import lease_store
+from controller.backends import lease_store
 
 
 def test_the_other_target_is_leased_meanwhile_by_another_worker(panio_target, record_property):

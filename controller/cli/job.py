@@ -135,7 +135,7 @@ def _file_target(c: argparse.ArgumentParser) -> None:
 
 
 def _store():
-    from controller.jobs import backends
+    from controller import backends
 
     return backends.results_store()
 
@@ -181,7 +181,8 @@ def _finish(job: dict, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from controller.jobs import backends, local, progress, retention
+    from controller import backends
+    from controller.jobs import local, progress, retention
 
     _check_outputs(args)
     lab = load_lab(args)

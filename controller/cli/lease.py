@@ -42,7 +42,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def _store():
-    from controller.jobs import backends
+    from controller import backends
 
     return backends.lease_store()
 
@@ -89,7 +89,7 @@ def store(args: argparse.Namespace) -> None:
     from bench_agent.errors import NotConfigured, UsageError
     from bench_agent.jobs import lease_guard
     from bench_agent.jobs.leases import redact as _redact
-    from controller.jobs import backends
+    from controller import backends
 
     if args.set and args.forget:
         raise UsageError("give --set or --forget, not both", hint="see `panio lease store --help`")

@@ -39,7 +39,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def _store():
-    from controller.jobs import backends
+    from controller import backends
     from controller.jobs.schedules import ScheduleStore
 
     return ScheduleStore(backends.results_url())

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> None:
     if args.junit:
         report.write_text(args.junit, report.junit(*jobs, name=data["name"]))
     if args.report:
-        from controller.jobs import backends
+        from controller import backends
 
         store = backends.results_store()  # with the steps' output
         report.write_text(args.report, report.markdown(*[store.job(j["id"]) for j in jobs], title=f"suite {data['name']}"))

@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _store():
     from bench_agent.jobs.health import HealthStore
-    from controller.jobs import backends
+    from controller import backends
 
     return HealthStore(backends.results_url())
 

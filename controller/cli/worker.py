@@ -40,11 +40,11 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from bench_agent.jobs.worker import WorkerContext, run as serve
-    from controller.jobs import backends, remote
+    from controller import backends
     from bench_agent.paths import state_dir
 
     check_name("host", args.host)
-    app_check = remote.celery_app  # fails with not_configured when there is no broker
+    app_check = backends.celery_app  # fails with not_configured when there is no broker
     app_check()
     ctx = WorkerContext(args.host, backends.results_url(), backends.redis_url(), backends.redis_prefix(),
                         state_dir() / f"worker-{args.host}")
@@ -53,4 +53,4 @@ def run(args: argparse.Namespace) -> None:
 
     # This host checks this lease store for every side effect from now on, whatever a caller's environment says.
     remember(backends.redis_url(), backends.redis_prefix(), f"panio worker --host {args.host}")
-    serve(ctx, backends.broker_url(), args.concurrency, remote.visibility_timeout_s(), args.events)
+    serve(ctx, backends.broker_url(), args.concurrency, backends.visibility_timeout_s(), args.events)

@@ -53,7 +53,7 @@ class Dashboard:
     def store(self):
         """One results store per database for the life of the server: a page a second must not build new
         SQLAlchemy tables each time (each new table fills the engine's statement cache anew)."""
-        from controller.jobs import backends
+        from controller import backends
 
         url = backends.results_url()
         if url not in self._stores:

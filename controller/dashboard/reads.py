@@ -12,7 +12,8 @@ import time
 from datetime import datetime
 
 from bench_agent.errors import PanioError
-from controller.jobs import backends, control
+from controller import backends
+from controller.jobs import control
 
 WORKER_PING_S = 1.0
 _PINGS: dict[str, tuple[float, dict[str, list[str]]]] = {}  # broker -> (when, host -> worker names)
@@ -85,9 +86,7 @@ _APPS: dict[str, object] = {}
 def _celery(url: str):
     """One Celery app (and connection pool) per broker for the life of the server, not one per ping."""
     if url not in _APPS:
-        from controller.jobs import remote
-
-        _APPS[url] = remote.celery_app()
+        _APPS[url] = backends.celery_app()
     return _APPS[url]
 
 

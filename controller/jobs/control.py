@@ -13,7 +13,7 @@ def reconciled(store, job_id: int, job: dict | None = None) -> dict:
 
 def reader_reconciler(store):
     from bench_agent.jobs.reconcile import Reconciler
-    from controller.jobs import backends
+    from controller import backends
 
     # Without a broker nobody else can settle a job whose process died before it started.
     return Reconciler(store, backends.lease_store(), fail_unsendable=backends.broker_url() is None)

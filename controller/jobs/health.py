@@ -64,7 +64,8 @@ def check_payload(lab: Lab, target: str) -> dict:
 def run_check(lab: Lab, target: str, progress) -> dict:
     """Run ``target``'s health check now and wait for it (in this process, or on its worker with a broker);
     the check's verdict sets the target's health. Returns the check's job."""
-    from controller.jobs import backends
+    from controller import backends
+    from controller.jobs import local
 
     payload = check_payload(lab, target)
     store = backends.results_store()
@@ -74,14 +75,14 @@ def run_check(lab: Lab, target: str, progress) -> dict:
 
         payload["via"] = "broker"
         payload["job_id"] = store.create_job(payload["name"], target, host, payload)
-        remote.publish(remote.celery_app(), store, payload)
+        remote.publish(backends.celery_app(), store, payload)
         return remote.follow(payload["job_id"], progress)
     from bench_agent.jobs.leases import holder_name
     from bench_agent.jobs.runner import JobRunner
 
     payload["job_id"] = store.create_job(payload["name"], target, host, payload)
     JobRunner(store, backends.lease_store(), holder_name("panio target health"), progress,
-              caller=backends.dispatch_caller(lab), planner=spec.planner(lab)).run(payload)
+              caller=local.dispatch_caller(lab), planner=spec.planner(lab)).run(payload)
     return store.job(payload["job_id"])
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from bench_agent.errors import Canceled
 from bench_agent.jobs.leases import holder_name
-from controller.jobs import backends, spec
+from controller import backends
+from controller.jobs import spec
 from controller.lab.model import Lab
 
 
@@ -52,7 +53,7 @@ def run_now(path: Path, lab: Lab, target: str | None, progress, deadline_s: floa
     job, steps, targets = spec.prepare(path, lab, target)
     store, leases = backends.results_store(), backends.lease_store()
     payload = create(store, lab, job, steps, pick_target(leases, targets), deadline_at(deadline_s))
-    runner = JobRunner(store, leases, holder_name("panio job run"), progress, caller=backends.dispatch_caller(lab),
+    runner = JobRunner(store, leases, holder_name("panio job run"), progress, caller=dispatch_caller(lab),
                        planner=spec.planner(lab))
     try:
         runner.run(payload)
@@ -61,6 +62,19 @@ def run_now(path: Path, lab: Lab, target: str | None, progress, deadline_s: floa
                      Canceled("interrupted").to_json())
         raise
     return store.job(payload["job_id"])
+
+
+def dispatch_caller(lab):
+    """How ``panio job run`` (and suites, health checks) run a job's steps in this process: each operation
+    through the lab's dispatcher to the target's host (in-process, SSH or the host's worker), presenting the
+    job's lease token, which the host checks again before any side effect."""
+    from controller.dispatch import Dispatcher
+
+    def caller(target: str, token: int, leases):
+        d = Dispatcher(lab, leases=leases, token=token)
+        return lambda op, args: d.call(target, op, args)
+
+    return caller
 
 
 def wait_done(store, job_id: int, timeout_s: float | None, poll_s: float = 0.2) -> dict:

@@ -11,9 +11,9 @@ with ``panio worker --events``. See docs/monitoring.md.
 
 from __future__ import annotations
 
-from controller.jobs import remote
+from controller import backends
 
-app = remote.celery_app()
+app = backends.celery_app()
 # Flower parses the broker URL itself (queue lengths): keep kombu's own transport name here; the
 # patched transport matters only to workers, which hold unacknowledged jobs across Redis restarts.
 app.conf.broker_transport = None

@@ -8,12 +8,12 @@ A target without a host is served by ``panio worker --host local``.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
-from bench_agent.errors import NotConfigured, Unreachable
-from controller.jobs import backends, local, spec
+from bench_agent.errors import Unreachable
+from controller import backends
+from controller.jobs import local, spec
 from controller.lab.model import Lab
 
 LOCAL_HOST = "local"
@@ -21,28 +21,12 @@ QUEUED_HINT_S = 10.0  # after this long still queued, say which worker the job w
 EXPIRE_GRACE_S = 10.0  # after the deadline, how long a running job's runner has to stop it itself
 
 
-def visibility_timeout_s() -> float:
-    from bench_agent.jobs.worker import DEFAULT_VISIBILITY_S
-
-    return float(os.environ.get("PANIO_VISIBILITY_TIMEOUT_S", DEFAULT_VISIBILITY_S))
-
-
-def celery_app():
-    from bench_agent.jobs.worker import make_app
-
-    url = backends.broker_url()
-    if not url:
-        raise NotConfigured("no broker: set PANIO_BROKER=redis://HOST:6379/N to queue jobs to workers",
-                            hint="or run the job here with `panio job run FILE`")
-    return make_app(url, backends.redis_prefix(), visibility_timeout_s())
-
-
 def reconciler(app=None):
     """The controller's reconciler: it may send a job again and look for vanished broker messages."""
     from bench_agent.jobs.reconcile import BrokerView, Reconciler
     from bench_agent.jobs.worker import resend
 
-    app = app or celery_app()
+    app = app or backends.celery_app()
     return Reconciler(backends.results_store(), backends.lease_store(), resend=lambda p: resend(app, p),
                       broker=BrokerView(backends.broker_url(), backends.redis_prefix()))
 
@@ -64,7 +48,7 @@ def publish(app, store, payload: dict) -> str:
 
 def submit(path: Path, lab: Lab, target: str | None, deadline_s: float | None = None) -> dict:
     """Check, record and queue a job; returns its payload (with the queue it went to)."""
-    app = celery_app()
+    app = backends.celery_app()
     job, steps, targets = spec.prepare(path, lab, target)
     store = backends.results_store()
     chosen = local.pick_target(backends.lease_store(), targets)

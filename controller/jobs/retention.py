@@ -118,7 +118,7 @@ def auto(lab, store=None, now: float | None = None) -> dict[str, Any] | None:
     record: dict[str, Any] = {"at": now}
     try:
         if store is None:
-            from controller.jobs import backends
+            from controller import backends
 
             store = backends.results_store()
         record["result"] = apply(lab, store)

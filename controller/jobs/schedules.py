@@ -134,7 +134,7 @@ class Scheduler:
         import threading
 
         from bench_agent.jobs import leases
-        from controller.jobs import backends
+        from controller import backends
 
         from bench_agent.errors import Busy
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from bench_agent.errors import NotConfigured, PanioError, TestFailed
-from controller.jobs import backends, local, report, spec
+from controller import backends
+from controller.jobs import local, report, spec
 from controller.lab.model import Lab
 from controller.lab.schema import (Field, Problem, TableSpec, _dotted, _nonempty_string, _one_of, _string, _string_list,
                                    check_table)
@@ -135,7 +136,7 @@ def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
 
     def one_target(payloads: list[dict]) -> None:
         progress = _locked(progress_for(payloads[0]["target"]), lock)
-        runner = JobRunner(store, backends.lease_store(), me, progress, heartbeat, backends.dispatch_caller(lab),
+        runner = JobRunner(store, backends.lease_store(), me, progress, heartbeat, local.dispatch_caller(lab),
                            spec.planner(lab))
         for payload in payloads:
             runner.run(payload)
@@ -150,7 +151,7 @@ def _run_queued(lab: Lab, entries: list, progress_for, deadline_at: float | None
                 on_unhealthy: str | None = None) -> list[dict]:
     from controller.jobs import remote
 
-    app, store = remote.celery_app(), backends.results_store()
+    app, store = backends.celery_app(), backends.results_store()
     ids = []
     for job, steps, target in entries:
         payload = local.create(store, lab, job, steps, target, deadline_at, for_worker=True, on_unhealthy=on_unhealthy)

@@ -76,14 +76,14 @@ class PluginSession:
     def unhealthy(self, name: str) -> str | None:
         """How ``name``'s health reads when it is ``bad`` or in ``maintenance`` (jobs wait or skip), else None."""
         from bench_agent.jobs import health
-        from controller.jobs.backends import results_url
+        from controller.backends import results_url
 
         record = health.HealthStore(results_url()).get(name)
         return health.describe(record) if record["health"] in health.BLOCKING else None
 
     def _lease(self, name: str) -> Any:
         from bench_agent.jobs import leases
-        from controller.jobs.backends import lease_store
+        from controller.backends import lease_store
 
         info = {"holder": leases.holder_name(self.holder), "name": "pytest session"}
         lease = leases.acquire(lease_store(), name, info, LEASE_TTL_S, self.lease_wait_s)

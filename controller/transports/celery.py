@@ -29,7 +29,7 @@ def wait_s(request: dict[str, Any]) -> float:
 
 class CeleryTransport:
     def __init__(self, host: str) -> None:
-        from controller.jobs.remote import celery_app
+        from controller.backends import celery_app
 
         self.host = host
         self.app = celery_app()

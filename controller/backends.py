@@ -5,13 +5,18 @@
 ``PANIO_REDIS_URL``    leases in Redis (default: ``PANIO_BROKER``; with neither, the lease store this
                        host recorded (``panio worker``, ``panio lease store --set``), else file
                        leases in ``state_dir()/leases``, which is all one machine needs);
-``PANIO_REDIS_PREFIX`` key prefix for leases and job queues (default ``panio:``).
+``PANIO_REDIS_PREFIX`` key prefix for leases and job queues (default ``panio:``);
+``PANIO_VISIBILITY_TIMEOUT_S`` how long the broker keeps a taken job before giving it to another worker.
+
+Below the transports and the dispatcher, which read it too (the lease store,
+the broker's Celery app); it reaches nothing of ``controller`` above it.
 """
 
 from __future__ import annotations
 
 import os
 
+from bench_agent.errors import NotConfigured
 from bench_agent.paths import state_dir
 
 
@@ -62,14 +67,18 @@ def lease_store():
     return _REDIS_STORES[key]
 
 
-def dispatch_caller(lab):
-    """How ``panio job run`` (and suites, health checks) run a job's steps in this process: each operation
-    through the lab's dispatcher to the target's host (in-process, SSH or the host's worker), presenting the
-    job's lease token, which the host checks again before any side effect."""
-    from controller.dispatch import Dispatcher
+def visibility_timeout_s() -> float:
+    from bench_agent.jobs.worker import DEFAULT_VISIBILITY_S
 
-    def caller(target: str, token: int, leases):
-        d = Dispatcher(lab, leases=leases, token=token)
-        return lambda op, args: d.call(target, op, args)
+    return float(os.environ.get("PANIO_VISIBILITY_TIMEOUT_S", DEFAULT_VISIBILITY_S))
 
-    return caller
+
+def celery_app():
+    """The broker's Celery app, as the controller, the workers and ``CeleryTransport`` all build it."""
+    from bench_agent.jobs.worker import make_app
+
+    url = broker_url()
+    if not url:
+        raise NotConfigured("no broker: set PANIO_BROKER=redis://HOST:6379/N to queue jobs to workers",
+                            hint="or run the job here with `panio job run FILE`")
+    return make_app(url, redis_prefix(), visibility_timeout_s())
