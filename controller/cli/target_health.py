@@ -97,11 +97,31 @@ def _set(lab, args: argparse.Namespace) -> dict | None:
 
 
 def _run_check(lab, args: argparse.Namespace) -> dict:
+    """Run the target's health check now and wait for it (in this process, or on its worker with a broker,
+    as `panio job run` picks); the check's verdict sets the target's health. Returns the check's job."""
+    from controller import backends
     from controller.jobs import health as controller_health
     from controller.jobs import progress
 
     show = (lambda e, d: None) if args.json else progress.PlainProgress()
-    return controller_health.run_check(lab, args.name, show)
+    payload = controller_health.check_payload(lab, args.name)
+    store = backends.results_store()
+    host = lab.target(args.name).get("host")
+    if backends.broker_url():
+        from controller.jobs import remote
+
+        payload["via"] = "broker"
+        payload["job_id"] = store.create_job(payload["name"], args.name, host, payload)
+        remote.publish(backends.celery_app(), store, payload)
+        return remote.follow(payload["job_id"], show)
+    from bench_agent.jobs.leases import holder_name
+    from bench_agent.jobs.runner import JobRunner
+    from controller.jobs import local, spec
+
+    payload["job_id"] = store.create_job(payload["name"], args.name, host, payload)
+    JobRunner(store, backends.lease_store(), holder_name("panio target health"), show,
+              caller=local.dispatch_caller(lab), planner=spec.planner(lab)).run(payload)
+    return store.job(payload["job_id"])
 
 
 def _show(args: argparse.Namespace, check_job: dict | None) -> None:

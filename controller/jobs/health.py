@@ -1,4 +1,4 @@
-"""The controller's side of device health: what a job's payload carries, and running a health check now.
+"""The controller's side of device health: what a job's payload carries, and a standalone check's payload.
 
 A target's ``health_check`` (lab file) names a job file, relative to the lab
 file. It is compiled when a job for the target is created, so a broken check
@@ -59,31 +59,6 @@ def check_payload(lab: Lab, target: str) -> dict:
             "target_config": dict(lab.target(target)), "timeout_s": check["timeout_s"],
             "lease_wait_s": 300, "lease_ttl_s": 30, "kind": "health_check",
             "notify": list(lab.data.get("notify", []))}
-
-
-def run_check(lab: Lab, target: str, progress) -> dict:
-    """Run ``target``'s health check now and wait for it (in this process, or on its worker with a broker);
-    the check's verdict sets the target's health. Returns the check's job."""
-    from controller import backends
-    from controller.jobs import local
-
-    payload = check_payload(lab, target)
-    store = backends.results_store()
-    host = lab.target(target).get("host")
-    if backends.broker_url():
-        from controller.jobs import remote
-
-        payload["via"] = "broker"
-        payload["job_id"] = store.create_job(payload["name"], target, host, payload)
-        remote.publish(backends.celery_app(), store, payload)
-        return remote.follow(payload["job_id"], progress)
-    from bench_agent.jobs.leases import holder_name
-    from bench_agent.jobs.runner import JobRunner
-
-    payload["job_id"] = store.create_job(payload["name"], target, host, payload)
-    JobRunner(store, backends.lease_store(), holder_name("panio target health"), progress,
-              caller=local.dispatch_caller(lab), planner=spec.planner(lab)).run(payload)
-    return store.job(payload["job_id"])
 
 
 def operator_set(lab: Lab, store, target: str, health: str, reason: str | None, by: str,
