@@ -24,11 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from scenarios.scenario import ALL_CONDITIONS, CONDITIONS, CatalogError, load_all, select
-
-
-class EvalUsage(Exception):
-    pass
+from scenarios.scenario import ALL_CONDITIONS, CONDITIONS, CatalogError, EvalUsage, load_all, select
 
 
 class Parser(argparse.ArgumentParser):

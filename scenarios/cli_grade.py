@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from scenarios.cli import EvalUsage
-from scenarios.scenario import load_all, select
+from scenarios.scenario import EvalUsage, load_all, select
 
 
 def cmd_grade(args) -> int:

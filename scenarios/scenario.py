@@ -24,6 +24,10 @@ class CatalogError(Exception):
     """A scenario file is missing a field or has a wrong one."""
 
 
+class EvalUsage(Exception):
+    """A panio-eval command line that cannot run (exit 2); here so every command module can raise it."""
+
+
 @dataclass
 class Step:
     cmd: str
