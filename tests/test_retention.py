@@ -61,7 +61,7 @@ def _ids(panio) -> set[int]:
 
 def test_prune_removes_finished_jobs_older_than_the_duration_with_steps_and_artifacts(history):
     panio, ids = history
-    from controller.overrides import OverrideStore
+    from controller.jobs.overrides import OverrideStore
 
     overrides = OverrideStore(_store(panio).url)
     for age_s in (40 * DAY_S, DAY_S):

@@ -21,7 +21,7 @@ def _op(call: Call, op: str, opts: dict[str, Any], args: dict[str, Any], with_if
 
 
 def said(override: dict[str, Any] | None) -> str:
-    """The words a command adds to its output when it overrode a lease (``controller.overrides``)."""
+    """The words a command adds to its output when it overrode a lease (``controller.jobs.overrides``)."""
     if override is None:
         return ""
     whose = f"job {override['job_id']}'s lease" if override["job_id"] else f"the lease of {override['holder']}"

@@ -235,7 +235,7 @@ def check(args: argparse.Namespace) -> None:
 
 
 def status(args: argparse.Namespace) -> None:
-    from controller import overrides
+    from controller.jobs import overrides
     from controller.jobs import report
 
     job = _reconciled(_store(), args.id)

@@ -83,7 +83,7 @@ def run_step(lab: Any, step: Step, args: argparse.Namespace | None = None, out: 
     if step.override is None or args is None:
         commands.run(step.command, call, step.opts, out, context_from_env())
         return
-    from controller import overrides
+    from controller.jobs import overrides
 
     with overrides.acting(args, step.target, step.override) as record:
         commands.run(step.command, call, {**step.opts, "override": record}, out, context_from_env())

@@ -11,9 +11,9 @@ import argparse
 from typing import Any
 
 from bench_agent.errors import NotConfigured
-from controller import overrides
 from controller.cli.common import add_json, add_param, add_target_positional, command, load_lab, positive_float
 from controller.cli.runtime import Step, runtime
+from controller.jobs import overrides
 
 SEE = "docs/serial.md, panio skill"
 

@@ -14,7 +14,7 @@ when, and what went). A failure of automatic retention never fails the job
 that triggered it: the stamp records the error and the next run tries again.
 
 Only finished jobs are ever removed (``state = done``), judged by when they
-finished; operator overrides (``controller.overrides``) older than the horizon
+finished; operator overrides (``controller.jobs.overrides``) older than the horizon
 go with them, and so do device-health history events (``panio_health_events``,
 counted as ``health_events``) except each target's newest, which says why it is
 in its current health; current health itself is never touched. ``--artifacts-only``
@@ -57,7 +57,7 @@ def prune(store, older_than_s: float, artifacts_only: bool = False, dry_run: boo
     counts = store.prune(before, artifacts_only=artifacts_only, dry_run=dry_run)
     if not artifacts_only:
         from bench_agent.jobs.health import HealthStore
-        from controller.overrides import OverrideStore
+        from controller.jobs.overrides import OverrideStore
 
         counts["overrides"] = OverrideStore(store.url).prune(before, dry_run=dry_run)
         counts["health_events"] = HealthStore(store.url).prune(before, dry_run=dry_run)
