@@ -39,7 +39,10 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 TERM_GRACE_S = 2.0
 DRAIN_GRACE_S = 1.0  # after the child exits, how long a grandchild holding its pipes may delay the result

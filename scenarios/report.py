@@ -11,7 +11,6 @@ Every report carries the methodology hash over rubric + catalog + graders.
 from __future__ import annotations
 
 import hashlib
-import html
 import statistics
 from math import comb
 from pathlib import Path

@@ -17,7 +17,7 @@ import socket
 import threading
 from typing import Any, Callable
 
-from bench_agent.errors import NotRunning, Unreachable, reply, unwrap
+from bench_agent.errors import NotRunning, PanioError, Unreachable, reply, unwrap
 
 Handler = Callable[[dict[str, Any]], Any]
 

@@ -10,7 +10,7 @@ import argparse
 
 from bench_agent.errors import AlreadyExists, NotConfigured, UsageError
 from controller.cli.runtime import Step, runtime
-from controller.cli.common import add_json, add_target_option, check_name, command, positive_int, print_json, say, subcommands
+from controller.cli.common import add_json, add_target_option, check_name, command, positive_int, say, subcommands
 from controller.lab import edit, edits
 from controller.lab.schema import LINE_ENDINGS, SENSE_SIGNALS
 

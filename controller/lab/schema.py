@@ -249,19 +249,19 @@ HEALTH_CHECK = TableSpec({"job": Field(_nonempty_string, required=True), "every_
 NOTIFY_EVENTS = ("suite_finished", "job_failed", "job_incomplete", "health_changed")
 
 
-def _events(path: Path, value: Any) -> None:
+def _events(path: KeyPath, value: Any) -> None:
     _type(list, "a list of events")(path, value)
     for i, item in enumerate(value):
         _one_of(NOTIFY_EVENTS)(path + (i,), item)
 
 
-def _http_url(path: Path, value: Any) -> None:
+def _http_url(path: KeyPath, value: Any) -> None:
     _nonempty_string(path, value)
     if not value.startswith(("http://", "https://")):
         raise Problem(path, f"{_dotted(path)} must be an http:// or https:// URL")
 
 
-def _addresses(path: Path, value: Any) -> None:
+def _addresses(path: KeyPath, value: Any) -> None:
     _type(list, "a list of e-mail addresses")(path, value)
     if not value:
         raise Problem(path, f"{_dotted(path)} needs at least one address")
@@ -269,13 +269,13 @@ def _addresses(path: Path, value: Any) -> None:
         _nonempty_string(path + (i,), item)
 
 
-def _retries(path: Path, value: Any) -> None:
+def _retries(path: KeyPath, value: Any) -> None:
     _type(int, "a whole number")(path, value)
     if not 0 <= value <= 10:
         raise Problem(path, f"{_dotted(path)} must be from 0 to 10, not {value}")
 
 
-def _one_channel(path: Path, notify: dict) -> None:
+def _one_channel(path: KeyPath, notify: dict) -> None:
     ways = [k for k in ("webhook", "webhook_env", "smtp") if k in notify]
     if len(ways) != 1:
         raise Problem(path, f"notify {_dotted(path)} needs exactly one of webhook, webhook_env, smtp"
@@ -331,7 +331,7 @@ HOST = TableSpec(
 )
 
 
-def _duration(path: Path, value: Any) -> None:
+def _duration(path: KeyPath, value: Any) -> None:
     """``30d``, ``12h``, ``90m``, ``45s`` (controller.jobs.retention reads them)."""
     _string(path, value)
     m = re.fullmatch(r"(\d+(?:\.\d+)?)(s|m|h|d)", value.strip())
