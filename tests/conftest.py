@@ -57,6 +57,11 @@ class Panio:
         return r
 
 
+# Fixtures the job tests share: ``receiver`` (jobhelp), ``prefix`` (peerhelp). Registered here, not imported by
+# each module, where the test's parameter would shadow the import (pyflakes F811).
+pytest_plugins = ["jobhelp", "peerhelp"]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Long files (``pytestmark = pytest.mark.starts_first``) run first: with ``-n 4 --dist loadfile``
     a worker that picked one up last would run it alone while the other three sit idle."""

@@ -120,7 +120,7 @@ class Receiver:
 
 @pytest.fixture
 def receiver():
-    """A ``Receiver`` for one test (a module uses it with ``from jobhelp import receiver``)."""
+    """A ``Receiver`` for one test (every test module has it: conftest.py registers this module)."""
     r = Receiver()
     yield r
     r.server.shutdown()

@@ -1,7 +1,7 @@
 """Real peers for the job path: a private redis-server, `panio worker` processes, a database to read directly.
 
 Also the machine's own Redis (``SHARED_REDIS``), each test under a key prefix of its own (the ``prefix``
-fixture: ``from peerhelp import prefix``), and the one-host lab the worker tests drive (``worker_lab``).
+fixture, which conftest.py registers for every test module), and the one-host lab the worker tests drive (``worker_lab``).
 """
 
 from __future__ import annotations

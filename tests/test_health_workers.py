@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import PANIO
-from jobhelp import job_file, receiver, stop, wait_for  # noqa: F401 - receiver is a fixture
+from jobhelp import job_file, stop, wait_for
 from peerhelp import drop_keys
 from test_jobs_celery import Bench
 

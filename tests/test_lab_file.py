@@ -9,8 +9,6 @@ import tomllib
 
 import pytest
 
-from tests.conftest import PANIO
-
 HAND_WRITTEN = """\
 # Bench 1, room 2.14 -- ask Ana before rewiring
 [hosts.bench1]

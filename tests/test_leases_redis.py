@@ -13,7 +13,6 @@ from bench_agent.jobs import leases
 from conftest import PANIO
 from jobhelp import fixture_lab, job_file, stop, wait_for
 from peerhelp import SHARED_REDIS as REDIS_URL
-from peerhelp import prefix  # noqa: F401 - a fixture
 
 
 @pytest.fixture

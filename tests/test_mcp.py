@@ -67,7 +67,8 @@ def test_tools_carry_annotations_and_bounds(lab):
         assert hints.read_only_hint is (name not in CHANGERS), name
         if name in CHANGERS:
             assert hints.destructive_hint is not None and hints.idempotent_hint is not None, name
-        props, required = tool.input_schema["properties"], tool.input_schema.get("required", [])
+        required = tool.input_schema.get("required", [])
+        assert set(required) <= set(tool.input_schema["properties"]), name
         assert tool.input_schema["additionalProperties"] is False
         assert ("target" in required) is (name != "target_list"), name
     assert tools["power_off"].annotations.destructive_hint is True

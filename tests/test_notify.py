@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from jobhelp import job_file, receiver, wait_for  # noqa: F401 - receiver is a fixture
+from jobhelp import job_file, wait_for
 
 PASS = 'target = "pico"\n[[steps]]\nrun = "panio ping ${target}"\n'
 FAIL = 'target = "pico"\n[[steps]]\nrun = "panio ping ${target}"\nexpect_output = "never-printed"\n'

@@ -20,7 +20,6 @@ from bench_agent.jobs.fences import FenceStore
 from conftest import PANIO
 from jobhelp import job_file, stop, stop_group, wait_for
 from peerhelp import REDIS, SHARED_REDIS, PrivateRedis, free_port
-from peerhelp import prefix  # noqa: F401 - a fixture
 
 needs_redis = pytest.mark.skipif(not os.path.exists(REDIS), reason="redis-server not installed (scripts/system-deps.sh)")
 

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PANIO
 from jobhelp import job_file, stop_group, wait_for
 from peerhelp import drop_keys
 from serial_fixtures import processes

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 import skills
-from controller.cli.common import Parser
 from controller.cli.main import build_parser
 
 

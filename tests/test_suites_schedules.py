@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 import xml.etree.ElementTree as ET
 
 from conftest import PANIO

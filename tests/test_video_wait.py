@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 
 from conftest import PANIO
-from test_video_hid_sim import bench, console, shell_ready  # noqa: F401 - the module's shared sim bench
+# bench and console: test_video_hid_sim's sim bench, as fixtures (F401 here, F811 where a test takes them)
+from test_video_hid_sim import bench, console, shell_ready  # noqa: F401
 
 
-def test_wait_text_returns_once_a_typed_line_is_on_the_screen(bench, console):
+def test_wait_text_returns_once_a_typed_line_is_on_the_screen(bench, console):  # noqa: F811
     shell_ready(bench, console)
     word = "ready" + "".join("abcdefghkm"[int(d)] for d in str(os.getpid() % 1000))  # letters: OCR misreads 7 as /
     waiter = subprocess.Popen([PANIO, "video", "wait", "board0", "--text", rf"SAYS {word}\b", "--timeout", "60000",
@@ -38,7 +39,7 @@ def test_wait_text_returns_once_a_typed_line_is_on_the_screen(bench, console):
     assert f"hash={r['hash']}" in err
 
 
-def test_wait_text_in_a_region_prints_the_text_and_times_out_with_22(bench, console):
+def test_wait_text_in_a_region_prints_the_text_and_times_out_with_22(bench, console):  # noqa: F811
     shell_ready(bench, console)
     bench("hid", "send", "board0", "type", "echo region-check")
     bench("hid", "send", "board0", "key", "ENTER")
@@ -53,7 +54,7 @@ def test_wait_text_in_a_region_prints_the_text_and_times_out_with_22(bench, cons
     assert "no text matching" in top.error["message"]
 
 
-def test_wait_image_finds_a_needle_cut_from_a_shot(bench, console, tmp_path):
+def test_wait_image_finds_a_needle_cut_from_a_shot(bench, console, tmp_path):  # noqa: F811
     shell_ready(bench, console)
     full = tmp_path / "full.png"
     bench("video", "shot", "board0", "--stable", "--stable-ms", "300", "-o", str(full))
@@ -81,12 +82,12 @@ def test_wait_image_finds_a_needle_cut_from_a_shot(bench, console, tmp_path):
     (["--text", "x", "--timeout", "-1"], "timeout"),
     (["--text", "x", "--threshold", "1.5"], "threshold"),
 ])
-def test_bad_waits_are_usage_errors(bench, argv, message):
+def test_bad_waits_are_usage_errors(bench, argv, message):  # noqa: F811
     r = bench.fails("video", "wait", "board0", *argv, code=2)
     assert message in r.err
 
 
-def test_video_wait_is_a_job_step(bench, console, tmp_path):
+def test_video_wait_is_a_job_step(bench, console, tmp_path):  # noqa: F811
     shell_ready(bench, console)
     job = tmp_path / "wait.toml"
     job.write_text('name = "screen"\ntarget = "board0"\n'
@@ -99,7 +100,7 @@ def test_video_wait_is_a_job_step(bench, console, tmp_path):
     assert r.json()["result"] == "passed", r.out
 
 
-def test_screenshots_are_job_artifacts_when_asked_for_and_when_a_step_fails(bench, console, tmp_path):
+def test_screenshots_are_job_artifacts_when_asked_for_and_when_a_step_fails(bench, console, tmp_path):  # noqa: F811
     shell_ready(bench, console)
     job = tmp_path / "shots.toml"
     job.write_text('name = "shots"\ntarget = "board0"\n'
@@ -122,7 +123,7 @@ def test_screenshots_are_job_artifacts_when_asked_for_and_when_a_step_fails(benc
     assert "bytes" in bench("job", "artifacts", str(job_id)).out
 
 
-def test_an_asked_for_screenshot_without_a_capture_daemon_says_why(bench, console, tmp_path):
+def test_an_asked_for_screenshot_without_a_capture_daemon_says_why(bench, console, tmp_path):  # noqa: F811
     job = tmp_path / "nodaemon.toml"
     job.write_text('target = "board0"\n[[steps]]\nrun = "target show board0"\nscreenshot = true\n')
     bench("video", "stop", "board0")

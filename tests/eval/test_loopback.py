@@ -1,6 +1,5 @@
 """The serial loopback: a PTY fake DUT; scenarios stay pending until serial watch/send/log exist."""
 
-import json
 import time
 
 import serial
