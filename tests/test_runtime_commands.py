@@ -15,8 +15,6 @@ import json
 import shlex
 import subprocess
 
-import pytest
-
 from conftest import PANIO
 from test_video_hid_sim import bench, console, shell_ready  # noqa: F401 - this module's own simulated bench
 
@@ -131,10 +129,10 @@ def test_a_job_step_reaches_only_its_targets_host(tmp_path):
 # -- a step's output is the CLI's --------------------------------------------------------------------
 
 
-def cli_output(bench, argv: list[str]) -> tuple[int, str]:
+def cli_output(env: dict, argv: list[str]) -> tuple[int, str]:
     """What the CLI prints for ``argv``, stdout and stderr in one stream, as a job step records it."""
     p = subprocess.run([PANIO, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       env=bench.env, timeout=60, stdin=subprocess.DEVNULL)
+                       env=env, timeout=60, stdin=subprocess.DEVNULL)
     return p.returncode, p.stdout
 
 
@@ -162,7 +160,7 @@ def test_job_steps_print_what_the_cli_prints(bench, console, tmp_path):  # noqa:
     recorded = bench("job", "logs", str(job_id), "--json").json()
     assert [s["status"] for s in recorded] == ["pass"] * len(lines)
     for (argv, code), step in zip(lines, recorded):
-        got_code, printed = cli_output(bench, argv)
+        got_code, printed = cli_output(bench.env, argv)
         assert got_code == code, (argv, printed)
         assert step["output"] == printed, f"panio {' '.join(argv)}"
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # written by the body, where the step ran
