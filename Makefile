@@ -1,6 +1,6 @@
 # The two set-up commands of the README:
 #   make demo   run panio's main job on the embedded default
-#   make test   install everything and run the whole test suite
+#   make test   install everything, lint (ruff) and run the whole test suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -28,6 +28,7 @@ demo: install
 TEST_WORKERS ?= 4
 
 test: system-deps install
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # labgrid (measured side by side in benchmarks/serial_roundtrip.py) ships its own
