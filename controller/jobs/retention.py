@@ -21,14 +21,18 @@ in its current health; current health itself is never touched. ``--artifacts-onl
 and ``artifacts = ...`` leave overrides and health history alone.
 
 Files: a lab-parse cache (``STATE_DIR/cache/lab-*.marshal``) whose
-lab file no longer exists is removed, as are per-job lab files a killed
-worker left (``bench_agent.jobs.worker.sweep``).
+lab file no longer exists is removed, as are the per-job lab files an older
+panio's workers wrote (``STATE_DIR/worker-*/labs/job-*.toml``; workers write
+none now: steps run in the worker's process) once the worker that wrote one is
+gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import time
 from typing import Any
 
@@ -66,13 +70,15 @@ def prune(store, older_than_s: float, artifacts_only: bool = False, dry_run: boo
             **counts, "files": files}
 
 
+_OLD_LAB_RE = re.compile(r"job-\d+-(\d+)-[0-9a-f]{8}\.toml$")
+
+
 def sweep_files(dry_run: bool = False) -> list[str]:
     """Lab-parse caches of lab files that no longer exist, and per-job lab files of dead workers."""
-    from bench_agent.jobs import worker
     from bench_agent.paths import lab_cache_source, state_dir
 
     state = state_dir()
-    stale = {str(p) for labs in sorted(state.glob("worker-*/labs")) for p in worker.stale_labs(labs)}
+    stale = {str(p) for p in sorted(state.glob("worker-*/labs/job-*.toml")) if _writer_gone(p.name)}
     gone = sorted(stale)
     for cache in sorted((state / "cache").glob("lab-*.marshal")):
         source = lab_cache_source(cache)
@@ -80,8 +86,17 @@ def sweep_files(dry_run: bool = False) -> list[str]:
             gone.append(str(cache))
     if not dry_run:
         for path in gone:
-            worker.remove_lab_files(path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
     return gone
+
+
+def _writer_gone(name: str) -> bool:
+    """Whether the worker that wrote a per-job lab file (its pid is in the name) is gone."""
+    from bench_agent.process import pid_alive
+
+    m = _OLD_LAB_RE.match(name)
+    return m is None or not pid_alive(int(m.group(1)))
 
 
 def settings(lab) -> dict[str, float]:
