@@ -189,6 +189,29 @@ def _unique_serial_names(path: KeyPath, target: dict) -> None:
         seen.add(name)
 
 
+# ``[USER@]HOST``: an OpenSSH client (Ansible's, for `panio setup`) reads a word that starts with "-" as one
+# of its own options (`-oProxyCommand=...` runs a command), and whitespace or a control character splits or
+# ends a line of the inventory and the ssh command it becomes.
+SSH_USER_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.$-]{0,63}\Z")
+SSH_HOST_RE = re.compile(r"[A-Za-z0-9_\[:][A-Za-z0-9_.:%\[\]-]{0,252}\Z")
+SSH_RULE = ("use [USER@]HOST: HOST a name or address (letters, digits, '.', '-', '_', ':'), USER letters, "
+            "digits, '.', '_', '-'; neither may start with '-' or hold spaces or control characters")
+
+
+def ssh_destination_problem(value: str) -> str | None:
+    """Why ``value`` is not an SSH destination panio will hand to ssh, or None."""
+    user, at, host = value.rpartition("@")
+    if (at and not SSH_USER_RE.match(user)) or not SSH_HOST_RE.match(host):
+        return f"{value!r} is not an SSH destination: {SSH_RULE}"
+    return None
+
+
+def _ssh_destination(path: KeyPath, value: Any) -> None:
+    _nonempty_string(path, value)
+    if why := ssh_destination_problem(value):
+        raise Problem(path, f"{_dotted(path)} = {why}")
+
+
 _HOOK_FIELDS = {key: Field(_command) for key in HOOKS}
 _HOOK_FIELDS["timeout_s"] = Field(_positive_number)
 _HOOK_FIELDS["cycle_off_s"] = Field(_positive_number)
@@ -320,7 +343,7 @@ TARGET = TableSpec(
 )
 HOST = TableSpec(
     {
-        "ssh": Field(_nonempty_string, required=True),
+        "ssh": Field(_ssh_destination, required=True),
         "port": Field(_bounded_int(MAX_PORT)),
         "description": Field(_string),
         "python": Field(_nonempty_string),
