@@ -4,7 +4,9 @@ RFC 1350 read requests with the blksize (RFC 2348), tsize and timeout
 (RFC 2349) and windowsize (RFC 7440) options. Each transfer gets its own
 UDP socket and thread, as the RFC's transfer identifiers require. Writes are
 refused; a path that resolves outside the root (``..``, a symlink out) is
-"not found", never served.
+"not found", never served. The root itself must be a directory that is not a
+system folder nor a home directory, symlinks resolved (``values.served_root``):
+a root of ``/`` served ``/etc/shadow`` to anyone on the link.
 
 Speed: lock-step TFTP costs a round trip per block, and each round trip here
 is a wake-up of this process (iPXE never asks for more than 1432-byte blocks
@@ -31,6 +33,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Callable
+
+from bench_agent.netboot.values import BadValue, served_root
 
 RRQ, WRQ, DATA, ACK, ERROR, OACK = 1, 2, 3, 4, 5, 6
 NOT_FOUND, ACCESS_VIOLATION, ILLEGAL_OP, BAD_OPTION = 1, 2, 4, 8
@@ -59,11 +63,13 @@ def parse_request(packet: bytes) -> tuple[int, str, dict[str, str]]:
 
 
 class TftpServer:
-    """Serve ``root`` read-only on ``(host, port)`` until ``close``."""
+    """Serve ``root`` read-only on ``(host, port)`` until ``close``; ``BadValue`` for a root it must not serve."""
 
     def __init__(self, root: str, host: str = "127.0.0.1", port: int = 69,
                  log: Callable[[str], None] = lambda line: None, send_ahead: int = SEND_AHEAD) -> None:
-        self.root = Path(root).resolve()
+        self.root = Path(served_root(root))
+        if not self.root.is_dir():
+            raise BadValue(f"the TFTP root {root} does not exist")
         self.send_ahead = send_ahead
         self.log = log
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

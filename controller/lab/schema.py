@@ -212,6 +212,21 @@ def _ssh_destination(path: KeyPath, value: Any) -> None:
         raise Problem(path, f"{_dotted(path)} = {why}")
 
 
+def _netboot_value(rule_name: str) -> Callable[[KeyPath, Any], None]:
+    """A netboot value checked by ``bench_agent.netboot.values.<rule_name>``, the rule the host applies too."""
+
+    def check(path: KeyPath, value: Any) -> None:
+        from bench_agent.netboot import values
+
+        _nonempty_string(path, value)
+        try:
+            getattr(values, rule_name)(value)
+        except values.BadValue as exc:
+            raise Problem(path, f"{_dotted(path)}: {exc}") from None
+
+    return check
+
+
 _HOOK_FIELDS = {key: Field(_command) for key in HOOKS}
 _HOOK_FIELDS["timeout_s"] = Field(_positive_number)
 _HOOK_FIELDS["cycle_off_s"] = Field(_positive_number)
@@ -232,16 +247,16 @@ SERIAL = TableSpec(
 )
 NETBOOT = TableSpec(
     {
-        "interface": Field(_nonempty_string, required=True),
-        "tftp_root": Field(_nonempty_string),
+        "interface": Field(_netboot_value("interface"), required=True),
+        "tftp_root": Field(_netboot_value("tftp_root")),
         # netboot start/netif (docs/netboot.md): the server, its address and port, the PXE boot file,
         # and how `netif down-hard` cuts the link's adapter power
         "server": Field(_one_of(("dnsmasq", "panio"))),
-        "address": Field(_nonempty_string),
+        "address": Field(_netboot_value("address")),
         "tftp_port": Field(_bounded_int(MAX_PORT)),
-        "boot_file": Field(_nonempty_string),
+        "boot_file": Field(_netboot_value("boot_file")),
         "hard_down": Field(_one_of(("usb-sysfs", "uhubctl", "hook"))),
-        "usb_port": Field(_nonempty_string),
+        "usb_port": Field(_netboot_value("usb_port")),
         "hard_down_cmd": Field(_command),
         "hard_up_cmd": Field(_command),
     },
