@@ -75,13 +75,14 @@ def test_the_transport_and_the_setup_inventory_refuse_it_before_any_connection(t
 # -- the TFTP root (item 2) ------------------------------------------------------------------------
 
 @pytest.fixture
-def pico(panio: Panio, tmp_path) -> Panio:
+def pico(panio: Panio, tmp_path):
     panio("init")
     panio("target", "add", "pico")
     (tmp_path / "tftp").mkdir()
     panio("netboot", "set", "-t", "pico", "--interface", "lo", "--server", "panio", "--tftp-port", "6969",
           "--tftp-root", str(tmp_path / "tftp"))
-    return panio
+    yield panio
+    panio("daemons", "stop", "netboot-pico", check=False)  # a start that should have been refused (the lab may not load)
 
 
 @pytest.mark.parametrize("root", ["/", "//", "/etc", "/usr/", "/home", "/var", "/proc/self", "/a/../etc", "~", "tftp",
