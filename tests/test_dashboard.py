@@ -197,6 +197,41 @@ def test_binding_beyond_loopback_needs_an_operator_token(panio):
         assert "cannot listen on 127.0.0.1:" in r.err
 
 
+@pytest.mark.parametrize("variable,token", [
+    ("PANIO_DASHBOARD_TOKEN", "   "), ("PANIO_DASHBOARD_TOKEN", ""), ("PANIO_DASHBOARD_TOKEN", "\t\n"),
+    ("PANIO_DASHBOARD_TOKEN", "short-token"), ("PANIO_DASHBOARD_TOKEN", "sixteen chars ok"),
+    ("PANIO_DASHBOARD_READ_TOKEN", "   "), ("PANIO_DASHBOARD_READ_TOKEN", "tab\tin-the-middle-of-it"),
+], ids=["spaces", "empty", "whitespace", "short", "a space inside", "read: spaces", "read: a tab inside"])
+def test_a_blank_short_or_spaced_token_is_refused_at_start_wherever_it_binds(panio, variable, token):
+    """Issue 22, item 1: PANIO_DASHBOARD_TOKEN='   ' served 0.0.0.0, and signing in with three spaces was operator."""
+    panio("init")
+    panio.env["PANIO_DASHBOARD_TOKEN"] = OP
+    panio.env[variable] = token
+    for bind in ("0.0.0.0", "127.0.0.1"):
+        r = panio.fails("dashboard", "--bind", bind, "--port", "0", code=3)
+        assert r.error["variable"] == variable and "secrets.token_hex" in r.error["hint"]
+        assert token.strip() == "" or token not in r.err  # a real token is never echoed
+
+
+def test_a_blank_or_short_sign_in_is_never_an_operator(lab, tmp_path):
+    from controller.dashboard.auth import Auth
+
+    auth = Auth(OP, READ)
+    for guess in ("", "   ", "\n", OP[:15], f" {READ}\n"):
+        assert auth.role_for_token(guess) in (None, "reader"), guess
+    assert auth.role_for_token(f"{OP}\n") == "operator"  # a pasted token keeps its newline
+    d = DashboardProc({**lab.env, "PANIO_DASHBOARD_TOKEN": OP}, tmp_path / "blank.log")
+    try:
+        for guess in ("", "   ", "\t"):
+            c = Client(d.url)
+            status, headers, body = c.post("/login", {"token": guess})
+            assert status == 401 and "set-cookie" not in {k.lower() for k in headers} and "wrong token" in body
+            assert c.get("/", Authorization=f"Bearer {guess}")[0] == 401
+            assert c.get("/")[0] == 303  # still sent to sign in
+    finally:
+        d.stop()
+
+
 @pytest.fixture(scope="module")
 def broker(lab, tmp_path_factory):
     """A real `panio worker` for bench1 (none for bench2) on Redis, its results database, and a dashboard

@@ -24,7 +24,8 @@ def test_doctor_reports_present_and_missing_and_exits_1(panio, pty_device, tmp_p
     panio("serial", "add", "console", "-t", "pico", "--device", pty_device)
     panio("serial", "add", "bmc", "-t", "pico", "--device", "/dev/ttyUSB-absent")
     panio("power", "set", "-t", "pico", "--cycle-cmd", "true", "--state-cmd", "/nonexistent/plug state")
-    panio("netboot", "set", "-t", "pico", "--interface", "en-absent", "--tftp-root", str(tmp_path))
+    (tmp_path / "tftp").mkdir()  # not tmp_path itself: it holds the test's HOME, which panio never serves
+    panio("netboot", "set", "-t", "pico", "--interface", "en-absent", "--tftp-root", str(tmp_path / "tftp"))
     r = panio("doctor", "pico", "--json", check=False)
     assert r.code == 1
     rows = {(x["channel"], x["item"]): x["status"] for x in r.json()["targets"]["pico"]}
@@ -47,7 +48,7 @@ def test_doctor_exits_0_when_all_present(panio, pty_device):
 def test_doctor_flags_netboot_on_the_primary_interface(panio, tmp_path):
     panio("init")
     panio("target", "add", "pico")
-    panio("netboot", "set", "-t", "pico", "--interface", primary_interface(), "--tftp-root", str(tmp_path))
+    panio("netboot", "set", "-t", "pico", "--interface", primary_interface(), "--tftp-root", str(tmp_path / "tftp"))
     rows = panio("doctor", "pico", "--json", check=False).json()["targets"]["pico"]
     assert rows[0]["status"] == "problem" and "primary" in rows[0]["detail"]
 

@@ -54,6 +54,11 @@ def converse(panio, lines: list[bytes], wait_for: tuple = ()) -> tuple[list[dict
     (b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', -32600, None),
     (b'[{"jsonrpc": "2.0", "id": 5, "method": "ping"}]', -32600, None),
     (b'"just a string"', -32600, None),
+    (rb'{"jsonrpc": "2.0", "id": "\ud800", "method": "ping"}', -32600, None),  # a lone surrogate: not Unicode
+    (rb'{"jsonrpc": "2.0", "id": 6, "method": "ping", "params": {"x": "\udc00"}}', -32600, 6),
+    (rb'{"jsonrpc": "2.0", "id": 7, "method": "\ud800"}', -32600, 7),
+    (rb'{"jsonrpc": "2.0", "id": "\ud800", "result": {}}', -32600, None),
+    (b'{"jsonrpc": "2.0", "id": null, "method": "ping"}', -32600, None),  # MCP: an id is never null
 ])
 def test_each_malformed_message_gets_its_error_reply(panio, line, code, rid):
     panio("init")
@@ -73,6 +78,23 @@ def test_a_session_carries_on_after_malformed_lines(panio):
     assert [r.get("id") for r in replies] == [0, None, 7]
     assert "pico" in replies[2]["result"]["content"][0]["text"]
     assert "Traceback" not in log
+
+
+def test_a_lone_surrogate_or_a_null_id_after_initialize_does_not_stop_the_server(panio):
+    """Issue 22, item 5: the reply to a surrogate id could not be encoded and `panio mcp` exited 70."""
+    panio("init")
+    panio("target", "add", "pico")
+    call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "target_list", "arguments": {}}}
+    replies, log = converse(panio, [json.dumps(INIT).encode(),
+                                    b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+                                    rb'{"jsonrpc":"2.0","id":"\ud800","method":"ping"}',
+                                    b'{"jsonrpc":"2.0","id":null,"method":"ping"}',
+                                    rb'{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"\udfff"}}',
+                                    json.dumps(call).encode()], wait_for=(9,))
+    assert [(r.get("id"), r.get("error", {}).get("code")) for r in replies] == [
+        (0, None), (None, -32600), (None, -32600), (8, -32600), (9, None)]
+    assert "pico" in replies[-1]["result"]["content"][0]["text"]
+    assert "Traceback" not in log and "internal" not in log
 
 
 def test_a_huge_serial_send_is_refused_and_not_echoed(panio):

@@ -97,7 +97,7 @@ def test_dnsmasq_config_answers_a_pi_unless_a_boot_file_is_set(tmp_path: Path) -
     assert 'pxe-service=0,"Raspberry Pi Boot"' in text and "dhcp-boot" not in text
     assert "interface=en7\nbind-interfaces" in text and "port=0" in text
     assert "dhcp-range=10.233.0.2,10.233.0.254,255.255.255.0,1h" in text
-    pc = Settings.of("pc", {"interface": "en8", "boot_file": "undionly.kpxe", "address": "10.5.0.1/28"}, "/srv")
+    pc = Settings.of("pc", {"interface": "en8", "boot_file": "undionly.kpxe", "address": "10.5.0.1/28"}, "/srv/pc")
     text = config_text(pc, tmp_path)
     assert "dhcp-boot=undionly.kpxe" in text and "pxe-service" not in text
     assert "dhcp-range=10.5.0.2,10.5.0.14,255.255.255.240,1h" in text

@@ -159,3 +159,116 @@ def test_status_reads_the_server_log_in_dnsmasq_words(tmp_path: Path) -> None:
     assert [(f["result"], Path(f["file"]).name) for f in seen["files"]] == [("not found", "start4.elf"),
                                                                             ("sent", "kernel_2712.img")]
     assert netboot.read_log(log, tail=1)["files"][0]["result"] == "sent"
+
+
+# -- hostile requests (issue 22, item 4) -----------------------------------------------------------
+
+def _ask(port: int, packet: bytes, source: str = "127.0.0.1") -> bytes:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((source, 0))
+        s.settimeout(5)
+        s.sendto(packet, ("127.0.0.1", port))
+        return s.recvfrom(70000)[0]
+
+
+def _request(name: bytes, *words: bytes, mode: bytes = b"octet") -> bytes:
+    return struct.pack("!H", 1) + name + b"\0" + mode + b"\0" + b"".join(w + b"\0" for w in words)
+
+
+@pytest.mark.parametrize("packet,code,text", [
+    (_request(b"f", b"blksize", b"4"), 8, b"blksize must be a whole number from 8 to 65464"),
+    (_request(b"f", b"blksize", b"100000"), 8, b"blksize"),
+    (_request(b"f", b"blksize", b"lots"), 8, b"blksize"),
+    (_request(b"f", b"timeout", b"0"), 8, b"timeout must be a whole number from 1 to 255"),
+    (_request(b"f", b"timeout", b"300"), 8, b"timeout"),
+    (_request(b"f", b"tsize", b"big"), 8, b"tsize"),
+    (_request(b"f", b"windowsize", b"0"), 8, b"windowsize"),
+    (_request(b"f", b"blksize"), 8, b"has no value"),
+    (_request(b"a" * 2000), 0, b"file name longer than 255 bytes"),
+    (_request(b"a" * 300 + b"/" + b"b" * 3000), 0, b"request longer than 2048 bytes"),
+    (_request(b"f", mode=b"mail"), 4, b"transfer mode"),
+    (struct.pack("!H", 1) + b"f\0", 4, b"illegal TFTP operation"),
+], ids=["blksize 4", "blksize 100000", "blksize words", "timeout 0", "timeout 300", "tsize words", "windowsize 0",
+        "option without value", "2000-byte name", "2 KB request", "mode mail", "no mode"])
+def test_a_bad_option_or_an_over_long_name_is_answered_with_an_error_packet(server, tmp_path, packet, code, text):
+    """RFC 2347/2348/2349: these got no answer at all, and the client waited for nothing."""
+    (server.root / "f").write_bytes(b"z" * 100)
+    reply = _ask(server.port, packet)
+    assert reply[:4] == struct.pack("!HH", 5, code) and text in reply and reply.endswith(b"\0"), reply
+    assert get(server, "f", tmp_path / "got").returncode == 0  # and it keeps serving
+
+
+def _status(pid: int) -> dict[str, int]:
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return {"threads": int(fields["Threads"]), "rss_kb": int(fields["VmRSS"].split()[0]),
+            "peak_rss_kb": int(fields["VmHWM"].split()[0])}
+
+
+def test_a_flood_of_unanswered_requests_is_bounded_and_another_client_is_still_served(panio, tmp_path: Path):
+    """Issue 22, item 4: 150 unacknowledged requests for a 4 MB file took the server to 593 MB and 152 threads.
+
+    The netboot daemon (panio's TFTP server, a real process) gets 150 requests from one address (many ports)
+    and 64 from as many other addresses, none ever acknowledged; its threads stay within MAX_TRANSFERS of
+    where they were, its peak RSS grows by less than 16 MiB, refused requests get an ERROR "server busy",
+    and a busybox client arriving after the flood still gets its file intact."""
+    import threading
+
+    from bench_agent.netboot import tftp
+    from jobhelp import wait_for
+
+    root = tmp_path / "tftp"
+    root.mkdir()
+    kernel = os.urandom(4 << 20)
+    (root / "kernel.img").write_bytes(kernel)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    panio("init")
+    panio("target", "add", "pico")
+    panio("netboot", "set", "-t", "pico", "--interface", "lo", "--server", "panio", "--tftp-port", str(port),
+          "--tftp-root", str(root))
+    panio("netboot", "start", "pico")
+    pid = panio("netboot", "status", "pico", "--json").json()["pid"]
+    try:
+        before = _status(pid)
+        peak = {"threads": before["threads"]}
+        flooding = threading.Event()
+
+        def sample() -> None:
+            while flooding.is_set():
+                peak["threads"] = max(peak["threads"], _status(pid)["threads"])
+                time.sleep(0.02)
+
+        flooding.set()
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        attackers = []
+        for i in range(150 + 64):
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind(("127.0.1.1", 0) if i < 150 else (f"127.0.2.{i - 149}", 0))
+            opts = (b"blksize", b"65464", b"windowsize", b"64") if i % 2 else ()
+            s.sendto(_request(b"kernel.img", *opts), ("127.0.0.1", port))
+            attackers.append(s)
+        r = subprocess.run(["busybox", "tftp", "-g", "-b", "1432", "-r", "kernel.img", "-l", str(tmp_path / "got"),
+                            "127.0.0.1", str(port)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / "got").read_bytes() == kernel
+        wait_for(lambda: _status(pid)["threads"] <= before["threads"], timeout_s=30)  # every transfer ended
+        flooding.clear()
+        sampler.join()
+        after = _status(pid)
+        busy = 0
+        for s in attackers:
+            s.setblocking(False)
+            try:
+                while True:
+                    packet = s.recv(70000)
+                    busy += packet[:4] == struct.pack("!HH", 5, 0) and b"server busy" in packet
+            except BlockingIOError:
+                pass
+            s.close()
+        assert peak["threads"] <= before["threads"] + tftp.MAX_TRANSFERS, (before, peak)
+        assert after["peak_rss_kb"] - before["rss_kb"] < 16 << 10, (before, after)
+        assert busy >= 150 - tftp.MAX_PER_CLIENT
+    finally:
+        panio("netboot", "stop", "pico")

@@ -11,6 +11,7 @@ import os
 import time
 
 from bench_agent.commands import Call, Output, command
+from bench_agent.errors import Refused
 
 
 @command("netboot.tftp_root")
@@ -19,6 +20,13 @@ def tftp_root(call: Call, opts: dict, out: Output, context: dict) -> None:
 
     target, netboot = opts["target"], opts["netboot"]
     root = effective_root(target, netboot)
+    if opts.get("check_root"):
+        from bench_agent.netboot import values as rules
+
+        try:
+            rules.served_root(root)
+        except rules.BadValue as exc:
+            raise Refused(str(exc), hint=f"panio netboot set -t {target} --tftp-root DIR", target=target) from None
     if opts.get("json"):
         out.json({"target": target, "tftp_root": root, "exists": os.path.isdir(root), "interface": netboot["interface"]})
     else:

@@ -77,6 +77,17 @@ def _primary_reason(s: Settings, link: dict[str, Any], primary: set[str], routes
     return None
 
 
+def served_root(s: Settings) -> str:
+    """The real folder ``s`` serves, refused (13) when it is a file, a system folder or a home directory, whatever
+    symlink leads there (``values.served_root``); a missing folder is the caller's to report."""
+    from bench_agent.netboot import values
+
+    try:
+        return values.served_root(s.tftp_root)
+    except values.BadValue as exc:
+        raise Refused(f"netboot of {s.target!r}: {exc}", target=s.target, tftp_root=s.tftp_root) from None
+
+
 # -- the daemon, seen from outside ---------------------------------------------------------------
 
 
@@ -99,6 +110,7 @@ def start(s: Settings) -> dict[str, Any]:
     if info is not None:
         return {**info, "already_running": True}
     check_interface(s)
+    served_root(s)
     if not os.path.isdir(s.tftp_root):
         raise NotConfigured(f"TFTP root {s.tftp_root} does not exist", hint=f"mkdir -p {s.tftp_root} and copy the "
                             "boot files there (`panio netboot tftp-root` prints it)", tftp_root=s.tftp_root)
@@ -203,8 +215,12 @@ def doctor_rows(netboot: dict[str, Any], tftp_root: str) -> list[tuple[str, str,
         rows = [("interface", "missing", exc.message)]
     except Refused as exc:
         rows = [("interface", "problem", exc.message)]
-    ok = os.path.isdir(s.tftp_root)
-    rows.append(("tftp_root", "ok" if ok else "missing", f"{s.tftp_root} {'exists' if ok else 'does not exist'}"))
+    try:
+        served_root(s)
+        ok = os.path.isdir(s.tftp_root)
+        rows.append(("tftp_root", "ok" if ok else "missing", f"{s.tftp_root} {'exists' if ok else 'does not exist'}"))
+    except Refused as exc:
+        rows.append(("tftp_root", "problem", exc.message))
     if rows[0][1] != "ok":
         return rows + [("server", "unchecked", "checked once the interface is right")]
     return rows + [("server", *_server_check(s))]

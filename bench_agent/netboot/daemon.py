@@ -135,7 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     state = Path(a.state_dir)
     os.environ["PANIO_STATE_DIR"] = str(state)
-    daemon = Daemon(state, Settings(**json.loads(a.config)))
+    try:  # checked again here (values.py): the config came on a command line, not from a validated lab
+        settings = Settings(**json.loads(a.config))
+    except PanioError as exc:
+        _report(a.ready_fd, {"ok": False, "error": exc.to_json()})
+        return exc.exit_status
+    daemon = Daemon(state, settings)
     signal.signal(signal.SIGTERM, lambda *_: daemon.stopping.set())
     signal.signal(signal.SIGINT, lambda *_: daemon.stopping.set())
     try:

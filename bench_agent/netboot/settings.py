@@ -1,16 +1,18 @@
 """A target's netboot settings: its netboot table from the lab file with panio's defaults filled in.
 
 The channel (``channel.py``), the daemon and the servers (``backends/``) all read them; the servers
-import this module, never the channel.
+import this module, never the channel. Every ``Settings`` is checked when it is made, on the host,
+by the same rules as the lab file (``values.py``): a table that reached the host by another road
+than a validated lab file is refused (13) before anything is written or served.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from bench_agent.errors import UsageError
+from bench_agent.errors import Refused, UsageError
+from bench_agent.netboot import values
 
 SERVERS = ("dnsmasq", "panio")
 DEFAULT_ADDRESS = "10.233.0.1/24"
@@ -38,21 +40,24 @@ class Settings:
     tftp_port: int = 69
     boot_file: str | None = None
 
+    def __post_init__(self) -> None:
+        try:
+            values.interface(self.interface)
+            values.address(self.address)
+            values.tftp_root(self.tftp_root)
+            if self.boot_file is not None:
+                values.boot_file(self.boot_file)
+        except values.BadValue as exc:
+            raise Refused(f"netboot of {self.target!r}: {exc}", hint="fix the target's netboot table in the lab "
+                          "file (`panio netboot set`)", target=self.target) from None
+
     @classmethod
     def of(cls, target: str, netboot: dict[str, Any], tftp_root: str) -> Settings:
         server = netboot.get("server", "dnsmasq")
         if server not in SERVERS:
             raise UsageError(f"netboot server must be one of {', '.join(SERVERS)}, not {server!r}")
-        address = netboot.get("address", DEFAULT_ADDRESS)
-        try:
-            iface = ipaddress.ip_interface(address)
-        except ValueError:
-            raise UsageError(f"netboot address {address!r} is not an IPv4 address with a prefix (10.233.0.1/24)",
-                             target=target) from None
-        if iface.version != 4 or iface.network.prefixlen > 30:
-            raise UsageError(f"netboot address {address!r} must be IPv4 with room for clients (/30 or wider)")
-        return cls(target, netboot["interface"], tftp_root, server, address, int(netboot.get("tftp_port", 69)),
-                   netboot.get("boot_file"))
+        return cls(target, netboot["interface"], tftp_root, server, netboot.get("address", DEFAULT_ADDRESS),
+                   int(netboot.get("tftp_port", 69)), netboot.get("boot_file"))
 
     @property
     def loopback(self) -> bool:

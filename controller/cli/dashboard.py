@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 
 from controller.cli.common import say
+from controller.dashboard.auth import MAKE_ONE, MIN_TOKEN_CHARS
 
-DETAILS = """\
+DETAILS = f"""\
 Serves a small web app: control hosts and whether their workers answer,
 targets with their lease holder, health and last job, the job queue and
 history with filters, each job's steps, output, serial log, screenshots and
@@ -17,8 +18,10 @@ It reads the same results database and lease store as `panio job` (set
 PANIO_RESULTS_URL / PANIO_BROKER as for the workers). Access tokens come from
 the environment: PANIO_DASHBOARD_TOKEN (operator: may also act) and
 PANIO_DASHBOARD_READ_TOKEN (read-only). Without a token it serves loopback only;
---bind beyond loopback without PANIO_DASHBOARD_TOKEN is refused (exit 3).
-Make a token: python3 -c 'import secrets; print(secrets.token_hex(32))'"""
+--bind beyond loopback without PANIO_DASHBOARD_TOKEN is refused (exit 3). A
+token is at least {MIN_TOKEN_CHARS} printable ASCII characters, no whitespace: a variable set
+to anything else (empty, blank, short) is refused at start (exit 3).
+{MAKE_ONE[0].upper() + MAKE_ONE[1:]}"""
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:

@@ -36,7 +36,8 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 details="An empty value removes an optional setting: --boot-file ''.")
     add_target_option(c)
     c.add_argument("--interface", metavar="IFACE", help="the control host's interface wired to the target (required the first time)")
-    c.add_argument("--tftp-root", metavar="DIR", help="folder served over TFTP (default: panio's state dir, tftp/TARGET)")
+    c.add_argument("--tftp-root", metavar="DIR", help="folder served over TFTP, never / nor a system or home folder "
+                   "(default: panio's state dir, tftp/TARGET)")
     c.add_argument("--server", choices=("dnsmasq", "panio"),
                    help="dnsmasq: DHCP+TFTP, needs root (default); panio: panio's own TFTP only, no root")
     c.add_argument("--address", metavar="CIDR", help="the host's address on the link (default 10.233.0.1/24)")
@@ -74,26 +75,42 @@ OPTIONAL = ("tftp_root", "server", "address", "tftp_port", "boot_file", "hard_do
             "hard_up_cmd")
 
 
-def _values(args: argparse.Namespace) -> dict:
-    values = {key: getattr(args, key) for key in OPTIONAL}
-    if values["address"]:
-        import ipaddress
+CHECKED = ("interface", "tftp_root", "address", "boot_file", "usb_port")  # they reach config files and sysfs paths
 
-        try:
-            iface = ipaddress.ip_interface(values["address"])
-        except ValueError:
-            raise UsageError(f"--address {values['address']!r} is not an address with a prefix, e.g. 10.233.0.1/24",
-                             argument="address") from None
-        if iface.version != 4 or iface.network.prefixlen > 30 or "/" not in values["address"]:
-            raise UsageError(f"--address {values['address']!r} must be IPv4 with a prefix of /30 or wider",
-                             argument="address")
+
+def _values(args: argparse.Namespace) -> dict:
+    """The flags given, each checked by the rule the lab file and the host apply (``bench_agent.netboot.values``)."""
+    from bench_agent.netboot import values as rules
+
+    values = {key: getattr(args, key) for key in OPTIONAL}
+    for key in CHECKED:
+        given = getattr(args, key)
+        if given:  # '' removes an optional setting
+            try:
+                getattr(rules, key)(given)
+            except rules.BadValue as exc:
+                raise UsageError(f"--{key.replace('_', '-')}: {exc}", argument=key) from None
     return values
+
+
+def _local_root_problem(root: str) -> str | None:
+    """Why a TFTP root on this machine, as it is on disk (a file, a symlink into a system folder), is not served."""
+    from bench_agent.netboot import values as rules
+
+    try:
+        rules.served_root(root)
+    except rules.BadValue as exc:
+        return str(exc)
+    return None
 
 
 def set_(args: argparse.Namespace) -> None:
     values = _values(args)
     with edit(args.lab_path) as doc:
         t = edits.target(doc, args.target, args.lab_path)
+        if args.tftp_root and not t.get("host"):  # the folder is here: check it as the server will
+            if why := _local_root_problem(args.tftp_root):
+                raise UsageError(f"--tftp-root: {why}", argument="tftp_root")
         if "netboot" not in t:
             if not args.interface:
                 raise NotConfigured(f"target {args.target!r} has no netboot channel yet: give --interface",
@@ -117,6 +134,8 @@ def rm(args: argparse.Namespace) -> None:
 
 @runtime
 def tftp_root(args: argparse.Namespace, lab: Any) -> Step:
-    """The root is resolved where the body runs (``bench_agent.commands.netboot``), as ``~`` and the default are."""
+    """The root is resolved where the body runs (``bench_agent.commands.netboot``), as ``~`` and the default are;
+    on this machine it must be a folder panio would serve (``bench_agent.netboot.values.served_root``)."""
     return Step("netboot.tftp_root", args.target, {"target": args.target, "json": args.json,
-                                                   "netboot": dict(lab.channel(args.target, "netboot"))})
+                                                   "netboot": dict(lab.channel(args.target, "netboot")),
+                                                   "check_root": not lab.target(args.target).get("host")})

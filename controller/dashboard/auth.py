@@ -7,6 +7,12 @@ where any local user could read them in the process list. With no token at
 all the dashboard only binds to loopback and everyone on this machine is an
 operator. The session cookie is an HMAC of the role under its token, so it
 stays valid across restarts and dies when the token changes.
+
+A token is at least ``MIN_TOKEN_CHARS`` printable ASCII characters with no
+whitespace. A variable that is set to anything else (empty, blank, short) is
+refused at start, whatever ``--bind`` says: ``PANIO_DASHBOARD_TOKEN='   '``
+made anyone who typed three spaces an operator, and treating it as "no
+token" would open the dashboard to everyone on the machine instead.
 """
 
 from __future__ import annotations
@@ -18,23 +24,46 @@ import secrets
 
 COOKIE = "panio_dashboard"
 ROLES = ("reader", "operator")
+VARIABLES = {"operator": "PANIO_DASHBOARD_TOKEN", "reader": "PANIO_DASHBOARD_READ_TOKEN"}
+MIN_TOKEN_CHARS = 16
+MAKE_ONE = "make a token: python3 -c 'import secrets; print(secrets.token_hex(32))'"
+
+
+def token_problem(token: str) -> str | None:
+    """Why ``token`` cannot guard the dashboard, or None when it can."""
+    if not token.strip():
+        return "is empty or only whitespace"
+    if any(not "!" <= c <= "~" for c in token):
+        return "holds whitespace, a control character or a character outside printable ASCII"
+    if len(token) < MIN_TOKEN_CHARS:
+        return f"is {len(token)} characters long; a token needs at least {MIN_TOKEN_CHARS}"
+    return None
 
 
 class Auth:
     def __init__(self, operator_token: str | None, reader_token: str | None) -> None:
-        self.tokens = {r: t for r, t in (("operator", operator_token), ("reader", reader_token)) if t}
+        from bench_agent.errors import NotConfigured
+
+        self.tokens = {r: t for r, t in (("operator", operator_token), ("reader", reader_token)) if t is not None}
+        for role, token in self.tokens.items():
+            if why := token_problem(token):
+                raise NotConfigured(f"{VARIABLES[role]} {why}: the dashboard does not start with a token "
+                                    "anyone could guess", hint=f"{MAKE_ONE}, or unset it", variable=VARIABLES[role])
         self.csrf_key = secrets.token_bytes(32)  # per process: a form from a previous run must be reloaded
 
     @classmethod
     def from_env(cls) -> "Auth":
-        return cls(os.environ.get("PANIO_DASHBOARD_TOKEN") or None,
-                   os.environ.get("PANIO_DASHBOARD_READ_TOKEN") or None)
+        """The tokens of the environment; a variable that is set must hold a usable token (``token_problem``)."""
+        return cls(os.environ.get(VARIABLES["operator"]), os.environ.get(VARIABLES["reader"]))
 
     @property
     def open(self) -> bool:
         return not self.tokens
 
     def role_for_token(self, token: str) -> str | None:
+        token = token.strip()  # a pasted token keeps its newline
+        if token_problem(token):
+            return None  # never compared: a blank or short guess matches no role, whatever the tokens are
         for role, expected in self.tokens.items():
             if hmac.compare_digest(token.encode(), expected.encode()):
                 return role

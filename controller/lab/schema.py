@@ -190,6 +190,44 @@ def _unique_serial_names(path: KeyPath, target: dict) -> None:
         seen.add(name)
 
 
+# ``[USER@]HOST``: an OpenSSH client (Ansible's, for `panio setup`) reads a word that starts with "-" as one
+# of its own options (`-oProxyCommand=...` runs a command), and whitespace or a control character splits or
+# ends a line of the inventory and the ssh command it becomes.
+SSH_USER_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.$-]{0,63}\Z")
+SSH_HOST_RE = re.compile(r"[A-Za-z0-9_\[:][A-Za-z0-9_.:%\[\]-]{0,252}\Z")
+SSH_RULE = ("use [USER@]HOST: HOST a name or address (letters, digits, '.', '-', '_', ':'), USER letters, "
+            "digits, '.', '_', '-'; neither may start with '-' or hold spaces or control characters")
+
+
+def ssh_destination_problem(value: str) -> str | None:
+    """Why ``value`` is not an SSH destination panio will hand to ssh, or None."""
+    user, at, host = value.rpartition("@")
+    if (at and not SSH_USER_RE.match(user)) or not SSH_HOST_RE.match(host):
+        return f"{value!r} is not an SSH destination: {SSH_RULE}"
+    return None
+
+
+def _ssh_destination(path: KeyPath, value: Any) -> None:
+    _nonempty_string(path, value)
+    if why := ssh_destination_problem(value):
+        raise Problem(path, f"{_dotted(path)} = {why}")
+
+
+def _netboot_value(rule_name: str) -> Callable[[KeyPath, Any], None]:
+    """A netboot value checked by ``bench_agent.netboot.values.<rule_name>``, the rule the host applies too."""
+
+    def check(path: KeyPath, value: Any) -> None:
+        from bench_agent.netboot import values
+
+        _nonempty_string(path, value)
+        try:
+            getattr(values, rule_name)(value)
+        except values.BadValue as exc:
+            raise Problem(path, f"{_dotted(path)}: {exc}") from None
+
+    return check
+
+
 _HOOK_FIELDS = {key: Field(_command) for key in HOOKS}
 _HOOK_FIELDS["timeout_s"] = Field(_positive_number)
 _HOOK_FIELDS["cycle_off_s"] = Field(_positive_number)
@@ -210,16 +248,16 @@ SERIAL = TableSpec(
 )
 NETBOOT = TableSpec(
     {
-        "interface": Field(_nonempty_string, required=True),
-        "tftp_root": Field(_nonempty_string),
+        "interface": Field(_netboot_value("interface"), required=True),
+        "tftp_root": Field(_netboot_value("tftp_root")),
         # netboot start/netif (docs/netboot.md): the server, its address and port, the PXE boot file,
         # and how `netif down-hard` cuts the link's adapter power
         "server": Field(_one_of(("dnsmasq", "panio"))),
-        "address": Field(_nonempty_string),
+        "address": Field(_netboot_value("address")),
         "tftp_port": Field(_bounded_int(MAX_PORT)),
-        "boot_file": Field(_nonempty_string),
+        "boot_file": Field(_netboot_value("boot_file")),
         "hard_down": Field(_one_of(("usb-sysfs", "uhubctl", "hook"))),
-        "usb_port": Field(_nonempty_string),
+        "usb_port": Field(_netboot_value("usb_port")),
         "hard_down_cmd": Field(_command),
         "hard_up_cmd": Field(_command),
     },
@@ -321,7 +359,7 @@ TARGET = TableSpec(
 )
 HOST = TableSpec(
     {
-        "ssh": Field(_nonempty_string, required=True),
+        "ssh": Field(_ssh_destination, required=True),
         "port": Field(_bounded_int(MAX_PORT)),
         "description": Field(_string),
         "python": Field(_nonempty_string),

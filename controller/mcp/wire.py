@@ -5,7 +5,13 @@ exception, and the session only logs it: the client that sent it never hears
 back and waits on that id forever. JSON-RPC 2.0 says otherwise (section 5.1):
 a line that is not JSON gets ``-32700 Parse error``, a message that is not a
 valid request gets ``-32600 Invalid Request``, both with ``id: null`` unless
-the request's own id could be read. ``checked_stdin`` sits between stdin and
+the request's own id could be read.
+
+Two kinds of request the SDK cannot survive or answer are refused here too: a
+string holding a lone UTF-16 surrogate (``"\ud800"`` is valid JSON but not
+Unicode text; the SDK's reply could not be encoded and the failed write ended
+the server, exit 70), and a request whose ``id`` is ``null`` (MCP forbids it;
+the SDK took it for a notification and never answered). ``checked_stdin`` sits between stdin and
 the SDK: it answers malformed lines itself, through the same writer as every
 other reply (so frames never interleave), and passes the rest on unchanged.
 """
@@ -37,11 +43,15 @@ def problem(line: str) -> tuple[int, str, Any] | None:
         return INVALID_REQUEST, "Invalid Request: a message is a JSON object", None
     rid = msg.get("id")
     good_id = rid is None or (isinstance(rid, (str, int)) and not isinstance(rid, bool))
-    reply_id = rid if good_id else None
+    reply_id = rid if good_id and _text(rid) else None
     if msg.get("jsonrpc") != "2.0":
         return INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"', reply_id
     if not good_id:
         return INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer', None
+    if not _text(msg):
+        return INVALID_REQUEST, "Invalid Request: a string holds a lone UTF-16 surrogate (not Unicode text)", reply_id
+    if "method" in msg and "id" in msg and rid is None:
+        return INVALID_REQUEST, 'Invalid Request: "id" must not be null (send a string or an integer)', None
     if "method" not in msg and not ("result" in msg or "error" in msg):
         return INVALID_REQUEST, 'Invalid Request: no "method"', reply_id
     if "method" in msg and not isinstance(msg["method"], str):
@@ -57,8 +67,19 @@ def problem(line: str) -> tuple[int, str, Any] | None:
 
 
 def error_message(code: int, message: str, rid: Any) -> SessionMessage:
+    # a reply that cannot be encoded would end the server: escape what is not Unicode text
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=rid,
                                              error=types.ErrorData(code=code, message=message)))
+
+
+def _text(value: Any) -> bool:
+    """Whether every string in ``value`` (a parsed message, or a part of one) can be written as UTF-8."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class CheckedStdin:

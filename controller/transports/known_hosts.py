@@ -23,6 +23,13 @@ def known_hosts_path() -> Path:
 
 
 def destination(host: dict) -> tuple[str | None, str, int]:
+    """(user, hostname, port) of a host table; a destination ssh would read as an option is refused here too,
+    before any connection, whatever road the table came by."""
+    from bench_agent.errors import Refused
+    from controller.lab.schema import ssh_destination_problem
+
+    if why := ssh_destination_problem(str(host["ssh"])):
+        raise Refused(f"refusing to connect: {why}", hint="fix the host's ssh = \"USER@HOST\" in the lab file")
     user, _, hostname = host["ssh"].rpartition("@")
     return (user or None), hostname, int(host.get("port", 22))
 

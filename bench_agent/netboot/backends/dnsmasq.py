@@ -9,6 +9,10 @@ option 43 "Raspberry Pi Boot", which ``pxe-service=0,"Raspberry Pi Boot"``
 produces; a target with a ``boot_file`` (PC-style PXE, iPXE, U-Boot) gets
 ``dhcp-boot`` instead, since that PXE menu would send an x86 PXE ROM to its
 local disk.
+
+Each value is checked again just before the file is written (``values.py``, the rules of the lab file):
+dnsmasq runs as root, and a newline in a value would be a directive of its own. The TFTP root is
+written as the real folder, symlinks resolved, so a link changed after the check serves nothing new.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import time
 from pathlib import Path
 
 from bench_agent.errors import DeviceError, NotConfigured, Refused
+from bench_agent.netboot import values
 from bench_agent.netboot.settings import Settings
 
 READY_TEXT = "TFTP root is"
@@ -29,6 +34,12 @@ START_WAIT_S = 10.0
 
 
 def config_text(s: Settings, folder: Path) -> str:
+    """dnsmasq.conf for ``s``; ``values.BadValue`` for a value that must not reach it."""
+    values.interface(s.interface)
+    values.address(s.address)
+    if s.boot_file:
+        values.boot_file(s.boot_file)
+    root = values.served_root(s.tftp_root)
     net = ipaddress.ip_interface(s.address).network
     first, last = net.network_address + 2, net.broadcast_address - 1
     lines = [
@@ -36,7 +47,7 @@ def config_text(s: Settings, folder: Path) -> str:
         "port=0", f"interface={s.interface}", "bind-interfaces",
         f"dhcp-range={first},{last},{net.netmask},1h", f"dhcp-leasefile={folder / 'leases'}",
         "dhcp-option=option:router", "dhcp-option=option:dns-server", "no-ping", "log-dhcp",
-        f"log-facility={folder / 'server.log'}", "enable-tftp", f"tftp-root={s.tftp_root}",
+        f"log-facility={folder / 'server.log'}", "enable-tftp", f"tftp-root={root}",
         f"user={pwd.getpwuid(os.getuid()).pw_name}",
     ]
     lines.append(f"dhcp-boot={s.boot_file}" if s.boot_file else 'pxe-service=0,"Raspberry Pi Boot"')
@@ -77,7 +88,11 @@ class DnsmasqServer:
             raise Refused("dnsmasq needs root here (DHCP port 67, raw packets)",
                           hint="run the bench agent as root, or `panio netboot set --server panio` for TFTP only")
         conf = self.folder / "dnsmasq.conf"
-        conf.write_text(config_text(self.s, self.folder))
+        try:
+            text = config_text(self.s, self.folder)
+        except values.BadValue as exc:
+            raise Refused(f"netboot of {self.s.target!r}: not writing dnsmasq.conf: {exc}", target=self.s.target) from None
+        conf.write_text(text)
         log = self.folder / "server.log"
         offset = log.stat().st_size if log.exists() else 0
         reap_orphan(self.folder)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bench_agent.errors import Busy, Refused
 from bench_agent.netboot.settings import Settings
+from bench_agent.netboot.values import BadValue
 from bench_agent.netboot.tftp import TftpServer
 
 
@@ -32,6 +33,8 @@ class PanioTftpServer:
         host = "127.0.0.1" if self.s.loopback else str(ipaddress.ip_interface(self.s.address).ip)
         try:
             self.server = TftpServer(self.s.tftp_root, host, self.s.tftp_port, log=self._write).start()
+        except BadValue as exc:
+            raise Refused(f"netboot of {self.s.target!r}: {exc}", target=self.s.target) from None
         except PermissionError:
             raise Refused(f"TFTP port {self.s.tftp_port} needs root", hint="choose a port above 1023 with "
                           f"`panio netboot set -t {self.s.target} --tftp-port 6969`") from None

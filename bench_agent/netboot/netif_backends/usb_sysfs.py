@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_agent.errors import DeviceError, NotConfigured, Refused
+from bench_agent.netboot import values
 
 SYS = Path("/sys")
 
@@ -35,6 +36,10 @@ class UsbSysfsHardDown:
 
     def _port_file(self) -> Path:
         if self.netboot.get("usb_port"):
+            try:
+                values.usb_port(self.netboot["usb_port"])  # it becomes a path under /sys: no "../"
+            except values.BadValue as exc:
+                raise Refused(f"netif of {self.target!r}: {exc}", target=self.target) from None
             device = self.sys_root / "bus" / "usb" / "devices" / self.netboot["usb_port"]
         else:
             device = usb_device_dir(self.netboot["interface"], self.sys_root)
