@@ -143,10 +143,9 @@ class JobRunner:
         try:
             # Leased first, claimed second: a job waiting for its lease stays queued, so if its worker
             # dies a reconciler can send it again; the claim makes sure only one copy ever runs it.
-            if not self.store.claim(job_id, self.worker):
+            if not self.store.claim(job_id, self.worker, fence=lease.token):
                 return None
             lease.keep(payload.get("lease_ttl_s", 30))
-            self.store.set_fence(job_id, lease.token)
             self.progress("job_start", {"job_id": job_id, "target": payload["target"]})
             call = self.caller(payload["target"], lease.token, self.leases)
             marks = self._serial_marks(payload, call)
@@ -223,8 +222,7 @@ class JobRunner:
         host = (payload.get("target_config") or {}).get("host")
         check["job_id"] = self.store.create_job(check["name"], payload["target"], host, check)
         self.store.take(check["job_id"], self.worker, 0.0)
-        self.store.claim(check["job_id"], self.worker)
-        self.store.set_fence(check["job_id"], lease.token)
+        self.store.claim(check["job_id"], self.worker, fence=lease.token)
         self.progress("health_check", {"job_id": check["job_id"], "target": payload["target"], "why": why})
         self.heartbeat.add(check["job_id"])
         try:
