@@ -147,12 +147,14 @@ class JobRunner:
                 return None
             lease.keep(payload.get("lease_ttl_s", 30))
             self.progress("job_start", {"job_id": job_id, "target": payload["target"]})
+            # One road to the target for the job's steps: a dispatcher keeps its connections (one SSH set-up).
             call = self.caller(payload["target"], lease.token, self.leases)
             marks = self._serial_marks(payload, call)
             try:
-                return self._checked_steps(payload, lease)
+                return self._checked_steps(payload, lease, call)
             finally:
-                self._serial_artifacts(payload, marks, call)
+                # a road of its own: a step stopped at its deadline may still hold the steps' connection
+                self._serial_artifacts(payload, marks, self.caller(payload["target"], lease.token, self.leases))
         finally:
             lease.release()
 
@@ -196,12 +198,12 @@ class JobRunner:
             if any(parts):
                 self.store.add_artifact(payload["job_id"], f"serial-{iface['name']}.log", "".join(parts))
 
-    def _checked_steps(self, payload: dict, lease: leasing.Lease) -> dict:
+    def _checked_steps(self, payload: dict, lease: leasing.Lease, call: Call) -> dict:
         """The job's steps, after the target's health check when one is due (``health_gate``); after a job that
         ended incomplete, the check runs at once, still under the lease."""
         why = self._gate().check_reason(payload)
         if why:
-            check = self._health_check(payload, lease, f"before job {payload['job_id']}: {why}")
+            check = self._health_check(payload, lease, call, f"before job {payload['job_id']}: {why}")
             if (check["health"], check["result"]) != ("complete", "passed"):
                 self._skip_rest(payload["job_id"], payload["steps"], 0,
                                 known_variables(payload["job_id"], payload["target"]))
@@ -209,13 +211,13 @@ class JobRunner:
                            f"{check['reason']}", hint=f"see `panio job status {check['job_id']}`",
                            target=payload["target"], health_check=check["job_id"])
                 return self._finish(payload, "incomplete", None, err.message, err.to_json(), gated=True)
-        summary = self._steps(payload, lease)
+        summary = self._steps(payload, lease, call)
         if summary["health"] == "incomplete" and payload.get("health_check") and not lease.lost \
                 and payload.get("kind") != "health_check":
-            self._health_check(payload, lease, f"job {payload['job_id']} ended incomplete")
+            self._health_check(payload, lease, call, f"job {payload['job_id']} ended incomplete")
         return summary
 
-    def _health_check(self, payload: dict, lease: leasing.Lease, why: str) -> dict:
+    def _health_check(self, payload: dict, lease: leasing.Lease, call: Call, why: str) -> dict:
         """Run the target's health-check job now, as a job of its own, under this job's lease."""
         check = {**payload["health_check"], "target": payload["target"], "kind": "health_check",
                  "notify": payload.get("notify", []), "lease_ttl_s": payload.get("lease_ttl_s", 30)}
@@ -228,11 +230,11 @@ class JobRunner:
         try:
             sub = JobRunner(self.store, self.leases, self.worker, _health_progress(self.progress), self.heartbeat,
                             self.caller, self.planner)
-            return sub._steps(check, lease)
+            return sub._steps(check, lease, call)
         finally:
             self.heartbeat.discard(check["job_id"])
 
-    def _steps(self, payload: dict, lease: leasing.Lease) -> dict:
+    def _steps(self, payload: dict, lease: leasing.Lease, call: Call) -> dict:
         job_id, steps = payload["job_id"], payload["steps"]
         deadline = time.monotonic() + payload["timeout_s"] if payload.get("timeout_s") else None
         left_s = _deadline_left_s(payload)
@@ -247,7 +249,7 @@ class JobRunner:
             if stop:
                 return self._abort(payload, idx, variables, *stop)
             started = time.time()
-            outcome = self._one_step(payload, idx, step, variables, lease, deadline, dict(began))
+            outcome = self._one_step(payload, idx, step, variables, lease, call, deadline, dict(began))
             began["previous_step_started_at"] = started
             if outcome["status"] == "pass":
                 variables.update(outcome["captured"])
@@ -280,7 +282,7 @@ class JobRunner:
         self._skip_rest(payload["job_id"], payload["steps"], idx, variables)
         return self._finish(payload, health, None, reason, error)
 
-    def _one_step(self, payload: dict, idx: int, step: dict, variables: dict, lease: leasing.Lease,
+    def _one_step(self, payload: dict, idx: int, step: dict, variables: dict, lease: leasing.Lease, call: Call,
                   deadline: float | None, began: dict[str, float]) -> dict:
         from bench_agent import commands
 
@@ -294,7 +296,6 @@ class JobRunner:
         self.store.record_step(job_id, idx, {"name": step["name"], "command": command, "status": "running"})
         start = time.monotonic()
         out = commands.Recorder(lambda line: self.progress("output", {"idx": idx, "line": line}), OUTPUT_LIMIT)
-        call = self.caller(payload["target"], lease.token, self.leases)
 
         def body() -> None:
             run = self._planned(payload["target"], step["run"], variables)
