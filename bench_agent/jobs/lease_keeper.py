@@ -1,4 +1,4 @@
-"""Keeping leases alive: one thread per process renews every kept lease.
+"""Keeping leases alive: one thread per process renews every kept lease, and a release wakes local waiters.
 
 A job's lease is renewed every third of its TTL while the job runs
 (``Lease.keep``). One daemon thread does it for every lease this process
@@ -9,6 +9,10 @@ that cannot reach the store is tried again a third of the TTL later, so the TTL
 alone decides when a lease is really gone. Renewals run one after the other: a
 store that hangs holds the others up for its own retry bound
 (``leases.RETRY_S``), far less than any TTL's two spare thirds.
+
+``released`` tells the jobs of this process that wait for a lease that one was
+given back, so a job waiting behind another on the same board (both on this
+host's worker) starts at once instead of at its next poll.
 """
 
 from __future__ import annotations
@@ -56,4 +60,24 @@ class Keeper:
                 self._cond.wait(None if soonest is None else soonest - now)
 
 
+class Released:
+    """A count of the leases given back in this process, and a way to wait for the next one."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.count = 0
+
+    def tell(self) -> None:
+        with self._cond:
+            self.count += 1
+            self._cond.notify_all()
+
+    def wait(self, seen: int, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` unless a lease was given back since the count was ``seen``."""
+        with self._cond:
+            if self.count == seen:
+                self._cond.wait(timeout_s)
+
+
 KEEPER = Keeper()
+RELEASED = Released()

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Protocol
 
 from bench_agent.errors import Busy, Refused, Unreachable
-from bench_agent.jobs.lease_keeper import KEEPER
+from bench_agent.jobs.lease_keeper import KEEPER, RELEASED
 
 TOKEN_ENV = "PANIO_LEASE_TOKEN"
 RETRY_S = 3.0  # how long a Redis call keeps retrying (a restart) before it fails as unreachable
@@ -97,6 +97,7 @@ class Lease:
         KEEPER.discard(self)
         with contextlib.suppress(Unreachable):
             self.store.release(self.target, self.token, self.owner)
+        RELEASED.tell()
 
 
 class LeaseStore(Protocol):
@@ -114,6 +115,7 @@ def acquire(store: LeaseStore, target: str, info: dict, ttl_s: float, wait_s: fl
     """Take the lease on ``target``, waiting up to ``wait_s``; ``Busy`` naming the holder if not obtained."""
     deadline = time.monotonic() + wait_s
     while True:
+        seen = RELEASED.count
         try:
             lease = store.try_acquire(target, info, ttl_s)
         except Unreachable:
@@ -129,7 +131,7 @@ def acquire(store: LeaseStore, target: str, info: dict, ttl_s: float, wait_s: fl
                        + (f" (job {held['job']})" if held.get("job") else "")
                        + f"; waited {wait_s:g} s",
                        hint="see `panio lease list`", target=target, holder=held.get("holder"), job=held.get("job"))
-        time.sleep(0.05)
+        RELEASED.wait(seen, 0.05)  # a lease given back in this process ends the wait at once
 
 
 def check_access(store: LeaseStore, target: str, token: str | int | None = None) -> None:

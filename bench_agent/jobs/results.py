@@ -325,6 +325,14 @@ class ResultStore:
             return c.execute(self.jobs.select().with_only_columns(self.jobs.c.state)
                              .where(self.jobs.c.id == job_id)).scalar()
 
+    def still_queued(self, job_id: int) -> bool:
+        """True while the job is queued and nobody asked to cancel it (one read, for a runner waiting to start)."""
+        j = self.jobs.c
+        with self._reading() as c:
+            row = c.execute(self.jobs.select().with_only_columns(j.state, j.cancel_requested)
+                            .where(j.id == job_id)).first()
+        return row is not None and row[0] == "queued" and not row[1]
+
     def cancel_requested(self, job_id: int) -> bool:
         with self._reading() as c:
             return bool(c.execute(self.jobs.select().with_only_columns(self.jobs.c.cancel_requested)

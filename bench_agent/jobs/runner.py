@@ -121,7 +121,7 @@ class JobRunner:
     def _run(self, payload: dict, left_s: float | None) -> dict | None:
         job_id = payload["job_id"]
         wait_s = payload.get("lease_wait_s", 300)
-        stopped = lambda: self.store.state(job_id) != "queued" or self.store.cancel_requested(job_id)  # noqa: E731
+        stopped = lambda: not self.store.still_queued(job_id)  # noqa: E731 - started elsewhere, or canceled
         blocked = self._gate().blocked(payload, wait_s if left_s is None else min(wait_s, left_s), stopped)
         if blocked is not None:
             if self.store.state(job_id) != "queued":
@@ -132,7 +132,7 @@ class JobRunner:
                 self.leases, payload["target"],
                 {"holder": self.worker, "job": job_id, "name": payload["name"]},
                 payload.get("lease_ttl_s", 30), wait_s if left_s is None else min(wait_s, left_s),
-                should_stop=lambda: self.store.state(job_id) != "queued" or self.store.cancel_requested(job_id))
+                should_stop=stopped)
         except (Busy, Unreachable) as err:
             if self.store.state(job_id) != "queued":
                 return None
