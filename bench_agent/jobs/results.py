@@ -239,15 +239,39 @@ class ResultStore:
         self._one(self.jobs.update().where(self.jobs.c.id == job_id).values(fence=fence, leased_at=time.time()))
 
     def record_step(self, job_id: int, idx: int, step: dict) -> None:
-        keys, row = {"job_id": job_id, "idx": idx}, _step_row(step)
-        upsert = self._upsert(self.steps, keys, row)
+        upsert = self._upsert(self.steps, {"job_id": job_id, "idx": idx}, _step_row(step))
         if upsert is not None:
             self._one(upsert)
             return
         with self.engine.begin() as c:
             self._put_step(c, job_id, idx, step)
 
+    def record_steps(self, job_id: int, steps: list[tuple[int, dict]]) -> None:
+        """Several ``(idx, step)`` records in one transaction (one commit)."""
+        if len(steps) == 1:
+            self.record_step(job_id, *steps[0])
+        elif steps:
+            with self.engine.begin() as c:
+                for idx, step in steps:
+                    self._put_step(c, job_id, idx, step)
+
+    def start_step(self, job_id: int, idx: int, step: dict, done: list[tuple[int, dict]] = ()) -> bool:
+        """In one transaction (one commit): the records of the steps ``done`` since the last write, then, unless
+        someone asked to cancel the job, step ``idx`` as running. False when canceled (``done`` is recorded)."""
+        with self.engine.begin() as c:
+            for i, record in done:
+                self._put_step(c, job_id, i, record)
+            if c.execute(self.jobs.select().with_only_columns(self.jobs.c.cancel_requested)
+                         .where(self.jobs.c.id == job_id)).scalar():
+                return False
+            self._put_step(c, job_id, idx, step)
+        return True
+
     def _put_step(self, c, job_id: int, idx: int, step: dict) -> None:
+        upsert = self._upsert(self.steps, {"job_id": job_id, "idx": idx}, _step_row(step))
+        if upsert is not None:
+            c.execute(upsert)
+            return
         c.execute(self.steps.delete().where(self.steps.c.job_id == job_id, self.steps.c.idx == idx))
         c.execute(self.steps.insert().values(job_id=job_id, idx=idx, **_step_row(step)))
 
@@ -287,14 +311,22 @@ class ResultStore:
             c.execute(self.artifacts.insert().values(job_id=job_id, name=name, content=content))
 
     def finish(self, job_id: int, health: str, result: str | None, reason: str = "",
-               error: dict | None = None, only_if_running: bool = False, only_if_queued: bool = False) -> bool:
+               error: dict | None = None, only_if_running: bool = False, only_if_queued: bool = False,
+               steps: list[tuple[int, dict]] = ()) -> bool:
+        """The verdict; ``steps``: ``(idx, step)`` records written in the same transaction, before it."""
         q = self.jobs.update().where(self.jobs.c.id == job_id, self.jobs.c.state != "done")
         if only_if_running:
             q = q.where(self.jobs.c.state == "running")
         if only_if_queued:
             q = q.where(self.jobs.c.state == "queued")
-        return self._one(q.values(state="done", health=health, result=result, reason=reason,
-                                  error=json.dumps(error) if error else None, finished_at=time.time())) == 1
+        q = q.values(state="done", health=health, result=result, reason=reason,
+                     error=json.dumps(error) if error else None, finished_at=time.time())
+        if not steps:
+            return self._one(q) == 1
+        with self.engine.begin() as c:
+            for idx, step in steps:
+                self._put_step(c, job_id, idx, step)
+            return c.execute(q).rowcount == 1
 
     def request_cancel(self, job_id: int) -> None:
         self._one(self.jobs.update().where(self.jobs.c.id == job_id).values(cancel_requested=True))
