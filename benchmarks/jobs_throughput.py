@@ -5,8 +5,9 @@ What it compares, on a SQLite and then a PostgreSQL results database (``PANIO_RE
 1. one-step jobs (``panio serial transact`` on a simulated board's PTY console) through a real
    ``panio worker --host local`` against bare Celery tasks (a task that returns its argument) on the
    same broker, with the same worker concurrency (threads) and the same number of messages: tasks/s each;
-2. the fixed cost of a job: a job file needs at least one step, so the cheapest step there is
-   (``panio ping ${target}``: one in-process operation) stands in for "no step", against the same bare tasks;
+2. the fixed cost of a job: no road takes a job without steps (`job check` refuses a file with none; only a
+   payload written by hand past it would have none), so the cheapest step there is (``panio ping ${target}``:
+   one in-process operation) stands in for "no step", against the same bare tasks;
 3. a job of 200 ``serial transact`` steps: its wall time per step against one ``python -c pass`` start-up.
 
 Bare Celery is measured in the same run, alternating (ABAB...: a panio batch, then a bare batch, paired
@@ -15,7 +16,8 @@ A batch runs end to end: for panio, from the first job's creation (planned, reco
 `panio suite` does per job) to the moment the results database shows every job done (polled every
 ``POLL_S``); for bare Celery, from the first ``send_task`` to the last result.
 
-Run: .venv/bin/python benchmarks/jobs_throughput.py [--quick] [--jobs N] [--rounds R] [--json]
+Run: .venv/bin/python benchmarks/jobs_throughput.py [--quick] [--jobs N] [--rounds R] [--only sqlite] [--json]
+(2-3 minutes on the shared 2-core machine; --quick about one)
 Needs: /usr/bin/redis-server (a private one on a free loopback port), PostgreSQL at ``--pg-url``
 (default the test suite's; `bash scripts/system-deps.sh` starts it): without it that side is skipped,
 saying so. Starts and stops its own simulated boards (``panio-sim``), serial captures and workers.
@@ -266,7 +268,7 @@ def one_database(kind: str, url: str, bench: Bench, tmp: Path, args) -> dict:
         long = ctl.prepare(job_file(tmp, "long", [TRANSACT] * args.steps))
         return {"transact": throughput(ctl, bench, transact, args.jobs, args.rounds),
                 "ping": throughput(ctl, bench, ping, args.jobs, args.rounds),
-                "long": long_job(ctl, long, args.steps, args.rounds)}
+                "long": long_job(ctl, long, args.steps, args.long_rounds)}
     finally:
         workers.stop_all()
 
@@ -283,7 +285,8 @@ def loads(r: dict) -> str:
 
 def report(results: dict, args, skipped: dict[str, str]) -> None:
     print(f"panio jobs vs bare Celery: bare Celery measured in the same run, alternating (ABAB...: a panio batch, "
-          f"then a bare batch; each figure is the median of the {args.rounds} pairs' ratios)")
+          f"then a bare batch; each ratio is the median of the {args.rounds} pairs' ratios; the long job's, of "
+          f"{args.long_rounds} pairs of one job and 5 `python -c pass`)")
     print(f"  {args.boards} simulated boards (panio-sim, PTY consoles, captures running); a private redis-server; "
           f"`panio worker --host local --concurrency {args.concurrency}` vs a bare Celery worker (threads, "
           f"-c {args.concurrency}, a task returning its argument); {args.jobs} jobs / {args.jobs} tasks per batch")
@@ -310,9 +313,10 @@ def report(results: dict, args, skipped: dict[str, str]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smaller batches and fewer rounds (~1 minute)")
-    ap.add_argument("--jobs", type=int, help="jobs (and bare tasks) per batch (default 40, quick 16)")
-    ap.add_argument("--rounds", type=int, help="paired rounds per measurement (default 5, quick 3)")
+    ap.add_argument("--quick", action="store_true", help="smaller batches and fewer rounds (about a minute)")
+    ap.add_argument("--jobs", type=int, help="jobs (and bare tasks) per batch (default 30, quick 12)")
+    ap.add_argument("--rounds", type=int, help="paired rounds per throughput measurement (default 5, quick 3)")
+    ap.add_argument("--long-rounds", type=int, help="paired rounds of the long job (default 3, quick 2)")
     ap.add_argument("--steps", type=int, default=200, help="steps of the long job (default 200)")
     ap.add_argument("--boards", type=int, default=4, help="simulated boards (default 4)")
     ap.add_argument("--concurrency", type=int, default=4, help="worker threads, both workers (default 4)")
@@ -321,8 +325,10 @@ def main() -> int:
     ap.add_argument("--only", choices=("sqlite", "postgresql"), help="one database only")
     ap.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     args = ap.parse_args()
-    args.jobs = args.jobs or (16 if args.quick else 40)
+    args.jobs = args.jobs or (12 if args.quick else 30)
     args.rounds = args.rounds or (3 if args.quick else 5)
+    args.long_rounds = args.long_rounds or (2 if args.quick else 3)
+    started = time.monotonic()
     results: dict = {}
     skipped: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="panio-jobs-bench-") as d:
@@ -349,6 +355,7 @@ def main() -> int:
         finally:
             bench.stop()
     report(results, args, skipped)
+    print(f"\n(the run took {time.monotonic() - started:.0f} s)")
     if args.json:
         print(json.dumps({"results": results, "skipped": skipped}))
     return 0
