@@ -8,7 +8,8 @@ What it compares, on a SQLite and then a PostgreSQL results database (``PANIO_RE
 2. the fixed cost of a job: no road takes a job without steps (`job check` refuses a file with none; only a
    payload written by hand past it would have none), so the cheapest step there is (``panio ping ${target}``:
    one in-process operation) stands in for "no step", against the same bare tasks;
-3. a job of 200 ``serial transact`` steps: its wall time per step against one ``python -c pass`` start-up.
+3. a job of 200 ``serial transact`` steps: its wall time per step (submit to done, over 200) against one
+   ``python -c pass`` start-up, five of them timed just before the job and five just after.
 
 Bare Celery is measured in the same run, alternating (ABAB...: a panio batch, then a bare batch, paired
 by round); each figure is the median of the pairs' ratios, printed with the load average and the goal.
@@ -217,13 +218,15 @@ def throughput(ctl: Controller, bench: Bench, prepared, n: int, rounds: int) -> 
 
 
 def long_job(ctl: Controller, prepared, steps: int, rounds: int, starts: int = 5) -> dict:
-    """Rounds of (one job of ``steps`` steps, ``starts`` bare interpreter starts), one warm-up round first."""
+    """Rounds of ``starts`` bare interpreter starts, one job of ``steps`` steps, ``starts`` starts again (the job
+    takes seconds: the starts on both sides of it see the load it saw); one warm-up round first."""
     ctl.batch(prepared, 1)
     python_start_s()
     pairs, loads, recorded = [], [], []
     for _ in range(rounds):
+        before = [python_start_s() for _ in range(starts)]
         elapsed, ids = ctl.batch(prepared, 1)
-        floor = statistics.median(python_start_s() for _ in range(starts))
+        floor = statistics.median(before + [python_start_s() for _ in range(starts)])
         pairs.append((elapsed / steps, floor))
         loads.append(load1())
         recorded.append(statistics.median(s["duration_s"] for s in ctl.store.job(ids[0])["steps"]))
@@ -286,7 +289,7 @@ def loads(r: dict) -> str:
 def report(results: dict, args, skipped: dict[str, str]) -> None:
     print(f"panio jobs vs bare Celery: bare Celery measured in the same run, alternating (ABAB...: a panio batch, "
           f"then a bare batch; each ratio is the median of the {args.rounds} pairs' ratios; the long job's, of "
-          f"{args.long_rounds} pairs of one job and 5 `python -c pass`)")
+          f"{args.long_rounds} rounds of 5 `python -c pass`, one job, 5 `python -c pass`)")
     print(f"  {args.boards} simulated boards (panio-sim, PTY consoles, captures running); a private redis-server; "
           f"`panio worker --host local --concurrency {args.concurrency}` vs a bare Celery worker (threads, "
           f"-c {args.concurrency}, a task returning its argument); {args.jobs} jobs / {args.jobs} tasks per batch")
