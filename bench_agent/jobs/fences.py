@@ -54,11 +54,12 @@ class FenceStore:
     """The highest fencing token ever claimed per target, in the results database at ``url``."""
 
     def __init__(self, url: str | None = None) -> None:
-        # one engine per database and process, shared with the job history; its way of creating tables
-        from bench_agent.jobs.results import _engine, create_tables
+        # one engine per database and process, shared with the job history (and its way of creating tables);
+        # statements that stand alone commit on their own (one round trip)
+        from bench_agent.jobs.results import _autocommit, _engine, create_tables
 
         self.url = url or results_url()
-        self.engine = _engine(self.url)
+        self.engine, self.single = _engine(self.url), _autocommit(self.url)
         self.md, self.table = _table()
         if self.url not in _ENSURED:
             self._guard(lambda: create_tables(self.engine, self.md))  # other workers may do it now
@@ -78,7 +79,7 @@ class FenceStore:
         t = self.table
 
         def read() -> int:
-            with self.engine.connect() as c:
+            with self.single.connect() as c:
                 return int(c.execute(t.select().with_only_columns(t.c.high).where(t.c.target == target)).scalar() or 0)
 
         return self._guard(read)
@@ -91,15 +92,18 @@ class FenceStore:
         import sqlalchemy as sa
 
         t = self.table
-        for _ in range(3):
-            with self.engine.begin() as c:
-                res = c.execute(t.update().where(t.c.target == target, t.c.high < token).values(high=token))
-                if res.rowcount == 1:
+        for _ in range(3):  # each statement on its own (one round trip on PostgreSQL): none needs another's snapshot
+            with self.single.begin() as c:
+                if c.execute(t.update().where(t.c.target == target, t.c.high < token).values(high=token)).rowcount:
                     return True
-                if c.execute(t.select().with_only_columns(t.c.high).where(t.c.target == target)).first():
-                    return False  # a row exists and holds this token or a higher one
+            with self.single.connect() as c:
+                high = c.execute(t.select().with_only_columns(t.c.high).where(t.c.target == target)).scalar()
+            if high is not None:
+                if high >= token:
+                    return False  # this token or a higher one was claimed before
+                continue  # another holder inserted the first row, below this token, just now: update it
             try:
-                with self.engine.begin() as c:
+                with self.single.begin() as c:
                     c.execute(t.insert().values(target=target, high=token))
                 return True
             except sa.exc.IntegrityError:

@@ -73,7 +73,8 @@ class HealthStore:
     def __init__(self, url: str) -> None:
         from bench_agent.jobs.results import ResultStore
 
-        self.engine = ResultStore(url).engine  # the same database (and its tables) as the jobs
+        jobs = ResultStore(url)  # the same database (and its tables) as the jobs
+        self.engine, self.single = jobs.engine, jobs.single  # single: for reads, one statement, no BEGIN
         with _CREATE_LOCK:
             self.md, self.current, self.events = _tables()
             if url not in _CREATED:
@@ -81,7 +82,7 @@ class HealthStore:
                 _CREATED.add(url)
 
     def get(self, target: str) -> dict[str, Any]:
-        with self.engine.connect() as c:
+        with self.single.connect() as c:
             row = c.execute(self.current.select().where(self.current.c.target == target)).mappings().first()
         if row is None:
             return {"target": target, "health": "unknown", "reason": "never checked", "set_by": None,
@@ -89,7 +90,7 @@ class HealthStore:
         return dict(row)
 
     def all(self) -> dict[str, dict[str, Any]]:
-        with self.engine.connect() as c:
+        with self.single.connect() as c:
             return {r["target"]: dict(r) for r in c.execute(self.current.select()).mappings()}
 
     def set(self, target: str, health: str, reason: str, set_by: str, job_id: int | None = None,
@@ -117,7 +118,7 @@ class HealthStore:
 
     def history(self, target: str, limit: int = 20) -> list[dict[str, Any]]:
         e = self.events.c
-        with self.engine.connect() as c:
+        with self.single.connect() as c:
             rows = c.execute(self.events.select().where(e.target == target).order_by(e.id.desc())
                              .limit(limit)).mappings().all()
         return [dict(r) for r in reversed(rows)]

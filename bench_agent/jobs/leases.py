@@ -36,13 +36,13 @@ import fcntl
 import json
 import os
 import socket
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Protocol
 
 from bench_agent.errors import Busy, Refused, Unreachable
+from bench_agent.jobs.lease_keeper import KEEPER, RELEASED
 
 TOKEN_ENV = "PANIO_LEASE_TOKEN"
 RETRY_S = 3.0  # how long a Redis call keeps retrying (a restart) before it fails as unreachable
@@ -67,8 +67,6 @@ class Lease:
     def __init__(self, store: "LeaseStore", target: str, token: int, info: dict, owner: str | None = None) -> None:
         self.store, self.target, self.token, self.info, self.owner = store, target, token, info, owner
         self.lost = False
-        self._stop = threading.Event()
-        self._keeper: threading.Thread | None = None
 
     def check(self) -> None:
         if self.lost:
@@ -80,25 +78,26 @@ class Lease:
             raise
 
     def keep(self, ttl_s: float) -> None:
-        """Renew the lease every ttl/3 in a daemon thread until ``release``."""
-        def loop() -> None:
-            while not self._stop.wait(ttl_s / 3):
-                try:
-                    if not self.store.renew(self.target, self.token, ttl_s, self.owner):
-                        self.lost = True
-                        return
-                except Unreachable:
-                    continue  # try again; the TTL decides when the lease is really gone
+        """Renew the lease every ttl/3 until ``release`` (the process's keeper thread, ``lease_keeper``)."""
+        KEEPER.add(self, ttl_s)
 
-        self._keeper = threading.Thread(target=loop, name=f"lease-{self.target}", daemon=True)
-        self._keeper.start()
+    def renew(self, ttl_s: float) -> bool:
+        """One renewal; False once the lease is gone (marked lost). A store out of reach is tried again later:
+        the TTL decides when the lease is really gone."""
+        try:
+            if not self.store.renew(self.target, self.token, ttl_s, self.owner):
+                self.lost = True
+                return False
+        except Unreachable:
+            pass
+        return True
 
     def release(self) -> None:
-        self._stop.set()
-        if self._keeper:
-            self._keeper.join(timeout=5)
+        # A renewal already under way when it is dropped finds the lease gone and only marks it lost.
+        KEEPER.discard(self)
         with contextlib.suppress(Unreachable):
             self.store.release(self.target, self.token, self.owner)
+        RELEASED.tell()
 
 
 class LeaseStore(Protocol):
@@ -116,6 +115,7 @@ def acquire(store: LeaseStore, target: str, info: dict, ttl_s: float, wait_s: fl
     """Take the lease on ``target``, waiting up to ``wait_s``; ``Busy`` naming the holder if not obtained."""
     deadline = time.monotonic() + wait_s
     while True:
+        seen = RELEASED.count
         try:
             lease = store.try_acquire(target, info, ttl_s)
         except Unreachable:
@@ -131,7 +131,7 @@ def acquire(store: LeaseStore, target: str, info: dict, ttl_s: float, wait_s: fl
                        + (f" (job {held['job']})" if held.get("job") else "")
                        + f"; waited {wait_s:g} s",
                        hint="see `panio lease list`", target=target, holder=held.get("holder"), job=held.get("job"))
-        time.sleep(0.05)
+        RELEASED.wait(seen, 0.05)  # a lease given back in this process ends the wait at once
 
 
 def check_access(store: LeaseStore, target: str, token: str | int | None = None) -> None:

@@ -27,6 +27,7 @@ from bench_agent.errors import ConfigInvalid, NotConfigured, Unreachable
 BINARY_SUFFIXES = (".png",)  # artifacts kept as bytes (screenshots); every other artifact is text
 
 _ENGINES: dict[str, Any] = {}
+_AUTOCOMMIT: dict[str, Any] = {}
 _ENSURED: set[str] = set()
 
 
@@ -103,6 +104,18 @@ def _engine(url: str):
     return _ENGINES[url]
 
 
+def _autocommit(url: str):
+    """The engine of ``url`` for statements that are a transaction by themselves (a read, or a write that needs
+    no other). On PostgreSQL each commits on its own: one round trip, where BEGIN and COMMIT (or ROLLBACK) around
+    it cost two more. SQLite's are calls in this process, and its driver begins only before a write: there it is
+    the engine itself (switching a connection's mode costs more than it saves). The same pool either way."""
+    if url not in _AUTOCOMMIT:
+        engine = _engine(url)
+        _AUTOCOMMIT[url] = (engine.execution_options(isolation_level="AUTOCOMMIT")
+                            if engine.dialect.name == "postgresql" else engine)
+    return _AUTOCOMMIT[url]
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -153,11 +166,12 @@ def _created_meanwhile(exc) -> bool:
 
 
 class ResultStore:
-    """Job history in SQLite or PostgreSQL. Every method is one short transaction."""
+    """Job history in SQLite or PostgreSQL. Every method is one short transaction: one statement committed on its
+    own (``_one``, ``_reading``) where that is enough, ``engine.begin()`` where it takes several."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.engine = _engine(url)
+        self.engine, self.single = _engine(url), _autocommit(url)
         self.md, self.jobs, self.steps, self.artifacts = _tables()
         if url not in _ENSURED:  # create the tables once per process and database
             self._ensure()
@@ -182,10 +196,32 @@ class ResultStore:
                 kind = col.type.compile(dialect=self.engine.dialect)
                 conn.execute(sa.text(f"ALTER TABLE panio_jobs ADD COLUMN {col.name} {kind}"))
 
+    def _one(self, statement) -> int:
+        """Run one statement as its own transaction; how many rows it changed."""
+        with self.single.begin() as c:  # with autocommit, begin and commit send nothing
+            return c.execute(statement).rowcount
+
+    def _reading(self):
+        """A connection for reads: each statement sees what is committed when it starts, as in a transaction at
+        READ COMMITTED (PostgreSQL's default; SQLite reads outside a write), without BEGIN and ROLLBACK."""
+        return self.single.connect()
+
+    def _upsert(self, table, keys: dict, row: dict):
+        """One statement that inserts ``keys`` + ``row``, or updates ``row`` where ``keys`` exist (both engines
+        have INSERT ... ON CONFLICT); None for another engine (the caller deletes and inserts)."""
+        name = self.engine.dialect.name
+        if name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        elif name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert
+        else:
+            return None
+        return insert(table).values(**keys, **row).on_conflict_do_update(index_elements=list(keys), set_=row)
+
     # --- writing -------------------------------------------------------
 
     def create_job(self, name: str, target: str, host: str | None, spec: dict) -> int:
-        with self.engine.begin() as c:
+        with self.single.begin() as c:
             res = c.execute(self.jobs.insert().values(
                 name=name, target=target, host=host, state="queued", spec=json.dumps(spec),
                 cancel_requested=False, created_at=time.time()))
@@ -195,28 +231,23 @@ class ResultStore:
         """Hold a queued job for ``worker`` (it waits for its lease); False if a live runner holds it,
         it was canceled or it started. A holder whose beat is older than ``stale_before`` counts as gone."""
         j = self.jobs.c
-        with self.engine.begin() as c:
-            res = c.execute(self.jobs.update()
-                            .where(j.id == job_id, j.state == "queued", j.cancel_requested.is_(False),
-                                   (j.worker.is_(None)) | (j.worker == worker) | (j.beat_at < stale_before))
-                            .values(worker=worker, beat_at=time.time()))
-            return res.rowcount == 1
+        return self._one(self.jobs.update()
+                         .where(j.id == job_id, j.state == "queued", j.cancel_requested.is_(False),
+                                (j.worker.is_(None)) | (j.worker == worker) | (j.beat_at < stale_before))
+                         .values(worker=worker, beat_at=time.time())) == 1
 
     def beat(self, job_ids: list[int]) -> None:
         """The runners of ``job_ids`` are alive."""
-        with self.engine.begin() as c:
-            c.execute(self.jobs.update().where(self.jobs.c.id.in_(job_ids), self.jobs.c.state != "done")
-                      .values(beat_at=time.time()))
+        self._one(self.jobs.update().where(self.jobs.c.id.in_(job_ids), self.jobs.c.state != "done")
+                  .values(beat_at=time.time()))
 
     def release(self, job_id: int, worker: str, stale_before: float) -> bool:
         """Take a queued job back from a dead holder so it can be sent again; True if this caller did."""
         j = self.jobs.c
-        with self.engine.begin() as c:
-            res = c.execute(self.jobs.update()
-                            .where(j.id == job_id, j.state == "queued", j.worker == worker,
-                                   j.beat_at.is_(None) | (j.beat_at < stale_before))
-                            .values(worker=None, beat_at=None, sent_at=time.time()))
-            return res.rowcount == 1
+        return self._one(self.jobs.update()
+                         .where(j.id == job_id, j.state == "queued", j.worker == worker,
+                                j.beat_at.is_(None) | (j.beat_at < stale_before))
+                         .values(worker=None, beat_at=None, sent_at=time.time())) == 1
 
     def mark_sent(self, job_id: int, previous: float | None = None) -> bool:
         """Record a (re)publication; with ``previous``, only if nobody re-sent it since (True if this caller did)."""
@@ -224,32 +255,56 @@ class ResultStore:
         q = self.jobs.update().where(j.id == job_id, j.state == "queued")
         if previous is not None:
             q = q.where(j.worker.is_(None), j.sent_at == previous)
-        with self.engine.begin() as c:
-            return c.execute(q.values(sent_at=time.time())).rowcount == 1
+        return self._one(q.values(sent_at=time.time())) == 1
 
-    def claim(self, job_id: int, worker: str) -> bool:
-        """Move a queued job to running for ``worker``; False if someone else already has (or had) it."""
-        with self.engine.begin() as c:
-            res = c.execute(self.jobs.update()
-                            .where(self.jobs.c.id == job_id, self.jobs.c.state == "queued")
-                            .values(state="running", worker=worker, started_at=time.time()))
-            return res.rowcount == 1
+    def claim(self, job_id: int, worker: str, fence: int | None = None) -> bool:
+        """Move a queued job to running for ``worker`` (with ``fence``, the token of the lease it holds);
+        False if someone else already has (or had) it."""
+        now = time.time()
+        leased = {} if fence is None else {"fence": fence, "leased_at": now}
+        return self._one(self.jobs.update()
+                         .where(self.jobs.c.id == job_id, self.jobs.c.state == "queued")
+                         .values(state="running", worker=worker, started_at=now, **leased)) == 1
 
     def set_fence(self, job_id: int, fence: int) -> None:
-        with self.engine.begin() as c:
-            c.execute(self.jobs.update().where(self.jobs.c.id == job_id).values(fence=fence, leased_at=time.time()))
+        self._one(self.jobs.update().where(self.jobs.c.id == job_id).values(fence=fence, leased_at=time.time()))
 
     def record_step(self, job_id: int, idx: int, step: dict) -> None:
+        upsert = self._upsert(self.steps, {"job_id": job_id, "idx": idx}, _step_row(step))
+        if upsert is not None:
+            self._one(upsert)
+            return
         with self.engine.begin() as c:
             self._put_step(c, job_id, idx, step)
 
+    def record_steps(self, job_id: int, steps: list[tuple[int, dict]]) -> None:
+        """Several ``(idx, step)`` records in one transaction (one commit)."""
+        if len(steps) == 1:
+            self.record_step(job_id, *steps[0])
+        elif steps:
+            with self.engine.begin() as c:
+                for idx, step in steps:
+                    self._put_step(c, job_id, idx, step)
+
+    def start_step(self, job_id: int, idx: int, step: dict, done: list[tuple[int, dict]] = ()) -> bool:
+        """In one transaction (one commit): the records of the steps ``done`` since the last write, then, unless
+        someone asked to cancel the job, step ``idx`` as running. False when canceled (``done`` is recorded)."""
+        with self.engine.begin() as c:
+            for i, record in done:
+                self._put_step(c, job_id, i, record)
+            if c.execute(self.jobs.select().with_only_columns(self.jobs.c.cancel_requested)
+                         .where(self.jobs.c.id == job_id)).scalar():
+                return False
+            self._put_step(c, job_id, idx, step)
+        return True
+
     def _put_step(self, c, job_id: int, idx: int, step: dict) -> None:
-        row = {"name": step["name"], "command": step["command"], "status": step["status"],
-               "exit_status": step.get("exit_status"), "duration_s": step.get("duration_s"),
-               "checks": json.dumps(step.get("checks", [])), "captured": json.dumps(step.get("captured", {})),
-               "output": step.get("output", "")}
+        upsert = self._upsert(self.steps, {"job_id": job_id, "idx": idx}, _step_row(step))
+        if upsert is not None:
+            c.execute(upsert)
+            return
         c.execute(self.steps.delete().where(self.steps.c.job_id == job_id, self.steps.c.idx == idx))
-        c.execute(self.steps.insert().values(job_id=job_id, idx=idx, **row))
+        c.execute(self.steps.insert().values(job_id=job_id, idx=idx, **_step_row(step)))
 
     def finish_lost(self, job_id: int, reason: str, error: dict, checks: list[dict],
                     planned: list[dict]) -> bool:
@@ -278,25 +333,34 @@ class ResultStore:
             raise ValueError(f"artifact {name!r}: bytes go with {BINARY_SUFFIXES} names, text with the others")
         if isinstance(content, bytes):
             content = base64.b64encode(content).decode()
+        upsert = self._upsert(self.artifacts, {"job_id": job_id, "name": name}, {"content": content})
+        if upsert is not None:
+            self._one(upsert)
+            return
         with self.engine.begin() as c:
             c.execute(self.artifacts.delete().where(self.artifacts.c.job_id == job_id, self.artifacts.c.name == name))
             c.execute(self.artifacts.insert().values(job_id=job_id, name=name, content=content))
 
     def finish(self, job_id: int, health: str, result: str | None, reason: str = "",
-               error: dict | None = None, only_if_running: bool = False, only_if_queued: bool = False) -> bool:
+               error: dict | None = None, only_if_running: bool = False, only_if_queued: bool = False,
+               steps: list[tuple[int, dict]] = ()) -> bool:
+        """The verdict; ``steps``: ``(idx, step)`` records written in the same transaction, before it."""
         q = self.jobs.update().where(self.jobs.c.id == job_id, self.jobs.c.state != "done")
         if only_if_running:
             q = q.where(self.jobs.c.state == "running")
         if only_if_queued:
             q = q.where(self.jobs.c.state == "queued")
+        q = q.values(state="done", health=health, result=result, reason=reason,
+                     error=json.dumps(error) if error else None, finished_at=time.time())
+        if not steps:
+            return self._one(q) == 1
         with self.engine.begin() as c:
-            res = c.execute(q.values(state="done", health=health, result=result, reason=reason,
-                                     error=json.dumps(error) if error else None, finished_at=time.time()))
-            return res.rowcount == 1
+            for idx, step in steps:
+                self._put_step(c, job_id, idx, step)
+            return c.execute(q).rowcount == 1
 
     def request_cancel(self, job_id: int) -> None:
-        with self.engine.begin() as c:
-            c.execute(self.jobs.update().where(self.jobs.c.id == job_id).values(cancel_requested=True))
+        self._one(self.jobs.update().where(self.jobs.c.id == job_id).values(cancel_requested=True))
 
     def prune(self, before: float, artifacts_only: bool = False, dry_run: bool = False) -> dict[str, int]:
         """Remove the artifacts (and unless ``artifacts_only`` the steps and rows) of jobs that finished
@@ -320,17 +384,25 @@ class ResultStore:
     # --- reading -------------------------------------------------------
 
     def state(self, job_id: int) -> str | None:
-        with self.engine.connect() as c:
+        with self._reading() as c:
             return c.execute(self.jobs.select().with_only_columns(self.jobs.c.state)
                              .where(self.jobs.c.id == job_id)).scalar()
 
+    def still_queued(self, job_id: int) -> bool:
+        """True while the job is queued and nobody asked to cancel it (one read, for a runner waiting to start)."""
+        j = self.jobs.c
+        with self._reading() as c:
+            row = c.execute(self.jobs.select().with_only_columns(j.state, j.cancel_requested)
+                            .where(j.id == job_id)).first()
+        return row is not None and row[0] == "queued" and not row[1]
+
     def cancel_requested(self, job_id: int) -> bool:
-        with self.engine.connect() as c:
+        with self._reading() as c:
             return bool(c.execute(self.jobs.select().with_only_columns(self.jobs.c.cancel_requested)
                                   .where(self.jobs.c.id == job_id)).scalar())
 
     def job(self, job_id: int) -> dict:
-        with self.engine.connect() as c:
+        with self._reading() as c:
             row = c.execute(self.jobs.select().where(self.jobs.c.id == job_id)).mappings().first()
             if row is None:
                 raise NotConfigured(f"no job {job_id} in the results database ({self.url})",
@@ -349,7 +421,7 @@ class ResultStore:
                 q = q.where(self.jobs.c[column] == value)
         if before is not None:
             q = q.where(self.jobs.c.id < before)
-        with self.engine.connect() as c:
+        with self._reading() as c:
             return [_job_dict(r) for r in c.execute(q).mappings().all()]
 
     def last_jobs(self, targets: list[str]) -> dict[str, dict]:
@@ -358,7 +430,7 @@ class ResultStore:
 
         j = self.jobs.c
         newest = (sa.select(sa.func.max(j.id)).where(j.target.in_(targets)).group_by(j.target)).scalar_subquery()
-        with self.engine.connect() as c:
+        with self._reading() as c:
             rows = c.execute(self.jobs.select().where(j.id.in_(newest))).mappings().all()
         return {r["target"]: _job_dict(r) for r in rows}
 
@@ -367,16 +439,23 @@ class ResultStore:
         q = self.jobs.select().where(self.jobs.c.state != "done").order_by(self.jobs.c.id)
         if ids is not None:
             q = q.where(self.jobs.c.id.in_(ids))
-        with self.engine.connect() as c:
+        with self._reading() as c:
             return [_job_dict(r) for r in c.execute(q).mappings().all()]
 
     def list_artifacts(self, job_id: int) -> dict[str, str | bytes]:
         """Name -> content: text, or bytes for a binary name (a screenshot)."""
-        with self.engine.connect() as c:
+        with self._reading() as c:
             rows = c.execute(self.artifacts.select().where(self.artifacts.c.job_id == job_id)
                              .order_by(self.artifacts.c.name)).mappings().all()
         return {r["name"]: base64.b64decode(r["content"]) if r["name"].endswith(BINARY_SUFFIXES) else r["content"]
                 for r in rows}
+
+
+def _step_row(step: dict) -> dict:
+    return {"name": step["name"], "command": step["command"], "status": step["status"],
+            "exit_status": step.get("exit_status"), "duration_s": step.get("duration_s"),
+            "checks": json.dumps(step.get("checks", [])), "captured": json.dumps(step.get("captured", {})),
+            "output": step.get("output", "")}
 
 
 def _job_dict(row) -> dict:

@@ -29,7 +29,9 @@ A runner first *takes* a queued job (it holds it while waiting for the lease)
 and beats for it in the results database (``reconcile.Heartbeat``); claiming is
 atomic (queued -> running), so a copy that is delivered twice finds the job
 taken and does nothing. Each step is recorded as running before it starts,
-so a runner that dies mid-step leaves a trace a reconciler turns into an error.
+so a runner that dies mid-step leaves a trace a reconciler turns into an error;
+its result is written in the same commit as the next step's start (or the
+skipped steps, or the verdict), and the cancel is read in it: one commit per step.
 ``deadline_at`` in the payload (epoch seconds, from ``--deadline-s``) bounds the
 lease wait and the steps like ``timeout_s`` does.
 
@@ -42,6 +44,7 @@ says when the job and the previous step began (``serial wait --since-step``).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any, Callable
 
@@ -121,7 +124,7 @@ class JobRunner:
     def _run(self, payload: dict, left_s: float | None) -> dict | None:
         job_id = payload["job_id"]
         wait_s = payload.get("lease_wait_s", 300)
-        stopped = lambda: self.store.state(job_id) != "queued" or self.store.cancel_requested(job_id)  # noqa: E731
+        stopped = lambda: not self.store.still_queued(job_id)  # noqa: E731 - started elsewhere, or canceled
         blocked = self._gate().blocked(payload, wait_s if left_s is None else min(wait_s, left_s), stopped)
         if blocked is not None:
             if self.store.state(job_id) != "queued":
@@ -132,7 +135,7 @@ class JobRunner:
                 self.leases, payload["target"],
                 {"holder": self.worker, "job": job_id, "name": payload["name"]},
                 payload.get("lease_ttl_s", 30), wait_s if left_s is None else min(wait_s, left_s),
-                should_stop=lambda: self.store.state(job_id) != "queued" or self.store.cancel_requested(job_id))
+                should_stop=stopped)
         except (Busy, Unreachable) as err:
             if self.store.state(job_id) != "queued":
                 return None
@@ -143,17 +146,18 @@ class JobRunner:
         try:
             # Leased first, claimed second: a job waiting for its lease stays queued, so if its worker
             # dies a reconciler can send it again; the claim makes sure only one copy ever runs it.
-            if not self.store.claim(job_id, self.worker):
+            if not self.store.claim(job_id, self.worker, fence=lease.token):
                 return None
             lease.keep(payload.get("lease_ttl_s", 30))
-            self.store.set_fence(job_id, lease.token)
             self.progress("job_start", {"job_id": job_id, "target": payload["target"]})
+            # One road to the target for the job's steps: a dispatcher keeps its connections (one SSH set-up).
             call = self.caller(payload["target"], lease.token, self.leases)
             marks = self._serial_marks(payload, call)
             try:
-                return self._checked_steps(payload, lease)
+                return self._checked_steps(payload, lease, call)
             finally:
-                self._serial_artifacts(payload, marks, call)
+                # a road of its own: a step stopped at its deadline may still hold the steps' connection
+                self._serial_artifacts(payload, marks, self.caller(payload["target"], lease.token, self.leases))
         finally:
             lease.release()
 
@@ -197,12 +201,12 @@ class JobRunner:
             if any(parts):
                 self.store.add_artifact(payload["job_id"], f"serial-{iface['name']}.log", "".join(parts))
 
-    def _checked_steps(self, payload: dict, lease: leasing.Lease) -> dict:
+    def _checked_steps(self, payload: dict, lease: leasing.Lease, call: Call) -> dict:
         """The job's steps, after the target's health check when one is due (``health_gate``); after a job that
         ended incomplete, the check runs at once, still under the lease."""
         why = self._gate().check_reason(payload)
         if why:
-            check = self._health_check(payload, lease, f"before job {payload['job_id']}: {why}")
+            check = self._health_check(payload, lease, call, f"before job {payload['job_id']}: {why}")
             if (check["health"], check["result"]) != ("complete", "passed"):
                 self._skip_rest(payload["job_id"], payload["steps"], 0,
                                 known_variables(payload["job_id"], payload["target"]))
@@ -210,31 +214,30 @@ class JobRunner:
                            f"{check['reason']}", hint=f"see `panio job status {check['job_id']}`",
                            target=payload["target"], health_check=check["job_id"])
                 return self._finish(payload, "incomplete", None, err.message, err.to_json(), gated=True)
-        summary = self._steps(payload, lease)
+        summary = self._steps(payload, lease, call)
         if summary["health"] == "incomplete" and payload.get("health_check") and not lease.lost \
                 and payload.get("kind") != "health_check":
-            self._health_check(payload, lease, f"job {payload['job_id']} ended incomplete")
+            self._health_check(payload, lease, call, f"job {payload['job_id']} ended incomplete")
         return summary
 
-    def _health_check(self, payload: dict, lease: leasing.Lease, why: str) -> dict:
+    def _health_check(self, payload: dict, lease: leasing.Lease, call: Call, why: str) -> dict:
         """Run the target's health-check job now, as a job of its own, under this job's lease."""
         check = {**payload["health_check"], "target": payload["target"], "kind": "health_check",
                  "notify": payload.get("notify", []), "lease_ttl_s": payload.get("lease_ttl_s", 30)}
         host = (payload.get("target_config") or {}).get("host")
         check["job_id"] = self.store.create_job(check["name"], payload["target"], host, check)
         self.store.take(check["job_id"], self.worker, 0.0)
-        self.store.claim(check["job_id"], self.worker)
-        self.store.set_fence(check["job_id"], lease.token)
+        self.store.claim(check["job_id"], self.worker, fence=lease.token)
         self.progress("health_check", {"job_id": check["job_id"], "target": payload["target"], "why": why})
         self.heartbeat.add(check["job_id"])
         try:
             sub = JobRunner(self.store, self.leases, self.worker, _health_progress(self.progress), self.heartbeat,
                             self.caller, self.planner)
-            return sub._steps(check, lease)
+            return sub._steps(check, lease, call)
         finally:
             self.heartbeat.discard(check["job_id"])
 
-    def _steps(self, payload: dict, lease: leasing.Lease) -> dict:
+    def _steps(self, payload: dict, lease: leasing.Lease, call: Call) -> dict:
         job_id, steps = payload["job_id"], payload["steps"]
         deadline = time.monotonic() + payload["timeout_s"] if payload.get("timeout_s") else None
         left_s = _deadline_left_s(payload)
@@ -244,59 +247,82 @@ class JobRunner:
         failed: list[str] = []
         began = {"job_started_at": time.time()}
         began["previous_step_started_at"] = began["job_started_at"]
-        for idx, step in enumerate(steps):
-            stop = self._stop_reason(job_id, lease, deadline)
-            if stop:
-                return self._abort(payload, idx, variables, *stop)
-            started = time.time()
-            outcome = self._one_step(payload, idx, step, variables, lease, deadline, dict(began))
-            began["previous_step_started_at"] = started
-            if outcome["status"] == "pass":
-                variables.update(outcome["captured"])
-                continue
-            if outcome["status"] == "fail":
-                failed.append(step["name"])
-                if step.get("continue_on_failure"):
+        # A finished step's record is written with the next step's start, the skipped steps or the verdict,
+        # whichever comes first: one commit per step, not two. ``done`` holds it until then.
+        done: list[tuple[int, dict]] = []
+        try:
+            for idx, step in enumerate(steps):
+                command = command_line(step, variables)
+                stop = self._stop_reason(job_id, lease, deadline)
+                # Recorded as running before it starts (unless canceled): if this worker dies now, the step
+                # still shows, as an error.
+                if stop is None and not self._start(job_id, idx, step["name"], command, done):
+                    stop = _canceled()
+                if stop:
+                    return self._abort(payload, idx, variables, *stop, done=done)
+                started = time.time()
+                outcome, record = self._one_step(payload, idx, step, command, variables, lease, call, deadline,
+                                                 dict(began))
+                done.append((idx, record))
+                began["previous_step_started_at"] = started
+                if outcome["status"] == "pass":
+                    variables.update(outcome["captured"])
                     continue
-                self._skip_rest(job_id, steps, idx + 1, variables)
-                break
-            self._skip_rest(job_id, steps, idx + 1, variables)
-            health, reason, error = outcome["health"]
-            return self._finish(payload, health, None, reason, error)
-        if failed:
-            return self._finish(payload, "complete", "failed", f"failed: {', '.join(failed)}")
-        return self._finish(payload, "complete", "passed", "all steps passed")
+                if outcome["status"] == "fail":
+                    failed.append(step["name"])
+                    if step.get("continue_on_failure"):
+                        continue
+                    self._skip_rest(job_id, steps, idx + 1, variables, done)
+                    break
+                self._skip_rest(job_id, steps, idx + 1, variables, done)
+                health, reason, error = outcome["health"]
+                return self._finish(payload, health, None, reason, error)
+            if failed:
+                return self._finish(payload, "complete", "failed", f"failed: {', '.join(failed)}", done=done)
+            return self._finish(payload, "complete", "passed", "all steps passed", done=done)
+        finally:
+            if done:  # the runner failed (a bug, a database away): record what finished if the database lets us;
+                with contextlib.suppress(Exception):  # the error the job reports is the one that stopped it
+                    self.store.record_steps(job_id, done)
+
+    def _start(self, job_id: int, idx: int, name: str, command: str, done: list[tuple[int, dict]]) -> bool:
+        """Write the ``done`` records and step ``idx`` as running, unless the job was canceled (False)."""
+        started = self.store.start_step(job_id, idx, {"name": name, "command": command, "status": "running"}, done)
+        done.clear()
+        return started
 
     def _stop_reason(self, job_id: int, lease: leasing.Lease, deadline: float | None) -> tuple | None:
-        if self.store.cancel_requested(job_id):
-            return ("canceled", "canceled by request", Canceled("canceled").to_json())
+        """Why the job stops before its next step: a cancel, else the deadline, else a lost lease. The cancel
+        is read here only when the job stops anyway; otherwise with the step's start (``_start``)."""
+        why = None
         if deadline is not None and time.monotonic() >= deadline:
-            return ("timed_out", "job timeout reached", Timeout("job timed out").to_json())
-        try:
-            lease.check()
-        except (Refused, Unreachable) as err:
-            return ("incomplete", f"lease lost: {err.message}", err.to_json())
-        return None
+            why = ("timed_out", "job timeout reached", Timeout("job timed out").to_json())
+        else:
+            try:
+                lease.check()
+            except (Refused, Unreachable) as err:
+                why = ("incomplete", f"lease lost: {err.message}", err.to_json())
+        if why is not None and self.store.cancel_requested(job_id):
+            return _canceled()
+        return why
 
-    def _abort(self, payload: dict, idx: int, variables: dict, health: str, reason: str, error: dict) -> dict:
-        self._skip_rest(payload["job_id"], payload["steps"], idx, variables)
+    def _abort(self, payload: dict, idx: int, variables: dict, health: str, reason: str, error: dict,
+               done: list[tuple[int, dict]]) -> dict:
+        self._skip_rest(payload["job_id"], payload["steps"], idx, variables, done)
         return self._finish(payload, health, None, reason, error)
 
-    def _one_step(self, payload: dict, idx: int, step: dict, variables: dict, lease: leasing.Lease,
-                  deadline: float | None, began: dict[str, float]) -> dict:
+    def _one_step(self, payload: dict, idx: int, step: dict, command: str, variables: dict, lease: leasing.Lease,
+                  call: Call, deadline: float | None, began: dict[str, float]) -> tuple[dict, dict]:
+        """Run a step recorded as running; its outcome and its record (the caller writes it)."""
         from bench_agent import commands
 
         job_id = payload["job_id"]
-        command = command_line(step, variables)
         self.progress("step_start", {"idx": idx, "name": step["name"], "command": command, "count": len(payload["steps"])})
         timeout_s = step["timeout_s"]
         if deadline is not None:
             timeout_s = max(0.0, min(timeout_s, deadline - time.monotonic()))
-        # Recorded as running before it starts: if this worker dies now, the step still shows, as an error.
-        self.store.record_step(job_id, idx, {"name": step["name"], "command": command, "status": "running"})
         start = time.monotonic()
         out = commands.Recorder(lambda line: self.progress("output", {"idx": idx, "line": line}), OUTPUT_LIMIT)
-        call = self.caller(payload["target"], lease.token, self.leases)
 
         def body() -> None:
             run = self._planned(payload["target"], step.get("run") or {}, variables)
@@ -309,9 +335,8 @@ class JobRunner:
         if outcome["status"] in ("fail", "timeout"):
             outcome = self._ask_the_lab(payload, idx, record, outcome, call)
         screens.keep(self.store, job_id, idx, step, record["status"], payload, call)
-        self.store.record_step(job_id, idx, record)
         self.progress("step_end", {"idx": idx, **record})
-        return outcome
+        return outcome, record
 
     def _planned(self, target: str, run: dict, variables: dict) -> dict:
         from bench_agent import commands
@@ -387,15 +412,21 @@ class JobRunner:
         record.update(checks=checks, captured=captured, status="pass" if all(c["ok"] for c in checks) else "fail")
         return {"status": record["status"], "captured": captured}
 
-    def _skip_rest(self, job_id: int, steps: list[dict], start: int, variables: dict) -> None:
-        for idx in range(start, len(steps)):
-            step = steps[idx]  # shown as it would have run: ${target} filled, like the steps that ran
-            self.store.record_step(job_id, idx, {"name": step["name"], "command": command_line(step, variables),
-                                                 "status": "skipped"})
+    def _skip_rest(self, job_id: int, steps: list[dict], start: int, variables: dict,
+                   done: list[tuple[int, dict]] | None = None) -> None:
+        """Record steps ``start``.. as skipped, after the ``done`` records, in one transaction."""
+        # shown as it would have run: ${target} filled, like the steps that ran
+        skipped = [(idx, {"name": steps[idx]["name"], "command": command_line(steps[idx], variables),
+                          "status": "skipped"}) for idx in range(start, len(steps))]
+        self.store.record_steps(job_id, [*(done or []), *skipped])
+        if done:
+            done.clear()
 
     def _finish(self, payload: dict, health: str, result: str | None, reason: str, error: dict | None = None,
-                gated: bool = False) -> dict:
-        self.store.finish(payload["job_id"], health, result, reason, error)
+                gated: bool = False, done: list[tuple[int, dict]] | None = None) -> dict:
+        self.store.finish(payload["job_id"], health, result, reason, error, steps=done or ())
+        if done:
+            done.clear()
         summary = {"job_id": payload["job_id"], "health": health, "result": result, "reason": reason, "error": error}
         self.progress("job_end", summary)
         self._after(payload, {**summary, "gated": gated})
@@ -428,6 +459,10 @@ class JobRunner:
         notify.send(payload.get("notify"), "health_changed",
                     {"target": record["target"], "previous": previous, "health": record["health"],
                      "reason": record["reason"], "set_by": record["set_by"], "job_id": record.get("job_id")})
+
+
+def _canceled() -> tuple:
+    return ("canceled", "canceled by request", Canceled("canceled").to_json())
 
 
 def _health_progress(progress: Progress) -> Progress:
