@@ -201,10 +201,13 @@ def bench_kill(env: dict, tmp: Path, ttl_s: float = 3.0) -> dict:
 
     store, leases = backends.results_store(), RedisLeaseStore(env["PANIO_REDIS_URL"], env["PANIO_REDIS_PREFIX"])
     worker = start_worker(env, tmp, "killhost", concurrency=1)
-    step = {"name": "long", "argv": ["config", "show"], "command": "panio config show", "timeout_s": 60,
-            "expect_exit": [0, 3, 5]}
-    payload = {"name": "long", "target": "victim", "steps": [step] * 400, "timeout_s": None, "lease_wait_s": 5,
-               "lease_ttl_s": ttl_s, "target_config": {}}
+    # one long step, as `job check` plans `panio ping victim --count 100000 --interval 0.05`
+    step = {"name": "long", "argv": ["ping", "victim", "--count", "100000", "--interval", "0.05"],
+            "command": "panio ping victim --count 100000 --interval 0.05", "timeout_s": 3600, "expect_exit": [0],
+            "run": {"command": "system.ping", "opts": {"target": "victim", "host": "killhost", "count": 100000,
+                                                       "interval_s": 0.05, "json": False}}}
+    payload = {"name": "long", "target": "victim", "steps": [step], "timeout_s": None, "lease_wait_s": 5,
+               "lease_ttl_s": ttl_s, "target_config": {}, "via": "broker"}
     job_id = store.create_job("long", "victim", "killhost", payload)
     submit(make_app(env["PANIO_BROKER"], env["PANIO_REDIS_PREFIX"]), {**payload, "job_id": job_id}, "killhost")
     wait_for(lambda: leases.current("victim") is not None)
