@@ -113,7 +113,7 @@ target = "board0"
 run = "panio serial watch ${target}"
 [[steps]]
 name = "waits for a prompt that never comes"
-run = "panio serial wait ${target} --since-step --pattern 'no-such-prompt' --timeout-ms 4000"
+run = "panio serial wait ${target} --since-step --pattern 'no-such-prompt' --timeout-ms 20000"
 """
     try:
         proc = subprocess.Popen([str(BIN / "panio"), "job", "run", job_file(tmp_path, body), "--json"], env=panio.env,
