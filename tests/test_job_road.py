@@ -103,3 +103,39 @@ run = "panio serial wait ${target} --epoch ${epoch} --since 0 --pattern 'login:'
     assert first["command"] == "serial.status" and first["opts"]["iface"]["device"] == "/dev/null"
     assert second["opts"]["epoch"] == "${epoch}" and second["typed"] == {"epoch": "int"}
     assert second["opts"]["pattern"] == "login:"
+
+
+def test_a_capture_stopped_during_a_step_is_worded_as_panios_capture_and_is_the_labs(bench, panio, tmp_path):
+    """Issue 27, item 3: not "the serial device ... went away" when it was panio's own capture that stopped."""
+    import signal
+    import subprocess
+
+    from conftest import PANIO
+    from jobhelp import stop, wait_for
+
+    sim = bench.board("pico")["console"]
+    panio("serial", "watch", "pico")
+    sim.power_on()
+    body = """
+target = "pico"
+[[steps]]
+name = "waits for a prompt that never comes"
+run = "panio serial wait ${target} --since-step --pattern 'no-such-prompt' --timeout-ms 60000"
+timeout_s = 90
+"""
+    pid = bench.discovery("pico")["pid"]
+    threads = len(os.listdir(f"/proc/{pid}/task"))
+    proc = subprocess.Popen([PANIO, "job", "run", job_file(tmp_path, body), "--json"], env=panio.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # the supervisor answers each connection in a thread of its own: one more thread is the step's wait
+        wait_for(lambda: len(os.listdir(f"/proc/{pid}/task")) > threads, 30, 0.02)
+        os.kill(pid, signal.SIGTERM)  # stopped behind panio's back (the job's lease refuses `serial stop`)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        stop(proc)
+    job = json.loads(out)
+    assert job["health"] == "incomplete", out
+    assert "panio's serial capture of 'pico' stopped" in job["reason"], job["reason"]
+    assert "went away" not in job["reason"], job["reason"]
+    assert job["error"]["error"] == "not_running" and "panio serial watch pico" in job["error"]["hint"]
