@@ -410,15 +410,16 @@ class JobRunner:
             self._gate().after(payload, summary)
         except Exception as exc:  # noqa: BLE001 - a health write failing must not turn a verdict into a crash
             self.progress("health_error", {"job_id": summary["job_id"], "message": f"{type(exc).__name__}: {exc}"})
-        if payload.get("kind") == "health_check":
-            return  # its verdict is told as the target's health change
         event = {"incomplete": "job_incomplete"}.get(summary["health"])
         if summary["health"] == "complete" and summary["result"] == "failed":
             event = "job_failed"
+        if payload.get("kind") == "health_check" and event == "job_failed":
+            return  # the board failed its check: told as the target's health change (a lab failure is told too)
         if event:
             notify.send(payload.get("notify"), event, {"job_id": summary["job_id"], "name": payload["name"],
                                                        "target": payload["target"], "health": summary["health"],
-                                                       "result": summary["result"], "reason": summary["reason"]})
+                                                       "result": summary["result"], "reason": summary["reason"],
+                                                       "kind": payload.get("kind") or "job"})
 
     def _health_changed(self, payload: dict, previous: str, record: dict) -> None:
         from bench_agent.jobs import notify
