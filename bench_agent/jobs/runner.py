@@ -126,7 +126,8 @@ class JobRunner:
         if blocked is not None:
             if self.store.state(job_id) != "queued":
                 return None
-            return self._finish(payload, "incomplete", None, blocked.message, blocked.to_json(), gated=True)
+            self._skip_rest(job_id, payload["steps"], 0, known_variables(job_id, payload["target"]))
+            return self._finish(payload, "incomplete", "skipped", blocked.message, blocked.to_json(), gated=True)
         try:
             lease = leasing.acquire(
                 self.leases, payload["target"],
@@ -209,7 +210,7 @@ class JobRunner:
                 err = Busy(f"target {payload['target']} failed its health check (job {check['job_id']}): "
                            f"{check['reason']}", hint=f"see `panio job status {check['job_id']}`",
                            target=payload["target"], health_check=check["job_id"])
-                return self._finish(payload, "incomplete", None, err.message, err.to_json(), gated=True)
+                return self._finish(payload, "incomplete", "skipped", err.message, err.to_json(), gated=True)
         summary = self._steps(payload, lease)
         if summary["health"] == "incomplete" and payload.get("health_check") and not lease.lost \
                 and payload.get("kind") != "health_check":
