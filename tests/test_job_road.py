@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from jobhelp import job_file
+from jobhelp import job_file, receiver  # noqa: F401 - receiver is a fixture
 
 from bench_agent.process import pid_alive
 from bench_agent.sim.console import PROMPT
@@ -139,3 +139,68 @@ timeout_s = 90
     assert "panio's serial capture of 'pico' stopped" in job["reason"], job["reason"]
     assert "went away" not in job["reason"], job["reason"]
     assert job["error"]["error"] == "not_running" and "panio serial watch pico" in job["error"]["hint"]
+
+
+PLUG_JOB = """
+target = "board0"
+[[steps]]
+run = "panio serial watch ${target}"
+[[steps]]
+name = "power-cycle"
+run = "panio power-cycle ${target}"
+[[steps]]
+name = "boots to a shell"
+run = "panio serial wait ${target} --since-step --pattern 'root@sim:~# ' --timeout-ms 12000"
+timeout_s = 60
+"""
+
+
+def test_a_plug_switched_off_and_on_again_during_the_boot_wait_is_the_labs(panio, tmp_path, receiver):
+    """Issue 27, item 2: the plug is switched off through the simulated Shelly API while the job waits for the
+    boot, and back on shortly before the wait gives up. Asked afterwards, the lab looks fine (the plug is on);
+    what the runner saw during the step makes it the lab's: incomplete, and the notification says so."""
+    import subprocess
+    import urllib.request
+
+    from conftest import BIN, PANIO
+    from jobhelp import stop, wait_for
+
+    directory = tmp_path / "sim"
+    sim = str(BIN / "panio-sim")
+    subprocess.run([sim, "up", "--dir", str(directory), "--boot-s", "4", "--countdown-s", "0.3"], env=panio.env,
+                   check=True, capture_output=True, timeout=60)
+    panio.env["PANIO_LAB"] = str(directory / "lab.toml")
+    with (directory / "lab.toml").open("a") as f:
+        f.write(f'\n[[notify]]\nwebhook = "{receiver.url}/w"\n')
+    plug = json.loads((directory / "sim.pids").read_text())[0]["plug"]
+
+    def switch(on: bool) -> None:
+        with urllib.request.urlopen(f"http://{plug}/rpc/Switch.Set?id=0&on={str(on).lower()}", timeout=10) as r:
+            assert r.status == 200
+
+    def step3() -> dict | None:
+        r = panio("job", "status", "1", "--json", check=False)  # not there until the job is recorded
+        steps = json.loads(r.out)["steps"] if r.code == 0 else []
+        return steps[2] if len(steps) > 2 else None
+
+    proc = subprocess.Popen([PANIO, "job", "run", job_file(tmp_path, PLUG_JOB), "--json"], env=panio.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (step3() or {}).get("status") == "running", 60, 0.05)
+        began = time.monotonic()
+        switch(False)  # mid-boot (the board takes 4 s to boot)
+        # back on 3 s before the 12 s wait gives up: too late for the board to reach its prompt in time
+        wait_for(lambda: time.monotonic() - began >= 9 or proc.poll() is not None, 30)
+        switch(True)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        stop(proc)
+        subprocess.run([sim, "down", "--dir", str(directory)], env=panio.env, capture_output=True, timeout=60)
+    assert proc.returncode == 4, (out, err)  # unreachable: the lab failed; not 14 (the board)
+    job = json.loads(out)
+    assert job["health"] == "incomplete" and job["result"] is None, job["reason"]
+    assert "powered off during the step" in job["reason"] and "it reads on now" in job["reason"], job["reason"]
+    assert any(c["check"] == "lab: power" for c in job["steps"][2]["checks"])
+    wait_for(lambda: [b for b in receiver.bodies("/w") if b["event"] == "job_incomplete"], 15)
+    told = [b for b in receiver.bodies("/w") if b["event"] in ("job_incomplete", "job_failed")]
+    assert [b["event"] for b in told] == ["job_incomplete"] and "powered off during the step" in told[0]["text"]

@@ -47,7 +47,7 @@ from typing import Any, Callable
 
 from bench_agent.errors import Busy, Canceled, PanioError, Refused, Timeout, Unreachable, UsageError
 from bench_agent.jobs import leases as leasing
-from bench_agent.jobs import reconcile, screens
+from bench_agent.jobs import lab_probe, reconcile, screens
 from bench_agent.jobs.results import ResultStore
 from bench_agent.jobs.steps import OUTPUT_LIMIT, bind, command_line, execute, judge, known_variables, substitute
 
@@ -303,12 +303,17 @@ class JobRunner:
             run = self._planned(payload["target"], step.get("run") or {}, variables)
             commands.run(run["command"], call, bind(run, variables), out, began)
 
-        code, why = execute(body, out, timeout_s, lambda: self._interrupt(job_id, lease))
+        road = lambda: self.caller(payload["target"], lease.token, self.leases)  # noqa: E731 - the watch's own
+        watch = lab_probe.PowerWatch.start(road, payload, idx)
+        try:
+            code, why = execute(body, out, timeout_s, lambda: self._interrupt(job_id, lease))
+        finally:
+            seen_off = watch.stop() if watch else None
         record = {"name": step["name"], "command": command, "exit_status": code,
                   "duration_s": round(time.monotonic() - start, 3), "output": out.text, "checks": [], "captured": {}}
         outcome = self._classify(step, record, why, variables, deadline, out.last_error)
         if outcome["status"] in ("fail", "timeout"):
-            outcome = self._ask_the_lab(payload, idx, record, outcome, call)
+            outcome = self._ask_the_lab(payload, idx, record, outcome, call, seen_off)
         screens.keep(self.store, job_id, idx, step, record["status"], payload, call)
         self.store.record_step(job_id, idx, record)
         self.progress("step_end", {"idx": idx, **record})
@@ -335,14 +340,14 @@ class JobRunner:
                              hint="name it in the job file, or run the job with `panio job run` (no broker)")
         return self.planner(target, argv)
 
-    def _ask_the_lab(self, payload: dict, idx: int, record: dict, outcome: dict, call: Call) -> dict:
-        """A step failed or timed out: if the lab is at fault (power, capture, host), the lab failed, not the board."""
-        from bench_agent.jobs import lab_probe
-
+    def _ask_the_lab(self, payload: dict, idx: int, record: dict, outcome: dict, call: Call,
+                     seen_off: dict | None = None) -> dict:
+        """A step failed or timed out: if the lab is at fault (power, capture, host), or the target's power was
+        seen off while the step ran, the lab failed, not the board."""
         steps = payload["steps"]
         used_serial = any(s["argv"][:1] == ["serial"] for s in steps[:idx + 1])
         found = lab_probe.faults(call, payload["target"], payload.get("target_config") or {}, used_serial,
-                                 lab_probe.expects_off(steps, idx))
+                                 lab_probe.expects_off(steps, idx), seen_off)
         if not found:
             return outcome
         first = found[0]
