@@ -101,6 +101,17 @@ def faults(call: Call, target: str, target_config: dict, used_serial: bool, expe
     return out
 
 
+def check_blockers(call: Call, target: str, target_config: dict, steps: list[dict]) -> list[dict]:
+    """The lab faults a health check of ``steps`` would only stumble on now, so it must not run (never burn a
+    check on the lab): the host silent; the power off, unless the check switches it on; the capture stopped,
+    when the check reads the console and does not start the capture itself."""
+    argvs = [step["argv"] for step in steps]
+    starts_capture = any(a[:2] == ["serial", "watch"] for a in argvs)
+    switches_on = any(a[:2] in (["power", "on"], ["power", "cycle"]) or a[:1] == ["power-cycle"] for a in argvs)
+    reads_console = any(a[:1] == ["serial"] for a in argvs) and not starts_capture
+    return faults(call, target, target_config, reads_console, expect_off=switches_on)
+
+
 def _sense(target_config: dict) -> dict | None:
     return next((i for i in target_config.get("serial", []) if i.get("power_sense_signal")), None)
 

@@ -200,27 +200,48 @@ class JobRunner:
 
     def _checked_steps(self, payload: dict, lease: leasing.Lease) -> dict:
         """The job's steps, after the target's health check when one is due (``health_gate``); after a job that
-        ended incomplete, the check runs at once, still under the lease."""
-        why = self._gate().check_reason(payload)
+        ended incomplete, the check runs at once, still under the lease. An automatic check asks the lab first."""
+        why, held = self._gate().before_steps(payload)
+        if held is None and payload.get("kind") == "health_check" and payload.get("auto"):
+            held = self._held_for_lab(payload, payload, lease, payload["job_id"])
         if why:
             check = self._health_check(payload, lease, f"before job {payload['job_id']}: {why}")
-            if (check["health"], check["result"]) != ("complete", "passed"):
-                self._skip_rest(payload["job_id"], payload["steps"], 0,
-                                known_variables(payload["job_id"], payload["target"]))
-                err = Busy(f"target {payload['target']} failed its health check (job {check['job_id']}): "
-                           f"{check['reason']}", hint=f"see `panio job status {check['job_id']}`",
-                           target=payload["target"], health_check=check["job_id"])
-                return self._finish(payload, "incomplete", "skipped", err.message, err.to_json(), gated=True)
+            held = check.get("held")
+            if held is None and (check["health"], check["result"]) != ("complete", "passed"):
+                held = Busy(f"target {payload['target']} failed its health check (job {check['job_id']}): "
+                            f"{check['reason']}", hint=f"see `panio job status {check['job_id']}`",
+                            target=payload["target"], health_check=check["job_id"])
+        if held is not None:
+            variables = known_variables(payload["job_id"], payload["target"])
+            self._skip_rest(payload["job_id"], payload["steps"], 0, variables)
+            return self._finish(payload, "incomplete", "skipped", held.message, held.to_json(), gated=True)
         summary = self._steps(payload, lease)
         if summary["health"] == "incomplete" and payload.get("health_check") and not lease.lost \
                 and payload.get("kind") != "health_check":
             self._health_check(payload, lease, f"job {payload['job_id']} ended incomplete")
         return summary
 
+    def _held_for_lab(self, payload: dict, check: dict, lease: leasing.Lease, job_id: int | None) -> Busy | None:
+        """An automatic health check asks the lab first; a fault plainly there holds it (the target bad, the
+        fault as the reason) instead of burning it. None when the check may run."""
+        call = self.caller(payload["target"], lease.token, self.leases)
+        found = lab_probe.check_blockers(call, payload["target"], payload.get("target_config") or {}, check["steps"])
+        if not found:
+            return None
+        reason = self._gate().held_for_lab(check, found, job_id)
+        self.progress("health_check_held", {"target": payload["target"], "reason": reason})
+        return Busy(f"target {payload['target']} is held bad: {reason}", target=payload["target"], health="bad",
+                    hint="fix the lab; the health check runs again on its own (or `panio target health "
+                         f"{payload['target']} --check`)")
+
     def _health_check(self, payload: dict, lease: leasing.Lease, why: str) -> dict:
-        """Run the target's health-check job now, as a job of its own, under this job's lease."""
-        check = {**payload["health_check"], "target": payload["target"], "kind": "health_check",
+        """Run the target's health-check job now, as a job of its own, under this job's lease (not when the lab
+        is plainly at fault: then ``held`` says why, and no job is made)."""
+        check = {**payload["health_check"], "target": payload["target"], "kind": "health_check", "auto": True,
                  "notify": payload.get("notify", []), "lease_ttl_s": payload.get("lease_ttl_s", 30)}
+        held = self._held_for_lab(payload, check, lease, payload["job_id"])
+        if held is not None:
+            return {"job_id": None, "health": "incomplete", "result": "skipped", "reason": held.message, "held": held}
         host = (payload.get("target_config") or {}).get("host")
         check["job_id"] = self.store.create_job(check["name"], payload["target"], host, check)
         self.store.take(check["job_id"], self.worker, 0.0)
@@ -419,8 +440,8 @@ class JobRunner:
         event = {"incomplete": "job_incomplete"}.get(summary["health"])
         if summary["health"] == "complete" and summary["result"] == "failed":
             event = "job_failed"
-        if payload.get("kind") == "health_check" and event == "job_failed":
-            return  # the board failed its check: told as the target's health change (a lab failure is told too)
+        if payload.get("kind") == "health_check" and (event == "job_failed" or summary.get("gated")):
+            return  # the board failed its check, or it was held for the lab: told as the target's health
         if event:
             notify.send(payload.get("notify"), event, {"job_id": summary["job_id"], "name": payload["name"],
                                                        "target": payload["target"], "health": summary["health"],

@@ -16,17 +16,21 @@ DETAILS = """\
 Health says whether the lab can vouch for a target: good, bad (its health check
 failed), maintenance (an operator took it out) or unknown (never checked, or a
 job on it ended incomplete). No new job runs on a bad or maintenance target:
-jobs wait for it (or are skipped, with on_unhealthy = "skip" in the suite or job
-file) until a health check passes or maintenance is lifted.
+a job run alone waits for it, a suite's jobs are skipped (on_unhealthy in the
+suite or job file changes it) until a health check passes or maintenance is lifted.
 
 A target may name a health-check job in the lab file:
   [targets.pico.health_check]
   job = "checks/pico.toml"   # relative to the lab file
   every_s = 86400            # also run it before a job when the last check is older
+  retry_s = 60               # re-check a board an automatic check made bad (doubling,
+  retry_max_s = 1800         #   up to retry_max_s; `panio schedule serve` runs it)
 It runs before a job while the health is unknown, right after a job ends
 incomplete, when maintenance is lifted (unless --no-check) and with --check
 (without TARGET: every target that names one; for cron or a systemd timer).
-Lifting maintenance of a target with a health check sets it unknown and runs the check."""
+Lifting maintenance of a target with a health check sets it unknown and runs the check.
+An automatic check never runs while the lab is plainly at fault (capture stopped,
+plug off, host silent): the target is held bad with that as the reason."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:

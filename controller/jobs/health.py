@@ -35,8 +35,8 @@ def compiled_check(lab: Lab, target: str) -> dict | None:
         job = spec.load(path)
         _COMPILED[key] = {"name": job["data"]["name"], "steps": spec.compile_steps(job),
                           "timeout_s": job["data"].get("timeout_s"), "file": str(path)}
-    every_s = lab.target(target)["health_check"].get("every_s")
-    return {**_COMPILED[key], "every_s": every_s}
+    table = lab.target(target)["health_check"]
+    return {**_COMPILED[key], **{k: table.get(k) for k in ("every_s", "retry_s", "retry_max_s")}}
 
 
 def extras(lab: Lab, target: str, on_unhealthy: str | None) -> dict:
@@ -48,8 +48,9 @@ def extras(lab: Lab, target: str, on_unhealthy: str | None) -> dict:
     return out
 
 
-def check_payload(lab: Lab, target: str) -> dict:
-    """A standalone health-check job for ``target`` (``panio target health T --check``)."""
+def check_payload(lab: Lab, target: str, auto: bool = False) -> dict:
+    """A standalone health-check job for ``target`` (``panio target health T --check``; ``auto``: the
+    scheduler's re-check of a bad target, which the runner holds while the lab is at fault)."""
     check = compiled_check(lab, target)
     if check is None:
         raise NotConfigured(f"target {target!r} names no health-check job",
@@ -58,15 +59,16 @@ def check_payload(lab: Lab, target: str) -> dict:
     return {"name": check["name"], "target": target, "steps": spec.plan_steps(check["steps"], lab, target),
             "target_config": dict(lab.target(target)), "timeout_s": check["timeout_s"],
             "lease_wait_s": 300, "lease_ttl_s": 30, "kind": "health_check",
-            "notify": list(lab.data.get("notify", []))}
+            "notify": list(lab.data.get("notify", [])), "retry_s": check["retry_s"],
+            "retry_max_s": check["retry_max_s"], **({"auto": True} if auto else {})}
 
 
-def run_check(lab: Lab, target: str, progress) -> dict:
+def run_check(lab: Lab, target: str, progress, auto: bool = False, by: str = "panio target health") -> dict:
     """Run ``target``'s health check now and wait for it (in this process, or on its worker with a broker);
     the check's verdict sets the target's health. Returns the check's job."""
     from controller.jobs import backends
 
-    payload = check_payload(lab, target)
+    payload = check_payload(lab, target, auto)
     store = backends.results_store()
     host = lab.target(target).get("host")
     if backends.broker_url():
@@ -80,7 +82,7 @@ def run_check(lab: Lab, target: str, progress) -> dict:
     from bench_agent.jobs.runner import JobRunner
 
     payload["job_id"] = store.create_job(payload["name"], target, host, payload)
-    JobRunner(store, backends.lease_store(), holder_name("panio target health"), progress,
+    JobRunner(store, backends.lease_store(), holder_name(by), progress,
               caller=backends.dispatch_caller(lab), planner=spec.planner(lab)).run(payload)
     return store.job(payload["job_id"])
 
@@ -107,3 +109,34 @@ def operator_set(lab: Lab, store, target: str, health: str, reason: str | None, 
                     {"target": target, "previous": previous, "health": to, "reason": reason,
                      "set_by": record["set_by"], "job_id": None})
     return previous, record, lifting and has_check and not skip_check
+
+
+def due_rechecks(lab: Lab, store, now: float) -> list[str]:
+    """The targets an automatic check made bad whose re-check is due (never maintenance, never an operator's bad)."""
+    from bench_agent.jobs.health import recheck_due
+
+    return [t for t, record in store.all().items()
+            if recheck_due(record, now) and t in lab.targets and check_path(lab, t) is not None]
+
+
+def recheck(lab: Lab, target: str, progress, by: str) -> dict | None:
+    """The automatic re-check of a bad target (``panio schedule serve``). The lab is asked first, through the
+    dispatcher: while a fault is plainly there the check is not run (nor recorded as a job): the reason says
+    what to fix and the lab is asked again ``retry_s`` later. A host this process cannot reach itself is asked
+    by its worker, with a broker (the runner asks the lab again before any automatic check). Returns the
+    check's job, or None when it was held."""
+    import time
+
+    from bench_agent.jobs import health as h
+    from bench_agent.jobs import lab_probe
+    from controller.jobs import backends
+
+    payload = check_payload(lab, target, auto=True)
+    found = lab_probe.check_blockers(backends.dispatch_caller(lab)(target, None, None), target,
+                                     payload["target_config"], payload["steps"])
+    if backends.broker_url():
+        found = [f for f in found if f["what"] != "host"]
+    if found:
+        h.HealthStore(backends.results_url()).postpone(target, *h.held(found, payload, time.time()))
+        return None
+    return run_check(lab, target, progress, auto=True, by=by)
