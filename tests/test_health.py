@@ -8,7 +8,7 @@ import subprocess
 import time
 
 from conftest import PANIO
-from jobhelp import job_file, stop, wait_for
+from jobhelp import job_file, receiver, stop, wait_for  # noqa: F401 - receiver is a fixture
 
 PING = """
 name = "smoke"
@@ -166,3 +166,110 @@ def test_health_store_on_postgresql():
         assert set(store.all()) == {"pico"}
     finally:
         drop_pg_schema(url)
+
+
+def test_automatic_rechecks_back_off_and_never_lift_an_operators_word(tmp_path):
+    from bench_agent.jobs.health_gate import HealthGate
+
+    gate = HealthGate(f"sqlite:///{tmp_path / 'r.db'}", "worker w@h:1", lambda *a: None)
+    check = {"target": "pico", "kind": "health_check", "auto": True, "retry_s": 60, "retry_max_s": 1800}
+    failed = {"health": "complete", "result": "failed", "reason": "failed: answers"}
+    waits = []
+    for job_id in range(1, 8):
+        before = time.time()
+        gate.after(check, {**failed, "job_id": job_id})
+        record = gate.store.get("pico")
+        waits.append(round(record["recheck_at"] - before))
+    assert waits == [60, 120, 240, 480, 960, 1800, 1800] and record["failures"] == 7
+    job = {"target": "pico", "health_check": check, "on_unhealthy": "skip"}
+    assert gate.blocked(job, 0, lambda: True) is not None  # not due yet: held back
+    with gate.store.engine.begin() as c:
+        c.execute(gate.store.current.update().values(recheck_at=time.time() - 1))
+    assert gate.blocked(job, 0, lambda: True) is None  # due: the job's runner re-checks first
+    why, held = gate.before_steps(job)
+    assert held is None and "automatic re-check is due" in why
+    gate.after(check, {"job_id": 8, "health": "complete", "result": "passed", "reason": "all steps passed"})
+    assert (gate.store.get("pico")["health"], gate.store.get("pico")["recheck_at"]) == ("good", None)
+    operator = {k: v for k, v in check.items() if k != "auto"}  # `panio target health pico --check`
+    gate.after(operator, {**failed, "job_id": 9})
+    assert (gate.store.get("pico")["health"], gate.store.get("pico")["recheck_at"]) == ("bad", None)
+    gate.store.set("pico", "maintenance", "rewiring", "ops@desk")
+    assert gate.blocked(job, 0, lambda: True) is not None and gate.store.get("pico")["recheck_at"] is None
+
+
+HEAL_CHECK = """
+name = "pico-health"
+[[steps]]
+name = "answers"
+run = "panio serial transact ${target} 'echo fit' --until 'fit' --timeout-ms 5000"
+"""
+LONG_WAIT = """
+name = "waits"
+target = "pico"
+[[steps]]
+run = "panio serial wait ${target} --since-step --pattern 'no-such-prompt' --timeout-ms 60000"
+timeout_s = 90
+"""
+
+
+def test_a_board_made_bad_after_a_stopped_capture_heals_on_its_own_once_it_runs_again(bench, panio, tmp_path,
+                                                                                    receiver):
+    """Issue 27: the capture is stopped under a job; the automatic check that follows does not burn itself on
+    it (the target is held bad, saying why); `panio schedule serve` asks the lab again with backoff, and once
+    the capture runs again the check runs and the target is good, with no operator action."""
+    import os
+    import signal
+
+    from bench_agent.sim.console import PROMPT
+
+    sim = bench.board("pico")["console"]
+    panio("serial", "watch", "pico")
+    sim.power_on()
+    assert bench.wait_for("pico", PROMPT, timeout_ms=30000)["status"] == "matched"
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "pico.toml").write_text(HEAL_CHECK)
+    with panio.lab.open("a") as f:
+        f.write(f'\n[targets.pico.health_check]\njob = "checks/pico.toml"\nretry_s = 1\nretry_max_s = 4\n'
+                f'\n[[notify]]\nwebhook = "{receiver.url}/w"\n')
+    assert "pico: good" in panio("target", "health", "pico", "--check").out  # job 1
+
+    pid = bench.discovery("pico")["pid"]
+    threads = len(os.listdir(f"/proc/{pid}/task"))
+    proc = subprocess.Popen([PANIO, "job", "run", job_file(tmp_path, LONG_WAIT)], env=panio.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(os.listdir(f"/proc/{pid}/task")) > threads, 30, 0.02)  # job 2 waits on the capture
+        os.kill(pid, signal.SIGTERM)  # the capture stops behind panio's back
+        out, err = proc.communicate(timeout=60)
+    finally:
+        stop(proc)
+    assert proc.returncode == 10, err  # not_running: the lab's
+    assert "health check of pico not run: its health check waits for the lab: no serial capture runs" in out, out
+    record = panio("target", "health", "pico", "--json").json()
+    assert record["health"] == "bad" and "(start it: `panio serial watch pico`)" in record["reason"], record
+    assert history(panio)[-2:] == [("good", "unknown"), ("unknown", "bad")]
+    first_look = record["recheck_at"]
+
+    serve = subprocess.Popen([PANIO, "schedule", "serve"], env=panio.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        # the scheduler asks the lab again, finds the capture still stopped, and holds the check again
+        wait_for(lambda: panio("target", "health", "pico", "--json").json()["recheck_at"] > first_look + 0.5, 30)
+        assert panio("target", "health", "pico", "--json").json()["health"] == "bad"
+        assert [j["id"] for j in panio("job", "list", "--json").json()] == [2, 1], "a check was burned on the lab"
+        panio("serial", "watch", "pico")
+        restarted = time.monotonic()
+        wait_for(lambda: panio("target", "health", "pico", "--json").json()["health"] == "good", 30)
+        assert time.monotonic() - restarted < 15  # within its backoff (1 s, at most 4 s) plus the check
+        serve.send_signal(signal.SIGTERM)
+        out, err = serve.communicate(timeout=60)
+    finally:
+        stop(serve)
+    assert "re-check of pico: held: its health check waits for the lab" in out, out
+    assert re.search(r"re-check of pico: health check job 3: complete, passed", out), out
+    record = panio("target", "health", "pico", "--json").json()
+    assert record["set_by"].startswith("panio schedule serve@") and record["recheck_at"] is None
+    assert history(panio)[-1] == ("bad", "good")
+    wait_for(lambda: len([b for b in receiver.bodies("/w") if b["event"] == "health_changed"]) >= 4, 10)
+    changes = [(b["previous"], b["health"]) for b in receiver.bodies("/w") if b["event"] == "health_changed"]
+    assert changes[-2:] == [("unknown", "bad"), ("bad", "good")], changes

@@ -4,6 +4,7 @@ on a target in maintenance until an operator lifts it."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 
@@ -63,3 +64,35 @@ def test_worker_runs_health_checks_and_holds_jobs_in_maintenance(panio, tmp_path
     told = [(b["event"], b.get("health"), b.get("set_by", "")) for b in receiver.bodies("/w")]
     assert ("health_changed", "bad", told[0][2]) == told[0] and told[0][2].startswith("worker bench1@")
     assert ("job_incomplete", "incomplete", "") in told
+
+
+def test_the_scheduler_re_checks_a_bad_board_through_its_worker(panio, tmp_path, worker):
+    """Issue 27: a board an automatic check made bad comes back to good on its own with a broker too: `panio
+    schedule serve` sends the re-check to the target's worker when it is due (this controller cannot reach
+    bench1 itself: the worker asks the lab)."""
+    panio.env.update(worker.env)
+    flag = tmp_path / "healthy"
+    panio("init")
+    panio("host", "add", "bench1", "--ssh", "ops@bench1.invalid")
+    panio("target", "add", "b1", "--host", "bench1")
+    panio("action", "add", "probe", "-t", "b1", "--command", f"test -e {flag}")
+    (tmp_path / "check.toml").write_text(CHECK)
+    with panio.lab.open("a") as f:
+        f.write('\n[targets.b1.health_check]\njob = "check.toml"\nretry_s = 1\nretry_max_s = 2\n')
+    panio.fails("job", "submit", job_file(tmp_path, PING), "--wait", code=8)  # the worker's check fails: bad
+    record = panio("target", "health", "b1", "--json").json()
+    assert record["health"] == "bad" and record["recheck_at"] and record["failures"] == 1
+    serve = subprocess.Popen([PANIO, "schedule", "serve"], env=panio.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: panio("target", "health", "b1", "--json").json()["failures"] >= 2, 60)  # still failing
+        flag.touch()
+        wait_for(lambda: panio("target", "health", "b1", "--json").json()["health"] == "good", 60)
+        serve.send_signal(signal.SIGTERM)
+        out, err = serve.communicate(timeout=60)
+    finally:
+        stop(serve)
+    assert serve.returncode == 0, err
+    assert "re-check of b1: health check job" in out and ": complete, passed" in out, out
+    record = panio("target", "health", "b1", "--json").json()
+    assert record["set_by"].startswith("worker bench1@") and record["recheck_at"] is None

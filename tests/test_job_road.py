@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from jobhelp import job_file
+from jobhelp import job_file, receiver  # noqa: F401 - receiver is a fixture
 
 from bench_agent.process import pid_alive
 from bench_agent.sim.console import PROMPT
@@ -103,3 +103,114 @@ run = "panio serial wait ${target} --epoch ${epoch} --since 0 --pattern 'login:'
     assert first["command"] == "serial.status" and first["opts"]["iface"]["device"] == "/dev/null"
     assert second["opts"]["epoch"] == "${epoch}" and second["typed"] == {"epoch": "int"}
     assert second["opts"]["pattern"] == "login:"
+
+
+def test_a_capture_stopped_during_a_step_is_worded_as_panios_capture_and_is_the_labs(bench, panio, tmp_path):
+    """Issue 27, item 3: not "the serial device ... went away" when it was panio's own capture that stopped."""
+    import signal
+    import subprocess
+
+    from conftest import PANIO
+    from jobhelp import stop, wait_for
+
+    sim = bench.board("pico")["console"]
+    panio("serial", "watch", "pico")
+    sim.power_on()
+    body = """
+target = "pico"
+[[steps]]
+name = "waits for a prompt that never comes"
+run = "panio serial wait ${target} --since-step --pattern 'no-such-prompt' --timeout-ms 60000"
+timeout_s = 90
+"""
+    pid = bench.discovery("pico")["pid"]
+    threads = len(os.listdir(f"/proc/{pid}/task"))
+    proc = subprocess.Popen([PANIO, "job", "run", job_file(tmp_path, body), "--json"], env=panio.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # the supervisor answers each connection in a thread of its own: one more thread is the step's wait
+        wait_for(lambda: len(os.listdir(f"/proc/{pid}/task")) > threads, 30, 0.02)
+        os.kill(pid, signal.SIGTERM)  # stopped behind panio's back (the job's lease refuses `serial stop`)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        stop(proc)
+    job = json.loads(out)
+    assert job["health"] == "incomplete", out
+    assert "panio's serial capture of 'pico' stopped" in job["reason"], job["reason"]
+    assert "went away" not in job["reason"], job["reason"]
+    assert job["error"]["error"] == "not_running" and "panio serial watch pico" in job["error"]["hint"]
+
+
+PLUG_JOB = """
+target = "board0"
+[[steps]]
+run = "panio serial watch ${target}"
+[[steps]]
+name = "power-cycle"
+run = "panio power-cycle ${target}"
+[[steps]]
+name = "boots to a shell"
+run = "panio serial wait ${target} --since-step --pattern 'root@sim:~# ' --timeout-ms 14000"
+timeout_s = 60
+"""
+
+
+def test_a_plug_switched_off_and_on_again_during_the_boot_wait_is_the_labs(panio, tmp_path, receiver):
+    """Issue 27, item 2: the plug is switched off through the simulated Shelly API while the job waits for the
+    boot, and back on shortly before the wait gives up. Asked afterwards, the lab looks fine (the plug is on);
+    what the runner saw during the step makes it the lab's: incomplete, and the notification says so."""
+    import subprocess
+    import urllib.request
+
+    from conftest import BIN, PANIO
+    from jobhelp import stop, wait_for
+
+    directory = tmp_path / "sim"
+    sim = str(BIN / "panio-sim")
+    subprocess.run([sim, "up", "--dir", str(directory), "--boot-s", "6", "--countdown-s", "0.3"], env=panio.env,
+                   check=True, capture_output=True, timeout=60)
+    panio.env["PANIO_LAB"] = str(directory / "lab.toml")
+    with (directory / "lab.toml").open("a") as f:
+        f.write(f'\n[[notify]]\nwebhook = "{receiver.url}/w"\n')
+    plug = json.loads((directory / "sim.pids").read_text())[0]["plug"]
+
+    def switch(on: bool) -> None:
+        with urllib.request.urlopen(f"http://{plug}/rpc/Switch.Set?id=0&on={str(on).lower()}", timeout=10) as r:
+            assert r.status == 200
+
+    from bench_agent.errors import NotConfigured
+    from bench_agent.jobs.results import ResultStore
+
+    results = Path(panio.env["PANIO_STATE_DIR"]) / "results.db"
+
+    def step3() -> dict | None:
+        if not results.exists():
+            return None
+        try:  # read here, not with `panio job status`: quick even on a loaded machine (the board boots in 6 s)
+            steps = ResultStore(f"sqlite:///{results}").job(1)["steps"]
+        except NotConfigured:  # not recorded yet
+            return None
+        return steps[2] if len(steps) > 2 else None
+
+    proc = subprocess.Popen([PANIO, "job", "run", job_file(tmp_path, PLUG_JOB), "--json"], env=panio.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (step3() or {}).get("status") == "running" or proc.poll() is not None, 60, 0.05)
+        assert proc.poll() is None, proc.communicate()
+        began = time.monotonic()
+        switch(False)  # mid-boot (the board takes 6 s to boot)
+        # back on 3 s before the 14 s wait gives up: too late for the board to reach its prompt in time
+        wait_for(lambda: time.monotonic() - began >= 11 or proc.poll() is not None, 30)
+        switch(True)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        stop(proc)
+        subprocess.run([sim, "down", "--dir", str(directory)], env=panio.env, capture_output=True, timeout=60)
+    assert proc.returncode == 4, (out, err)  # unreachable: the lab failed; not 14 (the board)
+    job = json.loads(out)
+    assert job["health"] == "incomplete" and job["result"] is None, job["reason"]
+    assert "powered off during the step" in job["reason"] and "it reads on now" in job["reason"], job["reason"]
+    assert any(c["check"] == "lab: power" for c in job["steps"][2]["checks"])
+    wait_for(lambda: [b for b in receiver.bodies("/w") if b["event"] == "job_incomplete"], 15)
+    told = [b for b in receiver.bodies("/w") if b["event"] in ("job_incomplete", "job_failed")]
+    assert [b["event"] for b in told] == ["job_incomplete"] and "powered off during the step" in told[0]["text"]

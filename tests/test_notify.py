@@ -156,3 +156,29 @@ def test_a_job_whose_worker_died_is_told_and_its_target_becomes_unknown(tmp_path
     assert health.get("t")["health"] == "unknown" and health.get("t")["set_by"] == "reconciler"
     wait_for(lambda: len(receiver.bodies("/hook")) == 2, 10)
     assert sorted(b["event"] for b in receiver.bodies("/hook")) == ["health_changed", "job_incomplete"]
+
+
+def test_a_health_check_the_lab_stopped_is_told_as_job_incomplete(panio, tmp_path, receiver):
+    """Issue 27, item 4: a health check that ends incomplete is told like any job the lab stopped; one the
+    board failed is told as the target's health change only."""
+    panio("init")
+    panio("target", "add", "pico")
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "lab.toml").write_text(
+        'name = "pico-health"\n[[steps]]\nname = "capture answers"\nrun = "panio serial status ${target}"\n')
+    (tmp_path / "checks" / "board.toml").write_text(
+        'name = "pico-health"\n[[steps]]\nname = "answers"\nrun = "panio ping ${target}"\nexpect_output = "NEVER"\n')
+    with panio.lab.open("a") as f:
+        f.write(f'\n[targets.pico.health_check]\njob = "checks/lab.toml"\n\n[[notify]]\nwebhook = "{receiver.url}/w"\n')
+    panio.fails("target", "health", "pico", "--check", code=3)  # not_configured: pico has no serial interface
+    wait_for(lambda: len(receiver.bodies("/w")) == 2, 10)
+    told = {b["event"]: b for b in receiver.bodies("/w")}
+    assert set(told) == {"job_incomplete", "health_changed"}
+    assert told["job_incomplete"]["job_id"] == 1 and told["job_incomplete"]["kind"] == "health_check"
+    assert told["job_incomplete"]["text"].startswith("panio: health check job 1 pico-health on pico incomplete (the lab)")
+    assert told["health_changed"]["health"] == "bad"
+    panio.lab.write_text(panio.lab.read_text().replace("checks/lab.toml", "checks/board.toml"))
+    panio.fails("target", "health", "pico", "--check", code=14)
+    panio("target", "health", "pico", "--set", "maintenance", "--reason", "cable")
+    wait_for(lambda: len(receiver.bodies("/w")) == 3, 10)
+    assert [b["event"] for b in receiver.bodies("/w")][2:] == ["health_changed"]

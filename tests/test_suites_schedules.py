@@ -97,3 +97,45 @@ def test_schedules_fire_from_exactly_one_scheduler(panio, tmp_path):
     assert often["last_jobs"] and next(s for s in fired if s["name"] == "nightly")["last_fired"] is None
     panio("schedule", "rm", "often")
     panio.fails("schedule", "rm", "often", code=3)
+
+
+BOOTED = "name = 'answers'\n[[steps]]\nrun = \"serial transact ${target} 'echo alive' --until 'alive\\r?\\n.*# $' --timeout-ms 10000\"\n"
+
+
+def test_one_bad_board_never_holds_the_suite_or_the_schedule_back(bench, panio, tmp_path):
+    """Issue 27: two simulated boards, one bad: the suite ends within a minute, the healthy board's job
+    passed and the bad one's skipped as the lab's; a schedule of it keeps firing for the healthy board."""
+    from bench_agent.sim.console import PROMPT
+
+    for name in ("b1", "b2"):
+        sim = bench.board(name)["console"]
+        panio("serial", "watch", name)
+        sim.power_on()
+        assert bench.wait_for(name, PROMPT, timeout_ms=30000)["status"] == "matched"
+    panio("target", "health", "b2", "--set", "bad", "--reason", "the SD card is loose")
+    path = suite_file(tmp_path, {"answers.toml": BOOTED}, "name = 'night'\ntargets = ['b1', 'b2']")
+    started = time.monotonic()
+    r = panio.fails("suite", "run", path, code=8)  # the lab held one job back: busy
+    assert time.monotonic() - started < 60
+    assert "could not finish (the lab failed)" in r.err
+    jobs = {j["target"]: panio("job", "status", str(j["id"]), "--json").json()
+            for j in panio("job", "list", "--json").json()}
+    assert (jobs["b1"]["health"], jobs["b1"]["result"]) == ("complete", "passed"), jobs["b1"]["reason"]
+    held = jobs["b2"]
+    assert (held["health"], held["result"]) == ("incomplete", "skipped") and held["error"]["error"] == "busy"
+    assert "b2 is bad (the SD card is loose" in held["reason"] and 'skipped (on_unhealthy = "skip")' in held["reason"]
+    assert [s["status"] for s in held["steps"]] == ["skipped"]
+    assert panio("target", "health", "b2", "--json").json()["health"] == "bad"  # a skip changes nothing
+
+    panio("schedule", "add", "often", "--suite", path, "--every", "1s")
+    serve = subprocess.Popen([PANIO, "schedule", "serve"], env=panio.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        def passed_on_b1():
+            return [j for j in panio("job", "list", "--json").json()
+                    if j["target"] == "b1" and j["result"] == "passed"]
+        wait_for(lambda: len(passed_on_b1()) >= 3, timeout_s=60)  # the suite's run plus two scheduled ones
+        serve.send_signal(signal.SIGTERM)
+        serve.communicate(timeout=30)
+    finally:
+        stop(serve)

@@ -24,6 +24,11 @@ def states(call: Call, target: str, power: dict | None, sense: dict | None, leve
     return [_state(call, target, power, sense, name) for name in names]
 
 
+def default_state(call: Call, target: str, power: dict | None, sense: dict | None) -> dict[str, Any]:
+    """The default level's state only (what the lab probe and the power watch of a job step read)."""
+    return _state(call, target, power, sense, None)
+
+
 def _state(call: Call, target: str, power: dict | None, sense: dict | None, level: str | None) -> dict[str, Any]:
     st = call("power.state", {"target": target, "power": power, "level": level})
     if st["state"] != "unknown" or level is not None or sense is None:

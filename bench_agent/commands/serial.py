@@ -135,6 +135,10 @@ def wait(call: Call, opts: dict, out: Output, context: dict) -> None:
 def _raise_unless_matched(r: dict[str, Any], pattern: str | None, opts: dict) -> None:
     target = opts["target"]
     status, details = r["status"], {"status": r["status"], "cursor": r["cursor"], "epoch": r["epoch"]}
+    if status == "disconnect" and r.get("capture_stopped"):
+        from bench_agent.serial.control import capture_stopped
+
+        raise capture_stopped(target, "during the wait", **details)
     if status == "disconnect":
         raise Unreachable(f"the serial device of {target!r} went away during the wait", **details)
     if status == "fault":

@@ -6,6 +6,14 @@
     unknown      nothing vouches for it: never checked, or a job on it ended incomplete
                  (with a health check configured, the check runs before its next job)
 
+A target an *automatic* health check marked ``bad`` (one the runner ran, not an
+operator) is re-checked on its own from ``recheck_at`` on, with backoff: the
+check's ``retry_s`` (60 s), doubled after each failure up to ``retry_max_s``
+(30 min). A check is never burned on a lab fault that is plainly there (the
+capture stopped, the host silent, the plug off): it is held, the reason says
+what the lab must fix, and the lab is asked again ``retry_s`` later. An
+operator's ``bad`` or ``maintenance`` is never lifted automatically.
+
 ``panio_health`` holds each target's current health with its reason, who set it
 and when; ``panio_health_events`` every change, newest last. Retention
 (``panio job prune``, the lab's ``[retention] jobs``) removes old events but
@@ -21,6 +29,8 @@ from typing import Any
 
 HEALTHS = ("good", "bad", "maintenance", "unknown")
 BLOCKING = ("bad", "maintenance")  # no new job runs on a target in these
+RETRY_S = 60.0  # the first automatic re-check of a bad target (the lab's [targets.T.health_check] retry_s)
+RETRY_MAX_S = 1800.0  # the longest pause between two re-checks (retry_max_s)
 _TABLES: tuple | None = None
 _CREATED: set[str] = set()
 _CREATE_LOCK = threading.Lock()
@@ -41,6 +51,8 @@ def _tables():
             sa.Column("set_at", sa.Float, nullable=False),
             sa.Column("job_id", sa.Integer),
             sa.Column("checked_at", sa.Float),
+            sa.Column("recheck_at", sa.Float),  # set: an automatic check made it bad; re-checked from then on
+            sa.Column("failures", sa.Integer),  # automatic checks failed in a row (the backoff's exponent)
         )
         events = sa.Table(
             "panio_health_events", md,
@@ -57,14 +69,21 @@ def _tables():
     return _TABLES
 
 
-def _create(md, engine) -> None:
-    """Create the tables unless they exist; another process creating them at the same moment is no error."""
+def _create(md, engine, current) -> None:
+    """Create the tables unless they exist (another process creating them at the same moment is no error), and
+    add the columns a database made by an older panio lacks."""
     import sqlalchemy as sa
 
-    try:
-        md.create_all(engine)
-    except (sa.exc.OperationalError, sa.exc.ProgrammingError, sa.exc.IntegrityError):
-        md.create_all(engine)  # lost the race: they exist now, and checkfirst sees them
+    from bench_agent.jobs.results import create_tables
+
+    def add_columns(conn) -> None:
+        have = {c["name"] for c in sa.inspect(conn).get_columns("panio_health")}
+        for col in current.columns:
+            if col.name not in have:
+                conn.execute(sa.text(f"ALTER TABLE panio_health ADD COLUMN {col.name} "
+                                     f"{col.type.compile(dialect=engine.dialect)}"))
+
+    create_tables(engine, md, then=add_columns)
 
 
 class HealthStore:
@@ -78,7 +97,7 @@ class HealthStore:
         with _CREATE_LOCK:
             self.md, self.current, self.events = _tables()
             if url not in _CREATED:
-                _create(self.md, self.engine)
+                _create(self.md, self.engine, self.current)
                 _CREATED.add(url)
 
     def get(self, target: str) -> dict[str, Any]:
@@ -86,7 +105,7 @@ class HealthStore:
             row = c.execute(self.current.select().where(self.current.c.target == target)).mappings().first()
         if row is None:
             return {"target": target, "health": "unknown", "reason": "never checked", "set_by": None,
-                    "set_at": None, "job_id": None, "checked_at": None}
+                    "set_at": None, "job_id": None, "checked_at": None, "recheck_at": None, "failures": None}
         return dict(row)
 
     def all(self) -> dict[str, dict[str, Any]]:
@@ -94,14 +113,16 @@ class HealthStore:
             return {r["target"]: dict(r) for r in c.execute(self.current.select()).mappings()}
 
     def set(self, target: str, health: str, reason: str, set_by: str, job_id: int | None = None,
-            checked: bool = False) -> tuple[str, dict[str, Any]]:
-        """Record ``health``; returns (previous health, the new record). A change is also an event."""
+            checked: bool = False, recheck_at: float | None = None, failures: int = 0) -> tuple[str, dict[str, Any]]:
+        """Record ``health``; returns (previous health, the new record). A change is also an event.
+        ``recheck_at``: when an automatic re-check may run (only an automatic check's ``bad`` sets it)."""
         if health not in HEALTHS:
             from bench_agent.errors import UsageError
 
             raise UsageError(f"health must be one of {', '.join(HEALTHS)}, not {health!r}")
         now = time.time()
-        row = {"health": health, "reason": reason, "set_by": set_by, "set_at": now, "job_id": job_id}
+        row = {"health": health, "reason": reason, "set_by": set_by, "set_at": now, "job_id": job_id,
+               "recheck_at": recheck_at, "failures": failures}
         if checked:
             row["checked_at"] = now
         c_ = self.current.c
@@ -115,6 +136,13 @@ class HealthStore:
             c.execute(self.events.insert().values(target=target, health=health, previous=previous, reason=reason,
                                                   set_by=set_by, at=now, job_id=job_id))
         return previous, {**(dict(old) if old else {}), "target": target, **row}
+
+    def postpone(self, target: str, reason: str, recheck_at: float) -> bool:
+        """A bad target's re-check waits for the lab: a new reason and time, the same health (no event)."""
+        c_ = self.current.c
+        with self.engine.begin() as c:
+            return c.execute(self.current.update().where(c_.target == target, c_.health == "bad")
+                             .values(reason=reason, recheck_at=recheck_at)).rowcount == 1
 
     def history(self, target: str, limit: int = 20) -> list[dict[str, Any]]:
         e = self.events.c
@@ -139,9 +167,29 @@ class HealthStore:
             return int(c.execute(self.events.delete().where(old)).rowcount)
 
 
+def backoff_s(failures: int, check: dict[str, Any]) -> float:
+    """The pause before the next automatic re-check after ``failures`` failed checks in a row (at least one)."""
+    base = float(check.get("retry_s") or RETRY_S)
+    return min(base * 2 ** max(0, failures - 1), max(base, float(check.get("retry_max_s") or RETRY_MAX_S)))
+
+
+def held(faults: list[dict[str, Any]], check: dict[str, Any], now: float) -> tuple[str, float]:
+    """(reason, when to ask the lab again) for an automatic check held for the lab's ``faults`` (``lab_probe``)."""
+    return f"its health check waits for the lab: {'; '.join(f['message'] for f in faults)}", now + backoff_s(1, check)
+
+
+def recheck_due(record: dict[str, Any], now: float) -> bool:
+    """An automatic check made the target bad, and its re-check may run now."""
+    return record["health"] == "bad" and record.get("recheck_at") is not None and now >= record["recheck_at"]
+
+
 def check_due(record: dict[str, Any], check: dict[str, Any] | None, now: float) -> str | None:
     """Why a target's health check must run before its next job, or None."""
     if not check:
+        return None
+    if recheck_due(record, now):
+        return f"it is bad and its automatic re-check is due ({record.get('reason') or 'no reason given'})"
+    if record["health"] in BLOCKING:
         return None
     if record["health"] == "unknown":
         return f"its health is unknown ({record.get('reason') or 'never checked'})"
@@ -155,4 +203,7 @@ def check_due(record: dict[str, Any], check: dict[str, Any] | None, now: float) 
 def describe(record: dict[str, Any]) -> str:
     who = f", set by {record['set_by']}" if record.get("set_by") else ""
     when = f" at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(record['set_at']))}" if record.get("set_at") else ""
-    return f"{record['health']} ({record.get('reason') or 'no reason given'}{who}{when})"
+    again = ""
+    if record["health"] == "bad" and record.get("recheck_at"):
+        again = f"; re-checked automatically from {time.strftime('%H:%M:%S', time.localtime(record['recheck_at']))}"
+    return f"{record['health']} ({record.get('reason') or 'no reason given'}{who}{when}{again})"

@@ -1,17 +1,23 @@
 """What the job runner does about device health: gate new jobs, run health checks, record changes.
 
 * Before leasing, a job on a ``bad`` or ``maintenance`` target waits until the
-  target is usable again (``on_unhealthy = "wait"``, the default, bounded by
-  ``lease_wait_s`` and the run's deadline) or is skipped at once
-  (``on_unhealthy = "skip"``); either way it ends ``incomplete`` as ``busy`` (8)
-  with the health, its reason and who set it.
+  target is usable again (``on_unhealthy = "wait"``, bounded by ``lease_wait_s``
+  and the run's deadline; a job's default) or is skipped at once
+  (``on_unhealthy = "skip"``; a suite's default); either way it ends
+  ``incomplete`` as ``busy`` (8), result ``skipped``, with the health, its
+  reason and who set it. A ``bad`` target whose automatic re-check is due is
+  not held: the job's runner runs the re-check first, as below.
 * Holding the lease, before a job's steps: when the target names a health-check
   job and its health is ``unknown`` (or the last check is older than its
-  ``every_s``), the check runs first, as a job of its own (``kind = "health_check"``).
-  Passing makes the target ``good``; failing makes it ``bad`` and the job waiting
-  behind it ends ``incomplete``.
-* A job that ends ``incomplete`` (the lab failed) makes the target ``unknown``,
-  and its health check runs at once, still under the same lease.
+  ``every_s``, or its automatic re-check is due), the check runs first, as a job
+  of its own (``kind = "health_check"``, ``auto``). Passing makes the target
+  ``good``; failing makes it ``bad`` (re-checked with backoff, ``health``) and
+  the job waiting behind it ends ``incomplete``, skipped.
+* A job that ends ``incomplete`` makes the target ``unknown``, and its health
+  check runs at once, still under the same lease.
+* An automatic check is never burned on a lab fault that is plainly there
+  (``lab_probe.check_blockers``): the target is held ``bad`` with that fault as
+  the reason, and the lab is asked again ``retry_s`` later.
 
 The payload carries what a worker needs (it has no lab file): ``health_check``
 (the compiled check job), ``on_unhealthy`` and ``kind``.
@@ -40,33 +46,65 @@ class HealthGate:
         end = time.monotonic() + wait_s
         while True:
             record = self.store.get(payload["target"])
-            if record["health"] not in h.BLOCKING:
+            if not self._holds(payload, record):
                 return None
             if skip or time.monotonic() >= end or should_stop():
-                how = "skipped (on_unhealthy = \"skip\")" if skip else f"waited {round(wait_s, 1):g} s"
-                fix = ("lift it with `panio target health {t} --set good`" if record["health"] == "maintenance"
-                       else "its health check must pass: `panio target health {t} --check`").format(t=payload["target"])
-                return Busy(f"target {payload['target']} is {h.describe(record)}: no new job runs on it; {how}",
-                            hint=fix, target=payload["target"], health=record["health"])
+                return _held(payload, record, "skipped (on_unhealthy = \"skip\")" if skip
+                             else f"waited {round(wait_s, 1):g} s")
             time.sleep(min(POLL_S, max(0.0, end - time.monotonic())))
 
-    def check_reason(self, payload: dict) -> str | None:
-        """Why the target's health check must run before this job, or None."""
-        if payload.get("kind") == "health_check":
-            return None
-        return h.check_due(self.store.get(payload["target"]), payload.get("health_check"), time.time())
+    @staticmethod
+    def _holds(payload: dict, record: dict) -> bool:
+        return record["health"] in h.BLOCKING and not (payload.get("health_check")
+                                                       and h.recheck_due(record, time.time()))
 
-    def set(self, payload: dict, health: str, reason: str, job_id: int | None, checked: bool = False) -> None:
-        previous, record = self.store.set(payload["target"], health, reason, self.worker, job_id, checked)
+    def before_steps(self, payload: dict) -> tuple[str | None, Busy | None]:
+        """Holding the lease: (why the target's health check must run first, None), (None, why the job may not
+        run after all: the target became unusable meanwhile) or (None, None)."""
+        if payload.get("kind") == "health_check":
+            return None, None
+        record = self.store.get(payload["target"])
+        if self._holds(payload, record):
+            return None, _held(payload, record, "held back after its lease was granted")
+        return h.check_due(record, payload.get("health_check"), time.time()), None
+
+    def set(self, payload: dict, health: str, reason: str, job_id: int | None, checked: bool = False,
+            **auto) -> None:
+        previous, record = self.store.set(payload["target"], health, reason, self.worker, job_id, checked, **auto)
         if previous != health:
             self.on_change(payload, previous, record)
+
+    def held_for_lab(self, check: dict, faults: list[dict], job_id: int | None) -> str:
+        """An automatic check not run: the lab is at fault. The target is held bad (not burned: the failures
+        count stays) and the lab is asked again ``retry_s`` later. Returns the reason."""
+        reason, again = h.held(faults, check, time.time())
+        if not self.store.postpone(check["target"], reason, again):
+            self.set(check, "bad", reason, job_id, recheck_at=again, failures=0)
+        return reason
 
     def after(self, payload: dict, summary: dict) -> None:
         """Record what a finished job says about its target."""
         job_id = summary["job_id"]
         if payload.get("kind") == "health_check":
+            if summary.get("gated"):
+                return  # held for the lab (held_for_lab said so): not a verdict on the board
             passed = summary["health"] == "complete" and summary["result"] == "passed"
             verdict = "passed" if passed else f"failed: {summary['reason'].removeprefix('failed: ')}"
-            self.set(payload, "good" if passed else "bad", f"health check job {job_id} {verdict}", job_id, True)
+            auto = {}
+            if not passed and payload.get("auto"):
+                record = self.store.get(payload["target"])
+                failures = (record.get("failures") or 0) + 1 if record["health"] == "bad" else 1
+                auto = {"failures": failures, "recheck_at": time.time() + h.backoff_s(failures, payload)}
+            self.set(payload, "good" if passed else "bad", f"health check job {job_id} {verdict}", job_id, True,
+                     **auto)
         elif summary["health"] == "incomplete" and not summary.get("gated"):
             self.set(payload, "unknown", f"job {job_id} ended incomplete: {summary['reason']}", job_id)
+
+
+def _held(payload: dict, record: dict, how: str) -> Busy:
+    t = payload["target"]
+    fix = (f"lift it with `panio target health {t} --set good`" if record["health"] == "maintenance"
+           else f"its health check must pass: `panio target health {t} --check`"
+           + (" (it is re-checked automatically)" if record.get("recheck_at") else ""))
+    return Busy(f"target {t} is {h.describe(record)}: no new job runs on it; {how}", hint=fix, target=t,
+                health=record["health"])

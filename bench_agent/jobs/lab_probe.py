@@ -9,15 +9,25 @@ then (a ``state_cmd`` hook that hangs) is stopped with every process it started,
 and is itself the lab's fault, with the reason. A question the lab cannot
 answer otherwise is no fault. A target the job itself switched off (its last
 power step was ``power off``) is expected to be off.
+
+Asking after the failure misses a plug switched off and on again while the step
+ran (the board rebooted too late for the step's wait). So while a step runs,
+``PowerWatch`` reads the target's power every ``POWER_POLL_S`` on a road of its
+own (a target with a ``state_cmd`` or a power-sense line only; not during a
+power step, nor after the job switched it off) and remembers the first "off"
+it saw: a step that failed with power seen off during it is the lab's too.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any, Callable
 
 from bench_agent.errors import NotRunning, PanioError
 
 PROBE_TIMEOUT_S = 20.0  # each question's bound; $PANIO_PROBE_TIMEOUT_S changes it (docs/jobs.md)
+POWER_POLL_S = 2.0  # how often a running step's target power is read (a state_cmd is a process: not too often)
 Call = Callable[[str, dict], Any]
 
 
@@ -69,21 +79,89 @@ def expects_off(steps: list[dict], upto: int) -> bool:
     return last == ["power", "off"]
 
 
-def faults(call: Call, target: str, target_config: dict, used_serial: bool, expect_off: bool) -> list[dict]:
-    """The lab's faults right now, each ``{"what", "message", "error", "exit"}``; empty when the lab looks fine."""
+def faults(call: Call, target: str, target_config: dict, used_serial: bool, expect_off: bool,
+           seen_off: dict | None = None) -> list[dict]:
+    """The lab's faults right now, each ``{"what", "message", "error", "exit"}``; empty when the lab looks fine.
+    ``seen_off``: what a ``PowerWatch`` saw during the step (the target was off at some moment)."""
     out = []
     try:
         _ask(lambda: call("system.ping", {"payload": 1}), "the target's host")
     except (PanioError, _Stopped) as err:
         return [{"what": "host", "message": f"the target's host does not answer: {_why(err)}",
                  "error": "unreachable", "exit": 4}]
-    sense = next((i for i in target_config.get("serial", []) if i.get("power_sense_signal")), None)
+    sense = _sense(target_config)
     if target_config.get("power") or sense:
         out += _power(call, target, target_config.get("power"), sense, expect_off)
+    if seen_off and not any(f["what"] == "power" for f in out):
+        out.append({"what": "power", "message": f"the target was powered off during the step ({seen_off['source']}, "
+                    f"seen {seen_off['after_s']:g} s into it); it reads on now", "error": "unreachable", "exit": 4})
     if used_serial:
         for iface in target_config.get("serial", []):
             out += _capture(call, target, dict(iface))
     return out
+
+
+def check_blockers(call: Call, target: str, target_config: dict, steps: list[dict]) -> list[dict]:
+    """The lab faults a health check of ``steps`` would only stumble on now, so it must not run (never burn a
+    check on the lab): the host silent; the power off, unless the check switches it on; the capture stopped,
+    when the check reads the console and does not start the capture itself."""
+    argvs = [step["argv"] for step in steps]
+    starts_capture = any(a[:2] == ["serial", "watch"] for a in argvs)
+    switches_on = any(a[:2] in (["power", "on"], ["power", "cycle"]) or a[:1] == ["power-cycle"] for a in argvs)
+    reads_console = any(a[:1] == ["serial"] for a in argvs) and not starts_capture
+    return faults(call, target, target_config, reads_console, expect_off=switches_on)
+
+
+def _sense(target_config: dict) -> dict | None:
+    return next((i for i in target_config.get("serial", []) if i.get("power_sense_signal")), None)
+
+
+class PowerWatch:
+    """The target's power, read every ``POWER_POLL_S`` while one step runs; ``stop()`` says whether it was seen off.
+
+    ``road()`` makes the ``call`` it reads through, on first use, in its own thread (a road of its own: an SSH
+    link carries one request at a time, and the step's may be a long wait). A read that fails is no finding:
+    the probe after a failure asks again and says why."""
+
+    def __init__(self, road: Callable[[], Call], target: str, power: dict | None, sense: dict | None) -> None:
+        self.road, self.target, self.power, self.sense = road, target, power, sense
+        self.seen_off: dict | None = None
+        self._began = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="panio-power-watch", daemon=True)
+
+    @classmethod
+    def start(cls, road: Callable[[], Call], payload: dict, idx: int) -> PowerWatch | None:
+        """A running watch for step ``idx``, or None where there is nothing to read or an "off" says nothing."""
+        config, steps = payload.get("target_config") or {}, payload["steps"]
+        power, sense = config.get("power"), _sense(config)
+        if not ((power or {}).get("state_cmd") or sense):
+            return None
+        if steps[idx]["argv"][:1] in (["power"], ["power-cycle"]) or expects_off(steps, idx):
+            return None  # the step switches power itself, or the job switched the target off
+        watch = cls(road, payload["target"], power, sense)
+        watch._thread.start()
+        return watch
+
+    def _run(self) -> None:
+        from bench_agent.commands.power import default_state
+
+        call = None
+        while not self._stop.wait(POWER_POLL_S):
+            try:
+                call = call or self.road()
+                state = _ask(lambda: default_state(call, self.target, self.power, self.sense), "the power watch")
+            except (PanioError, _Stopped):
+                continue
+            if state["state"] == "off" and not self._stop.is_set():
+                self.seen_off = {"after_s": round(time.monotonic() - self._began, 1),
+                                 "source": state.get("source") or "state_cmd"}
+                return
+
+    def stop(self) -> dict | None:
+        """Stop watching (a read under way finishes on its own); None, or when it was seen off."""
+        self._stop.set()
+        return self.seen_off
 
 
 def _why(err: Exception) -> str:

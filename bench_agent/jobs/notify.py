@@ -115,7 +115,8 @@ def summary(event: str, d: dict[str, Any]) -> str:
     if event == "suite_finished":
         return f"panio: suite {d['suite']} finished: {d['verdict']} ({d['passed']} of {d['total']} jobs passed)"
     what = "failed (the board)" if event == "job_failed" else "incomplete (the lab)"
-    return f"panio: job {d['job_id']} {d['name']} on {d['target']} {what}: {d.get('reason') or ''}"
+    job = "health check job" if d.get("kind") == "health_check" else "job"
+    return f"panio: {job} {d['job_id']} {d['name']} on {d['target']} {what}: {d.get('reason') or ''}"
 
 
 def body(config: dict, message: dict) -> dict:

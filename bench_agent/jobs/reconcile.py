@@ -232,10 +232,9 @@ class Reconciler:
             notify.send(spec.get("notify"), "health_changed", {
                 "target": job["target"], "previous": previous, "health": "unknown", "reason": record["reason"],
                 "set_by": "reconciler", "job_id": job["id"]})
-        if spec.get("kind") != "health_check":
-            notify.send(spec.get("notify"), "job_incomplete", {
-                "job_id": job["id"], "name": job["name"], "target": job["target"], "health": "incomplete",
-                "result": None, "reason": reason})
+        notify.send(spec.get("notify"), "job_incomplete", {  # a health check's too: the lab failed under it
+            "job_id": job["id"], "name": job["name"], "target": job["target"], "health": "incomplete",
+            "result": None, "reason": reason, "kind": spec.get("kind") or "job"})
 
     def _maybe_vanished(self, job: dict, pending: set[int]) -> None:
         if job["id"] in pending:

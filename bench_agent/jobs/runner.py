@@ -50,7 +50,7 @@ from typing import Any, Callable
 
 from bench_agent.errors import Busy, Canceled, PanioError, Refused, Timeout, Unreachable, UsageError
 from bench_agent.jobs import leases as leasing
-from bench_agent.jobs import reconcile, screens
+from bench_agent.jobs import lab_probe, reconcile, screens
 from bench_agent.jobs.results import ResultStore
 from bench_agent.jobs.steps import OUTPUT_LIMIT, bind, command_line, execute, judge, known_variables, substitute
 
@@ -129,7 +129,8 @@ class JobRunner:
         if blocked is not None:
             if self.store.state(job_id) != "queued":
                 return None
-            return self._finish(payload, "incomplete", None, blocked.message, blocked.to_json(), gated=True)
+            self._skip_rest(job_id, payload["steps"], 0, known_variables(job_id, payload["target"]))
+            return self._finish(payload, "incomplete", "skipped", blocked.message, blocked.to_json(), gated=True)
         try:
             lease = leasing.acquire(
                 self.leases, payload["target"],
@@ -203,27 +204,47 @@ class JobRunner:
 
     def _checked_steps(self, payload: dict, lease: leasing.Lease, call: Call) -> dict:
         """The job's steps, after the target's health check when one is due (``health_gate``); after a job that
-        ended incomplete, the check runs at once, still under the lease."""
-        why = self._gate().check_reason(payload)
+        ended incomplete, the check runs at once, still under the lease. An automatic check asks the lab first."""
+        why, held = self._gate().before_steps(payload)
+        if held is None and payload.get("kind") == "health_check" and payload.get("auto"):
+            held = self._held_for_lab(payload, payload, payload["job_id"], call)
         if why:
             check = self._health_check(payload, lease, call, f"before job {payload['job_id']}: {why}")
-            if (check["health"], check["result"]) != ("complete", "passed"):
-                self._skip_rest(payload["job_id"], payload["steps"], 0,
-                                known_variables(payload["job_id"], payload["target"]))
-                err = Busy(f"target {payload['target']} failed its health check (job {check['job_id']}): "
-                           f"{check['reason']}", hint=f"see `panio job status {check['job_id']}`",
-                           target=payload["target"], health_check=check["job_id"])
-                return self._finish(payload, "incomplete", None, err.message, err.to_json(), gated=True)
+            held = check.get("held")
+            if held is None and (check["health"], check["result"]) != ("complete", "passed"):
+                held = Busy(f"target {payload['target']} failed its health check (job {check['job_id']}): "
+                            f"{check['reason']}", hint=f"see `panio job status {check['job_id']}`",
+                            target=payload["target"], health_check=check["job_id"])
+        if held is not None:
+            variables = known_variables(payload["job_id"], payload["target"])
+            self._skip_rest(payload["job_id"], payload["steps"], 0, variables)
+            return self._finish(payload, "incomplete", "skipped", held.message, held.to_json(), gated=True)
         summary = self._steps(payload, lease, call)
         if summary["health"] == "incomplete" and payload.get("health_check") and not lease.lost \
                 and payload.get("kind") != "health_check":
             self._health_check(payload, lease, call, f"job {payload['job_id']} ended incomplete")
         return summary
 
+    def _held_for_lab(self, payload: dict, check: dict, job_id: int | None, call: Call) -> Busy | None:
+        """An automatic health check asks the lab first; a fault plainly there holds it (the target bad, the
+        fault as the reason) instead of burning it. None when the check may run."""
+        found = lab_probe.check_blockers(call, payload["target"], payload.get("target_config") or {}, check["steps"])
+        if not found:
+            return None
+        reason = self._gate().held_for_lab(check, found, job_id)
+        self.progress("health_check_held", {"target": payload["target"], "reason": reason})
+        return Busy(f"target {payload['target']} is held bad: {reason}", target=payload["target"], health="bad",
+                    hint="fix the lab; the health check runs again on its own (or `panio target health "
+                         f"{payload['target']} --check`)")
+
     def _health_check(self, payload: dict, lease: leasing.Lease, call: Call, why: str) -> dict:
-        """Run the target's health-check job now, as a job of its own, under this job's lease."""
-        check = {**payload["health_check"], "target": payload["target"], "kind": "health_check",
+        """Run the target's health-check job now, as a job of its own, under this job's lease (not when the lab
+        is plainly at fault: then ``held`` says why, and no job is made)."""
+        check = {**payload["health_check"], "target": payload["target"], "kind": "health_check", "auto": True,
                  "notify": payload.get("notify", []), "lease_ttl_s": payload.get("lease_ttl_s", 30)}
+        held = self._held_for_lab(payload, check, payload["job_id"], call)
+        if held is not None:
+            return {"job_id": None, "health": "incomplete", "result": "skipped", "reason": held.message, "held": held}
         host = (payload.get("target_config") or {}).get("host")
         check["job_id"] = self.store.create_job(check["name"], payload["target"], host, check)
         self.store.take(check["job_id"], self.worker, 0.0)
@@ -328,12 +349,17 @@ class JobRunner:
             run = self._planned(payload["target"], step.get("run") or {}, variables)
             commands.run(run["command"], call, bind(run, variables), out, began)
 
-        code, why = execute(body, out, timeout_s, lambda: self._interrupt(job_id, lease))
+        road = lambda: self.caller(payload["target"], lease.token, self.leases)  # noqa: E731 - the watch's own
+        watch = lab_probe.PowerWatch.start(road, payload, idx)
+        try:
+            code, why = execute(body, out, timeout_s, lambda: self._interrupt(job_id, lease))
+        finally:
+            seen_off = watch.stop() if watch else None
         record = {"name": step["name"], "command": command, "exit_status": code,
                   "duration_s": round(time.monotonic() - start, 3), "output": out.text, "checks": [], "captured": {}}
         outcome = self._classify(step, record, why, variables, deadline, out.last_error)
         if outcome["status"] in ("fail", "timeout"):
-            outcome = self._ask_the_lab(payload, idx, record, outcome, call)
+            outcome = self._ask_the_lab(payload, idx, record, outcome, call, seen_off)
         screens.keep(self.store, job_id, idx, step, record["status"], payload, call)
         self.progress("step_end", {"idx": idx, **record})
         return outcome, record
@@ -359,14 +385,14 @@ class JobRunner:
                              hint="name it in the job file, or run the job with `panio job run` (no broker)")
         return self.planner(target, argv)
 
-    def _ask_the_lab(self, payload: dict, idx: int, record: dict, outcome: dict, call: Call) -> dict:
-        """A step failed or timed out: if the lab is at fault (power, capture, host), the lab failed, not the board."""
-        from bench_agent.jobs import lab_probe
-
+    def _ask_the_lab(self, payload: dict, idx: int, record: dict, outcome: dict, call: Call,
+                     seen_off: dict | None = None) -> dict:
+        """A step failed or timed out: if the lab is at fault (power, capture, host), or the target's power was
+        seen off while the step ran, the lab failed, not the board."""
         steps = payload["steps"]
         used_serial = any(s["argv"][:1] == ["serial"] for s in steps[:idx + 1])
         found = lab_probe.faults(call, payload["target"], payload.get("target_config") or {}, used_serial,
-                                 lab_probe.expects_off(steps, idx))
+                                 lab_probe.expects_off(steps, idx), seen_off)
         if not found:
             return outcome
         first = found[0]
@@ -441,15 +467,16 @@ class JobRunner:
             self._gate().after(payload, summary)
         except Exception as exc:  # noqa: BLE001 - a health write failing must not turn a verdict into a crash
             self.progress("health_error", {"job_id": summary["job_id"], "message": f"{type(exc).__name__}: {exc}"})
-        if payload.get("kind") == "health_check":
-            return  # its verdict is told as the target's health change
         event = {"incomplete": "job_incomplete"}.get(summary["health"])
         if summary["health"] == "complete" and summary["result"] == "failed":
             event = "job_failed"
+        if payload.get("kind") == "health_check" and (event == "job_failed" or summary.get("gated")):
+            return  # the board failed its check, or it was held for the lab: told as the target's health
         if event:
             notify.send(payload.get("notify"), event, {"job_id": summary["job_id"], "name": payload["name"],
                                                        "target": payload["target"], "health": summary["health"],
-                                                       "result": summary["result"], "reason": summary["reason"]})
+                                                       "result": summary["result"], "reason": summary["reason"],
+                                                       "kind": payload.get("kind") or "job"})
 
     def _health_changed(self, payload: dict, previous: str, record: dict) -> None:
         from bench_agent.jobs import notify

@@ -35,6 +35,8 @@ class ControlServer:
         os.chmod(address, 0o600)
         self.sock.listen(16)
         self._thread = threading.Thread(target=self._accept, name="control", daemon=True)
+        self._answering = 0
+        self._idle = threading.Condition()
 
     def start(self) -> None:
         self._thread.start()
@@ -50,7 +52,20 @@ class ControlServer:
     def _serve(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rb") as lines:
             for line in lines:
-                conn.sendall(json.dumps(self._answer(line)).encode() + b"\n")
+                with self._idle:
+                    self._answering += 1
+                try:
+                    conn.sendall(json.dumps(self._answer(line)).encode() + b"\n")
+                finally:
+                    with self._idle:
+                        self._answering -= 1
+                        self._idle.notify_all()
+
+    def drain(self, timeout_s: float) -> None:
+        """Wait, at most ``timeout_s``, for the answers being written: a wait that a stop ended still gets its
+        reply (``capture_stopped``) before the process exits."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._answering == 0, timeout_s)
 
     def _answer(self, line: bytes) -> dict[str, Any]:
         def answer() -> Any:
@@ -93,10 +108,13 @@ class ControlClient:
         try:
             self.sock.sendall(json.dumps(request).encode() + b"\n")
             line = self._lines.readline()
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            raise capture_stopped(self.target, f"before it answered ({exc})", outcome="unknown") from exc
         except OSError as exc:
             raise Unreachable(f"lost the serial supervisor of {self.target!r}: {exc}", target=self.target) from exc
         if not line:
-            raise Unreachable(f"the serial supervisor of {self.target!r} closed the connection", target=self.target)
+            raise capture_stopped(self.target, "before it answered (its supervisor closed the connection)",
+                                  outcome="unknown")
         return unwrap(json.loads(line))
 
     def close(self) -> None:
@@ -114,6 +132,12 @@ def not_running(target: str) -> NotRunning:
     return NotRunning(f"no serial capture is running for {target!r} (the lab's fault, not the board's)",
                       hint=f"start it with `panio serial watch {target}`; in a job, make the first step "
                            f"`panio serial watch ${{target}}` (harmless when it already runs)", target=target)
+
+
+def capture_stopped(target: str, when: str, **details: Any) -> NotRunning:
+    """panio's own capture of ``target`` stopped (``serial stop``, its supervisor killed): not the device, not the board."""
+    return NotRunning(f"panio's serial capture of {target!r} stopped {when} (the lab's fault, not the board's)",
+                      hint=f"start it again with `panio serial watch {target}`", target=target, **details)
 
 
 def disk_error(exc: OSError) -> PanioError:

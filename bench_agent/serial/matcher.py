@@ -6,7 +6,7 @@ A wait reads from byte cursor ``since`` on (memory or disk), matches
     matched     the pattern matched (with follow: every match until the bound, see below)
     timeout     timeout_ms passed
     cap         max_bytes were examined without a match
-    disconnect  the device went away
+    disconnect  the device went away, or the capture stopped (then ``capture_stopped`` is true)
     fault       the supervisor could not read its own data
 
 A pattern that backtracks past ``patterns.MATCH_BUDGET_S`` ends the wait with
@@ -80,7 +80,8 @@ def wait(channel, *, since: int, pattern: str | None = None, timeout_ms: int = 3
     if status == "fault" and fault is None:
         fault = channel.last_error
     ended = {"status": "matched" if matches else status, "ended": status} if follow else {"status": status}
-    return {**ended, **({"fault": fault} if fault else {}),
+    stopped = status == "disconnect" and channel.state == "stopped"  # panio's capture, not the device
+    return {**ended, **({"fault": fault} if fault else {}), **({"capture_stopped": True} if stopped else {}),
             "interface": channel.name, "epoch": channel.epoch, "since": since, "start": first,
             "cursor": first + consumed, "end": first + len(buf), "evicted_bytes": first - since,
             "elapsed_ms": round((time.monotonic() - started) * 1000, 3),

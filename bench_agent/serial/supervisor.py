@@ -34,6 +34,7 @@ from bench_agent.serial.control import ControlServer
 from bench_agent.serial.logstore import GAP, START, STOP, LogWriter, repair_sidecars
 
 MODULE = "bench_agent.serial.supervisor"
+DRAIN_S = 2.0  # how long a stopping supervisor lets the waits it ended write their answers
 
 
 class Supervisor:
@@ -125,6 +126,8 @@ class Supervisor:
             ch.stop()
             ch.writer.note(STOP, self.epoch, time.time_ns(), reason="stopped")
             ch.writer.close()
+        if self.server:
+            self.server.drain(DRAIN_S)
         try:
             files.discovery_path(self.target, self.state).unlink()
         except FileNotFoundError:

@@ -26,7 +26,8 @@ The job file (TOML):
   name = "boot"                  # default: the file name
   target = "pico"                # or: tags = ["pi5"]
   timeout_s = 300                # the whole job (optional)
-  on_unhealthy = "wait"          # target bad/in maintenance: "wait" (default) or "skip"
+  on_unhealthy = "wait"          # target bad/in maintenance: "wait" (default) or "skip";
+                                 # a suite decides for its jobs (default "skip")
 
   [[steps]]
   name = "capture"

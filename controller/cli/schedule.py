@@ -35,7 +35,9 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c = command(sub, "serve", "run the scheduler (exactly one may run; SIGTERM stops it after running suites)",
                 func=serve, example="panio schedule serve", see_also="panio schedule list, panio lease list",
                 details="Runs each due suite like `panio suite run` (in this process, or queued to workers\n"
-                        "when PANIO_BROKER is set). Its lock shows in `panio lease list` as _scheduler.")
+                        "when PANIO_BROKER is set). Its lock shows in `panio lease list` as _scheduler.\n"
+                        "It also re-checks, with backoff, each target an automatic health check made bad,\n"
+                        "so a board comes back to good on its own (docs/operations.md).")
 
 
 def _store():
@@ -92,7 +94,7 @@ def serve(args: argparse.Namespace) -> None:
         _retain(lab, log)
         return [j["id"] for j in jobs]
 
-    scheduler = Scheduler(_store(), fire, log)
+    scheduler = Scheduler(_store(), fire, log, **_healing(args, log))
     try:
         _retain(load_lab(args), log)
     except PanioError:
@@ -104,6 +106,36 @@ def serve(args: argparse.Namespace) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     scheduler.serve()
+
+
+def _healing(args: argparse.Namespace, log) -> dict:
+    """What the scheduler needs to re-check bad targets on its own (docs/operations.md, Health checks)."""
+    from controller import backends
+    from controller.jobs import checks, progress
+
+    said: dict[str, str] = {}
+
+    def due() -> list[str]:
+        from bench_agent.jobs.health import HealthStore
+
+        return checks.due_rechecks(load_lab(args), HealthStore(backends.results_url()), time.time())
+
+    def recheck(target: str) -> str | None:
+        job = checks.recheck(load_lab(args), target, progress.PlainProgress(prefix=f"[re-check {target}] "),
+                             "panio schedule serve")
+        if job is None:  # held for the lab: said when the reason changes, not at every look
+            from bench_agent.jobs.health import HealthStore
+
+            line = f"re-check of {target}: held: {HealthStore(backends.results_url()).get(target)['reason']}"
+            if said.get(target) == line:
+                return None
+            said[target] = line
+            return line
+        said.pop(target, None)
+        verdict = job["health"] + (f", {job['result']}" if job["result"] else "")
+        return f"re-check of {target}: health check job {job['id']}: {verdict}"
+
+    return {"due": due, "recheck": recheck}
 
 
 def _retain(lab, log) -> None:

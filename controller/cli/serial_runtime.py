@@ -119,7 +119,8 @@ def _register_input(sub: argparse._SubParsersAction) -> None:
                         "--since-job (from when the job began), --since-time T (epoch seconds).\n"
                         "Status is matched, timeout, cap, disconnect or fault; the accepted bytes and the\n"
                         "cursor to continue from come back whatever the status. Exit 0 when matched (or\n"
-                        "no --pattern), 22 on timeout/cap, 4 on disconnect, 12 on fault, 10 no capture.")
+                        "no --pattern), 22 on timeout/cap, 4 on disconnect, 12 on fault, 10 no capture\n"
+                        "(or the capture was stopped during the wait: capture_stopped is true).")
     add_target_positional(c)
     add_param(c, "serial.wait", "epoch", metavar="E")
     add_param(c, "serial.wait", "since", metavar="CURSOR")

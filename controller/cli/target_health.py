@@ -16,17 +16,21 @@ DETAILS = """\
 Health says whether the lab can vouch for a target: good, bad (its health check
 failed), maintenance (an operator took it out) or unknown (never checked, or a
 job on it ended incomplete). No new job runs on a bad or maintenance target:
-jobs wait for it (or are skipped, with on_unhealthy = "skip" in the suite or job
-file) until a health check passes or maintenance is lifted.
+a job run alone waits for it, a suite's jobs are skipped (on_unhealthy in the
+suite or job file changes it) until a health check passes or maintenance is lifted.
 
 A target may name a health-check job in the lab file:
   [targets.pico.health_check]
   job = "checks/pico.toml"   # relative to the lab file
   every_s = 86400            # also run it before a job when the last check is older
+  retry_s = 60               # re-check a board an automatic check made bad (doubling,
+  retry_max_s = 1800         #   up to retry_max_s; `panio schedule serve` runs it)
 It runs before a job while the health is unknown, right after a job ends
 incomplete, when maintenance is lifted (unless --no-check) and with --check
 (without TARGET: every target that names one; for cron or a systemd timer).
-Lifting maintenance of a target with a health check sets it unknown and runs the check."""
+Lifting maintenance of a target with a health check sets it unknown and runs the check.
+An automatic check never runs while the lab is plainly at fault (capture stopped,
+plug off, host silent): the target is held bad with that as the reason."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -97,31 +101,11 @@ def _set(lab, args: argparse.Namespace) -> dict | None:
 
 
 def _run_check(lab, args: argparse.Namespace) -> dict:
-    """Run the target's health check now and wait for it (in this process, or on its worker with a broker,
-    as `panio job run` picks); the check's verdict sets the target's health. Returns the check's job."""
-    from controller import backends
-    from controller.jobs import health as controller_health
-    from controller.jobs import progress
+    """Run the target's health check now and wait for it (``controller.jobs.checks``)."""
+    from controller.jobs import checks, progress
 
     show = (lambda e, d: None) if args.json else progress.PlainProgress()
-    payload = controller_health.check_payload(lab, args.name)
-    store = backends.results_store()
-    host = lab.target(args.name).get("host")
-    if backends.broker_url():
-        from controller.jobs import remote
-
-        payload["via"] = "broker"
-        payload["job_id"] = store.create_job(payload["name"], args.name, host, payload)
-        remote.publish(backends.celery_app(), store, payload)
-        return remote.follow(payload["job_id"], show)
-    from bench_agent.jobs.leases import holder_name
-    from bench_agent.jobs.runner import JobRunner
-    from controller.jobs import local, spec
-
-    payload["job_id"] = store.create_job(payload["name"], args.name, host, payload)
-    JobRunner(store, backends.lease_store(), holder_name("panio target health"), show,
-              caller=local.dispatch_caller(lab), planner=spec.planner(lab)).run(payload)
-    return store.job(payload["job_id"])
+    return checks.run_check(lab, args.name, show)
 
 
 def _show(args: argparse.Namespace, check_job: dict | None) -> None:

@@ -35,8 +35,8 @@ def compiled_check(lab: Lab, target: str) -> dict | None:
         job = spec.load(path)
         _COMPILED[key] = {"name": job["data"]["name"], "steps": spec.compile_steps(job),
                           "timeout_s": job["data"].get("timeout_s"), "file": str(path)}
-    every_s = lab.target(target)["health_check"].get("every_s")
-    return {**_COMPILED[key], "every_s": every_s}
+    table = lab.target(target)["health_check"]
+    return {**_COMPILED[key], **{k: table.get(k) for k in ("every_s", "retry_s", "retry_max_s")}}
 
 
 def extras(lab: Lab, target: str, on_unhealthy: str | None) -> dict:
@@ -48,8 +48,9 @@ def extras(lab: Lab, target: str, on_unhealthy: str | None) -> dict:
     return out
 
 
-def check_payload(lab: Lab, target: str) -> dict:
-    """A standalone health-check job for ``target`` (``panio target health T --check``)."""
+def check_payload(lab: Lab, target: str, auto: bool = False) -> dict:
+    """A standalone health-check job for ``target`` (``panio target health T --check``; ``auto``: the
+    scheduler's re-check of a bad target, which the runner holds while the lab is at fault)."""
     check = compiled_check(lab, target)
     if check is None:
         raise NotConfigured(f"target {target!r} names no health-check job",
@@ -58,7 +59,8 @@ def check_payload(lab: Lab, target: str) -> dict:
     return {"name": check["name"], "target": target, "steps": spec.plan_steps(check["steps"], lab, target),
             "target_config": dict(lab.target(target)), "timeout_s": check["timeout_s"],
             "lease_wait_s": 300, "lease_ttl_s": 30, "kind": "health_check",
-            "notify": list(lab.data.get("notify", []))}
+            "notify": list(lab.data.get("notify", [])), "retry_s": check["retry_s"],
+            "retry_max_s": check["retry_max_s"], **({"auto": True} if auto else {})}
 
 
 def operator_set(lab: Lab, store, target: str, health: str, reason: str | None, by: str,

@@ -14,6 +14,7 @@ HEALTH_EVENTS = {  # device health, on the job's progress (bench_agent.jobs.heal
     "health_check": lambda d: f"health check of {d['target']} (job {d['job_id']}): {d['why']}",
     "health_check_end": lambda d: f"health check job {d['job_id']}: {d['health']}"
                                   + (f", {d['result']}" if d.get("result") else "") + f": {d['reason']}",
+    "health_check_held": lambda d: f"health check of {d['target']} not run: {d['reason']}",
     "health_changed": lambda d: f"target {d['target']} health: {d['previous']} -> {d['health']} ({d['reason']})",
     "health_error": lambda d: f"job {d['job_id']}: could not record the target's health: {d['message']}",
 }

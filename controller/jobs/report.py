@@ -91,7 +91,8 @@ def junit_suite(job: dict) -> ET.Element:
         elif s["status"] in ("error", "timeout"):
             ET.SubElement(case, "error", message=f"{s['status']}: {bad}", type=s["status"]).text = s["command"]
         elif s["status"] == "skipped":
-            ET.SubElement(case, "skipped", message="not run: an earlier step stopped the job")
+            why = job["reason"] if job.get("result") == "skipped" else "an earlier step stopped the job"
+            ET.SubElement(case, "skipped", message=f"not run: {why}")
         if s.get("output"):
             ET.SubElement(case, "system-out").text = s["output"]
     return suite

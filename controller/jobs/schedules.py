@@ -6,6 +6,12 @@ same list. Exactly one scheduler runs: ``serve`` takes a lock first (a Redis
 key with a TTL when Redis is configured, else a file lock in the state
 directory) and a second one is refused naming the first. Even so, each firing
 is claimed with a compare-and-set on ``next_due``, so a slot can never fire twice.
+
+The scheduler is also who re-checks a target an automatic health check made
+``bad`` when no job comes for it (``due`` and ``recheck``, given by ``panio
+schedule serve``): it runs on every deployment that runs unattended, with no
+broker as with one, and it has the lab file the check is built from. It looks
+every ``HEAL_EVERY_S`` and runs at most one re-check per target at a time.
 """
 
 from __future__ import annotations
@@ -120,15 +126,20 @@ class ScheduleStore:
 
 
 SCHEDULER_LEASE = "_scheduler"  # not a valid target name, so it never collides with one
+HEAL_EVERY_S = 2.0  # how often the scheduler looks for bad targets whose automatic re-check is due
 
 
 class Scheduler:
-    """The one scheduler: holds the scheduler lease, fires due schedules, one run per schedule at a time."""
+    """The one scheduler: holds the scheduler lease, fires due schedules, one run per schedule at a time, and
+    re-checks bad targets when due (``due() -> [target]``, ``recheck(target) -> a line for the log or None``)."""
 
-    def __init__(self, store: ScheduleStore, fire, log, ttl_s: float = 15.0) -> None:
+    def __init__(self, store: ScheduleStore, fire, log, ttl_s: float = 15.0, due=None, recheck=None) -> None:
         self.store, self.fire, self.log, self.ttl_s = store, fire, log, ttl_s
+        self.due, self.recheck = due, recheck
         self.running: dict[str, object] = {}
+        self.checking: dict[str, object] = {}
         self.stopping = False
+        self._looked_at, self._said = 0.0, ""
 
     def serve(self, tick_s: float = 0.5) -> None:
         import threading
@@ -157,13 +168,44 @@ class Scheduler:
                     th = threading.Thread(target=self._fire, args=(s,), name=f"schedule-{s['name']}")
                     self.running[s["name"]] = th
                     th.start()
+                self._heal()
                 time.sleep(tick_s)
             if lease.lost:
                 self.log("scheduler lease lost: stopping")
         finally:
-            for th in self.running.values():
+            for th in [*self.running.values(), *self.checking.values()]:
                 th.join()
             lease.release()
+
+    def _heal(self) -> None:
+        """Start the due automatic re-checks, one thread per target (a check can wait for the target's lease)."""
+        import threading
+
+        if self.due is None or time.monotonic() - self._looked_at < HEAL_EVERY_S:
+            return
+        self._looked_at = time.monotonic()
+        try:
+            targets = self.due()
+        except Exception as exc:  # noqa: BLE001 - no lab file yet, the database away: said once, tried again
+            said = f"automatic re-checks: {getattr(exc, 'message', exc)}"
+            if said != self._said:
+                self.log(said)
+            self._said = said
+            return
+        for target in targets:
+            busy = self.checking.get(target)
+            if busy is None or not busy.is_alive():
+                th = threading.Thread(target=self._recheck, args=(target,), name=f"recheck-{target}")
+                self.checking[target] = th
+                th.start()
+
+    def _recheck(self, target: str) -> None:
+        try:
+            said = self.recheck(target)
+        except Exception as exc:  # noqa: BLE001 - one target's check must not stop the scheduler; logged
+            said = f"re-check of {target}: failed: {getattr(exc, 'message', exc)}"
+        if said:
+            self.log(said)
 
     def _fire(self, s: dict) -> None:
         self.log(f"schedule {s['name']}: running {s['suite']}")

@@ -40,6 +40,9 @@ SUITE = TableSpec({
     "targets": Field(_string_list), "tags": Field(_string_list),
     "on_unhealthy": Field(_one_of(("wait", "skip"))),  # a job on a bad/maintenance target: wait for it, or skip it
 }, "suite file")
+# A suite (and so a schedule) skips the jobs of a bad or maintenance target unless its file says "wait": one bad
+# board must never hold the others' night back (issue 27). The suite's choice applies to all of its jobs.
+ON_UNHEALTHY = "skip"
 
 
 def load(path: Path) -> dict:
@@ -100,7 +103,7 @@ def run(path: Path, lab: Lab, progress_for, deadline_s: float | None = None) -> 
     data, entries = matrix(path, lab)
     at = local.deadline_at(deadline_s)
     run_ = _run_queued if backends.broker_url() else _run_here
-    jobs = run_(lab, entries, progress_for, at, data.get("on_unhealthy"))
+    jobs = run_(lab, entries, progress_for, at, data.get("on_unhealthy") or ON_UNHEALTHY)
     _tell(lab, data["name"], jobs)
     return data, jobs
 

@@ -282,7 +282,8 @@ ACTION = TableSpec(
     },
     "action",
 )
-HEALTH_CHECK = TableSpec({"job": Field(_nonempty_string, required=True), "every_s": Field(_positive_number)},
+HEALTH_CHECK = TableSpec({"job": Field(_nonempty_string, required=True), "every_s": Field(_positive_number),
+                          "retry_s": Field(_positive_number), "retry_max_s": Field(_positive_number)},
                          "health_check table")
 NOTIFY_EVENTS = ("suite_finished", "job_failed", "job_incomplete", "health_changed")
 

@@ -205,6 +205,11 @@ def _takes(op: str, name: str) -> bool:
 
 def _raise_unless_matched(r: dict[str, Any], pattern: str, target: str) -> None:
     details = {"status": r["status"], "cursor": r.get("cursor"), "epoch": r.get("epoch"), "target": target}
+    if r["status"] == "disconnect" and r.get("capture_stopped"):
+        from bench_agent.serial.control import capture_stopped
+
+        raise capture_stopped(target, f"while waiting for {pattern!r}", status=r["status"], cursor=r.get("cursor"),
+                              epoch=r.get("epoch"))
     if r["status"] == "disconnect":
         raise Unreachable(f"the serial device of {target!r} went away while waiting for {pattern!r}", **details)
     if r["status"] == "fault":
