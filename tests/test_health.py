@@ -8,7 +8,7 @@ import subprocess
 import time
 
 from conftest import PANIO
-from jobhelp import job_file, receiver, stop, wait_for  # noqa: F401 - receiver is a fixture
+from jobhelp import job_file, stop, wait_for
 
 PING = """
 name = "smoke"

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from jobhelp import job_file, receiver  # noqa: F401 - receiver is a fixture
+from jobhelp import job_file
 
 from bench_agent.process import pid_alive
 from bench_agent.sim.console import PROMPT

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 from conftest import PANIO
