@@ -22,7 +22,7 @@ from typing import Any
 from bench_agent.errors import AlreadyExists, ConfigInvalid, NotConfigured
 from bench_agent.jobs.signing import Keys, default_keys
 
-KEY_BITS = 3072
+KEY_BITS = 2048  # Celery signs with RSA only; 3072 bits cost 11.5 ms a signature here, 2048 bits 4.7 ms
 DEFAULT_DAYS = 1825
 SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 

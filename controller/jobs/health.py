@@ -73,6 +73,7 @@ def run_check(lab: Lab, target: str, progress) -> dict:
         from controller.jobs import remote
 
         payload["via"] = "broker"
+        payload["target_config"] = spec.target_config(lab, target, for_worker=True)
         payload["job_id"] = store.create_job(payload["name"], target, host, payload)
         remote.publish(remote.celery_app(), store, payload)
         return remote.follow(payload["job_id"], progress)

@@ -1,8 +1,11 @@
 """Jobs through a broker: queue a job to the worker of the host that owns its target, and follow it.
 
-The payload carries the target's configuration, so a worker needs no lab
-file; the controller and the workers share the results database
-(``PANIO_RESULTS_URL``) and Redis (``PANIO_BROKER``) and nothing else.
+The payload names the target and carries each step's planned options; the
+worker takes the target's configuration (hooks, actions, devices) from its
+host's own lab file, never from the payload, and refuses a step whose
+options differ from it. Messages are signed. The controller and the workers
+share the results database (``PANIO_RESULTS_URL``), Redis (``PANIO_BROKER``)
+and the lab's configuration (``panio setup`` installs it on each host).
 A target without a host is served by ``panio worker --host local``.
 """
 
@@ -27,14 +30,18 @@ def visibility_timeout_s() -> float:
     return float(os.environ.get("PANIO_VISIBILITY_TIMEOUT_S", DEFAULT_VISIBILITY_S))
 
 
-def celery_app():
+def celery_app(insecure: bool | None = None):
+    """The broker's Celery app, signing with this machine's keys (``bench_agent.jobs.signing``); ``insecure``
+    (default: ``PANIO_INSECURE_UNSIGNED``) lets it run unsigned when there are none."""
+    from bench_agent.jobs import signing
     from bench_agent.jobs.worker import make_app
 
     url = backends.broker_url()
     if not url:
         raise NotConfigured("no broker: set PANIO_BROKER=redis://HOST:6379/N to queue jobs to workers",
                             hint="or run the job here with `panio job run FILE`")
-    return make_app(url, backends.redis_prefix(), visibility_timeout_s())
+    insecure = signing.insecure_from_env() if insecure is None else insecure
+    return make_app(url, backends.redis_prefix(), visibility_timeout_s(), insecure)
 
 
 def reconciler(app=None):
