@@ -6,7 +6,7 @@ import argparse
 
 from controller.cli.common import add_json, load_lab, print_json, say
 
-MARK = {"ok": "ok     ", "missing": "MISSING", "problem": "PROBLEM", "unchecked": "-      "}
+MARK = {"ok": "ok     ", "missing": "MISSING", "problem": "PROBLEM", "unchecked": "-      ", "warning": "WARNING"}
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
@@ -18,7 +18,10 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
         "stdout, and the usual two error lines on stderr naming what)."
     )
     p.description += ("\n\nWith --host NAME: that control host itself too (panio's version against this\n"
-                      "machine's, the worker's systemd unit, device groups), then the targets it owns.")
+                      "machine's, the worker's systemd unit, device groups), then the targets it owns.\n\n"
+                      "With PANIO_BROKER set, the broker too: a WARNING when it answers a client without\n"
+                      "credentials, speaks plain text beyond loopback, or this machine has no signing keys\n"
+                      "(warnings do not change the exit status; docs/security.md).")
     p.epilog = ("example:\n  panio doctor pico\n  panio doctor --json\n  panio doctor --host bench1\n\n"
                 "see also: panio discover (what this host has), panio config show (what the lab says), "
                 "panio setup (provision a host)")
@@ -48,9 +51,14 @@ def run(args: argparse.Namespace) -> int:
         root = effective_root(name, config["netboot"]) if "netboot" in config else None
         report[name] = dispatch.call(lab, name, "system.doctor", {"config": config, "tftp_root": root})
     bad = any(r["status"] in ("missing", "problem") for rows in report.values() for r in rows)
+    broker = _broker()
     if args.json:
-        print_json({"ok": not bad, "targets": report})
+        print_json({"ok": not bad, "targets": report, **({"broker": broker} if broker is not None else {})})
     else:
+        if broker is not None:
+            say("broker:")
+            for r in broker:
+                say(f"  {MARK[r['status']]}  {r['channel']:<8} {r['item']:<14} {r['detail']}")
         for name, rows in report.items():
             say(f"{name}:")
             for r in rows or [{"status": "unchecked", "channel": "-", "item": "-", "detail": "no channels configured"}]:
@@ -67,3 +75,15 @@ def run(args: argparse.Namespace) -> int:
         raise PanioError(f"{len(wrong)} configured item(s) missing or wrong: {', '.join(wrong)}",
                          hint="see the report on stdout and `panio discover`", items=wrong)
     return 0
+
+
+def _broker() -> list | None:
+    """The broker's rows (``controller.jobs.broker_check``) when this machine uses one."""
+    from controller.jobs import backends
+
+    url = backends.broker_url()
+    if not url:
+        return None
+    from controller.jobs import broker_check
+
+    return broker_check.rows(url)
