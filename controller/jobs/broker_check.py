@@ -13,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 WARNING, OK = "warning", "ok"
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+EXPIRY_WARNING_DAYS = 30
 
 
 def _row(item: str, status: str, detail: str) -> dict[str, str]:
@@ -70,6 +71,18 @@ def rows(url: str) -> list[dict[str, Any]]:
     except NotConfigured as err:
         out.append(_row("signing", WARNING, err.message))
     else:
-        out.append(_row("signing", OK, f"messages signed with {keys.key}") if keys else
+        out.append(_signing(keys) if keys else
                    _row("signing", WARNING, "no message-signing keys: jobs cannot be queued (`panio keys init`)"))
     return out
+
+
+def _signing(keys) -> dict[str, str]:
+    """A certificate here that expires soon stops the processes that load it: say so a month ahead."""
+    from controller import keys as keyfiles
+
+    listed = keyfiles.listing(keys)
+    soon = [c for c in [listed["cert"], *listed["trusted"]] if c and c["days_left"] < EXPIRY_WARNING_DAYS]
+    if soon:
+        return _row("signing", WARNING, "certificates expire soon: " + ", ".join(
+            f"{c['file']} ({c['days_left']} days)" for c in soon) + " (rotation: docs/security.md, \"Keys\")")
+    return _row("signing", OK, f"messages signed with {keys.key}")
