@@ -179,7 +179,7 @@ def test_task_events_reach_a_monitor_through_the_acl(workers, monkeypatch):
     import threading
 
     import keyhelp
-    from bench_agent.jobs.worker import OP_TASK, make_app, queue_name
+    from bench_agent.jobs.worker import OP_TASK, make_app, op_message, queue_name
 
     workers.start("h2", "--events")
     for name, value in keyhelp.controller_env().items():
@@ -200,7 +200,7 @@ def test_task_events_reach_a_monitor_through_the_acl(workers, monkeypatch):
     watching = threading.Thread(target=monitor, daemon=True)
     watching.start()
     time.sleep(1)  # subscribed before the task runs
-    reply = app.send_task(OP_TASK, args=["system.ping", {"payload": 7}], queue=queue_name("h2")).get(timeout=30)
+    reply = app.send_task(OP_TASK, args=op_message("system.ping", {"payload": 7}, 30), queue=queue_name("h2")).get(timeout=30)
     assert reply == {"ok": True, "result": {"pong": 7}}
     watching.join(timeout=60)
     assert got and got[0]["hostname"].startswith("h2."), got

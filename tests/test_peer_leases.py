@@ -159,7 +159,7 @@ def test_an_expired_token_is_refused_even_while_the_lease_is_free(panio, tmp_pat
 
 def test_a_raw_celery_message_cannot_act_on_a_leased_target(panio, tmp_path, prefix, monkeypatch):
     """`panio worker` records its lease store; a signed `panio.op` for action.run is refused while leased."""
-    from bench_agent.jobs.worker import OP_TASK, make_app, queue_name
+    from bench_agent.jobs.worker import OP_TASK, make_app, op_message, queue_name
 
     state = tmp_path / "host-state"
     flashed = tmp_path / "flashed"
@@ -183,14 +183,14 @@ def test_a_raw_celery_message_cannot_act_on_a_leased_target(panio, tmp_path, pre
         recorded = json.loads((state / "lease-stores.json").read_text())["stores"]
         assert recorded[0]["url"] == SHARED_REDIS and recorded[0]["prefix"] == prefix
         lease = store.try_acquire("b1a", {"holder": "job runner", "job": 3}, ttl_s=30)
-        reply = app.send_task(OP_TASK, args=["action.run", request], queue=queue_name("bench1")).get(timeout=30)
+        reply = app.send_task(OP_TASK, args=op_message("action.run", request, 30), queue=queue_name("bench1")).get(timeout=30)
         assert not reply["ok"] and reply["error"]["error"] == "busy" and reply["error"]["job"] == 3
         assert not flashed.exists(), "a message on the broker ran a command on a leased target"
         shell = {**panio.env, "PANIO_STATE_DIR": str(state)}  # a shell on that host, no PANIO_BROKER
         listed = subprocess.run([PANIO, "lease", "list", "--json"], env=shell, capture_output=True, text=True)
         assert json.loads(listed.stdout)[0]["target"] == "b1a"
         lease.release()
-        reply = app.send_task(OP_TASK, args=["action.run", request], queue=queue_name("bench1")).get(timeout=30)
+        reply = app.send_task(OP_TASK, args=op_message("action.run", request, 30), queue=queue_name("bench1")).get(timeout=30)
         assert reply["ok"] and flashed.exists()  # the road itself works once the target is free
     finally:
         stop_group(worker)

@@ -75,10 +75,11 @@ def app_signed_by(host, monkeypatch, tmp_path):
     return make
 
 
-def send_op(app, op: str, args: dict, wait: bool = True):
-    from bench_agent.jobs.worker import OP_TASK, queue_name
+def send_op(app, op: str, args: dict, wait: bool = True, message: list | None = None):
+    """A ``panio.op`` as the controller sends it (stamped), or ``message`` as given."""
+    from bench_agent.jobs.worker import OP_TASK, op_message, queue_name
 
-    pending = app.send_task(OP_TASK, args=[op, args], queue=queue_name("h1"))
+    pending = app.send_task(OP_TASK, args=message or op_message(op, args, 30), queue=queue_name("h1"))
     return pending.get(timeout=30) if wait else pending.id
 
 
@@ -128,6 +129,26 @@ def test_a_signed_message_cannot_name_another_command_or_hook(lab, host, marks, 
     assert log_says(host, "refused a broker request on host h1", len(tries))
     # the same operations with the host's own configuration run (the message may omit it: the host has it)
     assert send_op(app, "power.cycle", {"target": "t1"})["ok"] and (marks / "cycled").exists()
+
+
+def test_a_signed_operation_runs_once_and_only_in_its_window(lab, host, marks, app_signed_by):
+    """A signature does not say when: a captured message sent again, an old one, or one without its stamp
+    (what a message's sender puts inside its signed body) is refused."""
+    from bench_agent.jobs.signing import op_stamp
+
+    app = app_signed_by(keyhelp.controller_env())
+    request = {"target": "t1", "name": "flash", "command": f"touch {marks / 'flashed'}"}
+    message = ["action.run", request, op_stamp(30)]
+    assert send_op(app, "", {}, message=message)["ok"]
+    (marks / "flashed").unlink()
+    replayed = send_op(app, "", {}, message=message)
+    assert replayed["error"]["error"] == "refused" and "seen before" in replayed["error"]["message"]
+    old = {**op_stamp(30), "sent_at": time.time() - 3600}
+    for stale in (["action.run", request, old], ["action.run", request]):
+        reply = send_op(app, "", {}, message=stale)
+        assert reply["error"]["error"] == "refused", reply
+    assert not (marks / "flashed").exists()
+    assert log_says(host, "refused an operation message: it was seen before (a replay)")
 
 
 def test_a_target_the_host_does_not_serve_is_refused(lab, host, marks, app_signed_by):

@@ -15,6 +15,12 @@ controller trusts every worker (their results), a worker trusts the
 controller and itself (its own reconciler sends its jobs again). Rotation and
 distribution: docs/security.md.
 
+A signature does not say *when*: a captured ``panio.op`` could be sent again.
+So each one carries a stamp inside its signed body (``op_stamp``: when it was
+sent, how long its sender waits, a nonce), and a worker runs it only within
+that window and only once (``check_fresh``; the nonces it has seen live in
+Redis for the window). A job needs none: the results database runs it once.
+
 Without keys nothing is sent or served: a process that would use the broker
 fails as not configured, unless it is told to run unsigned on purpose
 (``panio worker --insecure-unsigned``; ``PANIO_INSECURE_UNSIGNED=1`` for the
@@ -70,6 +76,40 @@ def configured() -> Keys | None:
         raise NotConfigured(f"the message-signing keys are incomplete: missing {', '.join(missing)}", hint=HINT,
                             missing=missing)
     return keys
+
+
+SKEW_S = 60.0  # clocks of the controller and the hosts may differ this much (NTP keeps them far closer)
+
+
+def op_stamp(wait_s: float) -> dict[str, Any]:
+    """What a ``panio.op`` message says about itself, inside its signature: sent now, waited for ``wait_s``."""
+    import time
+    import uuid
+
+    return {"sent_at": time.time(), "wait_s": float(wait_s), "nonce": uuid.uuid4().hex}
+
+
+def check_fresh(stamp: Any, first_time: Any) -> None:
+    """Refuse an op message without a stamp, sent outside its window, or seen before. ``first_time(nonce, ttl_s)``
+    records a nonce and says whether it was new."""
+    import logging
+    import time
+
+    from bench_agent.errors import Refused
+
+    why = None
+    if not (isinstance(stamp, dict) and isinstance(stamp.get("nonce"), str) and len(stamp["nonce"]) >= 16
+            and all(isinstance(stamp.get(k), (int, float)) for k in ("sent_at", "wait_s"))):
+        why = "it carries no valid stamp (sent_at, wait_s, nonce)"
+    else:
+        age_s = time.time() - stamp["sent_at"]
+        if not -SKEW_S <= age_s <= min(stamp["wait_s"], 86400.0) + SKEW_S:
+            why = f"it was sent {age_s:.0f} s ago, outside its window ({stamp['wait_s']:g} s + {SKEW_S:g} s skew)"
+        elif not first_time(stamp["nonce"], int(min(stamp["wait_s"], 86400.0) + 2 * SKEW_S) + 1):
+            why = "it was seen before (a replay)"
+    if why:
+        logging.getLogger("panio.signing").warning("refused an operation message: %s", why)
+        raise Refused(f"operation message refused: {why}", hint="send it again (panio stamps every message)")
 
 
 def insecure_from_env() -> bool:

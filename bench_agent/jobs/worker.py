@@ -157,6 +157,23 @@ class WorkerContext:
                 pass
             raise
 
+    def call_op(self, op: str, args: dict, stamp: Any) -> dict[str, Any]:
+        """One operation for the Celery transport, run once and in its window (``signing.check_fresh``); errors
+        travel as data, like over SSH."""
+        from bench_agent import ops
+        from bench_agent.errors import reply
+        from bench_agent.jobs.signing import check_fresh
+
+        def run() -> Any:
+            check_fresh(stamp, self._first_time)
+            return ops.call(op, args)
+
+        return reply(run)
+
+    def _first_time(self, nonce: str, ttl_s: int) -> bool:
+        _, leases = self.stores()
+        return bool(leases._do(lambda: leases.r.set(f"{self.prefix}op-seen:{nonce}", 1, nx=True, ex=ttl_s)))
+
     def _as_configured(self, payload: dict) -> dict:
         """``payload`` with the target's configuration and the notification channels of this host's own file
         (what the runner reads for serial logs, the lab probe and screenshots); refused if the target is not
@@ -210,16 +227,15 @@ def register_task(app, ctx: WorkerContext) -> None:
         return ctx.run_job(payload)
 
     @app.task(name=OP_TASK, ignore_result=False, acks_late=False)
-    def run_op(op: str, args: dict) -> dict[str, Any]:
-        return call_op(op, args)
+    def run_op(op: str, args: dict, stamp: dict | None = None) -> dict[str, Any]:
+        return ctx.call_op(op, args, stamp)
 
 
-def call_op(op: str, args: dict) -> dict[str, Any]:
-    """One operation for the Celery transport; errors travel as data, like over SSH."""
-    from bench_agent import ops
-    from bench_agent.errors import reply
+def op_message(op: str, args: dict, wait_s: float) -> list:
+    """The arguments of a ``panio.op`` task: the operation, its arguments and the stamp a worker checks."""
+    from bench_agent.jobs.signing import op_stamp
 
-    return reply(ops.call, op, args)
+    return [op, args, op_stamp(wait_s)]
 
 
 def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeout_s: float,
