@@ -95,7 +95,7 @@ def list_(args: argparse.Namespace) -> None:
         return
     own = info["cert"]
     say(f"this machine: {own['name']} serial {own['serial']}, expires {own['expires'][:10]} ({info['key']})"
-        if own and info["key_present"] else f"this machine: no signing key (make one with `panio keys init`)")
+        if own and info["key_present"] else "this machine: no signing key (make one with `panio keys init`)")
     say(f"trusted ({info['store']}):")
     for t in info["trusted"]:
         flag = "  EXPIRED" if t["expired"] else (f"  expires in {t['days_left']} days" if t["days_left"] < 30 else "")
