@@ -24,6 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the test suite's real-sshd helper
 
+import keyhelp  # noqa: E402 - the test suite's signing keys (tests/ is on the path above)
+
 PANIO = str(Path(sys.executable).parent / "panio")
 REDIS_URL = "redis://127.0.0.1:6379/5"
 ECHO = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line); sys.stdout.flush()\n"
@@ -112,13 +114,16 @@ def _shq(text: str) -> str:
     return shlex.quote(text)
 
 
+# The raw floor signs its messages like panio does (Celery's auth serializer, the same keys), so the ratio
+# is panio's own cost, not the signatures' (an RSA-2048 signature takes ~5 ms on this 2-core machine).
 RAW_WORKER = """
 import sys
 from celery import Celery
 app = Celery("raw", broker=sys.argv[1], backend=sys.argv[1])
-app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"],
-                worker_prefetch_multiplier=1, broker_transport_options={"global_keyprefix": sys.argv[2]},
+app.conf.update(worker_prefetch_multiplier=1, broker_transport_options={"global_keyprefix": sys.argv[2]},
                 result_backend_transport_options={"global_keyprefix": sys.argv[2]}, worker_hijack_root_logger=False)
+from bench_agent.jobs import signing
+signing.apply(app, signing.required())
 @app.task(name="raw.noop")
 def noop(x):
     return x
@@ -130,15 +135,18 @@ app.worker_main(["worker", "-Q", "raw", "--pool", "threads", "-c", "1", "--witho
 def bench_celery(lab, env: dict, tmp: Path, n: int) -> dict:
     from celery import Celery
 
+    from bench_agent.jobs import signing
     from controller import dispatch
 
     prefix = f"bench-raw-{uuid.uuid4().hex[:6]}:"
     RAW_PREFIXES.append(prefix)
     raw_worker = subprocess.Popen([sys.executable, "-c", RAW_WORKER, REDIS_URL, prefix], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, start_new_session=True)
+                                  stderr=subprocess.DEVNULL, start_new_session=True,
+                                  env={**os.environ, **keyhelp.worker_env()})
     app = Celery("raw", broker=REDIS_URL, backend=REDIS_URL)
-    app.conf.update(task_serializer="json", accept_content=["json"], broker_transport_options={"global_keyprefix": prefix},
+    app.conf.update(broker_transport_options={"global_keyprefix": prefix},
                     result_backend_transport_options={"global_keyprefix": prefix})
+    signing.apply(app, signing.required())
     try:
         app.send_task("raw.noop", args=[1], queue="raw").get(timeout=60)
         raw = per_call_ms(lambda: app.send_task("raw.noop", args=[1], queue="raw").get(timeout=10), n)
@@ -156,8 +164,9 @@ def bench_celery(lab, env: dict, tmp: Path, n: int) -> dict:
 
 def start_worker(env: dict, tmp: Path, host: str, concurrency: int = 4) -> subprocess.Popen:
     log = tmp / f"worker-{host}-{uuid.uuid4().hex[:4]}.log"
-    proc = subprocess.Popen([PANIO, "worker", "--host", host, "--concurrency", str(concurrency)],
-                            env={**os.environ, **env, "PANIO_STATE_DIR": str(tmp / "w")},
+    proc = subprocess.Popen([PANIO, "worker", "--host", host, "--lab", env["PANIO_LAB"], "--concurrency",
+                             str(concurrency)],
+                            env={**os.environ, **env, **keyhelp.worker_env(), "PANIO_STATE_DIR": str(tmp / "w")},
                             stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
     wait_for(lambda: "ready." in log.read_text())
     return proc
@@ -231,7 +240,7 @@ def main() -> None:
     prefix = f"bench-{uuid.uuid4().hex[:8]}:"
     env = {"PANIO_BROKER": REDIS_URL, "PANIO_REDIS_URL": REDIS_URL, "PANIO_REDIS_PREFIX": prefix,
            "PANIO_RESULTS_URL": f"sqlite:///{tmp / 'results.db'}", "PANIO_STATE_DIR": str(tmp / "state"),
-           "HOME": str(tmp / "home"), "PANIO_LAB": str(tmp / "lab.toml")}
+           "HOME": str(tmp / "home"), "PANIO_LAB": str(tmp / "lab.toml"), **keyhelp.controller_env()}
     os.environ.update(env)
     sshd = Sshd(tmp / "sshd", tmp / "home")
     try:
@@ -255,7 +264,9 @@ def make_lab(tmp: Path, sshd):
     (tmp / "lab.toml").write_text(
         f'[hosts.bench]\nssh = "{sshd.user}@127.0.0.1"\nport = {sshd.port}\npython = "{sys.executable}"\n'
         '[hosts.celhost]\nssh = "ops@celhost.invalid"\ntransport = "celery"\n'
-        '[targets.near]\n[targets.far]\nhost = "bench"\n[targets.viacel]\nhost = "celhost"\n')
+        '[hosts.jobhost]\nssh = "ops@jobhost.invalid"\n[hosts.killhost]\nssh = "ops@killhost.invalid"\n'
+        '[targets.near]\n[targets.far]\nhost = "bench"\n[targets.viacel]\nhost = "celhost"\n'
+        + "".join(f'[targets.t{i}]\nhost = "jobhost"\n' for i in range(4)) + '[targets.victim]\nhost = "killhost"\n')
     subprocess.run([PANIO, "host", "trust", "bench"], check=True, capture_output=True)
     return load(tmp / "lab.toml")
 

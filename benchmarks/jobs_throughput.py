@@ -144,13 +144,13 @@ class Controller:
     then watch the results database until they are all done."""
 
     def __init__(self, bench: Bench, workers: Workers) -> None:
-        from controller.jobs import backends, remote
+        from controller import backends
         from controller.lab.store import load
 
         os.environ.update({k: bench.env[k] for k in ("PANIO_LAB", "HOME", "PANIO_STATE_DIR")})
         os.environ.update(workers.env)
         self.lab, self.boards = load(bench.env["PANIO_LAB"]), bench.boards
-        self.store, self.app = backends.results_store(), remote.celery_app()
+        self.store, self.app = backends.results_store(), backends.celery_app()
 
     def prepare(self, path: Path) -> tuple[dict, list[dict]]:
         from controller.jobs import spec

@@ -73,12 +73,16 @@ def visibility_timeout_s() -> float:
     return float(os.environ.get("PANIO_VISIBILITY_TIMEOUT_S", DEFAULT_VISIBILITY_S))
 
 
-def celery_app():
-    """The broker's Celery app, as the controller, the workers and ``CeleryTransport`` all build it."""
+def celery_app(insecure: bool | None = None):
+    """The broker's Celery app, as the controller, the workers and ``CeleryTransport`` all build it, signing
+    with this machine's keys (``bench_agent.jobs.signing``); ``insecure`` (default: ``PANIO_INSECURE_UNSIGNED``)
+    lets it run unsigned when there are none."""
+    from bench_agent.jobs import signing
     from bench_agent.jobs.worker import make_app
 
     url = broker_url()
     if not url:
         raise NotConfigured("no broker: set PANIO_BROKER=redis://HOST:6379/N to queue jobs to workers",
                             hint="or run the job here with `panio job run FILE`")
-    return make_app(url, redis_prefix(), visibility_timeout_s())
+    insecure = signing.insecure_from_env() if insecure is None else insecure
+    return make_app(url, redis_prefix(), visibility_timeout_s(), insecure)

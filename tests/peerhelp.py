@@ -2,6 +2,10 @@
 
 Also the machine's own Redis (``SHARED_REDIS``), each test under a key prefix of its own (the ``prefix``
 fixture, which conftest.py registers for every test module), and the one-host lab the worker tests drive (``worker_lab``).
+
+Workers sign and verify messages with the test keys (``keyhelp``) and serve the targets of one lab file,
+``Workers.lab``, which the test's own commands edit too (``use_lab``): the host's configuration and the
+controller's are the same file, as after `panio setup`.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import keyhelp
 from conftest import PANIO
 from jobhelp import wait_for
 
@@ -71,16 +76,22 @@ class PrivateRedis:
 class Workers:
     """`panio worker` processes sharing one broker, prefix and results database (SQLite in ``root``)."""
 
-    def __init__(self, root: Path, broker: str, **env: str) -> None:
-        self.root = root
+    def __init__(self, root: Path, broker: str, worker_broker: str | None = None, **env: str) -> None:
+        self.root, self.lab = root, root / "lab.toml"
         self.env = {"PANIO_BROKER": broker, "PANIO_REDIS_PREFIX": f"t{uuid.uuid4().hex[:8]}:",
-                    "PANIO_RESULTS_URL": f"sqlite:///{root / 'results.db'}", **env}
+                    "PANIO_RESULTS_URL": f"sqlite:///{root / 'results.db'}", **keyhelp.controller_env(), **env}
+        # what only the workers get: their signing keys, and their own broker user when it has one
+        self.worker_env = {**keyhelp.worker_env(), **({"PANIO_BROKER": worker_broker} if worker_broker else {})}
         self.procs: list[subprocess.Popen] = []
 
     def start(self, host: str, *extra: str, concurrency: int = 3) -> subprocess.Popen:
         log = self.root / f"worker-{host}-{len(self.procs)}.log"
-        env = {**os.environ, **self.env, "PANIO_STATE_DIR": str(self.root / "wstate"), "HOME": str(self.root)}
-        proc = subprocess.Popen([PANIO, "worker", "--host", host, "--concurrency", str(concurrency), *extra], env=env,
+        env = {**os.environ, **self.env, **self.worker_env, "PANIO_STATE_DIR": str(self.root / "wstate"),
+               "HOME": str(self.root)}
+        if not self.lab.exists():
+            self.lab.write_text("")  # an empty lab: the worker serves no target until the test adds some
+        proc = subprocess.Popen([PANIO, "worker", "--host", host, "--lab", str(self.lab), "--concurrency",
+                                 str(concurrency), *extra], env=env,
                                 stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
         proc.log = log
         self.procs.append(proc)
@@ -113,10 +124,18 @@ class Workers:
         return "".join(p.log.read_text() for p in self.procs)
 
 
+def use_lab(panio, workers: Workers) -> None:
+    """Point ``panio`` at the workers' lab file, emptied: the test's commands and the workers share it."""
+    panio.env.update(workers.env)
+    panio.lab = workers.lab
+    panio.env["PANIO_LAB"] = str(workers.lab)
+    workers.lab.unlink(missing_ok=True)
+    panio("init")
+
+
 def worker_lab(panio, workers: Workers, host: str = "h1", targets: tuple[str, ...] = ("t1",)) -> None:
     """A new lab with ``targets`` on ``host``, which only ``workers`` reach (its SSH address does not resolve)."""
-    panio.env.update(workers.env)
-    panio("init")
+    use_lab(panio, workers)
     panio("host", "add", host, "--ssh", f"ops@{host}.invalid")
     for t in targets:
         panio("target", "add", t, "--host", host)

@@ -27,6 +27,7 @@ from conftest import PANIO
 from controller.dispatch import Dispatcher
 from controller.lab.model import Lab
 from jobhelp import wait_for
+import keyhelp
 from serial_fixtures import kill_and_reap, supervisor_pids
 from sshd import Sshd
 
@@ -43,9 +44,20 @@ class Shared:
         self.home.mkdir(parents=True)
         self.prefix = f"panio-contract-{uuid.uuid4().hex[:8]}:"
         self.env = {"PANIO_STATE_DIR": str(self.state), "HOME": str(self.home), "PANIO_BROKER": REDIS_URL,
-                    "PANIO_REDIS_PREFIX": self.prefix, "PANIO_RESULTS_URL": f"sqlite:///{root / 'results.db'}"}
+                    "PANIO_REDIS_PREFIX": self.prefix, "PANIO_RESULTS_URL": f"sqlite:///{root / 'results.db'}",
+                    **keyhelp.controller_env()}
         self.sshd: Sshd | None = None
         self.worker: subprocess.Popen | None = None
+        self.host_lab, self.host_targets = root / "host-lab.toml", {}
+
+    def configure_host(self, hosts: dict, targets: dict) -> None:
+        """Add ``targets`` to the Celery host's own lab file: its worker takes hooks and devices from there."""
+        import tomlkit
+
+        self.host_targets.update(targets)
+        tmp = self.host_lab.with_suffix(".tmp")
+        tmp.write_text(tomlkit.dumps({"hosts": hosts, "targets": self.host_targets}))
+        tmp.replace(self.host_lab)
 
     def start_sshd(self) -> Sshd:
         if self.sshd is None:
@@ -64,9 +76,10 @@ class Shared:
         if self.worker is not None:
             return
         log = self.root / "worker.log"
-        self.worker = subprocess.Popen([PANIO, "worker", "--host", "cel", "--concurrency", "2"],
-                                       env={**os.environ, **self.env}, stdout=open(log, "w"),
-                                       stderr=subprocess.STDOUT, start_new_session=True)
+        self.configure_host({}, {})
+        self.worker = subprocess.Popen([PANIO, "worker", "--host", "cel", "--lab", str(self.host_lab),
+                                        "--concurrency", "2"], env={**os.environ, **self.env, **keyhelp.worker_env()},
+                                       stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
         wait_for(lambda: "ready." in log.read_text() or self.worker.poll() is not None, timeout_s=60)
         assert self.worker.poll() is None, log.read_text()
 
@@ -119,6 +132,8 @@ class Road:
             if self.host:
                 config["host"] = self.host
         lab = Lab(Path("lab.toml"), {"targets": targets, "hosts": self.hosts})
+        if self.name == "celery":  # the host's own configuration must say the same
+            self.shared.configure_host(self.hosts, targets)
         transport = None
         if self.name == "stub":
             from controller.transports.stub import StubTransport
@@ -179,13 +194,13 @@ def test_the_far_side_checks_the_spec_too(road):
 
 def test_action_result_failure_and_deadline(road):
     target = _name(road, "act")
-    d = road.lab({target: {}})
-    args = {"target": target, "name": "hello"}
-    r = d.call(target, "action.run", {**args, "command": "sh -c 'echo out; echo err >&2; exit 3'"})
+    hello, slow = "sh -c 'echo out; echo err >&2; exit 3'", "sleep 30"
+    d = road.lab({target: {"actions": {"hello": {"command": hello}, "slow": {"command": slow}}}})
+    r = d.call(target, "action.run", {"target": target, "name": "hello", "command": hello})
     assert (r["exit"], r["stdout"], r["stderr"]) == (3, "out\n", "err\n")
     started = time.monotonic()
     with pytest.raises(Timeout) as info:
-        d.call(target, "action.run", {**args, "command": "sleep 30", "timeout_s": 1})
+        d.call(target, "action.run", {"target": target, "name": "slow", "command": slow, "timeout_s": 1})
     assert time.monotonic() - started < 10
     assert info.value.details["outcome"] == "unknown"  # a side effect that timed out
 
@@ -217,7 +232,7 @@ def test_a_leased_target_refuses_side_effects_and_serves_reads(road, tmp_path):
     target = _name(road, "lease")
     power = {"on_cmd": f"touch {tmp_path / 'on'}", "state_cmd": "echo off"}
     iface = {"name": "console", "device": str(tmp_path / "no-such-tty")}
-    d = road.lab({target: {"power": power, "serial": [iface], "actions": {}}})
+    d = road.lab({target: {"power": power, "serial": [iface], "actions": {"a": {"command": "true"}}}})
     lease = road.leases.try_acquire(target, {"holder": "ci-runner@bench:9", "job": 41}, 30)
     try:
         for op, args in [("power.on", {"power": power}), ("action.run", {"name": "a", "command": "true"}),
@@ -308,7 +323,7 @@ def test_celery_waits_the_operations_deadline_not_a_fixed_minute(shared, monkeyp
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("PANIO_OP_WAIT_S", "1.5")
     power = {"off_cmd": "sleep 3", "timeout_s": 6}
-    d = road.lab({"slow": {"power": power}})
+    d = road.lab({"slow": {"power": power, "actions": {"build": {"command": "sleep 3"}}}})
     started = time.monotonic()
     r = d.call("slow", "action.run", {"target": "slow", "name": "build", "command": "sleep 3"})  # no timeout_s: 600
     assert r["exit"] == 0 and time.monotonic() - started >= 3

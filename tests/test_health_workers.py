@@ -1,6 +1,6 @@
 """Device health through a real `panio worker` (Celery on the real Redis): the worker runs the target's health
-check from the payload (it has no lab file), records health in the shared results database, and holds jobs
-on a target in maintenance until an operator lifts it."""
+check from the payload (its action from the host's own lab file), records health in the shared results
+database, and holds jobs on a target in maintenance until an operator lifts it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from conftest import PANIO
 from jobhelp import job_file, stop, wait_for
 from peerhelp import drop_keys
-from test_jobs_celery import Bench
+from test_jobs_celery import Bench, use_lab
 
 CHECK = "name = 'b1-health'\n[[steps]]\nname = 'probe'\nrun = 'panio action run ${target} probe'\n"
 PING = "target = 'b1'\n[[steps]]\nrun = 'panio ping ${target}'\n"
@@ -29,9 +29,8 @@ def worker(tmp_path):
 
 
 def test_worker_runs_health_checks_and_holds_jobs_in_maintenance(panio, tmp_path, worker, receiver):
-    panio.env.update(worker.env)
+    use_lab(panio, worker)
     flag = tmp_path / "healthy"
-    panio("init")
     panio("host", "add", "bench1", "--ssh", "ops@bench1.invalid")
     panio("target", "add", "b1", "--host", "bench1")
     panio("action", "add", "probe", "-t", "b1", "--command", f"test -e {flag}")
@@ -60,7 +59,7 @@ def test_worker_runs_health_checks_and_holds_jobs_in_maintenance(panio, tmp_path
     finally:
         stop(proc)
     assert proc.returncode == 0, err
-    # the worker, which has no lab file, notified from the payload: the failed check, then the job it held back
+    # the worker notified the lab's channels (its host's file has them): the failed check, then the job it held back
     told = [(b["event"], b.get("health"), b.get("set_by", "")) for b in receiver.bodies("/w")]
     assert ("health_changed", "bad", told[0][2]) == told[0] and told[0][2].startswith("worker bench1@")
     assert ("job_incomplete", "incomplete", "") in told

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import keyhelp
 from conftest import PANIO
 from jobhelp import job_file, wait_for
 
@@ -23,17 +24,21 @@ class Bench:
     """Shared broker/results settings and the worker processes started for them."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
+        self.root, self.lab = root, root / "lab.toml"
         self.prefix = f"panio-test-{uuid.uuid4().hex[:10]}:"
         self.env = {"PANIO_BROKER": REDIS_URL, "PANIO_REDIS_PREFIX": self.prefix,
-                    "PANIO_RESULTS_URL": f"sqlite:///{root / 'results.db'}", "PANIO_VISIBILITY_TIMEOUT_S": "3"}
+                    "PANIO_RESULTS_URL": f"sqlite:///{root / 'results.db'}", "PANIO_VISIBILITY_TIMEOUT_S": "3",
+                    **keyhelp.controller_env()}
         self.workers: dict[str, subprocess.Popen] = {}
 
     def start(self, host: str) -> subprocess.Popen:
         log = open(self.root / f"worker-{host}-{len(self.workers)}.log", "w+")
-        env = {**os.environ, **self.env, "PANIO_STATE_DIR": str(self.root / "wstate"), "HOME": str(self.root)}
-        proc = subprocess.Popen([PANIO, "worker", "--host", host, "--concurrency", "3"], env=env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        env = {**os.environ, **self.env, **keyhelp.worker_env(), "PANIO_STATE_DIR": str(self.root / "wstate"),
+               "HOME": str(self.root)}
+        if not self.lab.exists():
+            self.lab.write_text("")
+        proc = subprocess.Popen([PANIO, "worker", "--host", host, "--lab", str(self.lab), "--concurrency", "3"],
+                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_for(lambda: "ready." in (self.root / log.name).read_text() or proc.poll() is not None, timeout_s=60)
         assert proc.poll() is None, (self.root / log.name).read_text()
         self.workers[f"{host}-{proc.pid}"] = proc
@@ -65,10 +70,18 @@ def bench(tmp_path_factory):
         r.delete(key)
 
 
+def use_lab(panio, bench: Bench) -> None:
+    """The test's commands edit the lab file the workers serve (their host's configuration)."""
+    panio.env.update(bench.env)
+    panio.lab = bench.lab
+    panio.env["PANIO_LAB"] = str(bench.lab)
+    bench.lab.unlink(missing_ok=True)
+    panio("init")
+
+
 @pytest.fixture
 def lab(panio, bench):
-    panio.env.update(bench.env)
-    panio("init")
+    use_lab(panio, bench)
     for host in ("bench1", "bench2", "bench3", "nobody"):
         panio("host", "add", host, "--ssh", f"ops@{host}.invalid")
     for target, host in (("b1a", "bench1"), ("b1b", "bench1"), ("b2a", "bench2"), ("b3a", "bench3"),

@@ -17,6 +17,7 @@ import pytest
 from bench_agent.errors import Busy, Refused
 from bench_agent.jobs import leases
 from bench_agent.jobs.fences import FenceStore
+import keyhelp
 from conftest import PANIO
 from jobhelp import job_file, stop, stop_group, wait_for
 from peerhelp import REDIS, SHARED_REDIS, PrivateRedis, free_port
@@ -155,19 +156,25 @@ def test_an_expired_token_is_refused_even_while_the_lease_is_free(panio, tmp_pat
     assert not list(marks.iterdir()), "a holder kept acting after its lease expired"
 
 
-def test_a_raw_celery_message_cannot_act_on_a_leased_target(panio, tmp_path, prefix):
-    """`panio worker` records its lease store; a hand-made JSON `panio.op` for action.run is refused while leased."""
-    from bench_agent.jobs.worker import OP_TASK, make_app, queue_name
+def test_a_raw_celery_message_cannot_act_on_a_leased_target(panio, tmp_path, prefix, monkeypatch):
+    """`panio worker` records its lease store; a signed `panio.op` for action.run is refused while leased."""
+    from bench_agent.jobs.worker import OP_TASK, make_app, op_message, queue_name
 
     state = tmp_path / "host-state"
-    env = {**panio.env, "PANIO_BROKER": SHARED_REDIS, "PANIO_REDIS_PREFIX": prefix, "PANIO_STATE_DIR": str(state),
-           "PANIO_RESULTS_URL": f"sqlite:///{tmp_path / 'results.db'}"}
-    log = tmp_path / "worker.log"
-    worker = subprocess.Popen([PANIO, "worker", "--host", "bench1", "--concurrency", "1"], env=env,
-                              stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
-    store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'results.db'}"))
-    app = make_app(SHARED_REDIS, prefix)
     flashed = tmp_path / "flashed"
+    panio("init")
+    panio("host", "add", "bench1", "--ssh", "ops@bench1.invalid")
+    panio("target", "add", "b1a", "--host", "bench1")
+    panio("action", "add", "flash", "-t", "b1a", "--command", f"touch {flashed}")
+    env = {**panio.env, "PANIO_BROKER": SHARED_REDIS, "PANIO_REDIS_PREFIX": prefix, "PANIO_STATE_DIR": str(state),
+           "PANIO_RESULTS_URL": f"sqlite:///{tmp_path / 'results.db'}", **keyhelp.worker_env()}
+    log = tmp_path / "worker.log"
+    worker = subprocess.Popen([PANIO, "worker", "--host", "bench1", "--lab", str(panio.lab), "--concurrency", "1"],
+                              env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'results.db'}"))
+    for name, value in keyhelp.controller_env().items():
+        monkeypatch.setenv(name, value)
+    app = make_app(SHARED_REDIS, prefix)
     request = {"target": "b1a", "name": "flash", "command": f"touch {flashed}", "timeout_s": 10}
     try:
         wait_for(lambda: "ready." in log.read_text() or worker.poll() is not None, timeout_s=60)
@@ -175,14 +182,14 @@ def test_a_raw_celery_message_cannot_act_on_a_leased_target(panio, tmp_path, pre
         recorded = json.loads((state / "lease-stores.json").read_text())["stores"]
         assert recorded[0]["url"] == SHARED_REDIS and recorded[0]["prefix"] == prefix
         lease = store.try_acquire("b1a", {"holder": "job runner", "job": 3}, ttl_s=30)
-        reply = app.send_task(OP_TASK, args=["action.run", request], queue=queue_name("bench1")).get(timeout=30)
+        reply = app.send_task(OP_TASK, args=op_message("action.run", request, 30), queue=queue_name("bench1")).get(timeout=30)
         assert not reply["ok"] and reply["error"]["error"] == "busy" and reply["error"]["job"] == 3
         assert not flashed.exists(), "a message on the broker ran a command on a leased target"
         shell = {**panio.env, "PANIO_STATE_DIR": str(state)}  # a shell on that host, no PANIO_BROKER
         listed = subprocess.run([PANIO, "lease", "list", "--json"], env=shell, capture_output=True, text=True)
         assert json.loads(listed.stdout)[0]["target"] == "b1a"
         lease.release()
-        reply = app.send_task(OP_TASK, args=["action.run", request], queue=queue_name("bench1")).get(timeout=30)
+        reply = app.send_task(OP_TASK, args=op_message("action.run", request, 30), queue=queue_name("bench1")).get(timeout=30)
         assert reply["ok"] and flashed.exists()  # the road itself works once the target is free
     finally:
         stop_group(worker)

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import PANIO
 from jobhelp import job_file, wait_for
-from peerhelp import REDIS, PrivateRedis, Workers
+from peerhelp import REDIS, PrivateRedis, Workers, use_lab
 
 pytestmark = pytest.mark.skipif(not os.path.exists(REDIS), reason="redis-server not installed (scripts/system-deps.sh)")
 
@@ -39,8 +39,7 @@ def peers(tmp_path_factory):
 
 @pytest.fixture
 def lab(panio, peers):
-    panio.env.update(peers.env)
-    panio("init")
+    use_lab(panio, peers)
     for host in ("h1", "h2", "nobody"):
         panio("host", "add", host, "--ssh", f"ops@{host}.invalid")
     for target, host in (("t1", "h1"), ("t2", "h2"), ("lost", "nobody")):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import keyhelp
 from conftest import PANIO
 from jobhelp import job_file, wait_for
 
@@ -223,16 +224,19 @@ class Worker:
     def __init__(self, root: Path) -> None:
         self.root, self.prefix = root, f"panio-test-{uuid.uuid4().hex[:10]}:"
         self.env = {"PANIO_BROKER": REDIS_URL, "PANIO_REDIS_PREFIX": self.prefix,
-                    "PANIO_RESULTS_URL": f"sqlite:///{root / 'results.db'}", "PANIO_VISIBILITY_TIMEOUT_S": "3"}
+                    "PANIO_RESULTS_URL": f"sqlite:///{root / 'results.db'}", "PANIO_VISIBILITY_TIMEOUT_S": "3",
+                    **keyhelp.controller_env()}
         self.state = root / "wstate"
         self.procs: list[subprocess.Popen] = []
+        self.lab: Path | None = None  # the host's own configuration: the test's lab file
 
     def start(self) -> subprocess.Popen:
         log = self.root / f"worker-{len(self.procs)}.log"
-        env = {**os.environ, **self.env, "PANIO_STATE_DIR": str(self.state), "HOME": str(self.root)}
+        env = {**os.environ, **self.env, **keyhelp.worker_env(), "PANIO_STATE_DIR": str(self.state),
+               "HOME": str(self.root)}
         with open(log, "w") as f:
-            proc = subprocess.Popen([PANIO, "worker", "--host", "bench1", "--concurrency", "2"], env=env,
-                                    stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen([PANIO, "worker", "--host", "bench1", "--lab", str(self.lab), "--concurrency",
+                                     "2"], env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
         self.procs.append(proc)
         wait_for(lambda: "ready." in log.read_text() or proc.poll() is not None, timeout_s=60)
         assert proc.poll() is None, log.read_text()
@@ -269,6 +273,7 @@ def worker(panio, tmp_path):
     panio("init")
     panio("host", "add", "bench1", "--ssh", "ops@bench1.invalid")
     panio("target", "add", "b1", "--host", "bench1")
+    w.lab = panio.lab
     yield w
     w.close()
 

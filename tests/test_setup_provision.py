@@ -132,6 +132,19 @@ def test_setup_provisions_a_fresh_host_that_then_runs_a_job(panio, fresh, tmp_pa
     verify = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
     assert "panio-worker.service" not in verify.stderr, verify.stderr
 
+    # the host's own configuration (its worker runs only that) and its signing key, made there, 0600;
+    # each side trusts the other's certificate
+    prefix = fresh.home / ".local" / "share" / "panio"
+    host_lab = (prefix / "lab.toml").read_text()
+    assert "[targets.board]" in host_lab and f"--lab {prefix / 'lab.toml'}" in unit.read_text()
+    assert oct(os.stat(prefix / "keys" / "signing.key").st_mode & 0o777) == "0o600"
+    assert os.stat(prefix / "keys" / "signing.key").st_uid == fresh.uid
+    assert (prefix / "keys" / "trusted" / "controller.crt").read_bytes() == \
+        (Path(panio.env["PANIO_STATE_DIR"]) / "keys" / "signing.crt").read_bytes()
+    trusted = panio("keys", "list", "--json").json()["trusted"]
+    assert sorted(t["name"] for t in trusted) == ["controller", "fresh"]
+    assert "PANIO_SIGNING_KEY=" in env_file.read_text()
+
     # doctor --host sees the controller's version and the installed unit (systemd is not PID 1 here)
     rows = {r["item"]: r for r in panio("doctor", "--host", "fresh", "--json", check=False).json()["targets"]["fresh (host)"]}
     assert rows["panio"]["status"] == "ok" and rows["worker"]["status"] in ("ok", "unchecked"), rows

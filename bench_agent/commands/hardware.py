@@ -17,7 +17,7 @@ from typing import Any
 from bench_agent.commands import Call, Output, command
 from bench_agent.errors import PanioError
 
-MARK = {"ok": "ok     ", "missing": "MISSING", "problem": "PROBLEM", "unchecked": "-      "}
+MARK = {"ok": "ok     ", "missing": "MISSING", "problem": "PROBLEM", "unchecked": "-      ", "warning": "WARNING"}
 NOTHING = {"status": "unchecked", "channel": "-", "item": "-", "detail": "no channels configured"}
 
 
@@ -114,9 +114,14 @@ def doctor(call: Call, opts: dict, out: Output, context: dict) -> None:
         root = effective_root(t["name"], config["netboot"]) if "netboot" in config else None
         report[t["name"]] = call("system.doctor", {"config": config, "tftp_root": root})
     bad = any(r["status"] in ("missing", "problem") for rows in report.values() for r in rows)
+    broker = opts.get("broker")  # the controller's broker rows (warnings only), read when the step was planned
     if opts.get("json"):
-        out.json({"ok": not bad, "targets": report})
+        out.json({"ok": not bad, "targets": report, **({"broker": broker} if broker is not None else {})})
     else:
+        if broker is not None:
+            out.say("broker:")
+            for r in broker:
+                out.say(f"  {MARK[r['status']]}  {r['channel']:<8} {r['item']:<14} {r['detail']}")
         _report_lines(report, out, bool(opts["targets"]), bad)
     if bad:  # the report is on stdout; the failure gets its two lines on stderr like every other
         wrong = [f"{t}/{r['channel']}/{r['item']}" for t, rows in report.items() for r in rows

@@ -142,13 +142,15 @@ class BrokerView:
 
 class Reconciler:
     """One pass settles what is proven. ``resend(payload)`` publishes a job again (None: cannot);
-    ``broker`` (a ``BrokerView``) lets it find vanished messages."""
+    ``broker`` (a ``BrokerView``) lets it find vanished messages. ``host``: send again only the jobs of
+    that host (a worker's reconciler: the other hosts' workers trust only the controller's signature and
+    their own, docs/security.md)."""
 
     def __init__(self, store, leases, resend: Callable[[dict], None] | None = None,
                  broker: BrokerView | None = None, fail_unsendable: bool = False,
-                 log: Callable[[str], None] = lambda msg: None) -> None:
+                 log: Callable[[str], None] = lambda msg: None, host: str | None = None) -> None:
         self.store, self.leases, self.resend, self.broker = store, leases, resend, broker
-        self.fail_unsendable, self.log = fail_unsendable, log
+        self.fail_unsendable, self.log, self.host = fail_unsendable, log, host
         self._suspects: dict[int, tuple[float | None, float]] = {}
         self._looked_at = 0.0  # when the broker's queues were last read (at most once a second: they can be long)
 
@@ -165,11 +167,14 @@ class Reconciler:
                         self._dead(job, now)
                 except Unreachable:
                     continue  # Redis away: a lease cannot be judged right now
-            elif self.broker is not None and self.resend is not None and job.get("sent_at"):
+            elif self.broker is not None and self._sends(job) and job.get("sent_at"):
                 if pending is None:
                     pending = self._look()
                 if pending is not False:
                     self._maybe_vanished(job, pending)
+
+    def _sends(self, job: dict) -> bool:
+        return self.resend is not None and (self.host is None or (job.get("host") or "local") == self.host)
 
     def _look(self) -> set[int] | bool:
         """The jobs with a message in the broker; False when it is away or was read less than a second ago."""
@@ -191,7 +196,7 @@ class Reconciler:
     def _dead(self, job: dict, now: float) -> None:
         if job["state"] == "running":
             self._lost(job, now)
-        elif self.resend is not None and job["spec"].get("via") == "broker":
+        elif self._sends(job) and job["spec"].get("via") == "broker":
             stale_before = float("inf") if _gone(job) else now - dead_after_s(job["spec"])
             if self.store.release(job["id"], job["worker"], stale_before):
                 self.log(f"job {job['id']}: {_who(job)} died before it started; sent again")

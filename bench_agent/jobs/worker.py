@@ -2,7 +2,8 @@
 
 Configured for hardware, not throughput:
 
-* JSON only (``task_serializer``, ``accept_content``): a payload is plain data, never pickle;
+* signed JSON only (``bench_agent.jobs.signing``): a payload is plain data, never pickle, and a
+  message nobody trusted signed is refused before it is decoded;
 * prefetch 1 and ``acks_late``: a worker reserves no more than it can start;
 * timeouts are enforced inside the task by the job runner (Celery's own time
   limits do not fire in the solo or thread pools);
@@ -24,6 +25,13 @@ step's compiled runtime command through the local ops layer, which checks the
 job's lease and fencing token before any side effect. No lab file is written
 and no child ``panio`` is started for a step; the worker imports nothing from
 ``controller``.
+
+Commands never travel on the broker: the worker serves only the targets of its
+host's own configuration (``HostConfig``, the lab file ``panio setup``
+installed on the host), and every operation a message asks for takes its
+hooks, actions and devices from that file (``bench_agent.jobs.host_config``).
+Messages are signed (``bench_agent.jobs.signing``): a worker refuses one it
+cannot verify before it is decoded.
 """
 
 from __future__ import annotations
@@ -34,7 +42,10 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bench_agent.jobs.host_config import HostConfig
 
 TASK = "panio.run_job"
 OP_TASK = "panio.op"
@@ -45,8 +56,13 @@ def queue_name(host: str) -> str:
     return f"host.{host}"
 
 
-def make_app(broker_url: str, prefix: str = "panio:", visibility_timeout_s: float = DEFAULT_VISIBILITY_S):
+def make_app(broker_url: str, prefix: str = "panio:", visibility_timeout_s: float = DEFAULT_VISIBILITY_S,
+             insecure: bool = False):
+    """The Celery app of the controller and the workers: messages signed with this process's keys
+    (``signing.required``: none and not ``insecure`` is ``NotConfigured``)."""
     from celery import Celery
+
+    from bench_agent.jobs import signing
 
     from bench_agent.jobs.kombu_redis import PATH as TRANSPORT
 
@@ -72,15 +88,18 @@ def make_app(broker_url: str, prefix: str = "panio:", visibility_timeout_s: floa
         worker_hijack_root_logger=False, worker_send_task_events=False, result_expires=300,
         result_backend_transport_options={"global_keyprefix": f"{prefix}celery:"},
     )
+    signing.apply(app, signing.required(insecure))
     return app
 
 
 class WorkerContext:
-    """What a running worker needs to run a job: passed in by ``panio worker``, never read from a lab file."""
+    """What a running worker needs to run a job: passed in by ``panio worker``; the targets it serves and
+    their configuration come from ``config``, the host's own lab file, never from a message."""
 
-    def __init__(self, host: str, results_url: str, redis_url: str, prefix: str, state_dir: Path) -> None:
+    def __init__(self, host: str, results_url: str, redis_url: str, prefix: str, state_dir: Path,
+                 config: HostConfig) -> None:
         self.host, self.results_url, self.redis_url, self.prefix = host, results_url, redis_url, prefix
-        self.state_dir = Path(state_dir)
+        self.state_dir, self.config = Path(state_dir), config
         self._in_flight: set[int] = set()
         self._stores = None
         self._heartbeat = None
@@ -116,9 +135,16 @@ class WorkerContext:
         return f"worker {self.host}@{socket.gethostname()}:{os.getpid()}"
 
     def _run_job(self, payload: dict) -> dict[str, Any] | None:
+        from bench_agent.errors import PanioError
         from bench_agent.jobs.runner import JobRunner
 
         store, leases = self.stores()
+        try:
+            payload = self._as_configured(payload)
+        except PanioError as err:  # not this host's target: the job ends saying so, nothing ran
+            _log_event("job_refused", {"job_id": payload.get("job_id"), "reason": err.message})
+            store.finish(payload["job_id"], "incomplete", None, err.message, err.to_json(), only_if_queued=True)
+            return None
         try:
             return JobRunner(store, leases, self.name, _log_event, self._heartbeat).run(payload)
         except Exception as exc:  # a bug or a dead database: say so in the job rather than leave it running
@@ -131,6 +157,30 @@ class WorkerContext:
                 pass
             raise
 
+    def call_op(self, op: str, args: dict, stamp: Any) -> dict[str, Any]:
+        """One operation for the Celery transport, run once and in its window (``signing.check_fresh``); errors
+        travel as data, like over SSH."""
+        from bench_agent import ops
+        from bench_agent.errors import reply
+        from bench_agent.jobs.signing import check_fresh
+
+        def run() -> Any:
+            check_fresh(stamp, self._first_time)
+            return ops.call(op, args)
+
+        return reply(run)
+
+    def _first_time(self, nonce: str, ttl_s: int) -> bool:
+        _, leases = self.stores()
+        return bool(leases._do(lambda: leases.r.set(f"{self.prefix}op-seen:{nonce}", 1, nx=True, ex=ttl_s)))
+
+    def _as_configured(self, payload: dict) -> dict:
+        """``payload`` with the target's configuration and the notification channels of this host's own file
+        (what the runner reads for serial logs, the lab probe and screenshots); refused if the target is not
+        this host's."""
+        table = self.config.target(payload.get("target"))
+        return {**payload, "target_config": table, "notify": self.config.notify()}
+
     def start_reconciler(self, app) -> threading.Thread:
         """Look for dead runners and vanished messages every ``RECONCILE_S`` while the worker lives."""
         from bench_agent.jobs.reconcile import RECONCILE_S, BrokerView, Reconciler
@@ -139,7 +189,7 @@ class WorkerContext:
         log = get_logger("panio.reconcile")
         store, leases = self.stores()
         rec = Reconciler(store, leases, resend=lambda p: resend(app, p), broker=BrokerView(self.redis_url, self.prefix),
-                         log=log.warning)
+                         log=log.warning, host=self.host)
 
         def loop() -> None:
             while True:
@@ -165,6 +215,8 @@ def _log_event(event: str, data: dict[str, Any]) -> None:
         log.info("job step start: %s/%s %s", data["idx"] + 1, data["count"], data["command"])
     elif event == "step_end":
         log.info("job step end: %s %s %s", data["idx"] + 1, data["status"], data["command"])
+    elif event == "job_refused":
+        log.warning("job %s refused: %s", data["job_id"], data["reason"])
     elif event == "job_end":
         log.info("job %s: %s %s: %s", data["job_id"], data["health"], data["result"] or "", data["reason"])
 
@@ -175,25 +227,28 @@ def register_task(app, ctx: WorkerContext) -> None:
         return ctx.run_job(payload)
 
     @app.task(name=OP_TASK, ignore_result=False, acks_late=False)
-    def run_op(op: str, args: dict) -> dict[str, Any]:
-        return call_op(op, args)
+    def run_op(op: str, args: dict, stamp: dict | None = None) -> dict[str, Any]:
+        return ctx.call_op(op, args, stamp)
 
 
-def call_op(op: str, args: dict) -> dict[str, Any]:
-    """One operation for the Celery transport; errors travel as data, like over SSH."""
-    from bench_agent import ops
-    from bench_agent.errors import reply
+def op_message(op: str, args: dict, wait_s: float) -> list:
+    """The arguments of a ``panio.op`` task: the operation, its arguments and the stamp a worker checks."""
+    from bench_agent.jobs.signing import op_stamp
 
-    return reply(ops.call, op, args)
+    return [op, args, op_stamp(wait_s)]
 
 
 def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeout_s: float,
-        events: bool = False) -> None:
+        events: bool = False, insecure: bool = False) -> None:
     """Serve ``host.<name>`` until stopped (SIGTERM finishes the running jobs first).
 
     ``events``: send Celery task events and worker heartbeats (what Flower shows); off by default,
-    as every event is a message through Redis."""
-    app = make_app(broker_url, ctx.prefix, visibility_timeout_s)
+    as every event is a message through Redis. ``insecure``: serve unsigned JSON when no keys are
+    configured (``panio worker --insecure-unsigned``)."""
+    from bench_agent.jobs.host_config import install
+
+    install(ctx.config)  # from now on every operation in this process obeys the host's own configuration
+    app = make_app(broker_url, ctx.prefix, visibility_timeout_s, insecure)
     if events:
         app.conf.update(worker_send_task_events=True, task_send_sent_event=True)
     register_task(app, ctx)

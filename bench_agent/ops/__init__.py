@@ -73,13 +73,23 @@ def call(name: str, args: dict[str, Any]) -> Any:
     Every road in ends here, so this is where the host enforces leases: an operation that changes
     a target is refused while someone else leases it, and a stale ``lease_token`` is refused even
     while the target is free (``bench_agent.jobs.lease_guard``). Reads pass.
+
+    In a ``panio worker`` (requests from the broker) the host's own configuration is installed, and
+    every request's target and configuration are checked against it first
+    (``bench_agent.jobs.host_config``): commands never come from a message.
     """
+    from bench_agent.jobs.host_config import installed
     from bench_agent.jobs.lease_guard import ORIGIN_ARG, TOKEN_ARG
 
     func = lookup(name)
     args = dict(args)
     token, origin = args.pop(TOKEN_ARG, None), args.pop(ORIGIN_ARG, None)
     checked = SPECS[name].validate(args)
+    host = installed()
+    if host is not None:
+        code = func.__code__
+        taken = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+        checked = host.enforce(name, checked, {p.name for p in SPECS[name].params}, taken)
     if SPECS[name].side_effect:
         from bench_agent.jobs import lease_guard
 

@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "schedule": ("controller.cli.schedule", "operate", "run suites at set times (exactly one scheduler)"),
     "lease": ("controller.cli.lease", "operate", "list and break exclusive target leases held by jobs"),
     "worker": ("controller.cli.worker", "operate", "run a control host's bench worker (Celery, queue host.NAME)"),
+    "keys": ("controller.cli.keys", "operate", "the keys that sign broker messages: init, trust, untrust, list"),
     "dashboard": ("controller.cli.dashboard", "operate", "serve the operator's web dashboard: hosts, targets, jobs (loopback)"),
     "setup": ("controller.cli.setup", "operate", "provision a control host: venv, worker unit, devices (Ansible)"),
     "skill": ("controller.cli.skill", "learn", "print the panio skill: mental model, command map, traps (start here)"),

@@ -23,7 +23,10 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
         "stdout, and the usual two error lines on stderr naming what)."
     )
     p.description += ("\n\nWith --host NAME: that control host itself too (panio's version against this\n"
-                      "machine's, the worker's systemd unit, device groups), then the targets it owns.")
+                      "machine's, the worker's systemd unit, device groups), then the targets it owns.\n\n"
+                      "With PANIO_BROKER set, the broker too: a WARNING when it answers a client without\n"
+                      "credentials, speaks plain text beyond loopback, or this machine has no signing keys\n"
+                      "(warnings do not change the exit status; docs/security.md).")
     p.epilog = ("example:\n  panio doctor pico\n  panio doctor --json\n  panio doctor --host bench1\n\n"
                 "see also: panio discover (what this host has), panio config show (what the lab says), "
                 "panio setup (provision a host)")
@@ -54,8 +57,8 @@ def run(args: argparse.Namespace, lab: Any) -> Step:
     def route(op: str, op_args: dict[str, Any]) -> str | None:
         return host if op == "system.host_check" else op_args["config"].get("host")
 
-    return Step("hardware.doctor", None, {"targets": targets, "host": host, "version": version, "json": args.json},
-                route=route)
+    return Step("hardware.doctor", None, {"targets": targets, "host": host, "version": version, "json": args.json,
+                                          "broker": _broker()}, route=route)
 
 
 def _reachable_in_job(args: argparse.Namespace, lab: Any, names: list[str]) -> None:
@@ -70,3 +73,15 @@ def _reachable_in_job(args: argparse.Namespace, lab: Any, names: list[str]) -> N
 
         raise UsageError(f"`panio doctor {far[0]}` in a job step would run on {job}'s host ({own or 'local'}), "
                          f"not on {far[0]}'s", hint="check the job's own target, or run `panio doctor` outside the job")
+
+
+def _broker() -> list | None:
+    """The broker's rows (``controller.jobs.broker_check``) when this machine uses one."""
+    from controller import backends
+
+    url = backends.broker_url()
+    if not url:
+        return None
+    from controller.jobs import broker_check
+
+    return broker_check.rows(url)

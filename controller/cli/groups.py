@@ -35,6 +35,8 @@ GROUPS: dict[str, tuple[tuple[str, ...], str]] = {
     "schedule": (("panio schedule add nightly --suite nightly.toml --at 02:00", "panio schedule list"),
                  "panio suite, docs/jobs.md"),
     "lease": (("panio lease list", "panio lease break pico"), "panio job status, docs/jobs.md"),
+    "keys": (("panio keys init", "panio keys trust bench1.crt", "panio keys list"),
+             "panio setup, panio worker, docs/security.md"),
 }
 
 

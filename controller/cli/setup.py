@@ -16,6 +16,13 @@ with PANIO_BROKER, PANIO_RESULTS_URL and PANIO_REDIS_PREFIX from this shell or
 the flags), udev rules and device groups, tesseract (OCR) and dnsmasq (netboot,
 installed, not enabled). Then it points the lab's host at the new venv's python.
 
+It also installs the host's own configuration, its part of this lab file
+(~/.local/share/panio/lab.toml there: the worker runs only the hooks and
+actions of that file), and the message-signing keys: this machine's pair is
+made if missing (`panio keys init`), the host makes its own pair, and each
+side trusts the other's certificate. Run setup again after editing the lab
+(--config-only does just that).
+
 Run it again at any time: it changes only what is not yet right (a second run
 reports 0 changed). The host key must be trusted first (`panio host trust`).
 Tasks that need root use sudo without a password; --no-sudo skips them and
@@ -32,10 +39,15 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("--host", required=True, metavar="NAME", help="the control host to provision (see `panio host list`)")
     p.add_argument("--code-only", action="store_true",
                    help="only rebuild and reinstall panio's code and restart the worker (no sudo, no system packages)")
+    p.add_argument("--config-only", action="store_true",
+                   help="only install the host's configuration (its part of the lab) and exchange the keys")
     p.add_argument("--check", action="store_true", help="show what would change, change nothing")
     p.add_argument("--no-sudo", action="store_true",
                    help="skip the tasks that need root (packages, udev, groups); the worker becomes a user unit")
-    p.add_argument("--broker", metavar="URL", help="the broker the worker uses (default: $PANIO_BROKER)")
+    p.add_argument("--broker", metavar="URL", help="the broker the worker uses, with the workers' Redis user "
+                   "(default: $PANIO_BROKER)")
+    p.add_argument("--broker-ca", metavar="FILE", help="the CA certificate of a rediss:// broker: installed on the "
+                   "host and named in the worker's broker URL")
     p.add_argument("--results-url", metavar="URL", help="the results database (default: $PANIO_RESULTS_URL)")
     p.add_argument("--offline", action="store_true",
                    help="the host has no package index: install from the wheelhouse alone (same Python as here)")
@@ -56,6 +68,7 @@ def run(args: argparse.Namespace) -> None:
     root = wheelhouse.source_root()
     play_vars = _play_vars(args)
     with tempfile.TemporaryDirectory(prefix="panio-setup-") as tmp:
+        play_vars.update(_host_files(args, lab, Path(tmp)))
         inv = inventory.write(Path(tmp) / "inventory.json", args.host, host, play_vars)
         if args.inventory:
             sys.stdout.write(inv.read_text())
@@ -63,10 +76,12 @@ def run(args: argparse.Namespace) -> None:
         _progress(args, f"building the wheelhouse (panio {play_vars['panio_version']} and its dependencies)")
         play_vars["panio_wheelhouse_src"] = str(wheelhouse.build(_cache(), play_vars["panio_version"]))
         inventory.write(inv, args.host, host, play_vars)
-        outcome = playbook.run(root, "control_host.yml", inv, check=args.check,
-                               tags=["code"] if args.code_only else [],
-                               skip_tags=["sudo"] if args.no_sudo or args.code_only else [],
+        tags = ["code"] if args.code_only else ["config"] if args.config_only else []
+        outcome = playbook.run(root, "control_host.yml", inv, check=args.check, tags=tags,
+                               skip_tags=["sudo"] if args.no_sudo or args.code_only or args.config_only else [],
                                show=lambda event: _show(args, event))
+        if not args.check and not args.code_only:
+            _trust_host(args, Path(play_vars["panio_fetched_certs"]))
     stats = outcome.stats.get(args.host, {})
     python = outcome.facts.get("python")
     if python and not args.check and host.get("python") != python:
@@ -91,11 +106,57 @@ def _play_vars(args: argparse.Namespace) -> dict:
     broker = args.broker or os.environ.get("PANIO_BROKER")
     if not broker and not args.code_only:
         raise NotConfigured("the worker needs a broker: set PANIO_BROKER or pass --broker",
-                            hint="e.g. --broker redis://:PASSWORD@controller.lab:6379/0 (reachable from the host)")
-    return {"panio_version": version(), "panio_broker_url": broker or "",
+                            hint="e.g. --broker rediss://panio-worker:PASSWORD@controller.lab:6380/0 --broker-ca "
+                                 "ca.pem (reachable from the host; docs/security.md)")
+    out = {}
+    if args.broker_ca:
+        broker = _with_ca(broker or "")
+        out["panio_broker_ca_src"] = os.path.abspath(args.broker_ca)
+    return {**out, "panio_version": version(), "panio_broker_url": broker or "",
             "panio_results_url": args.results_url or os.environ.get("PANIO_RESULTS_URL", ""),
             "panio_redis_prefix": os.environ.get("PANIO_REDIS_PREFIX", "panio:"),
             "panio_sudo": not args.no_sudo, "panio_offline": args.offline}
+
+
+def _with_ca(url: str) -> str:
+    """``url`` verifying the broker's certificate against the CA installed on the host (``--broker-ca``)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    from bench_agent.errors import UsageError
+
+    parts = urlsplit(url)
+    if parts.scheme != "rediss":
+        raise UsageError("--broker-ca is for a TLS broker: give a rediss:// URL", hint="docs/security.md")
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("ssl_ca_certs", "ssl_cert_reqs")]
+    query += [("ssl_cert_reqs", "required"), ("ssl_ca_certs", "CA")]
+    # the host's path is known there only: Ansible fills in panio_prefix when it writes worker.env
+    return urlunsplit(parts._replace(query=urlencode(query))).replace("=CA", "={{ panio_prefix }}/broker-ca.pem")
+
+
+def _host_files(args: argparse.Namespace, lab, tmp) -> dict:
+    """What the host gets from here: its part of the lab, and this machine's signing certificate (made now if
+    this machine has no key yet)."""
+    from bench_agent.jobs.signing import default_keys
+    from controller import keys
+    from controller.provision import hostlab
+
+    mine = default_keys()
+    if not mine.key.exists():
+        keys.create("controller", mine)
+        _progress(args, f"made this machine's message-signing key {mine.key} (`panio keys list`)")
+    host_lab = tmp / f"{args.host}-lab.toml"
+    host_lab.write_text(hostlab.text(lab.data, args.host))
+    return {"panio_host_lab_src": str(host_lab), "panio_controller_cert_src": str(mine.cert),
+            "panio_fetched_certs": str(_cache() / "certs")}  # kept: a second run fetches nothing new
+
+
+def _trust_host(args: argparse.Namespace, fetched) -> None:
+    from controller import keys
+
+    cert = fetched / f"{args.host}.crt"
+    if cert.exists():
+        info = keys.trust(cert, name=args.host)
+        _progress(args, f"this machine trusts {args.host}'s signing certificate ({info['file']})")
 
 
 def _cache():

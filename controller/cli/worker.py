@@ -13,6 +13,19 @@ targets without a host go to `--host local`). Each job takes the target's lease
 in Redis, runs its steps as local panio commands and records results in the
 shared results database.
 
+It serves only the targets of this host's own configuration: the lab file
+given with --lab (what `panio setup` installs on the host, default
+~/.config/panio/lab.toml or $PANIO_LAB), re-read when it changes. A message
+for a target that file does not give this host is refused, and every hook,
+action and device comes from that file, never from a message: a message whose
+command or channel differs from it is refused.
+
+Messages are signed: the worker signs with its key and accepts only messages
+signed by a certificate in its store (PANIO_SIGNING_KEY, PANIO_SIGNING_CERT,
+PANIO_CERT_STORE, default: STATE_DIR/keys, made by `panio keys init`). Without
+keys it does not start; --insecure-unsigned runs it on plain JSON anyway, for
+a private test broker only.
+
 Needs PANIO_BROKER (redis://HOST:6379/N) and, so the controller sees the
 results, the same PANIO_RESULTS_URL as the controller (PostgreSQL across
 machines). PANIO_REDIS_PREFIX must match the controller's. Stop it with
@@ -26,15 +39,21 @@ runner is proven dead ends incomplete. --events lets Flower see the workers."""
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
     p.description = "Run the bench worker of one control host.\n\n" + DETAILS
-    p.epilog = ("example:\n  panio worker --host bench1\n  panio worker --host bench1 --events   # for Flower\n"
+    p.epilog = ("example:\n  panio worker --host bench1 --lab ~/.local/share/panio/lab.toml\n"
+                "  panio worker --host bench1 --events   # for Flower\n"
                 "  # with PANIO_BROKER=redis://ctl:6379/0 and PANIO_RESULTS_URL=postgresql://panio@ctl/panio set\n\n"
-                "see also: panio job submit, panio lease list, docs/jobs.md")
+                "see also: panio keys, panio setup, panio job submit, docs/security.md")
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--host", required=True, metavar="NAME", help="the control host this worker serves")
     p.add_argument("--concurrency", type=positive_int, default=4, metavar="N",
                    help="jobs at once on this host, one per target (default 4)")
+    p.add_argument("--lab", metavar="PATH", default=argparse.SUPPRESS,
+                   help="this host's own configuration (default: $PANIO_LAB, else ~/.config/panio/lab.toml)")
     p.add_argument("--events", action="store_true",
                    help="send Celery task events and worker heartbeats, for Flower (see docs/monitoring.md)")
+    p.add_argument("--insecure-unsigned", action="store_true",
+                   help="accept unsigned JSON messages (no keys): anyone who can publish to the broker drives "
+                        "this host's targets; for a private test broker only")
     p.set_defaults(func=run)
 
 
@@ -44,13 +63,32 @@ def run(args: argparse.Namespace) -> None:
     from bench_agent.paths import state_dir
 
     check_name("host", args.host)
-    app_check = backends.celery_app  # fails with not_configured when there is no broker
-    app_check()
+    config = _host_config(args)
+    app_check = backends.celery_app  # fails with not_configured when there is no broker (or no keys)
+    app_check(insecure=args.insecure_unsigned)
     ctx = WorkerContext(args.host, backends.results_url(), backends.redis_url(), backends.redis_prefix(),
-                        state_dir() / f"worker-{args.host}")
+                        state_dir() / f"worker-{args.host}", config)
     backends.results_store()  # fail now, not on the first job, if the database is unreachable
     from bench_agent.jobs.lease_guard import remember
 
     # This host checks this lease store for every side effect from now on, whatever a caller's environment says.
     remember(backends.redis_url(), backends.redis_prefix(), f"panio worker --host {args.host}")
-    serve(ctx, backends.broker_url(), args.concurrency, backends.visibility_timeout_s(), args.events)
+    serve(ctx, backends.broker_url(), args.concurrency, backends.visibility_timeout_s(), args.events,
+          args.insecure_unsigned)
+
+
+def _host_config(args: argparse.Namespace):
+    """The host's own configuration: the lab file must be there and readable before the worker starts."""
+    import os
+
+    from bench_agent.errors import NotConfigured
+    from bench_agent.jobs.host_config import HostConfig
+
+    if not os.path.isfile(args.lab_path):
+        raise NotConfigured(f"no host configuration at {args.lab_path} ({args.lab_source}): the worker runs only "
+                            "the hooks and actions of a lab file on this host",
+                            hint=f"install it with `panio setup --host {args.host}` from the controller, "
+                                 "or pass --lab PATH", file=args.lab_path)
+    config = HostConfig(args.lab_path, args.host)
+    config.owned()  # a file that does not parse fails now, with its reason
+    return config

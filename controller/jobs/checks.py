@@ -21,6 +21,7 @@ def run_check(lab: Lab, target: str, progress, auto: bool = False, by: str = "pa
         from controller.jobs import remote
 
         payload["via"] = "broker"
+        payload["target_config"] = spec.target_config(lab, target, for_worker=True)
         payload["job_id"] = store.create_job(payload["name"], target, host, payload)
         remote.publish(backends.celery_app(), store, payload)
         return remote.follow(payload["job_id"], progress)

@@ -21,11 +21,12 @@ def create(store, lab: Lab, job: dict, steps: list[dict], target: str, deadline_
            for_worker: bool = False, on_unhealthy: str | None = None) -> dict:
     """Record a queued job and return its payload: its steps planned for ``target`` and the target's
     configuration (the runner reads its serial interfaces and power from it). ``for_worker``: it goes to a
-    host's queue, so a reconciler may send it again."""
+    host's queue, so a reconciler may send it again, and the worker reads the target's configuration from
+    its own lab file (``spec.target_config``)."""
     from controller.jobs import health
 
     host = lab.target(target).get("host")
-    draft = {**spec.payload(job, steps, target, 0, lab), **health.extras(lab, target, on_unhealthy
+    draft = {**spec.payload(job, steps, target, 0, lab, for_worker), **health.extras(lab, target, on_unhealthy
                                                                          or job["data"].get("on_unhealthy"))}
     if deadline_at is not None:
         draft["deadline_at"] = deadline_at

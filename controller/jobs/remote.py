@@ -1,8 +1,11 @@
 """Jobs through a broker: queue a job to the worker of the host that owns its target, and follow it.
 
-The payload carries the target's configuration, so a worker needs no lab
-file; the controller and the workers share the results database
-(``PANIO_RESULTS_URL``) and Redis (``PANIO_BROKER``) and nothing else.
+The payload names the target and carries each step's planned options; the
+worker takes the target's configuration (hooks, actions, devices) from its
+host's own lab file, never from the payload, and refuses a step whose
+options differ from it. Messages are signed. The controller and the workers
+share the results database (``PANIO_RESULTS_URL``), Redis (``PANIO_BROKER``)
+and the lab's configuration (``panio setup`` installs it on each host).
 A target without a host is served by ``panio worker --host local``.
 """
 

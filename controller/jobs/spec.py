@@ -355,10 +355,20 @@ def select_targets(job: dict, lab: Lab, override: str | None) -> list[str]:
     return hits
 
 
-def payload(job: dict, steps: list[dict], target: str, job_id: int, lab: Lab) -> dict:
+def target_config(lab: Lab, target: str, for_worker: bool = False) -> dict:
+    """What a payload says about its target: the whole table for a runner here (``panio job run``); for a
+    worker, only its host (the queue and a resend go by it): a worker reads the rest from its own lab file,
+    and no hook or action command travels on the broker."""
+    table = lab.target(target)
+    if not for_worker:
+        return dict(table)
+    return {"host": table["host"]} if table.get("host") else {}
+
+
+def payload(job: dict, steps: list[dict], target: str, job_id: int, lab: Lab, for_worker: bool = False) -> dict:
     data = job["data"]
     return {"job_id": job_id, "name": data["name"], "target": target, "steps": plan_steps(steps, lab, target),
-            "target_config": dict(lab.target(target)),
+            "target_config": target_config(lab, target, for_worker),
             "timeout_s": data.get("timeout_s"), "lease_wait_s": data.get("lease_wait_s", 300),
             "lease_ttl_s": data.get("lease_ttl_s", 30)}
 

@@ -35,12 +35,12 @@ class CeleryTransport:
         self.app = celery_app()
 
     def call(self, request: dict[str, Any]) -> Any:
-        from bench_agent.jobs.worker import OP_TASK, queue_name
+        from bench_agent.jobs.worker import OP_TASK, op_message, queue_name
 
         pending, failure, reply = None, None, {}
         waited_s = wait_s(request)
         try:
-            pending = self.app.send_task(OP_TASK, args=[request["op"], request.get("args", {})],
+            pending = self.app.send_task(OP_TASK, args=op_message(request["op"], request.get("args", {}), waited_s),
                                          queue=queue_name(self.host))
             reply = pending.get(timeout=waited_s, propagate=True)
         except Exception as exc:  # celery/kombu/redis errors end here, translated

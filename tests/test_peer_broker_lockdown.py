@@ -1,0 +1,206 @@
+"""Issue 22, item 3: the broker locked down, against a real redis-server with ACL users and TLS on loopback.
+
+The server runs the configuration ansible/roles/redis writes (its templates and defaults rendered here):
+TLS only, the default user off, a controller user and a worker user limited to panio's keys and channels
+and to data commands. A worker and the controller's commands work through it; a client without
+credentials, with a wrong password or without TLS is refused; the worker's user cannot administer Redis
+or touch keys outside panio's prefix; `panio doctor` warns about a broker that lets anyone in.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import ipaddress
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from jobhelp import job_file, wait_for
+from peerhelp import REDIS, SHARED_REDIS, Workers, answers, free_port, use_lab
+
+pytestmark = pytest.mark.skipif(not os.path.exists(REDIS), reason="redis-server not installed")
+ROLE = Path(__file__).resolve().parent.parent / "ansible" / "roles" / "redis"
+PASSWORDS = {"panio_redis_controller_password": "controller-secret-0123456789",
+             "panio_redis_worker_password": "worker-secret-0123456789"}
+QUICK = "[[steps]]\nrun = 'ping ${target} --count 2'\nexpect_output = 'seq=2'\n[[steps]]\nrun = 'action run ${target} hi'\n"
+
+
+def tls_files(folder: Path) -> dict[str, Path]:
+    """A throwaway CA and a server certificate for 127.0.0.1 signed by it."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def cert(subject, issuer, key, signer, ca: bool):
+        b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(key.public_key())
+             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+             .not_valid_after(now + datetime.timedelta(days=1))
+             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if not ca:
+            b = b.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                                critical=False)
+        return b.sign(signer, hashes.SHA256())
+
+    ca_key, key = (rsa.generate_private_key(public_exponent=65537, key_size=2048) for _ in range(2))
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "panio test CA")])
+    server = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    out = {"ca": folder / "ca.pem", "cert": folder / "server.pem", "key": folder / "server.key"}
+    out["ca"].write_bytes(cert(ca_name, ca_name, ca_key, ca_key, True).public_bytes(serialization.Encoding.PEM))
+    out["cert"].write_bytes(cert(server, ca_name, key, ca_key, False).public_bytes(serialization.Encoding.PEM))
+    out["key"].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                             serialization.NoEncryption()))
+    out["key"].chmod(0o600)
+    return out
+
+
+def render(template: str, variables: dict) -> str:
+    """One of the role's templates, as Ansible renders it (its ``hash`` filter included)."""
+    import jinja2
+    import yaml
+
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters["hash"] = lambda text, kind: hashlib.new(kind, text.encode()).hexdigest()
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    values = {**defaults, **variables}
+    for _ in range(3):  # defaults refer to each other ({{ panio_redis_prefix }})
+        values = {k: env.from_string(v).render(values) if isinstance(v, str) else v for k, v in values.items()}
+    return env.from_string((ROLE / "templates" / template).read_text()).render(values)
+
+
+class LockedRedis:
+    def __init__(self, root: Path) -> None:
+        self.root, self.port = root, free_port()
+        self.tls = tls_files(root / "tls")
+        variables = {**PASSWORDS, "panio_redis_bind": "127.0.0.1", "panio_redis_acl_file": str(root / "users.acl"),
+                     "panio_redis_tls_cert": str(self.tls["cert"]), "panio_redis_tls_key": str(self.tls["key"]),
+                     "panio_redis_tls_ca": str(self.tls["ca"]), "panio_redis_tls_port": self.port}
+        (root / "users.acl").write_text(render("panio-users.acl.j2", variables))
+        (root / "panio.conf").write_text(render("panio.conf.j2", variables))
+        self.proc = subprocess.Popen([REDIS, str(root / "panio.conf"), "--dir", str(root), "--save", ""],
+                                     stdout=open(root / "redis.log", "w"), stderr=subprocess.STDOUT)
+        wait_for(lambda: "Ready to accept connections" in (root / "redis.log").read_text() or self.proc.poll(),
+                 timeout_s=10)
+        assert self.proc.poll() is None, (root / "redis.log").read_text()
+
+    def url(self, user: str | None, password: str | None = None) -> str:
+        who = f"{user}:{password}@" if user else ""
+        return (f"rediss://{who}127.0.0.1:{self.port}/0?ssl_cert_reqs=required&ssl_ca_certs={self.tls['ca']}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    redis = LockedRedis(tmp_path_factory.mktemp("locked"))
+    yield redis
+    redis.stop()
+
+
+@pytest.fixture(scope="module")
+def workers(broker, tmp_path_factory):
+    w = Workers(tmp_path_factory.mktemp("lockdown"),
+                broker.url("panio-controller", PASSWORDS["panio_redis_controller_password"]),
+                worker_broker=broker.url("panio-worker", PASSWORDS["panio_redis_worker_password"]),
+                PANIO_REDIS_PREFIX="panio:")  # the prefix the users may use (the role's default)
+    yield w
+    w.stop_all()
+
+
+def test_a_worker_and_the_controller_work_through_acl_and_tls(panio, workers, tmp_path):
+    use_lab(panio, workers)
+    panio("host", "add", "h1", "--ssh", "ops@h1.invalid")
+    panio("target", "add", "t1", "--host", "h1")
+    panio("action", "add", "hi", "-t", "t1", "--command", f"touch {tmp_path / 'hi'}")
+    worker = workers.start("h1")
+    r = panio("job", "run", job_file(tmp_path, QUICK), "--target", "t1")
+    assert "complete, passed" in r.out and (tmp_path / "hi").exists()
+    panio("host", "set", "h1", "--transport", "celery")  # a runtime command through the host's worker
+    assert panio("ping", "t1", "--count", "2", "--json").json()["host"] == "h1"
+    assert panio("lease", "list", "--json").json() == []
+    assert "NOPERM" not in worker.log.read_text() and "NoPermission" not in worker.log.read_text()
+    doctor = panio("doctor", "--json").json()["broker"]
+    assert {r["item"]: r["status"] for r in doctor} == {"auth": "ok", "tls": "ok", "signing": "ok"}
+
+
+def test_no_credentials_a_wrong_password_or_plain_text_get_nothing(broker):
+    import redis
+
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis.from_url(broker.url(None)).ping()  # TLS, but nobody: the default user is off
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis.from_url(broker.url("panio-worker", "guess")).ping()
+    assert not answers(broker.port)  # plain text to the TLS port: no answer at all
+    with pytest.raises(redis.exceptions.ConnectionError):  # a server whose certificate the client does not trust
+        redis.Redis.from_url(broker.url("panio-worker", PASSWORDS["panio_redis_worker_password"])
+                             .replace(str(broker.tls["ca"]), "/etc/ssl/certs/ca-certificates.crt")).ping()
+
+
+def test_the_workers_user_cannot_administer_redis_or_leave_panios_keys(broker):
+    import redis
+
+    r = redis.Redis.from_url(broker.url("panio-worker", PASSWORDS["panio_redis_worker_password"]))
+    assert r.ping()
+    r.set("panio:probe", "1")  # its own key space works
+    for refused in (lambda: r.flushall(), lambda: r.config_get("*"), lambda: r.keys("*"), lambda: r.acl_list(),
+                    lambda: r.set("other:key", "x"), lambda: r.get("other:key"), lambda: r.publish("other", "x"),
+                    lambda: r.execute_command("SHUTDOWN"), lambda: r.execute_command("MONITOR")):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            refused()
+    with pytest.raises(redis.exceptions.ResponseError, match="permissions"):  # a script is checked the same
+        r.eval("return redis.call('set', KEYS[1], 'x')", 1, "elsewhere")
+
+
+def test_doctor_warns_about_a_broker_anyone_can_use(panio):
+    panio("init")
+    panio.env.update({"PANIO_BROKER": SHARED_REDIS})
+    rows = {r["item"]: r for r in panio("doctor", "--json").json()["broker"]}
+    assert rows["auth"]["status"] == "warning" and "no credentials" in rows["auth"]["detail"]
+    assert rows["signing"]["status"] == "warning"
+    r = panio("doctor")  # warnings do not fail the doctor
+    assert "WARNING  broker   auth" in r.out
+    panio.env["PANIO_BROKER"] = "redis://:secret@ctl.lab.invalid:6379/0"
+    rows = {r["item"]: r for r in panio("doctor", "--json", timeout=60).json()["broker"]}
+    assert rows["tls"]["status"] == "warning" and rows["auth"]["status"] == "unchecked"
+
+
+def test_task_events_reach_a_monitor_through_the_acl(workers, monkeypatch):
+    """What Flower reads: a worker started with --events publishes its task events, the controller's user
+    subscribes to them."""
+    import threading
+
+    import keyhelp
+    from bench_agent.jobs.worker import OP_TASK, make_app, op_message, queue_name
+
+    workers.start("h2", "--events")
+    for name, value in keyhelp.controller_env().items():
+        monkeypatch.setenv(name, value)
+    app = make_app(workers.env["PANIO_BROKER"], workers.env["PANIO_REDIS_PREFIX"])
+    got: list[dict] = []
+
+    def monitor() -> None:
+        def seen(event: dict) -> None:
+            if event["type"] == "task-succeeded":
+                got.append(event)
+                receiver.should_stop = True
+
+        with app.connection_for_read() as conn:
+            receiver = app.events.Receiver(conn, handlers={"*": seen})
+            receiver.capture(limit=None, timeout=60)
+
+    watching = threading.Thread(target=monitor, daemon=True)
+    watching.start()
+    time.sleep(1)  # subscribed before the task runs
+    reply = app.send_task(OP_TASK, args=op_message("system.ping", {"payload": 7}, 30), queue=queue_name("h2")).get(timeout=30)
+    assert reply == {"ok": True, "result": {"pong": 7}}
+    watching.join(timeout=60)
+    assert got and got[0]["hostname"].startswith("h2."), got
