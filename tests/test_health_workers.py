@@ -69,9 +69,8 @@ def test_the_scheduler_re_checks_a_bad_board_through_its_worker(panio, tmp_path,
     """Issue 27: a board an automatic check made bad comes back to good on its own with a broker too: `panio
     schedule serve` sends the re-check to the target's worker when it is due (this controller cannot reach
     bench1 itself: the worker asks the lab)."""
-    panio.env.update(worker.env)
+    use_lab(panio, worker)  # the worker serves the targets of the lab these commands edit
     flag = tmp_path / "healthy"
-    panio("init")
     panio("host", "add", "bench1", "--ssh", "ops@bench1.invalid")
     panio("target", "add", "b1", "--host", "bench1")
     panio("action", "add", "probe", "-t", "b1", "--command", f"test -e {flag}")

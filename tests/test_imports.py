@@ -7,7 +7,8 @@
 - No back-arrows in ``controller``: its layers, lowest first, are (``LAYERS``)
 
     lab         controller (the package), controller.paths, controller.lab: the lab file, the name grammar
-    state       controller.backends: where job state lives (results database, leases, broker), from the
+    state       controller.backends, controller.keys: where job state lives (results database, leases, broker)
+                and this machine's signing keys, from the
                 environment
     transports  controller.transport, controller.transports: how an operation reaches a host
     dispatch    controller.dispatch, controller.power: the one road to a transport
@@ -39,7 +40,7 @@ HOUSE = ("bench_agent", "controller", "scenarios")
 # controller's layers, lowest first; a module belongs to the layer of its longest matching prefix.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("controller", "controller.paths", "controller.lab"),
-    ("controller.backends",),
+    ("controller.backends", "controller.keys"),
     ("controller.transport", "controller.transports"),
     ("controller.dispatch", "controller.power"),
     ("controller.jobs",),
