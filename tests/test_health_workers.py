@@ -11,8 +11,7 @@ import pytest
 
 from conftest import PANIO
 from jobhelp import job_file, receiver, stop, wait_for  # noqa: F401 - receiver is a fixture
-from peerhelp import drop_keys
-from test_jobs_celery import Bench
+from peerhelp import SHARED_REDIS, Workers, drop_keys
 
 CHECK = "name = 'b1-health'\n[[steps]]\nname = 'probe'\nrun = 'panio action run ${target} probe'\n"
 PING = "target = 'b1'\n[[steps]]\nrun = 'panio ping ${target}'\n"
@@ -20,11 +19,13 @@ PING = "target = 'b1'\n[[steps]]\nrun = 'panio ping ${target}'\n"
 
 @pytest.fixture
 def worker(tmp_path):
-    b = Bench(tmp_path)
-    b.start("bench1")
-    yield b
-    b.stop_all()
-    drop_keys(b.env["PANIO_BROKER"], b.prefix)
+    workers = Workers(tmp_path, SHARED_REDIS, PANIO_VISIBILITY_TIMEOUT_S="3")
+    try:
+        workers.start("bench1")
+        yield workers
+    finally:
+        workers.stop_all()
+        drop_keys(SHARED_REDIS, workers.env["PANIO_REDIS_PREFIX"])
 
 
 def test_worker_runs_health_checks_and_holds_jobs_in_maintenance(panio, tmp_path, worker, receiver):

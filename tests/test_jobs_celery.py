@@ -2,72 +2,33 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import time
-import uuid
-from pathlib import Path
 
 import pytest
 
-from conftest import PANIO
 from jobhelp import job_file, wait_for
+from peerhelp import SHARED_REDIS, Workers, drop_keys
 
-REDIS_URL = "redis://127.0.0.1:6379/5"
 LONG = "lease_ttl_s = 2\n[[steps]]\nname = 'long'\nrun = 'ping ${target} --count 600 --interval 0.05'\n"
 QUICK = "[[steps]]\nname = 'quick'\nrun = 'ping ${target} --count 3'\nexpect_output = 'seq=3'\n"
 
 
-class Bench:
-    """Shared broker/results settings and the worker processes started for them."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.prefix = f"panio-test-{uuid.uuid4().hex[:10]}:"
-        self.env = {"PANIO_BROKER": REDIS_URL, "PANIO_REDIS_PREFIX": self.prefix,
-                    "PANIO_RESULTS_URL": f"sqlite:///{root / 'results.db'}", "PANIO_VISIBILITY_TIMEOUT_S": "3"}
-        self.workers: dict[str, subprocess.Popen] = {}
-
-    def start(self, host: str) -> subprocess.Popen:
-        log = open(self.root / f"worker-{host}-{len(self.workers)}.log", "w+")
-        env = {**os.environ, **self.env, "PANIO_STATE_DIR": str(self.root / "wstate"), "HOME": str(self.root)}
-        proc = subprocess.Popen([PANIO, "worker", "--host", host, "--concurrency", "3"], env=env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(lambda: "ready." in (self.root / log.name).read_text() or proc.poll() is not None, timeout_s=60)
-        assert proc.poll() is None, (self.root / log.name).read_text()
-        self.workers[f"{host}-{proc.pid}"] = proc
-        return proc
-
-    def stop_all(self) -> None:
-        for proc in self.workers.values():
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-        for proc in self.workers.values():
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-
-
 @pytest.fixture(scope="module")
-def bench(tmp_path_factory):
-    b = Bench(tmp_path_factory.mktemp("bench"))
-    b.start("bench1")
-    b.start("bench2")
-    yield b
-    b.stop_all()
-    import redis
-
-    r = redis.Redis.from_url(REDIS_URL)
-    for key in r.scan_iter(match=f"{b.prefix}*"):
-        r.delete(key)
+def workers(tmp_path_factory):
+    """Workers for hosts bench1 and bench2 on the machine's Redis (a key prefix of the module's own)."""
+    workers = Workers(tmp_path_factory.mktemp("bench"), SHARED_REDIS, PANIO_VISIBILITY_TIMEOUT_S="3")
+    try:
+        workers.start("bench1")
+        workers.start("bench2")
+        yield workers
+    finally:
+        workers.stop_all()
+        drop_keys(SHARED_REDIS, workers.env["PANIO_REDIS_PREFIX"])
 
 
 @pytest.fixture
-def lab(panio, bench):
-    panio.env.update(bench.env)
+def lab(panio, workers):
+    panio.env.update(workers.env)
     panio("init")
     for host in ("bench1", "bench2", "bench3", "nobody"):
         panio("host", "add", host, "--ssh", f"ops@{host}.invalid")
