@@ -1,4 +1,5 @@
-"""Helpers for job tests: a fixture lab, job files, PostgreSQL schemas, waiting, stopping, a webhook receiver."""
+"""Helpers for job tests: a fixture lab, job files, PostgreSQL schemas, waiting (for a condition, for processes
+to be gone), stopping, a webhook receiver."""
 
 from __future__ import annotations
 
@@ -67,6 +68,16 @@ def wait_for(predicate, timeout_s: float = 20, every_s: float = 0.1):
             return value
         time.sleep(every_s)
     raise AssertionError(f"condition not met within {timeout_s} s")
+
+
+def wait_gone(*pids: int, timeout_s: float = 30, what: str = "") -> None:
+    """Wait until none of ``pids`` is alive (``bench_agent.process.pid_alive``: a zombie counts as gone)."""
+    from bench_agent.process import pid_alive
+
+    deadline = time.monotonic() + timeout_s
+    while alive := [pid for pid in pids if pid_alive(pid)]:
+        assert time.monotonic() < deadline, f"{what or 'still running'}: pid {alive} after {timeout_s} s"
+        time.sleep(0.02)
 
 
 def stop(proc: subprocess.Popen) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Iterator
 
 from bench_agent.sim.console import SimConsole
+from jobhelp import wait_gone
 
 
 class Bench:
@@ -71,19 +72,12 @@ def supervisor_pids(state: Path) -> list[int]:
 
 
 def kill_and_reap(pid: int) -> None:
+    """SIGKILL ``pid`` and wait until it is gone (a zombie left for its own parent to reap counts as gone)."""
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         return
-    end = time.monotonic() + 5
-    while time.monotonic() < end:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return
-        time.sleep(0.01)
+    wait_gone(pid)
 
 
 def plug_console(link: Path) -> subprocess.Popen:
