@@ -10,16 +10,13 @@ from __future__ import annotations
 import base64
 import json
 import re
-import subprocess
 import time
 from pathlib import Path
 
 import anyio
-import pytest
 
 from bench_agent.process import pid_alive
 from bench_agent.sim.console import PROMPT
-from conftest import BIN
 from controller.mcp import results, runner
 from jobhelp import wait_gone
 from mcp_client import connect, failure
@@ -27,26 +24,9 @@ from mcp_client import connect, failure
 BANNER = "panio simulated board board0"
 
 
-@pytest.fixture
-def bench(panio, tmp_path):
-    """One simulated board with its serial capture running; both always stopped."""
-    directory = tmp_path / "sim"
-    sim = [str(BIN / "panio-sim")]
-    p = subprocess.run([*sim, "up", "--dir", str(directory), "--boot-s", "0.2", "--countdown-s", "0.3"],
-                       capture_output=True, text=True, env=panio.env, timeout=30)
-    assert p.returncode == 0, p.stderr
-    panio.env["PANIO_LAB"] = str(directory / "lab.toml")
-    try:
-        panio("serial", "watch", "board0")
-        yield panio
-    finally:
-        panio("serial", "stop", "board0", check=False)
-        subprocess.run([*sim, "down", "--dir", str(directory)], capture_output=True, env=panio.env, timeout=30)
-
-
-def test_send_and_read_back_then_power_cycle_shows_the_second_boot(bench):
+def test_send_and_read_back_then_power_cycle_shows_the_second_boot(sim_bench):
     async def go():
-        async with connect(bench.env) as c:
+        async with connect(sim_bench.env) as c:
             status = await c.ok_json("serial_status", {"target": "board0"})
             epoch, cursor = status["epoch"], status["rx"]["cursor"]
 
@@ -91,9 +71,9 @@ def test_send_and_read_back_then_power_cycle_shows_the_second_boot(bench):
     assert exact.endswith(PROMPT.encode()) and len(exact) == 12
 
 
-def test_wait_that_times_out_is_an_error_that_still_returns_the_bytes(bench):
+def test_wait_that_times_out_is_an_error_that_still_returns_the_bytes(sim_bench):
     async def go():
-        async with connect(bench.env) as c:
+        async with connect(sim_bench.env) as c:
             status = await c.ok_json("serial_status", {"target": "board0"})
             return await c.call("serial_wait", {"target": "board0", "epoch": status["epoch"],
                                                 "since": status["rx"]["cursor"], "pattern": "never-printed",

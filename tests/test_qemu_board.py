@@ -10,15 +10,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import time
 
 import pytest
 import serial
 
-from conftest import BIN, Panio
+from conftest import Panio
+from simbench import SimBench, sim_bench
 
-SIM = str(BIN / "panio-sim")
 BOOT_TIMEOUT_S = 90
 
 
@@ -44,22 +43,11 @@ pytestmark = [pytest.mark.skipif(_missing() is not None, reason=_missing() or ""
 def board(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("qemu")
     (tmp / "home").mkdir()
-    p = Panio(tmp)
-    directory = tmp / "sim"
-    up = subprocess.run([SIM, "up", "--qemu", "--boards", "0", "--dir", str(directory)], capture_output=True,
-                        text=True, env=p.env, timeout=60)
-    assert up.returncode == 0, up.stderr
-    p.env["PANIO_LAB"] = str(directory / "lab.toml")
-    p.dir = directory
-    try:
-        p("video", "watch", "qemu0")
-        yield p
-    finally:
-        p("video", "stop", "qemu0", check=False)
-        subprocess.run([SIM, "down", "--dir", str(directory)], capture_output=True, env=p.env, timeout=60)
+    with sim_bench(Panio(tmp), tmp / "sim", "--qemu", boards=0, video=("qemu0",)) as bench:
+        yield bench
 
 
-def wait_screen(p: Panio, pattern: str, timeout_s: float = BOOT_TIMEOUT_S) -> str:
+def wait_screen(p: SimBench, pattern: str, timeout_s: float = BOOT_TIMEOUT_S) -> str:
     """Read the screen after each change (video shot --changed-since blocks: no busy loop) until it matches."""
     end, text, last = time.monotonic() + timeout_s, "", None
     while time.monotonic() < end:
