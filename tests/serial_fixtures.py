@@ -7,12 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Iterator
 
 from bench_agent.sim.console import SimConsole
-from jobhelp import wait_gone
+from jobhelp import wait_for, wait_gone
 
 
 class Bench:
@@ -85,8 +84,12 @@ def plug_console(link: Path) -> subprocess.Popen:
     terminate the process to unplug it)."""
     proc = subprocess.Popen([sys.executable, "-m", "bench_agent.sim.console", "--link", str(link),
                              "--boot-s", "0.05", "--countdown-s", "0.05"])
-    deadline = time.monotonic() + 10
-    while not link.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    try:
+        wait_for(lambda: link.exists() or proc.poll() is not None, timeout_s=60, every_s=0.02)
+        assert link.exists(), f"the simulated board exited {proc.returncode} before its console appeared"
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
     return proc
 

@@ -5,12 +5,11 @@ on a target in maintenance until an operator lifts it."""
 from __future__ import annotations
 
 import subprocess
-import time
 
 import pytest
 
 from conftest import PANIO
-from jobhelp import job_file, receiver, stop, wait_for  # noqa: F401 - receiver is a fixture
+from jobhelp import job_file, receiver, stop, wait_for, wait_held  # noqa: F401 - receiver is a fixture
 from peerhelp import SHARED_REDIS, Workers, drop_keys
 
 CHECK = "name = 'b1-health'\n[[steps]]\nname = 'probe'\nrun = 'panio action run ${target} probe'\n"
@@ -52,8 +51,8 @@ def test_worker_runs_health_checks_and_holds_jobs_in_maintenance(panio, tmp_path
     proc = subprocess.Popen([PANIO, "job", "submit", ping, "--wait", "--json"], env=panio.env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: any(j["state"] == "queued" for j in panio("job", "list", "--json").json()), 30)
-        time.sleep(2)
+        queued = wait_for(lambda: [j for j in panio("job", "list", "--json").json() if j["state"] == "queued"], 60)
+        wait_held(panio, queued[0]["id"])  # the worker holds it while the target is in maintenance
         assert proc.poll() is None and panio("job", "list", "--state", "running", "--json").json() == []
         panio("target", "health", "b1", "--set", "good", "--no-check")
         out, err = proc.communicate(timeout=60)

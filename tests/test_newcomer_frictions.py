@@ -7,14 +7,13 @@ import io
 import json
 import re
 import subprocess
-import time
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from conftest import BIN
-from jobhelp import job_file
+from jobhelp import job_file, wait_for
 from simbench import sim, sim_bench
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,15 +62,20 @@ def test_the_live_progress_line_ticks_through_a_quiet_step():
 
     out = io.StringIO()
     show = LiveProgress(out, tick_s=0.1)
+
+    def elapsed() -> list[float]:
+        frames = out.getvalue().split("\r\x1b[K")
+        return [float(m.group(1)) for f in frames if (m := re.search(r"wait for login +(\d+\.\d)s", f))]
+
     show("step_start", {"idx": 0, "name": "wait for login", "command": "panio serial wait", "count": 1})
-    time.sleep(0.75)  # the step prints nothing
+    # the step prints nothing, and the line ticks all the same: redrawn with the time, again and again
+    wait_for(lambda: len(elapsed()) >= 4 and elapsed()[-1] >= 0.3, timeout_s=60, every_s=0.05)
+    assert elapsed() == sorted(elapsed()), out.getvalue()
     show("step_end", {"idx": 0, "status": "pass", "duration_s": 0.75})
-    frames = out.getvalue().split("\r\x1b[K")
-    elapsed = [float(m.group(1)) for f in frames if (m := re.search(r"wait for login +(\d+\.\d)s", f))]
-    assert len(elapsed) >= 4 and elapsed[-1] >= 0.5, frames
     settled = out.getvalue()
-    time.sleep(0.3)
-    assert out.getvalue() == settled  # nothing ticks after the step ended
+    show._ticker.join(60)  # the ticker gives up once no step has run for a while
+    assert not show._ticker.is_alive()
+    assert out.getvalue() == settled  # nothing ticked after the step ended
 
 
 def test_reports_name_what_a_check_saw_and_fill_skipped_steps(panio, tmp_path):

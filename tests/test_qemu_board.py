@@ -16,7 +16,7 @@ import pytest
 import serial
 
 from conftest import Panio
-from simbench import SimBench, sim_bench
+from simbench import SimBench, read_until, sim_bench
 
 BOOT_TIMEOUT_S = 90
 
@@ -80,7 +80,7 @@ def test_200_characters_typed_through_qmp_arrive_exactly(board):
         ttys0.reset_input_buffer()
         board("hid", "send", "qemu0", "type", f"echo '{text}' > /dev/ttyS0")  # default pace: 10 ms lost a key on a loaded 2-core machine
         board("hid", "send", "qemu0", "key", "ENTER")
-        buf, end = b"", time.monotonic() + 20
+        buf, end = b"", time.monotonic() + 60
         while text.encode() not in buf and time.monotonic() < end:
             buf += ttys0.read(4096)
     assert text.encode() + b"\r\n" in buf, buf[-400:]
@@ -97,15 +97,16 @@ def _tablet_modules() -> bool:
 def test_moveabs_reaches_the_guest_in_the_0_to_32767_logical_space(board):
     """The guest's own evdev sees the usb-tablet at the logical coordinates panio sent, not pixels."""
     find = ("T=/dev/input/$(basename $(dirname $(dirname $(grep -l Tablet /sys/class/input/event*/device/name))));"
-            " od -An -tu2 -w24 $T > /dev/ttyS0 &")
+            " od -An -tu2 -w24 $T > /dev/ttyS0 & P=$!;"
+            " until ls -l /proc/$P/fd | grep -q input; do sleep 0.1; done; echo od-reads-the-tablet > /dev/ttyS0")
     with serial.Serial(str(board.dir / "qemu0.tty"), 115200, timeout=0.2) as ttys0:
+        ttys0.reset_input_buffer()
         board("hid", "send", "qemu0", "type", find)
         board("hid", "send", "qemu0", "key", "ENTER")
-        time.sleep(1)
-        ttys0.reset_input_buffer()
+        read_until(ttys0, b"od-reads-the-tablet\r\n", BOOT_TIMEOUT_S)  # od has the device open: no event is lost
         board("hid", "send", "qemu0", "moveabs", "32767", "16384")
         board("hid", "send", "qemu0", "click", "left")
-        buf, end = b"", time.monotonic() + 15
+        buf, end = b"", time.monotonic() + 60
         events = []
         while time.monotonic() < end:
             buf += ttys0.read(4096)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import PANIO
+from jobhelp import wait_polling
 from simbench import shell_ready
 
 
@@ -26,8 +27,7 @@ def test_wait_text_returns_once_a_typed_line_is_on_the_screen(video_bench, video
                                "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=video_bench.env,
                               text=True)
     try:
-        time.sleep(2)
-        assert waiter.poll() is None, "matched before the text was typed"
+        wait_polling(waiter)  # it has read the screen (no such text yet) and waits for the next frame
         video_bench("hid", "send", "board0", "type", f"echo SAYS {word}")
         video_bench("hid", "send", "board0", "key", "ENTER")
         out, err = waiter.communicate(timeout=60)
