@@ -70,6 +70,14 @@ def supervisor_pids(state: Path) -> list[int]:
             if b"bench_agent.serial.supervisor" in (argv := cmdline.split(b"\0")) and str(state).encode() in argv]
 
 
+def supervisor_connections(state: Path, target: str) -> set[str]:
+    """The clients connected to ``target``'s capture supervisor right now: the inodes of the connections its
+    control socket accepted (/proc/net/unix names them by the socket's path, state 03, connected)."""
+    sock = json.loads((state / "daemons" / f"serial-{target}.json").read_text())["socket"]
+    rows = (line.split() for line in Path("/proc/net/unix").read_text().splitlines()[1:])
+    return {row[6] for row in rows if len(row) == 8 and row[7] == sock and row[5] == "03"}
+
+
 def kill_and_reap(pid: int) -> None:
     """SIGKILL ``pid`` and wait until it is gone (a zombie left for its own parent to reap counts as gone)."""
     try:

@@ -142,6 +142,17 @@ def shell_ready(bench: SimBench, port, timeout_s: float = 60) -> None:
         assert buf.endswith(SHELL), buf[-200:]
 
 
+def hold_at_uboot(port, timeout_s: float = 60) -> bytes:
+    """Stop the autoboot from the console: a key after each read (the board ignores keys while it boots) until
+    the U-Boot prompt; the board then waits there however slow the machine is. What was read."""
+    buf, end = b"", time.monotonic() + timeout_s
+    while b"\r\n" + UBOOT not in buf and time.monotonic() < end:  # a key after the prompt is only echoed
+        port.write(b" ")
+        buf += port.read(4096)
+    assert b"\r\n" + UBOOT in buf, f"no U-Boot prompt within {timeout_s} s: {buf[-300:]!r}"
+    return buf
+
+
 def screen_text(bench: SimBench, want: str, timeout_s: float = 60, target: str = "board0") -> str:
     """OCR the target's screen until ``want`` is on it; the text read."""
     end, text = time.monotonic() + timeout_s, ""

@@ -12,7 +12,7 @@ import serial
 
 from bench_agent.sim import protocol_simboard
 from bench_agent.sim.console import PROMPT
-from simbench import read_until, sim, sim_bench
+from simbench import at_shell, read_until, sim, sim_bench
 
 if "bench_agent.sim" not in serial.protocol_handler_packages:
     serial.protocol_handler_packages.append("bench_agent.sim")
@@ -31,7 +31,7 @@ def test_up_writes_a_lab_whose_board_power_cycles_through_the_plug(panio, bench)
     assert "board0" in lab and "shellyplug -d 127.0.0.1:" in lab
     port = serial.serial_for_url(board["device"], 115200, timeout=0.05)
     try:
-        read_until(port, PROMPT.encode())
+        at_shell(port)  # its first boot may have ended before the port was opened (which flushes it)
         assert port.cts and port.dsr and port.cd and not port.ri
         assert panio("power-state", "board0").out == "Power ON (board0)\n"
         panio("power", "off", "board0")

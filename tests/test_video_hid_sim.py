@@ -20,7 +20,7 @@ from bench_agent.hid.backends import ch9329
 from bench_agent.process import pid_alive
 from conftest import PANIO
 from jobhelp import wait_polling
-from simbench import read_until, screen_text, shell_ready
+from simbench import hold_at_uboot, read_until, screen_text, shell_ready
 
 # -- the CH9329 wire format ------------------------------------------------------------------------
 
@@ -130,9 +130,11 @@ def test_typed_text_shows_on_the_screen(video_bench, video_console):
 
 
 def test_setup_menu_enables_network_boot_by_keyboard_and_mouse(video_bench, video_console):
-    """R6 on the simulated board: F2 during boot, click the item, save; the next boot says so."""
+    """R6 on the simulated board: F2 while it boots, click the item, save; the next boot says so. The boot is
+    held at U-Boot first (a key on the console in the countdown), so a slow `panio hid send` cannot miss it."""
     video_bench("power-cycle", "board0")
     read_until(video_console, b"Press F2 for setup")
+    hold_at_uboot(video_console)
     video_bench("hid", "send", "board0", "key", "F2")
     menu = screen_text(video_bench, "Setup Utility")
     assert "Network boot" in menu and "[Disabled]" in menu
