@@ -42,7 +42,7 @@ class Bench:
         assert r.code in (0, 10), r.err  # 10: capture not running, the JSON is printed all the same
         return r.json()
 
-    def wait_for(self, target: str, pattern: str, *flags: str, since: int = 0, timeout_ms: int = 10000) -> dict:
+    def wait_for(self, target: str, pattern: str, *flags: str, since: int = 0, timeout_ms: int = 60000) -> dict:
         epoch = self.status(target, *flags)["epoch"]
         return self.panio("serial", "wait", target, "--epoch", str(epoch), "--since", str(since), "--pattern", pattern,
                           "--timeout-ms", str(timeout_ms), "--max-bytes", "1048576", *flags).json()
