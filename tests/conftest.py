@@ -91,10 +91,45 @@ def pico(panio: Panio) -> Panio:
 @pytest.fixture
 def bench(panio: Panio, tmp_path: Path):
     """Simulated boards on real PTYs, their captures stopped at the end (``serial_fixtures.Bench``).
-    A module that needs another bench (``panio-sim up``, ser2net exporters) defines its own ``bench``."""
+    A simulated bench (``panio-sim up``) is ``sim_bench`` or ``video_bench``; a module that needs another bench
+    (ser2net exporters, job workers) defines its own ``bench``."""
     from serial_fixtures import Bench
 
     b = Bench(panio, tmp_path)
     yield b
     b.close()
 
+
+
+@pytest.fixture
+def sim_bench(panio, tmp_path):
+    """One simulated board (``panio-sim up`` in tmp_path/sim: 0.2 s of boot log, 0.3 s of countdown) with
+    ``panio`` pointed at its lab, booted to its shell, then its console captured (the log starts after the first
+    boot); brought down whatever happens (``simbench.SimBench``). A test that needs other boards or settings
+    uses ``simbench.sim_bench`` itself."""
+    from simbench import sim_bench as up
+
+    with up(panio, tmp_path / "sim", booted=True, watch=("board0",)) as bench:
+        yield bench
+
+
+@pytest.fixture(scope="module")
+def video_bench(tmp_path_factory):
+    """One simulated board for a whole module, its screen captured (``video watch``), with a lab and state of
+    its own: 2 s of boot log and 1 s of countdown, so a key can reach the board while it boots."""
+    from simbench import sim_bench as up
+
+    tmp = tmp_path_factory.mktemp("video")
+    (tmp / "home").mkdir()
+    with up(Panio(tmp), tmp / "sim", boot_s=2, countdown_s=1, video=("board0",)) as bench:
+        yield bench
+
+
+@pytest.fixture
+def video_console(video_bench):
+    """``video_bench``'s board0 console (pyserial on its PTY, what came before flushed)."""
+    import serial
+
+    with serial.Serial(str(video_bench.dir / "board0.tty"), 115200, timeout=0.2) as port:
+        port.reset_input_buffer()
+        yield port

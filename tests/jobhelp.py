@@ -1,4 +1,5 @@
-"""Helpers for job tests: a fixture lab, job files, PostgreSQL schemas, waiting, stopping, a webhook receiver."""
+"""Helpers for job tests: a fixture lab, job files, PostgreSQL schemas, waiting (for a condition, for processes
+to be gone), stopping, a webhook receiver."""
 
 from __future__ import annotations
 
@@ -60,13 +61,48 @@ def drop_pg_schema(url: str) -> None:
 
 
 def wait_for(predicate, timeout_s: float = 20, every_s: float = 0.1):
-    deadline = time.monotonic() + timeout_s
+    """``predicate()``'s first true value, asked every ``every_s`` for up to ``timeout_s``."""
+    deadline, value = time.monotonic() + timeout_s, None
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(every_s)
-    raise AssertionError(f"condition not met within {timeout_s} s")
+    raise AssertionError(f"condition not met within {timeout_s} s (last: {str(value)[:300]})")
+
+
+def wait_gone(*pids: int, timeout_s: float = 30, what: str = "") -> None:
+    """Wait until none of ``pids`` is alive (``bench_agent.process.pid_alive``: a zombie counts as gone)."""
+    from bench_agent.process import pid_alive
+
+    deadline = time.monotonic() + timeout_s
+    while alive := [pid for pid in pids if pid_alive(pid)]:
+        assert time.monotonic() < deadline, f"{what or 'still running'}: pid {alive} after {timeout_s} s"
+        time.sleep(0.02)
+
+
+def wait_held(panio, job_id: int, timeout_s: float = 60) -> dict:
+    """Until job ``job_id`` is held back: still queued, its runner took it (``worker``, ``beat_at``) and kept
+    beating for it for more than a second after (the health gate reads the target's health every second and
+    the lease wait polls meanwhile). Its status then."""
+    def status() -> dict:
+        job = panio("job", "status", str(job_id), "--json").json()
+        assert job["state"] == "queued", f"job {job_id} was not held back: {job}"
+        return job
+
+    taken = wait_for(lambda: (job := status())["worker"] and job["beat_at"] and job, timeout_s)
+    return wait_for(lambda: (job := status())["beat_at"] > taken["beat_at"] + 1.5 and job, timeout_s)
+
+
+def wait_polling(proc: subprocess.Popen, timeout_s: float = 60) -> None:
+    """Until ``proc`` sleeps in ``time.sleep`` (the kernel reports it in ``hrtimer_nanosleep``), which a panio
+    command does only in a poll loop: past its start-up and its first look, waiting for what the test does
+    next. Not a fixed sleep that a loaded machine outruns."""
+    def polling() -> bool:
+        assert proc.poll() is None, f"{proc.args} exited {proc.returncode} before it was seen waiting"
+        return Path(f"/proc/{proc.pid}/wchan").read_text() in ("hrtimer_nanosleep", "do_nanosleep")
+
+    wait_for(polling, timeout_s=timeout_s, every_s=0.005)
 
 
 def stop(proc: subprocess.Popen) -> None:

@@ -52,10 +52,10 @@ class Ser2net:
         self.proc = subprocess.Popen([SER2NET, "-n", "-d", "-c", str(self.conf)], stdout=log, stderr=log,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while not self.listening():
             assert self.proc.poll() is None, (self.root / f"ser2net-{self.port}.log").read_text()
-            assert time.monotonic() < deadline, "ser2net did not listen within 10 s"
+            assert time.monotonic() < deadline, "ser2net did not listen within 60 s"
             time.sleep(0.02)
 
     def listening(self) -> bool:

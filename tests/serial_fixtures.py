@@ -7,11 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Iterator
 
 from bench_agent.sim.console import SimConsole
+from jobhelp import wait_for, wait_gone
 
 
 class Bench:
@@ -42,7 +42,7 @@ class Bench:
         assert r.code in (0, 10), r.err  # 10: capture not running, the JSON is printed all the same
         return r.json()
 
-    def wait_for(self, target: str, pattern: str, *flags: str, since: int = 0, timeout_ms: int = 10000) -> dict:
+    def wait_for(self, target: str, pattern: str, *flags: str, since: int = 0, timeout_ms: int = 60000) -> dict:
         epoch = self.status(target, *flags)["epoch"]
         return self.panio("serial", "wait", target, "--epoch", str(epoch), "--since", str(since), "--pattern", pattern,
                           "--timeout-ms", str(timeout_ms), "--max-bytes", "1048576", *flags).json()
@@ -70,20 +70,21 @@ def supervisor_pids(state: Path) -> list[int]:
             if b"bench_agent.serial.supervisor" in (argv := cmdline.split(b"\0")) and str(state).encode() in argv]
 
 
+def supervisor_connections(state: Path, target: str) -> set[str]:
+    """The clients connected to ``target``'s capture supervisor right now: the inodes of the connections its
+    control socket accepted (/proc/net/unix names them by the socket's path, state 03, connected)."""
+    sock = json.loads((state / "daemons" / f"serial-{target}.json").read_text())["socket"]
+    rows = (line.split() for line in Path("/proc/net/unix").read_text().splitlines()[1:])
+    return {row[6] for row in rows if len(row) == 8 and row[7] == sock and row[5] == "03"}
+
+
 def kill_and_reap(pid: int) -> None:
+    """SIGKILL ``pid`` and wait until it is gone (a zombie left for its own parent to reap counts as gone)."""
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         return
-    end = time.monotonic() + 5
-    while time.monotonic() < end:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return
-        time.sleep(0.01)
+    wait_gone(pid)
 
 
 def plug_console(link: Path) -> subprocess.Popen:
@@ -91,8 +92,12 @@ def plug_console(link: Path) -> subprocess.Popen:
     terminate the process to unplug it)."""
     proc = subprocess.Popen([sys.executable, "-m", "bench_agent.sim.console", "--link", str(link),
                              "--boot-s", "0.05", "--countdown-s", "0.05"])
-    deadline = time.monotonic() + 10
-    while not link.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    try:
+        wait_for(lambda: link.exists() or proc.poll() is not None, timeout_s=60, every_s=0.02)
+        assert link.exists(), f"the simulated board exited {proc.returncode} before its console appeared"
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
     return proc
 

@@ -45,7 +45,7 @@ class Sshd:
             os.makedirs("/run/sshd", exist_ok=True)
         self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(root / "sshd_config")],
                                      stderr=open(root / "sshd.log", "w"))
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()

@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 import xml.etree.ElementTree as ET
 
-import pytest
 
-from conftest import BIN
-
-SIM = str(BIN / "panio-sim")
-
-
-@pytest.fixture
-def bench(panio, tmp_path):
-    directory = tmp_path / "sim"
-    subprocess.run([SIM, "up", "--dir", str(directory), "--boot-s", "0.2", "--countdown-s", "0.3"],
-                   env=panio.env, check=True, capture_output=True, timeout=30)
-    panio.env["PANIO_LAB"] = str(directory / "lab.toml")
-    panio("serial", "watch", "board0")
-    yield directory
-    panio("serial", "stop", "board0", check=False)
-    subprocess.run([SIM, "down", "--dir", str(directory)], env=panio.env, capture_output=True, timeout=30)
-
-
-def test_bundled_suite_passes_on_the_simulated_bench(panio, bench, tmp_path):
+def test_bundled_suite_passes_on_the_simulated_bench(panio, sim_bench, tmp_path):
     junit, report = tmp_path / "junit.xml", tmp_path / "report.md"
-    r = panio("suite", "run", str(bench / "suite.toml"), "--junit", str(junit), "--report", str(report), timeout=120)
+    r = panio("suite", "run", str(sim_bench.dir / "suite.toml"), "--junit", str(junit), "--report", str(report),
+              timeout=120)
     assert "complete, passed" in r.out
     cases = ET.parse(junit).getroot().findall(".//testcase")
     assert [c.get("name") for c in cases] == ["capture is running", "power-cycle", "boots to a shell",
@@ -38,8 +20,8 @@ def test_bundled_suite_passes_on_the_simulated_bench(panio, bench, tmp_path):
     assert log.index("U-Boot 2024.01-sim") < log.index("Linux sim 6.1.0-sim")
 
 
-def test_a_board_that_fails_a_check_is_exit_14_not_a_lab_failure(panio, bench, tmp_path):
-    job = (bench / "boot.toml").read_text().replace('expect_output = "Linux"', 'expect_output = "FreeBSD"')
+def test_a_board_that_fails_a_check_is_exit_14_not_a_lab_failure(panio, sim_bench, tmp_path):
+    job = (sim_bench.dir / "boot.toml").read_text().replace('expect_output = "Linux"', 'expect_output = "FreeBSD"')
     (tmp_path / "bad.toml").write_text(job)
     junit = tmp_path / "junit.xml"
     r = panio("job", "run", str(tmp_path / "bad.toml"), "--target", "board0", "--junit", str(junit), check=False,
@@ -50,9 +32,9 @@ def test_a_board_that_fails_a_check_is_exit_14_not_a_lab_failure(panio, bench, t
     assert failed == ["console answers uname -a"]
 
 
-def test_the_serial_log_of_the_jobs_window_is_an_artifact(panio, bench, tmp_path):
+def test_the_serial_log_of_the_jobs_window_is_an_artifact(panio, sim_bench, tmp_path):
     panio("serial", "send", "board0", "echo before-the-job")
-    r = panio("job", "run", str(bench / "boot.toml"), "--target", "board0", "--json", timeout=120)
+    r = panio("job", "run", str(sim_bench.dir / "boot.toml"), "--target", "board0", "--json", timeout=120)
     job_id = r.json()["id"]
     out = tmp_path / "artifacts"
     names = {a["name"] for a in panio("job", "artifacts", str(job_id), "--out", str(out), "--json").json()}
@@ -62,7 +44,7 @@ def test_the_serial_log_of_the_jobs_window_is_an_artifact(panio, bench, tmp_path
     assert "before-the-job" not in log
 
 
-def test_connect_refused_while_capture_runs_names_panios_capture_even_through_a_url(panio, bench):
+def test_connect_refused_while_capture_runs_names_panios_capture_even_through_a_url(panio, sim_bench):
     r = panio.fails("serial", "connect", "board0", code=8)  # the device is a simboard:// URL over a PTY
     assert "panio's serial capture of board0" in r.err and "panio serial stop board0" in r.err
     assert r.error["holders"][0]["pid"] > 0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, PANIO
+from conftest import PANIO
 from dashhelp import DashboardProc
 from jobhelp import job_file, wait_for
 
@@ -39,41 +39,6 @@ run = "panio ping ${{target}}"
 
 pytestmark = pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
                                 reason="chromium and chromium-driver (scripts/system-deps.sh installs them)")
-
-
-@pytest.fixture
-def bench(panio, tmp_path):
-    """A one-board simulated bench with its console captured; brought down whatever happens."""
-    sim_dir = tmp_path / "sim"
-    subprocess.run([str(BIN / "panio-sim"), "up", "--dir", str(sim_dir), "--boot-s", "0.2", "--countdown-s", "0.3"],
-                   env=panio.env, check=True, capture_output=True, timeout=60)
-    panio.env["PANIO_LAB"] = str(sim_dir / "lab.toml")
-    try:
-        _wait_for_shell(sim_dir)  # else the job's first keystroke could stop the autoboot at U-Boot
-        panio("serial", "watch", "board0")
-        yield panio
-    finally:
-        panio("serial", "stop", "board0", check=False)
-        subprocess.run([str(BIN / "panio-sim"), "down", "--dir", str(sim_dir)], env=panio.env,
-                       capture_output=True, timeout=60)
-
-
-def _wait_for_shell(sim_dir: Path) -> None:
-    import json
-
-    import serial
-
-    from bench_agent.sim.console import PROMPT
-
-    if "bench_agent.sim" not in serial.protocol_handler_packages:
-        serial.protocol_handler_packages.append("bench_agent.sim")
-    board = json.loads((sim_dir / "sim.pids").read_text())[0]
-    port = serial.serial_for_url(board["device"], 115200, timeout=0.1)
-    try:
-        seen = bytearray()
-        wait_for(lambda: seen.extend(port.read(4096)) or PROMPT.encode() in seen, timeout_s=30)
-    finally:
-        port.close()
 
 
 @pytest.fixture
@@ -120,8 +85,9 @@ def text_of(driver, css: str) -> str:
         return ""
 
 
-def test_operator_watches_a_running_job_opens_its_serial_log_and_cancels_it(bench, browser, tmp_path):
-    panio = bench
+def test_operator_watches_a_running_job_opens_its_serial_log_and_cancels_it(panio, sim_bench, browser,
+                                                                             tmp_path):
+    # sim_bench: board0 at its shell before its capture started (a keystroke in the countdown stops at U-Boot)
     panio.env["PANIO_DASHBOARD_TOKEN"] = TOKEN
     dashboard = DashboardProc(panio.env, tmp_path / "dashboard.log")
     shots = Shots(browser, tmp_path / "screenshots")

@@ -8,9 +8,8 @@ import subprocess
 import xml.etree.ElementTree as ET
 
 from conftest import BIN
-from jobhelp import job_file, wait_for
-
-SIM = str(BIN / "panio-sim")
+from jobhelp import job_file, stop, wait_for
+from simbench import sim_bench
 
 
 def test_serial_status_of_a_stopped_capture_exits_10_and_still_prints_its_json(panio, bench):
@@ -75,23 +74,15 @@ expect_output = '"status": "matched"'
 
 
 def test_sim_with_two_boards_runs_its_bundled_suite_without_a_manual_watch_and_down_stops_the_captures(panio, tmp_path):
-    directory = tmp_path / "sim"
-    up = subprocess.run([SIM, "up", "--dir", str(directory), "--boards", "2", "--boot-s", "0.2", "--countdown-s", "0.3"],
-                        env=panio.env, capture_output=True, text=True, timeout=60)
-    assert up.returncode == 0, up.stderr
-    assert "watch board0" not in up.stdout and "board0, board1" in up.stdout
-    panio.env["PANIO_LAB"] = str(directory / "lab.toml")
-    try:
-        r = panio("suite", "run", str(directory / "suite.toml"), "--json", timeout=180)
+    with sim_bench(panio, tmp_path / "sim", boards=2) as bench:
+        assert "watch board0" not in bench.up.stdout and "board0, board1" in bench.up.stdout
+        r = panio("suite", "run", str(bench.dir / "suite.toml"), "--json", timeout=180)
         jobs = r.json()["jobs"]
         assert sorted(j["target"] for j in jobs) == ["board0", "board1"]
         assert all((j["health"], j["result"]) == ("complete", "passed") for j in jobs), jobs
         running = _captures(panio)
         assert {d["target"] for d in running} == {"board0", "board1"}
-    finally:
-        down = subprocess.run([SIM, "down", "--dir", str(directory)], env=panio.env, capture_output=True, text=True,
-                              timeout=60)
-    assert down.returncode == 0, down.stderr
+        down = bench.down()
     assert "and 2 serial capture(s)" in down.stdout
     assert _captures(panio) == []
 
@@ -102,34 +93,36 @@ def _captures(panio) -> list[dict]:
 
 
 def test_a_plug_switched_off_mid_job_is_a_lab_failure_not_the_boards(panio, tmp_path):
-    directory = tmp_path / "sim"
-    subprocess.run([SIM, "up", "--dir", str(directory), "--boot-s", "0.2", "--countdown-s", "0.3"],
-                   env=panio.env, check=True, capture_output=True, timeout=60)
-    panio.env["PANIO_LAB"] = str(directory / "lab.toml")
-    plug = json.loads((directory / "sim.pids").read_text())[0]["plug"]
     body = """
 target = "board0"
 [[steps]]
 run = "panio serial watch ${target}"
 [[steps]]
 name = "waits for a prompt that never comes"
-run = "panio serial wait ${target} --since-step --pattern 'no-such-prompt' --timeout-ms 20000"
+run = "panio serial wait ${target} --since-step --pattern 'no-such-prompt' --timeout-ms 10000"
 """
-    try:
+    with sim_bench(panio, tmp_path / "sim") as bench:
         proc = subprocess.Popen([str(BIN / "panio"), "job", "run", job_file(tmp_path, body), "--json"], env=panio.env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        wait_for(lambda: "waits for" in panio("job", "status", "1", "--json", check=False).out, 30)
-        # someone pulls the plug behind panio's back (the host refuses `panio power off` while the job leases it)
-        subprocess.run([str(BIN / "shellyplug"), "-d", plug, "off"], env=panio.env, check=True, capture_output=True,
-                       timeout=30)
-        out, err = proc.communicate(timeout=90)
-        assert proc.returncode == 4, err  # unreachable: the lab failed; not 14
-        job = json.loads(out)
-        assert job["health"] == "incomplete" and "powered off" in job["reason"], job["reason"]
-        step = job["steps"][1]
-        assert step["status"] == "error" and any(c["check"] == "lab: power" for c in step["checks"])
-    finally:
-        subprocess.run([SIM, "down", "--dir", str(directory)], env=panio.env, capture_output=True, timeout=60)
+        try:
+            # once the job holds the target, someone pulls the plug behind panio's back (the host refuses
+            # `panio power off` while the job leases it); the wait's 10 s leave a slow machine time to do it
+            wait_for(lambda: _job_state(panio, 1) in ("running", "done"), 60)
+            subprocess.run([str(BIN / "shellyplug"), "-d", bench.boards()[0]["plug"], "off"], env=panio.env,
+                           check=True, capture_output=True, timeout=60)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            stop(proc)
+    assert proc.returncode == 4, err  # unreachable: the lab failed; not 14
+    job = json.loads(out)
+    assert job["health"] == "incomplete" and "powered off" in job["reason"], job["reason"]
+    step = job["steps"][1]
+    assert step["status"] == "error" and any(c["check"] == "lab: power" for c in step["checks"])
+
+
+def _job_state(panio, job_id: int) -> str | None:
+    r = panio("job", "status", str(job_id), "--json", check=False)
+    return r.json()["state"] if r.code == 0 else None
 
 
 def test_the_job_file_format_in_job_help_is_a_valid_job(panio, tmp_path):

@@ -8,7 +8,7 @@ import subprocess
 import time
 
 from conftest import PANIO
-from jobhelp import job_file, stop, wait_for
+from jobhelp import job_file, stop, wait_for, wait_held
 
 PING = """
 name = "smoke"
@@ -69,10 +69,9 @@ def test_maintenance_skips_or_holds_new_jobs_until_lifted(panio, tmp_path):
     proc = subprocess.Popen([PANIO, "job", "run", waiting, "--json"], env=panio.env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: any(j["id"] == 2 for j in panio("job", "list", "--json").json()), 20)
-        time.sleep(1.5)
-        assert proc.poll() is None, "the job must wait while the target is in maintenance"
-        assert panio("job", "status", "2", "--json").json()["state"] == "queued"
+        wait_for(lambda: any(j["id"] == 2 for j in panio("job", "list", "--json").json()), 60)
+        wait_held(panio, 2)  # the job waits while the target is in maintenance
+        assert proc.poll() is None
         panio("target", "health", "pico", "--set", "good")
         out, err = proc.communicate(timeout=60)
     finally:

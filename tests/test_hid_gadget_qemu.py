@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bench_agent.sim import qemu_image
-from test_hid_gadget import FhidHost
+from hidhelp import FhidHost
 
 ROOT = Path(__file__).resolve().parent.parent
 QEMU = "qemu-system-x86_64"

@@ -6,14 +6,19 @@ between a capture's death and the next `serial watch` was thrown away.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
+import struct
+import termios
 import time
 from pathlib import Path
 
 import pytest
 
+from conftest import lab
+from jobhelp import wait_for
 from serial_fixtures import kill_and_reap, supervisor_pids
 
 
@@ -35,7 +40,7 @@ def logged(panio) -> str:
     return "\n".join(line.get("text", "") for line in panio("serial", "log", "pico", "--json").json()["lines"])
 
 
-def wait_logged(panio, text: str, timeout_s: float = 10) -> str:
+def wait_logged(panio, text: str, timeout_s: float = 60) -> str:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         out = logged(panio)
@@ -45,9 +50,24 @@ def wait_logged(panio, text: str, timeout_s: float = 10) -> str:
     raise AssertionError(f"{text!r} never reached the log:\n{logged(panio)}")
 
 
+def queued(device: str) -> int:
+    """How many bytes wait in the kernel's input queue of ``device`` (a PTY's board side nobody reads)."""
+    fd = os.open(device, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.TIOCINQ, b"\0" * 4))[0]
+    finally:
+        os.close(fd)
+
+
+def print_while_down(panio, tty: int, data: bytes) -> None:
+    """The board prints ``data`` while no capture runs; returns once the kernel holds all of it."""
+    os.write(tty, data)
+    device = lab(panio)["targets"]["pico"]["serial"][0]["device"]
+    wait_for(lambda: queued(device) >= len(data), timeout_s=60, every_s=0.01)
+
+
 def test_what_the_board_printed_before_the_first_watch_is_kept(panio, tty):
-    os.write(tty, b"printed-before-any-capture\n")
-    time.sleep(0.2)
+    print_while_down(panio, tty, b"printed-before-any-capture\n")
     panio("serial", "watch", "pico")
     wait_logged(panio, "printed-before-any-capture")
 
@@ -59,8 +79,7 @@ def test_what_the_board_printed_while_capture_was_killed_is_kept(panio, tty):
     state = Path(panio.env["PANIO_STATE_DIR"])
     pid = json.loads((state / "daemons" / "serial-pico.json").read_text())["pid"]
     kill_and_reap(pid)
-    os.write(tty, b"".join(b"while-down-%03d\n" % i for i in range(40)))  # 600 bytes, as in the report
-    time.sleep(0.2)
+    print_while_down(panio, tty, b"".join(b"while-down-%03d\n" % i for i in range(40)))  # 600 bytes, as reported
     panio("serial", "watch", "pico")
     out = wait_logged(panio, "while-down-039")
     assert all(f"while-down-{i:03d}" in out for i in range(40))
@@ -122,7 +141,12 @@ def test_a_full_state_disk_is_a_device_error_not_internal(panio, tmp_path):
                 f.write(b"x" * (1 << 20))
                 f.flush()
         os.write(master, b"y" * 5000 + b"\n")
-        time.sleep(0.5)
+        # once the capture has met those bytes (it cannot record them), a send, which it must record, is refused
+        def met() -> dict | bool:
+            st = panio("serial", "status", "pico", "--json", check=False).json()
+            return (st["port"]["state"] == "fault" or st["rx"]["cursor"] >= 5001) and st
+
+        wait_for(met, timeout_s=60)
         r = panio.fails("serial", "send", "pico", "hello", code=12)
         assert "is full" in r.err and "PANIO_STATE_DIR" in r.err
     finally:

@@ -64,10 +64,10 @@ def test_a_crashed_holders_lease_frees_within_its_ttl(store, prefix):
         time.sleep(1.5)  # longer than the TTL: the keeper renews it
         assert store.current("pico")["holder"] == "doomed"
         proc.kill()
-        proc.wait(timeout=5)
-        killed = time.monotonic()
-        wait_for(lambda: store.current("pico") is None, timeout_s=3, every_s=0.02)
-        assert time.monotonic() - killed <= 1.0 + 0.4  # the TTL, plus slack for polling on a busy machine
+        proc.wait(timeout=30)
+        left = store.current("pico")  # Redis's own clock: no renewal now, so it forgets the lease within the TTL
+        assert left is None or (left["ttl_left_s"] is not None and left["ttl_left_s"] <= 1.0), left
+        wait_for(lambda: store.current("pico") is None, timeout_s=30, every_s=0.02)
     finally:
         stop(proc)
     assert store.try_acquire("pico", {"holder": "next"}, ttl_s=1) is not None
@@ -82,7 +82,7 @@ def test_breaking_a_running_jobs_lease_makes_it_incomplete(panio, tmp_path, pref
     proc = subprocess.Popen([PANIO, "job", "run", job_file(tmp_path, body)], env=panio.env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        held = wait_for(lambda: panio("lease", "list", "--json").json())
+        held = wait_for(lambda: panio("lease", "list", "--json").json(), 60)
         assert held[0]["job"] == 1 and 0 < held[0]["ttl_left_s"] <= 5
         panio.fails("power", "off", "pico", code=8)  # a side effect: refused
         panio("ping", "pico")  # a read: served while leased

@@ -26,7 +26,9 @@ from pathlib import Path
 
 import pytest
 
+from bench_agent.process import pid_alive
 from conftest import PANIO, Panio, Result
+from jobhelp import wait_for, wait_gone
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("dnsmasq") or not shutil.which("busybox"),
                                 reason="needs root, dnsmasq and busybox (scripts/system-deps.sh installs them in CI)")
@@ -160,37 +162,21 @@ def children(pid: int) -> list[int]:
     return out
 
 
-def wait_until(check, timeout_s: float = 10) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
-
-
-def alive(pid: int) -> bool:
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_the_daemon_restarts_dnsmasq_and_takes_it_along_when_killed(bench) -> None:
     p, tmp = bench
     daemon = p("netboot", "status", "pico", "--json").json()["pid"]
     [first] = children(daemon)
     os.kill(first, signal.SIGKILL)
-    assert wait_until(lambda: [c for c in children(daemon) if c != first and alive(c)]), "dnsmasq not restarted"
-    [second] = [c for c in children(daemon) if alive(c)]
+    wait_for(lambda: [c for c in children(daemon) if c != first and pid_alive(c)], timeout_s=60)  # restarted
+    [second] = [c for c in children(daemon) if pid_alive(c)]
     assert "died; restarting" in (tmp / "state" / "netboot" / "pico" / "daemon.err").read_text()
     os.kill(daemon, signal.SIGKILL)
-    assert wait_until(lambda: not alive(daemon))
+    wait_gone(daemon)
     assert p("netboot", "status", "pico", "--json").json()["serving"] is False
     assert [d["state"] for d in p("daemons", "--json").json()] == ["stale"]
     # a dnsmasq orphaned by the kill is found by its pid file and stopped, so the link is free again
     assert p("netboot", "stop", "pico", "--json").json()["orphan_pid"] in (second, None)
-    assert wait_until(lambda: not alive(second)), "dnsmasq outlived its supervisor and netboot stop"
+    wait_gone(second, what="dnsmasq outlived its supervisor and netboot stop")
     assert not p("netboot", "start", "pico", "--json").json()["already_running"]
 
 

@@ -7,14 +7,14 @@ import io
 import json
 import re
 import subprocess
-import time
 import tomllib
 from pathlib import Path
 
 import pytest
 
 from conftest import BIN
-from jobhelp import job_file
+from jobhelp import job_file, wait_for
+from simbench import sim, sim_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -50,14 +50,8 @@ def test_getting_started_leads_to_the_simulator():
 
 
 def test_simulator_docs_list_every_file_up_writes(panio, tmp_path):
-    sim_dir = tmp_path / "sim"
-    sim = str(BIN / "panio-sim")
-    subprocess.run([sim, "up", "--dir", str(sim_dir), "--boards", "2", "--boot-s", "0.1", "--countdown-s", "0.1"],
-                   env=panio.env, check=True, capture_output=True, timeout=60)
-    try:
-        written = {re.sub(r"board\d+", "boardN", p.name) for p in sim_dir.iterdir()}
-    finally:
-        subprocess.run([sim, "down", "--dir", str(sim_dir)], env=panio.env, capture_output=True, timeout=60)
+    with sim_bench(panio, tmp_path / "sim", boards=2, boot_s=0.1, countdown_s=0.1) as bench:
+        written = {re.sub(r"board\d+", "boardN", p.name) for p in bench.dir.iterdir()}
     table = (DOCS / "simulator.md").read_text()
     assert written >= {"lab.toml", "sim.pids", "boardN.tty", "boot.toml"}
     assert [name for name in sorted(written) if f"| `{name}` |" not in table] == []
@@ -68,15 +62,20 @@ def test_the_live_progress_line_ticks_through_a_quiet_step():
 
     out = io.StringIO()
     show = LiveProgress(out, tick_s=0.1)
+
+    def elapsed() -> list[float]:
+        frames = out.getvalue().split("\r\x1b[K")
+        return [float(m.group(1)) for f in frames if (m := re.search(r"wait for login +(\d+\.\d)s", f))]
+
     show("step_start", {"idx": 0, "name": "wait for login", "command": "panio serial wait", "count": 1})
-    time.sleep(0.75)  # the step prints nothing
+    # the step prints nothing, and the line ticks all the same: redrawn with the time, again and again
+    wait_for(lambda: len(elapsed()) >= 4 and elapsed()[-1] >= 0.3, timeout_s=60, every_s=0.05)
+    assert elapsed() == sorted(elapsed()), out.getvalue()
     show("step_end", {"idx": 0, "status": "pass", "duration_s": 0.75})
-    frames = out.getvalue().split("\r\x1b[K")
-    elapsed = [float(m.group(1)) for f in frames if (m := re.search(r"wait for login +(\d+\.\d)s", f))]
-    assert len(elapsed) >= 4 and elapsed[-1] >= 0.5, frames
     settled = out.getvalue()
-    time.sleep(0.3)
-    assert out.getvalue() == settled  # nothing ticks after the step ended
+    show._ticker.join(60)  # the ticker gives up once no step has run for a while
+    assert not show._ticker.is_alive()
+    assert out.getvalue() == settled  # nothing ticked after the step ended
 
 
 def test_reports_name_what_a_check_saw_and_fill_skipped_steps(panio, tmp_path):
@@ -223,12 +222,9 @@ def test_an_unknown_command_is_never_pointed_at_an_unrelated_one(panio, tmp_path
 
 
 def test_a_simulated_board_whose_bench_is_down_points_at_panio_sim(panio, tmp_path):
-    sim_dir = tmp_path / "sim"
-    sim = str(BIN / "panio-sim")
-    subprocess.run([sim, "up", "--dir", str(sim_dir), "--boot-s", "0.1", "--countdown-s", "0.1"],
-                   env=panio.env, check=True, capture_output=True, timeout=60)
-    subprocess.run([sim, "down", "--dir", str(sim_dir)], env=panio.env, check=True, capture_output=True, timeout=60)
-    r = panio.fails("--lab", str(sim_dir / "lab.toml"), "serial", "watch", "board0", code=12)
+    with sim_bench(panio, tmp_path / "sim", boot_s=0.1, countdown_s=0.1) as bench:
+        bench.down()
+    r = panio.fails("--lab", str(bench.lab), "serial", "watch", "board0", code=12)
     assert "is the simulated bench up?" in r.error["message"] and "`panio-sim up`" in r.error["hint"]
     assert "panio serial devices" not in r.error["hint"]  # it lists real ports, never a simulated board
 
@@ -255,8 +251,7 @@ def test_a_folder_that_is_a_file_is_refused_in_two_lines_by_init_and_panio_sim(p
     (tmp_path / "afile").write_text("not a folder")
     r = panio.fails("--lab", str(tmp_path / "afile" / "lab.toml"), "init", code=5)
     assert "cannot create" in r.error["message"] and "--lab PATH" in r.error["hint"]
-    p = subprocess.run([str(BIN / "panio-sim"), "up", "--dir", str(tmp_path / "afile")], capture_output=True,
-                       text=True, env=panio.env, timeout=60)
+    p = sim("up", "--dir", str(tmp_path / "afile"), env=panio.env, check=False)
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 2 and "Traceback" not in p.stderr, p.stderr
     assert lines[0].startswith("panio-sim: cannot use") and '"error": "usage"' in lines[1]

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -144,8 +143,7 @@ def test_an_expired_token_is_refused_even_while_the_lease_is_free(panio, tmp_pat
     panio.env.update(PANIO_REDIS_URL=SHARED_REDIS, PANIO_REDIS_PREFIX=prefix)
     store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'fences.db'}"))
     lease = store.try_acquire("pico", {"holder": "stalled"}, ttl_s=0.3)  # no keeper: it lapses
-    time.sleep(0.6)
-    assert store.current("pico") is None
+    wait_for(lambda: store.current("pico") is None, timeout_s=30, every_s=0.05)
     panio.env["PANIO_LEASE_TOKEN"] = str(lease.token)
     r = panio.fails("power", "on", "pico", code=13)
     assert "not current" in r.err

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 
 import pytest
 
@@ -80,8 +79,11 @@ def test_workers_survive_repeated_redis_restarts_during_jobs(panio, tmp_path):
         for i in range(4):  # kombu crashed the worker ("AttributeError ... 'hostname'") on the first of these
             job_id = panio("job", "submit", long, "--target", "t1", "--json").json()["job_id"]
             wait_for(lambda: workers.store().job(job_id)["state"] == "running", timeout_s=60)
+            connects = worker.log.read_text().count("Connected to ")
             redis.restart(down_s=0.2 + 0.3 * i)
-            time.sleep(2)
+            # the worker found Redis again (celery logs each connection), or died trying
+            wait_for(lambda: worker.log.read_text().count("Connected to ") > connects
+                     or worker.poll() is not None, timeout_s=90)
             assert worker.poll() is None, worker.log.read_text()[-3000:]
         quick = job_file(tmp_path, "[[steps]]\nrun = 'ping ${target} --count 2'\n", "quick.toml")
         r = panio("job", "run", quick, "--target", "t1", "--deadline-s", "90")

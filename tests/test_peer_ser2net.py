@@ -19,6 +19,7 @@ import pytest
 
 from bench_agent.serial.logstore import DATA, GAP, records_backward
 from bench_agent.sim.console import PROMPT, UNAME, SimConsole, flood_bytes
+from jobhelp import wait_for
 from ser2net import SER2NET, Ser2net, free_port
 from serial_fixtures import Bench
 
@@ -82,7 +83,7 @@ def keepalive_probes(pid: int, port: int) -> bool:
     return bool(mine) and all(r[5].split(":")[0] == "02" for r in mine)
 
 
-def wait_state(bench: Bench, state: str, timeout_s: float = 20) -> dict:
+def wait_state(bench: Bench, state: str, timeout_s: float = 60) -> dict:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         st = bench.status("pico")
@@ -181,10 +182,9 @@ def test_ser2net_restart_mid_capture_is_a_recorded_gap_and_capture_resumes(bench
     time.sleep(0.5)  # a few reconnect attempts meet a closed port
     s2n.start()
     wait_state(bench, "open")
-    # what ser2net had read from the PTY but not yet sent died with it; the board is at its prompt again
-    deadline = time.monotonic() + 30
-    while sim.state != "shell" and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # what ser2net had read from the PTY but not yet sent died with it; the board is at its prompt again (the
+    # rest of the flood first: it goes on through the new ser2net)
+    wait_for(lambda: sim.state == "shell", timeout_s=180, every_s=0.05)
     r = panio("serial", "transact", "pico", "echo back-again", "--until", r"back-again\r\n" + PROMPT,
               "--timeout-ms", "10000", "--json").json()
     assert r["status"] == "matched"
@@ -208,10 +208,8 @@ def test_ser2net_restart_mid_capture_is_a_recorded_gap_and_capture_resumes(bench
 def test_connect_through_ser2net_and_refused_while_watched(bench, panio, tmp_path, kind):
     sim, s2n = exported(bench, tmp_path, kind)
     sim.power_on()
-    deadline = time.monotonic() + 10
-    while sim.state != "shell" and time.monotonic() < deadline:
-        time.sleep(0.05)
-    out = panio("serial", "connect", "pico", input="echo piped-in\r", timeout=30).out
+    wait_for(lambda: sim.state == "shell", timeout_s=60, every_s=0.05)
+    out = panio("serial", "connect", "pico", input="echo piped-in\r", timeout=60).out
     assert "echo piped-in\npiped-in\n" in out
     master, slave = os.openpty()
     proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "panio"), "serial", "connect", "pico"],
@@ -219,7 +217,7 @@ def test_connect_through_ser2net_and_refused_while_watched(bench, panio, tmp_pat
     os.close(slave)
     try:
         def read_until(marker: bytes) -> bytes:
-            seen, end = b"", time.monotonic() + 20
+            seen, end = b"", time.monotonic() + 60
             while marker not in seen and time.monotonic() < end:
                 if select.select([master], [], [], 0.5)[0]:
                     seen += os.read(master, 4096)
@@ -284,7 +282,7 @@ def test_every_byte_value_arrives_exactly(bench, panio, tmp_path, kind):
         assert received(records(bench)) == payload
         sent = panio("serial", "send", "pico", "\u00ff typed", "--json").json()
         got = b""
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while not got.endswith(b"typed\r") and time.monotonic() < deadline:
             if select.select([master], [], [], 0.5)[0]:
                 got += os.read(master, 4096)

@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from bench_agent.process import Child, module_argv, panio_argv, run
-from test_termination import _alive
+from bench_agent.process import Child, module_argv, panio_argv, pid_alive, run
+from jobhelp import wait_gone
 
 
 def _pids(path) -> list[int]:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while not path.exists() or len(path.read_text().split()) < 2:
         assert time.monotonic() < deadline, "the child never wrote its pids"
         time.sleep(0.02)
@@ -27,33 +27,34 @@ def test_deadline_stops_the_child_and_a_grandchild_in_its_own_session(tmp_path):
     # The grandchild escapes the group with setsid, as a hook that daemonizes would: /proc still finds it.
     script = f"setsid sleep 60 & echo $! >> {pids}; echo $$ >> {pids}; echo started; wait"
     started = time.monotonic()
-    done = run(["sh", "-c", script], deadline_s=1.0)
+    done = run(["sh", "-c", script], deadline_s=2.0)
     assert done.timed_out and done.code is None and done.out == "started\n"
-    assert time.monotonic() - started < 5
-    deadline = time.monotonic() + 5
-    while any(_alive(p) for p in _pids(pids)) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert [p for p in _pids(pids) if _alive(p)] == []
+    assert time.monotonic() - started < 30  # the deadline, and the grace, not the sleep's 60 s
+    wait_gone(*_pids(pids))
 
 
 def test_a_child_that_ignores_term_is_killed_after_the_grace_and_reaped(tmp_path):
+    import threading
+
+    ready = threading.Event()
     child = Child([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                   "print('ready', flush=True); time.sleep(60)"])
+                   "print('ready', flush=True); time.sleep(60)"], on_line=lambda line: ready.set())
+    assert ready.wait(60), "the child never started"  # its start-up is not the deadline's to measure
     started = time.monotonic()
     done = child.wait(0.5)
     assert done.timed_out and done.out == "ready\n"
-    assert 0.5 + 1.5 < time.monotonic() - started < 8  # TERM ignored, KILL after the grace
+    assert 0.5 + 1.5 < time.monotonic() - started < 30  # TERM ignored, KILL after the grace (not never)
     assert child.proc.returncode == -signal.SIGKILL
     assert not os.path.exists(f"/proc/{child.pid}")  # reaped: no zombie left behind
 
 
 def test_output_is_streamed_line_by_line_and_stderr_kept_apart(tmp_path):
     seen: list[tuple[float, str]] = []
-    child = Child(["sh", "-c", "echo one; echo oops >&2; sleep 0.5; echo two"],
+    child = Child(["sh", "-c", "echo one; echo oops >&2; sleep 1.5; echo two"],
                   on_line=lambda line: seen.append((time.monotonic(), line)))
-    done = child.wait(10)
+    done = child.wait(60)
     assert done.code == 0 and done.out == "one\ntwo\n" and done.err == "oops\n"
-    assert [line for _, line in seen] == ["one", "two"] and seen[1][0] - seen[0][0] > 0.3  # as it came
+    assert [line for _, line in seen] == ["one", "two"] and seen[1][0] - seen[0][0] > 0.75  # as it came
 
 
 def test_should_stop_names_the_reason_and_input_is_fed():
@@ -106,7 +107,7 @@ def test_a_signal_while_the_readers_start_stops_the_child(tmp_path, monkeypatch)
 
     def start_then_terminated(thread):
         real_start(thread)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while not pidfile.exists() or not pidfile.read_text().strip():  # the child is running
             assert time.monotonic() < deadline
             time.sleep(0.01)
@@ -116,7 +117,7 @@ def test_a_signal_while_the_readers_start_stops_the_child(tmp_path, monkeypatch)
     with pytest.raises(SystemExit):
         Child(["sh", "-c", f"echo $$ > {pidfile}; exec sleep 60"])
     monkeypatch.undo()
-    assert not _alive(int(pidfile.read_text()))
+    assert not pid_alive(int(pidfile.read_text()))  # stopped and reaped before the signal was raised
 
 
 def test_a_sigterm_inside_popen_waits_until_the_child_can_be_stopped(tmp_path, monkeypatch):
@@ -129,7 +130,7 @@ def test_a_sigterm_inside_popen_waits_until_the_child_can_be_stopped(tmp_path, m
 
     def popen_then_sigterm(*args, **kw):
         proc = real_popen(*args, **kw)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while not pidfile.exists() or not pidfile.read_text().strip():
             assert time.monotonic() < deadline
             time.sleep(0.01)
@@ -144,4 +145,4 @@ def test_a_sigterm_inside_popen_waits_until_the_child_can_be_stopped(tmp_path, m
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert exit.value.code == 143
-    assert not _alive(int(pidfile.read_text()))
+    assert not pid_alive(int(pidfile.read_text()))  # stopped and reaped before the signal was raised

@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from conftest import BIN
+from simbench import sim_bench
 
 pytest_plugins = ["pytester"]
-
-SIM = str(BIN / "panio-sim")
 
 ROOT = Path(__file__).resolve().parent.parent
 # the worked example of docs/pytest-plugin.md, run as written
@@ -124,18 +123,12 @@ def test_the_other_target_is_leased_meanwhile_by_another_worker(panio_target, re
 @pytest.fixture
 def bench(panio, tmp_path, monkeypatch):
     """Two simulated boards (tag sim) and an environment that points the inner pytest at them."""
-    directory = tmp_path / "sim"
-    subprocess.run([SIM, "up", "--boards", "2", "--dir", str(directory), "--boot-s", "0.2", "--countdown-s", "0.3"],
-                   env=panio.env, check=True, capture_output=True, timeout=30)
-    panio.env["PANIO_LAB"] = str(directory / "lab.toml")
-    for key in ("PANIO_STATE_DIR", "HOME"):
-        monkeypatch.setenv(key, panio.env[key])
-    for key in ("PANIO_LAB", "PANIO_BROKER", "PANIO_REDIS_URL", "PANIO_RESULTS_URL", "PANIO_LEASE_TOKEN"):
-        monkeypatch.delenv(key, raising=False)
-    yield directory
-    for board in ("board0", "board1"):
-        panio("serial", "stop", board, check=False)
-    subprocess.run([SIM, "down", "--dir", str(directory)], env=panio.env, capture_output=True, timeout=30)
+    with sim_bench(panio, tmp_path / "sim", boards=2) as bench:
+        for key in ("PANIO_STATE_DIR", "HOME"):
+            monkeypatch.setenv(key, panio.env[key])
+        for key in ("PANIO_LAB", "PANIO_BROKER", "PANIO_REDIS_URL", "PANIO_RESULTS_URL", "PANIO_LEASE_TOKEN"):
+            monkeypatch.delenv(key, raising=False)
+        yield bench
 
 
 def _cases(junit) -> dict[str, dict[str, str]]:
@@ -149,7 +142,7 @@ def _cases(junit) -> dict[str, dict[str, str]]:
 def test_each_test_runs_once_per_matching_target_with_junit_properties(pytester, bench, panio):
     pytester.makepyfile(test_boot=DOC_EXAMPLE, test_more=MORE_TESTS)
     junit = pytester.path / "junit.xml"
-    r = pytester.runpytest_subprocess("--panio-lab", str(bench / "lab.toml"), "--panio-targets", "tag:sim",
+    r = pytester.runpytest_subprocess("--panio-lab", str(bench.lab), "--panio-targets", "tag:sim",
                                       f"--junitxml={junit}", "-p", "no:cacheprovider", timeout=240)
     r.assert_outcomes(passed=13)
     r.stdout.fnmatch_lines(["panio *: lab */lab.toml, targets board0, board1"])
@@ -173,7 +166,7 @@ def test_under_xdist_each_target_runs_on_one_worker_in_parallel(pytester, bench,
     pytester.makeconftest(WORKER_CONFTEST)
     pytester.makepyfile(test_boot=DOC_EXAMPLE, test_more=MORE_TESTS, test_0_parallel=XDIST_TESTS)
     junit = pytester.path / "junit.xml"
-    r = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "--panio-lab", str(bench / "lab.toml"),
+    r = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "--panio-lab", str(bench.lab),
                                       "--panio-targets", "tag:sim", "--panio-lease-wait", "5", f"--junitxml={junit}",
                                       "-p", "no:cacheprovider", timeout=240)
     r.assert_outcomes(passed=15)
@@ -218,7 +211,7 @@ def test_in_a_group_of_its_own(panio_target):
 ''')
     junit = pytester.path / "junit.xml"
     # no --dist: under -n the plugin makes loadgroup the default (xdist's "load" would split board1's tests)
-    r = pytester.runpytest_subprocess("-n", "2", "--panio-lab", str(bench / "lab.toml"), "--panio-target", "board1",
+    r = pytester.runpytest_subprocess("-n", "2", "--panio-lab", str(bench.lab), "--panio-target", "board1",
                                       "--panio-lease-wait", "5", f"--junitxml={junit}", "-p", "no:cacheprovider",
                                       timeout=120)
     r.assert_outcomes(passed=9)
@@ -246,7 +239,7 @@ def test_uname(panio_target):
         "sys.stdin.read()\n")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=panio.env)
     try:
         assert holder.stdout.readline().strip() == "held"
-        r = pytester.runpytest_subprocess("--panio-lab", str(bench / "lab.toml"), "--panio-target", "board1",
+        r = pytester.runpytest_subprocess("--panio-lab", str(bench.lab), "--panio-target", "board1",
                                           "--panio-lease-wait", "0.5", timeout=120)
         r.assert_outcomes(errors=1)
         r.stdout.fnmatch_lines(["*panio: target 'board1' is leased by nightly job*"])
@@ -254,7 +247,7 @@ def test_uname(panio_target):
     finally:
         holder.stdin.close()
         holder.wait(10)
-    r = pytester.runpytest_subprocess("--panio-lab", str(bench / "lab.toml"), "--panio-target", "board1", timeout=120)
+    r = pytester.runpytest_subprocess("--panio-lab", str(bench.lab), "--panio-target", "board1", timeout=120)
     r.assert_outcomes(passed=1)
     r.stdout.no_fnmatch_line("*test_uname[[]board1]*")
 
@@ -273,7 +266,7 @@ def test_uname(panio_target):
 ])
 def test_bad_options_are_one_panio_line(pytester, bench, argv, message):
     pytester.makepyfile(test_x="def test_x(panio_target):\n    pass\n")
-    r = pytester.runpytest_subprocess("--panio-lab", str(bench / "lab.toml"), *argv, timeout=60)
+    r = pytester.runpytest_subprocess("--panio-lab", str(bench.lab), *argv, timeout=60)
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     r.stderr.fnmatch_lines([message])
     assert "Traceback" not in r.stderr.str()
@@ -307,7 +300,7 @@ def test_a_target_in_maintenance_has_its_tests_skipped_unless_health_is_ignored(
     """As jobs do (LAVA's lesson): no test drives a board an operator took out of rotation."""
     panio("target", "health", "board1", "--set", "maintenance", "--reason", "cable swap")
     pytester.makepyfile(test_boot=DOC_EXAMPLE)
-    args = ["--panio-lab", str(bench / "lab.toml"), "--panio-targets", "tag:sim", "-p", "no:cacheprovider", "-rs"]
+    args = ["--panio-lab", str(bench.lab), "--panio-targets", "tag:sim", "-p", "no:cacheprovider", "-rs"]
     r = pytester.runpytest_subprocess(*args, timeout=240)
     r.assert_outcomes(passed=2, skipped=2)
     r.stdout.fnmatch_lines(["*panio: target board1 is maintenance (cable swap, set by *): its tests are skipped*"])

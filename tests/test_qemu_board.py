@@ -10,15 +10,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import time
 
 import pytest
 import serial
 
-from conftest import BIN, Panio
+from conftest import Panio
+from simbench import SimBench, read_until, sim_bench
 
-SIM = str(BIN / "panio-sim")
 BOOT_TIMEOUT_S = 90
 
 
@@ -44,22 +43,11 @@ pytestmark = [pytest.mark.skipif(_missing() is not None, reason=_missing() or ""
 def board(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("qemu")
     (tmp / "home").mkdir()
-    p = Panio(tmp)
-    directory = tmp / "sim"
-    up = subprocess.run([SIM, "up", "--qemu", "--boards", "0", "--dir", str(directory)], capture_output=True,
-                        text=True, env=p.env, timeout=60)
-    assert up.returncode == 0, up.stderr
-    p.env["PANIO_LAB"] = str(directory / "lab.toml")
-    p.dir = directory
-    try:
-        p("video", "watch", "qemu0")
-        yield p
-    finally:
-        p("video", "stop", "qemu0", check=False)
-        subprocess.run([SIM, "down", "--dir", str(directory)], capture_output=True, env=p.env, timeout=60)
+    with sim_bench(Panio(tmp), tmp / "sim", "--qemu", boards=0, video=("qemu0",)) as bench:
+        yield bench
 
 
-def wait_screen(p: Panio, pattern: str, timeout_s: float = BOOT_TIMEOUT_S) -> str:
+def wait_screen(p: SimBench, pattern: str, timeout_s: float = BOOT_TIMEOUT_S) -> str:
     """Read the screen after each change (video shot --changed-since blocks: no busy loop) until it matches."""
     end, text, last = time.monotonic() + timeout_s, "", None
     while time.monotonic() < end:
@@ -92,7 +80,7 @@ def test_200_characters_typed_through_qmp_arrive_exactly(board):
         ttys0.reset_input_buffer()
         board("hid", "send", "qemu0", "type", f"echo '{text}' > /dev/ttyS0")  # default pace: 10 ms lost a key on a loaded 2-core machine
         board("hid", "send", "qemu0", "key", "ENTER")
-        buf, end = b"", time.monotonic() + 20
+        buf, end = b"", time.monotonic() + 60
         while text.encode() not in buf and time.monotonic() < end:
             buf += ttys0.read(4096)
     assert text.encode() + b"\r\n" in buf, buf[-400:]
@@ -109,15 +97,16 @@ def _tablet_modules() -> bool:
 def test_moveabs_reaches_the_guest_in_the_0_to_32767_logical_space(board):
     """The guest's own evdev sees the usb-tablet at the logical coordinates panio sent, not pixels."""
     find = ("T=/dev/input/$(basename $(dirname $(dirname $(grep -l Tablet /sys/class/input/event*/device/name))));"
-            " od -An -tu2 -w24 $T > /dev/ttyS0 &")
+            " od -An -tu2 -w24 $T > /dev/ttyS0 & P=$!;"
+            " until ls -l /proc/$P/fd | grep -q input; do sleep 0.1; done; echo od-reads-the-tablet > /dev/ttyS0")
     with serial.Serial(str(board.dir / "qemu0.tty"), 115200, timeout=0.2) as ttys0:
+        ttys0.reset_input_buffer()
         board("hid", "send", "qemu0", "type", find)
         board("hid", "send", "qemu0", "key", "ENTER")
-        time.sleep(1)
-        ttys0.reset_input_buffer()
+        read_until(ttys0, b"od-reads-the-tablet\r\n", BOOT_TIMEOUT_S)  # od has the device open: no event is lost
         board("hid", "send", "qemu0", "moveabs", "32767", "16384")
         board("hid", "send", "qemu0", "click", "left")
-        buf, end = b"", time.monotonic() + 15
+        buf, end = b"", time.monotonic() + 60
         events = []
         while time.monotonic() < end:
             buf += ttys0.read(4096)

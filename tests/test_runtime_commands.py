@@ -16,7 +16,7 @@ import shlex
 import subprocess
 
 from conftest import PANIO
-from test_video_hid_sim import bench, console, shell_ready  # noqa: F401 - this module's own simulated bench
+from simbench import shell_ready
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -136,9 +136,9 @@ def cli_output(env: dict, argv: list[str]) -> tuple[int, str]:
     return p.returncode, p.stdout
 
 
-def test_job_steps_print_what_the_cli_prints(bench, console, tmp_path):  # noqa: F811 - the fixtures imported above
-    shell_ready(bench, console)  # booted, at the prompt: the screen stays as it is while nothing types
-    bench("netboot", "set", "-t", "board0", "--interface", "lo", "--server", "panio", "--tftp-port", "6969")
+def test_job_steps_print_what_the_cli_prints(video_bench, video_console, tmp_path):
+    shell_ready(video_bench, video_console)  # booted, at the prompt: the screen stays as it is while nothing types
+    video_bench("netboot", "set", "-t", "board0", "--interface", "lo", "--server", "panio", "--tftp-port", "6969")
     shot = tmp_path / "shot.png"
     lines = [
         (["power-state", "board0"], 0),
@@ -156,11 +156,11 @@ def test_job_steps_print_what_the_cli_prints(bench, console, tmp_path):  # noqa:
     steps = "".join(f'[[steps]]\nrun = {json.dumps(shlex.join(argv))}\nexpect_exit = {code}\n' for argv, code in lines)
     job = tmp_path / "same.toml"
     job.write_text(f'name = "same"\ntarget = "board0"\n{steps}')
-    job_id = bench("job", "run", str(job), "--json", timeout=180).json()["id"]
-    recorded = bench("job", "logs", str(job_id), "--json").json()
+    job_id = video_bench("job", "run", str(job), "--json", timeout=180).json()["id"]
+    recorded = video_bench("job", "logs", str(job_id), "--json").json()
     assert [s["status"] for s in recorded] == ["pass"] * len(lines)
     for (argv, code), step in zip(lines, recorded):
-        got_code, printed = cli_output(bench.env, argv)
+        got_code, printed = cli_output(video_bench.env, argv)
         assert got_code == code, (argv, printed)
         assert step["output"] == printed, f"panio {' '.join(argv)}"
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # written by the body, where the step ran

@@ -56,7 +56,7 @@ def test_20_mb_flood_loses_nothing_and_numbers_every_line(bench, panio):
     expected = f"flood {size}\r\n".encode() + flood_bytes(size) + b"\r\n" + PROMPT.encode()
     began = time.monotonic()
     panio("serial", "send", "pico", f"flood {size}")
-    wait_cursor(bench, "pico", start + len(expected), timeout_s=60)
+    wait_cursor(bench, "pico", start + len(expected), timeout_s=180)
     elapsed = time.monotonic() - began
     records = log_records(bench)
     got = received(records)
@@ -119,7 +119,7 @@ def test_unplug_is_a_disconnect_then_capture_resumes(bench, panio, tmp_path):
         before = bench.status("pico")
         board.terminate()
         board.wait(10)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while bench.status("pico")["port"]["state"] != "disconnected" and time.monotonic() < deadline:
             time.sleep(0.05)
         st = bench.status("pico")
@@ -129,7 +129,7 @@ def test_unplug_is_a_disconnect_then_capture_resumes(bench, panio, tmp_path):
         assert r.json()["status"] == "disconnect"
         panio.fails("serial", "send", "pico", "ls", code=4)
         board = plug_console(link)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while bench.status("pico")["port"]["state"] != "open" and time.monotonic() < deadline:
             time.sleep(0.05)
         panio("serial", "transact", "pico", "", "--until", PROMPT, "--timeout-ms", "5000")

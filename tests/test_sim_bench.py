@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -13,47 +12,26 @@ import serial
 
 from bench_agent.sim import protocol_simboard
 from bench_agent.sim.console import PROMPT
-from conftest import BIN
-
-SIM = str(BIN / "panio-sim")
+from simbench import at_shell, read_until, sim, sim_bench
 
 if "bench_agent.sim" not in serial.protocol_handler_packages:
     serial.protocol_handler_packages.append("bench_agent.sim")
 
 
-def sim(*args: str, env: dict, check: bool = True) -> subprocess.CompletedProcess:
-    p = subprocess.run([SIM, *args], capture_output=True, text=True, env=env, timeout=30)
-    assert not check or p.returncode == 0, p.stderr
-    return p
-
-
 @pytest.fixture
 def bench(panio, tmp_path):
     """A one-board simulated bench (Gen2, password) in tmp_path/sim; always brought down."""
-    directory = tmp_path / "sim"
-    sim("up", "--dir", str(directory), "--gen", "2", "--password", "pw", "--boot-s", "0.2", "--countdown-s", "0.3",
-        env=panio.env)
-    panio.env["PANIO_LAB"] = str(directory / "lab.toml")
-    yield directory
-    if (directory / "sim.pids").exists():
-        sim("down", "--dir", str(directory), env=panio.env, check=False)
-
-
-def read_until(port: serial.Serial, marker: bytes, timeout_s: float = 8.0) -> bytes:
-    buf, end = b"", time.monotonic() + timeout_s
-    while marker not in buf and time.monotonic() < end:
-        buf += port.read(4096)
-    assert marker in buf, f"no {marker!r} in {buf[-300:]!r}"
-    return buf
+    with sim_bench(panio, tmp_path / "sim", "--gen", "2", "--password", "pw") as bench:
+        yield bench
 
 
 def test_up_writes_a_lab_whose_board_power_cycles_through_the_plug(panio, bench):
-    board = json.loads((bench / "sim.pids").read_text())[0]
+    board = bench.boards()[0]
     lab = panio("config", "show").out
     assert "board0" in lab and "shellyplug -d 127.0.0.1:" in lab
     port = serial.serial_for_url(board["device"], 115200, timeout=0.05)
     try:
-        read_until(port, PROMPT.encode())
+        at_shell(port)  # its first boot may have ended before the port was opened (which flushes it)
         assert port.cts and port.dsr and port.cd and not port.ri
         assert panio("power-state", "board0").out == "Power ON (board0)\n"
         panio("power", "off", "board0")
@@ -71,30 +49,24 @@ def test_up_writes_a_lab_whose_board_power_cycles_through_the_plug(panio, bench)
 
 
 def test_status_and_down_stop_exactly_the_board_processes(panio, bench):
-    pid = json.loads((bench / "sim.pids").read_text())[0]["pid"]
-    out = sim("status", "--dir", str(bench), env=panio.env).stdout
+    pid = bench.boards()[0]["pid"]
+    out = sim("status", "--dir", str(bench.dir), env=panio.env).stdout
     assert out.startswith("board0: power on, console ") and f"pid {pid}" in out
-    again = sim("up", "--dir", str(bench), env=panio.env, check=False)
+    again = sim("up", "--dir", str(bench.dir), env=panio.env, check=False)
     assert again.returncode == 8 and "already running" in again.stderr
-    assert "stopped 1 simulated board(s)" in sim("down", "--dir", str(bench), env=panio.env).stdout
+    assert "stopped 1 simulated board(s)" in sim("down", "--dir", str(bench.dir), env=panio.env).stdout
     assert not Path(f"/proc/{pid}").exists() or b"bench_agent.sim.board" not in Path(f"/proc/{pid}/cmdline").read_bytes()
-    assert not (bench / "board0.tty").exists()
-    gone = sim("down", "--dir", str(bench), env=panio.env, check=False)
+    assert not (bench.dir / "board0.tty").exists()
+    gone = sim("down", "--dir", str(bench.dir), env=panio.env, check=False)
     assert gone.returncode == 10 and json.loads(gone.stderr.splitlines()[-1])["error"] == "not_running"
 
 
 def test_gen1_bench_without_password(panio, tmp_path):
-    directory = tmp_path / "g1"
-    sim("up", "--dir", str(directory), "--gen", "1", "--boards", "2", "--boot-s", "0.1", "--countdown-s", "0.1",
-        env=panio.env)
-    try:
-        panio.env["PANIO_LAB"] = str(directory / "lab.toml")
+    with sim_bench(panio, tmp_path / "g1", "--gen", "1", boards=2, boot_s=0.1, countdown_s=0.1):
         panio("power", "off", "board1")
         assert panio("power-state", "board1").out == "Power OFF (board1)\n"
         assert panio("power-state", "board0").out == "Power ON (board0)\n"
         assert "-p" not in panio("config", "show").out.split()
-    finally:
-        sim("down", "--dir", str(directory), env=panio.env)
 
 
 @pytest.mark.parametrize("url,why", [("simboard:///dev/null", "state="),

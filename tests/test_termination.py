@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import time
 
+from bench_agent.process import pid_alive
 from conftest import PANIO
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+from jobhelp import wait_for, wait_gone
 
 
 def test_sigterm_during_a_hook_stops_the_hook_and_exits_143(panio, tmp_path):
@@ -30,19 +21,13 @@ def test_sigterm_during_a_hook_stops_the_hook_and_exits_143(panio, tmp_path):
     proc = subprocess.Popen([PANIO, "power-cycle", "pico"], env=panio.env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while not pidfile.exists() or not pidfile.read_text().strip():
-            assert time.monotonic() < deadline, "the hook never started"
-            time.sleep(0.05)
+        wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), timeout_s=60)  # the hook started
         hook_pid = int(pidfile.read_text())
-        assert _alive(hook_pid)
+        assert pid_alive(hook_pid)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 143
+        assert proc.wait(timeout=60) == 143
         assert "Traceback" not in proc.stderr.read()
-        deadline = time.monotonic() + 10
-        while _alive(hook_pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(hook_pid), "the hook outlived panio"
+        wait_gone(hook_pid, what="the hook outlived panio")
     finally:
         if proc.poll() is None:
             proc.kill()

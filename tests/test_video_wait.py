@@ -1,6 +1,6 @@
 """`panio video wait` (OCR until a regex matches, OpenCV template match) on the simulated board's screen.
 
-The screen is rendered from the board's console and read through the real
+The screen is rendered from the board's video_console and read through the real
 capture path (MJPEG over HTTP, OpenCV, the capture daemon, tesseract).
 """
 
@@ -16,20 +16,20 @@ import numpy as np
 import pytest
 
 from conftest import PANIO
-# bench and console: test_video_hid_sim's sim bench, as fixtures (F401 here, F811 where a test takes them)
-from test_video_hid_sim import bench, console, shell_ready  # noqa: F401
+from jobhelp import wait_polling
+from simbench import shell_ready
 
 
-def test_wait_text_returns_once_a_typed_line_is_on_the_screen(bench, console):  # noqa: F811
-    shell_ready(bench, console)
+def test_wait_text_returns_once_a_typed_line_is_on_the_screen(video_bench, video_console):
+    shell_ready(video_bench, video_console)
     word = "ready" + "".join("abcdefghkm"[int(d)] for d in str(os.getpid() % 1000))  # letters: OCR misreads 7 as /
     waiter = subprocess.Popen([PANIO, "video", "wait", "board0", "--text", rf"SAYS {word}\b", "--timeout", "60000",
-                               "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=bench.env, text=True)
+                               "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=video_bench.env,
+                              text=True)
     try:
-        time.sleep(2)
-        assert waiter.poll() is None, "matched before the text was typed"
-        bench("hid", "send", "board0", "type", f"echo SAYS {word}")
-        bench("hid", "send", "board0", "key", "ENTER")
+        wait_polling(waiter)  # it has read the screen (no such text yet) and waits for the next frame
+        video_bench("hid", "send", "board0", "type", f"echo SAYS {word}")
+        video_bench("hid", "send", "board0", "key", "ENTER")
         out, err = waiter.communicate(timeout=60)
     finally:
         waiter.kill()
@@ -39,38 +39,39 @@ def test_wait_text_returns_once_a_typed_line_is_on_the_screen(bench, console):  
     assert f"hash={r['hash']}" in err
 
 
-def test_wait_text_in_a_region_prints_the_text_and_times_out_with_22(bench, console):  # noqa: F811
-    shell_ready(bench, console)
-    bench("hid", "send", "board0", "type", "echo region-check")
-    bench("hid", "send", "board0", "key", "ENTER")
-    out = bench("video", "wait", "board0", "--text", "region-check", "--timeout", "30000").out
+def test_wait_text_in_a_region_prints_the_text_and_times_out_with_22(video_bench, video_console):
+    shell_ready(video_bench, video_console)
+    video_bench("hid", "send", "board0", "type", "echo region-check")
+    video_bench("hid", "send", "board0", "key", "ENTER")
+    out = video_bench("video", "wait", "board0", "--text", "region-check", "--timeout", "30000").out
     assert "region-check" in out
     started = time.monotonic()
-    r = bench.fails("video", "wait", "board0", "--text", r"NEVER-\d{12}", "--timeout", "1500", code=22)
+    r = video_bench.fails("video", "wait", "board0", "--text", r"NEVER-\d{12}", "--timeout", "1500", code=22)
     assert "no text matching" in r.error["message"] and r.error["frames"] >= 1
     assert time.monotonic() - started < 20
-    top = bench.fails("video", "wait", "board0", "--text", "region-check", "--region", "0,0,800,21",
+    top = video_bench.fails("video", "wait", "board0", "--text", "region-check", "--region", "0,0,800,21",
                       "--timeout", "800", code=22)  # the first row holds no such text
     assert "no text matching" in top.error["message"]
 
 
-def test_wait_image_finds_a_needle_cut_from_a_shot(bench, console, tmp_path):  # noqa: F811
-    shell_ready(bench, console)
+def test_wait_image_finds_a_needle_cut_from_a_shot(video_bench, video_console, tmp_path):
+    shell_ready(video_bench, video_console)
     full = tmp_path / "full.png"
-    bench("video", "shot", "board0", "--stable", "--stable-ms", "300", "-o", str(full))
+    video_bench("video", "shot", "board0", "--stable", "--stable-ms", "300", "-o", str(full))
     img = cv2.imread(str(full))
     ys, xs = np.nonzero(cv2.cvtColor(img, cv2.COLOR_BGR2GRAY) > 100)  # some lit text to cut around
     x, y = int(xs.min()), int(ys.min())
     cv2.imwrite(str(tmp_path / "needle.png"), img[y:y + 20, x:x + 90])
-    r = bench("video", "wait", "board0", "--image", str(tmp_path / "needle.png"), "--json", "--timeout", "10000")
+    r = video_bench("video", "wait", "board0", "--image", str(tmp_path / "needle.png"), "--json", "--timeout", "10000")
     m = r.json()["match"]
     assert (m["x"], m["y"], m["w"], m["h"]) == (x, y, 90, 20) and m["score"] > 0.95
     assert m["logical"] == [round((x + 45) * 32767 / 799), round((y + 10) * 32767 / 524)]
-    human = bench("video", "wait", "board0", "--image", str(tmp_path / "needle.png"))
+    human = video_bench("video", "wait", "board0", "--image", str(tmp_path / "needle.png"))
     assert f"at {x},{y} (90x20)" in human.out and "centre moveabs" in human.out
     noise = np.random.default_rng(7).integers(0, 255, (30, 30, 3), dtype=np.uint8)
     cv2.imwrite(str(tmp_path / "absent.png"), noise)
-    r = bench.fails("video", "wait", "board0", "--image", str(tmp_path / "absent.png"), "--timeout", "800", code=22)
+    r = video_bench.fails("video", "wait", "board0", "--image", str(tmp_path / "absent.png"), "--timeout", "800",
+                          code=22)
     assert "did not appear" in r.error["message"] and r.error["score"] < 0.9
 
 
@@ -82,56 +83,56 @@ def test_wait_image_finds_a_needle_cut_from_a_shot(bench, console, tmp_path):  #
     (["--text", "x", "--timeout", "-1"], "timeout"),
     (["--text", "x", "--threshold", "1.5"], "threshold"),
 ])
-def test_bad_waits_are_usage_errors(bench, argv, message):  # noqa: F811
-    r = bench.fails("video", "wait", "board0", *argv, code=2)
+def test_bad_waits_are_usage_errors(video_bench, argv, message):
+    r = video_bench.fails("video", "wait", "board0", *argv, code=2)
     assert message in r.err
 
 
-def test_video_wait_is_a_job_step(bench, console, tmp_path):  # noqa: F811
-    shell_ready(bench, console)
+def test_video_wait_is_a_job_step(video_bench, video_console, tmp_path):
+    shell_ready(video_bench, video_console)
     job = tmp_path / "wait.toml"
     job.write_text('name = "screen"\ntarget = "board0"\n'
                    '[[steps]]\nrun = "hid send board0 type \'echo job-saw-it\'"\n'
                    '[[steps]]\nrun = "hid send board0 key ENTER"\n'
                    '[[steps]]\nrun = "video wait board0 --text job-saw-it --timeout 30000"\n'
                    'expect_output = "job-saw-it"\n')
-    bench("job", "check", str(job))
-    r = bench("job", "run", str(job), "--json", timeout=120)
+    video_bench("job", "check", str(job))
+    r = video_bench("job", "run", str(job), "--json", timeout=120)
     assert r.json()["result"] == "passed", r.out
 
 
-def test_screenshots_are_job_artifacts_when_asked_for_and_when_a_step_fails(bench, console, tmp_path):  # noqa: F811
-    shell_ready(bench, console)
+def test_screenshots_are_job_artifacts_when_asked_for_and_when_a_step_fails(video_bench, video_console, tmp_path):
+    shell_ready(video_bench, video_console)
     job = tmp_path / "shots.toml"
     job.write_text('name = "shots"\ntarget = "board0"\n'
                    '[[steps]]\nrun = "hid send board0 type \'echo shot-one\'"\nscreenshot = true\n'
                    '[[steps]]\nrun = "hid send board0 key ENTER"\n'
                    '[[steps]]\nname = "never there"\nrun = "video wait board0 --text NEVER-THERE --timeout 500"\n')
-    r = bench("job", "run", str(job), "--json", check=False, timeout=120)
+    r = video_bench("job", "run", str(job), "--json", check=False, timeout=120)
     assert r.code != 0 and r.json()["result"] == "failed"
     job_id = r.json()["id"]
-    steps = bench("job", "status", str(job_id), "--json").json()["steps"]
+    steps = video_bench("job", "status", str(job_id), "--json").json()["steps"]
     assert [s["status"] for s in steps] == ["pass", "pass", "fail"]
-    arts = {a["name"]: a["bytes"] for a in bench("job", "artifacts", str(job_id), "--json").json()}
+    arts = {a["name"]: a["bytes"] for a in video_bench("job", "artifacts", str(job_id), "--json").json()}
     assert "step-01.png" in arts and "step-03.png" in arts and "step-02.png" not in arts  # asked for, failed
     out = tmp_path / "arts"
-    bench("job", "artifacts", str(job_id), "--out", str(out))
+    video_bench("job", "artifacts", str(job_id), "--out", str(out))
     for name in ("step-01.png", "step-03.png"):
         data = (out / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) == arts[name]
         assert cv2.imread(str(out / name)).shape == (525, 800, 3)
-    assert "bytes" in bench("job", "artifacts", str(job_id)).out
+    assert "bytes" in video_bench("job", "artifacts", str(job_id)).out
 
 
-def test_an_asked_for_screenshot_without_a_capture_daemon_says_why(bench, console, tmp_path):  # noqa: F811
+def test_an_asked_for_screenshot_without_a_capture_daemon_says_why(video_bench, video_console, tmp_path):
     job = tmp_path / "nodaemon.toml"
     job.write_text('target = "board0"\n[[steps]]\nrun = "target show board0"\nscreenshot = true\n')
-    bench("video", "stop", "board0")
+    video_bench("video", "stop", "board0")
     try:
-        bench("job", "run", str(job))
+        video_bench("job", "run", str(job))
     finally:
-        bench("video", "watch", "board0")
-    job_id = max(j["id"] for j in bench("job", "list", "--json").json())
-    arts = bench("job", "artifacts", str(job_id), "--out", str(tmp_path / "a"), "--json").json()
+        video_bench("video", "watch", "board0")
+    job_id = max(j["id"] for j in video_bench("job", "list", "--json").json())
+    arts = video_bench("job", "artifacts", str(job_id), "--out", str(tmp_path / "a"), "--json").json()
     assert "step-01.png" not in {a["name"] for a in arts}
     assert "no video daemon" in (tmp_path / "a" / "step-01.png.txt").read_text()
