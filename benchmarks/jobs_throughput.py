@@ -305,11 +305,11 @@ def report(results: dict, args, skipped: dict[str, str]) -> None:
         for name, what in (("transact", "one-step jobs (serial transact)"),
                            ("ping", "fixed cost of a job (one `ping` step: a job needs a step)")):
             m = r[name]
-            print(f"  {what:<58} panio {m['jobs_per_s']:7.1f} jobs/s   bare {m['bare_per_s']:7.1f} tasks/s   "
+            print(f"  {what:<58} panio={m['jobs_per_s']:.1f} jobs/s   bare={m['bare_per_s']:.1f} tasks/s   "
                   f"ratio {m['ratio']:.3f}×   {verdict((name, kind), m['ratio'])}   {loads(m)}")
         m = r["long"]
-        print(f"  {'one job of ' + str(m['steps']) + ' serial transact steps':<58} panio {m['per_step_s'] * 1000:7.2f} "
-              f"ms/step   python -c pass {m['python_s'] * 1000:6.1f} ms   ratio {m['ratio']:.3f}×   "
+        print(f"  {'one job of ' + str(m['steps']) + ' serial transact steps':<58} panio={m['per_step_s'] * 1000:.2f} "
+              f"ms/step   python -c pass={m['python_s'] * 1000:.1f} ms   ratio {m['ratio']:.3f}×   "
               f"{verdict(('long', kind), m['ratio'])}   {loads(m)}   (the runner records "
               f"{m['step_recorded_s'] * 1000:.2f} ms per step)")
 

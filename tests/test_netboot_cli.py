@@ -138,3 +138,11 @@ def test_the_default_tftp_root_is_resolved_where_it_is_served(pi, tmp_path: Path
     st = pi("netboot", "status", "pico", "--json").json()
     assert st["tftp_root"] == str(tmp_path / "state" / "tftp" / "pico")
     assert pi("netboot", "tftp-root", "pico").out.strip() == st["tftp_root"]
+
+
+def test_a_tftp_root_under_dollar_home_reads_like_tilde(pi) -> None:
+    """`--tftp-root '$HOME/tftp/pico'` (quoted, so no shell expanded it) is the user's home, as `~` is."""
+    pi("netboot", "set", "-t", "pico", "--interface", "eth1", "--tftp-root", "$HOME/tftp/pico")
+    root = pi("netboot", "tftp-root", "pico").out.strip()
+    assert root == str(Path(pi.env["HOME"]) / "tftp" / "pico")
+    pi.fails("netboot", "set", "-t", "pico", "--tftp-root", "$HOME", code=2)  # the home itself: its ~/.ssh

@@ -24,8 +24,10 @@ def effective_root(target: str, netboot: dict[str, Any], tftp_root: str | None =
 
     from bench_agent.paths import state_dir
 
+    from bench_agent.netboot.values import home_form
+
     root = tftp_root or netboot.get("tftp_root")
-    return os.path.expanduser(root) if root else str(state_dir() / "tftp" / target)
+    return os.path.expanduser(home_form(root)) if root else str(state_dir() / "tftp" / target)
 
 
 @dataclass(frozen=True)

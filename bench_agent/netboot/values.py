@@ -76,6 +76,14 @@ def address(text: str) -> None:
                        "reserved, nor the network or broadcast address)")
 
 
+def home_form(path: str) -> str:
+    """``$HOME/x`` and ``${HOME}/x`` as ``~/x``: what a shell user writes for their home, read the same way."""
+    for prefix in ("${HOME}", "$HOME"):
+        if path == prefix or path.startswith(prefix + "/"):
+            return "~" + path[len(prefix):]
+    return path
+
+
 def tftp_root(path: str) -> None:
     """The folder as written (``~/tftp/pico``, an absolute path): its characters, and not a system folder.
 
@@ -83,6 +91,7 @@ def tftp_root(path: str) -> None:
     ``served_root`` checks the folder itself, there.
     """
     _string(path)
+    path = home_form(path)
     if not path or any(not (c.isalnum() or c in ROOT_EXTRA_CHARS) for c in path) or "~" in path[1:]:
         raise BadValue(f"{path!r} is not a TFTP root panio will serve: letters, digits and {ROOT_EXTRA_CHARS} "
                        "only (no spaces, commas, quotes or control characters), '~' only at the start")
@@ -101,7 +110,7 @@ def served_root(path: str) -> str:
     directory, not a system folder, not this user's home nor a folder holding it. A missing folder is
     returned as is (the caller says how to create it)."""
     tftp_root(path)
-    real = os.path.realpath(os.path.expanduser(path))
+    real = os.path.realpath(os.path.expanduser(home_form(path)))
     if os.path.exists(real) and not os.path.isdir(real):
         raise BadValue(f"the TFTP root {path} is not a directory")
     _not_system(real, path)
