@@ -162,12 +162,3 @@ def line(o: dict[str, Any]) -> str:
     out = o.get("outcome")
     result = "no outcome recorded" if not out else "done" if out["ok"] else out["error"].get("message", "failed")
     return f"override {when} by {o['by']}: panio {o['command']} {o['target']}: {o['reason']} ({result})"
-
-
-def said(record: dict[str, Any] | None) -> str:
-    """The words a command adds to its output when it overrode a lease."""
-    if record is None:
-        return ""
-    whose = f"job {record['job_id']}'s lease" if record["job_id"] else f"the lease of {record['holder']}"
-    where = f" (recorded: `panio job status {record['job_id']}`)" if record["job_id"] else ""
-    return f"; overrode {whose}{where}"
