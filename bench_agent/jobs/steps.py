@@ -9,8 +9,9 @@ whole ``${var}`` and what type the command line would have made of them.
 ``execute`` runs the body in a thread of its own, with the lease token in
 every request, and records what it prints (stdout and stderr, in order, as the
 terminal would show them) plus, when it fails, the error exactly as the CLI
-reports it (one human line, one JSON line). Past its deadline, or when the job
-is canceled or its lease lost, the step is stopped within ``POLL_S``: every
+reports it (one human line, one JSON line). Past its deadline (within
+``POLL_S``), or when the job is canceled or its lease lost (asked every
+``STOP_CHECK_S``: a database read, not 20 a second), the step is stopped: every
 process it started (hooks, helpers) is killed, through ``bench_agent.process``'s
 scope, and the body's thread is left to end on its own bounded wait.
 """
@@ -26,6 +27,7 @@ from bench_agent.errors import InternalError, PanioError, UsageError
 VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 OUTPUT_LIMIT = 1_000_000
 POLL_S = 0.05
+STOP_CHECK_S = 0.25  # how often a running step asks whether it was canceled (a cancel lands within a second)
 # A job's moments, for `serial wait --since-step`/`--since-job` (a `panio` a step's own script runs inside a
 # job reads them from its environment; the job's own steps get them as the body's context).
 JOB_STARTED_ENV, PREVIOUS_STEP_ENV = "PANIO_JOB_STARTED_AT", "PANIO_PREVIOUS_STEP_STARTED_AT"
@@ -108,12 +110,17 @@ def execute(body: Callable[[], None], out, timeout_s: float,
                                   daemon=True)
         thread.start()
         end = time.monotonic() + timeout_s
+        asked = time.monotonic()
         why = None
         while why is None:
             thread.join(POLL_S)
             if not thread.is_alive():
                 break
-            why = "timeout" if time.monotonic() >= end else should_stop()
+            now = time.monotonic()
+            if now >= end:
+                why = "timeout"
+            elif now - asked >= STOP_CHECK_S:
+                asked, why = now, should_stop()
         if why is not None:
             children.stop_all()
             return None, why
