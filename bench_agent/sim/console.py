@@ -358,13 +358,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--countdown-s", type=float, default=3.0, help="seconds of autoboot countdown")
     p.add_argument("--banner", default="panio simulated board", help="first line of every boot")
     a = p.parse_args(argv)
-    sim = SimConsole(a.link, banner=a.banner, boot_s=a.boot_s, countdown_s=a.countdown_s, powered=not a.off)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
+    # Handlers before the link exists: a starter that sees the link may signal at once.
+    wanted: list[str] = []
+    signal.signal(signal.SIGUSR1, lambda *_: wanted.append("on"))
+    signal.signal(signal.SIGUSR2, lambda *_: wanted.append("off"))
+    sim = SimConsole(a.link, banner=a.banner, boot_s=a.boot_s, countdown_s=a.countdown_s, powered=not a.off)
     signal.signal(signal.SIGUSR1, lambda *_: sim.power_on())
     signal.signal(signal.SIGUSR2, lambda *_: sim.power_off())
     sim.start()
+    for what in wanted:  # a signal that came before the console was made
+        sim.power_on() if what == "on" else sim.power_off()
     while not done.wait(3600):
         pass
     sim.close()
