@@ -56,8 +56,6 @@ def stop(call: Call, opts: dict, out: Output, context: dict) -> None:
 def log(call: Call, opts: dict, out: Output, context: dict) -> None:
     from bench_agent.serial.lines import format_entry
 
-    if opts.get("last") is not None and opts.get("first") is None:
-        raise UsageError("--to needs --from")
     if opts.get("first") is not None and opts.get("last") is not None and opts["first"] > opts["last"]:
         raise UsageError(f"--from {opts['first']} is after --to {opts['last']}")
     target = opts["target"]

@@ -113,9 +113,12 @@ def stop(target: str, force: bool = False) -> dict[str, Any]:
 @operation("serial.log", params=(
     Param("tail", int, "the last N lines", default=None, minimum=0, maximum=5000),
     _seq("since", "lines after sequence number SEQ (the poll loop)"),
-    _seq("first", "first sequence number of a range (with last)"),
-    _seq("last", "last sequence number of a range (inclusive)"),
-    Param("raw", bool, "keep ANSI escape sequences and control bytes", default=False)))
+    Param("first", int, "first sequence number of a range (with last)", default=None, minimum=0, maximum=SEQ_MAX,
+          flag="--from"),
+    Param("last", int, "last sequence number of a range (inclusive)", default=None, minimum=0, maximum=SEQ_MAX,
+          flag="--to"),
+    Param("raw", bool, "keep ANSI escape sequences and control bytes", default=False)),
+    needs={"last": "first"}, exclusive=("tail", "since", "first"))
 def log(target: str, iface: dict[str, Any], tail: int | None = None, since: int | None = None,
         first: int | None = None, last: int | None = None, raw: bool = False) -> dict[str, Any]:
     from bench_agent.serial.lines import render
@@ -201,13 +204,11 @@ def _cursor_at(target: str, iface: dict[str, Any], time_ns: int) -> tuple[int, i
 
 @operation("serial.evidence", params=(
     Param("epoch", int, "capture epoch of since", default=None, minimum=0, maximum=SEQ_MAX),
-    _seq("since", "records from this byte cursor (needs epoch)"), MAX_BYTES))
+    _seq("since", "records from this byte cursor (needs epoch)"), MAX_BYTES), needs={"since": "epoch"})
 def evidence(target: str, iface: dict[str, Any], epoch: int | None = None, since: int | None = None,
              max_bytes: int = 65536) -> dict[str, Any]:
     from bench_agent.serial.evidence import collect
 
-    if since is not None and epoch is None:
-        raise UsageError("--since needs --epoch (the capture epoch the cursor came from)")
     return collect(target, iface, _log_path(target, iface), epoch, since, max_bytes, _client().discovery(target))
 
 

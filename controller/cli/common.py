@@ -177,10 +177,11 @@ def add_param(p: argparse.ArgumentParser, op: str, name: str, *flags: str, **kw:
 
     param = ops.spec(op).param(name)
     assert param is not None, f"{op} has no parameter {name}"
-    flags = flags or ("--" + name.replace("_", "-"),)
-    if param.kind is bool:
-        return p.add_argument(*flags, dest=kw.pop("dest", name), action="store_true",
-                              help=kw.pop("help", param.help), **kw)
+    if param.kind is bool:  # a flag turns the spec's default over: --force (default off), --no-probe (on)
+        flags = flags or (param.cli_flag.replace("--", "--no-", 1) if param.default else param.cli_flag,)
+        return p.add_argument(*flags, dest=kw.pop("dest", name), action="store_false" if param.default else
+                              "store_true", help=kw.pop("help", param.help), **kw)
+    flags = flags or (param.cli_flag,)
     kw.setdefault("type", spec_type(op, name))
     if param.required:
         kw.setdefault("required", True)

@@ -49,12 +49,13 @@ def check(tool: ToolSpec, given: dict[str, Any] | None) -> dict[str, Any]:
             del values[name]
             continue
         values[name] = _check_value(tool, name, value)
-    for name, needed in tool.needs.items():
+    needs, exclusive = tool.rules()
+    for name, needed in needs.items():
         if name in values and needed not in values:
             raise BadArguments(f"{tool.name}: {name} needs {needed}")
-    both = [n for n in tool.exclusive if n in values]
+    both = [n for n in exclusive if n in values]
     if len(both) > 1:
-        raise BadArguments(f"{tool.name}: give at most one of {', '.join(tool.exclusive)} (got {', '.join(both)})")
+        raise BadArguments(f"{tool.name}: give at most one of {', '.join(exclusive)} (got {', '.join(both)})")
     return values
 
 

@@ -64,8 +64,8 @@ class ToolSpec:
     args: tuple[Arg, ...] = ()
     op: str | None = None  # the operation it reaches (None: answers from the lab file alone)
     open_world: bool = True  # False: answers from the lab file alone
-    needs: dict[str, str] = field(default_factory=dict)  # argument -> argument it requires
-    exclusive: tuple[str, ...] = ()  # at most one of these
+    needs: dict[str, str] = field(default_factory=dict)  # argument -> argument it requires, beyond the op's rules
+    exclusive: tuple[str, ...] = ()  # at most one of these (default: the operation's own rule)
     op_args: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None  # (values, lab) -> the op's arguments
 
     @property
@@ -84,6 +84,15 @@ class ToolSpec:
     def arg(self, name: str) -> Arg | None:
         return next((a for a in self.args if a.name == name), None)
 
+    def rules(self) -> tuple[dict[str, str], tuple[str, ...]]:
+        """The cross-argument rules (needs, exclusive) in this tool's argument names: the op's spec, plus its own."""
+        if self.op is None:
+            return self.needs, self.exclusive
+        spec = ops.spec(self.op)
+        named = {a.param: a.name for a in self.args if a.param}
+        needs = {named[k]: named[v] for k, v in spec.needs.items() if k in named and v in named}
+        return {**needs, **self.needs}, self.exclusive or tuple(named[n] for n in spec.exclusive if n in named)
+
     def input_schema(self) -> dict[str, Any]:
         schema: dict[str, Any] = {
             "type": "object",
@@ -93,8 +102,9 @@ class ToolSpec:
         required = [a.name for a in self.args if a.required]
         if required:
             schema["required"] = required
-        if self.needs:
-            schema["dependentRequired"] = {k: [v] for k, v in self.needs.items()}
+        needs, _ = self.rules()
+        if needs:
+            schema["dependentRequired"] = {k: [v] for k, v in needs.items()}
         return schema
 
     def annotations(self) -> dict[str, Any]:
@@ -216,7 +226,7 @@ TOOLS: tuple[ToolSpec, ...] = (
              (TARGET, IFACE, from_spec("serial.evidence", "epoch", "--epoch"),
               from_spec("serial.evidence", "since", "--since"),
               from_spec("serial.evidence", "max_bytes", "--max-bytes")),
-             op="serial.evidence", needs={"since": "epoch"}),
+             op="serial.evidence"),
     ToolSpec("serial_log", "Read the serial log",
              "Captured console lines `[time] #<seq> <text>` from disk (works while capture is stopped); "
              "the last 200 without a window. Poll with since = the last seq you saw. As `panio serial log`.",
@@ -225,7 +235,7 @@ TOOLS: tuple[ToolSpec, ...] = (
               from_spec("serial.log", "first", "--from", name="from"),
               from_spec("serial.log", "last", "--to", name="to",
                         help="last sequence number of a range (inclusive; needs from)")),
-             op="serial.log", needs={"to": "from"}, exclusive=("tail", "since", "from")),
+             op="serial.log"),
     ToolSpec("serial_send", "Type into a serial console",
              "Write text to the console through the running capture, as `panio serial send`. Input lands only "
              "if the board's console reads the UART; read the reply with serial_log or serial_wait, or use "
