@@ -213,3 +213,25 @@ def test_cross_argument_rules_live_in_the_spec_and_every_surface_applies_them(mo
     panio("target", "add", "pico")
     panio("serial", "add", "console", "-t", "pico", "--device", "/dev/null")
     assert "--to needs --from" in panio.fails("serial", "log", "pico", "--to", "5", code=2).err
+
+
+def test_the_pytest_plugin_restates_no_operation_default():
+    """A plugin method's optional operation arguments default to None: the spec's default applies (no drift)."""
+    import inspect
+
+    from controller.plugin import handles
+
+    all_specs()
+    checked = 0
+    for cls, group in ((handles.SerialHandle, "serial"), (handles.HidHandle, "hid")):
+        for verb in ("send", "transact", "wait"):
+            method, spec = getattr(cls, verb, None), ops.SPECS.get(f"{group}.{verb}")
+            if method is None or spec is None:
+                continue
+            for name, p in inspect.signature(method).parameters.items():
+                param = spec.param(name)
+                if param is not None and not param.required and p.default is not inspect.Parameter.empty \
+                        and param.kind is not bool:
+                    assert p.default is None, f"{cls.__name__}.{verb}({name}={p.default!r}) restates the spec"
+                    checked += 1
+    assert checked >= 5

@@ -172,7 +172,7 @@ def test_an_untracked_daemon_is_reported_and_reaped_by_watch(video_bench):
     (["hid", "send", "board0", "type", "caf\u00e9"], 2, "cannot type"),
     (["hid", "send", "board0", "wiggle"], 2, "bad HID command"),
     (["video", "read", "board0", "--region", "1,2,3"], 2, "X,Y,W,H"),
-    (["video", "shot", "board0", "--timeout", "999999999"], 2, "timeout_ms"),
+    (["video", "shot", "board0", "--timeout", "999999999"], 2, "--timeout"),
     (["video", "shot", "nosuch"], 3, "nosuch"),
     (["video", "shot", "board0", "-o", "/nonexistent-dir/s.png"], 2, "cannot write the shot to /nonexistent-dir"),
     (["hid", "send", "board0", "key", "ENTER", "--pace-ms", "soon"], 2, "--pace-ms takes a whole number"),

@@ -73,13 +73,13 @@ class HidHandle(ChannelHandle):
     def __init__(self, target: PanioTarget) -> None:
         super().__init__(target, "hid")
 
-    def send(self, *words: Any, pace_ms: int = 20) -> Any:
-        return self.call("send", command=[str(w) for w in words], pace_ms=pace_ms)
+    def send(self, *words: Any, pace_ms: int | None = None) -> Any:
+        return self.call("send", command=[str(w) for w in words], **_given(pace_ms=pace_ms))
 
     def key(self, name: str) -> Any:
         return self.send("key", name)
 
-    def type(self, text: str, pace_ms: int = 20) -> Any:
+    def type(self, text: str, pace_ms: int | None = None) -> Any:
         return self.send("type", text, pace_ms=pace_ms)
 
 
@@ -161,29 +161,30 @@ class SerialHandle:
             except Unreachable:
                 self._marks.pop(name, None)  # no capture: a later wait says so itself
 
-    def send(self, text: str, interface: str | None = None, newline: bool = True, pace_ms: int = 0) -> dict[str, Any]:
+    def send(self, text: str, interface: str | None = None, newline: bool = True,
+             pace_ms: int | None = None) -> dict[str, Any]:
         iface = self._iface(interface)
         self.mark(iface["name"])
-        return self.target.call("serial.send", iface=iface, text=text, newline=newline, pace_ms=pace_ms)
+        return self.target.call("serial.send", iface=iface, text=text, newline=newline, **_given(pace_ms=pace_ms))
 
-    def transact(self, text: str, until: str, timeout_ms: int = 30000, interface: str | None = None,
-                 max_bytes: int = 65536) -> str:
+    def transact(self, text: str, until: str, timeout_ms: int | None = None, interface: str | None = None,
+                 max_bytes: int | None = None) -> str:
         """Send ``text`` and return the reply up to the match of ``until``; ``Timeout`` if it never matched."""
         iface = self._iface(interface)
         epoch, _ = self.mark(iface["name"])
-        r = self.target.call("serial.transact", iface=iface, text=text, until=until, timeout_ms=timeout_ms,
-                             max_bytes=max_bytes)
+        r = self.target.call("serial.transact", iface=iface, text=text, until=until,
+                             **_given(timeout_ms=timeout_ms, max_bytes=max_bytes))
         _raise_unless_matched(r, until, self.target.name)
         self._marks[iface["name"]] = (r.get("epoch", epoch), r["cursor"])  # the reply is consumed
         return r["text"]
 
-    def wait(self, pattern: str, timeout_ms: int = 30000, interface: str | None = None,
-             max_bytes: int = 1048576) -> dict[str, Any]:
+    def wait(self, pattern: str, timeout_ms: int | None = None, interface: str | None = None,
+             max_bytes: int | None = None) -> dict[str, Any]:
         """Wait from the mark until ``pattern`` matches; the mark moves past the match. ``Timeout`` otherwise."""
         iface = self._iface(interface)
         epoch, since = self._marks.get(iface["name"]) or self.mark(iface["name"])
         r = self.target.call("serial.wait", iface=iface, epoch=epoch, since=since, pattern=pattern,
-                             timeout_ms=timeout_ms, max_bytes=max_bytes)
+                             **_given(timeout_ms=timeout_ms, max_bytes=max_bytes))
         _raise_unless_matched(r, pattern, self.target.name)
         self._marks[iface["name"]] = (r["epoch"], r["cursor"])
         return r
@@ -217,3 +218,8 @@ def _raise_unless_matched(r: dict[str, Any], pattern: str, target: str) -> None:
     if r["status"] in ("timeout", "cap"):
         tail = (r.get("text") or "")[-300:]
         raise Timeout(f"{pattern!r} did not match on {target!r}; the last bytes were {tail!r}", **details)
+
+
+def _given(**kw: Any) -> dict[str, Any]:
+    """The arguments a test gave; the others take the operation's spec defaults (written once, in the spec)."""
+    return {k: v for k, v in kw.items() if v is not None}
