@@ -70,9 +70,6 @@ class PanioTools:
         except anyio.get_cancelled_exc_class():
             log(f"{tool.name}: {results.command_line(argv)} -> cancelled by the client; stopped")
             raise
-        except OSError as exc:  # the child could not start at all (e.g. the interpreter is gone)
-            log(f"{tool.name}: cannot start {results.command_line(argv)}: {exc}")
-            return _text_result(results.cannot_start(argv, exc), is_error=True)
         text, is_error = results.render(done, tool.changes_target)
         outcome = "stopped at its deadline" if done.timed_out else f"exit {done.code}"
         log(f"{tool.name}: {results.command_line(argv)} -> {outcome} in {done.elapsed_s:.2f} s")
@@ -81,7 +78,7 @@ class PanioTools:
         return _text_result(text, is_error)
 
     def _peek_lab(self) -> Any:
-        """The lab, only to size deadlines (hook and action timeouts); the child reports a bad lab itself."""
+        """The lab, only to size deadlines (hook and action timeouts); the command reports a bad lab itself."""
         from bench_agent.errors import PanioError
         from controller.lab import load
 
