@@ -261,14 +261,12 @@ def test_deadlines_follow_the_tool_bound_and_the_lab(lab):
 
 def test_a_bug_in_a_call_is_an_internal_error_result(tmp_path, monkeypatch):
     """The call runs in the server's process: whatever it raises is its result (70), never the server's end."""
-    from controller.cli import main
     from controller.mcp import results, runner
 
-    def broken(argv):
+    def broken(argv, out):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(main, "run_reported", broken)
-    done = anyio.run(runner.run, tmp_path / "lab.toml", ["target", "list", "--json"], 10)
+    done = anyio.run(runner.run, broken, tmp_path / "lab.toml", ["target", "list", "--json"], 10)
     assert done.code == 70
     code, obj = failure(results.render(done, changes_target=False)[0])
     assert code == 70 and obj["error"] == "internal" and "RuntimeError: a bug" in obj["message"]

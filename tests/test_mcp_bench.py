@@ -128,7 +128,9 @@ def test_call_past_its_deadline_is_stopped_with_everything_it_started(panio, tmp
         monkeypatch.setenv(name, panio.env[name])
 
     started = time.monotonic()
-    done = anyio.run(runner.run, panio.lab, ["action", "run", "pico", "soak"], 5)  # time for panio to start it
+    from controller.cli.main import run_captured  # what `panio mcp` hands its server
+
+    done = anyio.run(runner.run, run_captured, panio.lab, ["action", "run", "pico", "soak"], 5)
     assert done.timed_out and time.monotonic() - started < 40  # the deadline, not the action's 60 s
     text, is_error = results.render(done, changes_target=True)
     code, obj = failure(text)

@@ -242,7 +242,9 @@ def provisioned(tmp_path):
         f"ansible_ssh_common_args='-o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes'\n")
     (tmp_path / "redis.yml").write_text(PLAYBOOK)
     env = {**os.environ, "ANSIBLE_ROLES_PATH": str(ROLE.parent), "ANSIBLE_LOCAL_TEMP": str(tmp_path / "atmp"),
-           "ANSIBLE_REMOTE_TEMP": str(tmp_path / "rtmp"), "ANSIBLE_NOCOLOR": "1", "HOME": str(tmp_path / "ops")}
+           "ANSIBLE_REMOTE_TEMP": str(tmp_path / "rtmp"), "ANSIBLE_NOCOLOR": "1", "HOME": str(tmp_path / "ops"),
+           # no SSH master left behind (its socket path would also be too long under pytest's tmp_path)
+           "ANSIBLE_SSH_ARGS": "-o ControlMaster=no", "ANSIBLE_PIPELINING": "1"}
     argv = [ANSIBLE_PLAYBOOK, "-i", str(tmp_path / "inventory.ini"), "-e", f"@{tmp_path / 'vars.json'}",
             str(tmp_path / "redis.yml")]
     server, system = None, Path("/etc/redis/redis.conf")

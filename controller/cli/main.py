@@ -220,6 +220,16 @@ def main(argv: list[str] | None = None) -> int:
     return run_reported(argv)
 
 
+def run_captured(argv: list[str], out: object) -> int:
+    """Run ``panio *argv`` in this process as ``panio`` would, its text (stdout, stderr, the error lines) to
+    the ``Output`` ``out`` instead of this process's streams; the exit status. The MCP server runs its tool
+    calls through this (``controller.mcp.runner``), so a tool's text is the CLI's."""
+    from controller.cli.common import capturing
+
+    with capturing(out):
+        return run_reported(argv)
+
+
 def run_reported(argv: list[str]) -> int:
     """``run`` with every failure reported as the CLI reports it (one human line, one JSON line on stderr)
     and turned into its exit status: what ``panio`` does, and what the MCP server runs in-process for each

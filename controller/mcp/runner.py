@@ -1,11 +1,12 @@
 """Run one panio command for the MCP server, in the server's own process: no child ``panio`` per call.
 
 A tool call is the command line ``panio --lab LAB ...`` run through the CLI's
-own road (``controller.cli.main.run_reported``: parse, the command's plan,
-its body in ``bench_agent.commands``, errors reported as the CLI reports
-them), so its text and exit status are exactly the CLI's. What it prints is
-captured (``controller.cli.common.capturing``), never the server's stdout,
-which is the protocol stream.
+own road: ``panio mcp`` hands the server ``controller.cli.main.run_captured``
+(parse, the command's plan, its body in ``bench_agent.commands``, errors
+reported as the CLI reports them), so its text and exit status are exactly
+the CLI's. The front end does not import the CLI (tests/test_imports.py): the
+CLI passes its road in. What a call prints is captured, never written to the
+server's stdout, which is the protocol stream.
 
 It runs the way a job step runs (``bench_agent.jobs.steps.execute``): in a
 thread of its own, inside a process scope, until it ends, its deadline
@@ -21,10 +22,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import anyio
 
 from bench_agent.commands import Output
+
+Command = Callable[[list[str], Output], int]  # (panio's argv, where its text goes) -> exit status
 
 MAX_CAPTURE_BYTES = 16 << 20  # serial_wait may return up to 8 MiB of JSON; leave room for escaping
 POLL_S = 0.02
@@ -72,21 +76,18 @@ class Capture(Output):
             return bytes(self.streams[stream]).decode("utf-8", "replace")
 
 
-def run_here(lab: Path, argv: list[str], deadline_s: float,
+def run_here(command: Command, lab: Path, argv: list[str], deadline_s: float,
              should_stop=lambda: None) -> tuple[int | None, Capture]:
-    """Run ``panio --lab LAB *argv`` in this process, bounded by ``deadline_s`` and ``should_stop``; blocks.
-    (exit status, or None when stopped; what it printed)."""
+    """Run ``panio --lab LAB *argv`` through ``command`` in this process, bounded by ``deadline_s`` and
+    ``should_stop``; blocks. (exit status, or None when stopped; what it printed)."""
     from bench_agent.jobs.steps import execute
     from controller import dispatch
-    from controller.cli.common import capturing
-    from controller.cli.main import run_reported
 
     capture = Capture()
     status: dict[str, int] = {}
 
     def body() -> None:
-        with capturing(capture):
-            status["code"] = run_reported(["--lab", str(lab), *argv])
+        status["code"] = command(["--lab", str(lab), *argv], capture)
 
     try:
         _, why = execute(body, capture, deadline_s, should_stop)
@@ -95,16 +96,17 @@ def run_here(lab: Path, argv: list[str], deadline_s: float,
     return (None if why is not None else status.get("code", 70)), capture
 
 
-async def run(lab: Path, argv: list[str], deadline_s: float) -> Finished:
-    """Run ``panio --lab LAB *argv``; never longer than ``deadline_s`` (then code is None). A cancelled call
-    stops the command and what it started before the cancellation goes on."""
+async def run(command: Command, lab: Path, argv: list[str], deadline_s: float) -> Finished:
+    """Run ``panio --lab LAB *argv`` through ``command``; never longer than ``deadline_s`` (then code is
+    None). A cancelled call stops the command and what it started before the cancellation goes on."""
     started = time.monotonic()
     cancelled = threading.Event()
     box: dict[str, tuple[int | None, Capture]] = {}
 
     def work() -> None:
         try:
-            box["done"] = run_here(lab, argv, deadline_s, lambda: "cancelled" if cancelled.is_set() else None)
+            box["done"] = run_here(command, lab, argv, deadline_s,
+                                   lambda: "cancelled" if cancelled.is_set() else None)
         except Exception as exc:  # noqa: BLE001 - a bug in the call is the call's error, never the server's end
             from bench_agent.errors import InternalError
 
