@@ -14,7 +14,7 @@ from controller.mcp.tools import NAME_PATTERN, ToolSpec
 
 _NAME = re.compile(NAME_PATTERN)
 _TYPES = {"string": (str,), "integer": (int,), "boolean": (bool,), "array": (list,)}
-MAX_TEXT_CHARS = 65536  # one argument of the child's command line; Linux refuses one over 128 KiB (E2BIG)
+MAX_TEXT_CHARS = 65536  # one text argument: what `panio` could take on a command line (Linux: 128 KiB at most)
 _JSON_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
 
 

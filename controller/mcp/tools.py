@@ -7,7 +7,7 @@ becomes; everything else is derived from the operation it reaches
 destructiveHint and idempotentHint from the spec's extras) and the deadline
 (the operation's own, plus a margin). The server advertises
 ``input_schema()`` and ``annotations()``, checks a call with
-``controller.mcp.args`` and runs ``argv(values)`` as a child.
+``controller.mcp.args`` and runs ``argv(values)`` (``controller.mcp.runner``).
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ class ToolSpec:
         return [*self.command, *flags, "--", *positionals] if positionals else [*self.command, *flags]
 
     def deadline_s(self, values: dict[str, Any], lab: Any) -> float:
-        """The operation's own deadline (from its spec) plus the margin; a child never runs unbounded."""
+        """The operation's own deadline (from its spec) plus the margin; a call never runs unbounded."""
         if self.op is None:
             return DEFAULT_DEADLINE_S
         spec = ops.spec(self.op)

@@ -24,8 +24,9 @@ from controller.plugin import adapter
 class PanioTarget:
     """A target leased for the test session: ``name``, ``host``, ``lease_token`` and its channel handles."""
 
-    def __init__(self, lab: Any, name: str, token: int | None) -> None:
+    def __init__(self, lab: Any, name: str, token: int | None, credential: str | None = None) -> None:
         self.lab, self.name, self.lease_token = lab, name, token
+        self._credential = credential if credential is not None else token  # the lease's TOKEN:SECRET
         self.config = lab.target(name)
         self.host = self.config.get("host") or "local"
         self.serial = SerialHandle(self)
@@ -35,7 +36,7 @@ class PanioTarget:
 
     def call(self, op: str, **args: Any) -> Any:
         """Any operation by name, for this target (``target`` filled in): ``t.call("serial.status", iface=...)``."""
-        return adapter.call(self.lab, self.name, op, args, self.lease_token)
+        return adapter.call(self.lab, self.name, op, args, self._credential)
 
     def has(self, channel: str) -> bool:
         """Whether the lab gives this target ``channel`` (serial, power, video, hid, ...)."""
@@ -107,7 +108,7 @@ class PowerHandle:
         """``on``, ``off`` or ``unknown``: the state hook, else the serial sense line (as `panio power-state`)."""
         from controller import power
 
-        return adapter.run(power.states, self.target.lease_token, self.target.lab, self.target.name, level)[0]["state"]
+        return adapter.run(power.states, self.target._credential, self.target.lab, self.target.name, level)[0]["state"]
 
 
 class SerialHandle:

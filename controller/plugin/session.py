@@ -65,7 +65,7 @@ class PluginSession:
         """``name`` leased (waiting up to ``lease_wait_s`` for it) with capture running; once per session."""
         if name not in self._targets:
             lease = self._lease(name)
-            target = PanioTarget(self.lab, name, lease.token)
+            target = PanioTarget(self.lab, name, lease.token, lease.credential)
             self._targets[name] = target
             if self.watch and target.serial.interfaces:
                 if not target.serial.running():
