@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PANIO
-from jobhelp import wait_for
+from jobhelp import fixture_lab, job_file, wait_for
 from bench_agent.sim.console import PROMPT
 from serial_fixtures import supervisor_connections
 from simbench import sim_bench
@@ -82,3 +82,14 @@ def test_sim_down_stops_what_runs_on_the_qemu_netboot_bench(panio, tmp_path):
     assert all(name in down.stdout for name in ("netboot-qemu0", "serial-qemu0", "video-qemu0")), down.stdout
     assert _running(panio) == []
     assert panio("netboot", "status", "qemu0", "--json").json()["serving"] is False
+
+
+def test_one_job_is_one_job_not_1_jobs(panio, tmp_path):
+    fixture_lab(panio)
+    job_file(tmp_path, "name = 'quick'\n[[steps]]\nrun = 'ping ${target}'\n", "quick.toml")
+    one = job_file(tmp_path, "name = 'one'\ntargets = ['pico']\njobs = ['quick.toml']\n", "one.toml")
+    two = job_file(tmp_path, "name = 'two'\ntargets = ['pico', 'qemu']\njobs = ['quick.toml']\n", "two.toml")
+    assert "(1 job) every 1h" in panio("schedule", "add", "hourly", "--suite", one, "--every", "1h").out
+    assert "(2 jobs) every 1h" in panio("schedule", "add", "twice", "--suite", two, "--every", "1h").out
+    assert panio("suite", "check", one).out.splitlines()[0].endswith("is valid: 1 job")
+    assert "suite one: 1 job\n" in panio("suite", "run", one, timeout=120).out
