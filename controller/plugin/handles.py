@@ -76,12 +76,16 @@ class VideoHandle(ChannelHandle):
     def __init__(self, target: PanioTarget) -> None:
         super().__init__(target, "video")
         self.started = False  # by this handle: the session stops it at the end
+        self._running = False  # known to run (checked once, not before every read)
 
     def call(self, verb: str, **args: Any) -> Any:
-        if verb in self.SELF_STARTING and not self.started:
+        if verb in self.SELF_STARTING and not self._running:
             self.table()  # no video channel: NotConfigured naming the command that adds it, before anything starts
             if not super().call("watch").get("already_running"):
                 self.started = True
+            self._running = True
+        elif verb in ("watch", "stop"):
+            self._running = False
         return super().call(verb, **args)
 
 
