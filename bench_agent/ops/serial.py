@@ -9,6 +9,7 @@ supervisor runs; input (send, transact, wait, reset, dtr) needs it.
 from __future__ import annotations
 
 import base64
+import time
 from datetime import datetime, timezone
 from typing import Any
 
@@ -169,6 +170,7 @@ def transact(target: str, iface: dict[str, Any], text: str, until: str, timeout_
     Param("since", int, "byte cursor to read from (with epoch)", default=None, minimum=0, maximum=SEQ_MAX),
     Param("since_time_ns", int, "or: the bytes received since this moment (ns since 1970)", default=None, minimum=0,
           maximum=SEQ_MAX),
+    Param("since_now", bool, "or: the bytes received from now on (the host's clock)", default=False),
     Param("pattern", str, "stop when this regex (Python syntax) matches", default=None),
     TIMEOUT_MS, MAX_BYTES, MAX_OUTPUT,
     Param("include_pending", bool, "also return bytes received after the match (not consumed)", default=False),
@@ -176,15 +178,17 @@ def transact(target: str, iface: dict[str, Any], text: str, until: str, timeout_
 def wait(target: str, iface: dict[str, Any], epoch: int | None = None, since: int | None = None,
          pattern: str | None = None, timeout_ms: int = 30000, max_bytes: int = 65536,
          max_output_bytes: int = 1 << 20, include_pending: bool = False, follow: bool = False,
-         since_time_ns: int | None = None) -> dict[str, Any]:
-    """Wait from a cursor (``epoch``/``since``) or from a moment (``since_time_ns``: the bytes received since)."""
+         since_time_ns: int | None = None, since_now: bool = False) -> dict[str, Any]:
+    """Wait from a cursor (``epoch``/``since``) or from a moment (``since_time_ns``, or ``since_now``)."""
     from bench_agent.serial.matcher import compile_pattern
 
     compile_pattern(pattern)
+    if since_now:  # the host's own clock: a controller's clock may be off from it
+        since_time_ns = time.time_ns()
     if since_time_ns is not None:
         epoch, since = _cursor_at(target, iface, since_time_ns)
     if epoch is None or since is None:
-        raise UsageError("serial wait needs --epoch and --since, or a moment to start from (--since-step)")
+        raise UsageError("serial wait needs --epoch and --since, or a moment to start from (--since-now)")
     return _ask(target, {"op": "wait", "iface": iface["name"], "epoch": epoch, "since": since, "pattern": pattern,
                          "timeout_ms": timeout_ms, "max_bytes": max_bytes, "max_output_bytes": max_output_bytes,
                          "include_pending": include_pending, "follow": follow}, wait_ms=timeout_ms)

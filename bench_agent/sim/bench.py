@@ -13,8 +13,9 @@ shell, answer on the console, on every board). Each simulated board also has a
 screen (MJPEG on loopback: the ``video`` channel) and a CH9329 HID rig on a PTY
 (the ``hid`` channel). ``--qemu`` adds ``qemu0``, a QEMU board running a real
 kernel (``bench_agent.sim.qemu``: serial, power, screen and input).
-``down`` stops exactly the processes listed there, and the serial captures (of
-this state directory) that read their consoles. Not part of ``panio --help``.
+``down`` stops exactly the processes listed there, and the daemons (of this
+state directory) that use their devices: serial and video captures, netboot
+servers. Not part of ``panio --help``.
 """
 
 from __future__ import annotations
@@ -188,11 +189,14 @@ def down(directory: Path) -> tuple[int, list[dict]]:
 
 
 def stop_captures(boards: list[dict]) -> list[dict]:
-    """Captures of this state directory that read the bench's consoles would outlive it, disconnected: stop them."""
+    """Daemons of this state directory that use the bench's devices (serial and video captures, netboot servers)
+    would outlive it, disconnected: stop them."""
     from bench_agent.daemons import registry as daemons
 
+    devices = {b.get(key) for b in boards for key in ("device", "tty", "video")}
+    devices |= {b["netboot"]["tftp_root"] for b in boards if b.get("netboot")}
     stopped = []
-    for entry in daemons.captures_of({b["device"] for b in boards if b.get("device")}):
+    for entry in daemons.daemons_of(devices - {None}):
         try:
             stopped.append(daemons.stop_daemon(entry))
         except NotRunning:  # it stopped on its own meanwhile
@@ -309,7 +313,7 @@ def run(argv: list[str]) -> int:
               f"(on {', '.join(b['name'] for b in boards)}; its jobs start each board's serial capture)")
     elif args.verb == "down":
         count, captures = down(directory)
-        also = f" and {len(captures)} serial capture(s) of their consoles" if captures else ""
+        also = f" and the daemons using them ({', '.join(c['name'] for c in captures)})" if captures else ""
         print(f"stopped {count} simulated board(s){also} in {directory}")
     else:
         return _print_status(directory, args)

@@ -237,5 +237,10 @@ def print_json(obj: Any) -> None:
     emit("stdout", json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 job``, ``2 jobs``: a count with its noun in the right number (nouns that take an -s)."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def say(text: str) -> None:
     emit("stdout", text + "\n")

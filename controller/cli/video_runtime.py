@@ -48,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "after an action, pass the previous shot's hash to --changed-since: it blocks, no loop.")
     add_target_positional(c)
     c.add_argument("-o", "--output", metavar="FILE",
-                   help="where to write the PNG (default TARGET.png; - = stdout; with --json: base64 in png_b64)")
+                   help="where to write the PNG (default: STATE/shots/TARGET-TIME.png, path printed; - = stdout; "
+                        "with --json: base64 in png_b64)")
     _wait_opts(c, "video.shot")
     add_json(c)
     c = command(sub, "read", "read the text on the screen (OCR with tesseract)", func=read,

@@ -31,7 +31,7 @@ class PanioTarget:
         self.host = self.config.get("host") or "local"
         self.serial = SerialHandle(self)
         self.power = PowerHandle(self)
-        self.video = ChannelHandle(self, "video")
+        self.video = VideoHandle(self)
         self.hid = HidHandle(self)
 
     def call(self, op: str, **args: Any) -> Any:
@@ -66,6 +66,28 @@ class ChannelHandle:
         if verb.startswith("_"):
             raise AttributeError(verb)
         return lambda **args: self.call(verb, **args)  # video.shot(), video.read(region=...), video.watch()
+
+
+class VideoHandle(ChannelHandle):
+    """The target's screen: ``read()``, ``shot()``, ``wait(...)`` start its capture first if none runs (it is
+    started on first use, not for every test, so a session that never looks at the screen holds no dongle)."""
+
+    SELF_STARTING = ("shot", "read", "wait")
+
+    def __init__(self, target: PanioTarget) -> None:
+        super().__init__(target, "video")
+        self.started = False  # by this handle: the session stops it at the end
+        self._running = False  # known to run (checked once, not before every read)
+
+    def call(self, verb: str, **args: Any) -> Any:
+        if verb in self.SELF_STARTING and not self._running:
+            self.table()  # no video channel: NotConfigured naming the command that adds it, before anything starts
+            if not super().call("watch").get("already_running"):
+                self.started = True
+            self._running = True
+        elif verb in ("watch", "stop"):
+            self._running = False
+        return super().call(verb, **args)
 
 
 class HidHandle(ChannelHandle):
