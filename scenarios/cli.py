@@ -80,7 +80,17 @@ def build() -> Parser:
     lp = sub.add_parser("loopback", help="run the serial loopback scenarios (PTY fake DUT) for real")
     lp.add_argument("--scenario", nargs="+", metavar="ID")
     lp.add_argument("--json", action="store_true")
-    hw = sub.add_parser("hardware", help="hardware tier: references as jobs on the simulated board (or --lab)")
+    hw = sub.add_parser("hardware", help="hardware tier: references as jobs on the simulated board (or --lab)",
+                        description="Run each scenario's reference as a panio job on a bench, graded on what happened.\n\n"
+                                    "Default: panio's simulated board, in a private state directory. --lab LAB --target T:\n"
+                                    "the operator's board, on the operator's own daemons (a running capture is used and left\n"
+                                    "running). The board's prompt, screen text and setup menu come from its\n"
+                                    "[targets.T.profile] (docs/lab-file.md); a scenario the board cannot run is listed\n"
+                                    "as 'cannot run' with the reason. Exit 1 if any scenario failed.",
+                        epilog="example:\n  panio-eval hardware --scenario R3 R6\n"
+                               "  panio-eval hardware --lab ~/lab.toml --target zeta --scenario R1 R3 R6 R10\n\n"
+                               "see also: docs/evals.md (the hardware tier), docs/lab-file.md",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     hw.add_argument("--scenario", nargs="+", metavar="ID")
     hw.add_argument("--lab", type=Path, help="a real bench's lab file instead of the simulated board")
     hw.add_argument("--target", help="the target on that bench")
@@ -341,5 +351,7 @@ def cmd_hardware(args) -> int:
         print(json.dumps([r.to_json() for r in results], indent=1))
     else:
         for r in results:
-            print(f"{'FAIL' if r.status == 'fail' else 'ok  '} {r.scenario:4} {r.status}  {'; '.join(r.detail)}")
+            mark = {"fail": "FAIL", "cannot_run": "--  "}.get(r.status, "ok  ")
+            shown = "; ".join(r.detail) if r.status == "cannot_run" else f"{r.status}  {'; '.join(r.detail)}"
+            print(f"{mark} {r.scenario:4} {shown}")
     return 1 if any(r.status == "fail" for r in results) else 0
