@@ -94,7 +94,8 @@ def build() -> Parser:
     hw.add_argument("--scenario", nargs="+", metavar="ID")
     hw.add_argument("--lab", type=Path, help="a real bench's lab file instead of the simulated board")
     hw.add_argument("--target", help="the target on that bench")
-    hw.add_argument("--print-job", metavar="ID", help="print the job file of one scenario and exit")
+    hw.add_argument("--print-job", metavar="ID",
+                    help="print the job file of one scenario and exit (with --lab/--target: for that board)")
     hw.add_argument("--json", action="store_true")
     gr = sub.add_parser("grade", help="grade one answer (a final answer's text or any adapter's event stream)",
                         epilog="example:\n  panio-eval grade R4 answer.md\n  panio-eval grade C1 stream.jsonl --condition warm\n\n"
@@ -339,11 +340,22 @@ def cmd_hardware(args) -> int:
 
     from scenarios import hardware
 
-    if args.print_job:
-        sys.stdout.write(hardware.job_toml(select(load_all(), [args.print_job])[0]))
-        return 0
     if bool(args.lab) != bool(args.target):
         raise EvalUsage("panio-eval hardware: --lab and --target go together")
+    if args.print_job:
+        sc = select(load_all(), [args.print_job])[0]
+        if not args.lab:  # for panio's simulated board
+            sys.stdout.write(hardware.job_toml(sc))
+            return 0
+        import os
+
+        table, err = hardware.target_table(args.lab, args.target, dict(os.environ))
+        why = err or (hardware.why_not(sc, args.target, table, hardware.steps_of(sc, False)[0]) if sc.hardware
+                      else hardware.no_form(sc))
+        if why:
+            raise EvalUsage(f"panio-eval hardware: {sc.id} {why if why.startswith('cannot run') else 'cannot run: ' + why}")
+        sys.stdout.write(hardware.job_toml(sc, table.get("profile") or {}, own_bench=False))
+        return 0
     scs = select(load_all(), args.scenario) if args.scenario else load_all()
     with tempfile.TemporaryDirectory(prefix="panio-eval-hw-") as tmp:
         results = hardware.run_all(scs, Path(tmp), args.lab, args.target)

@@ -202,3 +202,15 @@ def test_the_hardware_tier_runs_another_board_on_the_operators_daemons(panio_eva
         subprocess.run([panio, "--lab", str(lab), "daemons", "stop", "--all", "--force"], env=eval_env,
                        capture_output=True, timeout=60)
         subprocess.run([sim, "down", "--dir", str(bench)], env=eval_env, capture_output=True, timeout=60)
+
+
+def test_print_job_for_a_described_board(panio_eval, tmp_path):
+    lab = tmp_path / "zeta.toml"
+    lab.write_text('[targets.zeta]\n[[targets.zeta.serial]]\nname = "console"\ndevice = "/dev/null"\n'
+                   '[targets.zeta.power]\ncycle_cmd = "true"\n[targets.zeta.video]\ndevice = "http://127.0.0.1:9/v"\n'
+                   "[targets.zeta.profile]\nprompt = 'zeta> $'\nscreen_text = 'Zeta board ready'\n")
+    r = panio_eval("hardware", "--lab", str(lab), "--target", "zeta", "--print-job", "R4")
+    assert r.code == 0 and "--pattern 'zeta> $'" in r.out and "root@sim" not in r.out, r.out + r.err
+    r = panio_eval("hardware", "--lab", str(lab), "--target", "zeta", "--print-job", "R6")
+    assert r.code == 2 and "R6 cannot run: target zeta has no hid channel" in r.err and r.out == "", r.err
+    assert r.err.count("\n") == 2 and json.loads(r.err.splitlines()[1])["error"] == "usage"  # one human, one JSON line
