@@ -131,6 +131,7 @@ def test_a_job_follows_the_boards_profile_and_says_why_it_cannot_run():
     assert runs.count("panio hid send ${target} key ESC") == 1 and "panio hid send ${target} key F10" in runs
     assert not any("Hit any key" in r or "moveabs" in r for r in runs)  # the simulator's menu stays out
     assert [st["expect_output"] for st in r6["steps"] if "expect_output" in st] == ["BIOS Setup"]
+    assert "panio video wait ${target} --text 'BIOS Setup' --timeout 10000" in runs
     r10 = hardware.job_toml(_sc("R10"), zeta, own_bench=False)
     assert "--text 'Zeta board ready'" in r10
     table = {"serial": [{"name": "console"}], "power": {"cycle_cmd": "x"}, "video": {"device": "v"}, "hid": {"device": "h"}}
