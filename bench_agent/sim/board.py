@@ -12,6 +12,10 @@ loopback (``sim.mjpeg``). The HID rig (``sim.hidrig``) is a CH9329 on a second
 PTY: its key presses reach the console as a USB keyboard's would, its clicks
 reach the setup menu. Settings saved in the menu persist in ``DIR/NAME.setup.json``
 and show in the next boot log ("Network boot: enabled").
+
+Another board's look, for checks that must not assume this one: ``prompt`` (its shell prompt),
+``banner`` (its first boot line and last kernel line: what its screen shows once up) and
+``setup=False`` (no setup menu). ``describe()`` carries the lab's ``profile`` table that says so.
 """
 
 from __future__ import annotations
