@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from typing import Any
 
 from bench_agent.jobs import logalign
@@ -32,7 +31,6 @@ from bench_agent.jobs import logalign
 CONTEXT = 3  # lines of context each side of a divergence
 LATE_MIN_S = 1.0  # a line counts as late when it came this much later (and 3x later) after its predecessor
 SEARCH_MAX = 500  # passing runs looked at for a baseline
-STAMP = re.compile(r"^\[(\d\d):(\d\d):(\d\d(?:\.\d+)?)\] ")
 
 
 def inputs(job_text: str, target_table: dict, tags: list[str], version: str) -> dict:
@@ -240,8 +238,13 @@ def _window(lines: list[str], start: int, end: int, context: int) -> list[dict]:
 
 
 def _seconds(line: str) -> float | None:
-    m = STAMP.match(line)
-    return None if m is None else int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3))
+    """The time of a serial-log line (``[HH:MM:SS.mmm] #seq text``), in seconds of its day."""
+    if line[13:14] != "]" or line[:1] != "[":  # format_entry's stamp is always 14 characters
+        return None
+    try:
+        return int(line[1:3]) * 3600 + int(line[4:6]) * 60 + float(line[7:13])
+    except ValueError:
+        return None
 
 
 def _late(blocks: list[logalign.Block], a: list[str], b: list[str]) -> dict | None:
@@ -250,22 +253,19 @@ def _late(blocks: list[logalign.Block], a: list[str], b: list[str]) -> dict | No
     for blk in blocks:
         if blk.tag != "equal":
             continue
+        ta_prev = tb_prev = None
+        if prev is not None:
+            ta_prev, tb_prev = _seconds(a[prev[0]]), _seconds(b[prev[1]])
         for k in range(blk.a1 - blk.a0):
             i, j = blk.a0 + k, blk.b0 + k
-            if prev is not None:
-                ta, tb = _gap(a, prev[0], i), _gap(b, prev[1], j)
-                if ta is not None and tb is not None and tb - ta >= LATE_MIN_S and tb >= 3 * max(ta, 0.05):
-                    return {"line": b[j], "after": b[prev[1]], "wait_s": round(tb, 3), "passing_wait_s": round(ta, 3),
+            ta, tb = _seconds(a[i]), _seconds(b[j])
+            if None not in (ta, tb, ta_prev, tb_prev):
+                wa, wb = (ta - ta_prev) % 86400, (tb - tb_prev) % 86400  # across midnight
+                if wb - wa >= LATE_MIN_S and wb >= 3 * max(wa, 0.05):
+                    return {"line": b[j], "after": b[prev[1]], "wait_s": round(wb, 3), "passing_wait_s": round(wa, 3),
                             "failing_line_no": j + 1}
-            prev = (i, j)
+            prev, ta_prev, tb_prev = (i, j), ta, tb
     return None
-
-
-def _gap(lines: list[str], i: int, j: int) -> float | None:
-    t0, t1 = _seconds(lines[i]), _seconds(lines[j])
-    if t0 is None or t1 is None:
-        return None
-    return (t1 - t0) % 86400  # across midnight
 
 
 def input_diff(base: dict, job: dict) -> dict:
