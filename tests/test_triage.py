@@ -16,7 +16,7 @@ from bench_agent.jobs.triage import compare, output_lines
 PANIC = "Kernel panic - not syncing: VFS: Unable to mount root fs"
 
 
-def test_triage_names_the_injected_panic_line_and_the_last_pass(panio, sim_bench, receiver):
+def test_triage_names_the_injected_panic_line_and_the_last_pass(panio, sim_bench, receiver, tmp_path):
     with sim_bench.lab.open("a") as f:
         f.write(f'\n[[notify]]\nwebhook = "{receiver.url}/hook"\non = ["job_failed"]\n')
     boot = str(sim_bench.dir / "boot.toml")
@@ -59,6 +59,11 @@ def test_triage_names_the_injected_panic_line_and_the_last_pass(panio, sim_bench
     history = panio("job", "history", "boot", "--json").json()["targets"]["board0"]
     assert history["sequence"] == "PPF" and history["regression_since"] == failed and not history["flaky"]
     assert "regression" in panio("job", "history", "boot", "--target", "board0").out
+
+    report = tmp_path / "suite.md"  # the suite report carries the triage of each failed job
+    panio.fails("suite", "run", str(sim_bench.dir / "suite.toml"), "--report", str(report), code=14)
+    text = report.read_text()
+    assert "**Triage** (not flaky; `panio job triage" in text and PANIC in text and f"vs last pass {second}" in text
 
     sim("inject", "board0", "--dir", str(sim_bench.dir), "--clear", env=panio.env)
     again = panio("job", "run", boot, "--target", "board0", "--json", timeout=120).json()

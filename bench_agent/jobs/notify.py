@@ -3,7 +3,7 @@
 Configured in the lab file (``[[notify]]``, see docs/operations.md) and carried
 in a job's payload, so a worker with no lab file notifies too. Events:
 
-    suite_finished   a suite run ended (every job's verdict)
+    suite_finished   a suite run ended (every job's verdict; a failed job's triage)
     job_failed       a job ended complete, failed (the board failed); carries its triage
                      (``triage``, ``first_divergent_line``, ``last_pass``, ``flaky``: docs/triage.md)
     job_incomplete   a job ended incomplete (the lab failed)
@@ -119,7 +119,9 @@ def summary(event: str, d: dict[str, Any]) -> str:
     if event == "health_changed":
         return f"panio: target {d['target']} is now {d['health']} (was {d['previous']}): {d.get('reason') or ''}"
     if event == "suite_finished":
-        return f"panio: suite {d['suite']} finished: {d['verdict']} ({d['passed']} of {d['total']} jobs passed)"
+        text = f"panio: suite {d['suite']} finished: {d['verdict']} ({d['passed']} of {d['total']} jobs passed)"
+        return text + "".join(f"\n- job {j['id']} {j['name']} on {j['target']}: {j['triage']}"
+                              for j in d.get("jobs", []) if j.get("triage"))
     what = "failed (the board)" if event == "job_failed" else "incomplete (the lab)"
     job = "health check job" if d.get("kind") == "health_check" else "job"
     text = f"panio: {job} {d['job_id']} {d['name']} on {d['target']} {what}: {d.get('reason') or ''}"

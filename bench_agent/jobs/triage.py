@@ -103,7 +103,9 @@ def triage(store, job_id: int, flaky: dict | None = None, context: int = CONTEXT
     out["logs"] = _log_diffs(store, base, job, out["step"], rules, context)
     out["inputs"] = input_diff(base, job)
     out["screenshots"] = _screenshots(store, base, job, out["step"])
-    out["first_divergence"] = next((d["first"] for d in out["logs"] if d.get("first")), None)
+    # The board's own words first (its serial log), then what the step printed about it.
+    ranked = sorted((d for d in out["logs"] if d.get("first")), key=lambda d: not d["source"].startswith("serial-"))
+    out["first_divergence"] = {**ranked[0]["first"], "source": ranked[0]["source"]} if ranked else None
     out["summary"] = summary(out)
     return out
 
@@ -123,7 +125,8 @@ def first_step(base: dict, job: dict) -> dict | None:
         how = [c["check"] + (f" (got {c['got']!r})" if c.get("got") is not None else "") for c in failed]
         if s["status"] == "timeout":
             how.insert(0, "timed out")
-        if p is not None and p.get("exit_status") != s.get("exit_status"):
+        if p is not None and p.get("exit_status") != s.get("exit_status") and not any(
+                c["check"].startswith("exit status") for c in failed):
             how.append(f"exit status {s.get('exit_status')} (passing run: {p.get('exit_status')})")
         return {"idx": s["idx"], "name": s["name"], "status": s["status"], "exit_status": s.get("exit_status"),
                 "passing_status": p["status"] if p else None, "passing_exit_status": p.get("exit_status") if p else None,
@@ -151,13 +154,15 @@ def _log_diffs(store, base: dict, job: dict, step: dict | None, rules: logalign.
 
 
 def output_lines(output: str) -> list[str]:
-    """A step's output as lines to compare: a JSON reply (``serial wait``, ``--json``) is unfolded, its text
-    fields line by line, its numbers (counters, offsets, times) as ``<n>``, base64 left out."""
+    """A step's output as lines to compare: a JSON reply at its head (``serial wait``, ``--json``) is unfolded,
+    its text fields line by line (a text repeated in a later field once), its numbers (counters, offsets,
+    times) as ``<n>``, base64 left out; what follows it (an error's lines) as it is."""
     try:
-        data = json.loads(output)
+        data, end = json.JSONDecoder().raw_decode(output.lstrip())
     except ValueError:
         return output.splitlines()
     lines: list[str] = []
+    texts: list[str] = []
 
     def walk(key: str, value: Any) -> None:
         if isinstance(value, dict):
@@ -167,8 +172,9 @@ def output_lines(output: str) -> list[str]:
             for i, v in enumerate(value):
                 walk(f"{key}[{i}]", v)
         elif isinstance(value, str):
-            if key.endswith("_b64"):
+            if key.endswith("_b64") or (len(value) > 40 and any(value in t for t in texts)):
                 return
+            texts.append(value)
             parts = value.replace("\r\n", "\n").split("\n")
             lines.extend(parts if len(parts) > 1 else [f"{key}: {value}"])
         elif isinstance(value, bool) or value is None:
@@ -177,7 +183,7 @@ def output_lines(output: str) -> list[str]:
             lines.append(f"{key}: <n>")
 
     walk("", data)
-    return lines
+    return lines + output.lstrip()[end:].splitlines()
 
 
 def compare(passing: list[str], failing: list[str], rules: logalign.Rules | None = None, timed: bool = False,
@@ -216,11 +222,19 @@ def _first(blocks: list[logalign.Block], a: list[str], b: list[str], context: in
             kind, line, at = ("changed" if blk.tag == "replace" else "extra"), b[blk.b0], blk.b0
         else:
             kind, line, at = "missing", a[blk.a0], blk.a0
-        return {"kind": kind, "line": line, "failing_line_no": blk.b0 + 1, "passing_line_no": blk.a0 + 1,
+        return {"kind": kind, "line": line, "text": _bare(line), "failing_line_no": blk.b0 + 1,
+                "passing_line_no": blk.a0 + 1,
                 "instead_of": a[blk.a0] if blk.tag == "replace" else None,
                 "failing": _window(b, blk.b0, max(blk.b1, blk.b0 + 1), context),
                 "passing": _window(a, blk.a0, max(blk.a1, blk.a0 + 1), context), "at": at}
     return None
+
+
+def _bare(line: str) -> str:
+    """A serial-log line without its time and sequence prefix (``[12:00:01.234] #17 ``)."""
+    if _seconds(line) is not None and line[14:15] == " " and line[15:16] == "#":
+        return line[15:].split(" ", 1)[1] if " " in line[15:] else ""
+    return line
 
 
 def _partial_first_line(blk: logalign.Block, na: list[str], nb: list[str]) -> bool:
@@ -333,17 +347,16 @@ def summary(t: dict) -> str:
             parts.append(f"step {s['idx'] + 1} {s['name']!r} {s['status']}: {'; '.join(s['how'])}")
         d = t.get("first_divergence")
         if d:
-            parts.append(f"first divergent line ({d['kind']}): {d['line'].strip()[:200]!r}")
-        else:
-            late = next((x["late"] for x in t.get("logs", []) if x.get("late")), None)
-            never = next((x["never_reached"][0] for x in t.get("logs", []) if x.get("never_reached")), None)
-            if late:
-                parts.append(f"late: {late['line'].strip()[:120]!r} came {late['wait_s']:g} s after the line "
-                             f"before it (passing run: {late['passing_wait_s']:g} s)")
-            if never:
-                parts.append(f"never reached: {never.strip()[:120]!r}")
-            if not late and not never:
-                parts.append("no divergent line")
+            parts.append(f"first divergent line ({d['kind']}): {d.get('text', d['line']).strip()[:200]!r}")
+        late = next((x["late"] for x in t.get("logs", []) if x.get("late")), None)
+        never = next((x["never_reached"][0] for x in t.get("logs", []) if x.get("never_reached")), None)
+        if late:
+            parts.append(f"late: {_bare(late['line']).strip()[:120]!r} came {late['wait_s']:g} s after the line "
+                         f"before it (passing run: {late['passing_wait_s']:g} s)")
+        if never and not d:
+            parts.append(f"never reached: {_bare(never).strip()[:120]!r}")
+        if not (d or late or never):
+            parts.append("no divergent line")
         changed = [k for k in ("job_file", "lab", "panio", "captured") if k in (t.get("inputs") or {})]
         if changed:
             parts.append(f"inputs changed: {', '.join(changed)}")

@@ -174,7 +174,8 @@ def _finish(job: dict, args: argparse.Namespace) -> None:
     if getattr(args, "junit", None):
         report.write_junit(job, args.junit)
     if getattr(args, "report", None):
-        report.write_text(args.report, report.markdown(job, title=f"job {job['id']} {job['name']}"))
+        report.write_text(args.report, report.markdown(job, title=f"job {job['id']} {job['name']}",
+                                                       triage=report.triage_notes(_store(), [job])))
     if args.json:
         print_json(_brief(job))
     else:
