@@ -29,9 +29,11 @@ def test_triage_names_the_injected_panic_line_and_the_last_pass(panio, sim_bench
     assert [d["source"] for d in calm["logs"]] == ["serial-console.log"]
     assert all(d["first"] is None and not d["never_reached"] for d in calm["logs"])
 
-    for bad in (["--clear", "--no-prompt"], ["--boot-line", "two\nlines"], ["--boot-delay-s", "-1"], []):
+    for bad in (["--clear", "--no-prompt"], ["--boot-line", "two\nlines"], ["--boot-delay-s", "-1"]):
         r = sim("inject", "board0", "--dir", str(sim_bench.dir), *bad, env=panio.env, check=False)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 2 and "Traceback" not in r.stderr, bad
+    assert json.loads(sim("inject", "board0", "--dir", str(sim_bench.dir), "--json", env=panio.env).stdout) == {
+        "board": "board0", "faults": {}}
     said = sim("inject", "board0", "--dir", str(sim_bench.dir), "--boot-line", PANIC, env=panio.env).stdout
     assert PANIC in said and "--clear" in said
     failed = panio.fails("job", "run", boot, "--target", "board0", code=14).error["job"]
@@ -200,3 +202,18 @@ def test_inject_refuses_what_it_cannot_do(panio, tmp_path):
     r = sim("inject", "board0", "--dir", str(tmp_path / "none"), "--no-prompt", env=panio.env, check=False)
     assert r.returncode == 2 and "no simulated bench runs there" in r.stderr and "Traceback" not in r.stderr
     assert json.loads(r.stderr.strip().splitlines()[-1])["error"] == "usage"
+
+
+def test_the_triage_names_one_seeded_cause_of_each_kind():
+    """benchmarks/triage_causes.py with one case of each kind (the benchmark runs four: 20 in all)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "triage_causes.py"
+    p = subprocess.run([sys.executable, str(script), "--per-cause", "1", "--json"], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    missed = [c for c in report["cases"] if not c["named"]]
+    assert report["total"] == 5 and not missed, missed

@@ -108,11 +108,10 @@ def inject(directory: Path, names: list[str], args) -> dict:
             raise UsageError("--clear ends every fault; give it alone", hint=f"panio-sim inject {args.board} --clear")
         clear(file)
         return {}
-    if not given:
-        raise UsageError("nothing to inject", hint="give --boot-line TEXT, --drop-line TEXT, --boot-delay-s S, "
-                         "--no-prompt or --version TEXT (or --clear)")
-    _check_fault_text(given)
     now = load(file)
+    if not given:  # nothing new: the faults in force
+        return now
+    _check_fault_text(given)
     for key in ("boot_lines", "drop_lines"):
         if key in given:
             given[key] = (now.get(key) or []) + given[key]
