@@ -100,9 +100,10 @@ def triage(store, job_id: int, flaky: dict | None = None, context: int = CONTEXT
     out["baseline"] = _brief(base)
     rules = logalign.Rules((job["spec"].get("triage") or {}).get("ignore", ()))
     out["step"] = first_step(base, job)
-    out["logs"] = _log_diffs(store, base, job, out["step"], rules, context)
+    arts = (store.list_artifacts(base["id"]), store.list_artifacts(job["id"]))  # read once: logs and screenshots
+    out["logs"] = _log_diffs(arts, base, job, out["step"], rules, context)
     out["inputs"] = input_diff(base, job)
-    out["screenshots"] = _screenshots(store, base, job, out["step"])
+    out["screenshots"] = _screenshots(arts, out["step"])
     # The board's own words first (its serial log), then what the step printed about it.
     ranked = sorted((d for d in out["logs"] if d.get("first")), key=lambda d: not d["source"].startswith("serial-"))
     out["first_divergence"] = {**ranked[0]["first"], "source": ranked[0]["source"]} if ranked else None
@@ -135,7 +136,7 @@ def first_step(base: dict, job: dict) -> dict | None:
     return None
 
 
-def _log_diffs(store, base: dict, job: dict, step: dict | None, rules: logalign.Rules,
+def _log_diffs(arts: tuple[dict, dict], base: dict, job: dict, step: dict | None, rules: logalign.Rules,
                context: int = CONTEXT) -> list[dict]:
     out = []
     if step is not None:
@@ -145,7 +146,7 @@ def _log_diffs(store, base: dict, job: dict, step: dict | None, rules: logalign.
             d = compare(output_lines(theirs.get("output") or ""), output_lines(mine.get("output") or ""), rules,
                         context=context)
             out.append({"source": f"step {step['idx'] + 1} output", **d})
-    mine_art, theirs_art = store.list_artifacts(job["id"]), store.list_artifacts(base["id"])
+    theirs_art, mine_art = arts
     for name in sorted(n for n in mine_art if n.startswith("serial-") and n.endswith(".log")):
         if name in theirs_art:
             d = compare(theirs_art[name].splitlines(), mine_art[name].splitlines(), rules, timed=True, context=context)
@@ -307,11 +308,11 @@ def input_diff(base: dict, job: dict) -> dict:
     return out
 
 
-def _screenshots(store, base: dict, job: dict, step: dict | None) -> list[dict]:
+def _screenshots(arts: tuple[dict, dict], step: dict | None) -> list[dict]:
     if step is None:
         return []
     name = f"step-{step['idx'] + 1:02d}.png"
-    mine, theirs = store.list_artifacts(job["id"]).get(name), store.list_artifacts(base["id"]).get(name)
+    theirs, mine = arts[0].get(name), arts[1].get(name)
     if mine is None and theirs is None:
         return []
     differ = None if mine is None or theirs is None else _images_differ(theirs, mine)
