@@ -42,7 +42,10 @@ def test_triage_names_the_injected_panic_line_and_the_last_pass(panio, sim_bench
     assert t["baseline"]["id"] == second
     assert t["step"]["name"] == "boots to a shell" and t["step"]["passing_status"] == "pass"
     assert t["step"]["status"] == "fail" and any("Kernel panic" in h for h in t["step"]["how"])
-    assert t["first_divergence"]["kind"] == "extra" and t["first_divergence"]["line"].strip() == PANIC
+    first = t["first_divergence"]  # the headline: the board's own words, its serial log, first
+    assert first["kind"] == "extra" and first["text"].strip() == PANIC and first["source"] == "serial-console.log"
+    step_output = next(d for d in t["logs"] if d["source"] == "step 3 output")
+    assert step_output["first"]["line"].strip() == PANIC  # and in that step's output
     serial = next(d for d in t["logs"] if d["source"] == "serial-console.log")
     assert serial["first"]["line"].endswith(PANIC) and serial["first"]["kind"] == "extra"
     marked = [w["text"] for w in serial["first"]["failing"] if w["mark"]]

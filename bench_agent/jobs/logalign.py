@@ -29,27 +29,29 @@ from typing import Iterable, NamedTuple
 
 GAP_MAX = 2000  # lines on each side that SequenceMatcher aligns between two anchors; beyond: replaced
 
-# (pattern, placeholder): what always changes between two runs. The serial log's own prefix goes first
-# ("[12:00:01.234] #17 "). Each of these starts a word (nothing of a word or a number before it): they are
-# tried together, in one pass, only where a word starts.
+# (pattern, placeholder): what always changes between two runs, in the order they apply. The serial log's own
+# prefix goes first ("[12:00:01.234] #17 "). A pattern that starts with a fixed character is a pass of its own
+# (the regex engine skips to that character); those that start a word are tried together, in one pass, only
+# where a word starts with a character one of them can start with (a third of the work of trying everywhere).
 DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     (r"^\[\d\d:\d\d:\d\d(?:\.\d+)?\] (?:#\d+\*? )?", ""),
+    (r"\[[ \t]*\d+\.\d+\]", "[<uptime>]"),
     (r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?", "<time>"),
     (r"\d\d:\d\d:\d\d(?:\.\d+)?\b", "<time>"),
     (r"1[5-9]\d{8}(?:\.\d+)?\b", "<epoch>"),
-    (r"\[[ \t]*\d+\.\d+\]", "[<uptime>]"),
     (r"0x[0-9a-fA-F]+\b", "<hex>"),
     (r"(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{8,}\b", "<hex>"),
+    (r"\d+(?:\.\d+)? ?(?:ms|us|µs|ns|s|sec|secs|seconds)\b", "<dur>"),
     (r"(?:pid|PID|Pid)[ =:]+\d+", "pid <pid>"),
     (r"[Jj]ob[ _#:=-]*(?:id)?[ #:=]*\d+", "job <id>"),
+    (r"\[(?<=[\w.-]\[)\d+\]", "[<pid>]"),  # "sshd[812]:", "modprobe[412]"
     (r"#\d+", "#<n>"),
-    (r"\d+(?:\.\d+)? ?(?:ms|us|µs|ns|s|sec|secs|seconds)\b", "<dur>"),
 )
-PROCESS_PID = (r"(?<=[\w.-])\[\d+\]", "[<pid>]")  # "sshd[812]:", "modprobe[412]" (after a word: a pass of its own)
-# Where a word starts with a character some rule can start with: a third less work than at every word start.
-_WORD_START = re.compile(r"(?<![\w.])(?=[\[\d#pPJja-fA-F])(?:" + "|".join(f"({p})" for p, _ in DEFAULT_RULES) + ")",
-                         re.M)
-_PLACEHOLDERS = ("",) + tuple(r for _, r in DEFAULT_RULES)
+_WORD_LED = DEFAULT_RULES[2:10]
+_WORDS = re.compile(r"(?<![\w.])(?=[\da-fA-FpPJj])(?:" + "|".join(f"({p})" for p, _ in _WORD_LED) + ")", re.M)
+_PLACEHOLDERS = ("",) + tuple(r for _, r in _WORD_LED)
+_FIRST = [(re.compile(p, re.M), r) for p, r in DEFAULT_RULES[:2]]
+_AFTER = [(re.compile(p, re.M), r) for p, r in DEFAULT_RULES[10:]]
 
 
 class Rules:
@@ -58,25 +60,31 @@ class Rules:
     call costs more than its scan, and 100,000 lines must take well under a second."""
 
     def __init__(self, ignore: Iterable[str] = ()) -> None:
-        self.rules = [(re.compile(PROCESS_PID[0], re.M), PROCESS_PID[1])]
-        self.rules += [(re.compile(p, re.M), "<ignored>") for p in ignore]
+        self.ignore = [(re.compile(p, re.M), "<ignored>") for p in ignore]
 
     def __call__(self, line: str) -> str:
         return self.text(line.rstrip("\r\n").replace("\n", " ")).rstrip(" ")
 
     def text(self, text: str) -> str:
-        text = _WORD_START.sub(lambda m: _PLACEHOLDERS[m.lastindex], text.replace("\r", ""))
-        for pattern, repl in self.rules:
+        text = text.replace("\r", "")
+        for pattern, repl in _FIRST:
+            text = pattern.sub(repl, text)
+        text = _WORDS.sub(lambda m: _PLACEHOLDERS[m.lastindex], text)
+        for pattern, repl in _AFTER + self.ignore:
             text = pattern.sub(repl, text)
         return text
 
 
+_TRAILING = re.compile(r" +$", re.M)
+
+
 def normalise(lines: list[str], rules: Rules | None = None) -> list[str]:
+    """``lines`` (as ``splitlines`` gives them: no line end inside) normalised, in as many whole-text passes as
+    there are rules."""
     rules = rules or Rules()
     if not lines:
         return []
-    joined = "\n".join(line.replace("\n", " ") for line in lines)
-    return [line.rstrip(" ") for line in rules.text(joined).split("\n")]
+    return _TRAILING.sub("", rules.text("\n".join(lines))).split("\n")
 
 
 class Block(NamedTuple):
@@ -91,9 +99,8 @@ class Block(NamedTuple):
 
 def align(a: list[str], b: list[str]) -> list[Block]:
     """The alignment of two (normalised) logs as blocks in order, covering both."""
-    ids: dict[str, int] = {}
-    ia = [ids.setdefault(x, len(ids)) for x in a]
-    ib = [ids.setdefault(x, len(ids)) for x in b]
+    ids = {x: k for k, x in enumerate(dict.fromkeys(a + b))}
+    ia, ib = list(map(ids.__getitem__, a)), list(map(ids.__getitem__, b))
     return _blocks(_matches(ia, ib, 0, len(ia), 0, len(ib)), len(ia), len(ib))
 
 

@@ -160,12 +160,10 @@ class JobRunner:
                 return self._checked_steps(payload, lease, call)
             finally:
                 # a road of its own: a step stopped at its deadline may still hold the steps' connection
-                try:
-                    self._serial_artifacts(payload, marks, self.caller(payload["target"], lease.token, self.leases))
-                finally:
-                    self._send_held()
+                self._serial_artifacts(payload, marks, self.caller(payload["target"], lease.token, self.leases))
         finally:
             lease.release()
+            self._send_held()  # after the release: the next job on the target need not wait for a triage
 
     # The target's serial log for the job's window is an artifact: the last line of each interface is
     # noted before the first step, and every line after it is saved at the end, page by page (whole).

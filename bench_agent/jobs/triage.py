@@ -22,6 +22,7 @@ suite reports and failure notifications all show the same dict.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from typing import Any
@@ -41,6 +42,7 @@ def inputs(job_text: str, target_table: dict, tags: list[str], version: str) -> 
             "lab_sha256": hashlib.sha256(table.encode()).hexdigest(), "tags": sorted(tags), "panio": version}
 
 
+@functools.cache
 def panio_version() -> str:
     from importlib import metadata
 
@@ -263,24 +265,29 @@ def _seconds(line: str) -> float | None:
 
 
 def _late(blocks: list[logalign.Block], a: list[str], b: list[str]) -> dict | None:
-    """The first matched line whose wait after the previous matched line grew by ``LATE_MIN_S`` and threefold."""
+    """The first matched line whose wait after the previous matched line grew by ``LATE_MIN_S`` and threefold.
+    A wait of a second or more crosses a second on the clock: only those lines are timed (a dense log has
+    many lines a second, and this runs over every matched pair)."""
     prev: tuple[int, int] | None = None
     for blk in blocks:
         if blk.tag != "equal":
             continue
-        ta_prev = tb_prev = None
-        if prev is not None:
-            ta_prev, tb_prev = _seconds(a[prev[0]]), _seconds(b[prev[1]])
-        for k in range(blk.a1 - blk.a0):
-            i, j = blk.a0 + k, blk.b0 + k
-            ta, tb = _seconds(a[i]), _seconds(b[j])
-            if None not in (ta, tb, ta_prev, tb_prev):
-                wa, wb = (ta - ta_prev) % 86400, (tb - tb_prev) % 86400  # across midnight
-                if wb - wa >= LATE_MIN_S and wb >= 3 * max(wa, 0.05):
-                    return {"line": b[j], "after": b[prev[1]], "wait_s": round(wb, 3), "passing_wait_s": round(wa, 3),
+        for j in range(blk.b0, blk.b1):
+            i = blk.a0 + (j - blk.b0)
+            if prev is not None and b[j][1:9] != b[prev[1]][1:9]:
+                ta, tb = _gap(a, prev[0], i), _gap(b, prev[1], j)
+                if ta is not None and tb is not None and tb - ta >= LATE_MIN_S and tb >= 3 * max(ta, 0.05):
+                    return {"line": b[j], "after": b[prev[1]], "wait_s": round(tb, 3), "passing_wait_s": round(ta, 3),
                             "failing_line_no": j + 1}
-            prev, ta_prev, tb_prev = (i, j), ta, tb
+            prev = (i, j)
     return None
+
+
+def _gap(lines: list[str], i: int, j: int) -> float | None:
+    t0, t1 = _seconds(lines[i]), _seconds(lines[j])
+    if t0 is None or t1 is None:
+        return None
+    return (t1 - t0) % 86400  # across midnight
 
 
 def input_diff(base: dict, job: dict) -> dict:
