@@ -386,5 +386,5 @@ def notice(store, job_id: int) -> dict:
     except Exception as exc:  # noqa: BLE001 - a notification goes out even when its triage could not be made
         return {"triage": f"no triage: {type(exc).__name__}: {exc}"}
     first = t.get("first_divergence")
-    return {"triage": t["summary"], "first_divergent_line": first["line"] if first else None,
+    return {"triage": t["summary"], "first_divergent_line": first.get("text", first["line"]) if first else None,
             "last_pass": (t.get("baseline") or {}).get("id"), "flaky": bool(label.get("flaky"))}
