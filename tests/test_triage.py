@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from jobhelp import job_file, wait_for
 from simbench import sim
 
@@ -220,3 +222,46 @@ def test_the_triage_names_one_seeded_cause_of_each_kind():
     report = json.loads(p.stdout)
     missed = [c for c in report["cases"] if not c["named"]]
     assert report["total"] == 5 and not missed, missed
+
+
+def _recorded(store, result: str, log: str, sha: str = "f1", target: str = "b0", tags=("sim",)) -> int:
+    spec = {"steps": [], "inputs": {"job_sha256": sha, "job_file": f"# {sha}\n", "lab_sha256": "l1",
+                                    "tags": list(tags), "panio": "1.0"}, "triage": {"ignore": ["rtt=\\S+"]}}
+    job_id = store.create_job("boot", target, None, spec)
+    store.record_steps(job_id, [(0, {"name": "boots", "command": "panio serial wait b0", "status":
+                                     "pass" if result == "passed" else "fail", "exit_status": 0,
+                                     "output": log, "captured": {"kver": log.split()[-1]}})])
+    store.add_artifact(job_id, "serial-console.log", log)
+    store.finish(job_id, "complete", result, "")
+    return job_id
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_the_baseline_is_found_in_either_results_database(engine, tmp_path):
+    from bench_agent.jobs.results import ResultStore
+    from bench_agent.jobs.triage import triage
+
+    from jobhelp import drop_pg_schema, pg_schema
+
+    url = f"sqlite:///{tmp_path / 'r.db'}" if engine == "sqlite" else pg_schema()
+    try:
+        store = ResultStore(url)
+        other_file = _recorded(store, "passed", "[10:00:00.000] #1 rtt=1 Linux 6.1", sha="f0")
+        elsewhere = _recorded(store, "passed", "[10:00:00.000] #1 rtt=1 Linux 6.1", target="b1")
+        failed = _recorded(store, "failed", "[11:00:00.000] #9 rtt=2 Linux 6.2")
+        t = triage(store, failed)  # never passed on b0 with this file: b1 has the same tags
+        assert t["baseline"]["id"] == elsewhere and "same tags" in t["match"]
+        assert t["first_divergence"]["text"] == "rtt=2 Linux 6.2" and t["first_divergence"]["kind"] == "changed"
+        assert t["inputs"]["captured"] == {"kver": {"passing": "6.1", "failing": "6.2"}}
+        here = _recorded(store, "passed", "[12:00:00.000] #3 rtt=5 Linux 6.1")
+        again = _recorded(store, "failed", "[13:00:00.000] #4 rtt=6 Linux 6.1")
+        t = triage(store, again)
+        assert t["baseline"]["id"] == here and t["match"] == "same job file, same target"
+        assert t["first_divergence"] is None  # rtt=... is the job's own [triage] ignore
+        changed = _recorded(store, "failed", "[14:00:00.000] #4 rtt=6 Linux 6.1", sha="f9")
+        t = triage(store, changed)  # no pass with this file anywhere: the same name on the same target
+        assert t["baseline"]["id"] == here and "another job file" in t["match"]
+        assert "+# f9" in t["inputs"]["job_file"] and other_file < here
+    finally:
+        if engine == "postgresql":
+            drop_pg_schema(url)
