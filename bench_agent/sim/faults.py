@@ -73,7 +73,8 @@ def version_of(faults: dict[str, Any], text: str) -> str:
 def add_parser(verb) -> None:
     i = verb("inject", "make a board's next boots go wrong in a known way (fault injection), until --clear",
              "The board reads its faults at each boot: power-cycle it (or run a job) to see them.\n"
-             "Faults add up across calls; --clear ends them all. For triage demos and tests:\n"
+             "Faults add up across calls; --clear ends them all; with no fault given it prints those in\n"
+             "force. For triage demos and tests:\n"
              "`panio job triage ID` should name what was injected (docs/triage.md).",
              "panio-sim inject board0 --boot-line 'Kernel panic - not syncing: VFS: Unable to mount root fs'\n"
              "  panio-sim inject board0 --version 6.2.0-rc1 --boot-delay-s 5\n  panio-sim inject board0 --clear")

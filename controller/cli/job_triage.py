@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = command(sub, "triage", "what changed since this job's last pass: first divergent step and line, inputs",
                 func=triage, example=["panio job triage 42", "panio job triage 42 --json"],
                 see_also="panio job history, panio job logs, docs/triage.md", details=DETAILS_TRIAGE)
-    c.add_argument("id", type=positive_int, metavar="JOB")
+    c.add_argument("id", type=positive_int, metavar="JOB", help="the job's id (`panio job list`)")
     c.add_argument("--context", type=positive_int, default=3, metavar="N", help="lines of context (default 3)")
     add_json(c)
     c = command(sub, "history", "pass rate per target, flaky label, boards that fail more than their peers",
