@@ -3,6 +3,8 @@
     panio-sim up [--dir DIR] [--boards N] [--gen 1|2] [--password PW] [--qemu [--qemu-netboot]]
     panio-sim status [--dir DIR] [--json]
     panio-sim down [--dir DIR]
+    panio-sim inject BOARD [--dir DIR] --boot-line TEXT | --drop-line TEXT | --boot-delay-s S | --no-prompt
+                     | --version TEXT | --clear
 
 ``up`` starts one detached process per board (``bench_agent.sim.board``),
 waits until each is ready, and writes ``DIR/lab.toml`` (targets ``board0``,
@@ -100,7 +102,7 @@ def copy_jobs(directory: Path) -> list[Path]:
 
 def _spawn(directory: Path, name: str, gen: int, password: str | None, boot_s: float,
            countdown_s: float, look: list[str]) -> tuple[str, subprocess.Popen]:
-    for stale in (directory / f"{name}.json",):
+    for stale in (directory / f"{name}.json", directory / f"{name}.faults.json"):  # a new board boots clean
         stale.unlink(missing_ok=True)
     argv = [sys.executable, "-P", "-m", BOARD_MODULE, "--dir", str(directory), "--name", name, "--gen", str(gen),
             "--boot-s", str(boot_s), "--countdown-s", str(countdown_s), *look]
@@ -293,6 +295,9 @@ def parser() -> argparse.ArgumentParser:
     verb("down", "stop every board this bench started",
          "Stops each board's process (its console and plug) and forgets their pids; the lab file stays.",
          "panio-sim down")
+    from bench_agent.sim import faults
+
+    faults.add_parser(verb)
     for c in sub.choices.values():
         c.add_argument("--dir", type=Path, help=f"the bench's directory (default {default_dir()})")
     return p
@@ -323,6 +328,17 @@ def run(argv: list[str]) -> int:
         print(f"lab file: {directory / 'lab.toml'}\n  export PANIO_LAB={shlex.quote(str(directory / 'lab.toml'))}")
         print(f"bundled suite: panio suite run {shlex.quote(str(directory / 'suite.toml'))} "
               f"(on {', '.join(b['name'] for b in boards)}; its jobs start each board's serial capture)")
+    elif args.verb == "inject":
+        from bench_agent.sim import faults
+
+        now = faults.inject(directory, [b["name"] for b in read_pids(directory) if b.get("kind") != "qemu"], args)
+        if args.json:
+            print(json.dumps({"board": args.board, "faults": now}, indent=2))
+        elif now:
+            print(f"{args.board}: from its next boot: {faults.words(now)} (end with `panio-sim inject {args.board} "
+                  "--clear`)")
+        else:
+            print(f"{args.board}: no injected faults; its next boot is normal")
     elif args.verb == "down":
         count, captures = down(directory)
         also = f" and the daemons using them ({', '.join(c['name'] for c in captures)})" if captures else ""

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from bench_agent.sim import keys
 from bench_agent.sim import console as console_mod
+from bench_agent.sim import faults, keys
 from bench_agent.sim.console import SimConsole
 from bench_agent.sim.plug import SimPlug
 
@@ -50,6 +50,7 @@ class SimBoard:
                                   boot_s=boot_s, countdown_s=countdown_s, powered=powered, prompt=self.prompt,
                                   welcome=banner or console_mod.KERNEL_LOG[-1])
         self.plug = SimPlug(gen=gen, password=password, output=powered, port=port, on_switch=self._switch)
+        self.console.faults_file = str(faults.path(self.dir, name))  # `panio-sim inject`, read at each boot
         self.settings_file = self.dir / f"{name}.setup.json"
         self.settings = _load_settings(self.settings_file)
         self._apply_settings()

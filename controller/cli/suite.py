@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> None:
         from controller import backends
 
         store = backends.results_store()  # with the steps' output
-        report.write_text(args.report, report.markdown(*[store.job(j["id"]) for j in jobs], title=f"suite {data['name']}"))
+        report.write_text(args.report, report.markdown(*[store.job(j["id"]) for j in jobs], title=f"suite {data['name']}",
+                                                       triage=report.triage_notes(store, jobs)))
     if args.json:
         print_json({"suite": data["name"], "jobs": [{k: v for k, v in j.items() if k not in ("spec", "steps")}
                                                     for j in jobs]})
