@@ -60,6 +60,7 @@ class FenceStore:
 
         self.url = url or results_url()
         self.engine, self.single = _engine(self.url), _autocommit(self.url)
+        self.relaxed = _autocommit(self.url, relaxed=True)
         self.md, self.table = _table()
         if self.url not in _ENSURED:
             self._guard(lambda: create_tables(self.engine, self.md))  # other workers may do it now
@@ -84,16 +85,18 @@ class FenceStore:
 
         return self._guard(read)
 
-    def claim(self, target: str, token: int) -> bool:
-        """Record ``token`` as the new high-water mark; False if it is not above every token claimed before."""
-        return self._guard(lambda: self._claim(target, int(token)))
+    def claim(self, target: str, token: int, durable: bool = True) -> bool:
+        """Record ``token`` as the new high-water mark; False if it is not above every token claimed before.
+        ``durable=False`` (PostgreSQL: not waiting for the disk) only for a caller that commits durably before
+        it acts with the token: PostgreSQL writes its WAL in order, so that commit makes this one durable too."""
+        return self._guard(lambda: self._claim(target, int(token), self.single if durable else self.relaxed))
 
-    def _claim(self, target: str, token: int) -> bool:
+    def _claim(self, target: str, token: int, engine) -> bool:
         import sqlalchemy as sa
 
         t = self.table
         for _ in range(3):  # each statement on its own (one round trip on PostgreSQL): none needs another's snapshot
-            with self.single.begin() as c:
+            with engine.begin() as c:
                 if c.execute(t.update().where(t.c.target == target, t.c.high < token).values(high=token)).rowcount:
                     return True
             with self.single.connect() as c:
@@ -103,7 +106,7 @@ class FenceStore:
                     return False  # this token or a higher one was claimed before
                 continue  # another holder inserted the first row, below this token, just now: update it
             try:
-                with self.single.begin() as c:
+                with engine.begin() as c:
                     c.execute(t.insert().values(target=target, high=token))
                 return True
             except sa.exc.IntegrityError:

@@ -136,7 +136,7 @@ class JobRunner:
                 self.leases, payload["target"],
                 {"holder": self.worker, "job": job_id, "name": payload["name"]},
                 payload.get("lease_ttl_s", 30), wait_s if left_s is None else min(wait_s, left_s),
-                should_stop=stopped)
+                should_stop=stopped, durable_fence=False)  # the claim below is durable, and comes first
         except (Busy, Unreachable) as err:
             if self.store.state(job_id) != "queued":
                 return None
