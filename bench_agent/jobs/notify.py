@@ -63,6 +63,21 @@ def send(configs: list[dict] | None, event: str, data: dict[str, Any]) -> int:
     return len(wanted)
 
 
+def job_ended(payload: dict, summary: dict[str, Any]) -> None:
+    """Tell the job's channels (``payload["notify"]``) how it ended, when that is news: incomplete, or the board
+    failed. A health check that failed or was held for the lab is told as its target's health instead."""
+    event = {"incomplete": "job_incomplete"}.get(summary["health"])
+    if summary["health"] == "complete" and summary["result"] == "failed":
+        event = "job_failed"
+    if payload.get("kind") == "health_check" and (event == "job_failed" or summary.get("gated")):
+        return
+    if event:
+        send(payload.get("notify"), event, {"job_id": summary["job_id"], "name": payload["name"],
+                                            "target": payload["target"], "health": summary["health"],
+                                            "result": summary["result"], "reason": summary["reason"],
+                                            "kind": payload.get("kind") or "job"})
+
+
 def drain(timeout_s: float = DRAIN_S) -> bool:
     """Wait up to ``timeout_s`` for queued notifications to be delivered (or given up); True if all were."""
     q = _queue
