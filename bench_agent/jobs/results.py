@@ -288,7 +288,7 @@ class ResultStore:
                                      j.state == "queued")
         if previous is not None:
             q = q.where(j.worker.is_(None), j.sent_at == previous)
-        return self._one(q.values(sent_at=time.time()), relaxed=True) == 1
+        return self._one(q.values(sent_at=time.time()), relaxed=True) > 0
 
     def claim(self, job_id: int, worker: str, fence: int | None = None) -> bool:
         """Move a queued job to running for ``worker`` (with ``fence``, the token of the lease it holds);
