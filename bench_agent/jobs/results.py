@@ -322,19 +322,27 @@ class ResultStore:
 
     def start_step(self, job_id: int, idx: int, step: dict, done: list[tuple[int, dict]] = ()) -> bool:
         """The records of the steps ``done`` since the last write, then, unless someone asked to cancel the job,
-        step ``idx`` as running: one statement that reads the cancel as it writes. False when canceled (``done``
-        is recorded)."""
+        step ``idx`` as running (one statement that reads the cancel as it writes). False when canceled
+        (``done`` is recorded). SQLite: one transaction (one commit); PostgreSQL: each statement on its own,
+        relaxed (one round trip each, where a transaction costs two more)."""
+        if self.relaxed is self.engine:
+            with self.engine.begin() as c:
+                for i, record in done:
+                    self._put_step(c, job_id, i, record)
+                return self._start(c, job_id, idx, step)
         if done:
             self.record_steps(job_id, list(done))
+        with self.relaxed_single.begin() as c:
+            return self._start(c, job_id, idx, step)
+
+    def _start(self, c, job_id: int, idx: int, step: dict) -> bool:
         start = self._start_unless_canceled(job_id, idx, step)
         if start is not None:
-            with self.relaxed_single.begin() as c:
-                return c.execute(start).first() is not None
-        with self.relaxed.begin() as c:  # another engine: the read and the write in one transaction
-            if c.execute(self.jobs.select().with_only_columns(self.jobs.c.cancel_requested)
-                         .where(self.jobs.c.id == job_id)).scalar():
-                return False
-            self._put_step(c, job_id, idx, step)
+            return c.execute(start).first() is not None
+        if c.execute(self.jobs.select().with_only_columns(self.jobs.c.cancel_requested)
+                     .where(self.jobs.c.id == job_id)).scalar():
+            return False
+        self._put_step(c, job_id, idx, step)
         return True
 
     def _start_unless_canceled(self, job_id: int, idx: int, step: dict):
@@ -403,8 +411,8 @@ class ResultStore:
     def finish(self, job_id: int, health: str, result: str | None, reason: str = "",
                error: dict | None = None, only_if_running: bool = False, only_if_queued: bool = False,
                steps: list[tuple[int, dict]] = ()) -> bool:
-        """The verdict (durable); ``steps``: ``(idx, step)`` records written just before it (relaxed: the verdict's
-        commit makes them durable with it)."""
+        """The verdict (durable); ``steps``: ``(idx, step)`` records written before it: in the same transaction on
+        SQLite, relaxed on PostgreSQL (the verdict's commit makes them durable with it)."""
         q = self.jobs.update().where(self.jobs.c.id == job_id, self.jobs.c.state != "done")
         if only_if_running:
             q = q.where(self.jobs.c.state == "running")
@@ -412,9 +420,15 @@ class ResultStore:
             q = q.where(self.jobs.c.state == "queued")
         q = q.values(state="done", health=health, result=result, reason=reason,
                      error=json.dumps(error) if error else None, finished_at=time.time())
-        if steps:
+        if steps and self.relaxed is not self.engine:
             self.record_steps(job_id, list(steps))
-        return self._one(q) == 1
+            steps = ()
+        if not steps:
+            return self._one(q) == 1
+        with self.engine.begin() as c:
+            for idx, step in steps:
+                self._put_step(c, job_id, idx, step)
+            return c.execute(q).rowcount == 1
 
     def request_cancel(self, job_id: int) -> None:
         self._one(self.jobs.update().where(self.jobs.c.id == job_id).values(cancel_requested=True))
