@@ -125,9 +125,12 @@ def _autocommit(url: str, relaxed: bool = False):
 
 
 def _relaxed_commits(dbapi_conn, _record) -> None:
+    """A relaxed pool's new PostgreSQL connection: its commits do not wait for the WAL to reach the disk."""
     autocommit = dbapi_conn.autocommit
-    dbapi_conn.autocommit = True
-    dbapi_conn.execute("SET synchronous_commit = off")
+    dbapi_conn.autocommit = True  # a session setting, outside any transaction
+    cur = dbapi_conn.cursor()
+    cur.execute("SET synchronous_commit = off")
+    cur.close()
     dbapi_conn.autocommit = autocommit
 
 
