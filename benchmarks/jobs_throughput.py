@@ -11,10 +11,15 @@ What it compares, on a SQLite and then a PostgreSQL results database (``PANIO_RE
 3. a job of 200 ``serial transact`` steps: its wall time per step (submit to done, over 200) against one
    ``python -c pass`` start-up, five of them timed just before the job and five just after.
 
-Bare Celery is measured in the same run, alternating (ABAB...: a panio batch, then a bare batch, paired
-by round); each figure is the median of the pairs' ratios, printed with the load average and the goal.
-A batch runs end to end: for panio, from the first job's creation (planned, recorded, published: what
-`panio suite` does per job) to the moment the results database shows every job done (polled every
+Bare Celery is measured in the same run, alternating (ABC ABC...: a panio batch, then a bare batch with
+plain JSON messages, then a bare batch with signed ones, by round); each figure is the median of the
+rounds' ratios, printed with the load average and the goal. panio signs every message (docs/security.md),
+so the signed bare side is the like-for-like floor: its task messages are signed by the sender's key and
+verified by the worker with Celery's ``auth`` serializer and the same kind of keys (the test suite's), its
+results are plain JSON (a panio job sends no result: the results database says when it is done). Both
+ratios are printed, each with the goal beside it.
+A batch runs end to end: for panio, from the first job's creation (planned, recorded in one transaction,
+published: what `panio suite` does) to the moment the results database shows every job done (polled every
 ``POLL_S``); for bare Celery, from the first ``send_task`` to the last result.
 
 Run: .venv/bin/python benchmarks/jobs_throughput.py [--quick] [--jobs N] [--rounds R] [--only sqlite] [--json]
@@ -58,16 +63,25 @@ GOALS = {  # (goal, at least?) per measurement and database
 RAW_WORKER = """
 import sys
 from celery import Celery
-app = Celery("raw", broker=sys.argv[1], backend=sys.argv[1])
+url, prefix, concurrency, queue = sys.argv[1:5]
+app = Celery("raw", broker=url, backend=url)
 app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"],
-                worker_prefetch_multiplier=1, broker_transport_options={"global_keyprefix": sys.argv[2]},
-                result_backend_transport_options={"global_keyprefix": sys.argv[2]}, worker_hijack_root_logger=False)
+                worker_prefetch_multiplier=1, broker_transport_options={"global_keyprefix": prefix},
+                result_backend_transport_options={"global_keyprefix": prefix}, worker_hijack_root_logger=False)
+if len(sys.argv) > 5:  # signed: accept only tasks signed by a certificate of the store (Celery's auth serializer)
+    key, cert, store = sys.argv[5:8]
+    app.conf.update(accept_content=["auth"], security_key=key, security_certificate=cert, security_cert_store=store,
+                    security_digest="sha256", task_serializer="auth")
+    app.setup_security(allowed_serializers=["json"], digest="sha256")
 @app.task(name="raw.noop")
 def noop(x):
     return x
-app.worker_main(["worker", "-Q", "raw", "--pool", "threads", "-c", sys.argv[3], "--without-gossip",
+app.worker_main(["worker", "-Q", queue, "--pool", "threads", "-c", concurrency, "--without-gossip",
                  "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"])
 """
+# The bare sides: plain JSON, and signed the way panio signs a job (the task message signed by the sender's key
+# and verified by the worker; the result, which a panio job does not have, plain JSON).
+BARE = ("unsigned", "signed")
 
 
 def job_file(tmp: Path, name: str, runs: list[str]) -> Path:
@@ -88,8 +102,8 @@ class Bench:
                     # the worker's state directory (peerhelp.Workers): its local ops reach these captures
                     "PANIO_STATE_DIR": str(tmp / "wstate")}
         self.raw_prefix = f"raw-{uuid.uuid4().hex[:6]}:"
-        self.raw_worker: subprocess.Popen | None = None
-        self.raw_app = None
+        self.raw_workers: list[subprocess.Popen] = []
+        self.raw_apps: dict = {}
 
     def start(self) -> None:
         self.redis.start()
@@ -104,16 +118,33 @@ class Bench:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{board} does not answer on its console")
                 time.sleep(0.2)
-        self.raw_worker = subprocess.Popen([sys.executable, "-c", RAW_WORKER, self.redis.url, self.raw_prefix,
-                                            str(self.concurrency)], stdout=subprocess.DEVNULL,
-                                           stderr=subprocess.DEVNULL, start_new_session=True)
-        from celery import Celery
+        self._start_bare()
 
-        self.raw_app = Celery("raw", broker=self.redis.url, backend=self.redis.url)
-        self.raw_app.conf.update(task_serializer="json", accept_content=["json"],
-                                 broker_transport_options={"global_keyprefix": self.raw_prefix},
-                                 result_backend_transport_options={"global_keyprefix": self.raw_prefix})
-        self.raw_app.send_task("raw.noop", args=[0], queue="raw").get(timeout=60)
+    def _start_bare(self) -> None:
+        """The bare workers (one per side of ``BARE``) and their clients in this process. The signed side uses
+        the test suite's keys, as panio's worker does: the worker's pair, the controller's to send."""
+        import keyhelp
+        from celery import Celery
+        from celery.security.serialization import register_auth
+
+        from bench_agent.jobs.signing import CERT_ENV, KEY_ENV, STORE_ENV
+
+        worker_keys, controller_keys = keyhelp.worker_env(), keyhelp.controller_env()
+        for side in BARE:
+            signed = [worker_keys[KEY_ENV], worker_keys[CERT_ENV], worker_keys[STORE_ENV]] if side == "signed" else []
+            self.raw_workers.append(subprocess.Popen(
+                [sys.executable, "-c", RAW_WORKER, self.redis.url, self.raw_prefix, str(self.concurrency),
+                 f"raw-{side}", *signed], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+            app = Celery("raw", broker=self.redis.url, backend=self.redis.url)
+            app.conf.update(task_serializer="json", accept_content=["json"], result_accept_content=["json"],
+                            broker_transport_options={"global_keyprefix": self.raw_prefix},
+                            result_backend_transport_options={"global_keyprefix": self.raw_prefix})
+            if side == "signed":  # this process's auth serializer signs with the controller's key, as panio's does
+                app.conf.update(task_serializer="auth")
+                with open(controller_keys[KEY_ENV]) as k, open(controller_keys[CERT_ENV]) as c:
+                    register_auth(k.read(), None, c.read(), controller_keys[STORE_ENV], "sha256")
+            self.raw_apps[side] = app
+            app.send_task("raw.noop", args=[0], queue=f"raw-{side}").get(timeout=60)
 
     def cli(self, *args: str, check: bool = True) -> str:
         p = subprocess.run([PANIO, *args], env=self.env, capture_output=True, text=True, timeout=60)
@@ -121,18 +152,19 @@ class Bench:
             raise RuntimeError(f"panio {' '.join(args)} exited {p.returncode}: {p.stderr.strip()}")
         return p.stdout
 
-    def bare_batch(self, n: int) -> float:
-        """Seconds to send ``n`` bare tasks and get all ``n`` results."""
+    def bare_batch(self, n: int, side: str) -> float:
+        """Seconds to send ``n`` bare tasks (``side``: signed or not) and get all ``n`` results."""
         start = time.perf_counter()
-        results = [self.raw_app.send_task("raw.noop", args=[i], queue="raw") for i in range(n)]
+        results = [self.raw_apps[side].send_task("raw.noop", args=[i], queue=f"raw-{side}") for i in range(n)]
         for r in results:
             r.get(timeout=60)
         return time.perf_counter() - start
 
     def stop(self) -> None:
-        if self.raw_worker is not None and self.raw_worker.poll() is None:
-            os.killpg(self.raw_worker.pid, 15)
-            self.raw_worker.wait(timeout=30)
+        for raw in self.raw_workers:
+            if raw.poll() is None:
+                os.killpg(raw.pid, 15)
+                raw.wait(timeout=30)
         for board in self.boards:
             self.cli("serial", "stop", board, check=False)
         subprocess.run([SIM, "down", "--dir", str(self.tmp / "sim")], env=self.env, capture_output=True, timeout=60)
@@ -140,7 +172,7 @@ class Bench:
 
 
 class Controller:
-    """The controller's side, in this process: plan, record and publish jobs (what `panio suite` does per job),
+    """The controller's side, in this process: plan, record and publish jobs (what `panio suite` does),
     then watch the results database until they are all done."""
 
     def __init__(self, bench: Bench, workers: Workers) -> None:
@@ -172,12 +204,10 @@ class Controller:
 
         job, steps = prepared
         start = time.perf_counter()
-        ids = []
-        for i in range(n):
-            payload = local.create(self.store, self.lab, job, steps, self.boards[i % len(self.boards)],
-                                   for_worker=True)
-            remote.publish(self.app, self.store, payload)
-            ids.append(payload["job_id"])
+        payloads = local.create_many(self.store, self.lab, [(job, steps, self.boards[i % len(self.boards)])
+                                                            for i in range(n)], for_worker=True)
+        remote.publish_all(self.app, self.store, payloads)
+        ids = [p["job_id"] for p in payloads]
         deadline = time.monotonic() + 300
         while self.running(ids):
             if time.monotonic() > deadline:
@@ -204,17 +234,21 @@ def load1() -> float:
 
 
 def throughput(ctl: Controller, bench: Bench, prepared, n: int, rounds: int) -> dict:
-    """Rounds of (panio batch, bare batch), one warm-up round first."""
+    """Rounds of (panio batch, bare unsigned batch, bare signed batch), one warm-up round first; each ratio is
+    panio's rate over that round's bare rate, and the figure the median of the rounds' ratios."""
     ctl.batch(prepared, n)
-    bench.bare_batch(n)
-    pairs, loads = [], []
+    for side in BARE:
+        bench.bare_batch(n, side)
+    rounds_, loads = [], []
     for _ in range(rounds):
         panio_s, _ids = ctl.batch(prepared, n)
-        bare_s = bench.bare_batch(n)
-        pairs.append((n / panio_s, n / bare_s))
+        rounds_.append({"panio": n / panio_s, **{side: n / bench.bare_batch(n, side) for side in BARE}})
         loads.append(load1())
-    return {"jobs_per_s": statistics.median(p for p, _ in pairs), "bare_per_s": statistics.median(b for _, b in pairs),
-            "ratio": statistics.median(p / b for p, b in pairs), "pairs": pairs, "load": loads, "n": n}
+    out = {"jobs_per_s": statistics.median(r["panio"] for r in rounds_), "rounds": rounds_, "load": loads, "n": n}
+    for side in BARE:
+        out[f"bare_{side}_per_s"] = statistics.median(r[side] for r in rounds_)
+        out[f"ratio_{side}"] = statistics.median(r["panio"] / r[side] for r in rounds_)
+    return out
 
 
 def long_job(ctl: Controller, prepared, steps: int, rounds: int, starts: int = 5) -> dict:
@@ -263,6 +297,7 @@ def drop_pg(url: str) -> None:
 
 def one_database(kind: str, url: str, bench: Bench, tmp: Path, args) -> dict:
     workers = Workers(tmp, bench.redis.url, PANIO_RESULTS_URL=url)
+    workers.lab = Path(bench.env["PANIO_LAB"])  # a worker serves its own lab file: the simulated boards'
     workers.start("local", concurrency=args.concurrency)
     try:
         ctl = Controller(bench, workers)
@@ -287,14 +322,15 @@ def loads(r: dict) -> str:
 
 
 def report(results: dict, args, skipped: dict[str, str]) -> None:
-    print(f"panio jobs vs bare Celery: bare Celery measured in the same run, alternating (ABAB...: a panio batch, "
-          f"then a bare batch; each ratio is the median of the {args.rounds} pairs' ratios; the long job's, of "
-          f"{args.long_rounds} rounds of 5 `python -c pass`, one job, 5 `python -c pass`)")
+    print(f"panio jobs vs bare Celery: bare Celery measured in the same run, alternating (ABC...: a panio batch, "
+          f"a bare unsigned batch, a bare signed batch; each ratio is the median of the {args.rounds} rounds' "
+          f"ratios; the long job's, of {args.long_rounds} rounds of 5 `python -c pass`, one job, 5 `python -c pass`)")
     print(f"  {args.boards} simulated boards (panio-sim, PTY consoles, captures running); a private redis-server; "
-          f"`panio worker --host local --concurrency {args.concurrency}` vs a bare Celery worker (threads, "
-          f"-c {args.concurrency}, a task returning its argument); {args.jobs} jobs / {args.jobs} tasks per batch")
-    print(f"  panio: create (planned, recorded) + publish each job, until the results database shows all done "
-          f"(polled every {POLL_S * 1000:g} ms); bare: send_task x N, then .get() each; "
+          f"`panio worker --host local --concurrency {args.concurrency}` (signed messages) vs bare Celery workers "
+          f"(threads, -c {args.concurrency}, a task returning its argument; unsigned JSON, and task messages signed "
+          f"with Celery's auth serializer, RSA-2048 as panio's keys); {args.jobs} jobs / {args.jobs} tasks a batch")
+    print(f"  panio: record the batch's jobs (planned, one transaction) + publish each, until the results database "
+          f"shows all done (polled every {POLL_S * 1000:g} ms); bare: send_task x N, then .get() each; "
           f"{os.cpu_count()} cores, python {sys.version.split()[0]}")
     for kind in ("sqlite", "postgresql"):
         if kind in skipped:
@@ -305,8 +341,10 @@ def report(results: dict, args, skipped: dict[str, str]) -> None:
         for name, what in (("transact", "one-step jobs (serial transact)"),
                            ("ping", "fixed cost of a job (one `ping` step: a job needs a step)")):
             m = r[name]
-            print(f"  {what:<58} panio={m['jobs_per_s']:.1f} jobs/s   bare={m['bare_per_s']:.1f} tasks/s   "
-                  f"ratio {m['ratio']:.3f}×   {verdict((name, kind), m['ratio'])}   {loads(m)}")
+            print(f"  {what:<58} panio={m['jobs_per_s']:.1f} jobs/s   {loads(m)}")
+            for side in BARE:
+                print(f"    {'beside bare Celery, ' + side:<56} bare={m[f'bare_{side}_per_s']:.1f} tasks/s   "
+                      f"ratio {m[f'ratio_{side}']:.3f}×   {verdict((name, kind), m[f'ratio_{side}'])}")
         m = r["long"]
         print(f"  {'one job of ' + str(m['steps']) + ' serial transact steps':<58} panio={m['per_step_s'] * 1000:.2f} "
               f"ms/step   python -c pass={m['python_s'] * 1000:.1f} ms   ratio {m['ratio']:.3f}×   "

@@ -100,3 +100,25 @@ def test_settling_a_lost_job_is_one_transaction_that_only_one_caller_wins(world)
         event.remove(store.engine, "commit", after_commit)
     assert seen and all(state != "done" or steps == [(0, "error"), (1, "skipped")] for state, steps in seen), seen
     assert store.job(job_id)["reason"] == "lost"
+
+
+def test_a_long_lived_reconciler_forgets_the_jobs_it_suspected_once_they_start_or_end(world):
+    """A queued job missing from the broker is a suspect until two looks apart; a job that starts or ends
+    meanwhile is dropped, so a controller or scheduler running for weeks does not keep every job it saw."""
+    from bench_agent.jobs.reconcile import BrokerView
+
+    store, leases = world
+    spec = {**SPEC, "via": "broker"}
+    started, ended, still = (store.create_job("j", "t", "local", spec) for _ in range(3))
+    rec = Reconciler(store, leases, resend=lambda payload: None, broker=BrokerView(REDIS_URL, leases.prefix))
+    rec.pass_()  # none of them is in this prefix's (empty) queues: all three are suspects
+    assert set(rec._suspects) == {started, ended, still}
+    assert store.take(started, "worker local@here:1", 0) and store.claim(started, "worker local@here:1")
+    assert store.finish(ended, "canceled", None, "canceled by request")
+    rec.pass_([started])  # a pass over some jobs settles only those
+    assert set(rec._suspects) == {ended, still}
+    rec.pass_()
+    assert set(rec._suspects) == {still}
+    assert store.finish(still, "incomplete", None, "withdrawn", only_if_queued=True)
+    rec.pass_()
+    assert rec._suspects == {}

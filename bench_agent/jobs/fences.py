@@ -60,6 +60,8 @@ class FenceStore:
 
         self.url = url or results_url()
         self.engine, self.single = _engine(self.url), _autocommit(self.url)
+        self.relaxed = _autocommit(self.url, relaxed=True)
+        self._seen: dict[str, int] = {}  # target -> the highest token this store claimed or read (never above)
         self.md, self.table = _table()
         if self.url not in _ENSURED:
             self._guard(lambda: create_tables(self.engine, self.md))  # other workers may do it now
@@ -75,25 +77,38 @@ class FenceStore:
                               f"{str(exc.orig).strip().splitlines()[0]}", hint="check PANIO_RESULTS_URL") from None
 
     def high(self, target: str) -> int:
-        """The highest token claimed for ``target`` (0: none yet)."""
+        """The highest token claimed for ``target`` (0: none yet), as this store last saw it: without a read when
+        it claimed or read one before. Another process may have claimed a higher one since; that is safe (a
+        token at or below it is refused by ``claim``, which then forgets what it saw, so the next look reads)."""
+        if target in self._seen:
+            return self._seen[target]
         t = self.table
 
         def read() -> int:
             with self.single.connect() as c:
                 return int(c.execute(t.select().with_only_columns(t.c.high).where(t.c.target == target)).scalar() or 0)
 
-        return self._guard(read)
+        high = self._guard(read)
+        self._seen[target] = high
+        return high
 
-    def claim(self, target: str, token: int) -> bool:
-        """Record ``token`` as the new high-water mark; False if it is not above every token claimed before."""
-        return self._guard(lambda: self._claim(target, int(token)))
+    def claim(self, target: str, token: int, durable: bool = True) -> bool:
+        """Record ``token`` as the new high-water mark; False if it is not above every token claimed before.
+        ``durable=False`` (PostgreSQL: not waiting for the disk) only for a caller that commits durably before
+        it acts with the token: PostgreSQL writes its WAL in order, so that commit makes this one durable too."""
+        claimed = self._guard(lambda: self._claim(target, int(token), self.single if durable else self.relaxed))
+        if claimed:
+            self._seen[target] = int(token)
+        else:
+            self._seen.pop(target, None)  # someone claimed higher: read it next time
+        return claimed
 
-    def _claim(self, target: str, token: int) -> bool:
+    def _claim(self, target: str, token: int, engine) -> bool:
         import sqlalchemy as sa
 
         t = self.table
         for _ in range(3):  # each statement on its own (one round trip on PostgreSQL): none needs another's snapshot
-            with self.single.begin() as c:
+            with engine.begin() as c:
                 if c.execute(t.update().where(t.c.target == target, t.c.high < token).values(high=token)).rowcount:
                     return True
             with self.single.connect() as c:
@@ -103,7 +118,7 @@ class FenceStore:
                     return False  # this token or a higher one was claimed before
                 continue  # another holder inserted the first row, below this token, just now: update it
             try:
-                with self.single.begin() as c:
+                with engine.begin() as c:
                     c.execute(t.insert().values(target=target, high=token))
                 return True
             except sa.exc.IntegrityError:

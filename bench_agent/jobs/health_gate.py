@@ -26,17 +26,22 @@ The payload carries what a worker needs (it has no lab file): ``health_check``
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from bench_agent.errors import Busy
 from bench_agent.jobs import health as h
+from bench_agent.jobs import lab_probe
 
 POLL_S = 1.0
+Call = Callable[[str, dict[str, Any]], Any]
+RunCheck = Callable[[dict, str], dict]  # (the check's payload, why it runs) -> its summary, run as a job of its own
 
 
 class HealthGate:
-    def __init__(self, url: str, worker: str, on_change: Callable[[dict, str, dict], None]) -> None:
-        self.store, self.worker, self.on_change = h.HealthStore(url), worker, on_change
+    """The health side of one runner: ``progress`` hears of health changes, holds and checks (``job_start``..)."""
+
+    def __init__(self, url: str, worker: str, progress: Callable[[str, dict[str, Any]], None]) -> None:
+        self.store, self.worker, self.progress = h.HealthStore(url), worker, progress
 
     def blocked(self, payload: dict, wait_s: float, should_stop: Callable[[], bool]) -> Busy | None:
         """None once the target is usable; else why the job may not run (after waiting, unless skipping)."""
@@ -68,11 +73,57 @@ class HealthGate:
             return None, _held(payload, record, "held back after its lease was granted")
         return h.check_due(record, payload.get("health_check"), time.time()), None
 
+    def before_job(self, payload: dict, call: Call, run_check: RunCheck) -> Busy | None:
+        """Holding the lease, before a job's steps: None when they may run, else why not. A due health check runs
+        first (``health_check``); an automatic check asks the lab first (``hold_for_lab``)."""
+        why, held = self.before_steps(payload)
+        if held is None and payload.get("kind") == "health_check" and payload.get("auto"):
+            held = self.hold_for_lab(payload, payload, payload["job_id"], call)
+        if why:
+            check = self.health_check(payload, call, f"before job {payload['job_id']}: {why}", run_check)
+            held = check.get("held")
+            if held is None and (check["health"], check["result"]) != ("complete", "passed"):
+                held = Busy(f"target {payload['target']} failed its health check (job {check['job_id']}): "
+                            f"{check['reason']}", hint=f"see `panio job status {check['job_id']}`",
+                            target=payload["target"], health_check=check["job_id"])
+        return held
+
+    def health_check(self, payload: dict, call: Call, why: str, run_check: RunCheck) -> dict:
+        """Run the target's health-check job now (``run_check``: as a job of its own, under this job's lease), not
+        when the lab is plainly at fault: then ``held`` says why, and no job is made. The check's summary."""
+        check = {**payload["health_check"], "target": payload["target"], "kind": "health_check", "auto": True,
+                 "notify": payload.get("notify", []), "lease_ttl_s": payload.get("lease_ttl_s", 30)}
+        held = self.hold_for_lab(payload, check, payload["job_id"], call)
+        if held is not None:
+            return {"job_id": None, "health": "incomplete", "result": "skipped", "reason": held.message, "held": held}
+        return run_check(check, why)
+
+    def hold_for_lab(self, payload: dict, check: dict, job_id: int | None, call: Call) -> Busy | None:
+        """An automatic health check asks the lab first; a fault plainly there holds it (the target bad, the
+        fault as the reason) instead of burning it. None when the check may run."""
+        found = lab_probe.check_blockers(call, payload["target"], payload.get("target_config") or {}, check["steps"])
+        if not found:
+            return None
+        reason = self.held_for_lab(check, found, job_id)
+        self.progress("health_check_held", {"target": payload["target"], "reason": reason})
+        return Busy(f"target {payload['target']} is held bad: {reason}", target=payload["target"], health="bad",
+                    hint="fix the lab; the health check runs again on its own (or `panio target health "
+                         f"{payload['target']} --check`)")
+
     def set(self, payload: dict, health: str, reason: str, job_id: int | None, checked: bool = False,
             **auto) -> None:
         previous, record = self.store.set(payload["target"], health, reason, self.worker, job_id, checked, **auto)
         if previous != health:
-            self.on_change(payload, previous, record)
+            self._changed(payload, previous, record)
+
+    def _changed(self, payload: dict, previous: str, record: dict) -> None:
+        from bench_agent.jobs import notify
+
+        self.progress("health_changed", {"target": record["target"], "previous": previous, "health": record["health"],
+                                         "reason": record["reason"]})
+        notify.send(payload.get("notify"), "health_changed",
+                    {"target": record["target"], "previous": previous, "health": record["health"],
+                     "reason": record["reason"], "set_by": record["set_by"], "job_id": record.get("job_id")})
 
     def held_for_lab(self, check: dict, faults: list[dict], job_id: int | None) -> str:
         """An automatic check not run: the lab is at fault. The target is held bad (not burned: the failures

@@ -131,7 +131,7 @@ class Lease:
 
 
 class LeaseStore(Protocol):
-    def try_acquire(self, target: str, info: dict, ttl_s: float) -> Lease | None: ...
+    def try_acquire(self, target: str, info: dict, ttl_s: float, durable_fence: bool = True) -> Lease | None: ...
     def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool: ...
     def check(self, target: str, token: int, owner: str | None = None) -> None: ...
     def release(self, target: str, token: int, owner: str | None = None) -> None: ...
@@ -141,13 +141,15 @@ class LeaseStore(Protocol):
 
 
 def acquire(store: LeaseStore, target: str, info: dict, ttl_s: float, wait_s: float,
-            should_stop=lambda: False) -> Lease:
-    """Take the lease on ``target``, waiting up to ``wait_s``; ``Busy`` naming the holder if not obtained."""
+            should_stop=lambda: False, durable_fence: bool = True) -> Lease:
+    """Take the lease on ``target``, waiting up to ``wait_s``; ``Busy`` naming the holder if not obtained.
+    ``durable_fence=False``: the caller commits durably to the results database before it acts with the token
+    (a job's claim), which makes the token's claim durable too (``FenceStore.claim``)."""
     deadline = time.monotonic() + wait_s
     while True:
         seen = RELEASED.count
         try:
-            lease = store.try_acquire(target, info, ttl_s)
+            lease = store.try_acquire(target, info, ttl_s, durable_fence)
         except Unreachable:
             if time.monotonic() >= deadline or should_stop():
                 raise
@@ -258,7 +260,7 @@ class RedisLeaseStore:
             self._fences = FenceStore()
         return self._fences
 
-    def try_acquire(self, target: str, info: dict, ttl_s: float) -> Lease | None:
+    def try_acquire(self, target: str, info: dict, ttl_s: float, durable_fence: bool = True) -> Lease | None:
         key = self._key(target)
         if self._do(self.r.exists, key):
             return None  # held: no database round trip while a job waits for the lease
@@ -269,7 +271,7 @@ class RedisLeaseStore:
             return None
         try:
             # Claimed durably before anyone acts with it; then confirmed, in case Redis restarted in between.
-            if self.fences.claim(target, token):
+            if self.fences.claim(target, token, durable_fence):
                 self.check(target, token, owner)
                 return Lease(self, target, token, info, owner, secret)
         except Refused:
@@ -342,7 +344,7 @@ class FileLeaseStore:
     def _path(self, target: str) -> Path:
         return self.dir / f"{target}.lease"
 
-    def try_acquire(self, target: str, info: dict, ttl_s: float) -> Lease | None:
+    def try_acquire(self, target: str, info: dict, ttl_s: float, durable_fence: bool = True) -> Lease | None:
         self.dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self._path(target), os.O_RDWR | os.O_CREAT, 0o600)  # it holds the lease's secret
         try:

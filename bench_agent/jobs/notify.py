@@ -26,7 +26,7 @@ import os
 import queue
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 EVENTS = ("suite_finished", "job_failed", "job_incomplete", "health_changed")
 FORMATS = ("json", "slack", "matrix", "teams")
@@ -67,6 +67,22 @@ def send(configs: list[dict] | None, event: str, data: dict[str, Any]) -> int:
                 except queue.Empty:
                     pass
     return len(wanted)
+
+
+def job_ended(payload: dict, summary: dict[str, Any], deliver: Callable[..., Any] | None = None) -> None:
+    """Tell the job's channels (``payload["notify"]``) how it ended, when that is news: incomplete, or the board
+    failed. A health check that failed or was held for the lab is told as its target's health instead.
+    ``deliver(configs, event, data)`` sends it (default ``send``; the runner holds it until the log is stored)."""
+    event = {"incomplete": "job_incomplete"}.get(summary["health"])
+    if summary["health"] == "complete" and summary["result"] == "failed":
+        event = "job_failed"
+    if payload.get("kind") == "health_check" and (event == "job_failed" or summary.get("gated")):
+        return
+    if event:
+        (deliver or send)(payload.get("notify"), event, {"job_id": summary["job_id"], "name": payload["name"],
+                                            "target": payload["target"], "health": summary["health"],
+                                            "result": summary["result"], "reason": summary["reason"],
+                                            "kind": payload.get("kind") or "job"})
 
 
 def drain(timeout_s: float = DRAIN_S) -> bool:

@@ -155,7 +155,7 @@ class Reconciler:
         self._looked_at = 0.0  # when the broker's queues were last read (at most once a second: they can be long)
 
     def pass_(self, ids: list[int] | None = None) -> None:
-        now, pending = time.time(), None
+        now, pending, waiting = time.time(), None, set()
         for job in self.store.active_jobs(ids):
             if job["state"] == "queued" and not job.get("worker") and _expired(job, now):
                 self.store.request_cancel(job["id"])  # a copy still in the broker is dropped when it arrives
@@ -168,10 +168,20 @@ class Reconciler:
                 except Unreachable:
                     continue  # Redis away: a lease cannot be judged right now
             elif self.broker is not None and self._sends(job) and job.get("sent_at"):
+                waiting.add(job["id"])
                 if pending is None:
                     pending = self._look()
                 if pending is not False:
                     self._maybe_vanished(job, pending)
+        self._forget(ids, waiting)
+
+    def _forget(self, ids: list[int] | None, waiting: set[int]) -> None:
+        """Drop the suspects of this pass (all, or ``ids``) that no longer wait for a worker: they started,
+        ended or were withdrawn (a long-lived reconciler would otherwise keep every job it ever suspected)."""
+        looked = list(self._suspects) if ids is None else [i for i in ids if i in self._suspects]
+        for job_id in looked:
+            if job_id not in waiting:
+                del self._suspects[job_id]
 
     def _sends(self, job: dict) -> bool:
         return self.resend is not None and (self.host is None or (job.get("host") or "local") == self.host)

@@ -48,11 +48,11 @@ import contextlib
 import time
 from typing import Any, Callable
 
-from bench_agent.errors import Busy, Canceled, PanioError, Refused, Timeout, Unreachable, UsageError
+from bench_agent.errors import Busy, Canceled, PanioError, Refused, Timeout, Unreachable
 from bench_agent.jobs import leases as leasing
-from bench_agent.jobs import lab_probe, reconcile, screens
+from bench_agent.jobs import lab_probe, reconcile, screens, serial_window
 from bench_agent.jobs.results import ResultStore
-from bench_agent.jobs.steps import OUTPUT_LIMIT, bind, command_line, execute, judge, known_variables, substitute
+from bench_agent.jobs.steps import OUTPUT_LIMIT, bind, command_line, execute, judge, known_variables, planned
 
 Progress = Callable[[str, dict[str, Any]], None]
 Call = Callable[[str, dict[str, Any]], Any]
@@ -96,7 +96,7 @@ class JobRunner:
         self.worker, self.progress = worker, progress
         self.heartbeat = heartbeat or reconcile.Heartbeat(store)
         self._health = None
-        self._held: list[tuple[dict, str, dict]] | None = None  # notifications waiting for the serial log
+        self._held: list[tuple[list | None, str, dict]] | None = None  # notifications waiting for the serial log
 
     def run(self, payload: dict) -> dict | None:
         """Run the job; None if it is not this runner's to run (another live runner holds it, it started, or
@@ -119,7 +119,7 @@ class JobRunner:
         from bench_agent.jobs.health_gate import HealthGate
 
         if self._health is None:
-            self._health = HealthGate(self.store.url, self.worker, self._health_changed)
+            self._health = HealthGate(self.store.url, self.worker, self.progress)
         return self._health
 
     def _run(self, payload: dict, left_s: float | None) -> dict | None:
@@ -137,7 +137,7 @@ class JobRunner:
                 self.leases, payload["target"],
                 {"holder": self.worker, "job": job_id, "name": payload["name"]},
                 payload.get("lease_ttl_s", 30), wait_s if left_s is None else min(wait_s, left_s),
-                should_stop=stopped)
+                should_stop=stopped, durable_fence=False)  # the claim below is durable, and comes first
         except (Busy, Unreachable) as err:
             if self.store.state(job_id) != "queued":
                 return None
@@ -154,70 +154,24 @@ class JobRunner:
             self.progress("job_start", {"job_id": job_id, "target": payload["target"]})
             # One road to the target for the job's steps: a dispatcher keeps its connections (one SSH set-up).
             call = self.caller(payload["target"], lease.credential, self.leases)
-            marks = self._serial_marks(payload, call)
+            marks = serial_window.marks(payload, call)
             self._held = []  # a failure's notification carries its triage, which reads the serial log
             try:
                 return self._checked_steps(payload, lease, call)
             finally:
                 # a road of its own: a step stopped at its deadline may still hold the steps' connection
-                self._serial_artifacts(payload, marks, self.caller(payload["target"], lease.credential, self.leases))
+                road = self.caller(payload["target"], lease.credential, self.leases)
+                for name, text in serial_window.artifacts(payload, marks, road):
+                    self.store.add_artifact(job_id, name, text)
         finally:
             lease.release()
             self._send_held()  # after the release: the next job on the target need not wait for a triage
 
-    # The target's serial log for the job's window is an artifact: the last line of each interface is
-    # noted before the first step, and every line after it is saved at the end, page by page (whole).
-    @staticmethod
-    def _interfaces(payload: dict) -> list[dict]:
-        return [dict(i) for i in (payload.get("target_config") or {}).get("serial", [])]
-
-    def _serial_marks(self, payload: dict, call: Call) -> dict[str, int | None]:
-        marks: dict[str, int | None] = {}
-        for iface in self._interfaces(payload):
-            try:
-                r = call("serial.log", {"target": payload["target"], "iface": iface, "tail": 1})
-            except PanioError:
-                r = {"lines": []}
-            lines = [ln for ln in r["lines"] if "seq" in ln]
-            # an unterminated last line may still grow during the job: start the window with it
-            marks[iface["name"]] = (lines[-1]["seq"] - (0 if lines[-1]["complete"] else 1)) if lines else -1
-        return marks
-
-    def _serial_artifacts(self, payload: dict, marks: dict[str, int | None], call: Call) -> None:
-        from bench_agent.ops.serial import SEQ_MAX
-        from bench_agent.serial.lines import format_entry
-
-        for iface in self._interfaces(payload):
-            seq, parts = marks.get(iface["name"]), []
-            window: dict[str, Any] = {"since": seq} if seq is not None and seq >= 0 else {"first": 0, "last": SEQ_MAX}
-            while True:
-                try:
-                    r = call("serial.log", {"target": payload["target"], "iface": iface, **window})
-                except PanioError as err:
-                    parts.append(f"-- the log could not be read further: {err.message} --\n")
-                    break
-                if r.get("evicted_before") is not None and not parts:
-                    parts.append(f"-- lines before #{r['evicted_before']} were evicted from the log (its size limit) --\n")
-                parts += [format_entry(entry) + "\n" for entry in r["lines"]]
-                if r.get("more_after") is None:
-                    break
-                window = {"since": r["more_after"]}
-            if any(parts):
-                self.store.add_artifact(payload["job_id"], f"serial-{iface['name']}.log", "".join(parts))
-
     def _checked_steps(self, payload: dict, lease: leasing.Lease, call: Call) -> dict:
-        """The job's steps, after the target's health check when one is due (``health_gate``); after a job that
-        ended incomplete, the check runs at once, still under the lease. An automatic check asks the lab first."""
-        why, held = self._gate().before_steps(payload)
-        if held is None and payload.get("kind") == "health_check" and payload.get("auto"):
-            held = self._held_for_lab(payload, payload, payload["job_id"], call)
-        if why:
-            check = self._health_check(payload, lease, call, f"before job {payload['job_id']}: {why}")
-            held = check.get("held")
-            if held is None and (check["health"], check["result"]) != ("complete", "passed"):
-                held = Busy(f"target {payload['target']} failed its health check (job {check['job_id']}): "
-                            f"{check['reason']}", hint=f"see `panio job status {check['job_id']}`",
-                            target=payload["target"], health_check=check["job_id"])
+        """The job's steps, unless the target's health gate holds them (``HealthGate.before_job``: a due health
+        check runs first); after a job that ended incomplete, the check runs at once, still under the lease."""
+        run_check = lambda check, why: self._check_job(payload, check, why, lease, call)  # noqa: E731
+        held = self._gate().before_job(payload, call, run_check)
         if held is not None:
             variables = known_variables(payload["job_id"], payload["target"])
             self._skip_rest(payload["job_id"], payload["steps"], 0, variables)
@@ -225,29 +179,12 @@ class JobRunner:
         summary = self._steps(payload, lease, call)
         if summary["health"] == "incomplete" and payload.get("health_check") and not lease.lost \
                 and payload.get("kind") != "health_check":
-            self._health_check(payload, lease, call, f"job {payload['job_id']} ended incomplete")
+            self._gate().health_check(payload, call, f"job {payload['job_id']} ended incomplete", run_check)
         return summary
 
-    def _held_for_lab(self, payload: dict, check: dict, job_id: int | None, call: Call) -> Busy | None:
-        """An automatic health check asks the lab first; a fault plainly there holds it (the target bad, the
-        fault as the reason) instead of burning it. None when the check may run."""
-        found = lab_probe.check_blockers(call, payload["target"], payload.get("target_config") or {}, check["steps"])
-        if not found:
-            return None
-        reason = self._gate().held_for_lab(check, found, job_id)
-        self.progress("health_check_held", {"target": payload["target"], "reason": reason})
-        return Busy(f"target {payload['target']} is held bad: {reason}", target=payload["target"], health="bad",
-                    hint="fix the lab; the health check runs again on its own (or `panio target health "
-                         f"{payload['target']} --check`)")
-
-    def _health_check(self, payload: dict, lease: leasing.Lease, call: Call, why: str) -> dict:
-        """Run the target's health-check job now, as a job of its own, under this job's lease (not when the lab
-        is plainly at fault: then ``held`` says why, and no job is made)."""
-        check = {**payload["health_check"], "target": payload["target"], "kind": "health_check", "auto": True,
-                 "notify": payload.get("notify", []), "lease_ttl_s": payload.get("lease_ttl_s", 30)}
-        held = self._held_for_lab(payload, check, payload["job_id"], call)
-        if held is not None:
-            return {"job_id": None, "health": "incomplete", "result": "skipped", "reason": held.message, "held": held}
+    def _check_job(self, payload: dict, check: dict, why: str, lease: leasing.Lease, call: Call) -> dict:
+        """Run the target's health check (``check``, from ``HealthGate.health_check``) as a job of its own, under
+        this job's lease; its summary."""
         host = (payload.get("target_config") or {}).get("host")
         check["job_id"] = self.store.create_job(check["name"], payload["target"], host, check)
         self.store.take(check["job_id"], self.worker, 0.0)
@@ -349,7 +286,7 @@ class JobRunner:
         out = commands.Recorder(lambda line: self.progress("output", {"idx": idx, "line": line}), OUTPUT_LIMIT)
 
         def body() -> None:
-            run = self._planned(payload["target"], step.get("run") or {}, variables)
+            run = planned(payload["target"], step.get("run") or {}, variables, self.planner)
             commands.run(run["command"], call, bind(run, variables), out, began)
 
         road = lambda: self.caller(payload["target"], lease.credential, self.leases)  # noqa: E731 - the watch's own
@@ -366,27 +303,6 @@ class JobRunner:
         screens.keep(self.store, job_id, idx, step, record["status"], payload, call)
         self.progress("step_end", {"idx": idx, **record})
         return outcome, record
-
-    def _planned(self, target: str, run: dict, variables: dict) -> dict:
-        from bench_agent import commands
-
-        """The step's ``run``; a ``deferred`` one (a captured value names what only the lab resolves, as in
-        ``target show ${board}``) is planned now, where the lab file is (``panio job run``)."""
-        if "deferred" not in run:
-            if run.get("command") not in commands.BODIES:
-                try:
-                    commands.body(run.get("command") or "")
-                except UsageError:
-                    raise Refused(f"the step names {run.get('command')!r}, which is not a runtime command: a job "
-                                  "step never edits the lab file, configures a hook or manages jobs",
-                                  hint="see `panio job check` and docs/jobs.md") from None
-            return run
-        argv = [substitute(a, variables) for a in run["deferred"]]
-        if self.planner is None:
-            raise UsageError(f"`panio {' '.join(argv)}` needs the lab file when it runs (a captured value names "
-                             "a target, interface or action), and a worker has none",
-                             hint="name it in the job file, or run the job with `panio job run` (no broker)")
-        return self.planner(target, argv)
 
     def _ask_the_lab(self, payload: dict, idx: int, record: dict, outcome: dict, call: Call,
                      seen_off: dict | None = None) -> dict:
@@ -470,38 +386,26 @@ class JobRunner:
             self._gate().after(payload, summary)
         except Exception as exc:  # noqa: BLE001 - a health write failing must not turn a verdict into a crash
             self.progress("health_error", {"job_id": summary["job_id"], "message": f"{type(exc).__name__}: {exc}"})
-        event = {"incomplete": "job_incomplete"}.get(summary["health"])
-        if summary["health"] == "complete" and summary["result"] == "failed":
-            event = "job_failed"
-        if payload.get("kind") == "health_check" and (event == "job_failed" or summary.get("gated")):
-            return  # the board failed its check, or it was held for the lab: told as the target's health
-        if event:
-            data = {"job_id": summary["job_id"], "name": payload["name"], "target": payload["target"],
-                    "health": summary["health"], "result": summary["result"], "reason": summary["reason"],
-                    "kind": payload.get("kind") or "job"}
-            if self._held is not None:
-                self._held.append((payload, event, data))
-            else:
-                notify.send(payload.get("notify"), event, data)
+        notify.job_ended(payload, summary, self._notice)
+
+    def _notice(self, configs: list[dict] | None, event: str, data: dict) -> None:
+        """Hold the job's end notifications until its serial log is stored (a failure's carries its triage)."""
+        from bench_agent.jobs import notify
+
+        if self._held is not None:
+            self._held.append((configs, event, data))
+        else:
+            notify.send(configs, event, data)
 
     def _send_held(self) -> None:
         """The notifications of the job's end, with the triage summary of a failure (``triage.notice``)."""
         from bench_agent.jobs import notify, triage
 
         held, self._held = self._held or [], None
-        for payload, event, data in held:
-            if event == "job_failed" and notify.wanted(payload.get("notify"), event):
+        for configs, event, data in held:
+            if event == "job_failed" and notify.wanted(configs, event):
                 data.update(triage.notice(self.store, data["job_id"]))
-            notify.send(payload.get("notify"), event, data)
-
-    def _health_changed(self, payload: dict, previous: str, record: dict) -> None:
-        from bench_agent.jobs import notify
-
-        self.progress("health_changed", {"target": record["target"], "previous": previous, "health": record["health"],
-                                         "reason": record["reason"]})
-        notify.send(payload.get("notify"), "health_changed",
-                    {"target": record["target"], "previous": previous, "health": record["health"],
-                     "reason": record["reason"], "set_by": record["set_by"], "job_id": record.get("job_id")})
+            notify.send(configs, event, data)
 
 
 def _canceled() -> tuple:

@@ -78,6 +78,30 @@ def _fill(value: Any, variables: dict[str, str]) -> Any:
     return value
 
 
+def planned(target: str, run: dict, variables: dict[str, str],
+            planner: Callable[[str, list[str]], dict] | None) -> dict:
+    """The step's ``run``; a ``deferred`` one (a captured value names what only the lab resolves, as in
+    ``target show ${board}``) is planned now by ``planner``, where the lab file is (``panio job run``)."""
+    from bench_agent import commands
+    from bench_agent.errors import Refused
+
+    if "deferred" not in run:
+        if run.get("command") not in commands.BODIES:
+            try:
+                commands.body(run.get("command") or "")
+            except UsageError:
+                raise Refused(f"the step names {run.get('command')!r}, which is not a runtime command: a job "
+                              "step never edits the lab file, configures a hook or manages jobs",
+                              hint="see `panio job check` and docs/jobs.md") from None
+        return run
+    argv = [substitute(a, variables) for a in run["deferred"]]
+    if planner is None:
+        raise UsageError(f"`panio {' '.join(argv)}` needs the lab file when it runs (a captured value names "
+                         "a target, interface or action), and a worker has none",
+                         hint="name it in the job file, or run the job with `panio job run` (no broker)")
+    return planner(target, argv)
+
+
 def execute(body: Callable[[], None], out, timeout_s: float,
             should_stop: Callable[[], str | None]) -> tuple[int | None, str | None]:
     """Run ``body`` (which writes to the ``Recorder`` ``out``) until it ends, ``timeout_s`` passes or

@@ -262,7 +262,9 @@ def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeou
 
 def submit(app, payload: dict, host: str, task_id: str | None = None) -> str:
     """Queue ``payload`` for ``host``'s worker; returns the task id."""
-    result = app.send_task(TASK, args=[payload], queue=queue_name(host),
+    # ignore_result: the results database says how a job ended; without it Celery would subscribe to a result
+    # that never comes, one more Redis round trip per job (and a subscription kept in a long-lived controller)
+    result = app.send_task(TASK, args=[payload], queue=queue_name(host), ignore_result=True,
                            task_id=task_id or f"panio-job-{payload['job_id']}")
     return result.id
 

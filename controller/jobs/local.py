@@ -21,19 +21,29 @@ def create(store, lab: Lab, job: dict, steps: list[dict], target: str, deadline_
            for_worker: bool = False, on_unhealthy: str | None = None) -> dict:
     """Record a queued job and return its payload: its steps planned for ``target`` and the target's
     configuration (the runner reads its serial interfaces and power from it). ``for_worker``: it goes to a
-    host's queue, so a reconciler may send it again, and the worker reads the target's configuration from
-    its own lab file (``spec.target_config``)."""
+    host's queue (published right after: it counts as sent), so a reconciler may send it again, and the worker
+    reads the target's configuration from its own lab file (``spec.target_config``)."""
+    return create_many(store, lab, [(job, steps, target)], deadline_at, for_worker, on_unhealthy,
+                       sent=for_worker)[0]
+
+
+def create_many(store, lab: Lab, entries: list[tuple[dict, list[dict], str]], deadline_at: float | None = None,
+                for_worker: bool = False, on_unhealthy: str | None = None, sent: bool = False) -> list[dict]:
+    """``create`` for several ``(job, steps, target)`` at once (a suite's), recorded in one transaction;
+    ``sent``: they are published right now (else ``remote.publish_all`` marks them sent)."""
     from controller.jobs import health
 
-    host = lab.target(target).get("host")
-    draft = {**spec.payload(job, steps, target, 0, lab, for_worker), **health.extras(lab, target, on_unhealthy
-                                                                         or job["data"].get("on_unhealthy"))}
-    if deadline_at is not None:
-        draft["deadline_at"] = deadline_at
-    if for_worker:
-        draft["via"] = "broker"  # a reconciler may send it again to the host's queue
-    job_id = store.create_job(job["data"]["name"], target, host, draft)
-    return {**draft, "job_id": job_id}
+    drafts = []
+    for job, steps, target in entries:
+        draft = {**spec.payload(job, steps, target, 0, lab, for_worker),
+                 **health.extras(lab, target, on_unhealthy or job["data"].get("on_unhealthy"))}
+        if deadline_at is not None:
+            draft["deadline_at"] = deadline_at
+        if for_worker:
+            draft["via"] = "broker"  # a reconciler may send it again to the host's queue
+        drafts.append((job["data"]["name"], target, lab.target(target).get("host"), draft))
+    ids = store.create_jobs(drafts, sent=sent)
+    return [{**draft, "job_id": job_id} for (_, _, _, draft), job_id in zip(drafts, ids)]
 
 
 def deadline_at(deadline_s: float | None) -> float | None:

@@ -35,7 +35,8 @@ def reconciler(app=None):
 
 
 def publish(app, store, payload: dict) -> str:
-    """Send a recorded job to its host's queue; a broker that does not take it ends the job unreachable."""
+    """Send a recorded job to its host's queue; a broker that does not take it ends the job unreachable. (The job
+    was recorded as sent when it was created: ``ResultStore.create_job``.)"""
     from bench_agent.jobs.worker import queue_name, submit as send
 
     host = payload["target_config"].get("host") or LOCAL_HOST
@@ -45,8 +46,26 @@ def publish(app, store, payload: dict) -> str:
         store.finish(payload["job_id"], "incomplete", None, f"not queued: broker unreachable: {exc}",
                      Unreachable("broker unreachable").to_json())
         raise Unreachable(f"broker {backends.broker_url()} unreachable: {exc}", job=payload["job_id"]) from None
-    store.mark_sent(payload["job_id"])
     return queue_name(host)
+
+
+def publish_all(app, store, payloads: list[dict]) -> list[str]:
+    """``publish`` each of ``payloads`` (recorded together, not yet sent: ``local.create_many``), then mark them
+    sent in one statement; their queues. A broker that refuses one ends it and every one after it unreachable
+    (not queued), and raises ``Unreachable``; the ones it took are marked sent first."""
+    queues: list[str] = []
+    try:
+        for payload in payloads:
+            queues.append(publish(app, store, payload))
+    except Unreachable as err:
+        for payload in payloads[len(queues) + 1:]:
+            store.finish(payload["job_id"], "incomplete", None, f"not queued: {err.message}",
+                         Unreachable("broker unreachable").to_json())
+        raise
+    finally:
+        if queues:
+            store.mark_sent([p["job_id"] for p in payloads[:len(queues)]])
+    return queues
 
 
 def submit(path: Path, lab: Lab, target: str | None, deadline_s: float | None = None) -> dict:

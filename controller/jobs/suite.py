@@ -132,8 +132,9 @@ def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
     store, me = backends.results_store(), holder_name("panio suite run")
     heartbeat = Heartbeat(store)
     by_target: dict[str, list[dict]] = {}
-    for job, steps, target in entries:  # record every job as queued first: all of the suite is visible at once
-        payload = local.create(store, lab, job, steps, target, deadline_at, on_unhealthy=on_unhealthy)
+    # record every job as queued first (one commit): all of the suite is visible at once
+    for payload in local.create_many(store, lab, entries, deadline_at, on_unhealthy=on_unhealthy):
+        target = payload["target"]
         store.take(payload["job_id"], me, 0.0)  # held by this process: if it dies, a reader can tell
         heartbeat.add(payload["job_id"])
         by_target.setdefault(target, []).append(payload)
@@ -157,12 +158,13 @@ def _run_queued(lab: Lab, entries: list, progress_for, deadline_at: float | None
     from controller.jobs import remote
 
     app, store = backends.celery_app(), backends.results_store()
+    # every job recorded at once (one commit), then sent
+    payloads = local.create_many(store, lab, entries, deadline_at, for_worker=True, on_unhealthy=on_unhealthy)
     ids = []
-    for job, steps, target in entries:
-        payload = local.create(store, lab, job, steps, target, deadline_at, for_worker=True, on_unhealthy=on_unhealthy)
-        queue = remote.publish(app, store, payload)
-        progress_for(target)("queued", {"job_id": payload["job_id"], "target": target, "queue": queue})
-        ids.append((payload["job_id"], target))
+    for payload, queue in zip(payloads, remote.publish_all(app, store, payloads)):
+        progress_for(payload["target"])("queued", {"job_id": payload["job_id"], "target": payload["target"],
+                                                   "queue": queue})
+        ids.append((payload["job_id"], payload["target"]))
     rec, watch = remote.reconciler(app), [i for i, _ in ids]
     return [remote.follow(i, lambda e, d, t=t: progress_for(t)(e, d) if e == "job_end" else None,
                           deadline_at=deadline_at, watch=watch, rec=rec) for i, t in ids]
