@@ -92,11 +92,12 @@ class Dispatcher:
     def _with_token(self, args: dict[str, Any]) -> dict[str, Any]:
         import os
 
-        from bench_agent.jobs.lease_guard import with_token
-        from bench_agent.jobs.leases import TOKEN_ENV
+        from bench_agent.jobs import TOKEN_ENV
 
         if self.token is None and not os.environ.get(TOKEN_ENV):
             return args
+        from bench_agent.jobs.lease_guard import with_token
+
         return with_token(args, self._lease_store(), self.token)
 
     # --- transports ----------------------------------------------------------

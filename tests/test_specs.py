@@ -115,14 +115,13 @@ def test_mcp_schemas_and_annotations_come_from_the_spec():
 
 def test_a_spec_bound_changed_once_changes_cli_and_mcp(monkeypatch):
     """The proof that nothing is copied: move a bound in the spec and both surfaces follow."""
-    import dataclasses
 
     from controller.cli.common import spec_type
     from controller.mcp.tools import from_spec
 
     spec = ops.spec("serial.send")
-    narrowed = tuple(dataclasses.replace(p, maximum=500) if p.name == "pace_ms" else p for p in spec.params)
-    monkeypatch.setitem(ops.SPECS, "serial.send", dataclasses.replace(spec, params=narrowed))
+    narrowed = tuple(p._replace(maximum=500) if p.name == "pace_ms" else p for p in spec.params)
+    monkeypatch.setitem(ops.SPECS, "serial.send", spec._replace(params=narrowed))
     with pytest.raises(argparse.ArgumentTypeError, match="from 0 to 500 ms"):
         spec_type("serial.send", "pace_ms")("501")
     assert from_spec("serial.send", "pace_ms", "--pace-ms").schema()["maximum"] == 500

@@ -44,7 +44,7 @@ from typing import Protocol
 from bench_agent.errors import Busy, Refused, Unreachable
 from bench_agent.jobs.lease_keeper import KEEPER, RELEASED
 
-TOKEN_ENV = "PANIO_LEASE_TOKEN"
+from bench_agent.jobs import TOKEN_ENV  # noqa: E402,F401 - said once, in the package
 RETRY_S = 3.0  # how long a Redis call keeps retrying (a restart) before it fails as unreachable
 
 

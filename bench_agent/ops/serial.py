@@ -57,6 +57,13 @@ def _client():
     return client
 
 
+def _running(target: str) -> dict[str, Any] | None:
+    """The running supervisor's discovery record, or None (without importing the daemon's client)."""
+    from bench_agent.serial import files
+
+    return files.discovery(target)
+
+
 def _log_path(target: str, iface: dict[str, Any]):
     from bench_agent.serial import files
 
@@ -97,7 +104,7 @@ def _await_discovery(target: str, timeout_s: float = 15.0) -> dict[str, Any] | N
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        info = _client().discovery(target)
+        info = _running(target)
         if info is not None:
             return info
         time.sleep(0.05)
@@ -135,7 +142,7 @@ def log(target: str, iface: dict[str, Any], tail: int | None = None, since: int 
             lines.append({"seq": item["seq"], "time": when, "epoch": item["epoch"],
                           "text": render(item["data"], raw), "complete": item["complete"]})
     return {"target": target, "interface": iface["name"], "lines": lines, **info,
-            "running": _client().discovery(target) is not None}
+            "running": _running(target) is not None}
 
 
 @operation("serial.send", side_effect=True, deadline=_pacing_s, params=(TEXT, NEWLINE, PACE_MS))
@@ -191,7 +198,7 @@ def _cursor_at(target: str, iface: dict[str, Any], time_ns: int) -> tuple[int, i
     """(epoch, cursor) of the running capture's first byte received at or after ``time_ns``."""
     from bench_agent.serial.query import cursor_at
 
-    info = _client().discovery(target)
+    info = _running(target)
     if info is None:
         from bench_agent.serial.control import not_running
 
@@ -208,14 +215,14 @@ def evidence(target: str, iface: dict[str, Any], epoch: int | None = None, since
 
     if since is not None and epoch is None:
         raise UsageError("--since needs --epoch (the capture epoch the cursor came from)")
-    return collect(target, iface, _log_path(target, iface), epoch, since, max_bytes, _client().discovery(target))
+    return collect(target, iface, _log_path(target, iface), epoch, since, max_bytes, _running(target))
 
 
 @operation("serial.status")  # reads only: allowed while another holder leases the target
 def status(target: str, iface: dict[str, Any]) -> dict[str, Any]:
     from bench_agent.serial.evidence import status as build
 
-    info = _client().discovery(target)
+    info = _running(target)
     live = None
     if info is not None:
         try:
@@ -235,7 +242,7 @@ def sense(target: str, iface: dict[str, Any]) -> dict[str, Any]:
 
         raise NotConfigured(f"serial interface {iface['name']!r} of {target!r} has no power_sense_signal",
                             hint=f"set one with `panio serial set {iface['name']} -t {target} --sense CTS`")
-    if _client().discovery(target) is not None:
+    if _running(target) is not None:
         return _ask(target, {"op": "sense", "iface": iface["name"], "signal": name})
     port = device.open_port(iface)
     try:

@@ -34,6 +34,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 import serial
 
 from bench_agent.errors import Busy, DeviceError, Unreachable
+from bench_agent.procinfo import command_line  # noqa: F401 - re-exported for the serial modules
 
 if "bench_agent.sim" not in serial.protocol_handler_packages:
     serial.protocol_handler_packages.append("bench_agent.sim")
@@ -280,14 +281,6 @@ def _opener_pids(real: str) -> set[int]:
         except OSError:
             continue
     return found
-
-
-def command_line(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return "?"
 
 
 def read_signal(port: serial.SerialBase, name: str) -> bool:

@@ -207,3 +207,10 @@ def print_json(obj: Any) -> None:
 
 def say(text: str) -> None:
     sys.stdout.write(text + "\n")
+
+
+def static(handler: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Namespace], Any]:
+    """Mark a runtime command whose output depends only on the lab file (``target show``, ``config show``):
+    a job step prints what it printed when the job was queued (``job check`` runs it then)."""
+    handler.static = True  # type: ignore[attr-defined]
+    return handler

@@ -61,7 +61,6 @@ def top_help() -> str:
 def build_parser(only: str | None = None, full: bool = False):
     """The argument parser; with ``full`` every command is populated (for the drift guard)."""
     import argparse
-    import importlib
 
     from controller.cli.common import Parser
 
@@ -74,7 +73,8 @@ def build_parser(only: str | None = None, full: bool = False):
         if full or name == only:
             p = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
                                formatter_class=argparse.RawDescriptionHelpFormatter)
-            importlib.import_module(module).register(p, name)
+            __import__(module)  # not importlib.import_module: importlib's package is one more start-up import
+            sys.modules[module].register(p, name)
     return parser
 
 
