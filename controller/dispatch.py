@@ -22,11 +22,14 @@ dispatcher's life, so ``panio ping -c 10`` pays for one SSH set-up.
 
 from __future__ import annotations
 
-from typing import Any
-
 from bench_agent.errors import InternalError, PanioError, Timeout, Unreachable, mark_outcome_unknown
-from controller.lab.model import Lab
-from controller.transport import Transport
+
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from controller.lab.model import Lab
+    from controller.transport import Transport
 
 
 OWNER: Any = object()  # ``Dispatcher.call``'s default host: the one the lab gives the target

@@ -18,12 +18,14 @@ first use of their group, so a process pays only for what it calls.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
-
 from bench_agent.errors import UsageError
 from bench_agent.ops.spec import OpSpec, Param
 
-Operation = Callable[..., Any]
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    Operation = Callable[..., Any]
 REGISTRY: dict[str, Operation] = {}
 SPECS: dict[str, OpSpec] = {}
 

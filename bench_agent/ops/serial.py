@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import base64
 from datetime import datetime, timezone
-from typing import Any
 
 from bench_agent.errors import Busy, NotRunning, PanioError, Refused, UsageError
 from bench_agent.ops import operation
 from bench_agent.ops.spec import Param, ms_deadline
+
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 LINE_ENDINGS = {"cr": "\r", "lf": "\n", "crlf": "\r\n", "none": ""}
 RESET_MS = 200

@@ -8,7 +8,10 @@ from the log's creation; the records carry it, so numbering is stable.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Iterator
+
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
+if TYPE_CHECKING:
+    from typing import Iterable, Iterator
 
 LINE_CAP = 4096
 ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
