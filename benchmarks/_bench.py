@@ -33,12 +33,14 @@ def load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def paired(floor: Callable[[], float], panio: Callable[[], float], rounds: int, warmup: int = 1) -> dict:
+def paired(floor: Callable[[], float], panio: Callable[[], float], rounds: int, warmup: int = 1,
+           key: Callable[[object], float] = float) -> dict:
     """``rounds`` pairs of one ``floor()`` and one ``panio()`` measurement, alternating which goes first.
 
     Each callable runs one measurement and returns its figure (seconds, or a rate): the caller decides what
     one measurement is, the same for both sides. Returns the samples, the per-pair ratios (panio / floor)
-    and the load average range seen while measuring."""
+    and the load average range seen while measuring. A measurement may return more than its figure (a rate
+    and the bytes lost): ``key`` picks the figure the ratio is taken of."""
     for _ in range(warmup):
         floor(), panio()
     a: list[float] = []
@@ -52,7 +54,7 @@ def paired(floor: Callable[[], float], panio: Callable[[], float], rounds: int, 
             b.append(panio())
             a.append(floor())
         loads.append(load())
-    return {"floor": a, "panio": b, "ratios": [y / x for x, y in zip(a, b)], "load": [min(loads), max(loads)]}
+    return {"floor": a, "panio": b, "ratios": [key(y) / key(x) for x, y in zip(a, b)], "load": [min(loads), max(loads)]}
 
 
 def row(figure: str, pairs: dict, op: str, goal: float, unit: str = "s", scale: float = 1.0, **extra) -> dict:

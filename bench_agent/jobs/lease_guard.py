@@ -124,7 +124,7 @@ def held(target: str, checked: list[tuple[Any, str]] | None = None) -> list[tupl
     found = []
     for store, why in stores() if checked is None else checked:
         try:
-            lease = store.current(target)
+            lease = store.holder(target)
         except Unreachable as err:
             raise Unreachable(f"cannot check the lease on {target!r}: {err.message} (lease store {why})",
                               hint="start that Redis, or stop checking it with `panio lease store --forget URL`",

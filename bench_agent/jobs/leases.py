@@ -106,6 +106,7 @@ class LeaseStore(Protocol):
     def check(self, target: str, token: int, owner: str | None = None) -> None: ...
     def release(self, target: str, token: int, owner: str | None = None) -> None: ...
     def current(self, target: str) -> dict | None: ...
+    def holder(self, target: str) -> dict | None: ...  # ``current`` without the time left: the check's read
     def list(self) -> list[dict]: ...
     def break_(self, target: str, by: str) -> dict | None: ...
 
@@ -136,7 +137,7 @@ def acquire(store: LeaseStore, target: str, info: dict, ttl_s: float, wait_s: fl
 
 def check_access(store: LeaseStore, target: str, token: str | int | None = None) -> None:
     """Refuse acting on ``target`` unless it is free or ``token`` (default: ``PANIO_LEASE_TOKEN``) is its lease's."""
-    held = store.current(target)
+    held = store.holder(target)
     access(target, token if token is not None else os.environ.get(TOKEN_ENV), [held] if held else [])
 
 
@@ -254,6 +255,12 @@ class RedisLeaseStore:
         raw, pttl = self._do(pipe.execute)
         return _describe(target, raw, pttl / 1000 if pttl and pttl > 0 else None) if raw else None
 
+    def holder(self, target: str) -> dict | None:
+        """The lease on ``target`` as ``current`` says it, less ``ttl_left_s`` (None): one HGETALL, not a
+        MULTI/EXEC of two reads, for the check before every side effect."""
+        raw = self._do(self.r.hgetall, self._key(target))
+        return _describe(target, raw, None) if raw else None
+
     def list(self) -> list[dict]:
         keys = sorted(self._do(lambda: list(self.r.scan_iter(match=f"{self.prefix}lease:*", count=500))))
         out = [self.current(k[len(self.prefix) + len("lease:"):]) for k in keys]
@@ -318,6 +325,9 @@ class FileLeaseStore:
         if fd is not None:
             _write_fd(fd, {**_read_fd(fd), "held": False})
             os.close(fd)
+
+    def holder(self, target: str) -> dict | None:
+        return self.current(target)
 
     def current(self, target: str) -> dict | None:
         path = self._path(target)
