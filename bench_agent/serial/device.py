@@ -166,11 +166,28 @@ def read_now(port: serial.SerialBase, limit: int = READ_MAX) -> bytes:
         data = os.read(fd, limit)
         if not data:
             raise serial.SerialException("device reports readiness to read but returned no data (unplugged?)")
-        return data
+        return _drain(fd, data, limit) if len(data) < limit else data
     if fileno(port) is not None:
         return port.read(limit)  # socket://: zero timeout, one recv; a closed peer raises
     waiting = min(port.in_waiting, limit)
     return port.read(waiting) if waiting else b""
+
+
+def _drain(fd: int, first: bytes, limit: int) -> bytes:
+    """``first`` and whatever else ``fd`` already holds, up to ``limit``. A tty hands over at most 4 KiB a
+    read; during a flood the rest is already there, and taking it now makes one record (one log write, one
+    wake-up of the waiters, one line count) of what would be sixteen: the capture keeps up with pyserial's
+    own read loop. Nothing waits: a read is made only while ``select`` says data is there."""
+    import select
+
+    parts, size = [first], len(first)
+    while size < limit and select.select([fd], [], [], 0)[0]:
+        more = os.read(fd, limit - size)
+        if not more:
+            break  # gone: the next read says so
+        parts.append(more)
+        size += len(more)
+    return first if len(parts) == 1 else b"".join(parts)
 
 
 def _refuse_if_captured(url: str) -> None:
