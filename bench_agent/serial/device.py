@@ -44,6 +44,7 @@ SIGNALS = {"CTS": "cts", "DSR": "dsr", "DCD": "cd", "RI": "ri"}
 
 WRITE_TIMEOUT_S = 10.0
 READ_MAX = 65536
+DRAIN_FROM = 2048  # a tty read this long may have more behind it (a tty hands over at most 4 KiB a read)
 KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_PROBES = 10, 5, 3  # a dead link is lost within ~25 s
 
 
@@ -166,7 +167,8 @@ def read_now(port: serial.SerialBase, limit: int = READ_MAX) -> bytes:
         data = os.read(fd, limit)
         if not data:
             raise serial.SerialException("device reports readiness to read but returned no data (unplugged?)")
-        return _drain(fd, data, limit) if len(data) < limit else data
+        # a short read is all there was (a reply, a prompt): only a full tty read may have more behind it
+        return _drain(fd, data, limit) if DRAIN_FROM <= len(data) < limit else data
     if fileno(port) is not None:
         return port.read(limit)  # socket://: zero timeout, one recv; a closed peer raises
     waiting = min(port.in_waiting, limit)
