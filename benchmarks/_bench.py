@@ -97,10 +97,10 @@ def fmt(r: dict) -> str:
     loads = f"load {r['load'][0]:.1f}-{r['load'][1]:.1f}"
     if "ratio" in r:
         lo, hi = r["spread"]
-        return (f"{r['figure']:<52} panio={r['panio']:g} {r['unit']} floor={r['floor']:g} {r['unit']}  "
+        return (f"{r['figure']:<62} panio={r['panio']:g} {r['unit']} floor={r['floor']:g} {r['unit']}  "
                 f"ratio {r['ratio']:.2f}x ({lo:.2f}-{hi:.2f}, {r['rounds']} pairs)  goal {r['op']} {r['goal']:g}x  "
                 f"{verdict}  {loads}")
-    return f"{r['figure']:<52} {r['value']:g} {r['unit']}  goal {r['op']} {r['goal']:g} {r['unit']}  {verdict}  {loads}"
+    return f"{r['figure']:<62} {r['value']:g} {r['unit']}  goal {r['op']} {r['goal']:g} {r['unit']}  {verdict}  {loads}"
 
 
 def emit(script: str, rows: list[dict], as_json: bool, extra: dict | None = None) -> None:

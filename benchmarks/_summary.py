@@ -23,14 +23,14 @@ FIGURES = [
     ("serial_roundtrip", "serial round trip p99, panio"),
     ("serial_roundtrip", "capture rate, panio to disk / pyserial read loop (PTY)"),
     ("ser2net_capture", "capture rate via ser2net socket://, panio to disk / pyserial"),
-    ("startup", "panio target list / python -c pass"),
-    ("startup", "panio config show / python -c pass"),
-    ("startup", "panio serial log T --tail 5 / python -c pass"),
-    ("startup", "panio --help / python -c pass"),
+    ("startup", "start-up of panio target list / python -c pass"),
+    ("startup", "start-up of panio config show / python -c pass"),
+    ("startup", "start-up of panio serial log T --tail 5 / python -c pass"),
+    ("startup", "start-up of panio --help / python -c pass"),
     ("netboot_qemu", "TFTP transfer (kernel + initrd), panio / QEMU's built-in"),
     ("dispatch", "SSH transport / echo on a kept channel"),
     ("dispatch", "side-effect dispatch (lease check in Redis) / the side effect alone"),
-    ("startup", "panio mcp initialize / importing the MCP SDK"),
+    ("startup", "start-up of panio mcp to initialize / importing the MCP SDK"),
 ]
 
 

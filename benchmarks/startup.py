@@ -85,16 +85,16 @@ def main() -> int:
         env.update(PANIO_LAB=os.path.join(tmp, "lab.toml"), PANIO_STATE_DIR=tmp)
         make_lab(tmp, env)
         bare = [sys.executable, "-c", "pass"]
-        cases = [("panio --help / python -c pass", ["--help"], 1.3),
-                 ("panio target list / python -c pass", ["target", "list"], 2.0),
-                 ("panio config show / python -c pass", ["config", "show"], 2.0),
-                 ("panio serial log T --tail 5 / python -c pass", ["serial", "log", "t0", "--tail", "5"], 2.5)]
+        cases = [("start-up of panio --help / python -c pass", ["--help"], 1.3),
+                 ("start-up of panio target list / python -c pass", ["target", "list"], 2.0),
+                 ("start-up of panio config show / python -c pass", ["config", "show"], 2.0),
+                 ("start-up of panio serial log T --tail 5 / python -c pass", ["serial", "log", "t0", "--tail", "5"], 2.5)]
         for figure, argv, goal in cases:
             pairs = _bench.paired(lambda: timed(bare, env), lambda a=argv: timed([PANIO, *a], env), opts.rounds)
             rows.append(_bench.row(figure, pairs, "<=", goal, unit="ms", scale=1000))
         sdk = [sys.executable, "-c", SDK_IMPORT]
         pairs = _bench.paired(lambda: timed(sdk, env), lambda: mcp_initialize(env), max(10, opts.rounds // 3))
-        rows.append(_bench.row("panio mcp initialize / importing the MCP SDK", pairs, "<=", 1.3, unit="ms",
+        rows.append(_bench.row("start-up of panio mcp to initialize / importing the MCP SDK", pairs, "<=", 1.3, unit="ms",
                                scale=1000))
     _bench.emit(__file__, rows, opts.json)
     return 0

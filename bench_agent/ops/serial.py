@@ -8,8 +8,7 @@ supervisor runs; input (send, transact, wait, reset, dtr) needs it.
 
 from __future__ import annotations
 
-import base64
-from datetime import datetime, timezone
+import time
 
 from bench_agent.errors import Busy, NotRunning, PanioError, Refused, UsageError
 from bench_agent.ops import operation
@@ -300,9 +299,14 @@ def _with_ending(iface: dict[str, Any], text: str, newline: bool) -> bytes:
 
 
 def _b64(data: bytes) -> str:
+    import base64
+
     return base64.b64encode(data).decode()
 
 
 def _iso(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat(timespec="milliseconds")
+    """UTC ISO 8601 to the millisecond, as ``datetime.isoformat(timespec="milliseconds")`` writes it (without
+    importing datetime, which `serial log` would otherwise load for this alone)."""
+    s, ms = divmod(ns // 1_000_000, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(s)) + f".{ms:03d}+00:00"
 

@@ -19,6 +19,12 @@ from bench_agent.errors import InvalidName, UsageError
 
 MAX_NUMBER = 2**63 - 1  # what TOML, SQLite and JSON consumers all hold
 
+# argparse asks gettext for each of its own words ("usage: ", "options", ...): a search of the locale
+# catalogues per word, and the locale module imported, a tenth of `panio target list`. panio speaks
+# English only (its own messages are not translated), so its parsers say argparse's words as written.
+argparse._ = lambda message: message  # type: ignore[attr-defined]
+argparse.ngettext = lambda singular, plural, n: singular if n == 1 else plural  # type: ignore[attr-defined]
+
 
 class Parser(argparse.ArgumentParser):
     """argparse that raises ``UsageError`` instead of printing and exiting."""
