@@ -43,8 +43,10 @@ BENCH_OUT ?= bench-out
 
 bench: install .venv-labgrid/bin/python
 	rm -rf $(BENCH_OUT) && mkdir -p $(BENCH_OUT)
-	for b in benchmarks/[!_]*.py; do PANIO_BENCH_OUT=$(BENCH_OUT) $(BIN)/python $$b || exit 1; done
-	$(BIN)/python benchmarks/_summary.py $(BENCH_OUT)
+	failed=""; \
+	for b in benchmarks/[!_]*.py; do PANIO_BENCH_OUT=$(BENCH_OUT) $(BIN)/python $$b || failed="$$failed $$b"; done; \
+	$(BIN)/python benchmarks/_summary.py $(BENCH_OUT); \
+	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
 
 clean:
 	rm -rf $(VENV) demo-out $(BENCH_OUT)
