@@ -70,9 +70,9 @@ def _quiet(event: str, data: dict[str, Any]) -> None:
     pass
 
 
-def local_caller(target: str, token: int, leases: Any) -> Call:
-    """The worker's road: operations in this process (the target's host), each request carrying the lease
-    token, so the host's lease guard checks the fence before any side effect."""
+def local_caller(target: str, token: str, leases: Any) -> Call:
+    """The worker's road: operations in this process (the target's host), each request carrying the lease's
+    credential (``TOKEN:SECRET``), so the host's lease guard checks the fence before any side effect."""
     from bench_agent import ops
     from bench_agent.errors import mark_outcome_unknown
     from bench_agent.jobs.lease_guard import with_token
@@ -152,13 +152,13 @@ class JobRunner:
             lease.keep(payload.get("lease_ttl_s", 30))
             self.progress("job_start", {"job_id": job_id, "target": payload["target"]})
             # One road to the target for the job's steps: a dispatcher keeps its connections (one SSH set-up).
-            call = self.caller(payload["target"], lease.token, self.leases)
+            call = self.caller(payload["target"], lease.credential, self.leases)
             marks = self._serial_marks(payload, call)
             try:
                 return self._checked_steps(payload, lease, call)
             finally:
                 # a road of its own: a step stopped at its deadline may still hold the steps' connection
-                self._serial_artifacts(payload, marks, self.caller(payload["target"], lease.token, self.leases))
+                self._serial_artifacts(payload, marks, self.caller(payload["target"], lease.credential, self.leases))
         finally:
             lease.release()
 
@@ -349,7 +349,7 @@ class JobRunner:
             run = self._planned(payload["target"], step.get("run") or {}, variables)
             commands.run(run["command"], call, bind(run, variables), out, began)
 
-        road = lambda: self.caller(payload["target"], lease.token, self.leases)  # noqa: E731 - the watch's own
+        road = lambda: self.caller(payload["target"], lease.credential, self.leases)  # noqa: E731 - the watch's own
         watch = lab_probe.PowerWatch.start(road, payload, idx)
         try:
             code, why = execute(body, out, timeout_s, lambda: self._interrupt(job_id, lease))

@@ -42,14 +42,19 @@ _KINDS = {int: "a whole number", float: "a number", str: "text", bool: "true or 
 
 # Immutable records as named tuples, not frozen dataclasses: dataclasses imports inspect (and ast,
 # tokenize, dis), a third of an interpreter's start-up, on the path of every runtime command.
-class Param(namedtuple("Param", "name kind help default unit minimum maximum choices nullable",
-                       defaults=("", REQUIRED, None, None, None, None, False))):
+class Param(namedtuple("Param", "name kind help default unit minimum maximum choices nullable flag",
+                       defaults=("", REQUIRED, None, None, None, None, False, None))):
     """One argument of an operation's request: ``name``, ``kind`` (int | float | str | bool | list | dict),
     ``help``, ``default`` (``REQUIRED``: the caller must give it), ``unit`` ("ms", "s", "bytes", ...:
     durations and sizes carry their unit), ``minimum``, ``maximum``, ``choices``, and ``nullable`` (None is a
-    valid value: an optional cursor, "not given"). ``param._replace(maximum=500)`` makes a changed copy."""
+    valid value: an optional cursor, "not given"), ``flag`` (the CLI flag when it is not --<name with dashes>:
+    serial.log's first is --from). ``param._replace(maximum=500)`` makes a changed copy."""
 
     __slots__ = ()
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
 
     @property
     def required(self) -> bool:
@@ -117,17 +122,19 @@ def _num(value: float | None) -> int | float | None:
     return int(value) if value is not None and float(value).is_integer() else value
 
 
-class OpSpec(namedtuple("OpSpec", "name params side_effect interactive deadline unknown_on_failure summary extra",
-                        defaults=((), False, False, None, None, "", None))):
+class OpSpec(namedtuple("OpSpec", "name params side_effect interactive deadline unknown_on_failure summary extra "
+                                  "needs exclusive", defaults=((), False, False, None, None, "", None, None, ()))):
     """The facts of one operation (see the module docstring): ``name``, ``params`` (``Param``s),
     ``side_effect``, ``interactive``, ``deadline`` (args -> seconds or None), ``unknown_on_failure``,
-    ``summary`` and ``extra`` (a dict: room for a channel's own facts; None reads as empty)."""
+    ``summary``, ``extra`` (a dict: room for a channel's own facts), ``needs`` (a parameter -> the parameter
+    it needs beside it) and ``exclusive`` (at most one of these parameters per call); None reads as empty."""
 
     __slots__ = ()
 
     def __new__(cls, *args: Any, **kwargs: Any) -> OpSpec:
         spec = super().__new__(cls, *args, **kwargs)
-        return spec if spec.extra is not None else spec._replace(extra={})
+        return spec if spec.extra is not None and spec.needs is not None else spec._replace(
+            extra={} if spec.extra is None else spec.extra, needs={} if spec.needs is None else spec.needs)
 
     @property
     def outcome_unknown_on_failure(self) -> bool:
@@ -148,7 +155,22 @@ class OpSpec(namedtuple("OpSpec", "name params side_effect interactive deadline 
                 out[p.name] = p.check(out[p.name])
             elif p.required:
                 raise UsageError(f"{self.name}: {p.name} is required", argument=p.name)
+        self.check_rules({k for k, v in out.items() if v is not None})
         return out
+
+    def check_rules(self, given: set[str]) -> None:
+        """The cross-argument rules: ``needs`` and ``exclusive``, named by their CLI flags."""
+        for name, needed in self.needs.items():
+            if name in given and needed not in given:
+                raise UsageError(f"{self._flag(name)} needs {self._flag(needed)}", argument=name)
+        both = [n for n in self.exclusive if n in given]
+        if len(both) > 1:
+            raise UsageError(f"give at most one of {', '.join(map(self._flag, self.exclusive))} "
+                             f"(got {', '.join(map(self._flag, both))})", argument=both[1])
+
+    def _flag(self, name: str) -> str:
+        p = self.param(name)
+        return p.cli_flag if p is not None else name
 
     def deadline_s(self, args: dict[str, Any]) -> float | None:
         """Seconds this call may take by its own arguments, or ``None`` when it has no bound of its own."""

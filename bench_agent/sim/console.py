@@ -7,7 +7,8 @@ symlink to it); this class drives the master side from one background thread:
     power_on()    banner + boot log over ``boot_s``, then an autoboot countdown
                   ("Hit any key to stop autoboot: N") over ``countdown_s``;
                   ONE key stops it at the U-Boot prompt "=> ", otherwise the
-                  kernel boots to the shell prompt "root@sim:~# "
+                  kernel boots to the shell prompt "root@sim:~# " (``prompt``; the
+                  kernel's last line before it is ``welcome``: another board's look)
     U-Boot        boot | reset | version | printenv | help; else "Unknown command"
     shell         uname -a, cat /proc/version, echo ..., reboot, flood N
                   (exactly N bytes as fast as the PTY takes them, then a line end
@@ -65,12 +66,14 @@ class SimConsole:
     """A simulated board's console on a PTY pair (see the module docstring)."""
 
     def __init__(self, link: str | None = None, *, banner: str = "panio simulated board", boot_s: float = 1.0,
-                 countdown_s: float = 3.0, powered: bool = True) -> None:
+                 countdown_s: float = 3.0, powered: bool = True, prompt: str = PROMPT,
+                 welcome: str = KERNEL_LOG[-1]) -> None:
         self._master, self._slave, self.slave_path = open_pty(link)
         os.set_blocking(self._master, False)
         self.link = link
         self.device = link or self.slave_path
         self.banner, self.boot_s, self.countdown_s = banner, boot_s, countdown_s
+        self.prompt, self.welcome = prompt, welcome  # another board's shell prompt and last kernel line
         self._lock = threading.Lock()
         self._powered, self._boots = False, 0
         self._want_on = powered
@@ -243,8 +246,8 @@ class SimConsole:
 
     def _start_kernel(self) -> None:
         self._state = "kernel"
-        steps = [(0.02, self._printer(line)) for line in KERNEL_LOG]
-        steps.append((0.02, lambda: self._enter("shell", PROMPT)))
+        steps = [(0.02, self._printer(line)) for line in KERNEL_LOG[:-1] + [self.welcome]]
+        steps.append((0.02, lambda: self._enter("shell", self.prompt)))
         self._schedule(steps, replace=True)
 
     def _printer(self, line: str) -> Callable[[], None]:
@@ -280,7 +283,7 @@ class SimConsole:
         if argv[:1] == ["flood"]:
             self._flood(argv)
             return
-        self._out(self._shell_reply(argv).encode() + PROMPT.encode())
+        self._out(self._shell_reply(argv).encode() + self.prompt.encode())
 
     def _shell_reply(self, argv: list[str]) -> str:
         if not argv:
@@ -295,7 +298,7 @@ class SimConsole:
 
     def _flood(self, argv: list[str]) -> None:
         if len(argv) != 2 or not argv[1].isdigit():
-            self._out(b"usage: flood N\r\n" + PROMPT.encode())
+            self._out(b"usage: flood N\r\n" + self.prompt.encode())
             return
         self._state = "busy"
         data, n = memoryview(flood_bytes(int(argv[1]))), int(argv[1])
@@ -303,7 +306,7 @@ class SimConsole:
             if self._stop.is_set() or not self._powered:
                 return
             self._out(data[start:start + 65536])
-        self._enter("shell", ("" if data[-1:] == b"\n" else "\r\n") + PROMPT)
+        self._enter("shell", ("" if data[-1:] == b"\n" else "\r\n") + self.prompt)
 
     def _out(self, data: bytes | memoryview) -> None:
         """Write all of data to the master, waiting while the PTY is full (a reader drains it)."""
