@@ -37,8 +37,16 @@ test: system-deps install
 	$(PYTHON) -m venv .venv-labgrid
 	.venv-labgrid/bin/pip install -q 'labgrid>=24'
 
+# Every benchmark, each leaving its rows in $(BENCH_OUT); then one table of issue 24's figures
+# (benchmarks/_summary.py), each with its goal, met / NOT met, and the load average it was measured at.
+BENCH_OUT ?= bench-out
+
 bench: install .venv-labgrid/bin/python
-	for b in benchmarks/[!_]*.py; do $(BIN)/python $$b || exit 1; done
+	rm -rf $(BENCH_OUT) && mkdir -p $(BENCH_OUT)
+	failed=""; \
+	for b in benchmarks/[!_]*.py; do PANIO_BENCH_OUT=$(BENCH_OUT) $(BIN)/python $$b || failed="$$failed $$b"; done; \
+	$(BIN)/python benchmarks/_summary.py $(BENCH_OUT); \
+	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
 
 clean:
-	rm -rf $(VENV) demo-out
+	rm -rf $(VENV) demo-out $(BENCH_OUT)

@@ -16,11 +16,16 @@ if TYPE_CHECKING:
 def state_dir() -> Path:
     from pathlib import Path
 
+    return Path(state_dir_name())
+
+
+def state_dir_name() -> str:
+    """``state_dir()`` as a string, for a start-up path that need not import pathlib (the lab cache's)."""
     override = os.environ.get("PANIO_STATE_DIR")
     if override:
-        return Path(override)
+        return override
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "panio"
+    return os.path.join(base, "panio")
 
 
 # The lab-parse cache (controller.lab.store): one file per lab file, named after the lab's absolute path,
@@ -31,7 +36,7 @@ _CACHE_PREFIX, _CACHE_SUFFIX = "lab-", ".marshal"
 def lab_cache_path(lab_path: str) -> str | None:
     """Where the parse of ``lab_path`` is cached (None for a path too long to name a file after)."""
     name = _CACHE_PREFIX + os.path.abspath(lab_path).replace(os.sep, "%") + _CACHE_SUFFIX
-    return None if len(name) > 250 else os.path.join(state_dir(), "cache", name)
+    return None if len(name) > 250 else os.path.join(state_dir_name(), "cache", name)
 
 
 def lab_cache_source(cache_path) -> str | None:

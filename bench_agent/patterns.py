@@ -43,8 +43,52 @@ def compile_text(pattern: str, multiline: bool = False):
 
 @lru_cache(maxsize=256)
 def compile_bytes(pattern: str):
-    """``pattern`` compiled for ``bytes`` input (a serial interface's received bytes)."""
+    """``pattern`` compiled for ``bytes`` input (a serial interface's received bytes). A pattern with no
+    metacharacter (a prompt, ``ok 42``) is searched as the literal it is (``Literal``)."""
+    if not _META.intersection(pattern):
+        return Literal(pattern.encode("utf-8"))
     return _compile(pattern.encode("utf-8"), False)
+
+
+_META = frozenset(".^$*+?{}[]\\|()")  # what makes a pattern more than its literal text (no flags are set)
+
+
+class Literal:
+    """A pattern without metacharacters, searched with ``bytes.find``: the same matches as the compiled
+    regex, without its compile (0.1-0.4 ms a new pattern here, in every `serial transact` with its own
+    ``--until``) and with nothing that could backtrack. Answers ``search`` as a compiled pattern does."""
+
+    __slots__ = ("pattern",)
+
+    def __init__(self, pattern: bytes) -> None:
+        self.pattern = pattern
+
+    def search(self, data: Any, pos: int = 0, **_bounds: Any) -> LiteralMatch | None:
+        at = data.find(self.pattern, pos)
+        return None if at < 0 else LiteralMatch(bytes(self.pattern), at)
+
+
+class LiteralMatch:
+    """The match of a ``Literal``: ``start``, ``end``, ``group()`` and no groups."""
+
+    __slots__ = ("text", "at")
+
+    def __init__(self, text: bytes, at: int) -> None:
+        self.text, self.at = text, at
+
+    def start(self) -> int:
+        return self.at
+
+    def end(self) -> int:
+        return self.at + len(self.text)
+
+    def group(self, index: int = 0) -> bytes:
+        if index != 0:
+            raise IndexError("no such group")
+        return self.text
+
+    def groups(self) -> tuple:
+        return ()
 
 
 def _compile(pattern: str | bytes, multiline: bool):

@@ -41,6 +41,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from bench_agent.procinfo import pid_alive  # noqa: F401 - re-exported: the children's callers ask it here
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -321,21 +323,6 @@ def _death_signal_hook():
             return None
     prctl = _PRCTL
     return lambda: prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (one of another user's counts; a zombie does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 # --- detached daemons: the start-up handshake -------------------------------------------------------

@@ -1,17 +1,27 @@
 """Dispatch benchmarks: a no-op operation in-process, over a kept SSH channel and over Celery, each beside
-its raw floor measured in the same run; no-op jobs per second with leases and results; how long after a
-worker's kill -9 its target is leasable again.
+its raw floor in alternating rounds; a side-effect operation through the whole dispatch (its lease checked
+in a real Redis lease store) beside the side effect alone; no-op jobs per second with leases and results;
+how long after a worker's kill -9 its target is leasable again.
 
-Run: .venv/bin/python benchmarks/dispatch.py [--n 2000] [--jobs 200] [--only ssh]
-Needs: Redis on 127.0.0.1:6379 (DB 5, a random key prefix), /usr/sbin/sshd. Starts and stops its own sshd
-and workers. Every interpreter is this venv's, never a shim on PATH.
+Run: .venv/bin/python benchmarks/dispatch.py [--n 2000] [--jobs 200] [--only ssh|lease] [--json]
+Needs: redis-server, /usr/sbin/sshd. Starts and stops its own Redis (so the Redis commands a dispatch
+makes can be counted), sshd and workers. Every interpreter is this venv's, never a shim on PATH.
+
+The side-effect row: `serial.send` of one line to a target whose console a capture daemon holds (a PTY
+whose far end swallows the line), through ``controller.dispatch.call`` with ``PANIO_REDIS_URL`` set: the
+controller checks the target's lease in Redis, the host checks it again (``lease_guard``), then the
+daemon writes the line. Its floor is the daemon's own ``send`` request, the same bytes on the same
+socket, with no lease check and no dispatch. The Redis commands per dispatch are counted from the
+private server's statistics and printed beside the figure: a row that made none measured no lease check.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -24,10 +34,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the test suite's real-sshd helper
 
+import _bench  # noqa: E402 - beside this script
 import keyhelp  # noqa: E402 - the test suite's signing keys (tests/ is on the path above)
+from _pty_responder import running, serve  # noqa: E402
 
 PANIO = str(Path(sys.executable).parent / "panio")
-REDIS_URL = "redis://127.0.0.1:6379/5"
+REDIS_URL = "redis://127.0.0.1:6379/5"  # replaced by the private server's URL in main()
 ECHO = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line); sys.stdout.flush()\n"
 
 
@@ -57,6 +69,7 @@ def side_by_side(floor, via, n: int, rounds: int = 40) -> tuple[float, float, fl
                 func()
             out.append((time.perf_counter() - start) * 1000 / per_round)
     ratios = [v / f for f, v in zip(*samples)]
+    SPREADS.append([round(q, 3) for q in _bench.quartiles(sorted(ratios))])  # the last call's, for its row
     return statistics.median(samples[0]), statistics.median(samples[1]), statistics.median(ratios)
 
 
@@ -70,9 +83,56 @@ def wait_for(pred, timeout_s: float = 60) -> None:
 
 def bench_local(lab, n: int) -> dict:
     from bench_agent import ops
+    from controller import dispatch
 
-    raw = per_call_ms(lambda: ops.call("system.ping", {"payload": 1}), n)
-    return {"raw_ms": raw, **both(lab, "near", None, n)}
+    transport = dispatch.Dispatcher(lab).transport_for(None)
+    req = {"op": "system.ping", "args": {"payload": 1}, "deadline_s": None}
+    raw, via, ratio = side_by_side(lambda: ops.call("system.ping", {"payload": 1}), lambda: transport.call(req), n)
+    return {"raw_ms": raw, "panio_ms": via, "ratio": ratio,
+            "dispatch_ms": per_call_ms(lambda: dispatch.call(lab, "near", "system.ping", {"payload": 1}), n)}
+
+
+def redis_commands() -> int:
+    import redis
+
+    return int(redis.Redis.from_url(REDIS_URL).info("stats")["total_commands_processed"])
+
+
+def bench_side_effect(lab, link: str, rounds: int, per_round: int) -> dict:
+    """`serial.send` through the whole dispatch (lease checked in Redis, controller and host) vs the daemon's
+    own send request; paired rounds, and the Redis commands each dispatch made."""
+    from bench_agent import ops
+    from bench_agent.serial import client
+    from controller import dispatch
+
+    iface = {"name": "console", "device": link, "baud": 115200}
+    ops.call("serial.watch", {"target": "near", "interfaces": [iface]})
+    data = base64.b64encode(b"x\r").decode()
+
+    def floor() -> float:
+        start = time.perf_counter()
+        for _ in range(per_round):
+            client.request("near", {"op": "send", "iface": "console", "data_b64": data, "pace_ms": 0})
+        return (time.perf_counter() - start) / per_round
+
+    def panio() -> float:
+        start = time.perf_counter()
+        for _ in range(per_round):
+            dispatch.call(lab, "near", "serial.send", {"target": "near", "iface": iface, "text": "x"})
+        return (time.perf_counter() - start) / per_round
+
+    try:
+        before = redis_commands()
+        panio()
+        per_dispatch = (redis_commands() - before - 1) / per_round  # less the INFO that read the count
+        pairs = _bench.paired(floor, panio, rounds)
+    finally:
+        ops.call("serial.stop", {"target": "near"})
+    row = _bench.row("side-effect dispatch (lease check in Redis) / the side effect alone", pairs, "<=", 1.3,
+                     unit="ms", scale=1000, redis_commands_per_dispatch=round(per_dispatch, 2))
+    if per_dispatch < 1:
+        row["met"] = False  # no lease check was made: the row measures nothing it claims
+    return row
 
 
 def both(lab, target: str, host: str | None, n: int) -> dict:
@@ -105,7 +165,8 @@ def bench_ssh(lab, sshd, n: int) -> dict:
     req = {"op": "system.ping", "args": {"payload": 1}, "deadline_s": None}
     raw, via, ratio = side_by_side(echo, lambda: transport.call(req), n)
     client.close()
-    return {**both(lab, "far", "bench", n), "raw_ms": raw, "panio_ms": via, "ratio": ratio}
+    return {**both(lab, "far", "bench", n), "raw_ms": raw, "panio_ms": via, "ratio": ratio, "load": _bench.load(),
+            "spread": SPREADS[-1]}
 
 
 def _shq(text: str) -> str:
@@ -147,19 +208,20 @@ def bench_celery(lab, env: dict, tmp: Path, n: int) -> dict:
     app.conf.update(broker_transport_options={"global_keyprefix": prefix},
                     result_backend_transport_options={"global_keyprefix": prefix})
     signing.apply(app, signing.required())
+    worker = start_worker(env, tmp, "celhost", concurrency=1)
     try:
         app.send_task("raw.noop", args=[1], queue="raw").get(timeout=60)
-        raw = per_call_ms(lambda: app.send_task("raw.noop", args=[1], queue="raw").get(timeout=10), n)
+        dispatch.call(lab, "viacel", "system.ping", {"payload": 1})
+        transport = dispatch.Dispatcher(lab).transport_for("celhost")
+        req = {"op": "system.ping", "args": {"payload": 1}, "deadline_s": None}
+        raw, via, ratio = side_by_side(lambda: app.send_task("raw.noop", args=[1], queue="raw").get(timeout=10),
+                                       lambda: transport.call(req), n, rounds=20)
+        full = per_call_ms(lambda: dispatch.call(lab, "viacel", "system.ping", {"payload": 1}), n)
     finally:
         os.killpg(raw_worker.pid, signal.SIGTERM)
         raw_worker.wait(timeout=20)
-    worker = start_worker(env, tmp, "celhost", concurrency=1)
-    try:
-        dispatch.call(lab, "viacel", "system.ping", {"payload": 1})
-        via = both(lab, "viacel", "celhost", n)
-    finally:
         stop_worker(worker)
-    return {"raw_ms": raw, **via}
+    return {"raw_ms": raw, "panio_ms": via, "ratio": ratio, "dispatch_ms": full}
 
 
 def start_worker(env: dict, tmp: Path, host: str, concurrency: int = 4) -> subprocess.Popen:
@@ -228,25 +290,65 @@ def bench_kill(env: dict, tmp: Path, ttl_s: float = 3.0) -> dict:
     return {"ttl_s": ttl_s, "leasable_after_s": time.monotonic() - killed}
 
 
+def start_redis(tmp: Path) -> subprocess.Popen:
+    """A private redis-server on a free loopback port (its statistics count only this benchmark's commands)."""
+    import socket
+
+    global REDIS_URL
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(tmp)], stdout=subprocess.DEVNULL)
+    REDIS_URL = f"redis://127.0.0.1:{port}/0"
+    import redis
+
+    wait_for(lambda: _pings(redis.Redis.from_url(REDIS_URL)), timeout_s=30)
+    return proc
+
+
+def _pings(r) -> bool:
+    try:
+        return bool(r.ping())
+    except Exception:  # noqa: BLE001 - not up yet
+        return False
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000, help="round trips per measurement")
     ap.add_argument("--jobs", type=int, default=200, help="no-op jobs for the jobs/s measurement")
-    ap.add_argument("--only", choices=("ssh",), help="measure one route only (ssh: the SSH transport and its floor)")
+    ap.add_argument("--only", choices=("ssh", "lease"),
+                    help="measure one route only (ssh: the SSH transport and its floor; lease: the side-effect row)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object (the rows) instead of the table")
+    ap.add_argument("--responder", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.responder:
+        serve(args.responder, lambda fd, line: None)  # the console's far end: swallows what is sent
+        return
     from sshd import Sshd
 
     tmp = Path(tempfile.mkdtemp(prefix="panio-bench-"))
+    redis_proc = start_redis(tmp)
     prefix = f"bench-{uuid.uuid4().hex[:8]}:"
     env = {"PANIO_BROKER": REDIS_URL, "PANIO_REDIS_URL": REDIS_URL, "PANIO_REDIS_PREFIX": prefix,
            "PANIO_RESULTS_URL": f"sqlite:///{tmp / 'results.db'}", "PANIO_STATE_DIR": str(tmp / "state"),
            "HOME": str(tmp / "home"), "PANIO_LAB": str(tmp / "lab.toml"), **keyhelp.controller_env()}
     os.environ.update(env)
     sshd = Sshd(tmp / "sshd", tmp / "home")
+    link = str(tmp / "tty")
     try:
         lab = make_lab(tmp, sshd)
         results = {"python": sys.executable, "cores": os.cpu_count()}
-        results["ssh"] = bench_ssh(lab, sshd, args.n)
+        if args.only in (None, "ssh"):
+            results["ssh"] = bench_ssh(lab, sshd, args.n)
+        if args.only in (None, "lease"):
+            with running(__file__, link):
+                subprocess.run([PANIO, "serial", "add", "console", "-t", "near", "--device", link], check=True,
+                               capture_output=True)
+                from controller.lab import load
+
+                results["side_effect"] = bench_side_effect(load(tmp / "lab.toml"), link, 20, max(20, args.n // 40))
         if args.only is None:
             results["in_process"] = bench_local(lab, args.n)
             results["celery"] = bench_celery(lab, env, tmp, max(200, args.n // 5))
@@ -254,8 +356,10 @@ def main() -> None:
             results["kill"] = bench_kill(env, tmp)
     finally:
         sshd.stop()
-        cleanup(prefix)
-    report(results)
+        redis_proc.terminate()
+        redis_proc.wait(30)
+        shutil.rmtree(tmp, ignore_errors=True)
+    report(results, args.json)
 
 
 def make_lab(tmp: Path, sshd):
@@ -272,34 +376,36 @@ def make_lab(tmp: Path, sshd):
 
 
 RAW_PREFIXES: list[str] = []
+SPREADS: list[list[float]] = []  # side_by_side's 25th-75th percentile of its paired ratios, call by call
 SSH_TARGET_X = 1.3  # an operation over the kept channel costs at most this much more than echoing a line on it
 
 
-def cleanup(prefix: str) -> None:
-    import redis
-
-    r = redis.Redis.from_url(REDIS_URL)
-    for p in [prefix, *RAW_PREFIXES]:
-        for key in r.scan_iter(match=f"{p}*"):
-            r.delete(key)
-
-
-def report(r: dict) -> None:
-    print(f"python {r['python']}, {r['cores']} cores")
-    print(f"{'route':<12}{'raw floor':>12}{'transport':>12}{'x floor':>9}{'+lease check':>14}")
-    for route in [name for name in ("in_process", "ssh", "celery") if name in r]:
-        raw, via, full = r[route]["raw_ms"], r[route]["panio_ms"], r[route]["dispatch_ms"]
-        print(f"{route:<12}{raw:>10.3f}ms{via:>10.3f}ms{via / raw:>8.2f}x{full:>12.3f}ms")
-    ssh = r["ssh"]["ratio"]
-    print(f"ssh operation round trip: {ssh:.2f}x the kept-channel floor, median of paired rounds "
-          f"(target <= {SSH_TARGET_X}x: "
-          f"{'met' if ssh <= SSH_TARGET_X else 'NOT met'})")
-    if "jobs" in r:
-        j, k = r["jobs"], r["kill"]
-        print(f"no-op jobs: {j['jobs']} in {j['seconds']:.2f} s = {j['jobs_per_s']:.0f} jobs/s (leases + results)")
-        print(f"kill -9 of a worker mid-job: target leasable again after {k['leasable_after_s']:.2f} s "
-              f"(TTL {k['ttl_s']:g} s)")
-    print(json.dumps(r))
+def report(r: dict, as_json: bool) -> None:
+    rows = []
+    if "ssh" in r:
+        ssh = r["ssh"]
+        rows.append({"figure": "SSH transport / echo on a kept channel", "ratio": round(ssh["ratio"], 3),
+                     "spread": ssh["spread"], "op": "<=", "goal": SSH_TARGET_X,
+                     "met": ssh["ratio"] <= SSH_TARGET_X, "load": [ssh["load"], ssh["load"]],
+                     "panio": round(ssh["panio_ms"], 4), "floor": round(ssh["raw_ms"], 4), "unit": "ms",
+                     "rounds": 40})
+    if "side_effect" in r:
+        rows.append(r["side_effect"])
+    if not as_json:
+        print(f"python {r['python']}, {r['cores']} cores")
+        print(f"{'route':<12}{'raw floor':>12}{'transport':>12}{'x floor':>9}{'dispatch':>12}  (system.ping)")
+        for route in [name for name in ("in_process", "ssh", "celery") if name in r]:
+            raw, via, full = r[route]["raw_ms"], r[route]["panio_ms"], r[route]["dispatch_ms"]
+            print(f"{route:<12}{raw:>10.3f}ms{via:>10.3f}ms{r[route]['ratio']:>8.2f}x{full:>10.3f}ms")
+        if "side_effect" in r:
+            print(f"side effect: {r['side_effect']['redis_commands_per_dispatch']:g} Redis commands per dispatch "
+                  "(the lease checks, controller and host)")
+        if "jobs" in r:
+            j, k = r["jobs"], r["kill"]
+            print(f"no-op jobs: {j['jobs']} in {j['seconds']:.2f} s = {j['jobs_per_s']:.0f} jobs/s (leases + results)")
+            print(f"kill -9 of a worker mid-job: target leasable again after {k['leasable_after_s']:.2f} s "
+                  f"(TTL {k['ttl_s']:g} s)")
+    _bench.emit(__file__, rows, as_json, {"routes": r})
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ start to that answer; the TFTP part alone (the guest's first read request to its
 QEMU's packet dump of the NIC (``filter-dump``). Boots alternate, the first one rotating each round, and
 the per-round ratios are printed beside the medians. The kernel is /boot/vmlinuz-* or Debian's, fetched once (tests/netboot_board.py).
 
-Run: .venv/bin/python benchmarks/netboot_qemu.py [--rounds 3] [--lockstep]
+Rows (issue 24): the TFTP part alone, panio / built-in, median of the per-round ratios, goal <= 1.2x at
+any load; netboot to a shell, goal <= 1.1x.
+
+Run: .venv/bin/python benchmarks/netboot_qemu.py [--rounds 3] [--lockstep] [--json]
 Needs: qemu-system-x86, ipxe-qemu, busybox-static. Starts and stops its own daemon and VMs.
 """
 
@@ -19,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import statistics
 import struct
 import subprocess
 import sys
@@ -28,6 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import _bench  # noqa: E402  beside this script
 import netboot_board  # noqa: E402  the QEMU netboot board, a test fixture
 
 PANIO = str(Path(sys.executable).parent / "panio")
@@ -78,7 +81,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--lockstep", action="store_true", help="also time panio's server in lock-step (--send-ahead 1)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (the rows) instead of the table")
     a = p.parse_args()
+    loads = [_bench.load()]
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
@@ -114,32 +119,27 @@ def main() -> None:
                     total, span = boot_s(url, extra, tmp_path / f"{name}-{i}.pcap")
                     times[name].append(total)
                     tftp[name].append(span)
+                loads.append(_bench.load())
                 print(f"round {i + 1}: " + ", ".join(f"{LABEL[n]} {times[n][-1]:.2f} s (TFTP {tftp[n][-1]:.2f} s)"
                                                      for n, _, _ in cases)
-                      + f" (load {os.getloadavg()[0]:.2f})", flush=True)
+                      + f" (load {os.getloadavg()[0]:.2f})", flush=True, file=sys.stderr if a.json else sys.stdout)
         finally:
             panio("netboot", "stop", "qemu")
             if lock_server:
                 lock_server.kill()
                 lock_server.wait()
     # boots in one round run back to back, so their ratio cancels most of the machine's load drift
-    paired = [o / t for o, t in zip(times["panio"], times["qemu"])]
-    print(f"\nper-round ratio panio / QEMU: {', '.join(f'{r:.3f}' for r in paired)}; "
-          f"median {statistics.median(paired):.3f}")
+    load_range = [min(loads), max(loads)]
+    tftp_pairs = {"floor": tftp["qemu"], "panio": tftp["panio"], "load": load_range,
+                  "ratios": [o / t for o, t in zip(tftp["panio"], tftp["qemu"])]}
+    boot_pairs = {"floor": times["qemu"], "panio": times["panio"], "load": load_range,
+                  "ratios": [o / t for o, t in zip(times["panio"], times["qemu"])]}
+    rows = [_bench.row("TFTP transfer (kernel + initrd), panio / QEMU's built-in", tftp_pairs, "<=", 1.2),
+            _bench.row("netboot to a shell, panio / QEMU's built-in TFTP", boot_pairs, "<=", 1.1)]
+    extra = {}
     if times["lockstep"]:
-        lock = [o / t for o, t in zip(times["lockstep"], times["qemu"])]
-        print(f"per-round ratio lock-step / QEMU: {', '.join(f'{r:.3f}' for r in lock)}; "
-              f"median {statistics.median(lock):.3f}")
-    print("TFTP alone (first read request to last ACK, QEMU's packet dump), median: "
-          + ", ".join(f"{LABEL[n]} {statistics.median(v):.2f} s" for n, v in tftp.items() if v))
-    ours_s, theirs_s = statistics.median(times["panio"]), statistics.median(times["qemu"])
-    print(f"\nnetboot to a shell, median of {a.rounds}:")
-    print(f"  QEMU built-in TFTP   {theirs_s:6.2f} s")
-    print(f"  panio TFTP server    {ours_s:6.2f} s   ratio {ours_s / theirs_s:.3f} "
-          f"({'within' if ours_s <= theirs_s * 1.10 else 'OVER'} the 10 % goal)")
-    if times["lockstep"]:
-        lock_s = statistics.median(times["lockstep"])
-        print(f"  panio lock-step      {lock_s:6.2f} s   ratio {lock_s / theirs_s:.3f}")
+        extra["lockstep_over_builtin"] = [round(o / t, 3) for o, t in zip(times["lockstep"], times["qemu"])]
+    _bench.emit(__file__, rows, a.json, extra)
 
 
 if __name__ == "__main__":

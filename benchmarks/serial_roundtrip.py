@@ -1,23 +1,28 @@
-"""Serial benchmark: send->match round trips through the capture daemon vs a raw pyserial floor.
+"""Serial benchmark: send->match round trips and capture rate, panio's daemon beside raw pyserial and labgrid.
 
-    .venv/bin/python benchmarks/serial_roundtrip.py [--trips 2000] [--flood-mb 20] [--idle-s 10] [--json]
+    .venv/bin/python benchmarks/serial_roundtrip.py [--rounds 20] [--trips 100] [--flood-mb 5] [--json]
 
-One PTY responder process answers each request line ``p N`` with ``ok N``.
-In the same run, on that responder:
+Three PTY responders, the same program (``_pty_responder``), each answering
+``p N`` with ``ok N`` and ``flood N`` with N bytes of 66-byte lines then END;
+each side has its own, so the daemon can hold its port for the whole run:
 
-  floor   raw pyserial on the port: write the request, read until the reply
-  daemon  panio's supervisor: a transact request over one kept control-socket
-          connection (send, then wait in the supervisor for ``ok N``), i.e. the
-          path `panio serial transact` and the MCP server take, minus process start
+  floor    raw pyserial on the port: write the request, then
+           ``read(in_waiting or 1)`` until the reply (pyserial's own read loop)
+  panio    the capture daemon: a transact request over one kept control-socket
+           connection (send, wait in the supervisor for ``ok N``): the path
+           `panio serial transact` and the MCP server take, minus process start
+  labgrid  labgrid's SerialDriver write + expect, in a child interpreter that
+           has labgrid (`make bench` makes .venv-labgrid; labgrid ships its own
+           fork of pyserial); left out, and said so, when there is none
 
-  labgrid labgrid's SerialDriver (write, then expect the reply), run by a
-          separate interpreter that has labgrid (`make bench` creates
-          .venv-labgrid: labgrid ships its own fork of pyserial, so it must not
-          share panio's venv); skipped, with the issue's figures quoted, when
-          there is none
-
-plus capture throughput (the responder floods N MB; time until the daemon's
-cursor has it all on disk) and the daemon's idle CPU and RSS.
+Every side gets the same warm-up (100 trips). Then ``--rounds`` rounds, the
+order of the sides rotating each round, each side making ``--trips`` round trips;
+a round's ratio is the median trip of one side over the other's. Capture: each
+round the floor (pyserial ``read(65536)`` until END, nothing stored) and the
+daemon (every byte recorded to disk with its RX time; done when its cursor has
+all of it) read the same flood, alternating; bytes lost are counted on both.
+Goals (issue 24): p50 <= 2.5x the floor and <= 0.7x labgrid, panio's p99 <= 1 ms
+on a quiet machine, capture >= 0.8x the floor with 0 lost.
 """
 
 from __future__ import annotations
@@ -26,7 +31,6 @@ import argparse
 import base64
 import json
 import os
-import select
 import statistics
 import subprocess
 import sys
@@ -34,10 +38,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from _pty_responder import running, serve, write_all  # beside this script
+import _bench  # beside this script
+from _pty_responder import running, serve, write_all
 
-LABGRID = {"p50_ms": 0.64, "p99_ms": 0.99}
 FLOOD_BLOCK = (b"0123456789abcdef" * 4 + b"\r\n") * 900
+END = b"END\r\n"
+WARMUP = 100
 
 
 def responder(link: str) -> None:
@@ -57,52 +63,118 @@ def _flood(fd: int, size: int) -> None:
         chunk = FLOOD_BLOCK[:size - sent]
         write_all(fd, chunk)
         sent += len(chunk)
-    os.write(fd, b"END\r\n")
+    os.write(fd, END)
 
 
-def percentiles(samples_s: list[float]) -> dict[str, float]:
-    ms = sorted(s * 1000 for s in samples_s)
-    return {"p50_ms": round(statistics.median(ms), 3), "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 3),
-            "mean_ms": round(statistics.fmean(ms), 3), "n": len(ms)}
+class Floor:
+    """Raw pyserial on its own responder."""
+
+    def __init__(self, device: str) -> None:
+        import serial
+
+        self.port = serial.serial_for_url(device, 115200, timeout=2, exclusive=True)
+        self.n = 0
+
+    def trips(self, count: int) -> list[float]:
+        port, out = self.port, []
+        for _ in range(count):
+            self.n += 1
+            want = b"ok %d\r\n" % self.n
+            t0 = time.perf_counter()
+            port.write(b"p %d\r" % self.n)
+            buf = b""
+            while not buf.endswith(want):
+                buf += port.read(port.in_waiting or 1)
+            out.append(time.perf_counter() - t0)
+        return out
+
+    def capture(self, size: int) -> tuple[float, int]:
+        """MB/s and bytes lost reading a flood of ``size`` bytes."""
+        port = self.port
+        port.timeout = 0.005  # read(65536) returns soon after the flood ends (a longer wait counts against it)
+        port.write(b"flood %d\r" % size)
+        t0, got, tail = time.perf_counter(), 0, b""
+        while not tail.endswith(END):
+            data = port.read(65536)
+            got += len(data)
+            tail = (tail + data)[-8:]
+        elapsed = time.perf_counter() - t0
+        port.timeout = 2
+        return size / elapsed / 1e6, size + len(END) - got
+
+    def close(self) -> None:
+        self.port.close()
 
 
-def floor(device: str, trips: int) -> dict[str, float]:
-    import serial
+class Daemon:
+    """panio's capture daemon on its own responder, asked over one kept control-socket connection."""
 
-    port = serial.serial_for_url(device, 115200, timeout=2, exclusive=True)
-    samples = []
-    for i in range(trips):
-        want = b"ok %d\r\n" % i
-        t0 = time.perf_counter()
-        port.write(b"p %d\r" % i)
-        buf = b""
-        while not buf.endswith(want):
-            ready, _, _ = select.select([port.fd], [], [], 2)
-            buf += os.read(port.fd, 4096)
-        samples.append(time.perf_counter() - t0)
-    port.close()
-    return percentiles(samples)
+    def __init__(self, target: str) -> None:
+        from bench_agent.serial import client
+
+        self.conn = client.connect(target, timeout_s=30)
+        self.conn.__enter__()
+        self.n = 0
+
+    def trips(self, count: int) -> list[float]:
+        out = []
+        for _ in range(count):
+            self.n += 1
+            req = {"op": "transact", "iface": "console", "data_b64": base64.b64encode(b"p %d\r" % self.n).decode(),
+                   "until": f"ok {self.n}\r\n", "timeout_ms": 5000, "max_bytes": 4096}
+            t0 = time.perf_counter()
+            r = self.conn.call(req)
+            out.append(time.perf_counter() - t0)
+            assert r["status"] == "matched", r
+        return out
+
+    def cursor(self) -> int:
+        return self.conn.call({"op": "status"})["interfaces"]["console"]["cursor"]
+
+    def capture(self, size: int) -> tuple[float, int]:
+        start = self.cursor()
+        self.conn.call({"op": "send", "iface": "console",
+                        "data_b64": base64.b64encode(b"flood %d\r" % size).decode()})
+        t0, want = time.perf_counter(), start + size + len(END)
+        deadline = t0 + 120
+        cursor = start
+        while cursor < want and time.perf_counter() < deadline:
+            time.sleep(0.005)  # the poll is a request the daemon answers: faster steals its CPU
+            cursor = self.cursor()
+        elapsed = time.perf_counter() - t0
+        return size / elapsed / 1e6, max(0, want - cursor)
+
+    def close(self) -> None:
+        self.conn.__exit__(None, None, None)
 
 
-def floor_capture(device: str, size: int) -> float:
-    import serial
+class Labgrid:
+    """labgrid's SerialDriver in its own interpreter, asked for N trips at a time over a pipe."""
 
-    port = serial.serial_for_url(device, 115200, timeout=2, exclusive=True)
-    port.write(b"flood %d\r" % size)
-    t0, got = time.perf_counter(), 0
-    tail = b""
-    while not tail.endswith(b"END\r\n"):
-        select.select([port.fd], [], [], 2)
-        data = os.read(port.fd, 65536)
-        got += len(data)
-        tail = (tail + data)[-8:]
-    elapsed = time.perf_counter() - t0
-    port.close()
-    return got / elapsed / 1e6
+    def __init__(self, python: str, device: str) -> None:
+        self.proc = subprocess.Popen([python, __file__, "--labgrid-client", device], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+
+    def trips(self, count: int) -> list[float]:
+        self.proc.stdin.write(f"{count}\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:  # it failed already; what it said is on stderr
+            pass
+        self.proc.wait(30)
 
 
-def labgrid_client(device: str, trips: int) -> None:
-    """Runs inside the labgrid interpreter: print the round-trip percentiles as JSON."""
+def has_labgrid(python: str | None) -> bool:
+    return bool(python) and os.path.exists(python) and subprocess.run(
+        [python, "-c", "import labgrid"], capture_output=True).returncode == 0
+
+
+def labgrid_client(device: str) -> None:
+    """Runs inside the labgrid interpreter: for each count read on stdin, that many trips, as JSON seconds."""
     from labgrid import Target
     from labgrid.driver import SerialDriver
     from labgrid.resource import RawSerialPort
@@ -111,55 +183,17 @@ def labgrid_client(device: str, trips: int) -> None:
     RawSerialPort(target, name=None, port=device, speed=115200)
     driver = SerialDriver(target, name=None)
     target.activate(driver)
-    for i in range(100):  # warm-up, like the daemon's
-        driver.write(b"p %d\r" % i)
-        driver.expect("ok %d\r\n" % i, timeout=2)
-    samples = []
-    for i in range(trips):
-        t0 = time.perf_counter()
-        driver.write(b"p %d\r" % i)
-        driver.expect("ok %d\r\n" % i, timeout=2)
-        samples.append(time.perf_counter() - t0)
-    target.deactivate(driver)
-    print(json.dumps(percentiles(samples)))
-
-
-def labgrid(python: str | None, device: str, trips: int) -> dict[str, float] | None:
-    if not python or not os.path.exists(python):
-        return None
-    out = subprocess.run([python, __file__, "--labgrid-client", device, "--trips", str(trips)],
-                         capture_output=True, text=True, timeout=600)
-    if out.returncode != 0:
-        sys.stderr.write(f"labgrid run failed: {out.stderr.strip().splitlines()[-1:]}\n")
-        return None
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def daemon(target: str, trips: int) -> dict[str, float]:
-    from bench_agent.serial import client
-
-    samples = []
-    with client.connect(target, timeout_s=10) as c:
-        for i in range(trips):
-            req = {"op": "transact", "iface": "console", "data_b64": base64.b64encode(b"p %d\r" % i).decode(),
-                   "until": f"ok {i}\r\n", "timeout_ms": 5000, "max_bytes": 4096}
+    n = 0
+    for line in sys.stdin:
+        out = []
+        for _ in range(int(line)):
+            n += 1
             t0 = time.perf_counter()
-            r = c.call(req)
-            samples.append(time.perf_counter() - t0)
-            assert r["status"] == "matched", r
-    return percentiles(samples)
-
-
-def daemon_capture(target: str, size: int) -> float:
-    from bench_agent.serial import client
-
-    with client.connect(target) as c:
-        start = c.call({"op": "status"})["interfaces"]["console"]["cursor"]
-        c.call({"op": "send", "iface": "console", "data_b64": base64.b64encode(b"flood %d\r" % size).decode()})
-        t0 = time.perf_counter()
-        while c.call({"op": "status"})["interfaces"]["console"]["cursor"] < start + size + 5:
-            time.sleep(0.002)
-        return size / (time.perf_counter() - t0) / 1e6
+            driver.write(b"p %d\r" % n)
+            driver.expect("ok %d\r\n" % n, timeout=2)
+            out.append(time.perf_counter() - t0)
+        print(json.dumps(out), flush=True)
+    target.deactivate(driver)
 
 
 def idle(pid: int, seconds: float) -> dict[str, float]:
@@ -175,12 +209,69 @@ def idle(pid: int, seconds: float) -> dict[str, float]:
     return {"idle_cpu_percent": round(cpu, 3), "rss_mb": round(rss / 1024, 1)}
 
 
+def measure(a: argparse.Namespace, links: dict[str, str]) -> tuple[list[dict], dict]:
+    from bench_agent import ops
+
+    sides = {"floor": Floor(links["floor"])}
+    lg_python = a.labgrid_python if has_labgrid(a.labgrid_python) else None
+    started = ops.call("serial.watch", {"target": "bench",
+                                        "interfaces": [{"name": "console", "device": links["panio"], "baud": 115200}]})
+    extra: dict = {"labgrid": "run" if lg_python else "no labgrid interpreter (run `make bench`): not compared"}
+    try:
+        sides["panio"] = Daemon("bench")
+        if lg_python:
+            sides["labgrid"] = Labgrid(lg_python, links["labgrid"])
+        for side in sides.values():
+            side.trips(WARMUP)
+        samples: dict[str, list[list[float]]] = {name: [] for name in sides}
+        loads = [_bench.load()]
+        names = list(sides)
+        for i in range(a.rounds):
+            for name in names[i % len(names):] + names[:i % len(names)]:
+                samples[name].append(sides[name].trips(a.trips))
+            loads.append(_bench.load())
+        size = int(a.flood_mb * 1e6)
+        cap = _bench.paired(lambda: sides["floor"].capture(size), lambda: sides["panio"].capture(size),
+                            a.capture_rounds, key=lambda r: r[0])
+        extra.update(idle(started["pid"], a.idle_s))
+    finally:
+        for side in sides.values():
+            side.close()
+        ops.call("serial.stop", {"target": "bench"})
+    rows = [ratio_row("serial round trip p50, panio / raw pyserial", samples["panio"], samples["floor"], 2.5, loads)]
+    if "labgrid" in samples:
+        rows.append(ratio_row("serial round trip p50, panio / labgrid", samples["panio"], samples["labgrid"], 0.7,
+                              loads))
+    every = [s for batch in samples["panio"] for s in batch]
+    floor_all = [s for batch in samples["floor"] for s in batch]
+    rows.append(_bench.value_row("serial round trip p99, panio", _bench.percentile(every, 99) * 1000, "<=", 1.0,
+                                 "ms", [min(loads), max(loads)],
+                                 floor_p99=round(_bench.percentile(floor_all, 99) * 1000, 4)))
+    rates = {"floor": [r for r, _ in cap["floor"]], "panio": [r for r, _ in cap["panio"]]}
+    lost = max(lost for _, lost in cap["panio"]) + max(lost for _, lost in cap["floor"])
+    cap_pairs = {**cap, **rates}
+    rows.append(_bench.row("capture rate, panio to disk / pyserial read loop (PTY)", cap_pairs, ">=", 0.8,
+                           unit="MB/s", lost_bytes=lost, flood_mb=a.flood_mb))
+    if lost:
+        rows[-1]["met"] = False
+    return rows, extra
+
+
+def ratio_row(figure: str, ours: list[list[float]], theirs: list[list[float]], goal: float, loads: list[float]) -> dict:
+    pairs = {"panio": [statistics.median(b) for b in ours], "floor": [statistics.median(b) for b in theirs]}
+    pairs["ratios"] = [p / f for p, f in zip(pairs["panio"], pairs["floor"])]
+    pairs["load"] = [min(loads), max(loads)]
+    return _bench.row(figure, pairs, "<=", goal, unit="ms", scale=1000)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--trips", type=int, default=2000)
-    p.add_argument("--flood-mb", type=float, default=20)
-    p.add_argument("--idle-s", type=float, default=10)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--rounds", type=int, default=20, help="rounds of round trips (default 20)")
+    p.add_argument("--trips", type=int, default=100, help="round trips per side per round (default 100)")
+    p.add_argument("--flood-mb", type=float, default=5, help="flood size per capture round (default 5 MB)")
+    p.add_argument("--capture-rounds", type=int, default=6, help="capture rounds (default 6)")
+    p.add_argument("--idle-s", type=float, default=5)
+    p.add_argument("--json", action="store_true", help="print one JSON object (the rows) instead of the table")
     default_lg = Path(__file__).resolve().parent.parent / ".venv-labgrid" / "bin" / "python"
     p.add_argument("--labgrid-python", default=str(default_lg),
                    help="an interpreter with labgrid installed (default: .venv-labgrid, made by `make bench`)")
@@ -191,49 +282,18 @@ def main() -> int:
         responder(a.responder)
         return 0
     if a.labgrid_client:
-        labgrid_client(a.labgrid_client, a.trips)
+        labgrid_client(a.labgrid_client)
         return 0
     with tempfile.TemporaryDirectory(prefix="panio-bench-") as tmp:
         os.environ["PANIO_STATE_DIR"] = tmp
-        link = os.path.join(tmp, "tty")
-        with running(__file__, link):
-            return _run(a, link)
-
-
-def _run(a: argparse.Namespace, link: str) -> int:
-    from bench_agent import ops
-
-    size = int(a.flood_mb * 1e6)
-    out = {"trips": a.trips, "floor": floor(link, a.trips), "floor_capture_mb_s": round(floor_capture(link, size), 1)}
-    out["labgrid"] = labgrid(a.labgrid_python, link, a.trips)
-    iface = {"name": "console", "device": link, "baud": 115200}
-    started = ops.call("serial.watch", {"target": "bench", "interfaces": [iface]})
-    try:
-        for _ in range(100):  # warm-up
-            daemon("bench", 1)
-        out["daemon"] = daemon("bench", a.trips)
-        out["daemon_capture_mb_s"] = round(daemon_capture("bench", size), 1)
-        out.update(idle(started["pid"], a.idle_s))
-    finally:
-        ops.call("serial.stop", {"target": "bench"})
-    if out["labgrid"] is None:
-        out["labgrid_quoted"] = LABGRID
-        out["labgrid_note"] = "no labgrid interpreter (run `make bench`); figures quoted from the issue"
-    if a.json:
-        print(json.dumps(out, indent=2))
-    else:
-        f, d = out["floor"], out["daemon"]
-        print(f"send->match round trip over {a.trips} trips (ms)     p50      p99     mean")
-        print(f"  raw pyserial floor                        {f['p50_ms']:7.3f}  {f['p99_ms']:7.3f}  {f['mean_ms']:7.3f}")
-        print(f"  panio daemon (transact, kept socket)      {d['p50_ms']:7.3f}  {d['p99_ms']:7.3f}  {d['mean_ms']:7.3f}")
-        lg = out["labgrid"]
-        if lg:
-            print(f"  labgrid SerialDriver (same run)           {lg['p50_ms']:7.3f}  {lg['p99_ms']:7.3f}  {lg['mean_ms']:7.3f}")
-            print(f"  panio/labgrid: p50 {d['p50_ms'] / lg['p50_ms']:.2f}x, p99 {d['p99_ms'] / lg['p99_ms']:.2f}x")
-        else:
-            print(f"  labgrid SerialDriver (quoted, not run)    {LABGRID['p50_ms']:7.3f}  {LABGRID['p99_ms']:7.3f}")
-        print(f"capture: floor {out['floor_capture_mb_s']} MB/s read-only; daemon {out['daemon_capture_mb_s']} MB/s to disk")
-        print(f"daemon idle: {out['idle_cpu_percent']} % CPU, {out['rss_mb']} MB RSS over {a.idle_s} s")
+        links = {name: os.path.join(tmp, f"tty-{name}") for name in ("floor", "panio", "labgrid")}
+        with running(__file__, links["floor"]), running(__file__, links["panio"]), \
+                running(__file__, links["labgrid"]):
+            rows, extra = measure(a, links)
+    _bench.emit(__file__, rows, a.json, extra)
+    if not a.json:
+        print(f"  labgrid: {extra['labgrid']}; daemon idle: {extra['idle_cpu_percent']} % CPU, "
+              f"{extra['rss_mb']} MB RSS over {a.idle_s:g} s")
     return 0
 
 

@@ -53,3 +53,40 @@ def test_agent_speaks_versioned_json_lines():
     assert replies[1]["error"]["error"] == "usage" and replies[1]["error"]["versions"] == [1]
     assert replies[2]["error"]["message"] == "unknown operation 'nosuch.op'"
     assert replies[3]["id"] is None and replies[3]["error"]["error"] == "usage"
+
+
+# What a reading command must not pay for (issue 24): the heavy libraries, and panio's own lease, job, daemon
+# and child-process machinery, which a read never uses. `--help` builds no parser at all.
+HEAVY_FOR_READS = HEAVY + ("cv2", "pytesseract", "mcp", "mcp_types", "numpy", "serial", "tomlkit")
+PANIO_MACHINERY = ("bench_agent.jobs.leases", "bench_agent.jobs.lease_guard", "bench_agent.jobs.host_config",
+                   "bench_agent.jobs.steps", "bench_agent.serial.client", "bench_agent.serial.supervisor",
+                   "bench_agent.serial.device", "bench_agent.process", "controller.backends")
+SLOW_STDLIB = ("dataclasses", "inspect", "typing", "shutil", "locale", "datetime")  # each a share of a start-up
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["target", "list"], ["config", "show"],
+                                  ["serial", "log", "t0", "--tail", "5"]])
+def test_reading_commands_import_nothing_they_do_not_use(argv, panio):
+    panio("init")
+    panio("target", "add", "t0")
+    panio("serial", "add", "console", "-t", "t0", "--device", "/dev/ttyS0")
+    write_log = ("import time\nfrom bench_agent.serial import files\nfrom bench_agent.serial.logstore import DATA, "
+                 "LogWriter\np = files.log_path('t0', 'console'); p.parent.mkdir(parents=True, exist_ok=True)\n"
+                 "w = LogWriter(p)\nfor i in range(20): w.append(DATA, 1, b'line %d\\r\\n' % i, time.time_ns())\n"
+                 "w.close()\n")
+    subprocess.run([sys.executable, "-c", write_log], env=panio.env, check=True, timeout=30)
+    probe = ("import sys, io\nfrom controller.cli.main import main\n"  # the probe imports json only after
+             "out, sys.stdout = sys.stdout, io.StringIO()\ncode = main(sys.argv[1:])\n"
+             "out, sys.stdout, mods = sys.stdout, out, sorted(sys.modules)\nimport json\n"
+             "print(json.dumps({'code': code, 'out': out.getvalue(), 'mods': mods}))")
+    r = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=30, env=panio.env)
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["code"] == 0, r.stderr
+    if argv[0] == "serial":
+        assert "line 19" in result["out"] and "line 14" not in result["out"], result["out"]
+    mods = result["mods"]
+    assert [m for m in mods if m.split(".")[0] in HEAVY_FOR_READS] == []
+    assert [m for m in mods if m in PANIO_MACHINERY] == []
+    assert [m for m in mods if m in SLOW_STDLIB] == []
+    if argv == ["--help"]:
+        assert [m for m in mods if m in ("argparse", "enum", "re")] == [], "--help is a static text"

@@ -125,14 +125,13 @@ def test_mcp_schemas_and_annotations_come_from_the_spec():
 
 def test_a_spec_bound_changed_once_changes_cli_and_mcp(monkeypatch):
     """The proof that nothing is copied: move a bound in the spec and both surfaces follow."""
-    import dataclasses
 
     from controller.cli.common import spec_type
     from controller.mcp.tools import from_spec
 
     spec = ops.spec("serial.send")
-    narrowed = tuple(dataclasses.replace(p, maximum=500) if p.name == "pace_ms" else p for p in spec.params)
-    monkeypatch.setitem(ops.SPECS, "serial.send", dataclasses.replace(spec, params=narrowed))
+    narrowed = tuple(p._replace(maximum=500) if p.name == "pace_ms" else p for p in spec.params)
+    monkeypatch.setitem(ops.SPECS, "serial.send", spec._replace(params=narrowed))
     with pytest.raises(argparse.ArgumentTypeError, match="from 0 to 500 ms"):
         spec_type("serial.send", "pace_ms")("501")
     assert from_spec("serial.send", "pace_ms", "--pace-ms").schema()["maximum"] == 500
@@ -156,8 +155,6 @@ def _bounded_flags():
 @pytest.mark.parametrize("command,op,name,flag", _bounded_flags(), ids=lambda v: str(v))
 def test_a_bound_narrowed_in_the_spec_moves_cli_mcp_and_validation_together(monkeypatch, command, op, name, flag):
     """Mutation, on every group: narrow one bound in the spec, rebuild the surfaces, and each of them follows."""
-    import dataclasses
-
     from controller.cli.main import build_parser
     from controller.mcp.tools import from_spec
 
@@ -165,8 +162,8 @@ def test_a_bound_narrowed_in_the_spec_moves_cli_mcp_and_validation_together(monk
     old = spec.param(name)
     lower = old.minimum if old.minimum is not None else 0
     narrow = lower + 1 if old.kind is int else lower + (old.maximum - lower) / 2
-    monkeypatch.setitem(ops.SPECS, op, dataclasses.replace(spec, params=tuple(
-        dataclasses.replace(p, maximum=narrow) if p.name == name else p for p in spec.params)))
+    monkeypatch.setitem(ops.SPECS, op, spec._replace(params=tuple(
+        p._replace(maximum=narrow) if p.name == name else p for p in spec.params)))
     too_big = str(int(narrow) + 1) if old.kind is int else str(narrow + 0.01)
     with pytest.raises(UsageError, match=f"argument [^:]*{flag}: must be"):  # the CLI, built anew, refuses it
         build_parser(full=True).parse_args([*command.split(), flag, too_big, "t1"])
@@ -189,8 +186,6 @@ def test_job_check_validates_step_arguments_against_the_spec(panio, tmp_path):
 
 def test_cross_argument_rules_live_in_the_spec_and_every_surface_applies_them(monkeypatch, panio):
     """`needs` and `exclusive` are written once; the op, the MCP tool and its schema take them from the spec."""
-    import dataclasses
-
     from controller.mcp.tools import TOOLS
 
     all_specs()
@@ -205,7 +200,7 @@ def test_cross_argument_rules_live_in_the_spec_and_every_surface_applies_them(mo
     assert tools["serial_log"].rules() == ({"to": "from"}, ("tail", "since", "from"))
     assert tools["serial_evidence"].input_schema()["dependentRequired"] == {"since": ["epoch"]}
     # mutation: a rule added in the spec reaches the MCP tool without touching it
-    monkeypatch.setitem(ops.SPECS, "serial.evidence", dataclasses.replace(evidence, needs={"since": "epoch",
+    monkeypatch.setitem(ops.SPECS, "serial.evidence", evidence._replace(needs={"since": "epoch",
                                                                                            "max_bytes": "epoch"}))
     assert tools["serial_evidence"].rules()[0] == {"since": "epoch", "max_bytes": "epoch"}
     # the CLI meets the same rule through the operation

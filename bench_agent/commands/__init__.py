@@ -25,13 +25,16 @@ Bodies live in ``bench_agent/commands/<group>.py`` and register with
 from __future__ import annotations
 
 import importlib
-import json
-from typing import Any, Callable
-
 from bench_agent.errors import PanioError, UsageError
 
-Call = Callable[[str, dict[str, Any]], Any]
-Body = Callable[..., None]
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    Call = Callable[[str, dict[str, Any]], Any]
+    Body = Callable[..., None]
+else:
+    Call = Body = "Callable"  # names for annotations only: typing stays off the start-up path
 BODIES: dict[str, Body] = {}
 
 
@@ -48,6 +51,8 @@ class Output:
         self.write("stderr", text + "\n")
 
     def json(self, obj: Any) -> None:
+        import json
+
         self.write("stdout", json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
@@ -76,6 +81,8 @@ class Recorder(Output):
     def error(self, err: PanioError) -> None:
         """The error as the CLI reports it: one human line and one JSON line (on stderr)."""
         self.last_error = err
+        import json
+
         self.write("stderr", err.human() + "\n" + json.dumps(err.to_json(), sort_keys=False) + "\n")
 
     @property

@@ -7,10 +7,12 @@ hints), ``json`` and the command's own flags (see ``controller.cli.serial_runtim
 
 from __future__ import annotations
 
-from typing import Any
-
 from bench_agent.commands import Call, Output, command
 from bench_agent.errors import DeviceError, NotRunning, Timeout, Unreachable, UsageError
+
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _op(call: Call, op: str, opts: dict[str, Any], args: dict[str, Any], with_iface: bool = True) -> Any:

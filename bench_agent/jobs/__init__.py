@@ -3,4 +3,14 @@
 ``runner.JobRunner`` runs a job *payload*: plain data built and validated by
 the controller (``controller.jobs.spec``), so the same payload runs in the
 embedded in-process worker and in ``panio worker`` on a control host.
+
+The names below cross process boundaries (environment variables, request
+arguments). They are said here, in a package module that imports nothing, so a
+reading command (`panio serial log`) can look for them without importing the
+lease or step machinery; ``leases``, ``lease_guard`` and ``steps`` re-export them.
 """
+
+TOKEN_ENV = "PANIO_LEASE_TOKEN"  # a job step's lease token, in the environment of a `panio` it runs
+TOKEN_ARG = "lease_token"  # the request argument that carries a job step's lease token to the host
+ORIGIN_ARG = "lease_store"  # ... and the store that issued it (``store_key``)
+JOB_STARTED_ENV, PREVIOUS_STEP_ENV = "PANIO_JOB_STARTED_AT", "PANIO_PREVIOUS_STEP_STARTED_AT"

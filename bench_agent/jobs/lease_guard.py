@@ -35,8 +35,7 @@ from typing import Any
 from bench_agent.errors import UsageError, Unreachable
 from bench_agent.jobs import leases
 
-TOKEN_ARG = "lease_token"  # the request argument that carries a job step's lease token to the host
-ORIGIN_ARG = "lease_store"  # ... and the store that issued it (``store_key``)
+from bench_agent.jobs import ORIGIN_ARG, TOKEN_ARG  # noqa: F401 - said once, in the package
 RECORD_NAME = "lease-stores.json"
 _REDIS: dict[tuple[str, str], leases.RedisLeaseStore] = {}  # one client per store, for the process's life
 
@@ -125,7 +124,7 @@ def held(target: str, checked: list[tuple[Any, str]] | None = None) -> list[tupl
     found = []
     for store, why in stores() if checked is None else checked:
         try:
-            lease = store.current(target, secret=True)
+            lease = store.holder(target)
         except Unreachable as err:
             raise Unreachable(f"cannot check the lease on {target!r}: {err.message} (lease store {why})",
                               hint="start that Redis, or stop checking it with `panio lease store --forget URL`",

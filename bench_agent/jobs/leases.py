@@ -53,7 +53,7 @@ from typing import Protocol
 from bench_agent.errors import Busy, Refused, Unreachable
 from bench_agent.jobs.lease_keeper import KEEPER, RELEASED
 
-TOKEN_ENV = "PANIO_LEASE_TOKEN"
+from bench_agent.jobs import TOKEN_ENV  # noqa: E402,F401 - said once, in the package
 RETRY_S = 3.0  # how long a Redis call keeps retrying (a restart) before it fails as unreachable
 
 
@@ -136,6 +136,7 @@ class LeaseStore(Protocol):
     def check(self, target: str, token: int, owner: str | None = None) -> None: ...
     def release(self, target: str, token: int, owner: str | None = None) -> None: ...
     def current(self, target: str, secret: bool = False) -> dict | None: ...
+    def holder(self, target: str) -> dict | None: ...  # current(secret=True) less the time left: the check's read
     def list(self) -> list[dict]: ...
     def break_(self, target: str, by: str) -> dict | None: ...
 
@@ -169,7 +170,7 @@ def acquire(store: LeaseStore, target: str, info: dict, ttl_s: float, wait_s: fl
 def check_access(store: LeaseStore, target: str, token: str | int | None = None) -> None:
     """Refuse acting on ``target`` unless it is free or ``token`` (default: ``PANIO_LEASE_TOKEN``) is its
     lease's credential."""
-    held = store.current(target, secret=True)
+    held = store.holder(target)
     access(target, token if token is not None else os.environ.get(TOKEN_ENV), [held] if held else [])
 
 
@@ -307,6 +308,15 @@ class RedisLeaseStore:
             found["secret"] = raw["secret"]
         return found
 
+    def holder(self, target: str) -> dict | None:
+        """The lease on ``target`` as ``current(secret=True)`` says it, less ``ttl_left_s`` (None): one HGETALL,
+        not a MULTI/EXEC of two reads, for the check before every side effect."""
+        raw = self._do(self.r.hgetall, self._key(target))
+        found = _describe(target, raw, None) if raw else None
+        if found and raw.get("secret"):
+            found["secret"] = raw["secret"]
+        return found
+
     def list(self) -> list[dict]:
         keys = sorted(self._do(lambda: list(self.r.scan_iter(match=f"{self.prefix}lease:*", count=500))))
         out = [self.current(k[len(self.prefix) + len("lease:"):]) for k in keys]
@@ -374,6 +384,9 @@ class FileLeaseStore:
             rec.pop("secret", None)
             _write_fd(fd, {**rec, "held": False})
             os.close(fd)
+
+    def holder(self, target: str) -> dict | None:
+        return self.current(target, secret=True)
 
     def current(self, target: str, secret: bool = False) -> dict | None:
         path = self._path(target)

@@ -30,7 +30,7 @@ POLL_S = 0.05
 STOP_CHECK_S = 0.25  # how often a running step asks whether it was canceled (a cancel lands within a second)
 # A job's moments, for `serial wait --since-step`/`--since-job` (a `panio` a step's own script runs inside a
 # job reads them from its environment; the job's own steps get them as the body's context).
-JOB_STARTED_ENV, PREVIOUS_STEP_ENV = "PANIO_JOB_STARTED_AT", "PANIO_PREVIOUS_STEP_STARTED_AT"
+from bench_agent.jobs import JOB_STARTED_ENV, PREVIOUS_STEP_ENV  # noqa: E402,F401 - said once, in the package
 _CONVERT = {"int": int, "float": float}
 _KIND_WORDS = {"int": "a whole number", "float": "a number"}
 

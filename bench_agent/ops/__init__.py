@@ -18,12 +18,14 @@ first use of their group, so a process pays only for what it calls.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
-
 from bench_agent.errors import UsageError
 from bench_agent.ops.spec import OpSpec, Param
 
-Operation = Callable[..., Any]
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    Operation = Callable[..., Any]
 REGISTRY: dict[str, Operation] = {}
 SPECS: dict[str, OpSpec] = {}
 
@@ -79,14 +81,13 @@ def call(name: str, args: dict[str, Any]) -> Any:
     every request's target and configuration are checked against it first
     (``bench_agent.jobs.host_config``): commands never come from a message.
     """
-    from bench_agent.jobs.host_config import installed
-    from bench_agent.jobs.lease_guard import ORIGIN_ARG, TOKEN_ARG
+    from bench_agent.jobs import ORIGIN_ARG, TOKEN_ARG
 
     func = lookup(name)
     args = dict(args)
     token, origin = args.pop(TOKEN_ARG, None), args.pop(ORIGIN_ARG, None)
     checked = SPECS[name].validate(args)
-    host = installed()
+    host = _installed_host()
     if host is not None:
         code = func.__code__
         taken = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
@@ -96,3 +97,13 @@ def call(name: str, args: dict[str, Any]) -> Any:
 
         lease_guard.enforce(name, checked, token, origin)
     return func(**checked)
+
+
+def _installed_host() -> Any:
+    """The worker's installed host configuration, or None. A worker imports and fills
+    ``bench_agent.jobs.host_config`` before its first request, so a process that never imported it has
+    none, and a reading command need not import it to learn so."""
+    import sys
+
+    module = sys.modules.get("bench_agent.jobs.host_config")
+    return None if module is None else module.installed()

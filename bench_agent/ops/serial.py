@@ -8,14 +8,15 @@ supervisor runs; input (send, transact, wait, reset, dtr) needs it.
 
 from __future__ import annotations
 
-import base64
 import time
-from datetime import datetime, timezone
-from typing import Any
 
 from bench_agent.errors import Busy, NotRunning, PanioError, Refused, UsageError
 from bench_agent.ops import operation
 from bench_agent.ops.spec import Param, ms_deadline
+
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 LINE_ENDINGS = {"cr": "\r", "lf": "\n", "crlf": "\r\n", "none": ""}
 RESET_MS = 200
@@ -58,6 +59,13 @@ def _client():
     return client
 
 
+def _running(target: str) -> dict[str, Any] | None:
+    """The running supervisor's discovery record, or None (without importing the daemon's client)."""
+    from bench_agent.serial import files
+
+    return files.discovery(target)
+
+
 def _log_path(target: str, iface: dict[str, Any]):
     from bench_agent.serial import files
 
@@ -98,7 +106,7 @@ def _await_discovery(target: str, timeout_s: float = 15.0) -> dict[str, Any] | N
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        info = _client().discovery(target)
+        info = _running(target)
         if info is not None:
             return info
         time.sleep(0.05)
@@ -139,7 +147,7 @@ def log(target: str, iface: dict[str, Any], tail: int | None = None, since: int 
             lines.append({"seq": item["seq"], "time": when, "epoch": item["epoch"],
                           "text": render(item["data"], raw), "complete": item["complete"]})
     return {"target": target, "interface": iface["name"], "lines": lines, **info,
-            "running": _client().discovery(target) is not None}
+            "running": _running(target) is not None}
 
 
 @operation("serial.send", side_effect=True, deadline=_pacing_s, params=(TEXT, NEWLINE, PACE_MS))
@@ -198,7 +206,7 @@ def _cursor_at(target: str, iface: dict[str, Any], time_ns: int) -> tuple[int, i
     """(epoch, cursor) of the running capture's first byte received at or after ``time_ns``."""
     from bench_agent.serial.query import cursor_at
 
-    info = _client().discovery(target)
+    info = _running(target)
     if info is None:
         from bench_agent.serial.control import not_running
 
@@ -213,14 +221,14 @@ def evidence(target: str, iface: dict[str, Any], epoch: int | None = None, since
              max_bytes: int = 65536) -> dict[str, Any]:
     from bench_agent.serial.evidence import collect
 
-    return collect(target, iface, _log_path(target, iface), epoch, since, max_bytes, _client().discovery(target))
+    return collect(target, iface, _log_path(target, iface), epoch, since, max_bytes, _running(target))
 
 
 @operation("serial.status")  # reads only: allowed while another holder leases the target
 def status(target: str, iface: dict[str, Any]) -> dict[str, Any]:
     from bench_agent.serial.evidence import status as build
 
-    info = _client().discovery(target)
+    info = _running(target)
     live = None
     if info is not None:
         try:
@@ -240,7 +248,7 @@ def sense(target: str, iface: dict[str, Any]) -> dict[str, Any]:
 
         raise NotConfigured(f"serial interface {iface['name']!r} of {target!r} has no power_sense_signal",
                             hint=f"set one with `panio serial set {iface['name']} -t {target} --sense CTS`")
-    if _client().discovery(target) is not None:
+    if _running(target) is not None:
         return _ask(target, {"op": "sense", "iface": iface["name"], "signal": name})
     port = device.open_port(iface)
     try:
@@ -295,9 +303,14 @@ def _with_ending(iface: dict[str, Any], text: str, newline: bool) -> bytes:
 
 
 def _b64(data: bytes) -> str:
+    import base64
+
     return base64.b64encode(data).decode()
 
 
 def _iso(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat(timespec="milliseconds")
+    """UTC ISO 8601 to the millisecond, as ``datetime.isoformat(timespec="milliseconds")`` writes it (without
+    importing datetime, which `serial log` would otherwise load for this alone)."""
+    s, ms = divmod(ns // 1_000_000, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(s)) + f".{ms:03d}+00:00"
 

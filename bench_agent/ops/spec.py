@@ -26,31 +26,31 @@ every transport's wait are derived from the spec, never copied from it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections import namedtuple
+
+TYPE_CHECKING = False  # typing and dataclasses stay off the start-up path of every runtime command
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 from bench_agent.errors import UsageError
 
 HUGE = 1 << 53  # bounds from here up are "no practical limit" in messages and help
-REQUIRED: Any = object()  # a ``Param.default`` meaning "the caller must give it"
+REQUIRED = object()  # a ``Param.default`` meaning "the caller must give it"
 _KINDS = {int: "a whole number", float: "a number", str: "text", bool: "true or false", list: "a list",
           dict: "a table"}
 
 
-@dataclass(frozen=True)
-class Param:
-    """One argument of an operation's request."""
+# Immutable records as named tuples, not frozen dataclasses: dataclasses imports inspect (and ast,
+# tokenize, dis), a third of an interpreter's start-up, on the path of every runtime command.
+class Param(namedtuple("Param", "name kind help default unit minimum maximum choices nullable flag",
+                       defaults=("", REQUIRED, None, None, None, None, False, None))):
+    """One argument of an operation's request: ``name``, ``kind`` (int | float | str | bool | list | dict),
+    ``help``, ``default`` (``REQUIRED``: the caller must give it), ``unit`` ("ms", "s", "bytes", ...:
+    durations and sizes carry their unit), ``minimum``, ``maximum``, ``choices``, and ``nullable`` (None is a
+    valid value: an optional cursor, "not given"), ``flag`` (the CLI flag when it is not --<name with dashes>:
+    serial.log's first is --from). ``param._replace(maximum=500)`` makes a changed copy."""
 
-    name: str
-    kind: type  # int | float | str | bool | list | dict
-    help: str = ""
-    default: Any = REQUIRED
-    unit: str | None = None  # "ms", "s", "bytes", ...: durations and sizes carry their unit
-    minimum: float | None = None
-    maximum: float | None = None
-    choices: tuple[Any, ...] | None = None
-    nullable: bool = False  # None is a valid value (an optional cursor, "not given")
-    flag: str | None = None  # the CLI flag when it is not --<name with dashes> (serial.log's first: --from)
+    __slots__ = ()
 
     @property
     def cli_flag(self) -> str:
@@ -122,20 +122,19 @@ def _num(value: float | None) -> int | float | None:
     return int(value) if value is not None and float(value).is_integer() else value
 
 
-@dataclass(frozen=True)
-class OpSpec:
-    """The facts of one operation (see the module docstring)."""
+class OpSpec(namedtuple("OpSpec", "name params side_effect interactive deadline unknown_on_failure summary extra "
+                                  "needs exclusive", defaults=((), False, False, None, None, "", None, None, ()))):
+    """The facts of one operation (see the module docstring): ``name``, ``params`` (``Param``s),
+    ``side_effect``, ``interactive``, ``deadline`` (args -> seconds or None), ``unknown_on_failure``,
+    ``summary``, ``extra`` (a dict: room for a channel's own facts), ``needs`` (a parameter -> the parameter
+    it needs beside it) and ``exclusive`` (at most one of these parameters per call); None reads as empty."""
 
-    name: str
-    params: tuple[Param, ...] = ()
-    side_effect: bool = False
-    interactive: bool = False
-    deadline: Callable[[dict[str, Any]], float | None] | None = None
-    unknown_on_failure: bool | None = None
-    summary: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)  # room for a channel's own facts
-    needs: dict[str, str] = field(default_factory=dict)  # a parameter -> the parameter it needs beside it
-    exclusive: tuple[str, ...] = ()  # at most one of these parameters per call
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> OpSpec:
+        spec = super().__new__(cls, *args, **kwargs)
+        return spec if spec.extra is not None and spec.needs is not None else spec._replace(
+            extra={} if spec.extra is None else spec.extra, needs={} if spec.needs is None else spec.needs)
 
     @property
     def outcome_unknown_on_failure(self) -> bool:

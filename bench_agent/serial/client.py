@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -11,23 +10,13 @@ from typing import Any
 
 from bench_agent.errors import NotRunning, PanioError, Timeout
 from bench_agent.serial import files
-from bench_agent.serial.device import command_line
+from bench_agent.serial.files import discovery  # noqa: F401 - re-exported: the daemon's callers ask it here
 from bench_agent.serial.control import ControlClient
 from bench_agent.process import pid_alive, start_daemon
 from bench_agent.serial.supervisor import MODULE
 
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 10.0
-
-
-def discovery(target: str, state: Path | None = None) -> dict[str, Any] | None:
-    """The running supervisor's discovery record, or None (a record whose pid is gone counts as none)."""
-    try:
-        info = json.loads(files.discovery_path(target, state).read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    pid = info.get("pid", -1)
-    return info if pid_alive(pid) and MODULE in command_line(pid) else None
 
 
 def connect(target: str, timeout_s: float | None = 10.0) -> ControlClient:

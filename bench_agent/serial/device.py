@@ -34,6 +34,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 import serial
 
 from bench_agent.errors import Busy, DeviceError, Unreachable
+from bench_agent.procinfo import command_line  # noqa: F401 - re-exported for the serial modules
 
 if "bench_agent.sim" not in serial.protocol_handler_packages:
     serial.protocol_handler_packages.append("bench_agent.sim")
@@ -43,6 +44,7 @@ SIGNALS = {"CTS": "cts", "DSR": "dsr", "DCD": "cd", "RI": "ri"}
 
 WRITE_TIMEOUT_S = 10.0
 READ_MAX = 65536
+DRAIN_FROM = 2048  # a tty read this long may have more behind it (a tty hands over at most 4 KiB a read)
 KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_PROBES = 10, 5, 3  # a dead link is lost within ~25 s
 
 
@@ -165,11 +167,29 @@ def read_now(port: serial.SerialBase, limit: int = READ_MAX) -> bytes:
         data = os.read(fd, limit)
         if not data:
             raise serial.SerialException("device reports readiness to read but returned no data (unplugged?)")
-        return data
+        # a short read is all there was (a reply, a prompt): only a full tty read may have more behind it
+        return _drain(fd, data, limit) if DRAIN_FROM <= len(data) < limit else data
     if fileno(port) is not None:
         return port.read(limit)  # socket://: zero timeout, one recv; a closed peer raises
     waiting = min(port.in_waiting, limit)
     return port.read(waiting) if waiting else b""
+
+
+def _drain(fd: int, first: bytes, limit: int) -> bytes:
+    """``first`` and whatever else ``fd`` already holds, up to ``limit``. A tty hands over at most 4 KiB a
+    read; during a flood the rest is already there, and taking it now makes one record (one log write, one
+    wake-up of the waiters, one line count) of what would be sixteen: the capture keeps up with pyserial's
+    own read loop. Nothing waits: a read is made only while ``select`` says data is there."""
+    import select
+
+    parts, size = [first], len(first)
+    while size < limit and select.select([fd], [], [], 0)[0]:
+        more = os.read(fd, limit - size)
+        if not more:
+            break  # gone: the next read says so
+        parts.append(more)
+        size += len(more)
+    return first if len(parts) == 1 else b"".join(parts)
 
 
 def _refuse_if_captured(url: str) -> None:
@@ -280,14 +300,6 @@ def _opener_pids(real: str) -> set[int]:
         except OSError:
             continue
     return found
-
-
-def command_line(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return "?"
 
 
 def read_signal(port: serial.SerialBase, name: str) -> bool:

@@ -11,15 +11,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 from bench_agent.paths import state_dir  # noqa: F401  (re-exported for the serial modules)
 
 MAX_SOCKET_PATH = 100
-
-
+SUPERVISOR = "bench_agent.serial.supervisor"  # the capture daemon's module, in its command line
 
 
 def target_dir(target: str, state: Path | None = None) -> Path:
@@ -43,7 +41,24 @@ def socket_address(target: str, state: Path | None = None, kind: str = "serial")
     path = str((state or state_dir()) / "run" / f"{kind}-{target}.sock")
     if len(path) <= MAX_SOCKET_PATH:
         return path
+    import hashlib
+
     digest = hashlib.sha256(path.encode()).hexdigest()[:24]
     private = Path(os.environ.get("TMPDIR", "/tmp")) / f"panio-{os.getuid()}"
     private.mkdir(mode=0o700, exist_ok=True)
     return str(private / f"{kind}-{digest}.sock")
+
+
+def discovery(target: str, state: Path | None = None) -> dict | None:
+    """The running supervisor's discovery record, or None (a record whose pid is gone counts as none).
+    Here, not in ``client``, so a reading command learns whether a capture runs without importing it."""
+    import json
+
+    from bench_agent.procinfo import command_line, pid_alive
+
+    try:
+        info = json.loads(discovery_path(target, state).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    pid = info.get("pid", -1)
+    return info if pid_alive(pid) and SUPERVISOR in command_line(pid) else None

@@ -39,9 +39,12 @@ import os
 import re
 import struct
 import time
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
-from typing import Iterator
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterator
 
 from bench_agent.serial.lines import advance
 
@@ -54,15 +57,10 @@ SEGMENT_BYTES = int(os.environ.get("PANIO_SERIAL_SEGMENT_BYTES", 32 << 20))
 KEEP_SEGMENTS = int(os.environ.get("PANIO_SERIAL_KEEP_SEGMENTS", 2))
 
 
-@dataclass(frozen=True)
-class Record:
-    kind: int
-    epoch: int
-    cursor: int
-    seq: int
-    col: int
-    time_ns: int
-    payload: bytes
+class Record(namedtuple("Record", "kind epoch cursor seq col time_ns payload")):
+    """One log record (a named tuple, not a dataclass: `serial log` must not import dataclasses)."""
+
+    __slots__ = ()
 
     @property
     def kind_name(self) -> str:

@@ -130,7 +130,7 @@ def _payload(data: bytes) -> dict[str, Any]:
 
 def fit_output(result: dict[str, Any], max_output_bytes: int) -> dict[str, Any]:
     """Shrink a wait result to max_output_bytes of JSON: drop the base64 copy, then cut text (head kept)."""
-    if len(json.dumps(result)) <= max_output_bytes:
+    if _json_bound(result) <= max_output_bytes or len(json.dumps(result)) <= max_output_bytes:
         return result
     result = {**result, "output_truncated": True}
     result.pop("data_b64", None)
@@ -142,3 +142,14 @@ def fit_output(result: dict[str, Any], max_output_bytes: int) -> dict[str, Any]:
         keep = max(1, len(result["matches"]) * max_output_bytes // len(json.dumps(result)) - 1)
         result["matches"], result["matches_dropped"] = result["matches"][:keep], len(result["matches"]) - keep
     return result
+
+
+def _json_bound(result: dict[str, Any]) -> int:
+    """An upper bound of ``len(json.dumps(result))`` without encoding it: a transact's reply is encoded once,
+    when it is sent, not twice. A character becomes at most 6 in JSON (``\\u0000``); the other fields,
+    numbers and names, take less than 1 KiB, and a match's own less than 128 bytes."""
+    text = sum(len(result.get(k) or "") for k in ("text", "pending"))
+    matches = result.get("matches") or ([result["match"]] if "match" in result else [])
+    for m in matches:
+        text += len(m["text"]) + sum(len(g or "") + 8 for g in m["groups"])
+    return 6 * text + len(result.get("data_b64", "")) + 128 * len(matches) + 1024

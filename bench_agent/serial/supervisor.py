@@ -33,7 +33,7 @@ from bench_agent.serial.channel import SEND_LOCK_WAIT_S, Channel
 from bench_agent.serial.control import ControlServer
 from bench_agent.serial.logstore import GAP, START, STOP, LogWriter, repair_sidecars
 
-MODULE = "bench_agent.serial.supervisor"
+MODULE = files.SUPERVISOR
 DRAIN_S = 2.0  # how long a stopping supervisor lets the waits it ended write their answers
 
 

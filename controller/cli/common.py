@@ -21,6 +21,12 @@ from bench_agent.errors import InvalidName, UsageError
 
 MAX_NUMBER = 2**63 - 1  # what TOML, SQLite and JSON consumers all hold
 
+# argparse asks gettext for each of its own words ("usage: ", "options", ...): a search of the locale
+# catalogues per word, and the locale module imported, a tenth of `panio target list`. panio speaks
+# English only (its own messages are not translated), so its parsers say argparse's words as written.
+argparse._ = lambda message: message  # type: ignore[attr-defined]
+argparse.ngettext = lambda singular, plural, n: singular if n == 1 else plural  # type: ignore[attr-defined]
+
 
 class Parser(argparse.ArgumentParser):
     """argparse that raises ``UsageError`` instead of printing and exiting."""
@@ -60,6 +66,7 @@ def subcommands(parser: argparse.ArgumentParser, title: str = "commands") -> arg
     from controller.cli.groups import epilog
 
     sub = parser.add_subparsers(title=title, dest="subcommand", metavar="COMMAND", parser_class=Parser)
+    sub.panio_only = getattr(parser, "panio_subcommand", None)  # see controller.cli.main.build_parser
     parser.set_defaults(func=_group_help(parser))
     if parser.epilog is None:
         parser.epilog = epilog(parser.prog.split()[-1])
@@ -85,7 +92,15 @@ def command(
     func: Callable[[argparse.Namespace], int | None] | None = None,
     details: str = "",
 ) -> argparse.ArgumentParser:
-    """Add one command whose --help has the summary, the arguments, an example and a see-also."""
+    """Add one command whose --help has the summary, the arguments, an example and a see-also.
+
+    When this process runs another subcommand of the group (``build_parser(subcommand=...)``), the command is
+    listed with its summary only and an ``Unbuilt`` stands in for its parser: what the group's module adds to
+    it is dropped, and choosing it anyway makes ``main`` parse again with everything built."""
+    only = getattr(sub, "panio_only", None)
+    if only is not None and only != name:
+        sub.add_parser(name, help=summary, add_help=False).set_defaults(func=UNBUILT)
+        return Unbuilt()  # type: ignore[return-value]
     examples = [example] if isinstance(example, str) else example
     epilog = "example:\n" + "\n".join(f"  {e}" for e in examples) + f"\n\nsee also: {see_also}"
     description = summary[0].upper() + summary[1:] + "." + (f"\n\n{details}" if details else "")
@@ -244,3 +259,26 @@ def counted(n: int, noun: str) -> str:
 
 def say(text: str) -> None:
     emit("stdout", text + "\n")
+
+
+def static(handler: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Namespace], Any]:
+    """Mark a runtime command whose output depends only on the lab file (``target show``, ``config show``):
+    a job step prints what it printed when the job was queued (``job check`` runs it then)."""
+    handler.static = True  # type: ignore[attr-defined]
+    return handler
+
+
+def UNBUILT(args: argparse.Namespace) -> None:  # noqa: N802 - a marker, compared by identity
+    """The handler of a subcommand that was listed but not built (see ``command``); never run."""
+    raise AssertionError("an unbuilt subcommand ran")
+
+
+class Unbuilt:
+    """Takes whatever a command module does to a subcommand's parser (add_argument, groups, defaults) and
+    does nothing: the parser of a subcommand this process will not run."""
+
+    def __getattr__(self, name: str) -> Callable[..., Unbuilt]:
+        return self._ignore
+
+    def _ignore(self, *args: Any, **kwargs: Any) -> Unbuilt:
+        return self

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from controller.cli.runtime import static
-from controller.cli.common import add_json, command, load_lab, print_json, say, subcommands
+from controller.cli.common import static, add_json, command, load_lab, print_json, say, subcommands
 from controller.lab.describe import host_line, target_lines
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from bench_agent.errors import Refused
-from controller.cli.runtime import static
-from controller.cli.common import add_json, check_name, command, load_lab, positive_int, print_json, say, subcommands
+from controller.cli.common import static, add_json, check_name, command, load_lab, positive_int, print_json, say, subcommands
 from controller.lab import edit, edits
 from controller.lab.describe import host_line
 

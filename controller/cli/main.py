@@ -58,10 +58,13 @@ def top_help() -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_parser(only: str | None = None, full: bool = False):
-    """The argument parser; with ``full`` every command is populated (for the drift guard)."""
+def build_parser(only: str | None = None, full: bool = False, subcommand: str | None = None):
+    """The argument parser; with ``full`` every command is populated (for the drift guard).
+
+    With ``only`` just that command is; with ``subcommand`` too, the command's other subcommands are listed
+    (their names and summaries) but not built (``controller.cli.common.command``): adding a group's every
+    argument cost `panio serial log` more than reading the log."""
     import argparse
-    import importlib
 
     from controller.cli.common import Parser
 
@@ -74,8 +77,27 @@ def build_parser(only: str | None = None, full: bool = False):
         if full or name == only:
             p = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
                                formatter_class=argparse.RawDescriptionHelpFormatter)
-            importlib.import_module(module).register(p, name)
+            p.panio_subcommand = subcommand  # read by controller.cli.common.subcommands
+            __import__(module)  # not importlib.import_module: importlib's package is one more start-up import
+            sys.modules[module].register(p, name)
     return parser
+
+
+def _parse(name: str, argv: list[str]):
+    """Parse ``argv`` with only ``name``'s parser and, of its subcommands, only the one ``argv`` names. Should
+    that guess be wrong (an unbuilt subcommand chosen, or any error), parse again with the whole group built,
+    so what runs and what an error says never depend on the shortcut."""
+    from controller.cli.common import UNBUILT
+
+    guess = _find_command(argv[argv.index(name) + 1:])
+    if guess is not None:
+        try:
+            args, extra = build_parser(only=name, subcommand=guess).parse_known_args(argv)
+            if getattr(args, "func", None) is not UNBUILT:
+                return args, extra
+        except UsageError:
+            pass
+    return build_parser(only=name).parse_known_args(argv)
 
 
 def _find_command(argv: list[str]) -> str | None:
@@ -106,9 +128,8 @@ def run(argv: list[str]) -> int:
         near = near_command(name)
         hint = f"did you mean `panio {near}`? " if near else ""
         raise UsageError(f"unknown command {name!r}", hint=f"{hint}see `panio --help` and `panio skill`", command=name)
-    parser = build_parser(only=name)
     try:
-        args, extra = parser.parse_known_args(argv)
+        args, extra = _parse(name, argv)
         if extra:
             where = " ".join(["panio", name] + ([args.subcommand] if getattr(args, "subcommand", None) else []))
             raise UsageError(f"{where}: unrecognized arguments: {' '.join(extra)}", hint=f"see `{where} --help`")
@@ -211,12 +232,13 @@ def _starting_a_child(signum: int) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import signal
+    # The C module, not `signal`: that one imports enum, collections and functools, a third of `--help`.
+    import _signal
 
     argv = sys.argv[1:] if argv is None else argv
-    signal.signal(signal.SIGTERM, _terminated)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where Ctrl-C is ignored (nohup, &)
-        signal.signal(signal.SIGINT, _interrupted)
+    _signal.signal(_signal.SIGTERM, _terminated)
+    if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:  # not where Ctrl-C is ignored (nohup, &)
+        _signal.signal(_signal.SIGINT, _interrupted)
     return run_reported(argv)
 
 

@@ -10,30 +10,42 @@ the worker runs the same body: one plan, one body, whatever the road.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from dataclasses import dataclass, field
-from typing import Any, Callable
 
 from bench_agent.commands import Output
-from controller.cli.common import load_lab
+from controller.cli.common import load_lab, static  # noqa: F401 - static: re-exported for the command modules
 
-Plan = Callable[[argparse.Namespace, Any], "Step"]
+TYPE_CHECKING = False  # not typing's: this module is on every runtime command's start-up path
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any, Callable
+
+    Plan = Callable[[argparse.Namespace, Any], "Step"]
 
 
-@dataclass
 class Step:
-    """What a runtime command does, planned: run body ``command`` for ``target`` with ``opts``."""
+    """What a runtime command does, planned: run body ``command`` for ``target`` with ``opts``.
 
-    command: str
-    target: str | None
-    opts: dict[str, Any]
-    hosts: dict[str, Any] = field(default_factory=dict)  # op -> the host it runs on, when not the target's
-    override: str | None = None  # the command's words when it may act under --override (serial watch/stop)
-    # A target-less step whose operations go to several hosts (``doctor``: each target's own):
-    # (op, args) -> the host. Only the CLI's road uses it; a job's operations run on its target's host.
-    route: Callable[[str, dict[str, Any]], str | None] | None = None
+    ``hosts``: op -> the host it runs on, when not the target's. ``override``: the command's words when it
+    may act under --override (serial watch/stop). ``route``: for a target-less step whose operations go to
+    several hosts (``doctor``: each target's own), (op, args) -> the host; only the CLI's road uses it, a
+    job's operations run on its target's host. (A plain class, not a dataclass: dataclasses imports
+    inspect, a tenth of an interpreter's start-up.)"""
+
+    __slots__ = ("command", "target", "opts", "hosts", "override", "route")
+
+    def __init__(self, command: str, target: str | None, opts: dict[str, Any], hosts: dict[str, Any] | None = None,
+                 override: str | None = None, route: Callable[[str, dict[str, Any]], str | None] | None = None) -> None:
+        self.command, self.target, self.opts = command, target, opts
+        self.hosts = {} if hosts is None else hosts
+        self.override, self.route = override, route
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Step) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __repr__(self) -> str:
+        return "Step(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
 
     def payload(self) -> dict[str, Any]:
         """The step as a job payload carries it (plain data; the worker runs it on the target's host)."""
@@ -64,7 +76,7 @@ class Terminal(Output):
 
 def context_from_env() -> dict[str, Any]:
     """The moments a job gives its steps, when a ``panio`` runs inside one (a step's own scripts)."""
-    from bench_agent.jobs.steps import JOB_STARTED_ENV, PREVIOUS_STEP_ENV
+    from bench_agent.jobs import JOB_STARTED_ENV, PREVIOUS_STEP_ENV
 
     return {"job_started_at": os.environ.get(JOB_STARTED_ENV),
             "previous_step_started_at": os.environ.get(PREVIOUS_STEP_ENV)}
@@ -114,13 +126,6 @@ def on_job_host(args: argparse.Namespace, lab: Any, command: str) -> None:
         raise UsageError(f"`panio {command} --host {args.host}` in a job step would run on {target}'s host "
                          f"({own or 'local'}), not {args.host}",
                          hint=f"drop --host (a step runs on its target's host), or run `panio {command}` outside the job")
-
-
-def static(handler: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Namespace], Any]:
-    """Mark a runtime command whose output depends only on the lab file (``target show``, ``config show``):
-    a job step prints what it printed when the job was queued (``job check`` runs it then)."""
-    handler.static = True  # type: ignore[attr-defined]
-    return handler
 
 
 def printed(handler: Callable[[argparse.Namespace], Any], args: argparse.Namespace, lab: Any) -> dict[str, Any]:

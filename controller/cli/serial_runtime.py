@@ -8,12 +8,15 @@ on the host that owns the port, where the capture supervisor lives.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from bench_agent.errors import NotConfigured
 from controller.cli.common import add_json, add_param, add_target_positional, command, load_lab, positive_float
 from controller.cli.runtime import Step, runtime
 from controller.jobs import overrides
+
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 SEE = "docs/serial.md, panio skill"
 

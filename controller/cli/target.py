@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from controller.cli.runtime import static
-from controller.cli.common import add_json, check_name, command, load_lab, print_json, say, subcommands
+from controller.cli.common import static, add_json, check_name, command, load_lab, print_json, say, subcommands
 from controller.lab import edit
 from controller.lab import edits
 from controller.lab.store import append_table

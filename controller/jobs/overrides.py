@@ -26,9 +26,12 @@ import contextlib
 import functools
 import os
 import time
-from typing import Any, Iterator
 
 from bench_agent.errors import PanioError, UsageError
+
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
+if TYPE_CHECKING:
+    from typing import Any, Iterator
 
 
 def add_flags(p) -> None:

@@ -197,10 +197,12 @@ def edit(path: LabPath) -> Iterator[Any]:
         import tomllib
 
         try:
-            schema.validate(tomllib.loads(new_text))
+            new_data = tomllib.loads(new_text)
+            schema.validate(new_data)
         except schema.Problem as problem:
             raise UsageError(problem.message) from None
         write_atomic(path, new_text)
+        _cache_put(_cache_file(path), new_text, new_data)  # the next read skips the parse, as after an append
 
 
 def append_table(path: LabPath, section: str, name: str, values: dict[str, Any],

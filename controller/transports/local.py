@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from bench_agent import ops
+
+TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class LocalTransport:
