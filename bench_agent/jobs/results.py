@@ -497,15 +497,19 @@ class ResultStore:
         import sqlalchemy as sa
 
         j = self.jobs.c
-        rows = []
+        if not targets:
+            return {}
+        # Each target's newest job id by the end of its (target, id) index, one lookup each, in one statement
+        # whose list of targets is one parameter (GROUP BY target would read every job of those targets; a
+        # statement with a term per target costs more to compile and plan than to run); then those jobs.
+        if self.engine.dialect.name == "postgresql":
+            newest, wanted = _NEWEST_PG, list(targets)
+        else:
+            newest, wanted = _NEWEST_SQLITE, json.dumps(list(targets))
         with self._reading() as c:
-            # Each target's newest job by the end of its (target, id) index, one lookup each: GROUP BY target would
-            # read every job of those targets. Chunks of 200 stay under SQLite's 500 terms a compound SELECT.
-            for start in range(0, len(targets), 200):
-                rows += c.execute(sa.union_all(*(
-                    self.jobs.select().where(j.id == sa.select(sa.func.max(j.id)).where(j.target == t)
-                                             .scalar_subquery())
-                    for t in targets[start:start + 200]))).mappings().all()
+            ids = [r[0] for r in c.execute(sa.text(newest), {"targets": wanted}) if r[0] is not None]
+            rows = [r for start in range(0, len(ids), 500)
+                    for r in c.execute(self.jobs.select().where(j.id.in_(ids[start:start + 500]))).mappings()]
         return {r["target"]: _job_dict(r) for r in rows}
 
     def active_jobs(self, ids: list[int] | None = None) -> list[dict]:
@@ -525,6 +529,11 @@ class ResultStore:
                              .order_by(self.artifacts.c.name)).mappings().all()
         return {r["name"]: base64.b64decode(r["content"]) if r["name"].endswith(BINARY_SUFFIXES) else r["content"]
                 for r in rows}
+
+
+_NEWEST_PG = ("SELECT (SELECT max(id) FROM panio_jobs WHERE target = t.name) "
+              "FROM unnest(CAST(:targets AS text[])) AS t(name)")
+_NEWEST_SQLITE = "SELECT (SELECT max(id) FROM panio_jobs WHERE target = t.value) FROM json_each(:targets) AS t"
 
 
 def _step_row(step: dict) -> dict:
