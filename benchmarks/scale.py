@@ -100,7 +100,7 @@ class Run:
         self.dir = Path(tempfile.mkdtemp(prefix="panio-scale-"))
         self.redis = PrivateRedis(self.dir)
         self.results = args.results or f"sqlite:///{self.dir / 'results.db'}"
-        self.lab = self.dir / "sim" / "lab.toml"
+        self.lab = self.dir / "lab.toml"
         self.prefix = "scale:"
         self.procs: list[subprocess.Popen] = []
         self.samples: list[dict] = []
@@ -126,9 +126,10 @@ class Run:
 
         self.redis.start()
         self.redis_empty = redis.Redis.from_url(self.redis.url).info("memory")["used_memory"]
-        subprocess.run([SIM, "up", "--boards", str(self.boards), "--boot-s", "0.2", "--countdown-s", "0.3",
-                        "--dir", str(self.dir / "sim")], env=self.env, check=True, capture_output=True,
-                       timeout=60 + 2 * self.boards)
+        for h in range(self.args.hosts):  # a bench a host (`panio-sim up` starts at most 16 boards)
+            subprocess.run([SIM, "up", "--boards", str(self.args.boards), "--boot-s", "0.2", "--countdown-s", "0.3",
+                            "--dir", str(self.sim_dir(h))], env=self.env, check=True, capture_output=True,
+                           timeout=60 + 5 * self.args.boards)
         self._spread_over_hosts()
         (self.dir / "job.toml").write_text(JOB)
         (self.dir / "suite.toml").write_text('name = "scale"\njobs = ["job.toml"]\ntags = ["sim"]\n')
@@ -144,20 +145,26 @@ class Run:
         self.dashboard = DashboardProc(self.env, self.dir / "dashboard.log")
         self.redis_up = redis.Redis.from_url(self.redis.url).info("memory")["used_memory"]  # before any job
 
+    def sim_dir(self, host: int) -> Path:
+        return self.dir / f"sim-{host:02d}"
+
     def _spread_over_hosts(self) -> None:
-        """Board ``i`` goes to host ``i % hosts``; each host's worker serves its boards (transport celery)."""
+        """One lab: host ``h``'s bench's ``board{i}`` becomes ``board{h * M + i}`` on ``host-h``, which its own
+        worker serves (transport celery, so the harness's `serial log` reaches it too)."""
         import tomlkit
 
-        doc = tomlkit.parse(self.lab.read_text())
-        hosts = tomlkit.table()
+        doc, targets, hosts = tomlkit.document(), tomlkit.table(), tomlkit.table()
         for h in range(self.args.hosts):
             host = tomlkit.table()
             host["ssh"] = f"ops@host-{h:02d}.invalid"
             host["transport"] = "celery"
             hosts[f"host-{h:02d}"] = host
-        doc["hosts"] = hosts
-        for i in range(self.boards):
-            doc["targets"][f"board{i}"]["host"] = f"host-{i % self.args.hosts:02d}"
+            bench = tomlkit.parse((self.sim_dir(h) / "lab.toml").read_text())
+            for i in range(self.args.boards):
+                table = bench["targets"][f"board{i}"]
+                table["host"] = f"host-{h:02d}"
+                targets[f"board{h * self.args.boards + i}"] = table
+        doc["hosts"], doc["targets"] = hosts, targets
         self.lab.write_text(tomlkit.dumps(doc))
 
     def _start(self, argv: list[str], name: str, extra: dict, ready: str) -> subprocess.Popen:
@@ -185,7 +192,10 @@ class Run:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
-        subprocess.run([SIM, "down", "--dir", str(self.dir / "sim")], env=self.env, capture_output=True, timeout=120)
+        for h in range(self.args.hosts):
+            if self.sim_dir(h).exists():
+                subprocess.run([SIM, "down", "--dir", str(self.sim_dir(h))], env=self.env, capture_output=True,
+                               timeout=120)
         self._stop_captures()
         self.redis.stop()
 
@@ -282,6 +292,7 @@ class Run:
         workers = [p for p in self.procs if p.log.name.startswith("worker-")]
         return {"at": time.time(), "redis_used_memory": info["used_memory"],
                 "redis_ops_per_s": info["instantaneous_ops_per_sec"], "redis_clients": info["connected_clients"],
+                "redis_commands": info["total_commands_processed"],
                 "redis_keys": sum(v.get("keys", 0) for k, v in info.items() if k.startswith("db")),
                 "db_bytes": db_size(self.results), "db_write_s": write_s,
                 "worker_rss_mib": sum(rss_mib(p.pid) for p in workers),
@@ -315,6 +326,9 @@ class Run:
                "job_list_p50_s": pct([s for _, s in self.latency["job_list"]], 0.5),
                "job_list_p99_s": pct([s for _, s in self.latency["job_list"]], 0.99),
                "load": os.getloadavg()[0], "samples": self.samples, "minutes_table": self._per_minute(done, waits)}
+        if len(self.samples) > 1 and done:  # every Redis command of the run (broker, leases, pings) over its jobs
+            out["redis_commands_per_job"] = round((self.samples[-1]["redis_commands"]
+                                                   - self.samples[0]["redis_commands"]) / len(done), 1)
         out["markers_seen"] = len(self.markers)  # jobs whose run the consoles show (each once, or run_twice)
         out["boards_unread"] = self.unread
         out.update(self._redis_after(len(done)))
@@ -334,25 +348,33 @@ class Run:
 
     def _run_twice(self, done: list[dict]) -> list[int]:
         """Jobs whose marker (``echo run-ID-mark``) their board's console shows more than once."""
+        from concurrent.futures import ThreadPoolExecutor
+
         seen = self.markers = {}
         self.unread = []  # boards whose console log could not be read: their jobs are not proven once-only
-        for i in range(self.boards):
-            first = 0
-            while True:  # 5,000 lines a read (the operation's bound), oldest first
-                r = self.panio("serial", "log", f"board{i}", "--from", str(first), "--to", str(first + 4999),
-                               "--json", check=False, timeout=120)
-                if r.returncode != 0:
-                    self.unread.append((f"board{i}", r.stderr.strip()[:200]))
-                    break
-                got = json.loads(r.stdout)
-                for line in got.get("lines", []):
-                    m = re.fullmatch(r"run-(\d+)-mark", line.get("text", "").strip())
-                    if m:
-                        seen[int(m.group(1))] = seen.get(int(m.group(1)), 0) + 1
-                first += 5000
-                if got.get("last_seq") is None or first > got["last_seq"]:
-                    break
+        with ThreadPoolExecutor(4) as pool:
+            for marks in pool.map(self._marks, range(self.boards)):
+                for job in marks:
+                    seen[job] = seen.get(job, 0) + 1
         return sorted(job for job, n in seen.items() if n > 1)
+
+    def _marks(self, i: int) -> list[int]:
+        """The job ids in the ``run-ID-mark`` lines of board ``i``'s console, as often as each appears."""
+        marks, first = [], 0
+        while True:  # 5,000 lines a read (the operation's bound), oldest first
+            r = self.panio("serial", "log", f"board{i}", "--from", str(first), "--to", str(first + 4999),
+                           "--json", check=False, timeout=120)
+            if r.returncode != 0:
+                self.unread.append((f"board{i}", r.stderr.strip()[:200]))
+                return marks
+            got = json.loads(r.stdout)
+            for line in got.get("lines", []):
+                m = re.fullmatch(r"run-(\d+)-mark", line.get("text", "").strip())
+                if m:
+                    marks.append(int(m.group(1)))
+            first += 5000
+            if got.get("last_seq") is None or first > got["last_seq"]:
+                return marks
 
     def _redis_after(self, finished: int) -> dict:
         """Memory and keys after the drain: what stays per board, and whether any key names a job."""
@@ -431,8 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--keep", action="store_true", help="leave the run's folder (logs) in place")
     args = p.parse_args(argv)
-    if min(args.hosts, args.boards) < 1 or args.minutes <= 0 or args.every_s < 5:
-        p.error("--hosts and --boards at least 1, --minutes more than 0, --every at least 5")
+    if min(args.hosts, args.boards) < 1 or args.boards > 16 or args.minutes <= 0 or args.every_s < 5:
+        p.error("--hosts at least 1, --boards 1..16 (a simulated bench's), --minutes more than 0, --every at least 5")
     run = Run(args)
     try:
         run.up()
@@ -452,9 +474,9 @@ def main(argv: list[str] | None = None) -> int:
           f"(load average {out['load']:.1f} on {os.cpu_count()} cores)")
     for k in ("jobs", "passed", "lost", "run_twice", "overlapping_leases", "jobs_per_s", "queue_wait_p50_s",
               "queue_wait_p99_s", "job_wall_p50_s", "fire_jitter_p99_s", "dashboard_p50_s", "job_list_p50_s",
-              "markers_seen", "redis_keys_after", "redis_per_job_keys", "redis_bytes_per_board",
+              "markers_seen", "redis_commands_per_job", "redis_keys_after", "redis_per_job_keys", "redis_bytes_per_board",
               "redis_bytes_per_finished_job"):
-        print(f"  {k:<22} {out[k]}")
+        print(f"  {k:<22} {out.get(k)}")
     print("  redis key shapes after: " + ", ".join(f"{k} x{n}" for k, n in out["redis_key_shapes"].items()))
     for row in out["minutes_table"]:
         print("  minute {minute}: {jobs_per_s} jobs/s, queue wait p50 {queue_wait_p50_s} p99 {queue_wait_p99_s}, "

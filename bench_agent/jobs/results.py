@@ -28,7 +28,7 @@ BINARY_SUFFIXES = (".png",)  # artifacts kept as bytes (screenshots); every othe
 JOB_FILTERS = ("target", "state", "name", "host", "health", "result")  # the columns a job list filters on (indexed)
 ACTIVE = ("queued", "running")  # the states of a job not done yet
 NOT_DONE = "state != 'done'"  # their partial index's condition: a query repeats it word for word to use it
-PRUNE_BATCH = 2000  # jobs a retention transaction removes: a writer waits for at most one batch (docs/scale.md)
+PRUNE_BATCH = 500  # jobs a retention transaction removes: a writer waits for at most one batch (docs/scale.md)
 
 _ENGINES: dict[str, Any] = {}
 _AUTOCOMMIT: dict[str, Any] = {}
