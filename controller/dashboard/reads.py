@@ -194,8 +194,7 @@ def jobs(store, filters: dict[str, str], limit: int = 50, before: int | None = N
 
 def queue(store) -> list[dict]:
     """Jobs not done yet, oldest first, settled (a job whose runner died is not shown as running)."""
-    settled = [control.reconciled(store, j["id"], j) for j in store.active_jobs()]
-    return [j for j in settled if j["state"] != "done"]
+    return [j for j in control.settled(store, store.active_jobs()) if j["state"] != "done"]
 
 
 def job(store, job_id: int) -> dict:
