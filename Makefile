@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test install system-deps bench clean
+.PHONY: demo test install system-deps bench scale clean
 
 $(BIN)/panio: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,8 +37,18 @@ test: system-deps install
 	$(PYTHON) -m venv .venv-labgrid
 	.venv-labgrid/bin/pip install -q 'labgrid>=24'
 
+# The scale tools (seed_history.py, history_scale.py, scale.py) take a database and minutes: `make scale`.
+SCALE := benchmarks/seed_history.py benchmarks/history_scale.py benchmarks/scale.py
+
 bench: install .venv-labgrid/bin/python
-	for b in benchmarks/[!_]*.py; do $(BIN)/python $$b || exit 1; done
+	for b in $(filter-out $(SCALE),$(wildcard benchmarks/[!_]*.py)); do $(BIN)/python $$b || exit 1; done
+
+# docs/scale.md: a million jobs on PostgreSQL (the test suite's), their reads measured, then 10 hosts x 10 boards.
+SCALE_DB ?= postgresql://postgres@127.0.0.1:5432/panio_scale
+scale: install
+	$(BIN)/python benchmarks/seed_history.py --jobs 1000000 --results $(SCALE_DB)
+	$(BIN)/python benchmarks/history_scale.py --results $(SCALE_DB)
+	$(BIN)/python benchmarks/scale.py --hosts 10 --boards 10 --minutes 5
 
 clean:
 	rm -rf $(VENV) demo-out
