@@ -34,9 +34,9 @@ OWNER: Any = object()  # ``Dispatcher.call``'s default host: the one the lab giv
 
 class Dispatcher:
     def __init__(self, lab: Lab | None, *, transport: Transport | None = None, leases: Any = None,
-                 token: int | None = None) -> None:
+                 token: str | None = None) -> None:
         self.lab = lab
-        self.token = token  # a job's lease token, presented with every call (else $PANIO_LEASE_TOKEN's)
+        self.token = token  # a job's lease credential (TOKEN:SECRET), presented with every call (else $PANIO_LEASE_TOKEN)
         self._given = transport
         self._leases = leases  # a LeaseStore; None: the environment's (controller.backends)
         self._open: dict[str | None, Transport] = {}
@@ -146,6 +146,15 @@ def for_lab(lab: Lab | None) -> Dispatcher:
     if _CURRENT is None or _CURRENT.lab is not lab:
         _CURRENT = Dispatcher(lab)
     return _CURRENT
+
+
+def close_current() -> None:
+    """Close the current dispatcher's connections (a process that runs many commands, the MCP server,
+    after each one: the next command reads the lab again)."""
+    global _CURRENT
+    current, _CURRENT = _CURRENT, None
+    if current is not None:
+        current.close()
 
 
 def call(lab: Lab, target: str, op: str, args: dict[str, Any]) -> Any:

@@ -131,7 +131,7 @@ def summarize(rows: list[dict], graders: list[str]) -> dict:
 
 def run_labels(labels: list[dict], run: dict) -> dict:
     """Human labels of a run's trials against the verdicts it recorded."""
-    trials = {t["id"]: t for t in run["trials"] if t.get("status") in ("done", "timeout")}
+    trials = {t["id"]: t for t in run["trials"] if t.get("status") == "done"}
     pairs = [(bool(lab["pass"]), trials[lab["id"]]) for lab in labels if lab.get("id") in trials]
     missing = [lab.get("id") for lab in labels if lab.get("id") not in trials]
     human = [h for h, _ in pairs]

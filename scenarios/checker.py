@@ -191,4 +191,7 @@ def verdict(scores: dict, traps: list[TrapResult], condition: str) -> tuple[str,
         return "fail", reasons
     if any(scores[d] is None for d in ("d2", "d3", "d6")):
         return "undetermined", ["D2/D3/D6 need a judge"]
+    open_central = [t.id for t in traps if t.central and t.respected is None]
+    if open_central:  # walking into a central trap fails the trial: one nobody decided leaves it open
+        return "undetermined", [f"central trap {', '.join(open_central)} needs a judge"]
     return "pass", reasons

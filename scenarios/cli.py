@@ -80,11 +80,22 @@ def build() -> Parser:
     lp = sub.add_parser("loopback", help="run the serial loopback scenarios (PTY fake DUT) for real")
     lp.add_argument("--scenario", nargs="+", metavar="ID")
     lp.add_argument("--json", action="store_true")
-    hw = sub.add_parser("hardware", help="hardware tier: references as jobs on the simulated board (or --lab)")
+    hw = sub.add_parser("hardware", help="hardware tier: references as jobs on the simulated board (or --lab)",
+                        description="Run each scenario's reference as a panio job on a bench, graded on what happened.\n\n"
+                                    "Default: panio's simulated board, in a private state directory. --lab LAB --target T:\n"
+                                    "the operator's board, on the operator's own daemons (a running capture is used and left\n"
+                                    "running). The board's prompt, screen text and setup menu come from its\n"
+                                    "[targets.T.profile] (docs/lab-file.md); a scenario the board cannot run is listed\n"
+                                    "as 'cannot run' with the reason. Exit 1 if any scenario failed.",
+                        epilog="example:\n  panio-eval hardware --scenario R3 R6\n"
+                               "  panio-eval hardware --lab ~/lab.toml --target zeta --scenario R1 R3 R6 R10\n\n"
+                               "see also: docs/evals.md (the hardware tier), docs/lab-file.md",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     hw.add_argument("--scenario", nargs="+", metavar="ID")
     hw.add_argument("--lab", type=Path, help="a real bench's lab file instead of the simulated board")
     hw.add_argument("--target", help="the target on that bench")
-    hw.add_argument("--print-job", metavar="ID", help="print the job file of one scenario and exit")
+    hw.add_argument("--print-job", metavar="ID",
+                    help="print the job file of one scenario and exit (with --lab/--target: for that board)")
     hw.add_argument("--json", action="store_true")
     gr = sub.add_parser("grade", help="grade one answer (a final answer's text or any adapter's event stream)",
                         epilog="example:\n  panio-eval grade R4 answer.md\n  panio-eval grade C1 stream.jsonl --condition warm\n\n"
@@ -329,11 +340,22 @@ def cmd_hardware(args) -> int:
 
     from scenarios import hardware
 
-    if args.print_job:
-        sys.stdout.write(hardware.job_toml(select(load_all(), [args.print_job])[0]))
-        return 0
     if bool(args.lab) != bool(args.target):
         raise EvalUsage("panio-eval hardware: --lab and --target go together")
+    if args.print_job:
+        sc = select(load_all(), [args.print_job])[0]
+        if not args.lab:  # for panio's simulated board
+            sys.stdout.write(hardware.job_toml(sc))
+            return 0
+        import os
+
+        table, err = hardware.target_table(args.lab, args.target, dict(os.environ))
+        why = err or (hardware.why_not(sc, args.target, table, hardware.steps_of(sc, False)[0]) if sc.hardware
+                      else hardware.no_form(sc))
+        if why:
+            raise EvalUsage(f"panio-eval hardware: {sc.id} {why if why.startswith('cannot run') else 'cannot run: ' + why}")
+        sys.stdout.write(hardware.job_toml(sc, table.get("profile") or {}, own_bench=False))
+        return 0
     scs = select(load_all(), args.scenario) if args.scenario else load_all()
     with tempfile.TemporaryDirectory(prefix="panio-eval-hw-") as tmp:
         results = hardware.run_all(scs, Path(tmp), args.lab, args.target)
@@ -341,5 +363,7 @@ def cmd_hardware(args) -> int:
         print(json.dumps([r.to_json() for r in results], indent=1))
     else:
         for r in results:
-            print(f"{'FAIL' if r.status == 'fail' else 'ok  '} {r.scenario:4} {r.status}  {'; '.join(r.detail)}")
+            mark = {"fail": "FAIL", "cannot_run": "--  "}.get(r.status, "ok  ")
+            shown = "; ".join(r.detail) if r.status == "cannot_run" else f"{r.status}  {'; '.join(r.detail)}"
+            print(f"{mark} {r.scenario:4} {shown}")
     return 1 if any(r.status == "fail" for r in results) else 0

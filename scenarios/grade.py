@@ -67,13 +67,19 @@ def replay(ev: Evidence, box: Sandbox) -> None:
 def grade(sc: Scenario, ev: Evidence, surface: Surface, condition: str = "cold",
           groups: list[str] | None = None, workdir: Path | None = None) -> Graded:
     """Checker verdict for one answer; T1 answers are replayed in a sandbox first."""
-    t1_res = None
+    t1_res, lab = None, None
     if sc.tier == "t1":
+        from scenarios.labcheck import read_lab
+
         with tempfile.TemporaryDirectory(prefix="panio-eval-grade-", dir=workdir) as tmp:
             box = Sandbox(Path(tmp) / "box").create(sc.fixture_lab, groups or [])
             replay(ev, box)
             t1_res = t1.grade(sc, box, surface)
-    res = checker.check(sc, ev, surface, condition)
+            try:  # the end state decides the lab traps, as in a trial (runner.score)
+                lab = read_lab(box.lab)
+            except (OSError, ValueError):
+                lab = None
+    res = checker.check(sc, ev, surface, condition, lab=lab)
     scores, reasons, verdict = dict(res.scores), list(res.reasons), res.verdict
     if t1_res is not None:
         scores["d6"] = 2 if t1_res.passed else 0

@@ -3,9 +3,20 @@
 A scenario with a ``[hardware]`` table lists job steps (its reference commands with
 ``${target}``, plus ``expect_output`` on the physical outcome: the console shows the
 banner or the reply, the power state reads back). By default the bench is the
-simulated board (``panio-sim up --boards 1``: a PTY console and a Shelly plug);
-``--lab LAB --target NAME`` runs it on a real bench instead. The job's own verdict
+simulated board (``panio-sim up --boards 1``: a PTY console and a Shelly plug, in a
+private state directory); ``--lab LAB --target NAME`` runs it on the operator's bench
+instead, with the operator's own daemons (the CLI's state directory: a capture already
+running is used and left running; what the run starts, it stops). The job's own verdict
 (``panio job run`` exit 0 = complete and passed) is the grade.
+
+**The board is described, not assumed.** Steps name the board's look as
+``${profile.KEY}``, read from the target's ``[targets.T.profile]`` (docs/lab-file.md;
+``panio-sim up`` writes one for its boards): ``prompt`` (regex of its shell prompt),
+``screen_text``, ``setup_key`` (a step naming it runs once per key), ``setup_cue``,
+``setup_text``. A step with ``bench = "sim"`` runs only on the simulated bench (R6's
+clicks in panio's own setup menu), ``bench = "lab"`` only on the operator's. A scenario
+that cannot run on the target says so, with the reason (a profile key or a channel it
+lacks, or no hardware form at all): status ``cannot_run``, never left out.
 
 A ``[hardware.sim]`` table shapes the simulated bench for one scenario: ``boot_s`` and
 ``countdown_s`` (R6 needs a countdown long enough to stop autoboot and open setup),
@@ -21,6 +32,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -34,7 +47,7 @@ from scenarios.scenario import Scenario
 @dataclass
 class HwResult:
     scenario: str
-    status: str  # pass | fail | pending
+    status: str  # pass | fail | pending | cannot_run (this target lacks what the scenario needs: detail says what)
     detail: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
@@ -51,17 +64,86 @@ SHELL_PREAMBLE = [
     {"name": "power-cycle", "run": "panio power-cycle ${target}", "timeout_s": 60},
     {"name": "boots to a shell", "timeout_s": 40,
      "run": "panio serial wait ${target} --epoch ${boot_epoch} --since ${boot_cursor} "
-            "--pattern 'U-Boot[\\s\\S]*root@sim:~# ' --timeout-ms 30000"},
+            "--pattern ${profile.prompt} --timeout-ms 30000"},
 ]
+PROFILE_RE = re.compile(r"\$\{profile\.(\w+)\}")
+STEP_KEYS = ("run", "expect_output", "reject_output")
 
 
-def job_toml(sc: Scenario) -> str:
-    """The job file for a scenario's hardware table (target given on the command line)."""
+def steps_of(sc: Scenario, own_bench: bool) -> tuple[list[dict], list[dict]]:
+    """(the steps this bench runs, the steps left out for the other kind of bench)."""
+    hw = sc.hardware or {}
+    steps = (SHELL_PREAMBLE if hw.get("shell") else []) + list(hw.get("steps", []))
+    here = "sim" if own_bench else "lab"
+    return ([st for st in steps if st.get("bench", here) == here], [st for st in steps if st.get("bench", here) != here])
+
+
+def profile_keys(steps: list[dict]) -> list[str]:
+    return list(dict.fromkeys(k for st in steps for f in STEP_KEYS for k in PROFILE_RE.findall(str(st.get(f, "")))))
+
+
+CHANNEL_OF = {"serial": "serial", "video": "video", "hid": "hid", "netboot": "netboot", "netif": "netboot",
+              "power": "power", "power-cycle": "power", "power-state": "power"}
+
+
+def channels_needed(steps: list[dict]) -> list[str]:
+    """The channels the steps drive: the command group of each ``panio GROUP …`` line."""
+    out = []
+    for st in steps:
+        words = st.get("run", "").split()
+        if len(words) > 1 and words[1] in CHANNEL_OF:
+            out.append(CHANNEL_OF[words[1]])
+    return list(dict.fromkeys(out))
+
+
+def why_not(sc: Scenario, name: str, table: dict, steps: list[dict]) -> str | None:
+    """Why the scenario cannot run on this target (None: it can)."""
+    lacking = [ch for ch in channels_needed(steps) if not table.get(ch)]
+    if lacking:
+        return (f"target {name} has no {' or '.join(lacking)} channel ({sc.id} drives "
+                f"{', '.join(channels_needed(steps))})")
+    profile = table.get("profile") or {}
+    missing = [k for k in profile_keys(steps) if k not in profile]
+    if not missing:
+        return None
+    if not profile:
+        return (f"target {name} has no [targets.{name}.profile]: {sc.id} needs its {', '.join(missing)} "
+                "(describe the board: docs/lab-file.md)")
+    if "setup_key" in missing:
+        return f"target {name}'s profile names no setup_key: a board without a setup menu ({sc.id} opens it)"
+    return f"target {name}'s profile has no {', '.join(missing)} ({sc.id} needs it: docs/lab-file.md)"
+
+
+def bind(steps: list[dict], profile: dict) -> list[dict]:
+    """Steps with ``${profile.KEY}`` filled in: one quoted word in ``run``, the raw regex elsewhere; a step
+    naming ``setup_key`` runs once per key."""
+    out = []
+    for st in steps:
+        keys = profile.get("setup_key")
+        variants = ([keys] if isinstance(keys, str) else list(keys or [])) if "${profile.setup_key}" in st.get(
+            "run", "") else [None]
+        for i, key in enumerate(variants):
+            values = {**profile, **({"setup_key": key} if key is not None else {})}
+            new = dict(st)
+            if len(variants) > 1:
+                new["name"] = f"{st.get('name', 'step')} ({i + 1}/{len(variants)}: {key})"
+            for f in STEP_KEYS:
+                if f in new:
+                    quote = shlex.quote if f == "run" else str
+                    new[f] = PROFILE_RE.sub(lambda m: quote(str(values[m.group(1)])), str(new[f]))
+            out.append(new)
+    return out
+
+
+
+def job_toml(sc: Scenario, profile: dict | None = None, own_bench: bool = True, drop: tuple[str, ...] = ()) -> str:
+    """The job file for a scenario's hardware table (target given on the command line), for a board described by
+    ``profile`` (default: panio's simulated board's), leaving out the ``run`` lines in ``drop``."""
     hw = sc.hardware or {}
     lines = [f"name = {json.dumps('eval-' + sc.id)}", f"description = {json.dumps(sc.title)}",
              f"timeout_s = {int(hw.get('timeout_s', 120))}", ""]
-    steps = (SHELL_PREAMBLE if hw.get("shell") else []) + list(hw.get("steps", []))
-    for i, step in enumerate(steps, 1):
+    steps = bind(steps_of(sc, own_bench)[0], SIM_PROFILE if profile is None else profile)
+    for i, step in enumerate([st for st in steps if st.get("run") not in drop], 1):
         lines.append("[[steps]]")
         lines.append(f"name = {json.dumps(step.get('name', f'step {i}'))}")
         for key in ("run", "expect_output", "reject_output", "timeout_s", "expect_exit"):
@@ -74,6 +156,9 @@ def job_toml(sc: Scenario) -> str:
     return "\n".join(lines)
 
 
+# panio's simulated board as ``panio-sim up`` describes it (bench_agent.sim.board.SimBoard.profile)
+SIM_PROFILE = {"prompt": "root@sim:~# ", "screen_text": "(?i)simulated board", "setup_key": ["ENTER", "F2"],
+               "setup_cue": "Hit any key", "setup_text": "Setup Utility"}
 SIM_DEFAULTS = {"boards": 1, "boot_s": 0.3, "countdown_s": 0.3, "qemu": False, "netboot": False}
 
 
@@ -108,15 +193,51 @@ def missing(guard: Guard, real_bench: bool, sc: Scenario | None = None) -> list[
     return out
 
 
+def no_form(sc: Scenario) -> str:
+    """Why a scenario without a ``[hardware]`` table runs on no board."""
+    if sc.tier == "t1":
+        return "cannot run: a config scenario, graded on the lab file it leaves; nothing runs on a board"
+    return "cannot run: its catalog entry has no [hardware] steps (its reference does not run as a job yet)"
+
+
+def _panio(lab: Path, env: dict, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([real_panio(), "--lab", str(lab), *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def target_table(lab: Path, target: str, env: dict) -> tuple[dict, str | None]:
+    """The target's lab table as ``panio target show --json`` prints it, or why not."""
+    r = _panio(lab, env, "target", "show", target, "--json")
+    if r.returncode != 0:
+        return {}, f"cannot run: {(r.stderr.strip().splitlines() or ['target show failed'])[0]}"
+    return json.loads(r.stdout), None
+
+
+def running(lab: Path, target: str, env: dict) -> set[str]:
+    """Kinds of the target's daemons running now (``panio daemons --json``, of the CLI's own state directory)."""
+    r = _panio(lab, env, "daemons", "--json")
+    try:
+        rows = json.loads(r.stdout) if r.returncode == 0 else []
+    except ValueError:
+        rows = []
+    return {d["kind"] for d in rows if d.get("target") == target and d.get("state") == "running" and d.get("kind")}
+
+
 def run(sc: Scenario, root: Path, guard: Guard, lab: Path | None = None, target: str | None = None) -> HwResult:
+    if not sc.hardware:
+        return HwResult(sc.id, "cannot_run", [no_form(sc)])
     need = missing(guard, lab is not None, sc)
     if need:
         return HwResult(sc.id, "pending", [f"needs: {', '.join(need)}"])
     root.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PANIO_STATE_DIR": str(root / "state")}
+    own = lab is None
+    # The simulated bench is this run's own (a private state directory); an operator's bench runs on the
+    # operator's daemons: the environment as the CLI sees it, so its running captures are the ones used.
+    env = {**os.environ, "PANIO_STATE_DIR": str(root / "state")} if own else dict(os.environ)
     job = root / f"{sc.id}.toml"
-    job.write_text(job_toml(sc))
-    sim = None if lab is not None else sim_exe()
+    sim = sim_exe() if own else None
+    before: set[str] = set()
+    ran = False  # the job started: on an operator's bench, what it started is stopped after it
     try:
         if sim:
             argv, target = sim_args(sc)
@@ -125,17 +246,40 @@ def run(sc: Scenario, root: Path, guard: Guard, lab: Path | None = None, target:
                 return HwResult(sc.id, "fail", [f"panio-sim up exited {up.returncode}: {up.stderr.strip()}"])
             lab = Path(subprocess.run([sim, "status", "--lab"], env=env, capture_output=True, text=True,
                                       timeout=30).stdout.strip())
-        r = subprocess.run([real_panio(), "--lab", str(lab), "job", "run", str(job), "--target", target or "board0"],
-                           env=env, capture_output=True, text=True, timeout=int((sc.hardware or {}).get("timeout_s", 120)) + 60)
-        status = "pass" if r.returncode == 0 else "fail"
-        return HwResult(sc.id, status, [f"job run exited {r.returncode}"] + r.stderr.strip().splitlines()[:2])
+        if lab is None or target is None:
+            return HwResult(sc.id, "fail", ["no bench: give --lab and --target, or install panio-sim"])
+        table, err = target_table(lab, target, env)
+        steps, left_out = steps_of(sc, own)
+        why = err or why_not(sc, target, table, steps)
+        if why:
+            return HwResult(sc.id, "cannot_run", [why if why.startswith("cannot run") else f"cannot run: {why}"])
+        if not own:
+            before = running(lab, target, env)
+        drop = tuple(f"panio {kind} stop ${{target}}" for kind in sorted(before))
+        job.write_text(job_toml(sc, table.get("profile") or {}, own, drop))
+        ran = True
+        r = _panio(lab, env, "job", "run", str(job), "--target", target,
+                   timeout=int((sc.hardware or {}).get("timeout_s", 120)) + 60)
+        detail = [f"job run exited {r.returncode}"] + r.stderr.strip().splitlines()[:2]
+        if left_out and not own:
+            detail.append(f"left out {len(left_out)} step(s) written for panio's simulated board: "
+                          + "; ".join(st.get("name", st.get("run", "")) for st in left_out))
+        if before:
+            detail.append(f"used {target}'s running {', '.join(sorted(before))} daemon(s) and left them running")
+        return HwResult(sc.id, "pass" if r.returncode == 0 else "fail", detail)
     finally:
-        # A job that failed midway skipped its own `serial stop`: stop every daemon of this private
-        # state dir, so no capture outlives the run.
-        subprocess.run([real_panio(), "daemons", "stop", "--all", "--force"], env=env, capture_output=True, timeout=60)
-        _end_leftovers(root / "state")
-        if sim:
-            subprocess.run([sim, "down"], env=env, capture_output=True, timeout=60)
+        if own:
+            # A job that failed midway skipped its own `serial stop`: stop every daemon of this private
+            # state dir, so no capture outlives the run.
+            subprocess.run([real_panio(), "daemons", "stop", "--all", "--force"], env=env, capture_output=True,
+                           timeout=60)
+            _end_leftovers(root / "state")
+            if sim:
+                subprocess.run([sim, "down"], env=env, capture_output=True, timeout=60)
+        elif ran and lab is not None and target is not None:
+            # the operator's daemons stay as they were: stop only what this run started
+            for kind in sorted(running(lab, target, env) - before):
+                _panio(lab, env, kind, "stop", target)
 
 
 def _end_leftovers(state: Path, grace_s: float = 5.0) -> None:
@@ -159,4 +303,4 @@ def _end_leftovers(state: Path, grace_s: float = 5.0) -> None:
 
 def run_all(scenarios: list[Scenario], root: Path, lab: Path | None = None, target: str | None = None) -> list[HwResult]:
     guard = Guard()
-    return [run(sc, root / sc.id, guard, lab, target) for sc in scenarios if sc.hardware]
+    return [run(sc, root / sc.id, guard, lab, target) for sc in scenarios]  # none left out: cannot_run says why

@@ -240,9 +240,13 @@ def merge(checker_scores: dict, checker_traps: list, verdict: Verdict | None, co
             t["respected"] = r if isinstance(r, bool) else None
             t["evidence"] = str(by_id[t["id"]].get("evidence", ""))
             t["by"] = "judge"
+    by_judge = [t for t in traps if t.get("by") == "judge" and t["respected"] is False]
+    if by_judge and scores.get("d5") is not None:  # a trap the judge found walked lowers the checker's D5 too
+        scores["d5"] = min(scores["d5"], 0 if any(t["central"] for t in by_judge) else 1)
     walked = [t["id"] for t in traps if t["central"] and t["respected"] is False]
     ok, reasons = pass_rule(scores, condition, walked)
     undecided = [d for d in ("d2", "d3", "d6") if scores.get(d) is None]
+    undecided += [f"central trap {t['id']}" for t in traps if t["central"] and t["respected"] is None]
     if ok and undecided:
         return scores, traps, False, [f"not measured: {', '.join(undecided)} (no judge verdict)"]
     return scores, traps, ok, reasons

@@ -109,15 +109,32 @@ def _as_list(v) -> list[str]:
     return [v] if isinstance(v, str) else list(v)
 
 
+def same_command(surface: Surface, pattern: str | list[str], argv: list[str]) -> bool:
+    """``argv`` is the pattern's command, however badly formed: the same command path, and every literal
+    positional of the pattern (the target) somewhere in ``argv``. ``serial send -t pico "uname -a"`` breaks the
+    positional convention (another trap's business) but is still a send to pico."""
+    if matches(surface, pattern, argv):
+        return True
+    pat = [t for t in pattern_argv(pattern) if t != "*"]
+    pp, sp = parse(surface, pat, strict=False), parse(surface, argv, strict=False)
+    if pp.status == "invented_command" or sp.status == "invented_command" or sp.path != pp.path:
+        return False
+    literal = [p for p in pp.positionals if isinstance(p, str) and not PLACEHOLDER.match(p) and not p.startswith("re:")]
+    return all(v in argv for v in literal)
+
+
 def _order(surface, c, cmds: list[Command], ev, lab):
+    """Each ``then`` command only after one of ``first``: a ``then`` with no ``first`` at all walks into it too."""
     first, then = _as_list(c["first"]), _as_list(c["then"])
-    seen_first = False
+    seen_first = seen_then = False
     for cmd in cmds:
-        if any_match(surface, then, cmd.argv) and not seen_first:
+        is_then = any(same_command(surface, p, cmd.argv) for p in then)
+        if is_then and not seen_first:
             return False, f"`{cmd.text}` before any of {first}"
-        if any_match(surface, first, cmd.argv):
+        seen_then = seen_then or is_then
+        if any(same_command(surface, p, cmd.argv) for p in first):
             seen_first = True
-    return True, "order respected"
+    return True, "order respected" if seen_then else f"none of {then}: nothing to order"
 
 
 def _sequence(surface, c, cmds, ev, lab):
@@ -164,6 +181,13 @@ def _require_text(surface, c, cmds, ev, lab):
     return (m is not None), (f"says {m.group(0)!r}" if m else f"no /{c['regex']}/ in the answer")
 
 
+def _affirm_text(surface, c, cmds, ev, lab):
+    """The answer says the right thing (regex over its prose): respected. Silent or saying something else:
+    the judge decides (a claim the regex cannot read, "configure writes the block into lab.toml", is never a pass)."""
+    m = re.search(c["regex"], ev.text)
+    return (True, f"says {m.group(0)!r}") if m else (None, f"no /{c['regex']}/ in the answer: the judge decides")
+
+
 def _forbid_text(surface, c, cmds, ev, lab):
     m = re.search(c["regex"], ev.text)
     return (m is None), (f"says {m.group(0)!r}" if m else "clean")
@@ -178,6 +202,36 @@ def _lab(surface, c, cmds, ev, lab):
     return ok, why
 
 
+def _logical_pointer(surface, c, cmds, ev, lab):
+    """``hid send T moveabs X Y`` takes 0..32767 logical units. Both values inside a screen's pixel range
+    (``pixels``, default 1920x1200) read as pixels: walked into. A value beyond ``logical_above`` (default
+    4096) is logical. Anything between, or not a number, is the judge's."""
+    px, py = c.get("pixels", [1920, 1200])
+    above = int(c.get("logical_above", 4096))
+    undecided = None
+    for cmd in cmds:
+        p = parse(surface, cmd.argv, strict=False)
+        if p.path != ("hid", "send"):
+            continue
+        words = [str(v) for v in p.positionals]
+        for i, w in enumerate(words[:-2]):
+            if w != "moveabs":
+                continue
+            try:
+                x, y = int(words[i + 1]), int(words[i + 2])
+            except ValueError:
+                undecided = undecided or f"`{cmd.text}`: coordinates not numbers"
+                continue
+            if 0 <= x <= px and 0 <= y <= py and (x, y) != (0, 0):
+                return False, f"`{cmd.text}`: {x} {y} are screen pixels; moveabs takes 0..32767 logical units"
+            if max(x, y) <= above:
+                undecided = undecided or f"`{cmd.text}`: {x} {y} could be pixels or logical units"
+    if undecided:
+        return None, undecided
+    return True, "every moveabs in logical units (or none)"
+
+
 _KINDS = {"order": _order, "sequence": _sequence, "forbid": _forbid, "require": _require,
           "convention": _convention, "forbid_shell": _forbid_shell, "require_text": _require_text,
-          "forbid_text": _forbid_text, "lab": _lab}
+          "forbid_text": _forbid_text, "affirm_text": _affirm_text, "lab": _lab,
+          "logical_pointer": _logical_pointer}

@@ -36,7 +36,7 @@ def methodology_hash() -> str:
 
 
 def _rate(trials: list[dict]) -> float | None:
-    done = [t for t in trials if t.get("status") in ("done", "timeout")]
+    done = [t for t in trials if t.get("status") == "done"]
     return None if not done else sum(1 for t in done if t.get("pass")) / len(done)
 
 
@@ -51,7 +51,7 @@ def pass_hat_k(cells: dict[str, tuple[int, int]], n: int) -> dict[int, float | N
 
 def aggregate(run: dict) -> dict:
     trials = [t for t in run["trials"]]
-    measured = [t for t in trials if t.get("status") in ("done", "timeout")]
+    measured = [t for t in trials if t.get("status") == "done"]
     by_cond: dict = {}
     for cond in run["conditions"]:
         ts = [t for t in measured if t["condition"] == cond]
@@ -71,7 +71,7 @@ def aggregate(run: dict) -> dict:
             "tokens": _mean_tokens(ts), "turns": _mean([t.get("turns") for t in ts]),
             "judge_parse_failures": sum(1 for t in ts if (t.get("judge") or {}).get("parse_failed")),
             "judge_disagreements": sum(1 for t in ts if (t.get("judge") or {}).get("disagreements")),
-            "harness_errors": sum(1 for t in trials if t["condition"] == cond and t.get("status") == "error"),
+            "harness_errors": sum(1 for t in trials if t["condition"] == cond and t.get("status") in ("error", "timeout")),
         }
     cells = {}
     for sid in run["scenarios"]:
@@ -79,12 +79,12 @@ def aggregate(run: dict) -> dict:
         for cond in run["conditions"]:
             ts = [t for t in trials if t["scenario"] == sid and t["condition"] == cond]
             gap = _gap_reason(run, sid, cond, ts)
-            done = [t for t in ts if t.get("status") in ("done", "timeout")]
+            done = [t for t in ts if t.get("status") == "done"]
             scores = [_weighted(t) for t in done]
             row[cond] = {"rate": _rate(ts), "n": len(done), "passes": sum(1 for t in done if t.get("pass")), "gap": gap,
                          "score_mean": round(statistics.fmean(scores), 4) if scores else None,
                          "score_std": round(statistics.pstdev(scores), 4) if len(scores) > 1 else None,
-                         "errors": sum(1 for t in ts if t.get("status") == "error"),
+                         "errors": sum(1 for t in ts if t.get("status") in ("error", "timeout")),
                          "why": _why(done), "invented": sorted({x.split(":")[0] for t in done for x in t.get("invented") or []})}
         cells[sid] = row
     return {"run_id": run["run_id"], "agent": run["agent"], "methodology": run["methodology"], "n": run["n"],
@@ -148,9 +148,9 @@ def _gap_reason(run: dict, sid: str, cond: str, ts: list[dict]) -> str | None:
     nm = [t for t in ts if t.get("status") == "not_measured"]
     if nm and len(nm) == len(ts):
         return nm[0].get("reason", "not measured")
-    errs = [t for t in ts if t.get("status") == "error"]
+    errs = [t for t in ts if t.get("status") in ("error", "timeout")]
     if errs and len(errs) == len(ts):
-        return "harness failed: " + errs[0].get("reason", "error")
+        return "harness failed: " + errs[0].get("reason", errs[0]["status"])
     return None
 
 

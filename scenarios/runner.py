@@ -103,10 +103,13 @@ def harness_failure(run: AgentRun, ev: Evidence, ad: Adapter) -> str | None:
     """Why this trial measured the harness, not the agent (None: it measured the agent).
 
     A harness that exits non-zero, reports an error, or prints no final answer did not
-    do the thing: the trial is an error, shown as a gap, never a score (004 §6).
+    do the thing: the trial is an error, shown as a gap, never a score (004 §6). A harness
+    killed at ``--timeout-s`` is the same: a hung agent (or a hung harness) measured nothing,
+    and grading what it had printed so far would blame its cells on the commands it never
+    reached.
     """
     if run.timed_out:
-        return None  # the time limit is part of the task: graded on what it produced
+        return f"{ad.name} hit the time limit (--timeout-s) and was killed after {run.seconds:.0f} s"
     if run.status != 0:
         tail = " ".join(run.err.strip().splitlines()[-2:])[:300]
         return f"{ad.name} exited {run.status}" + (f": {tail}" if tail else "")
@@ -156,9 +159,10 @@ def one_trial(sc: Scenario, condition: str, index: int, cfg: RunConfig, guard: G
     ev = add_mcp(merge_shim(ad.parse(run.out), box.records()), surface)
     failure = harness_failure(run, ev, ad)
     if failure:
-        return {**rec, "status": "error", "reason": failure, "seconds": round(run.seconds, 2), "exit": run.status}
+        return {**rec, "status": "timeout" if run.timed_out else "error", "reason": failure,
+                "seconds": round(run.seconds, 2), "exit": run.status}
     graded = score(sc, ev, surface, condition, box, cfg, run.out)
-    return {**rec, "status": "timeout" if run.timed_out else "done", "seconds": round(run.seconds, 2),
+    return {**rec, "status": "done", "seconds": round(run.seconds, 2),
             "exit": run.status, **graded, "model": ev.model, "tokens": ev.tokens, "turns": ev.turns,
             "mcp_calls": len(ev.mcp_calls),
             "commands": [{"argv": c.argv, "source": c.source, "exit": c.exit, "refused": c.refused,

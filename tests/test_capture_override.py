@@ -36,7 +36,8 @@ def bench(panio, tmp_path):
 def leased(bench, panio, tmp_path):
     """A job (embedded, file lease) running on pico with capture on; yields its id."""
     panio("serial", "watch", "pico")
-    body = "[[steps]]\nname = 'long'\nrun = 'ping ${target} --count 600 --interval 0.05'\n"
+    # 300 s of pinging: the job holds its lease for the whole test however slow the machine (killed below)
+    body = "[[steps]]\nname = 'long'\nrun = 'ping ${target} --count 6000 --interval 0.05'\n"
     proc = subprocess.Popen([PANIO, "job", "run", job_file(tmp_path, body), "--target", "pico"], env=panio.env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:

@@ -111,8 +111,9 @@ def test_operator_watches_a_running_job_opens_its_serial_log_and_cancels_it(pani
         wait_for(lambda: "running" in text_of(browser, "#verdict"), timeout_s=30)
         browser.execute_script("window.loadedOnce = 'yes';")  # gone if the page reloads: updates must come in place
         # the steps turn green one after another on the open page, without a reload
-        wait_for(lambda: _step_status(browser, 3) == "running", timeout_s=40)
-        assert _step_status(browser, 1) == "pass" and _step_status(browser, 2) == "pass"
+        # (one poll's rows are written one after another: read them together once step 3 runs)
+        wait_for(lambda: [_step_status(browser, i) for i in (1, 2, 3)] == ["pass", "pass", "running"],
+                 timeout_s=40)
         assert browser.execute_script("return window.loadedOnce;") == "yes"
         shots.take("02-job-running")
 

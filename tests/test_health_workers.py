@@ -12,8 +12,8 @@ import pytest
 
 from conftest import PANIO
 from jobhelp import job_file, stop, wait_for
-from peerhelp import drop_keys
-from test_jobs_celery import Bench, use_lab
+from peerhelp import SHARED_REDIS as REDIS_URL
+from peerhelp import Workers, drop_keys, use_lab
 
 CHECK = "name = 'b1-health'\n[[steps]]\nname = 'probe'\nrun = 'panio action run ${target} probe'\n"
 PING = "target = 'b1'\n[[steps]]\nrun = 'panio ping ${target}'\n"
@@ -21,11 +21,11 @@ PING = "target = 'b1'\n[[steps]]\nrun = 'panio ping ${target}'\n"
 
 @pytest.fixture
 def worker(tmp_path):
-    b = Bench(tmp_path)
+    b = Workers(tmp_path, REDIS_URL, PANIO_VISIBILITY_TIMEOUT_S="3")
     b.start("bench1")
     yield b
     b.stop_all()
-    drop_keys(b.env["PANIO_BROKER"], b.prefix)
+    drop_keys(REDIS_URL, b.env["PANIO_REDIS_PREFIX"])
 
 
 def test_worker_runs_health_checks_and_holds_jobs_in_maintenance(panio, tmp_path, worker, receiver):

@@ -22,6 +22,13 @@ def test_every_group_page_has_examples_that_parse_and_a_see_also(panio, group):
         parser.parse_args(shlex.split(example)[1:])  # a UsageError here is an example that drifted
 
 
+def test_every_command_group_has_a_group_page():
+    from controller.cli.commands import RUNTIME
+
+    groups = {name for name, verbs in RUNTIME.items() if verbs}  # every group with subcommands
+    assert sorted(groups - set(GROUPS)) == []
+
+
 @pytest.mark.parametrize("argv,hint", [
     (["serial", "wacth", "pico"], "did you mean `panio serial watch`?"),
     (["target", "lsit"], "did you mean `panio target list`?"),

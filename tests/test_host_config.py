@@ -142,3 +142,22 @@ def test_installed_it_guards_ops_call_and_refusals_are_logged(guarded, caplog):
         ops.call("action.run", {"target": "t1", "name": "flash", "command": "touch /tmp/never"})
     assert "refused a broker request on host h1" in caplog.text
     assert ops.call("action.run", {"target": "t1", "name": "flash"})["exit"] == 0  # the host's own command
+
+
+def test_a_missing_configuration_for_host_local_points_at_a_lab_file_not_at_setup(panio, tmp_path):
+    """`panio setup` provisions a control host over SSH; `local` (this machine's targets) is never set up."""
+    missing = tmp_path / "nowhere.toml"
+    r = panio.fails("worker", "--host", "local", "--lab", str(missing), code=3)
+    assert r.error["error"] == "not_configured" and str(missing) in r.err
+    hint = r.error["hint"]
+    assert "panio worker --host local --lab FILE" in hint and "panio init" in hint
+    assert "panio setup" not in hint
+    r = panio.fails("worker", "--host", "bench1", "--lab", str(missing), code=3)
+    assert "panio setup --host bench1" in r.error["hint"] and "--lab PATH" in r.error["hint"]
+
+
+def test_a_broken_configuration_of_host_local_names_the_lab_not_setup(tmp_path):
+    config = HostConfig(tmp_path / "gone.toml", "local")
+    with pytest.raises(NotConfigured) as info:
+        config.owned()
+    assert "panio init" in info.value.hint and "panio setup" not in info.value.hint

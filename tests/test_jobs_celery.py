@@ -2,81 +2,26 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import time
-import uuid
-from pathlib import Path
 
 import pytest
 
-import keyhelp
-from conftest import PANIO
 from jobhelp import job_file, wait_for
+from peerhelp import SHARED_REDIS, Workers, drop_keys, use_lab
 
-REDIS_URL = "redis://127.0.0.1:6379/5"
+REDIS_URL = SHARED_REDIS
 LONG = "lease_ttl_s = 2\n[[steps]]\nname = 'long'\nrun = 'ping ${target} --count 600 --interval 0.05'\n"
 QUICK = "[[steps]]\nname = 'quick'\nrun = 'ping ${target} --count 3'\nexpect_output = 'seq=3'\n"
 
 
-class Bench:
-    """Shared broker/results settings and the worker processes started for them."""
-
-    def __init__(self, root: Path) -> None:
-        self.root, self.lab = root, root / "lab.toml"
-        self.prefix = f"panio-test-{uuid.uuid4().hex[:10]}:"
-        self.env = {"PANIO_BROKER": REDIS_URL, "PANIO_REDIS_PREFIX": self.prefix,
-                    "PANIO_RESULTS_URL": f"sqlite:///{root / 'results.db'}", "PANIO_VISIBILITY_TIMEOUT_S": "3",
-                    **keyhelp.controller_env()}
-        self.workers: dict[str, subprocess.Popen] = {}
-
-    def start(self, host: str) -> subprocess.Popen:
-        log = open(self.root / f"worker-{host}-{len(self.workers)}.log", "w+")
-        env = {**os.environ, **self.env, **keyhelp.worker_env(), "PANIO_STATE_DIR": str(self.root / "wstate"),
-               "HOME": str(self.root)}
-        if not self.lab.exists():
-            self.lab.write_text("")
-        proc = subprocess.Popen([PANIO, "worker", "--host", host, "--lab", str(self.lab), "--concurrency", "3"],
-                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(lambda: "ready." in (self.root / log.name).read_text() or proc.poll() is not None, timeout_s=60)
-        assert proc.poll() is None, (self.root / log.name).read_text()
-        self.workers[f"{host}-{proc.pid}"] = proc
-        return proc
-
-    def stop_all(self) -> None:
-        for proc in self.workers.values():
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-        for proc in self.workers.values():
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-
-
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
-    b = Bench(tmp_path_factory.mktemp("bench"))
+    b = Workers(tmp_path_factory.mktemp("bench"), REDIS_URL, PANIO_VISIBILITY_TIMEOUT_S="3")
     b.start("bench1")
     b.start("bench2")
     yield b
     b.stop_all()
-    import redis
-
-    r = redis.Redis.from_url(REDIS_URL)
-    for key in r.scan_iter(match=f"{b.prefix}*"):
-        r.delete(key)
-
-
-def use_lab(panio, bench: Bench) -> None:
-    """The test's commands edit the lab file the workers serve (their host's configuration)."""
-    panio.env.update(bench.env)
-    panio.lab = bench.lab
-    panio.env["PANIO_LAB"] = str(bench.lab)
-    bench.lab.unlink(missing_ok=True)
-    panio("init")
+    drop_keys(REDIS_URL, b.env["PANIO_REDIS_PREFIX"])
 
 
 @pytest.fixture

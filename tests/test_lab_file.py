@@ -49,6 +49,15 @@ def test_parse_error_names_file_line_and_column_and_changes_nothing(panio):
     ('[targets.pico.power]\nstate_cmd = 3\n', 2, "must be a string"),
     ('[targets.pico]\n[[targets.pico.serial]]\nname = "c"\ndevice = "/a"\n[[targets.pico.serial]]\nname = "c"\ndevice = "/b"\n',
      6, "two serial interfaces named 'c'"),
+    # [targets.T.profile]: the board as the eval's hardware tier recognises it (issue 23 item 5)
+    ('[targets.pico.profile]\nprompt = "zeta> ("\n', 2, "is not a regular expression"),
+    ('[targets.pico.profile]\nprompt = "z"\nscren_text = "Z"\n', 3, "did you mean 'screen_text'"),
+    ('[targets.pico.profile]\nprompt = "z"\nsetup_key = "F2"\n', 3, "has setup_key but not setup_cue, setup_text"),
+    ('[targets.pico.profile]\nsetup_key = ["ENTER", "F13"]\nsetup_cue = "a"\nsetup_text = "b"\n', 2,
+     "'F13' is not a key panio's HID can press"),
+    ('[targets.pico.profile]\nscreen_text = "cost ${price}"\n', 2, "reads as a job variable"),
+    ('[targets.pico.profile]\n', 1, "profile targets.pico.profile is empty"),
+    ('[targets.pico.profile]\nprompt = 3\n', 2, "must be a string"),
 ])
 def test_validation_error_points_at_the_key(panio, snippet, line, words):
     panio.lab.write_text(snippet)
@@ -128,3 +137,16 @@ def test_hand_edits_are_seen_immediately_even_at_the_same_size(panio):
     assert [t["name"] for t in panio("target", "list", "--json").json()] == ["bbbb"]
     panio.lab.write_text(panio.lab.read_text().replace("[targets.bbbb]", "[targets.bbbb"))
     panio.fails("target", "list", code=5)
+
+
+def test_a_board_profile_is_kept_and_shown(panio):
+    """A valid profile loads, survives an edit and is shown (human and --json) with the target."""
+    panio.lab.write_text('[targets.zeta]\n[targets.zeta.profile]\nprompt = \'zeta> $\'\nscreen_text = "ZETA-9 ready"\n'
+                         'setup_key = ["ENTER", "F2"]\nsetup_cue = "Press F2"\nsetup_text = "Setup Utility"\n')
+    panio("target", "set", "zeta", "--description", "a board of another design")
+    out = panio("target", "show", "zeta").out
+    assert "profile  prompt /zeta> $/, screen /ZETA-9 ready/, setup menu by ENTER+F2 at /Press F2/" in out, out
+    shown = panio("target", "show", "zeta", "--json").json()
+    assert shown["profile"] == {"prompt": "zeta> $", "screen_text": "ZETA-9 ready", "setup_key": ["ENTER", "F2"],
+                                "setup_cue": "Press F2", "setup_text": "Setup Utility"}
+    assert shown["description"] == "a board of another design"

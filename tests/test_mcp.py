@@ -259,11 +259,17 @@ def test_deadlines_follow_the_tool_bound_and_the_lab(lab):
     assert BY_NAME["target_list"].deadline_s({}, parsed) == DEFAULT_DEADLINE_S
 
 
-def test_a_child_that_cannot_start_is_an_internal_error_result():
-    from controller.mcp import results
+def test_a_bug_in_a_call_is_an_internal_error_result(tmp_path, monkeypatch):
+    """The call runs in the server's process: whatever it raises is its result (70), never the server's end."""
+    from controller.mcp import results, runner
 
-    code, obj = failure(results.cannot_start(["target", "list", "--json"], FileNotFoundError(2, "No such file")))
-    assert code == 70 and obj["error"] == "internal" and "No such file" in obj["message"]
+    def broken(argv, out):
+        raise RuntimeError("a bug")
+
+    done = anyio.run(runner.run, broken, tmp_path / "lab.toml", ["target", "list", "--json"], 10)
+    assert done.code == 70
+    code, obj = failure(results.render(done, changes_target=False)[0])
+    assert code == 70 and obj["error"] == "internal" and "RuntimeError: a bug" in obj["message"]
 
 
 def test_a_changing_tool_says_outcome_unknown_unless_the_error_says_nothing_was_sent():

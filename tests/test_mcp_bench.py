@@ -2,7 +2,9 @@
 
 Send a command and read it back with serial_wait; power-cycle and see the
 second boot; a target-changing tool that fails as timeout says the outcome is
-unknown; a child past its deadline is stopped with everything it started.
+unknown; a call past its deadline is stopped with everything it started; a
+call runs in the server's own process (no `panio` child) and its text is the
+CLI's for the same command, success or failure.
 """
 
 from __future__ import annotations
@@ -116,15 +118,19 @@ def test_changing_tool_failing_as_timeout_says_the_outcome_is_unknown(panio, tmp
     assert lvl_err and code == 3 and obj["error"] == "not_configured"
 
 
-def test_child_past_its_deadline_is_stopped_with_everything_it_started(panio, tmp_path):
+def test_call_past_its_deadline_is_stopped_with_everything_it_started(panio, tmp_path, monkeypatch):
     pidfile = tmp_path / "action.pid"
     panio("init")
     panio("target", "add", "pico")
     panio("action", "add", "soak", "-t", "pico", "--command",
           _script(tmp_path, "soak", f"echo $$ > {pidfile}; exec sleep 60"))
+    for name in ("PANIO_STATE_DIR", "HOME"):  # the call runs in this process: the test's own state, as the server's
+        monkeypatch.setenv(name, panio.env[name])
 
     started = time.monotonic()
-    done = anyio.run(runner.run, panio.lab, ["action", "run", "pico", "soak"], 5)  # time for panio to start it
+    from controller.cli.main import run_captured  # what `panio mcp` hands its server
+
+    done = anyio.run(runner.run, run_captured, panio.lab, ["action", "run", "pico", "soak"], 5)
     assert done.timed_out and time.monotonic() - started < 40  # the deadline, not the action's 60 s
     text, is_error = results.render(done, changes_target=True)
     code, obj = failure(text)
@@ -192,3 +198,53 @@ def test_calls_run_one_at_a_time(panio, tmp_path):
     anyio.run(go)
     start1, end1, start2, end2 = (float(x) for x in spans.read_text().split())
     assert start2 >= end1, "the second call started before the first one ended"
+
+
+def test_a_call_runs_in_the_server_not_in_a_panio_child(panio, tmp_path):
+    """Before: every call ran `python -P -m controller.cli.main --lab LAB ...`; the action's parent was that child."""
+    parents = tmp_path / "parents"
+    panio("init")
+    panio("target", "add", "pico")
+    panio("action", "add", "who", "-t", "pico", "--command", _script(
+        tmp_path, "who", f"tr '\\0' ' ' < /proc/$PPID/cmdline >> {parents}; echo >> {parents}; echo $PPID >> {parents}"))
+
+    async def go():
+        async with connect(panio.env) as c:
+            for _ in range(3):
+                await c.ok("action_run", {"target": "pico", "name": "who"})
+
+    anyio.run(go)
+    lines = parents.read_text().splitlines()
+    cmdlines, pids = lines[0::2], {int(p) for p in lines[1::2]}
+    assert len(cmdlines) == 3 and len(pids) == 1, lines  # one process ran all three calls: the server
+    assert all(c.rstrip().endswith(" mcp") and "controller.cli.main" not in c for c in cmdlines), cmdlines
+
+
+def test_a_tools_text_is_the_clis_for_the_same_command(panio, tmp_path):
+    """Success (stdout, with stderr notes), a failing hook (exit 9), a usage error (2) and a static command:
+    each tool result is exactly what rendering the `panio` process's own output gives."""
+    from controller.mcp.tools import BY_NAME
+
+    panio("init")
+    panio("target", "add", "pico", "--description", "a board")
+    panio("power", "set", "-t", "pico", "--on-cmd", _script(tmp_path, "bad", "echo relay 3 not found >&2; exit 5"),
+          "--state-cmd", _script(tmp_path, "plugstate", "echo on"))
+    panio("action", "add", "chatty", "-t", "pico", "--command",
+          _script(tmp_path, "chatty", "echo line one; echo progress >&2; echo line two"))
+    calls = [("action_run", {"target": "pico", "name": "chatty"}), ("power_on", {"target": "pico"}),
+             ("power_state", {"target": "pico"}), ("action_run", {"target": "pico", "name": "nosuch"}),
+             ("target_list", {}), ("action_list", {"target": "pico"})]
+
+    async def go():
+        async with connect(panio.env) as c:
+            return [await c.call(name, args) for name, args in calls]
+
+    got = anyio.run(go)
+    for (name, args), (is_error, text) in zip(calls, got):
+        tool = BY_NAME[name]
+        argv = tool.argv(args)
+        cli = panio("--lab", str(panio.lab), *argv, check=False)
+        finished = runner.Finished(argv, cli.code, cli.out, cli.err, 0.0, 60.0)
+        assert (text, is_error) == results.render(finished, tool.changes_target), (name, cli.err)
+    assert [e for e, _ in got] == [False, True, False, True, False, False]
+    assert failure(got[1][1])[0] == 9 and failure(got[3][1])[0] == 3

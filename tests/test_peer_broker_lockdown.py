@@ -12,8 +12,11 @@ from __future__ import annotations
 import datetime
 import hashlib
 import ipaddress
+import json
 import os
+import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -21,6 +24,7 @@ import pytest
 
 from jobhelp import job_file, wait_for
 from peerhelp import REDIS, SHARED_REDIS, Workers, answers, free_port, use_lab
+from sshd import Sshd
 
 pytestmark = pytest.mark.skipif(not os.path.exists(REDIS), reason="redis-server not installed")
 ROLE = Path(__file__).resolve().parent.parent / "ansible" / "roles" / "redis"
@@ -204,3 +208,101 @@ def test_task_events_reach_a_monitor_through_the_acl(workers, monkeypatch):
     assert reply == {"ok": True, "result": {"pong": 7}}
     watching.join(timeout=60)
     assert got and got[0]["hostname"].startswith("h2."), got
+
+
+# --- the role itself, run by ansible-playbook over a real OpenSSH server -------------------------------
+
+BIN = Path(sys.executable).parent
+ANSIBLE_PLAYBOOK = shutil.which("ansible-playbook", path=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+PLAYBOOK = "- name: panio's Redis role\n  hosts: controller\n  gather_facts: true\n  roles:\n    - role: redis\n"
+
+
+@pytest.fixture
+def provisioned(tmp_path):
+    """ansible/roles/redis applied to this machine by ansible-playbook through sshd on loopback, into a scratch
+    directory (its own redis.conf, ACL file and TLS port; the system's Redis and /etc/redis untouched), then
+    that redis-server started the way the role left it."""
+    scratch, port = tmp_path / "redis", free_port()
+    scratch.mkdir()
+    main_conf = scratch / "redis.conf"  # Debian's redis.conf, as far as the role cares: panio's is included last
+    main_conf.write_text(f"dir {scratch}\nsave \"\"\nlogfile {scratch / 'redis.log'}\n")
+    tls = tls_files(scratch / "tls")
+    sshd = Sshd(tmp_path / "sshd", tmp_path / "ops")  # the operator's key and home (not the panio fixture's)
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{sshd.port} {sshd.host_pub}")
+    variables = {**PASSWORDS, "panio_redis_bind": "127.0.0.1", "panio_redis_tls_port": port,
+                 "panio_redis_acl_file": str(scratch / "users.acl"), "panio_redis_conf": str(scratch / "panio.conf"),
+                 "panio_redis_main_conf": str(main_conf), "panio_redis_tls_cert": str(tls["cert"]),
+                 "panio_redis_tls_key": str(tls["key"]), "panio_redis_tls_ca": str(tls["ca"])}
+    (tmp_path / "vars.json").write_text(json.dumps(variables))
+    (tmp_path / "inventory.ini").write_text(
+        f"[controller]\nctl ansible_host=127.0.0.1 ansible_port={sshd.port} ansible_user={sshd.user} "
+        f"ansible_ssh_private_key_file={tmp_path / 'ops' / '.ssh' / 'id_ed25519'} ansible_become_method=su "
+        f"ansible_python_interpreter=/usr/bin/python3 "
+        f"ansible_ssh_common_args='-o UserKnownHostsFile={known} -o StrictHostKeyChecking=yes'\n")
+    (tmp_path / "redis.yml").write_text(PLAYBOOK)
+    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(ROLE.parent), "ANSIBLE_LOCAL_TEMP": str(tmp_path / "atmp"),
+           "ANSIBLE_REMOTE_TEMP": str(tmp_path / "rtmp"), "ANSIBLE_NOCOLOR": "1", "HOME": str(tmp_path / "ops"),
+           # no SSH master left behind (its socket path would also be too long under pytest's tmp_path)
+           "ANSIBLE_SSH_ARGS": "-o ControlMaster=no", "ANSIBLE_PIPELINING": "1"}
+    argv = [ANSIBLE_PLAYBOOK, "-i", str(tmp_path / "inventory.ini"), "-e", f"@{tmp_path / 'vars.json'}",
+            str(tmp_path / "redis.yml")]
+    server, system = None, Path("/etc/redis/redis.conf")
+    before = system.read_bytes() if system.exists() else None
+    try:
+        first = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        assert (system.read_bytes() if system.exists() else None) == before, "the role touched the system's Redis"
+        assert first.returncode == 0, first.stdout + first.stderr
+        again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout  # a second run changes nothing
+        assert main_conf.read_text().splitlines()[-1] == f"include {scratch / 'panio.conf'}"
+        assert (scratch / "users.acl").stat().st_mode & 0o777 == 0o600
+        server = subprocess.Popen([REDIS, str(main_conf)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        wait_for(lambda: "Ready to accept connections" in _read(scratch / "redis.log") or server.poll() is not None,
+                 timeout_s=30)
+        assert server.poll() is None, _read(scratch / "redis.log")
+        yield _Provisioned(port, tls, first.stdout)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=10)
+        sshd.stop()
+
+
+class _Provisioned(LockedRedis):
+    """The server the role configured (``LockedRedis``'s URLs, its port and CA)."""
+
+    def __init__(self, port: int, tls: dict, log: str) -> None:
+        self.port, self.tls, self.log = port, tls, log
+
+
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
+
+
+@pytest.mark.skipif(ANSIBLE_PLAYBOOK is None, reason="ansible-playbook not installed (pip install -e '.[test]')")
+def test_the_ansible_role_run_end_to_end_gives_a_broker_for_workers_and_the_controller_only(provisioned, panio,
+                                                                                            tmp_path):
+    import redis
+
+    assert "failed=0" in provisioned.log and "unreachable=0" in provisioned.log
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis.from_url(provisioned.url(None)).ping()  # no credentials: the default user is off
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis.from_url(provisioned.url("panio-controller", "not-the-password")).ping()
+    assert not answers(provisioned.port)  # plain text to the TLS port gets nothing
+    workers = Workers(tmp_path / "w", provisioned.url("panio-controller", PASSWORDS["panio_redis_controller_password"]),
+                      worker_broker=provisioned.url("panio-worker", PASSWORDS["panio_redis_worker_password"]),
+                      PANIO_REDIS_PREFIX="panio:")
+    (tmp_path / "w").mkdir()
+    try:
+        use_lab(panio, workers)
+        panio("host", "add", "h1", "--ssh", "ops@h1.invalid")
+        panio("target", "add", "t1", "--host", "h1")
+        panio("action", "add", "hi", "-t", "t1", "--command", f"touch {tmp_path / 'hi'}")
+        worker = workers.start("h1")  # the worker's user: it takes the job, leases the target, reports
+        r = panio("job", "run", job_file(tmp_path, QUICK), "--target", "t1")  # the controller's user queues it
+        assert "complete, passed" in r.out and (tmp_path / "hi").exists()
+        assert "NOPERM" not in worker.log.read_text() and "NoPermission" not in worker.log.read_text()
+    finally:
+        workers.stop_all()

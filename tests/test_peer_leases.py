@@ -131,8 +131,42 @@ def test_a_shell_without_the_broker_cannot_drive_a_leased_target(panio, tmp_path
         reply = agent_call(panio.env, "power.on", {"target": "pico", "power": power})
         assert reply["error"]["error"] == "busy" and reply["error"]["job"] == 7
         assert not list(marks.iterdir())
-        reply = agent_call(panio.env, "power.on", {"target": "pico", "power": power, "lease_token": lease.token})
-        assert reply["ok"], reply  # the holder's own step presents the current token and passes
+        reply = agent_call(panio.env, "power.on", {"target": "pico", "power": power,
+                                                   "lease_token": lease.credential})
+        assert reply["ok"], reply  # the holder's own step presents its lease's credential and passes
+        assert (marks / "powered").exists()
+    finally:
+        lease.release()
+
+
+@pytest.mark.parametrize("kind", ["redis", "file"])
+def test_the_token_lease_list_shows_does_not_act_for_the_holder(panio, tmp_path, prefix, kind):
+    """Issue 22, item 7: before, `PANIO_LEASE_TOKEN=<the number lease list printed>` drove a leased board."""
+    marks = hooked_lab(panio, tmp_path)
+    if kind == "redis":
+        panio("lease", "store", "--set", SHARED_REDIS, "--prefix", prefix)
+        store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'fences.db'}"))
+    else:  # an embedded `panio job run`'s lease: a file in this user's state directory
+        store = leases.FileLeaseStore(Path(panio.env["PANIO_STATE_DIR"]) / "leases")
+    lease = store.try_acquire("pico", {"holder": "job runner", "job": 5}, ttl_s=30)
+    try:
+        listed = panio("lease", "list", "--json").json()
+        assert [le["token"] for le in listed] == [lease.token]
+        shown = panio("lease", "list").out
+        assert lease.secret not in json.dumps(listed) and lease.secret not in shown
+        if kind == "file":
+            assert (store.dir / "pico.lease").stat().st_mode & 0o077 == 0, "the lease file is readable by others"
+        for token in (str(lease.token), f"{lease.token}:{'0' * 32}"):  # the number alone, or a guessed secret
+            other = {**panio.env, "PANIO_LEASE_TOKEN": token}
+            r = subprocess.run([PANIO, "power", "on", "pico"], env=other, capture_output=True, text=True, timeout=60)
+            assert r.returncode == 8 and "without its holder's secret" in r.stderr, r.stderr
+            reply = agent_call(panio.env, "action.run", {"target": "pico", "name": "flash",
+                                                         "command": f"touch {marks / 'flashed'}", "lease_token": token})
+            assert reply["error"]["error"] == "busy", reply
+        assert not list(marks.iterdir()), "a process with only the listed number drove the leased board"
+        holder = {**panio.env, "PANIO_LEASE_TOKEN": lease.credential}
+        r = subprocess.run([PANIO, "power", "on", "pico"], env=holder, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
         assert (marks / "powered").exists()
     finally:
         lease.release()

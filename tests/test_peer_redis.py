@@ -44,6 +44,7 @@ def test_redis_restarted_during_a_suite(panio, tmp_path, aof):
         run = subprocess.Popen([PANIO, "suite", "run", suite, "--json", "--deadline-s", "150"], env=panio.env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_for(lambda: "job step start" in worker.log.read_text(), timeout_s=60, every_s=0.05)
+        assert run.poll() is None, "the suite ended before Redis restarted: the test proved nothing"
         redis.restart()
         out, err = run.communicate(timeout=200)
         assert worker.poll() is None, "the worker died with Redis"
@@ -62,9 +63,10 @@ def test_redis_restarted_during_a_suite(panio, tmp_path, aof):
     # Only a job that held a lease when Redis lost it may end otherwise, and then as the runner's own verdict.
     assert all(j["health"] == "incomplete" and "lease" in j["reason"] for j in others), others
     assert len(others) <= (0 if aof else 3), others  # at most one per worker thread
-    if not aof:  # the wipe took queued messages with it: they were found missing and sent again
-        print(f"no persistence: {len(passed)} of {len(jobs)} passed; lease lost: {len(others)}")
-        assert "-again-" in workers.logs(), "no job was sent again: did the restart happen mid-suite?"
+    if not aof:  # the wipe took the messages still queued with it (those found missing were sent again); how
+        # many were still queued, rather than prefetched by the worker, depends on the machine's speed
+        print(f"no persistence: {len(passed)} of {len(jobs)} passed; lease lost: {len(others)}; "
+              f"sent again: {workers.logs().count('-again-')}")
 
 
 def test_workers_survive_repeated_redis_restarts_during_jobs(panio, tmp_path):
@@ -78,7 +80,7 @@ def test_workers_survive_repeated_redis_restarts_during_jobs(panio, tmp_path):
         worker = workers.start("h1")
         for i in range(4):  # kombu crashed the worker ("AttributeError ... 'hostname'") on the first of these
             job_id = panio("job", "submit", long, "--target", "t1", "--json").json()["job_id"]
-            wait_for(lambda: workers.store().job(job_id)["state"] == "running", timeout_s=60)
+            wait_for(lambda: workers.store().job(job_id)["state"] == "running", timeout_s=180)
             connects = worker.log.read_text().count("Connected to ")
             redis.restart(down_s=0.2 + 0.3 * i)
             # the worker found Redis again (celery logs each connection), or died trying

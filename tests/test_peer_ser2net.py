@@ -8,6 +8,7 @@ only the URL, exactly as a lab would (no pyserial options).
 from __future__ import annotations
 
 import os
+import re
 import select
 import subprocess
 import sys
@@ -68,6 +69,12 @@ def wait_cursor(bench: Bench, at_least: int, timeout_s: float) -> int:
             return cursor
         time.sleep(0.2)
     raise AssertionError(f"cursor {cursor} never reached {at_least}")
+
+
+def jumps(flood: bytes) -> list[tuple[int, int]]:
+    """Where the numbered lines of a flood skip: (last line before, first line after) for each hole."""
+    numbers = [int(n) for n in re.findall(rb"\r\n(\d{8}) ", flood)]
+    return [(a, b) for a, b in zip(numbers, numbers[1:]) if b != a + 1]
 
 
 def keepalive_probes(pid: int, port: int) -> bool:
@@ -202,6 +209,38 @@ def test_ser2net_restart_mid_capture_is_a_recorded_gap_and_capture_resumes(bench
     view = panio("serial", "log", "pico", "--from", str(gaps[0].seq - 2), "--to", str(gaps[1].seq + 2)).out
     assert "-- gap: device lost" in view and f"-- gap: reconnected to {s2n.url} after" in view
     assert view.index("-- gap: device lost") < view.index("-- gap: reconnected")
+    # nothing the board printed after the reconnect is lost: what follows the "reconnected" record is the rest
+    # of the flood, whole, from where the new ser2net picked it up (rfc2217's open used to purge it: 148,489 lines)
+    back_at = next(i for i, rec in enumerate(recs) if rec.kind == GAP and rec.note().get("reconnected"))
+    after = received(recs[back_at + 1:])
+    flood_after = after[:after.index(PROMPT.encode())]
+    board_ended = board_said + (b"" if board_said.endswith(b"\n") else b"\r\n")  # the shell ends the last line
+    assert flood_after and board_ended.endswith(flood_after), f"lines missing after the reconnect: {jumps(flood_after)}"
+    assert not any(rec.kind == GAP for rec in recs[back_at + 1:])
+    lost = len(board_ended) - len(flood) - len(flood_after)
+    assert 0 <= lost < 65536, f"{lost} bytes lost across the restart: more than the killed ser2net held"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_what_the_board_printed_before_the_capture_connected_is_kept(bench, panio, tmp_path, kind):
+    """pyserial's rfc2217 open asks ser2net to purge the port (it flushes the device) and drops what its reader
+    thread queued meanwhile: on every reconnect the output waiting in the device was lost, silently."""
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    try:
+        s2n = Ser2net(tmp_path / "ser2net", os.ttyname(slave), kind)
+        bench.exporters.append(s2n)
+        panio("target", "add", "pico")
+        panio("serial", "add", "console", "-t", "pico", "--device", s2n.url)
+        waiting = b"".join(b"printed-while-nobody-listened %04d\r\n" % i for i in range(100))
+        os.write(master, waiting)  # sits in the PTY until ser2net opens it for the capture's connection
+        panio("serial", "watch", "pico")
+        os.write(master, b"after the capture connected\r\n")
+        wait_cursor(bench, len(waiting) + 29, timeout_s=60)
+        assert received(records(bench)) == waiting + b"after the capture connected\r\n"
+    finally:
+        os.close(master)
+        os.close(slave)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -307,3 +307,23 @@ def test_a_target_in_maintenance_has_its_tests_skipped_unless_health_is_ignored(
     assert panio("lease", "list", "--json").json() == []  # board1 was never leased
     r = pytester.runpytest_subprocess(*args, "--panio-ignore-health", timeout=240)
     r.assert_outcomes(passed=4)
+
+
+# docs/pytest-plugin.md's screen example, run as written: it failed with "NotRunning: no video daemon"
+SCREEN_EXAMPLE = re.search(r"```python\n(import pytest\n\ndef test_screen.*?)```",
+                           (ROOT / "docs" / "pytest-plugin.md").read_text(), re.S).group(1)
+
+
+def test_the_docs_screen_example_passes_and_the_video_capture_it_needed_is_stopped(pytester, panio, tmp_path,
+                                                                                   monkeypatch):
+    with sim_bench(panio, tmp_path / "sim", boards=1, booted=True) as bench:
+        for key in ("PANIO_STATE_DIR", "HOME"):
+            monkeypatch.setenv(key, panio.env[key])
+        for key in ("PANIO_LAB", "PANIO_BROKER", "PANIO_REDIS_URL", "PANIO_RESULTS_URL", "PANIO_LEASE_TOKEN"):
+            monkeypatch.delenv(key, raising=False)
+        pytester.makepyfile(test_screen=SCREEN_EXAMPLE)
+        r = pytester.runpytest_subprocess("--panio-lab", str(bench.lab), "--panio-target", "board0",
+                                          "-p", "no:cacheprovider", timeout=180)
+        r.assert_outcomes(passed=1)
+        running = [d["name"] for d in panio("daemons", "--json").json() if d["state"] == "running"]
+        assert running == [], "the session stops the captures it started"

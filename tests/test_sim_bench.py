@@ -139,6 +139,27 @@ def test_qemu_netboot_needs_the_qemu_board(panio, tmp_path):
     assert not (tmp_path / "sim" / "sim.pids").exists()
 
 
+@pytest.mark.parametrize("flag, value", [("--prompt", ""), ("--banner", "two\nlines"), ("--prompt", "x" * 81)])
+def test_another_look_must_be_one_short_printable_line(panio, tmp_path, flag, value):
+    p = sim("up", "--dir", str(tmp_path / "sim"), flag, value, env=panio.env, check=False)
+    assert p.returncode == 2 and "give 1 to 80 printable characters" in p.stderr, p.stderr
+    assert p.stderr.count("\n") == 2 and json.loads(p.stderr.splitlines()[-1])["error"] == "usage"
+    assert not (tmp_path / "sim").exists()
+
+
+def test_a_board_of_another_look_boots_to_its_prompt_and_says_so_in_its_profile(panio, tmp_path):
+    """`--prompt`, `--banner`, `--no-setup`: the console shows that look and the lab's profile describes it."""
+    with sim_bench(panio, tmp_path / "sim", "--prompt", "zeta> ", "--banner", "Zeta (v2) ready", "--no-setup") as b:
+        import tomllib
+
+        lab = tomllib.loads((tmp_path / "sim" / "lab.toml").read_text())
+        assert lab["targets"]["board0"]["profile"] == {"prompt": "zeta> ", "screen_text": r"Zeta \(v2\) ready"}
+        with serial.serial_for_url(b.boards()[0]["device"], 115200, timeout=0.2) as port:
+            panio("power-cycle", "board0")
+            seen = read_until(port, b"zeta> ", 30)
+        assert b"Zeta (v2) ready" in seen and b"Press F2" not in seen and PROMPT.encode() not in seen
+
+
 def test_a_netbooting_qemu_board_gets_a_tftp_root_and_a_netboot_table(tmp_path):
     """The lab and TFTP root `--qemu-netboot` writes (the boot itself: tests/eval/test_hardware_netboot.py)."""
     import tomllib

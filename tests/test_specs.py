@@ -14,7 +14,7 @@ from bench_agent import ops
 from bench_agent.errors import UsageError
 from bench_agent.ops.spec import HUGE
 
-GROUPS = ("serial", "power", "action", "daemons", "system")
+GROUPS = ("serial", "power", "action", "daemons", "system", "video", "hid", "netboot", "netif")
 
 
 def all_specs():
@@ -48,13 +48,22 @@ def _runtime_commands():
     top = build_parser(full=True)
     groups = {a.dest: a for a in top._actions if isinstance(a, argparse._SubParsersAction)}["command"].choices
     out = []
-    for group, prefix in (("serial", "serial"), ("power", "power")):
+    for group in GROUPS:
+        if group not in groups:
+            continue
         sub = next(a for a in groups[group]._actions if isinstance(a, argparse._SubParsersAction)).choices
         for verb, parser in sub.items():
-            if f"{prefix}.{verb}" in ops.SPECS:
-                out.append((f"{group} {verb}", parser, f"{prefix}.{verb}"))
+            op = f"{group}.{verb.replace('-', '_')}"
+            if op in ops.SPECS:
+                out.append((f"{group} {verb}", parser, op))
     out += [("power-cycle", groups["power-cycle"], "power.cycle"), ("power-state", groups["power-state"], "power.state")]
     return out
+
+
+def test_every_group_has_runtime_commands_derived_from_its_spec():
+    all_specs()
+    derived = {op.split(".")[0] for _, _, op in _runtime_commands()}
+    assert derived == {"serial", "power", "action", "daemons", "video", "hid", "netboot", "netif"}
 
 
 def test_cli_flags_take_type_bounds_and_defaults_from_the_spec():
@@ -67,8 +76,9 @@ def test_cli_flags_take_type_bounds_and_defaults_from_the_spec():
             if param is None:
                 continue
             seen += 1
-            if param.kind is bool:
-                assert isinstance(action, argparse._StoreTrueAction), (command, action.dest)
+            if param.kind is bool:  # the flag turns the default over
+                kind = argparse._StoreFalseAction if param.default else argparse._StoreTrueAction
+                assert isinstance(action, kind), (command, action.dest)
                 continue
             assert action.default == (None if param.required else param.default), (command, action.dest)
             assert action.required == param.required, (command, action.dest)
@@ -81,7 +91,7 @@ def test_cli_flags_take_type_bounds_and_defaults_from_the_spec():
             if param.minimum is not None and param.kind is int:
                 with pytest.raises(argparse.ArgumentTypeError):
                     action.type(str(int(param.minimum) - 1))
-    assert seen >= 25  # every serial and power flag above was compared
+    assert seen >= 40  # every serial, power, video, hid, netboot, netif and daemons flag above was compared
 
 
 def test_mcp_schemas_and_annotations_come_from_the_spec():
@@ -130,6 +140,41 @@ def test_a_spec_bound_changed_once_changes_cli_and_mcp(monkeypatch):
         ops.SPECS["serial.send"].validate({"text": "x", "pace_ms": 501})
 
 
+def _bounded_flags():
+    """(command, op, param, flag) for every runtime flag whose spec has a numeric upper bound."""
+    all_specs()
+    out = []
+    for command, parser, op in _runtime_commands():
+        for action in parser._actions:
+            param = ops.spec(op).param(action.dest)
+            if param is not None and param.kind in (int, float) and param.maximum is not None \
+                    and param.maximum < HUGE and action.option_strings:
+                out.append((command, op, param.name, action.option_strings[-1]))
+    return out
+
+
+@pytest.mark.parametrize("command,op,name,flag", _bounded_flags(), ids=lambda v: str(v))
+def test_a_bound_narrowed_in_the_spec_moves_cli_mcp_and_validation_together(monkeypatch, command, op, name, flag):
+    """Mutation, on every group: narrow one bound in the spec, rebuild the surfaces, and each of them follows."""
+    import dataclasses
+
+    from controller.cli.main import build_parser
+    from controller.mcp.tools import from_spec
+
+    spec = ops.spec(op)
+    old = spec.param(name)
+    lower = old.minimum if old.minimum is not None else 0
+    narrow = lower + 1 if old.kind is int else lower + (old.maximum - lower) / 2
+    monkeypatch.setitem(ops.SPECS, op, dataclasses.replace(spec, params=tuple(
+        dataclasses.replace(p, maximum=narrow) if p.name == name else p for p in spec.params)))
+    too_big = str(int(narrow) + 1) if old.kind is int else str(narrow + 0.01)
+    with pytest.raises(UsageError, match=f"argument [^:]*{flag}: must be"):  # the CLI, built anew, refuses it
+        build_parser(full=True).parse_args([*command.split(), flag, too_big, "t1"])
+    assert from_spec(op, name).schema()["maximum"] == narrow  # the MCP tool's schema
+    with pytest.raises(UsageError, match=f"{name} must be"):  # every road in: job steps, workers, SSH agent
+        ops.SPECS[op].param(name).check(float(too_big) if old.kind is float else int(too_big))
+
+
 def test_job_check_validates_step_arguments_against_the_spec(panio, tmp_path):
     panio("init")
     panio("target", "add", "pico")
@@ -140,3 +185,53 @@ def test_job_check_validates_step_arguments_against_the_spec(panio, tmp_path):
     assert "--timeout-ms: must be from 0 to 3600000 ms, not 3600001" in r.err and "job.toml:3" in r.err
     job.write_text("target = 'pico'\n[[steps]]\nrun = 'serial transact ${target} x --until y --timeout-ms 0'\n")
     assert "must be from 1 to 3600000 ms" in panio.fails("job", "check", str(job), code=5).err
+
+
+def test_cross_argument_rules_live_in_the_spec_and_every_surface_applies_them(monkeypatch, panio):
+    """`needs` and `exclusive` are written once; the op, the MCP tool and its schema take them from the spec."""
+    import dataclasses
+
+    from controller.mcp.tools import TOOLS
+
+    all_specs()
+    log, evidence = ops.spec("serial.log"), ops.spec("serial.evidence")
+    with pytest.raises(UsageError, match="--to needs --from"):
+        log.validate({"last": 5})
+    with pytest.raises(UsageError, match="give at most one of --tail, --since, --from"):
+        log.validate({"tail": 5, "since": 3})
+    with pytest.raises(UsageError, match="--since needs --epoch"):
+        evidence.validate({"since": 10})
+    tools = {t.name: t for t in TOOLS}
+    assert tools["serial_log"].rules() == ({"to": "from"}, ("tail", "since", "from"))
+    assert tools["serial_evidence"].input_schema()["dependentRequired"] == {"since": ["epoch"]}
+    # mutation: a rule added in the spec reaches the MCP tool without touching it
+    monkeypatch.setitem(ops.SPECS, "serial.evidence", dataclasses.replace(evidence, needs={"since": "epoch",
+                                                                                           "max_bytes": "epoch"}))
+    assert tools["serial_evidence"].rules()[0] == {"since": "epoch", "max_bytes": "epoch"}
+    # the CLI meets the same rule through the operation
+    panio("init")
+    panio("target", "add", "pico")
+    panio("serial", "add", "console", "-t", "pico", "--device", "/dev/null")
+    assert "--to needs --from" in panio.fails("serial", "log", "pico", "--to", "5", code=2).err
+
+
+def test_the_pytest_plugin_restates_no_operation_default():
+    """A plugin method's optional operation arguments default to None: the spec's default applies (no drift)."""
+    import inspect
+
+    from controller.plugin import handles
+
+    all_specs()
+    checked = 0
+    for cls, group in ((handles.SerialHandle, "serial"), (handles.HidHandle, "hid")):
+        for verb in ("send", "transact", "wait"):
+            method, spec = getattr(cls, verb, None), ops.SPECS.get(f"{group}.{verb}")
+            if method is None or spec is None:
+                continue
+            for name, p in inspect.signature(method).parameters.items():
+                param = spec.param(name)
+                if param is not None and not param.required and p.default is not inspect.Parameter.empty \
+                        and param.kind is not bool:
+                    assert p.default is None, f"{cls.__name__}.{verb}({name}={p.default!r}) restates the spec"
+                    checked += 1
+    assert checked >= 5

@@ -71,6 +71,20 @@ def test_show_says_no_frame_yet_before_the_first_frame_not_hash_none():
     assert describe({**st, "signal": "ok", "hash": "3f2a"}) == "running (pid 42), signal=ok hash=3f2a"
 
 
+def test_a_shot_with_no_output_goes_to_the_state_directory_never_the_working_directory(video_bench, tmp_path):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    r = subprocess.run([PANIO, "video", "shot", "board0", "--timeout", "5000"], cwd=cwd, env=video_bench.env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    first = Path(r.stdout.strip())
+    assert list(cwd.iterdir()) == [] and first.parent == Path(video_bench.env["PANIO_STATE_DIR"]) / "shots"
+    assert first.name.startswith("board0-") and first.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    again = video_bench("video", "shot", "board0", "--json").json()
+    assert Path(again["file"]).parent == first.parent and again["file"] != str(first)
+    assert first.exists() and Path(again["file"]).exists(), "a later shot never overwrites an earlier one"
+
+
 def test_shot_writes_a_png_and_its_hash(video_bench, tmp_path):
     out = tmp_path / "s.png"
     r = video_bench("video", "shot", "board0", "-o", str(out), "--json")
@@ -172,7 +186,7 @@ def test_an_untracked_daemon_is_reported_and_reaped_by_watch(video_bench):
     (["hid", "send", "board0", "type", "caf\u00e9"], 2, "cannot type"),
     (["hid", "send", "board0", "wiggle"], 2, "bad HID command"),
     (["video", "read", "board0", "--region", "1,2,3"], 2, "X,Y,W,H"),
-    (["video", "shot", "board0", "--timeout", "999999999"], 2, "timeout_ms"),
+    (["video", "shot", "board0", "--timeout", "999999999"], 2, "--timeout"),
     (["video", "shot", "nosuch"], 3, "nosuch"),
     (["video", "shot", "board0", "-o", "/nonexistent-dir/s.png"], 2, "cannot write the shot to /nonexistent-dir"),
     (["hid", "send", "board0", "key", "ENTER", "--pace-ms", "soon"], 2, "--pace-ms takes a whole number"),

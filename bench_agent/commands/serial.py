@@ -56,8 +56,6 @@ def stop(call: Call, opts: dict, out: Output, context: dict) -> None:
 def log(call: Call, opts: dict, out: Output, context: dict) -> None:
     from bench_agent.serial.lines import format_entry
 
-    if opts.get("last") is not None and opts.get("first") is None:
-        raise UsageError("--to needs --from")
     if opts.get("first") is not None and opts.get("last") is not None and opts["first"] > opts["last"]:
         raise UsageError(f"--from {opts['first']} is after --to {opts['last']}")
     target = opts["target"]
@@ -99,24 +97,30 @@ def transact(call: Call, opts: dict, out: Output, context: dict) -> None:
     _raise_unless_matched(r, opts["until"], opts)
 
 
-def _since_time_ns(opts: dict, context: dict) -> int | None:
-    """The moment a wait starts from, or None for an explicit --epoch/--since."""
-    moment = opts.get("since_step") or opts.get("since_job") or opts.get("since_time") is not None
-    if moment and (opts.get("epoch") is not None or opts.get("since") is not None):
-        raise UsageError("give either --epoch/--since or a moment (--since-step, --since-job, --since-time), not both")
-    if not moment:
+def _start(opts: dict, context: dict) -> dict[str, Any]:
+    """Where a wait starts, as operation arguments: {} for an explicit --epoch/--since, else a moment."""
+    moments = [f for f in ("since_step", "since_job", "since_now") if opts.get(f)]
+    moments += ["since_time"] if opts.get("since_time") is not None else []
+    if moments and (opts.get("epoch") is not None or opts.get("since") is not None):
+        raise UsageError("give either --epoch/--since or a moment (--since-now, --since-step, --since-job, "
+                         "--since-time), not both")
+    if not moments:
         if opts.get("epoch") is None or opts.get("since") is None:
-            raise UsageError("serial wait needs where to start: --epoch E --since CURSOR (from `panio serial status`), "
-                             "or --since-step / --since-job in a job step, or --since-time T")
-        return None
+            target = opts["target"]  # checked against the lab by now
+            raise UsageError("serial wait needs where to start: --since-now waits for what arrives from now on",
+                             hint=f"`panio serial wait {target} --since-now --pattern REGEX`; to include what "
+                                  f"already arrived, take --epoch and --since from `panio serial status {target}`")
+        return {}
+    if opts.get("since_now"):
+        return {"since_now": True}
     if opts.get("since_time") is not None:
-        return int(opts["since_time"] * 1e9)
+        return {"since_time_ns": int(opts["since_time"] * 1e9)}
     value = context.get("previous_step_started_at" if opts.get("since_step") else "job_started_at")
     if not value:
         flag = "--since-step" if opts.get("since_step") else "--since-job"
         raise UsageError(f"{flag} works inside a job step only (the job runner says when the step began)",
-                         hint="outside a job use --since-time T or --epoch/--since")
-    return int(float(value) * 1e9)
+                         hint="outside a job use --since-now, --since-time T or --epoch/--since")
+    return {"since_time_ns": int(float(value) * 1e9)}
 
 
 @command("serial.wait")
@@ -124,8 +128,7 @@ def wait(call: Call, opts: dict, out: Output, context: dict) -> None:
     from bench_agent.serial.matcher import compile_pattern
 
     compile_pattern(opts.get("pattern"))
-    since_ns = _since_time_ns(opts, context)
-    extra = {} if since_ns is None else {"since_time_ns": since_ns}
+    extra = _start(opts, context)
     r = _op(call, "serial.wait", opts, {**extra, **{k: opts.get(k) for k in (
         "epoch", "since", "pattern", "timeout_ms", "max_bytes", "max_output_bytes", "include_pending", "follow")}})
     out.json(r)

@@ -3,7 +3,7 @@
 ``opts`` carries ``target``, ``json`` and the command's own flags (see
 ``controller.cli.video_runtime``): ``video`` (the lab's table) for ``watch``,
 ``timeout_ms``/``stable``/``stable_ms``/``changed_since`` for ``shot`` and
-``read``, ``output`` (a file, ``-`` for stdout, None for ``TARGET.png``),
+``read``, ``output`` (a file, ``-`` for stdout, None for ``STATE/shots/TARGET-TIME.png``),
 ``region``, and ``text``/``image``/``threshold`` for ``wait``. ``show``
 takes ``channel`` and ``table``. A file ``-o`` names is written, and a needle
 ``--image`` names is read, where the body runs.
@@ -81,7 +81,7 @@ def stop(call: Call, opts: dict, out: Output, context: dict) -> None:
 def shot(call: Call, opts: dict, out: Output, context: dict) -> None:
     target = opts["target"]
     r = call("video.shot", {"target": target, **{k: opts.get(k) for k in WAIT}})
-    where = opts.get("output") or f"{target}.png"
+    where = opts.get("output") or str(default_shot_path(target))
     if where == "-" and opts.get("json"):  # the PNG inside the JSON (base64): what the MCP tool video_shot returns
         _signal(out, r)
         out.json(r)
@@ -98,6 +98,20 @@ def shot(call: Call, opts: dict, out: Output, context: dict) -> None:
         out.json({**r, "file": where})
     else:
         out.say(where)
+
+
+def default_shot_path(target: str) -> Path:
+    """Where a shot with no ``-o`` goes: the state directory's ``shots/``, named by target and the time of the
+    shot (UTC, ms), so shots never overwrite each other nor land in whatever directory the command ran from."""
+    import time
+
+    from bench_agent.paths import state_dir
+
+    moment = time.time()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(moment)) + f".{int(moment * 1000) % 1000:03d}Z"
+    folder = state_dir() / "shots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{target}-{stamp}.png"
 
 
 def _write(path: str, png: bytes) -> None:

@@ -68,12 +68,16 @@ def list_daemons() -> list[dict[str, Any]]:
     return out
 
 
-def captures_of(devices: set[str]) -> list[dict[str, Any]]:
-    """The running serial captures of this state directory that read any of ``devices`` (e.g. a simulated
-    bench's consoles), as ``list_daemons`` lists them."""
-    reading = {info.get("name") for info in _records(files.state_dir())
-               if any(i.get("device") in devices for i in info.get("interfaces", []))}
-    return [e for e in list_daemons() if e["kind"] == "serial" and e["state"] == "running" and e["name"] in reading]
+def daemons_of(devices: set[str]) -> list[dict[str, Any]]:
+    """The running daemons of this state directory that use any of ``devices`` (e.g. a simulated bench's
+    consoles, screens and TFTP roots), as ``list_daemons`` lists them: serial captures by their interfaces'
+    devices, video and HID daemons by their device, netboot servers by their TFTP root."""
+    def uses(info: dict[str, Any]) -> bool:
+        used = {i.get("device") for i in info.get("interfaces", [])} | {info.get("device"), info.get("tftp_root")}
+        return bool(used & devices)
+
+    reading = {info.get("name") for info in _records(files.state_dir()) if uses(info)}
+    return [e for e in list_daemons() if e["state"] == "running" and e["name"] in reading]
 
 
 def _arg(cmd: str, flag: str) -> str | None:
@@ -110,4 +114,4 @@ def stop_named(names: list[str] | None, force: bool = False) -> list[dict[str, A
     return [stop_daemon(e, force) for e in entries]
 
 
-__all__ = ["captures_of", "list_daemons", "stop_named"]
+__all__ = ["daemons_of", "list_daemons", "stop_named"]

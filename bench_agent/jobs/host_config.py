@@ -42,6 +42,15 @@ CHANNEL_ARGS = ("power", "netboot", "video", "hid")  # a target's table, passed 
 _INSTALLED: list[HostConfig] = []  # the worker's own configuration, set once at its start (``install``)
 
 
+def install_hint(host: str) -> str:
+    """How host ``host`` gets its configuration: `panio setup` for a control host; for ``local`` (this
+    machine's own targets, which no setup installs) the operator's lab itself."""
+    if host == LOCAL:
+        return ("`panio worker --host local` serves the targets without a host of a lab on this machine: "
+                "pass it with `panio worker --host local --lab FILE` (or $PANIO_LAB), or create one with `panio init`")
+    return f"install it with `panio setup --host {host}` from the controller (docs/hosts.md)"
+
+
 class HostConfig:
     """The targets control host ``host`` serves, from the lab file at ``path``."""
 
@@ -65,7 +74,7 @@ class HostConfig:
                 return self._data
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise NotConfigured(f"host {self.host}: cannot read its configuration {self.path}: {exc}",
-                                hint=f"install it with `panio setup --host {self.host}` (docs/hosts.md)",
+                                hint=install_hint(self.host),
                                 host=self.host, file=str(self.path)) from None
 
     def owned(self) -> dict[str, dict[str, Any]]:
@@ -165,7 +174,7 @@ class HostConfig:
 
         logging.getLogger("panio.host_config").warning("refused a broker request on host %s: %s", self.host, why)
         return Refused(f"host {self.host}: {why}", hint=f"the host runs only its own configuration ({self.path}); "
-                       f"install the lab's with `panio setup --host {self.host}`", host=self.host, **details)
+                       + install_hint(self.host), host=self.host, **details)
 
 
 _OWN = {"action.run": {"name", "command"}}  # configuration an op names itself, checked above

@@ -16,8 +16,8 @@ it consults, and checks all of them (a target leased in any one is leased):
 * this machine's file leases (``STATE_DIR/leases``), taken by an embedded
   ``panio job run``.
 
-A job's steps present their lease's token in the request (the argument
-``lease_token``, which the controller's dispatch fills from
+A job's steps present their lease's credential (``TOKEN:SECRET``) in the request
+(the argument ``lease_token``, which the controller's dispatch fills from
 ``PANIO_LEASE_TOKEN``, with ``lease_store`` naming the store that issued it);
 ``enforce`` picks the leases that matter and ``bench_agent.jobs.leases.access`` decides. A store that
 cannot be read refuses the operation (unreachable): a check that cannot be
@@ -125,7 +125,7 @@ def held(target: str, checked: list[tuple[Any, str]] | None = None) -> list[tupl
     found = []
     for store, why in stores() if checked is None else checked:
         try:
-            lease = store.current(target)
+            lease = store.current(target, secret=True)
         except Unreachable as err:
             raise Unreachable(f"cannot check the lease on {target!r}: {err.message} (lease store {why})",
                               hint="start that Redis, or stop checking it with `panio lease store --forget URL`",
@@ -154,7 +154,8 @@ def enforce(op: str, args: dict[str, Any], token: Any, origin: Any = None) -> No
     if token is not None and origin_key is not None and origin_key not in keys:
         token = None
     elif token is not None and origin_key is not None:
-        found = [(k, h) for k, h in found if k == origin_key or str(h.get("token")) != str(token)]
+        number = leases.parse_credential(token)[0]
+        found = [(k, h) for k, h in found if k == origin_key or str(h.get("token")) != number]
     leases.access(target, token, [h for _, h in found], what=f"{op}: ")
 
 

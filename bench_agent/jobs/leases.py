@@ -21,12 +21,20 @@ forgets its counters: each token is claimed in the results database before its
 lease is handed out (``bench_agent.jobs.fences``), and each Redis lease also carries
 an owner nonce, so a holder whose key vanished can never pass as the next one.
 
+Each lease also carries a *secret* (random, kept in the store beside the
+token: a field of the Redis hash, the owner-only lease file) that only its
+holder is handed (``Lease.credential``, ``TOKEN:SECRET``). ``panio lease list``
+shows the token, never the secret, so the number it prints cannot stand in
+for the holder.
+
 Who may act on a leased target is decided by ``access``: a job's own steps
-present the lease's token (the runner puts it in ``PANIO_LEASE_TOKEN``; the
-controller's dispatch sends it with each request); a token that is not the
-current one is refused even while the lease is free; without a token, a leased
-target is refused naming the holder. The host enforces it for every
-side-effecting operation (``bench_agent.jobs.lease_guard``), whatever the caller.
+present the lease's credential (the runner passes it with each request; a
+process holding a lease presents it in ``PANIO_LEASE_TOKEN``); a token that is
+not the current one is refused even while the lease is free; the current token
+without its secret, or without a token, is refused naming the holder. The host
+enforces it for every side-effecting operation (``bench_agent.jobs.lease_guard``),
+whatever the caller. Whoever can read the store itself (the broker's password,
+the lease file's user, root) can read the secret too: docs/security.md.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import contextlib
 import fcntl
 import json
 import os
+import secrets
 import socket
 import time
 import uuid
@@ -57,6 +66,17 @@ def redact(url: str | None) -> str | None:
     return f"{scheme}://{cred.split(':', 1)[0]}:***@{host}" if ":" in cred else url
 
 
+def credential(token: int | str, secret: str | None) -> str:
+    """What a holder presents: ``TOKEN:SECRET`` (a lease from a store without secrets: the token alone)."""
+    return f"{token}:{secret}" if secret else str(token)
+
+
+def parse_credential(presented: str | int) -> tuple[str, str | None]:
+    """(token, secret or None) of a presented credential."""
+    token, _, secret = str(presented).strip().partition(":")
+    return token, secret or None
+
+
 def holder_name(what: str) -> str:
     return f"{what}@{socket.gethostname()}:{os.getpid()}"
 
@@ -64,9 +84,19 @@ def holder_name(what: str) -> str:
 class Lease:
     """A held lease. ``check()`` before every side effect; ``release()`` at the end."""
 
-    def __init__(self, store: "LeaseStore", target: str, token: int, info: dict, owner: str | None = None) -> None:
+    def __init__(self, store: "LeaseStore", target: str, token: int, info: dict, owner: str | None = None,
+                 secret: str | None = None) -> None:
         self.store, self.target, self.token, self.info, self.owner = store, target, token, info, owner
+        self.secret = secret
         self.lost = False
+
+    @property
+    def credential(self) -> str:
+        """What this lease's holder presents to act on the target (``PANIO_LEASE_TOKEN``): never printed."""
+        return credential(self.token, self.secret)
+
+    def __repr__(self) -> str:  # the secret stays out of logs and tracebacks
+        return f"<Lease {self.target} token {self.token}>"
 
     def check(self) -> None:
         if self.lost:
@@ -105,7 +135,7 @@ class LeaseStore(Protocol):
     def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool: ...
     def check(self, target: str, token: int, owner: str | None = None) -> None: ...
     def release(self, target: str, token: int, owner: str | None = None) -> None: ...
-    def current(self, target: str) -> dict | None: ...
+    def current(self, target: str, secret: bool = False) -> dict | None: ...
     def list(self) -> list[dict]: ...
     def break_(self, target: str, by: str) -> dict | None: ...
 
@@ -135,29 +165,46 @@ def acquire(store: LeaseStore, target: str, info: dict, ttl_s: float, wait_s: fl
 
 
 def check_access(store: LeaseStore, target: str, token: str | int | None = None) -> None:
-    """Refuse acting on ``target`` unless it is free or ``token`` (default: ``PANIO_LEASE_TOKEN``) is its lease's."""
-    held = store.current(target)
+    """Refuse acting on ``target`` unless it is free or ``token`` (default: ``PANIO_LEASE_TOKEN``) is its
+    lease's credential."""
+    held = store.current(target, secret=True)
     access(target, token if token is not None else os.environ.get(TOKEN_ENV), [held] if held else [])
 
 
 def access(target: str, token: str | int | None, held: list[dict], what: str = "") -> None:
     """Decide whether a caller presenting ``token`` (or none) may change ``target``, given the leases ``held`` on it.
 
-    A presented token must be the current lease's, even while the target is free (an expired or broken
-    lease fences its holder at once); without a token, any lease on the target refuses the caller.
+    A presented token must be the current lease's, with its secret (``held`` carries each lease's), even
+    while the target is free (an expired or broken lease fences its holder at once); without a token, or
+    with the current token but not its secret, any lease on the target refuses the caller.
     """
-    others = [h for h in held if token is None or str(h.get("token")) != str(token)]
+    number, secret = parse_credential(token) if token is not None else (None, None)
+    others = [h for h in held if not _holds(h, number, secret)]
     if others:
         h = others[0]
-        stale = f"; lease token {token} is no longer current" if token is not None else ""
+        stale = ""
+        if number is not None and str(h.get("token")) == number:
+            stale = (f"; lease token {number} was presented without its holder's secret (`panio lease list` "
+                     "shows the number, which alone acts for nobody)")
+        elif number is not None:
+            stale = f"; lease token {number} is no longer current"
         raise Busy(f"{what}target {target!r} is leased by {h.get('holder', 'someone else')}"
                    + (f" (job {h['job']})" if h.get("job") else "") + stale,
                    hint="wait for the job to finish, or see `panio lease list`",
                    target=target, holder=h.get("holder"), job=h.get("job"))
     if token is not None and not held:
-        raise Refused(f"{what}lease lost: token {token} on target {target!r} is not current (the lease expired or "
+        raise Refused(f"{what}lease lost: token {number} on target {target!r} is not current (the lease expired or "
                       "was broken)", hint="a job that lost its lease stops; see `panio lease list --breaks`",
-                      target=target, token=str(token))
+                      target=target, token=number)
+
+
+def _holds(lease: dict, number: str | None, secret: str | None) -> bool:
+    """Whether token ``number`` and ``secret`` are ``lease``'s (a lease with no secret, from an older panio:
+    the token alone); the secrets compared in constant time."""
+    if number is None or str(lease.get("token")) != number:
+        return False
+    kept = lease.get("secret")
+    return kept is None or (secret is not None and secrets.compare_digest(str(kept), secret))
 
 
 # --- Redis ------------------------------------------------------------------
@@ -169,7 +216,7 @@ if redis.call('exists', KEYS[1]) == 1 then return 0 end
 local t = redis.call('incr', KEYS[2])
 local floor = tonumber(ARGV[4])
 if t <= floor then t = floor + 1; redis.call('set', KEYS[2], t) end
-redis.call('hset', KEYS[1], 'token', t, 'owner', ARGV[5], 'info', ARGV[1], 'since', ARGV[3])
+redis.call('hset', KEYS[1], 'token', t, 'owner', ARGV[5], 'secret', ARGV[6], 'info', ARGV[1], 'since', ARGV[3])
 redis.call('pexpire', KEYS[1], ARGV[2])
 return t
 """
@@ -215,16 +262,16 @@ class RedisLeaseStore:
         key = self._key(target)
         if self._do(self.r.exists, key):
             return None  # held: no database round trip while a job waits for the lease
-        owner = uuid.uuid4().hex
+        owner, secret = uuid.uuid4().hex, secrets.token_hex(16)
         token = int(self._do(self.r.eval, _ACQUIRE, 2, key, f"{self.prefix}fence:{target}", json.dumps(info),
-                             int(ttl_s * 1000), time.time(), self.fences.high(target), owner))
+                             int(ttl_s * 1000), time.time(), self.fences.high(target), owner, secret))
         if not token:
             return None
         try:
             # Claimed durably before anyone acts with it; then confirmed, in case Redis restarted in between.
             if self.fences.claim(target, token):
                 self.check(target, token, owner)
-                return Lease(self, target, token, info, owner)
+                return Lease(self, target, token, info, owner, secret)
         except Refused:
             return None
         except BaseException:
@@ -246,13 +293,17 @@ class RedisLeaseStore:
     def release(self, target: str, token: int, owner: str | None = None) -> None:
         self._do(self.r.eval, _RELEASE, 1, self._key(target), str(token), owner or "")
 
-    def current(self, target: str) -> dict | None:
+    def current(self, target: str, secret: bool = False) -> dict | None:
+        """The lease on ``target`` as ``lease list`` shows it; ``secret=True`` adds its secret (lease checks)."""
         key = self._key(target)
         pipe = self.r.pipeline()
         pipe.hgetall(key)
         pipe.pttl(key)
         raw, pttl = self._do(pipe.execute)
-        return _describe(target, raw, pttl / 1000 if pttl and pttl > 0 else None) if raw else None
+        found = _describe(target, raw, pttl / 1000 if pttl and pttl > 0 else None) if raw else None
+        if found and secret and raw.get("secret"):
+            found["secret"] = raw["secret"]
+        return found
 
     def list(self) -> list[dict]:
         keys = sorted(self._do(lambda: list(self.r.scan_iter(match=f"{self.prefix}lease:*", count=500))))
@@ -293,18 +344,19 @@ class FileLeaseStore:
 
     def try_acquire(self, target: str, info: dict, ttl_s: float) -> Lease | None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._path(target), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self._path(target), os.O_RDWR | os.O_CREAT, 0o600)  # it holds the lease's secret
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             return None
+        os.fchmod(fd, 0o600)  # a file an older panio created readable by all
         old = _read_fd(fd)
-        token = int(old.get("token", 0)) + 1
-        record = {"token": token, "since": time.time(), "info": info, "held": True}
+        token, secret = int(old.get("token", 0)) + 1, secrets.token_hex(16)
+        record = {"token": token, "since": time.time(), "info": info, "held": True, "secret": secret}
         _write_fd(fd, record)
         self._held[target] = fd
-        return Lease(self, target, token, info)
+        return Lease(self, target, token, info, secret=secret)
 
     def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool:
         return target in self._held
@@ -316,15 +368,20 @@ class FileLeaseStore:
     def release(self, target: str, token: int, owner: str | None = None) -> None:
         fd = self._held.pop(target, None)
         if fd is not None:
-            _write_fd(fd, {**_read_fd(fd), "held": False})
+            rec = _read_fd(fd)
+            rec.pop("secret", None)
+            _write_fd(fd, {**rec, "held": False})
             os.close(fd)
 
-    def current(self, target: str) -> dict | None:
+    def current(self, target: str, secret: bool = False) -> dict | None:
         path = self._path(target)
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
             return None
+        except PermissionError:  # another user's lease file (owner-only): it cannot be proven free
+            return {"target": target, "token": None, "since": None, "ttl_left_s": None,
+                    "holder": f"another user (cannot read {path})"}
         try:
             if target not in self._held:
                 try:
@@ -335,8 +392,11 @@ class FileLeaseStore:
             rec = _read_fd(fd)
         finally:
             os.close(fd)
-        return {"target": target, "token": rec.get("token"), "since": rec.get("since"), "ttl_left_s": None,
-                **rec.get("info", {})}
+        found = {"target": target, "token": rec.get("token"), "since": rec.get("since"), "ttl_left_s": None,
+                 **rec.get("info", {})}
+        if secret and rec.get("secret"):
+            found["secret"] = rec["secret"]
+        return found
 
     def list(self) -> list[dict]:
         if not self.dir.is_dir():

@@ -3,8 +3,9 @@
 Configured in the lab file (``[[notify]]``, see docs/operations.md) and carried
 in a job's payload, so a worker with no lab file notifies too. Events:
 
-    suite_finished   a suite run ended (every job's verdict)
-    job_failed       a job ended complete, failed (the board failed)
+    suite_finished   a suite run ended (every job's verdict; a failed job's triage)
+    job_failed       a job ended complete, failed (the board failed); carries its triage
+                     (``triage``, ``first_divergent_line``, ``last_pass``, ``flaky``: docs/triage.md)
     job_incomplete   a job ended incomplete (the lab failed)
     health_changed   a target's health changed (good, bad, maintenance, unknown)
 
@@ -39,6 +40,11 @@ _lock = threading.Lock()
 _queue: queue.Queue | None = None
 _log = logging.getLogger("panio.notify")
 _log.addHandler(logging.NullHandler())  # a CLI command stays quiet on stderr; a worker's logging shows it
+
+
+def wanted(configs: list[dict] | None, event: str) -> bool:
+    """Does any configured channel want ``event``?"""
+    return any(event in c.get("on", EVENTS) for c in configs or [])
 
 
 def send(configs: list[dict] | None, event: str, data: dict[str, Any]) -> int:
@@ -113,10 +119,13 @@ def summary(event: str, d: dict[str, Any]) -> str:
     if event == "health_changed":
         return f"panio: target {d['target']} is now {d['health']} (was {d['previous']}): {d.get('reason') or ''}"
     if event == "suite_finished":
-        return f"panio: suite {d['suite']} finished: {d['verdict']} ({d['passed']} of {d['total']} jobs passed)"
+        text = f"panio: suite {d['suite']} finished: {d['verdict']} ({d['passed']} of {d['total']} jobs passed)"
+        return text + "".join(f"\n- job {j['id']} {j['name']} on {j['target']}: {j['triage']}"
+                              for j in d.get("jobs", []) if j.get("triage"))
     what = "failed (the board)" if event == "job_failed" else "incomplete (the lab)"
     job = "health check job" if d.get("kind") == "health_check" else "job"
-    return f"panio: {job} {d['job_id']} {d['name']} on {d['target']} {what}: {d.get('reason') or ''}"
+    text = f"panio: {job} {d['job_id']} {d['name']} on {d['target']} {what}: {d.get('reason') or ''}"
+    return text + (f"\ntriage: {d['triage']}" if d.get("triage") else "")
 
 
 def body(config: dict, message: dict) -> dict:

@@ -70,9 +70,9 @@ def _quiet(event: str, data: dict[str, Any]) -> None:
     pass
 
 
-def local_caller(target: str, token: int, leases: Any) -> Call:
-    """The worker's road: operations in this process (the target's host), each request carrying the lease
-    token, so the host's lease guard checks the fence before any side effect."""
+def local_caller(target: str, token: str, leases: Any) -> Call:
+    """The worker's road: operations in this process (the target's host), each request carrying the lease's
+    credential (``TOKEN:SECRET``), so the host's lease guard checks the fence before any side effect."""
     from bench_agent import ops
     from bench_agent.errors import mark_outcome_unknown
     from bench_agent.jobs.lease_guard import with_token
@@ -96,6 +96,7 @@ class JobRunner:
         self.worker, self.progress = worker, progress
         self.heartbeat = heartbeat or reconcile.Heartbeat(store)
         self._health = None
+        self._held: list[tuple[dict, str, dict]] | None = None  # notifications waiting for the serial log
 
     def run(self, payload: dict) -> dict | None:
         """Run the job; None if it is not this runner's to run (another live runner holds it, it started, or
@@ -152,15 +153,17 @@ class JobRunner:
             lease.keep(payload.get("lease_ttl_s", 30))
             self.progress("job_start", {"job_id": job_id, "target": payload["target"]})
             # One road to the target for the job's steps: a dispatcher keeps its connections (one SSH set-up).
-            call = self.caller(payload["target"], lease.token, self.leases)
+            call = self.caller(payload["target"], lease.credential, self.leases)
             marks = self._serial_marks(payload, call)
+            self._held = []  # a failure's notification carries its triage, which reads the serial log
             try:
                 return self._checked_steps(payload, lease, call)
             finally:
                 # a road of its own: a step stopped at its deadline may still hold the steps' connection
-                self._serial_artifacts(payload, marks, self.caller(payload["target"], lease.token, self.leases))
+                self._serial_artifacts(payload, marks, self.caller(payload["target"], lease.credential, self.leases))
         finally:
             lease.release()
+            self._send_held()  # after the release: the next job on the target need not wait for a triage
 
     # The target's serial log for the job's window is an artifact: the last line of each interface is
     # noted before the first step, and every line after it is saved at the end, page by page (whole).
@@ -349,7 +352,7 @@ class JobRunner:
             run = self._planned(payload["target"], step.get("run") or {}, variables)
             commands.run(run["command"], call, bind(run, variables), out, began)
 
-        road = lambda: self.caller(payload["target"], lease.token, self.leases)  # noqa: E731 - the watch's own
+        road = lambda: self.caller(payload["target"], lease.credential, self.leases)  # noqa: E731 - the watch's own
         watch = lab_probe.PowerWatch.start(road, payload, idx)
         try:
             code, why = execute(body, out, timeout_s, lambda: self._interrupt(job_id, lease))
@@ -473,10 +476,23 @@ class JobRunner:
         if payload.get("kind") == "health_check" and (event == "job_failed" or summary.get("gated")):
             return  # the board failed its check, or it was held for the lab: told as the target's health
         if event:
-            notify.send(payload.get("notify"), event, {"job_id": summary["job_id"], "name": payload["name"],
-                                                       "target": payload["target"], "health": summary["health"],
-                                                       "result": summary["result"], "reason": summary["reason"],
-                                                       "kind": payload.get("kind") or "job"})
+            data = {"job_id": summary["job_id"], "name": payload["name"], "target": payload["target"],
+                    "health": summary["health"], "result": summary["result"], "reason": summary["reason"],
+                    "kind": payload.get("kind") or "job"}
+            if self._held is not None:
+                self._held.append((payload, event, data))
+            else:
+                notify.send(payload.get("notify"), event, data)
+
+    def _send_held(self) -> None:
+        """The notifications of the job's end, with the triage summary of a failure (``triage.notice``)."""
+        from bench_agent.jobs import notify, triage
+
+        held, self._held = self._held or [], None
+        for payload, event, data in held:
+            if event == "job_failed" and notify.wanted(payload.get("notify"), event):
+                data.update(triage.notice(self.store, data["job_id"]))
+            notify.send(payload.get("notify"), event, data)
 
     def _health_changed(self, payload: dict, previous: str, record: dict) -> None:
         from bench_agent.jobs import notify

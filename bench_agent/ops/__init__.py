@@ -30,7 +30,8 @@ SPECS: dict[str, OpSpec] = {}
 
 def operation(name: str, *, params: tuple[Param, ...] = (), side_effect: bool = False, interactive: bool = False,
               deadline: Callable[[dict[str, Any]], float | None] | None = None,
-              unknown_on_failure: bool | None = None, **extra: Any) -> Callable[[Operation], Operation]:
+              unknown_on_failure: bool | None = None, needs: dict[str, str] | None = None,
+              exclusive: tuple[str, ...] = (), **extra: Any) -> Callable[[Operation], Operation]:
     """Register ``func`` under ``name`` (``<group>.<verb>``) with its spec (see ``bench_agent.ops.spec``)."""
 
     def register(func: Operation) -> Operation:
@@ -39,7 +40,7 @@ def operation(name: str, *, params: tuple[Param, ...] = (), side_effect: bool = 
         summary = (func.__doc__ or "").strip().splitlines()[0] if func.__doc__ else ""
         REGISTRY[name] = func
         SPECS[name] = OpSpec(name, tuple(params), side_effect, interactive, deadline, unknown_on_failure,
-                             summary, extra)
+                             summary, extra, dict(needs or {}), tuple(exclusive))
         return func
 
     return register

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_agent.ops import operation
+from bench_agent.hid.base import DEFAULT_PACE_MS
 from bench_agent.ops.spec import Param
 
 MAX_TYPE_CHARS = 4096
@@ -21,7 +22,7 @@ MODULE = "bench_agent.hid.daemon"
 def _deadline(args: dict[str, Any]) -> float:
     words = args.get("command") or []
     chars = len(" ".join(map(str, words[1:]))) if words[:1] == ["type"] else 1
-    return 10 + chars * 3 * args.get("pace_ms", 20) / 1000
+    return 10 + chars * 3 * args["pace_ms"] / 1000  # OpSpec.deadline_s fills in the default
 
 
 def _paths(target: str) -> tuple[Path, Path]:
@@ -35,10 +36,10 @@ def _paths(target: str) -> tuple[Path, Path]:
 @operation("hid.send", params=(
     Param("command", list, "one HID command as words, e.g. [\"key\", \"ENTER\"], [\"type\", \"root\"], "
           "[\"moveabs\", \"16384\", \"16384\"], [\"click\", \"left\"], [\"scroll\", \"-3\"]"),
-    Param("pace_ms", int, "pause between a key's press and release and after it", default=20, unit="ms",
+    Param("pace_ms", int, "pause between a key's press and release and after it", default=DEFAULT_PACE_MS, unit="ms",
           minimum=1, maximum=1000),
 ), side_effect=True, deadline=_deadline)
-def send(target: str, hid: dict[str, Any], command: list, pace_ms: int = 20) -> dict[str, Any]:
+def send(target: str, hid: dict[str, Any], command: list, pace_ms: int = DEFAULT_PACE_MS) -> dict[str, Any]:
     """Inject keyboard or mouse input through the target's HID rig."""
     from bench_agent.daemons import per_target as target_daemons
     from bench_agent.errors import UsageError

@@ -9,6 +9,7 @@ supervisor runs; input (send, transact, wait, reset, dtr) needs it.
 from __future__ import annotations
 
 import base64
+import time
 from datetime import datetime, timezone
 from typing import Any
 
@@ -113,9 +114,12 @@ def stop(target: str, force: bool = False) -> dict[str, Any]:
 @operation("serial.log", params=(
     Param("tail", int, "the last N lines", default=None, minimum=0, maximum=5000),
     _seq("since", "lines after sequence number SEQ (the poll loop)"),
-    _seq("first", "first sequence number of a range (with last)"),
-    _seq("last", "last sequence number of a range (inclusive)"),
-    Param("raw", bool, "keep ANSI escape sequences and control bytes", default=False)))
+    Param("first", int, "first sequence number of a range (with last)", default=None, minimum=0, maximum=SEQ_MAX,
+          flag="--from"),
+    Param("last", int, "last sequence number of a range (inclusive)", default=None, minimum=0, maximum=SEQ_MAX,
+          flag="--to"),
+    Param("raw", bool, "keep ANSI escape sequences and control bytes", default=False)),
+    needs={"last": "first"}, exclusive=("tail", "since", "first"))
 def log(target: str, iface: dict[str, Any], tail: int | None = None, since: int | None = None,
         first: int | None = None, last: int | None = None, raw: bool = False) -> dict[str, Any]:
     from bench_agent.serial.lines import render
@@ -166,6 +170,7 @@ def transact(target: str, iface: dict[str, Any], text: str, until: str, timeout_
     Param("since", int, "byte cursor to read from (with epoch)", default=None, minimum=0, maximum=SEQ_MAX),
     Param("since_time_ns", int, "or: the bytes received since this moment (ns since 1970)", default=None, minimum=0,
           maximum=SEQ_MAX),
+    Param("since_now", bool, "or: the bytes received from now on (the host's clock)", default=False),
     Param("pattern", str, "stop when this regex (Python syntax) matches", default=None),
     TIMEOUT_MS, MAX_BYTES, MAX_OUTPUT,
     Param("include_pending", bool, "also return bytes received after the match (not consumed)", default=False),
@@ -173,15 +178,17 @@ def transact(target: str, iface: dict[str, Any], text: str, until: str, timeout_
 def wait(target: str, iface: dict[str, Any], epoch: int | None = None, since: int | None = None,
          pattern: str | None = None, timeout_ms: int = 30000, max_bytes: int = 65536,
          max_output_bytes: int = 1 << 20, include_pending: bool = False, follow: bool = False,
-         since_time_ns: int | None = None) -> dict[str, Any]:
-    """Wait from a cursor (``epoch``/``since``) or from a moment (``since_time_ns``: the bytes received since)."""
+         since_time_ns: int | None = None, since_now: bool = False) -> dict[str, Any]:
+    """Wait from a cursor (``epoch``/``since``) or from a moment (``since_time_ns``, or ``since_now``)."""
     from bench_agent.serial.matcher import compile_pattern
 
     compile_pattern(pattern)
+    if since_now:  # the host's own clock: a controller's clock may be off from it
+        since_time_ns = time.time_ns()
     if since_time_ns is not None:
         epoch, since = _cursor_at(target, iface, since_time_ns)
     if epoch is None or since is None:
-        raise UsageError("serial wait needs --epoch and --since, or a moment to start from (--since-step)")
+        raise UsageError("serial wait needs --epoch and --since, or a moment to start from (--since-now)")
     return _ask(target, {"op": "wait", "iface": iface["name"], "epoch": epoch, "since": since, "pattern": pattern,
                          "timeout_ms": timeout_ms, "max_bytes": max_bytes, "max_output_bytes": max_output_bytes,
                          "include_pending": include_pending, "follow": follow}, wait_ms=timeout_ms)
@@ -201,13 +208,11 @@ def _cursor_at(target: str, iface: dict[str, Any], time_ns: int) -> tuple[int, i
 
 @operation("serial.evidence", params=(
     Param("epoch", int, "capture epoch of since", default=None, minimum=0, maximum=SEQ_MAX),
-    _seq("since", "records from this byte cursor (needs epoch)"), MAX_BYTES))
+    _seq("since", "records from this byte cursor (needs epoch)"), MAX_BYTES), needs={"since": "epoch"})
 def evidence(target: str, iface: dict[str, Any], epoch: int | None = None, since: int | None = None,
              max_bytes: int = 65536) -> dict[str, Any]:
     from bench_agent.serial.evidence import collect
 
-    if since is not None and epoch is None:
-        raise UsageError("--since needs --epoch (the capture epoch the cursor came from)")
     return collect(target, iface, _log_path(target, iface), epoch, since, max_bytes, _client().discovery(target))
 
 

@@ -50,6 +50,11 @@ class Param:
     maximum: float | None = None
     choices: tuple[Any, ...] | None = None
     nullable: bool = False  # None is a valid value (an optional cursor, "not given")
+    flag: str | None = None  # the CLI flag when it is not --<name with dashes> (serial.log's first: --from)
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
 
     @property
     def required(self) -> bool:
@@ -129,6 +134,8 @@ class OpSpec:
     unknown_on_failure: bool | None = None
     summary: str = ""
     extra: dict[str, Any] = field(default_factory=dict)  # room for a channel's own facts
+    needs: dict[str, str] = field(default_factory=dict)  # a parameter -> the parameter it needs beside it
+    exclusive: tuple[str, ...] = ()  # at most one of these parameters per call
 
     @property
     def outcome_unknown_on_failure(self) -> bool:
@@ -149,7 +156,22 @@ class OpSpec:
                 out[p.name] = p.check(out[p.name])
             elif p.required:
                 raise UsageError(f"{self.name}: {p.name} is required", argument=p.name)
+        self.check_rules({k for k, v in out.items() if v is not None})
         return out
+
+    def check_rules(self, given: set[str]) -> None:
+        """The cross-argument rules: ``needs`` and ``exclusive``, named by their CLI flags."""
+        for name, needed in self.needs.items():
+            if name in given and needed not in given:
+                raise UsageError(f"{self._flag(name)} needs {self._flag(needed)}", argument=name)
+        both = [n for n in self.exclusive if n in given]
+        if len(both) > 1:
+            raise UsageError(f"give at most one of {', '.join(map(self._flag, self.exclusive))} "
+                             f"(got {', '.join(map(self._flag, both))})", argument=both[1])
+
+    def _flag(self, name: str) -> str:
+        p = self.param(name)
+        return p.cli_flag if p is not None else name
 
     def deadline_s(self, args: dict[str, Any]) -> float | None:
         """Seconds this call may take by its own arguments, or ``None`` when it has no bound of its own."""

@@ -4,8 +4,20 @@ pyserial's own reader thread puts every received byte on a queue as its own
 item, and ``read`` takes them off one at a time: ~0.1-0.3 MB/s of Python work
 per byte, most of a core at a console's full rate. This subclass parses each
 received segment once and queues the runs of plain data between telnet
-commands whole; ``read``/``in_waiting`` work on bytes as before. Everything
-else (option negotiation, port settings, modem lines, purge, writes) is
+commands whole; ``read``/``in_waiting`` work on bytes as before.
+
+``open`` keeps what the port already holds. pyserial's ``open`` ends with
+``reset_input_buffer()`` and ``reset_output_buffer()``: two PURGE_DATA requests
+to the server, and a discard of everything its reader thread had queued during
+the negotiation. ser2net answers *either* purge by dropping the board's output
+it holds (measured: 12-16 KB mid-flood for each, the receive purge also what
+waited in the device). On a reconnect after a ser2net restart that threw away
+what the board printed during the outage, and cut the stream again just after
+the "reconnected" record, with no gap to show for it. A capture never wants
+that, and a fresh connection has nothing of its own to purge; an explicit
+``reset_input_buffer()``/``reset_output_buffer()`` still purges.
+
+Everything else (option negotiation, port settings, modem lines, writes) is
 pyserial's, unchanged.
 """
 
@@ -22,9 +34,15 @@ RECV_BYTES = 65536
 
 
 class ChunkedRfc2217Serial(rfc2217.Serial):
+    _opening = False
+
     def open(self) -> None:
         self._pending, self._eof = bytearray(), False
-        super().open()
+        self._opening = True
+        try:
+            super().open()
+        finally:
+            self._opening = False
 
     @property
     def in_waiting(self) -> int:
@@ -50,8 +68,14 @@ class ChunkedRfc2217Serial(rfc2217.Serial):
         return data
 
     def reset_input_buffer(self) -> None:
+        if self._opening:  # pyserial's open purges: keep what the board printed (see the module docstring)
+            return
         super().reset_input_buffer()
         self._pending.clear()
+
+    def reset_output_buffer(self) -> None:
+        if not self._opening:  # ser2net's transmit purge drops board output too (see the module docstring)
+            super().reset_output_buffer()
 
     def _take(self, block: bool, timeout_s: float | None = None) -> bool:
         """Move queued chunks to the pending buffer (waiting up to timeout_s for the first when block)."""

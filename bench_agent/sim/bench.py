@@ -3,6 +3,8 @@
     panio-sim up [--dir DIR] [--boards N] [--gen 1|2] [--password PW] [--qemu [--qemu-netboot]]
     panio-sim status [--dir DIR] [--json]
     panio-sim down [--dir DIR]
+    panio-sim inject BOARD [--dir DIR] --boot-line TEXT | --drop-line TEXT | --boot-delay-s S | --no-prompt
+                     | --version TEXT | --clear
 
 ``up`` starts one detached process per board (``bench_agent.sim.board``),
 waits until each is ready, and writes ``DIR/lab.toml`` (targets ``board0``,
@@ -13,8 +15,9 @@ shell, answer on the console, on every board). Each simulated board also has a
 screen (MJPEG on loopback: the ``video`` channel) and a CH9329 HID rig on a PTY
 (the ``hid`` channel). ``--qemu`` adds ``qemu0``, a QEMU board running a real
 kernel (``bench_agent.sim.qemu``: serial, power, screen and input).
-``down`` stops exactly the processes listed there, and the serial captures (of
-this state directory) that read their consoles. Not part of ``panio --help``.
+``down`` stops exactly the processes listed there, and the daemons (of this
+state directory) that use their devices: serial and video captures, netboot
+servers. Not part of ``panio --help``.
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ def default_dir() -> Path:
 
 
 def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: float, countdown_s: float,
-       qemu: bool = False, qemu_netboot: bool = False) -> list[dict]:
+       qemu: bool = False, qemu_netboot: bool = False, look: list[str] | None = None) -> list[dict]:
+    """``look``: ``bench_agent.sim.board`` options giving every board another design's look (``--prompt P``,
+    ``--banner B``, ``--no-setup``); the lab's ``profile`` tables describe it."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -54,7 +59,7 @@ def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: flo
                          ) from None
     if alive(read_pids(directory)):
         raise Busy(f"a simulated bench is already running in {directory}", hint=f"stop it with `panio-sim down --dir {directory}`")
-    procs = [_spawn(directory, f"board{i}", gen, password, boot_s, countdown_s) for i in range(boards)]
+    procs = [_spawn(directory, f"board{i}", gen, password, boot_s, countdown_s, look or []) for i in range(boards)]
     try:
         described = [_wait_ready(directory, name, proc) for name, proc in procs]
         if qemu:
@@ -96,11 +101,11 @@ def copy_jobs(directory: Path) -> list[Path]:
 
 
 def _spawn(directory: Path, name: str, gen: int, password: str | None, boot_s: float,
-           countdown_s: float) -> tuple[str, subprocess.Popen]:
-    for stale in (directory / f"{name}.json",):
+           countdown_s: float, look: list[str]) -> tuple[str, subprocess.Popen]:
+    for stale in (directory / f"{name}.json", directory / f"{name}.faults.json"):  # a new board boots clean
         stale.unlink(missing_ok=True)
     argv = [sys.executable, "-P", "-m", BOARD_MODULE, "--dir", str(directory), "--name", name, "--gen", str(gen),
-            "--boot-s", str(boot_s), "--countdown-s", str(countdown_s)]
+            "--boot-s", str(boot_s), "--countdown-s", str(countdown_s), *look]
     env = {**os.environ, "PANIO_SIM_PASSWORD": password or ""}
     with open(directory / f"{name}.log", "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
@@ -146,6 +151,8 @@ def lab_toml(boards: list[dict], password: str | None) -> str:
             t["video"] = {"device": b["video"]}
         if b.get("hid"):
             t["hid"] = {"device": b["hid"], "protocol": "ch9329", "baud": 9600}
+        if b.get("profile"):  # how checks recognise the board (the eval's hardware tier): docs/lab-file.md
+            t["profile"] = b["profile"]
         targets[b["name"]] = t
     doc["targets"] = targets
     return tomlkit.dumps(doc)
@@ -188,11 +195,14 @@ def down(directory: Path) -> tuple[int, list[dict]]:
 
 
 def stop_captures(boards: list[dict]) -> list[dict]:
-    """Captures of this state directory that read the bench's consoles would outlive it, disconnected: stop them."""
+    """Daemons of this state directory that use the bench's devices (serial and video captures, netboot servers)
+    would outlive it, disconnected: stop them."""
     from bench_agent.daemons import registry as daemons
 
+    devices = {b.get(key) for b in boards for key in ("device", "tty", "video")}
+    devices |= {b["netboot"]["tftp_root"] for b in boards if b.get("netboot")}
     stopped = []
-    for entry in daemons.captures_of({b["device"] for b in boards if b.get("device")}):
+    for entry in daemons.daemons_of(devices - {None}):
         try:
             stopped.append(daemons.stop_daemon(entry))
         except NotRunning:  # it stopped on its own meanwhile
@@ -273,6 +283,10 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--qemu", action="store_true", help="add qemu0: a QEMU board booting a real Linux kernel")
     u.add_argument("--qemu-netboot", action="store_true",
                    help="qemu0 boots over the network from panio's TFTP server (`panio netboot start qemu0`)")
+    u.add_argument("--prompt", metavar="TEXT", help="the boards' shell prompt (default 'root@sim:~# ')")
+    u.add_argument("--banner", metavar="TEXT",
+                   help="the boards' first boot line and last kernel line: what their screens show once up")
+    u.add_argument("--no-setup", action="store_true", help="boards without a setup menu (F2 is just a key)")
     s = verb("status", "list the boards, their power and devices",
              "Reads the bench's directory; changes nothing. --lab prints the lab file's path for PANIO_LAB.",
              "panio-sim status --json\n  export PANIO_LAB=$(panio-sim status --lab)")
@@ -281,6 +295,9 @@ def parser() -> argparse.ArgumentParser:
     verb("down", "stop every board this bench started",
          "Stops each board's process (its console and plug) and forgets their pids; the lab file stays.",
          "panio-sim down")
+    from bench_agent.sim import faults
+
+    faults.add_parser(verb)
     for c in sub.choices.values():
         c.add_argument("--dir", type=Path, help=f"the bench's directory (default {default_dir()})")
     return p
@@ -294,8 +311,12 @@ def run(argv: list[str]) -> int:
             raise UsageError(f"--boards must be 1..16 (0..16 with --qemu), not {args.boards}")
         if args.qemu_netboot and not args.qemu:
             raise UsageError("--qemu-netboot needs --qemu")
+        look = (["--prompt", args.prompt] if args.prompt else []) + (["--banner", args.banner] if args.banner else [])
+        for text in (args.prompt, args.banner):
+            if text is not None and (not text.strip() or not text.isprintable() or len(text) > 80):
+                raise UsageError(f"--prompt/--banner {text!r}: give 1 to 80 printable characters")
         boards = up(directory, args.boards, args.gen, args.password, args.boot_s, args.countdown_s, args.qemu,
-                    args.qemu_netboot)
+                    args.qemu_netboot, look + (["--no-setup"] if args.no_setup else []))
         for b in boards:
             if b.get("kind") == "qemu":
                 boot = (f", netboots from TFTP port {b['netboot']['tftp_port']} (run `panio netboot start "
@@ -307,9 +328,20 @@ def run(argv: list[str]) -> int:
         print(f"lab file: {directory / 'lab.toml'}\n  export PANIO_LAB={shlex.quote(str(directory / 'lab.toml'))}")
         print(f"bundled suite: panio suite run {shlex.quote(str(directory / 'suite.toml'))} "
               f"(on {', '.join(b['name'] for b in boards)}; its jobs start each board's serial capture)")
+    elif args.verb == "inject":
+        from bench_agent.sim import faults
+
+        now = faults.inject(directory, [b["name"] for b in read_pids(directory) if b.get("kind") != "qemu"], args)
+        if args.json:
+            print(json.dumps({"board": args.board, "faults": now}, indent=2))
+        elif now:
+            print(f"{args.board}: from its next boot: {faults.words(now)} (end with `panio-sim inject {args.board} "
+                  "--clear`)")
+        else:
+            print(f"{args.board}: no injected faults; its next boot is normal")
     elif args.verb == "down":
         count, captures = down(directory)
-        also = f" and {len(captures)} serial capture(s) of their consoles" if captures else ""
+        also = f" and the daemons using them ({', '.join(c['name'] for c in captures)})" if captures else ""
         print(f"stopped {count} simulated board(s){also} in {directory}")
     else:
         return _print_status(directory, args)

@@ -12,6 +12,10 @@ loopback (``sim.mjpeg``). The HID rig (``sim.hidrig``) is a CH9329 on a second
 PTY: its key presses reach the console as a USB keyboard's would, its clicks
 reach the setup menu. Settings saved in the menu persist in ``DIR/NAME.setup.json``
 and show in the next boot log ("Network boot: enabled").
+
+Another board's look, for checks that must not assume this one: ``prompt`` (its shell prompt),
+``banner`` (its first boot line and last kernel line: what its screen shows once up) and
+``setup=False`` (no setup menu). ``describe()`` carries the lab's ``profile`` table that says so.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from bench_agent.sim import keys
+from bench_agent.sim import console as console_mod
+from bench_agent.sim import faults, keys
 from bench_agent.sim.console import SimConsole
 from bench_agent.sim.plug import SimPlug
 
@@ -33,13 +38,19 @@ from bench_agent.sim.plug import SimPlug
 class SimBoard:
     def __init__(self, name: str, directory: Path, *, gen: int = 2, password: str | None = None,
                  boot_s: float = 1.0, countdown_s: float = 3.0, powered: bool = True, port: int = 0,
-                 screen: bool = True) -> None:
+                 screen: bool = True, prompt: str | None = None, banner: str | None = None,
+                 setup: bool = True) -> None:
         self.name, self.dir, self.gen, self.password = name, Path(directory), gen, password
         self.state_file = self.dir / f"{name}.power"
         self._write_state(powered)
-        self.console = SimConsole(str(self.dir / f"{name}.tty"), banner=f"panio simulated board {name}",
-                                  boot_s=boot_s, countdown_s=countdown_s, powered=powered)
+        # another board's look: its prompt, and a banner that is its first boot line and its last kernel line
+        self.setup = setup  # False: a board without a setup menu (F2 is just a key)
+        self.prompt, self.banner = prompt or console_mod.PROMPT, banner
+        self.console = SimConsole(str(self.dir / f"{name}.tty"), banner=banner or f"panio simulated board {name}",
+                                  boot_s=boot_s, countdown_s=countdown_s, powered=powered, prompt=self.prompt,
+                                  welcome=banner or console_mod.KERNEL_LOG[-1])
         self.plug = SimPlug(gen=gen, password=password, output=powered, port=port, on_switch=self._switch)
+        self.console.faults_file = str(faults.path(self.dir, name))  # `panio-sim inject`, read at each boot
         self.settings_file = self.dir / f"{name}.setup.json"
         self.settings = _load_settings(self.settings_file)
         self._apply_settings()
@@ -79,7 +90,21 @@ class SimBoard:
         return {"name": self.name, "pid": os.getpid(), "device": self.url, "pty": self.console.device,
                 "state_file": str(self.state_file), "plug": f"127.0.0.1:{self.plug.port}", "gen": self.gen,
                 "password": bool(self.password),
-                "video": self.mjpeg.url if self.mjpeg else None, "hid": self.rig.device if self.rig else None}
+                "video": self.mjpeg.url if self.mjpeg else None, "hid": self.rig.device if self.rig else None,
+                "profile": self.profile()}
+
+    def profile(self) -> dict[str, Any]:
+        """The lab's ``[targets.NAME.profile]`` of this board: how checks recognise it (docs/lab-file.md)."""
+        import re
+
+        def literal(text: str) -> str:  # a regex matching text (re.escape also escapes spaces, '~', '#': unreadable)
+            return re.sub(r"([.^$*+?{}\[\]\\|()])", r"\\\1", text)
+
+        out: dict[str, Any] = {"prompt": literal(self.prompt),
+                               "screen_text": literal(self.banner) if self.banner else "(?i)simulated board"}
+        if self.setup and self.screen:
+            out.update(setup_key=["ENTER", "F2"], setup_cue="Hit any key", setup_text="Setup Utility")
+        return out
 
     def _switch(self, on: bool) -> None:
         self._write_state(on)
@@ -95,7 +120,7 @@ class SimBoard:
     def _key(self, usage: int, modifiers: int) -> None:
         if self.screen.menu is not None:
             self._menu_key(usage)
-        elif usage == keys.F2 and self.console.state in ("boot", "countdown", "uboot"):
+        elif self.setup and usage == keys.F2 and self.console.state in ("boot", "countdown", "uboot"):
             self.console.power_off()  # the firmware holds the boot while its setup runs
             self.screen.open_menu(self.settings)
         else:
@@ -135,6 +160,9 @@ class SimBoard:
         self.console.power_on()
 
     def _apply_settings(self) -> None:
+        if not self.setup:
+            self.console.notes = []
+            return
         self.console.notes = ["Press F2 for setup",
                               f"Network boot: {'enabled' if self.settings.get('network_boot') else 'disabled'}"]
 
@@ -161,13 +189,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--countdown-s", type=float, default=3.0)
     p.add_argument("--off", action="store_true", help="start powered off")
     p.add_argument("--no-screen", action="store_true", help="no screen and no HID rig")
+    p.add_argument("--prompt", help="its shell prompt (default 'root@sim:~# ')")
+    p.add_argument("--banner", help="its first boot line and last kernel line (what its screen shows once up)")
+    p.add_argument("--no-setup", action="store_true", help="no setup menu (F2 is just a key)")
     a = p.parse_args(argv)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
     board = SimBoard(a.name, a.dir, gen=a.gen, password=a.password or os.environ.get("PANIO_SIM_PASSWORD"),
                      boot_s=a.boot_s, countdown_s=a.countdown_s, powered=not a.off,
-                     screen=not a.no_screen).start()
+                     screen=not a.no_screen, prompt=a.prompt, banner=a.banner, setup=not a.no_setup).start()
     ready = a.dir / f"{a.name}.json"
     tmp = ready.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(board.describe()))

@@ -7,9 +7,10 @@ symlink to it); this class drives the master side from one background thread:
     power_on()    banner + boot log over ``boot_s``, then an autoboot countdown
                   ("Hit any key to stop autoboot: N") over ``countdown_s``;
                   ONE key stops it at the U-Boot prompt "=> ", otherwise the
-                  kernel boots to the shell prompt "root@sim:~# "
+                  kernel boots to the shell prompt "root@sim:~# " (``prompt``; the
+                  kernel's last line before it is ``welcome``: another board's look)
     U-Boot        boot | reset | version | printenv | help; else "Unknown command"
-    shell         uname -a, cat /proc/version, echo ..., reboot, flood N
+    shell         uname -a, uname -r, cat /proc/version, echo ..., reboot, flood N
                   (exactly N bytes as fast as the PTY takes them, then a line end
                   if the cut left none, then the prompt); else "sh: X: not found"
 
@@ -49,6 +50,9 @@ KERNEL_LOG = [
     "Starting kernel ...",
     "[    0.000000] Booting Linux on physical CPU 0x0",
     f"[    0.000000] {PROC_VERSION}",
+    "[    0.120418] mmc0: new high speed SDHC card at address aaaa",
+    "[    0.183207] usb 1-1: new high-speed USB device number 2 using dwc2",
+    "[    0.254913] bcmgenet fd580000.ethernet eth0: Link is Up - 1Gbps/Full",
     "[    0.412345] Run /sbin/init as init process",
     "Welcome to the panio simulated board",
 ]
@@ -65,12 +69,14 @@ class SimConsole:
     """A simulated board's console on a PTY pair (see the module docstring)."""
 
     def __init__(self, link: str | None = None, *, banner: str = "panio simulated board", boot_s: float = 1.0,
-                 countdown_s: float = 3.0, powered: bool = True) -> None:
+                 countdown_s: float = 3.0, powered: bool = True, prompt: str = PROMPT,
+                 welcome: str = KERNEL_LOG[-1]) -> None:
         self._master, self._slave, self.slave_path = open_pty(link)
         os.set_blocking(self._master, False)
         self.link = link
         self.device = link or self.slave_path
         self.banner, self.boot_s, self.countdown_s = banner, boot_s, countdown_s
+        self.prompt, self.welcome = prompt, welcome  # another board's shell prompt and last kernel line
         self._lock = threading.Lock()
         self._powered, self._boots = False, 0
         self._want_on = powered
@@ -85,6 +91,8 @@ class SimConsole:
         self._listeners: list[Callable[[bytes], None]] = []
         self._injected: collections.deque[bytes] = collections.deque()
         self.notes: list[str] = []  # lines the firmware prints after the banner (settings from its setup menu)
+        self.faults_file: str | None = None  # read at each boot (``sim.faults``: panio-sim inject)
+        self._faults: dict = {}
         self._thread = threading.Thread(target=self._run, name="sim-console", daemon=True)
 
     # -- public ---------------------------------------------------------------------------------
@@ -242,9 +250,16 @@ class SimConsole:
         self._schedule(steps, replace=True)
 
     def _start_kernel(self) -> None:
+        from bench_agent.sim import faults
+
         self._state = "kernel"
-        steps = [(0.02, self._printer(line)) for line in KERNEL_LOG]
-        steps.append((0.02, lambda: self._enter("shell", PROMPT)))
+        self._faults = faults.load(self.faults_file)
+        lines = faults.kernel_lines(self._faults, KERNEL_LOG[:-1] + [self.welcome])
+        steps = [(0.02, self._printer(line)) for line in lines]
+        if self._faults.get("boot_delay_s") and len(steps) > 1:  # the kernel stalls after "Starting kernel ..."
+            steps[1] = (0.02 + float(self._faults["boot_delay_s"]), steps[1][1])
+        if not self._faults.get("no_prompt"):
+            steps.append((0.02, lambda: self._enter("shell", self.prompt)))
         self._schedule(steps, replace=True)
 
     def _printer(self, line: str) -> Callable[[], None]:
@@ -280,22 +295,29 @@ class SimConsole:
         if argv[:1] == ["flood"]:
             self._flood(argv)
             return
-        self._out(self._shell_reply(argv).encode() + PROMPT.encode())
+        self._out(self._shell_reply(argv).encode() + self.prompt.encode())
 
     def _shell_reply(self, argv: list[str]) -> str:
         if not argv:
             return ""
         if argv == ["uname", "-a"]:
-            return UNAME + "\r\n"
+            return self._version(UNAME) + "\r\n"
+        if argv == ["uname", "-r"]:
+            return self._version("6.1.0-sim") + "\r\n"
         if argv == ["cat", "/proc/version"]:
-            return PROC_VERSION + "\r\n"
+            return self._version(PROC_VERSION) + "\r\n"
         if argv[0] == "echo":
             return " ".join(argv[1:]) + "\r\n"
         return f"sh: {argv[0]}: not found\r\n"
 
+    def _version(self, text: str) -> str:
+        from bench_agent.sim import faults
+
+        return faults.version_of(self._faults, text)
+
     def _flood(self, argv: list[str]) -> None:
         if len(argv) != 2 or not argv[1].isdigit():
-            self._out(b"usage: flood N\r\n" + PROMPT.encode())
+            self._out(b"usage: flood N\r\n" + self.prompt.encode())
             return
         self._state = "busy"
         data, n = memoryview(flood_bytes(int(argv[1]))), int(argv[1])
@@ -303,7 +325,7 @@ class SimConsole:
             if self._stop.is_set() or not self._powered:
                 return
             self._out(data[start:start + 65536])
-        self._enter("shell", ("" if data[-1:] == b"\n" else "\r\n") + PROMPT)
+        self._enter("shell", ("" if data[-1:] == b"\n" else "\r\n") + self.prompt)
 
     def _out(self, data: bytes | memoryview) -> None:
         """Write all of data to the master, waiting while the PTY is full (a reader drains it)."""

@@ -193,7 +193,8 @@ def lab_table(b: dict[str, Any]) -> dict[str, Any]:
     table = {"description": "QEMU board: a real Linux kernel and busybox under TCG", "tags": ["qemu"],
              "serial": [{"name": "console", "device": b["tty"], "baud": 115200}],
              "power": {**b["power"], "timeout_s": 30}, "video": {"device": b["video"]},
-             "hid": {"device": b["hid"], "protocol": "qmp"}}
+             "hid": {"device": b["hid"], "protocol": "qmp"},
+             "profile": {"prompt": "qemu# "}}  # how checks recognise it (busybox's PS1, qemu_image.PROMPT)
     if b.get("netboot"):  # QEMU's user networking reaches the host's loopback: panio's own TFTP server, no root
         table["netboot"] = {"interface": "lo", "server": "panio", "tftp_port": b["netboot"]["tftp_port"],
                             "tftp_root": b["netboot"]["tftp_root"]}

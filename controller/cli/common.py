@@ -8,6 +8,8 @@ command pays only for its own imports.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
 import os
 import sys
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
@@ -177,10 +179,11 @@ def add_param(p: argparse.ArgumentParser, op: str, name: str, *flags: str, **kw:
 
     param = ops.spec(op).param(name)
     assert param is not None, f"{op} has no parameter {name}"
-    flags = flags or ("--" + name.replace("_", "-"),)
-    if param.kind is bool:
-        return p.add_argument(*flags, dest=kw.pop("dest", name), action="store_true",
-                              help=kw.pop("help", param.help), **kw)
+    if param.kind is bool:  # a flag turns the spec's default over: --force (default off), --no-probe (on)
+        flags = flags or (param.cli_flag.replace("--", "--no-", 1) if param.default else param.cli_flag,)
+        return p.add_argument(*flags, dest=kw.pop("dest", name), action="store_false" if param.default else
+                              "store_true", help=kw.pop("help", param.help), **kw)
+    flags = flags or (param.cli_flag,)
     kw.setdefault("type", spec_type(op, name))
     if param.required:
         kw.setdefault("required", True)
@@ -199,11 +202,45 @@ def load_lab(args: argparse.Namespace):
     return load(args.lab_path)
 
 
+# Where a command's text goes when panio runs it inside a longer-lived process (the MCP server): an
+# ``Output`` (``bench_agent.commands``) per call, in the call's context; None: this process's stdout/stderr.
+_CAPTURE: contextvars.ContextVar = contextvars.ContextVar("panio_cli_capture", default=None)
+
+
+@contextlib.contextmanager
+def capturing(out: Any):
+    """Send what the commands run in this context print (stdout, stderr, the error lines) to ``out``."""
+    token = _CAPTURE.set(out)
+    try:
+        yield out
+    finally:
+        _CAPTURE.reset(token)
+
+
+def captured() -> Any:
+    """The ``Output`` set by ``capturing`` in this context, else None."""
+    return _CAPTURE.get()
+
+
+def emit(stream: str, text: str) -> None:
+    """Write ``text`` to ``stream`` ("stdout" or "stderr"): the terminal, or the capture of this context."""
+    out = _CAPTURE.get()
+    if out is not None:
+        out.write(stream, text)
+    else:
+        (sys.stdout if stream == "stdout" else sys.stderr).write(text)
+
+
 def print_json(obj: Any) -> None:
     import json
 
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    emit("stdout", json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 job``, ``2 jobs``: a count with its noun in the right number (nouns that take an -s)."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def say(text: str) -> None:
-    sys.stdout.write(text + "\n")
+    emit("stdout", text + "\n")

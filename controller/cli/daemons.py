@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from bench_agent.errors import UsageError
-from controller.cli.common import add_json, command, print_json, say, subcommands
+from controller.cli.common import add_json, add_param, command, print_json, say, subcommands
 
 HELP = """\
 List this host's panio daemons (serial and video capture, HID rigs) from their
@@ -24,7 +24,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 see_also="panio daemons (names), panio serial stop")
     c.add_argument("name", metavar="NAME", nargs="?", help="a name from `panio daemons` (e.g. serial-pico, stray-1234)")
     c.add_argument("--all", action="store_true", help="stop every daemon listed")
-    c.add_argument("--force", action="store_true", help="SIGKILL what does not stop within 10 s")
+    add_param(c, "daemons.stop", "force")
     add_json(c)
 
 

@@ -13,6 +13,8 @@ GROUPS: dict[str, tuple[tuple[str, ...], str]] = {
              "panio target add --host, panio ping, docs/remote-hosts.md"),
     "netboot": (("panio netboot set -t pico --interface enx001122 --tftp-root /srv/tftp/pico",
                  "panio netboot tftp-root pico"), "panio discover (network links), panio doctor, docs/netboot.md"),
+    "netif": (("panio netif status pico", "panio netif mode ffx pico", "panio netif down-hard pico"),
+              "panio netboot, panio power-cycle, docs/netboot.md"),
     "video": (("panio video set -t pico --device /dev/video0", "panio video show -t pico"),
               "panio discover (capture devices), panio doctor, docs/lab-file.md"),
     "hid": (("panio hid set -t pico --device /dev/ttyUSB1", "panio hid show -t pico"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from controller.cli.common import add_json, add_target_positional, command
+from controller.cli.common import add_json, add_param, add_target_positional, command
 from controller.cli.runtime import Step, runtime
 
 DETAILS = """\
@@ -26,18 +26,13 @@ Look, act, settle, verify: see `panio skill kvm-puppeting`."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from bench_agent import ops
-
-    pace = ops.spec("hid.send").param("pace_ms")
     c = command(sub, "send", "send keyboard or mouse input through the target's HID rig", func=send,
                 example=["panio hid send pico key F2", "panio hid send pico type 'root'",
                          "panio hid send pico moveabs 16384 8192 && panio hid send pico click"],
                 see_also="panio video shot, panio skill kvm-puppeting, docs/hid.md", details=DETAILS)
     add_target_positional(c)
     c.add_argument("words", nargs=argparse.REMAINDER, metavar="COMMAND", help="the HID command (see below)")
-    c.add_argument("--pace-ms", type=int, default=pace.default, metavar="MS",
-                   help=f"pause between a key's press and release and after it ({pace.bounds_text()}, "
-                        f"default {pace.default})")
+    add_param(c, "hid.send", "pace_ms", metavar="MS")
     add_json(c)
     c = command(sub, "serve", "start the daemon that holds the target's HID rig (sends then go through it)",
                 func=serve, example=["panio hid serve pico", "panio hid serve pico --json"],

@@ -1,4 +1,5 @@
-"""panio job run|check|submit|status|list|logs|artifacts|cancel|prune: bench jobs and their results."""
+"""panio job run|check|submit|status|list|logs|artifacts|triage|history|cancel|prune: bench jobs and their results
+(triage and history: ``controller.cli.job_triage``)."""
 
 from __future__ import annotations
 
@@ -108,6 +109,10 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--out", type=Path, metavar="DIR", help="write every artifact into DIR")
     add_json(c)
 
+    from controller.cli import job_triage
+
+    job_triage.register(sub)
+
     c = command(sub, "cancel", "cancel a queued or running job (its running step is stopped)", func=cancel,
                 example="panio job cancel 12", see_also="panio job status, panio lease list")
     c.add_argument("id", type=positive_int, metavar="JOB")
@@ -169,7 +174,8 @@ def _finish(job: dict, args: argparse.Namespace) -> None:
     if getattr(args, "junit", None):
         report.write_junit(job, args.junit)
     if getattr(args, "report", None):
-        report.write_text(args.report, report.markdown(job, title=f"job {job['id']} {job['name']}"))
+        report.write_text(args.report, report.markdown(job, title=f"job {job['id']} {job['name']}",
+                                                       triage=report.triage_notes(_store(), [job])))
     if args.json:
         print_json(_brief(job))
     else:

@@ -18,7 +18,9 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     )
     sub = subcommands(p)
     c = command(sub, "list", "list held leases: target, holder, job, fencing token, time left", func=list_,
-                example="panio lease list --json", see_also="panio lease break, panio job status")
+                example="panio lease list --json", see_also="panio lease break, panio job status, docs/security.md",
+                details="The token is shown, never the lease's secret: only the holder (a job's steps, a\n"
+                        "pytest session) has it, so the number alone acts for nobody.")
     c.add_argument("--breaks", action="store_true", help="list recorded lease breaks instead (Redis only)")
     add_json(c)
     c = command(sub, "break", "take a lease away from its holder (recorded; the holder's next step is refused)",

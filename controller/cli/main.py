@@ -177,10 +177,15 @@ def _job_step_guard(name: str, subcommand: str | None, argv: list[str]) -> None:
 
 
 def report(err: PanioError) -> int:
-    sys.stdout.flush()
-    sys.stderr.write(err.human() + "\n")
     import json
 
+    from controller.cli.common import captured, emit
+
+    if captured() is not None:
+        emit("stderr", err.human() + "\n" + json.dumps(err.to_json(), sort_keys=False) + "\n")
+        return err.exit_status
+    sys.stdout.flush()
+    sys.stderr.write(err.human() + "\n")
     sys.stderr.write(json.dumps(err.to_json(), sort_keys=False) + "\n")
     sys.stderr.flush()
     return err.exit_status
@@ -212,6 +217,23 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminated)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where Ctrl-C is ignored (nohup, &)
         signal.signal(signal.SIGINT, _interrupted)
+    return run_reported(argv)
+
+
+def run_captured(argv: list[str], out: object) -> int:
+    """Run ``panio *argv`` in this process as ``panio`` would, its text (stdout, stderr, the error lines) to
+    the ``Output`` ``out`` instead of this process's streams; the exit status. The MCP server runs its tool
+    calls through this (``controller.mcp.runner``), so a tool's text is the CLI's."""
+    from controller.cli.common import capturing
+
+    with capturing(out):
+        return run_reported(argv)
+
+
+def run_reported(argv: list[str]) -> int:
+    """``run`` with every failure reported as the CLI reports it (one human line, one JSON line on stderr)
+    and turned into its exit status: what ``panio`` does, and what the MCP server runs in-process for each
+    tool call, its text captured (``common.capturing``)."""
     try:
         return run(argv)
     except PanioError as err:
@@ -219,7 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("panio: interrupted\n")
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError as exc:
+        from controller.cli.common import captured
+
+        if captured() is not None:  # a capture has no reader to lose: the pipe was something else's
+            return report(InternalError(f"internal error: BrokenPipeError: {exc}",
+                                        hint="this is a bug in panio; rerun with PANIO_DEBUG=1 for the traceback"))
         # stdout closed early (e.g. `panio serial log pico | head`): not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

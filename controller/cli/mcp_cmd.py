@@ -43,7 +43,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from controller.cli.main import version
+    from controller.cli.main import run_captured, version
 
     lab = Path(os.path.abspath(args.lab_path))
     if sys.stdin.isatty():
@@ -54,5 +54,5 @@ def run(args: argparse.Namespace) -> int:
                          "tools will fail with not_configured until it exists (`panio init`)\n")
     from controller.mcp import server  # the SDK loads only here, never for `panio --help`
 
-    server.main(lab, version())
+    server.main(lab, version(), run_captured)  # each tool call: the CLI's own road, in this process
     return 0

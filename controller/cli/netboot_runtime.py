@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from controller.cli.common import add_json, add_target_positional, command
+from controller.cli.common import add_json, add_param, add_target_positional, command
 from controller.cli.runtime import Step, runtime
 
 SEE = "panio netboot set, panio netif, panio daemons, docs/netboot.md"
@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = command(sub, "stop", "stop serving a target (the leases and log stay on disk)", func=stop,
                 example="panio netboot stop pico", see_also=f"panio netboot start, {SEE}")
     add_target_positional(c)
-    c.add_argument("--force", action="store_true", help="SIGKILL a server that does not stop within 10 s")
+    add_param(c, "netboot.stop", "force")
     add_json(c)
 
     c = command(sub, "status", "is a target's netboot served? interface, TFTP root, recent leases and files sent",
@@ -43,14 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                 details="Files a board asked for but the root lacks show as `not found`: the name to copy\n"
                         "(a Raspberry Pi asks under its serial number unless its EEPROM says otherwise).")
     add_target_positional(c)
-    c.add_argument("--tail", type=_tail, default=10, metavar="N", help="recent leases and files to show (1-1000, default 10)")
+    add_param(c, "netboot.status", "tail", metavar="N")
     add_json(c)
-
-
-def _tail(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 1000:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number from 1 to 1000")
-    return int(text)
 
 
 # -- plans (the bodies are in bench_agent.commands.netboot) -----------------------------------------

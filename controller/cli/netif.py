@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from controller.cli.common import add_json, add_target_positional, command, subcommands
+from controller.cli.common import add_json, add_param, add_target_positional, command, subcommands
 from controller.cli.runtime import Step, runtime
 
 SEE = "panio netboot, panio power-cycle, docs/netboot.md"
@@ -31,7 +31,8 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 see_also=f"panio netif status, panio netif down-hard, {SEE}",
                 details="ffx stops netboot first: they are exclusive, so a power-cycle then falls\n"
                         "through to the SD card. link and ffx also undo a down-hard.\n\n" + SOFT_HARD)
-    c.add_argument("mode", choices=("link", "ffx", "off"), metavar="MODE", help="link, ffx or off")
+    c.add_argument("mode", choices=_spec_choices("netif.mode", "mode"), metavar="MODE",
+                   help=", ".join(_spec_choices("netif.mode", "mode")))
     add_target_positional(c)
     add_json(c)
 
@@ -47,8 +48,14 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 details="The target's IPv6 link-local address comes from an all-nodes ping on the link\n"
                         "and the neighbour table, printed as a ready-to-paste `ffx target add fe80::...%IFACE`.")
     add_target_positional(c)
-    c.add_argument("--no-probe", action="store_true", help="read the neighbour table only; send nothing on the link")
+    add_param(c, "netif.status", "probe", help="read the neighbour table only; send nothing on the link")
     add_json(c)
+
+
+def _spec_choices(op: str, name: str) -> tuple[str, ...]:
+    from bench_agent import ops
+
+    return tuple(ops.spec(op).param(name).choices)
 
 
 # -- plans (the bodies are in bench_agent.commands.netif) -------------------------------------------
@@ -71,4 +78,4 @@ def down_hard(args: argparse.Namespace, lab: Any) -> Step:
 
 @runtime
 def status(args: argparse.Namespace, lab: Any) -> Step:
-    return _plan(args, lab, "netif.status", {"probe": not args.no_probe})
+    return _plan(args, lab, "netif.status", {"probe": args.probe})

@@ -41,9 +41,16 @@ class Step:
 
 
 class Terminal(Output):
-    """This process's stdout and stderr, written as the body goes (a long ``ping -c`` shows each line)."""
+    """This process's stdout and stderr, written as the body goes (a long ``ping -c`` shows each line);
+    in a context that captures (``common.capturing``: the MCP server), that capture."""
 
     def write(self, stream: str, data: str | bytes) -> None:
+        from controller.cli.common import captured
+
+        capture = captured()
+        if capture is not None:
+            capture.write(stream, data)
+            return
         f = sys.stdout if stream == "stdout" else sys.stderr
         if isinstance(data, bytes):
             f.flush()

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from bench_agent.errors import PanioError
-from controller.cli.common import add_json, check_name, command, load_lab, print_json, say, subcommands
+from controller.cli.common import add_json, check_name, command, counted, load_lab, print_json, say, subcommands
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
@@ -57,7 +57,7 @@ def add(args: argparse.Namespace) -> None:
     data, entries = suite.matrix(path, load_lab(args))  # reject a bad suite now, not at 2 a.m.
     row = _store().add(args.name, path, at, every_s)
     when = f"daily at {at}" if at else f"every {args.every}"
-    say(f"scheduled {args.name}: suite {data['name']} ({len(entries)} jobs) {when}; next run "
+    say(f"scheduled {args.name}: suite {data['name']} ({counted(len(entries), 'job')}) {when}; next run "
         f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(row['next_due']))}")
 
 

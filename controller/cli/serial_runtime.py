@@ -76,8 +76,8 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
     window = c.add_mutually_exclusive_group()
     add_param(window, "serial.log", "tail", metavar="N")
     add_param(window, "serial.log", "since", metavar="SEQ")
-    add_param(window, "serial.log", "first", "--from", metavar="A", help="lines A..B (with --to)")
-    add_param(c, "serial.log", "last", "--to", metavar="B", help="last line of a --from range (inclusive)")
+    add_param(window, "serial.log", "first", metavar="A", help="lines A..B (with --to)")
+    add_param(c, "serial.log", "last", metavar="B", help="last line of a --from range (inclusive)")
     add_json(c)
     add_param(c, "serial.log", "raw")
 
@@ -110,10 +110,12 @@ def _register_input(sub: argparse._SubParsersAction) -> None:
     add_json(c)
 
     c = command(sub, "wait", "wait for received bytes from a cursor or a moment, optionally until a regex matches (JSON)",
-                func=wait, example=["panio serial wait pico --epoch 3 --since 10240 --pattern 'login:' --timeout-ms 60000",
+                func=wait, example=["panio serial wait pico --since-now --pattern 'login:' --timeout-ms 60000",
+                                    "panio serial wait pico --epoch 3 --since 10240 --pattern 'login:'",
                                     "panio serial wait pico --since-step --pattern 'login:'   # a job step after power-cycle"],
                 see_also=f"panio serial status (current epoch and cursor), panio serial evidence, docs/jobs.md, {SEE}",
-                details="Where to start: --epoch E --since CURSOR (from `serial status`), or a moment:\n"
+                details="Where to start: --since-now (what arrives from now on), --epoch E --since CURSOR\n"
+                        "(from `serial status`, or the cursor a previous wait returned), or a moment:\n"
                         "--since-step (in a job: from when the previous step began, so `power-cycle` then\n"
                         "`serial wait --since-step --pattern login:` sees the whole boot and no older prompt),\n"
                         "--since-job (from when the job began), --since-time T (epoch seconds).\n"
@@ -128,6 +130,8 @@ def _register_input(sub: argparse._SubParsersAction) -> None:
     moment.add_argument("--since-step", action="store_true",
                         help="in a job step: the bytes received since the previous step began (or the job, for step 1)")
     moment.add_argument("--since-job", action="store_true", help="in a job step: the bytes received since the job began")
+    moment.add_argument("--since-now", action="store_true",
+                        help="the bytes received from now on (start it before what makes the board print)")
     moment.add_argument("--since-time", type=positive_float, metavar="T",
                         help="the bytes received since T (seconds since 1970, as `date +%%s.%%N` prints)")
     _iface_opt(c)
@@ -234,6 +238,7 @@ def transact(args: argparse.Namespace, lab: Any) -> Step:
 def wait(args: argparse.Namespace, lab: Any) -> Step:
     return _plan(args, lab, "serial.wait", {
         "since_step": args.since_step, "since_job": args.since_job, "since_time": args.since_time,
+        "since_now": args.since_now,
         "epoch": args.epoch, "since": args.since, "pattern": args.pattern, "timeout_ms": args.timeout_ms,
         "max_bytes": args.max_bytes, "max_output_bytes": args.max_output_bytes,
         "include_pending": args.include_pending, "follow": args.follow})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from controller.cli.common import add_json, command, load_lab, positive_float, print_json, say, subcommands
+from controller.cli.common import add_json, command, counted, load_lab, positive_float, print_json, say, subcommands
 
 DETAILS = """\
 A suite file lists job files and the targets to run them on (names or tags).
@@ -53,12 +53,13 @@ def run(args: argparse.Namespace) -> None:
         from controller import backends
 
         store = backends.results_store()  # with the steps' output
-        report.write_text(args.report, report.markdown(*[store.job(j["id"]) for j in jobs], title=f"suite {data['name']}"))
+        report.write_text(args.report, report.markdown(*[store.job(j["id"]) for j in jobs], title=f"suite {data['name']}",
+                                                       triage=report.triage_notes(store, jobs)))
     if args.json:
         print_json({"suite": data["name"], "jobs": [{k: v for k, v in j.items() if k not in ("spec", "steps")}
                                                     for j in jobs]})
     else:
-        say(f"suite {data['name']}: {len(jobs)} jobs")
+        say(f"suite {data['name']}: {counted(len(jobs), 'job')}")
         for j in jobs:
             verdict = (j["health"] or j["state"]) + (f", {j['result']}" if j["result"] else "")
             say(f"  job {j['id']:>4}  {j['name']:<20} {j['target']:<12} {verdict}")
@@ -76,6 +77,6 @@ def check(args: argparse.Namespace) -> None:
     if args.json:
         print_json({"suite": data["name"], "matrix": rows})
         return
-    say(f"{args.file}: suite {data['name']!r} is valid: {len(rows)} jobs")
+    say(f"{args.file}: suite {data['name']!r} is valid: {counted(len(rows), 'job')}")
     for r in rows:
         say(f"  {r['job']} on {r['target']} ({r['steps']} steps)")

@@ -14,29 +14,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from controller.cli.common import add_json, add_target_positional, command
+from controller.cli.common import add_json, add_param, add_target_positional, command
 from controller.cli.runtime import Step, runtime
 
 SEE = "docs/video.md, panio skill kvm-puppeting"
 
 
-def _param(op: str, name: str):
-    from bench_agent import ops
-
-    return ops.spec(op).param(name)
-
-
 def _wait_opts(c: argparse.ArgumentParser, op: str) -> None:
-    t = _param(op, "timeout_ms")
-    c.add_argument("--timeout", "--timeout-ms", dest="timeout_ms", type=int, default=t.default, metavar="MS",
-                   help=f"how long to wait for the frame asked for ({t.bounds_text()}, default {t.default})")
-    c.add_argument("--stable", action="store_true",
-                   help="wait until the picture stops changing (after a reboot or a key press)")
-    s = _param(op, "stable_ms")
-    c.add_argument("--stable-ms", type=int, default=s.default, metavar="MS",
-                   help=f"how long it must stay unchanged to count as stable ({s.bounds_text()}, default {s.default})")
-    c.add_argument("--changed-since", metavar="HASH",
-                   help="block until the frame differs from this hash (from an earlier shot's hash=)")
+    add_param(c, op, "timeout_ms", "--timeout", "--timeout-ms", metavar="MS")
+    add_param(c, op, "stable", help="wait until the picture stops changing (after a reboot or a key press)")
+    add_param(c, op, "stable_ms", metavar="MS")
+    add_param(c, op, "changed_since", metavar="HASH",
+              help="block until the frame differs from this hash (from an earlier shot's hash=)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -59,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "after an action, pass the previous shot's hash to --changed-since: it blocks, no loop.")
     add_target_positional(c)
     c.add_argument("-o", "--output", metavar="FILE",
-                   help="where to write the PNG (default TARGET.png; - = stdout; with --json: base64 in png_b64)")
+                   help="where to write the PNG (default: STATE/shots/TARGET-TIME.png, path printed; - = stdout; "
+                        "with --json: base64 in png_b64)")
     _wait_opts(c, "video.shot")
     add_json(c)
     c = command(sub, "read", "read the text on the screen (OCR with tesseract)", func=read,
@@ -68,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                 details="OCR is weak on tiny fonts: crop with --region rather than changing the target's console\n"
                         "font (never change it to help OCR). Text goes to stdout, hash= to stderr.")
     add_target_positional(c)
-    c.add_argument("--region", metavar="X,Y,W,H", help="read only this rectangle (frame pixels)")
+    add_param(c, "video.read", "region", metavar="X,Y,W,H", help="read only this rectangle (frame pixels)")
     _wait_opts(c, "video.read")
     add_json(c)
     _register_wait(sub)
@@ -89,12 +79,9 @@ def _register_wait(sub: argparse._SubParsersAction) -> None:
     what = c.add_mutually_exclusive_group(required=True)
     what.add_argument("--text", metavar="REGEX", help="a regular expression the screen's text must match")
     what.add_argument("--image", metavar="NEEDLE.png", help="an image (cut from a shot) that must appear")
-    th, t = _param("video.wait", "threshold"), _param("video.wait", "timeout_ms")
-    c.add_argument("--threshold", type=float, default=th.default, metavar="SCORE",
-                   help=f"with --image: how alike, {th.bounds_text()} (1.0 = pixel-exact; default {th.default})")
-    c.add_argument("--region", metavar="X,Y,W,H", help="look only in this rectangle (frame pixels)")
-    c.add_argument("--timeout", "--timeout-ms", dest="timeout_ms", type=int, default=t.default, metavar="MS",
-                   help=f"how long to wait ({t.bounds_text()}, default {t.default})")
+    add_param(c, "video.wait", "threshold", metavar="SCORE")
+    add_param(c, "video.wait", "region", metavar="X,Y,W,H", help="look only in this rectangle (frame pixels)")
+    add_param(c, "video.wait", "timeout_ms", "--timeout", "--timeout-ms", metavar="MS")
     add_json(c)
 
 

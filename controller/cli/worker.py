@@ -82,13 +82,12 @@ def _host_config(args: argparse.Namespace):
     import os
 
     from bench_agent.errors import NotConfigured
-    from bench_agent.jobs.host_config import HostConfig
+    from bench_agent.jobs.host_config import LOCAL, HostConfig, install_hint
 
     if not os.path.isfile(args.lab_path):
+        hint = install_hint(args.host) + ("" if args.host == LOCAL else ", or pass --lab PATH")
         raise NotConfigured(f"no host configuration at {args.lab_path} ({args.lab_source}): the worker runs only "
-                            "the hooks and actions of a lab file on this host",
-                            hint=f"install it with `panio setup --host {args.host}` from the controller, "
-                                 "or pass --lab PATH", file=args.lab_path)
+                            "the hooks and actions of a lab file on this host", hint=hint, file=args.lab_path)
     config = HostConfig(args.lab_path, args.host)
     config.owned()  # a file that does not parse fails now, with its reason
     return config

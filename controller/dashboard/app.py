@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from bench_agent.errors import NotConfigured, PanioError
-from controller.dashboard import reads
+from controller.dashboard import reads, triage_page
 from controller.dashboard.auth import COOKIE, Auth, is_loopback
 
 HERE = Path(__file__).parent
@@ -78,6 +78,7 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
         Route("/jobs/{id:int}", partial(job, d)),
         Route("/jobs/{id:int}/live", partial(job, d, fragment=True)),
         Route("/jobs/{id:int}/serial", partial(serial, d)),
+        Route("/jobs/{id:int}/triage", partial(triage_page.page, d)),
         Route("/jobs/{id:int}/serial/live", partial(serial, d, fragment=True)),
         Route("/jobs/{id:int}/artifacts/{name:str}", partial(artifact, d)),
         Route("/jobs/{id:int}/cancel", partial(cancel, d), methods=["POST"]),

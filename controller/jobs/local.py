@@ -71,7 +71,7 @@ def dispatch_caller(lab):
     job's lease token, which the host checks again before any side effect."""
     from controller.dispatch import Dispatcher
 
-    def caller(target: str, token: int, leases):
+    def caller(target: str, token: str, leases):
         d = Dispatcher(lab, leases=leases, token=token)
         return lambda op, args: d.call(target, op, args)
 

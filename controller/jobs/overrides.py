@@ -127,7 +127,9 @@ def acting(args, target: str, command: str) -> Iterator[dict[str, Any] | None]:
     from bench_agent.jobs.leases import TOKEN_ENV
     from controller.backends import lease_store
 
-    held = lease_store().current(target)
+    from bench_agent.jobs.leases import credential
+
+    held = lease_store().current(target, secret=True)  # reading the store is what lets an operator override
     if held is None:
         yield None
         return
@@ -136,7 +138,7 @@ def acting(args, target: str, command: str) -> Iterator[dict[str, Any] | None]:
               "token": int(held["token"]), "command": command, "by": operator(), "reason": args.reason.strip()}
     record["id"] = store.add(record)
     before = os.environ.get(TOKEN_ENV)
-    os.environ[TOKEN_ENV] = str(held["token"])
+    os.environ[TOKEN_ENV] = credential(held["token"], held.get("secret"))
     try:
         yield record
     except PanioError as err:

@@ -148,14 +148,26 @@ def check_output(path: Path | None, flag: str, folder: bool = False) -> None:
                          argument=flag)
 
 
-def markdown(*jobs: dict, title: str = "panio report") -> str:
-    """A readable report: a verdict table, then each job's steps with their checks and output."""
+def triage_notes(store, jobs: list[dict]) -> dict[int, dict]:
+    """The triage of each job the board failed (``bench_agent.jobs.triage.notice``), by job id."""
+    from bench_agent.jobs import triage
+
+    return {j["id"]: triage.notice(store, j["id"]) for j in jobs if j.get("result") == "failed"}
+
+
+def markdown(*jobs: dict, title: str = "panio report", triage: dict[int, dict] | None = None) -> str:
+    """A readable report: a verdict table, then each job's steps with their checks and output; a failed job's
+    triage (what changed since its last pass, flaky or not) under its heading."""
     lines = [f"# {title}", "", "| job | target | health | result | reason |", "|---|---|---|---|---|"]
     for j in jobs:
         lines.append(f"| {j['id']} {j['name']} | {j['target']} | {j['health']} | {j['result'] or '-'} | "
                      f"{(j.get('reason') or '').replace('|', '/')} |")
     for j in jobs:
         lines += ["", f"## job {j['id']} {j['name']} on {j['target']}", ""]
+        note = (triage or {}).get(j["id"])
+        if note:
+            flaky = "flaky" if note.get("flaky") else "not flaky"
+            lines += [f"**Triage** ({flaky}; `panio job triage {j['id']}`): {note['triage']}", ""]
         for s in j["steps"]:
             took = f", {s['duration_s']:.2f} s" if s.get("duration_s") is not None else ""
             lines.append(f"### {s['idx'] + 1}. {s['name']}: {s['status']}{took}")

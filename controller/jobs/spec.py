@@ -16,6 +16,9 @@ A job file is TOML::
     capture = { rtt = 'time=(\\S+)' } # group 1 (or the whole match) -> ${rtt}
     screenshot = true                 # keep the target's screen after it (step-NN.png)
 
+    [triage]
+    ignore = ['rtt=\\S+']            # more of what always changes between runs (docs/triage.md)
+
 Everything is rejected *before* anything is queued: TOML errors, unknown
 keys, bad regexes, unknown variables, steps that do not parse against the
 live command tree (with argparse's reason), and steps that are not runtime
@@ -47,7 +50,7 @@ from bench_agent.jobs.steps import VAR_RE
 from controller.lab.locate import locate
 from controller.lab.model import Lab
 from controller.lab.schema import (Field, Problem, TableSpec, _bool, _dotted, _name, _nonempty_string, _one_of,
-                                   _positive_number, _string, _string_list, _table_array, check_table)
+                                   _positive_number, _string, _string_list, _table, _table_array, check_table)
 
 DEFAULT_STEP_TIMEOUT_S = 60.0
 BUILTIN_VARS = {"target", "job_id"}
@@ -79,6 +82,15 @@ def _captures(path, value: Any) -> None:
             raise Problem(path + (var,), f"{_dotted(path + (var,))} has several groups; keep one (group 1 is captured)")
 
 
+def _regex_list(path, value: Any) -> None:
+    if not isinstance(value, list):
+        raise Problem(path, f"{_dotted(path)} must be a list of regular expressions, like ['rtt=\\S+']")
+    for i, item in enumerate(value):
+        _regex(path + (i,), item)
+
+
+# [triage] ignore = ['...']: what else always changes between two runs of this job (docs/triage.md)
+TRIAGE = TableSpec({"ignore": Field(_regex_list)}, "triage table")
 STEP = TableSpec({
     "name": Field(_nonempty_string),
     "run": Field(_nonempty_string, required=True),
@@ -100,6 +112,7 @@ JOB = TableSpec({
     "lease_ttl_s": Field(_positive_number),
     "on_unhealthy": Field(_one_of(("wait", "skip"))),
     "steps": Field(_table_array(STEP), required=True),
+    "triage": Field(_table(TRIAGE)),
 }, "job file")
 
 
@@ -366,11 +379,17 @@ def target_config(lab: Lab, target: str, for_worker: bool = False) -> dict:
 
 
 def payload(job: dict, steps: list[dict], target: str, job_id: int, lab: Lab, for_worker: bool = False) -> dict:
+    from bench_agent.jobs import triage
+
     data = job["data"]
+    table = lab.target(target)
     return {"job_id": job_id, "name": data["name"], "target": target, "steps": plan_steps(steps, lab, target),
             "target_config": target_config(lab, target, for_worker),
             "timeout_s": data.get("timeout_s"), "lease_wait_s": data.get("lease_wait_s", 300),
-            "lease_ttl_s": data.get("lease_ttl_s", 30)}
+            "lease_ttl_s": data.get("lease_ttl_s", 30),
+            # what triage compares a run with its last pass by (bench_agent.jobs.triage)
+            "inputs": triage.inputs(job["text"], dict(table), table.get("tags", []), triage.panio_version()),
+            "triage": {"ignore": list((data.get("triage") or {}).get("ignore", []))}}
 
 
 def prepare(path: Path, lab: Lab, target: str | None) -> tuple[dict, list[dict], list[str]]:

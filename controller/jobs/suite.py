@@ -115,10 +115,12 @@ def _tell(lab: Lab, name: str, jobs: list[dict]) -> None:
     passed = [j for j in jobs if (j["health"], j["result"]) == ("complete", "passed")]
     err = ci_error(name, jobs)
     verdict = "passed" if err is None else ("the board failed" if isinstance(err, TestFailed) else "the lab failed")
+    notes = report.triage_notes(backends.results_store(), jobs) if notify.wanted(lab.data.get("notify"),
+                                                                                 "suite_finished") else {}
     notify.send(lab.data.get("notify"), "suite_finished", {
         "suite": name, "verdict": verdict, "passed": len(passed), "total": len(jobs),
         "jobs": [{"id": j["id"], "name": j["name"], "target": j["target"], "health": j["health"],
-                  "result": j["result"]} for j in jobs]})
+                  "result": j["result"], **notes.get(j["id"], {})} for j in jobs]})
 
 
 def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,

@@ -57,6 +57,14 @@ def target_lines(name: str, t: dict[str, Any]) -> list[str]:
     for aname, act in t.get("actions", {}).items():
         power = " [requires power]" if act.get("requires_power") else ""
         out.append(f"  action   {aname}: {act['command']}{power}")
+    if "profile" in t:
+        pr = t["profile"]
+        keys = pr.get("setup_key")
+        keys = "+".join(keys) if isinstance(keys, list) else keys
+        parts = [f"prompt /{pr['prompt']}/" if "prompt" in pr else "",
+                 f"screen /{pr['screen_text']}/" if "screen_text" in pr else "",
+                 f"setup menu by {keys} at /{pr['setup_cue']}/" if keys else "no setup menu"]
+        out.append("  profile  " + ", ".join(p for p in parts if p))
     if len(out) == 1:
         out.append("  (no channels yet: add one with `panio serial add`, `panio power set`, ...)")
     return out

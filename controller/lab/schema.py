@@ -16,6 +16,10 @@ TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/star
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+from controller.lab.fields import (  # noqa: F401  (re-exported: the schema's vocabulary)
+    Field, KeyPath, Problem, TableSpec, _dotted, _nonempty_string, _string, _table, _tomltype, _type, check_table)
+from controller.lab.profile import PROFILE
+
 NAME_RE_TEXT = "[a-z0-9][a-z0-9_-]{0,63}"  # the name grammar: lab keys, CLI arguments, MCP schemas
 NAME_RE = re.compile(NAME_RE_TEXT + r"\Z")  # \Z, not $: "$" also matches before a final newline
 NAME_RULE = "lowercase letters, digits, '-' and '_', starting with a letter or digit, at most 64 characters"
@@ -26,54 +30,6 @@ HID_PROTOCOLS = ("ch9329", "hidg", "qmp")
 HOOKS = ("on_cmd", "off_cmd", "cycle_cmd", "state_cmd")
 MAX_SECONDS = 7 * 86400  # durations in the lab (hook and action timeouts): a week is already absurd
 MAX_PORT, MAX_BAUD, MAX_PIXELS = 65535, 100_000_000, 65535
-
-KeyPath = tuple  # where a value sits in the lab file: ("targets", "pico", "power")
-
-
-class Problem(Exception):
-    def __init__(self, path: KeyPath, message: str) -> None:
-        super().__init__(message)
-        self.path = path
-        self.message = message
-
-
-class Field:
-    __slots__ = ("check", "required")
-
-    def __init__(self, check: Callable[[KeyPath, Any], None], required: bool = False) -> None:
-        self.check = check
-        self.required = required
-
-
-class TableSpec:
-    __slots__ = ("fields", "what", "extra")
-
-    def __init__(self, fields: dict[str, Field], what: str = "table",
-                 extra: Callable[[KeyPath, dict], None] | None = None) -> None:
-        self.fields = fields
-        self.what = what
-        self.extra = extra
-
-
-def _type(kind: type | tuple[type, ...], label: str) -> Callable[[KeyPath, Any], None]:
-    def check(path: KeyPath, value: Any) -> None:
-        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-            raise Problem(path, f"{_dotted(path)} must be {label}, not a boolean")
-        if not isinstance(value, kind):
-            raise Problem(path, f"{_dotted(path)} must be {label}, not {_tomltype(value)}")
-
-    return check
-
-
-def _string(path: KeyPath, value: Any) -> None:
-    _type(str, "a string")(path, value)
-
-
-def _nonempty_string(path: KeyPath, value: Any) -> None:
-    _string(path, value)
-    if not value.strip():
-        raise Problem(path, f"{_dotted(path)} must not be empty")
-
 
 def _command(path: KeyPath, value: Any) -> None:
     """A command line panio splits into words (``shlex``, never a shell): unbalanced quotes fail now, not when
@@ -132,14 +88,6 @@ def _string_list(path: KeyPath, value: Any) -> None:
         _name(path + (i,), item)
 
 
-def _table(spec: TableSpec) -> Callable[[KeyPath, Any], None]:
-    def check(path: KeyPath, value: Any) -> None:
-        _type(dict, "a table")(path, value)
-        check_table(path, value, spec)
-
-    return check
-
-
 def _named_tables(spec: TableSpec) -> Callable[[KeyPath, Any], None]:
     """A table whose keys are names, each holding a table of ``spec``."""
 
@@ -162,23 +110,6 @@ def _table_array(spec: TableSpec) -> Callable[[KeyPath, Any], None]:
             check_table(path + (i,), item, spec)
 
     return check
-
-
-def check_table(path: KeyPath, value: dict, spec: TableSpec) -> None:
-    for key in value:
-        if key not in spec.fields:
-            import difflib
-
-            close = difflib.get_close_matches(key, list(spec.fields), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; allowed: {', '.join(spec.fields)}"
-            raise Problem(path + (key,), f"unknown key {key!r} in {spec.what} {_dotted(path)}{hint}")
-    for key, fld in spec.fields.items():
-        if key in value:
-            fld.check(path + (key,), value[key])
-        elif fld.required:
-            raise Problem(path, f"{spec.what} {_dotted(path)} needs {key!r}")
-    if spec.extra:
-        spec.extra(path, value)
 
 
 def _unique_serial_names(path: KeyPath, target: dict) -> None:
@@ -354,6 +285,7 @@ TARGET = TableSpec(
         "hid": Field(_table(HID)),
         "adb": Field(_table(ADB)),
         "actions": Field(_named_tables(ACTION)),
+        "profile": Field(_table(PROFILE)),  # the board as checks recognise it (controller.lab.profile)
     },
     "target",
     extra=_unique_serial_names,
@@ -398,14 +330,3 @@ def validate(data: dict) -> None:
     """Raise ``Problem`` for the first thing wrong with a parsed lab file."""
     check_table((), data, LAB)
     _check_references(data)
-
-
-def _dotted(path: KeyPath) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-def _tomltype(value: Any) -> str:
-    return {str: "a string", int: "an integer", float: "a float", list: "an array", dict: "a table"}.get(type(value), type(value).__name__)

@@ -14,7 +14,7 @@ from controller.mcp.tools import NAME_PATTERN, ToolSpec
 
 _NAME = re.compile(NAME_PATTERN)
 _TYPES = {"string": (str,), "integer": (int,), "boolean": (bool,), "array": (list,)}
-MAX_TEXT_CHARS = 65536  # one argument of the child's command line; Linux refuses one over 128 KiB (E2BIG)
+MAX_TEXT_CHARS = 65536  # one text argument: what `panio` could take on a command line (Linux: 128 KiB at most)
 _JSON_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
 
 
@@ -49,12 +49,13 @@ def check(tool: ToolSpec, given: dict[str, Any] | None) -> dict[str, Any]:
             del values[name]
             continue
         values[name] = _check_value(tool, name, value)
-    for name, needed in tool.needs.items():
+    needs, exclusive = tool.rules()
+    for name, needed in needs.items():
         if name in values and needed not in values:
             raise BadArguments(f"{tool.name}: {name} needs {needed}")
-    both = [n for n in tool.exclusive if n in values]
+    both = [n for n in exclusive if n in values]
     if len(both) > 1:
-        raise BadArguments(f"{tool.name}: give at most one of {', '.join(tool.exclusive)} (got {', '.join(both)})")
+        raise BadArguments(f"{tool.name}: give at most one of {', '.join(exclusive)} (got {', '.join(both)})")
     return values
 
 

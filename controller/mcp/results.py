@@ -1,8 +1,8 @@
-"""A finished panio child as a tool result: the text, and whether it is an error.
+"""A finished panio command as a tool result: the text, and whether it is an error.
 
 Success: what the command printed on stdout (its --json output for the JSON
 tools). Failure (``isError``): the exit code and error name, the message, the
-one-line JSON error object (the last line of the child's stderr, as in
+one-line JSON error object (the last line of the command's stderr, as in
 docs/exit-status.md), then anything it printed on stdout before failing
 (serial_wait returns the bytes it accepted even on a timeout). A tool that
 changes the target and fails as unreachable (4) or timeout (22), or is stopped
@@ -16,7 +16,7 @@ import json
 import shlex
 from typing import Any
 
-from bench_agent.errors import InternalError, Timeout
+from bench_agent.errors import Timeout
 from controller.mcp.runner import Finished
 
 UNKNOWN_OUTCOME_EXITS = (4, 22)
@@ -38,7 +38,7 @@ def _shown(arg: str) -> str:
 
 
 def render(done: Finished, changes_target: bool) -> tuple[str, bool]:
-    """(text, is_error) for a finished child."""
+    """(text, is_error) for a finished command."""
     if done.code == 0:
         return _success(done), False
     error = _deadline_error(done) if done.timed_out else _error_object(done)
@@ -66,7 +66,7 @@ def _success(done: Finished) -> str:
 
 
 def _error_object(done: Finished) -> dict[str, Any]:
-    """The child's JSON error line; a stand-in built from the exit code if it printed none."""
+    """The command's JSON error line; a stand-in built from the exit code if it printed none."""
     lines = done.err.strip().splitlines()
     if lines:
         try:
@@ -83,9 +83,3 @@ def _error_object(done: Finished) -> dict[str, Any]:
 def _deadline_error(done: Finished) -> dict[str, Any]:
     return Timeout(f"{command_line(done.argv)} did not finish within {done.deadline_s:g} s "
                    "(the tool's own bound plus a margin) and was stopped", deadline_s=done.deadline_s).to_json()
-
-
-def cannot_start(argv: list[str], exc: OSError) -> str:
-    error = InternalError(f"cannot start {command_line(argv)}: {exc}").to_json()
-    return "\n".join([f"`{command_line(argv)}` failed: exit code 70 (internal)", f"error: {error['message']}",
-                      json.dumps(error)])

@@ -45,8 +45,8 @@ def log(text: str) -> None:
 class PanioTools:
     """The handlers: list the tool table, check a call, run its panio command."""
 
-    def __init__(self, lab: Path) -> None:
-        self.lab = lab
+    def __init__(self, lab: Path, command: runner.Command) -> None:
+        self.lab, self.command = lab, command  # command: the CLI's road (``controller.cli.main.run_captured``)
         self.one_at_a_time = anyio.Lock()
 
     async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
@@ -66,13 +66,10 @@ class PanioTools:
         deadline_s = tool.deadline_s(values, self._peek_lab())
         try:
             async with self.one_at_a_time:
-                done = await runner.run(self.lab, argv, deadline_s)
+                done = await runner.run(self.command, self.lab, argv, deadline_s)
         except anyio.get_cancelled_exc_class():
             log(f"{tool.name}: {results.command_line(argv)} -> cancelled by the client; stopped")
             raise
-        except OSError as exc:  # the child could not start at all (e.g. the interpreter is gone)
-            log(f"{tool.name}: cannot start {results.command_line(argv)}: {exc}")
-            return _text_result(results.cannot_start(argv, exc), is_error=True)
         text, is_error = results.render(done, tool.changes_target)
         outcome = "stopped at its deadline" if done.timed_out else f"exit {done.code}"
         log(f"{tool.name}: {results.command_line(argv)} -> {outcome} in {done.elapsed_s:.2f} s")
@@ -81,7 +78,7 @@ class PanioTools:
         return _text_result(text, is_error)
 
     def _peek_lab(self) -> Any:
-        """The lab, only to size deadlines (hook and action timeouts); the child reports a bad lab itself."""
+        """The lab, only to size deadlines (hook and action timeouts); the command reports a bad lab itself."""
         from bench_agent.errors import PanioError
         from controller.lab import load
 
@@ -111,24 +108,25 @@ def _tool(spec: ToolSpec) -> types.Tool:
                       annotations=types.ToolAnnotations.model_validate(spec.annotations(), by_name=False))
 
 
-def build(lab: Path, version: str) -> Server:
-    handlers = PanioTools(lab)
+def build(lab: Path, version: str, command: runner.Command) -> Server:
+    handlers = PanioTools(lab, command)
     return Server("panio", version=version, title="panio: hardware test benches", instructions=INSTRUCTIONS,
                   on_list_tools=handlers.list_tools, on_call_tool=handlers.call_tool)
 
 
-async def serve(lab: Path, version: str) -> None:
+async def serve(lab: Path, version: str, command: runner.Command) -> None:
     from controller.mcp.wire import CheckedStdin
 
-    server = build(lab, version)
+    server = build(lab, version, command)
     stdin = CheckedStdin(sys.stdin.buffer, log)  # malformed JSON-RPC gets its -32700/-32600 reply
     async with stdio_server(stdin=stdin) as (read_stream, write_stream):
         stdin.attach(write_stream)
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def main(lab: Path, version: str) -> None:
+def main(lab: Path, version: str, command: runner.Command) -> None:
+    """Serve until the client closes; each tool call runs ``command`` (``controller.cli.main.run_captured``)."""
     started = time.monotonic()
     log(f"serving {len(TOOLS)} tools over stdio for lab {lab}")
-    anyio.run(serve, lab, version)
+    anyio.run(serve, lab, version, command)
     log(f"client closed the connection after {time.monotonic() - started:.1f} s")

@@ -7,7 +7,7 @@ becomes; everything else is derived from the operation it reaches
 destructiveHint and idempotentHint from the spec's extras) and the deadline
 (the operation's own, plus a margin). The server advertises
 ``input_schema()`` and ``annotations()``, checks a call with
-``controller.mcp.args`` and runs ``argv(values)`` as a child.
+``controller.mcp.args`` and runs ``argv(values)`` (``controller.mcp.runner``).
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ class ToolSpec:
     args: tuple[Arg, ...] = ()
     op: str | None = None  # the operation it reaches (None: answers from the lab file alone)
     open_world: bool = True  # False: answers from the lab file alone
-    needs: dict[str, str] = field(default_factory=dict)  # argument -> argument it requires
-    exclusive: tuple[str, ...] = ()  # at most one of these
+    needs: dict[str, str] = field(default_factory=dict)  # argument -> argument it requires, beyond the op's rules
+    exclusive: tuple[str, ...] = ()  # at most one of these (default: the operation's own rule)
     op_args: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None  # (values, lab) -> the op's arguments
 
     @property
@@ -84,6 +84,15 @@ class ToolSpec:
     def arg(self, name: str) -> Arg | None:
         return next((a for a in self.args if a.name == name), None)
 
+    def rules(self) -> tuple[dict[str, str], tuple[str, ...]]:
+        """The cross-argument rules (needs, exclusive) in this tool's argument names: the op's spec, plus its own."""
+        if self.op is None:
+            return self.needs, self.exclusive
+        spec = ops.spec(self.op)
+        named = {a.param: a.name for a in self.args if a.param}
+        needs = {named[k]: named[v] for k, v in spec.needs.items() if k in named and v in named}
+        return {**needs, **self.needs}, self.exclusive or tuple(named[n] for n in spec.exclusive if n in named)
+
     def input_schema(self) -> dict[str, Any]:
         schema: dict[str, Any] = {
             "type": "object",
@@ -93,8 +102,9 @@ class ToolSpec:
         required = [a.name for a in self.args if a.required]
         if required:
             schema["required"] = required
-        if self.needs:
-            schema["dependentRequired"] = {k: [v] for k, v in self.needs.items()}
+        needs, _ = self.rules()
+        if needs:
+            schema["dependentRequired"] = {k: [v] for k, v in needs.items()}
         return schema
 
     def annotations(self) -> dict[str, Any]:
@@ -126,7 +136,7 @@ class ToolSpec:
         return [*self.command, *flags, "--", *positionals] if positionals else [*self.command, *flags]
 
     def deadline_s(self, values: dict[str, Any], lab: Any) -> float:
-        """The operation's own deadline (from its spec) plus the margin; a child never runs unbounded."""
+        """The operation's own deadline (from its spec) plus the margin; a call never runs unbounded."""
         if self.op is None:
             return DEFAULT_DEADLINE_S
         spec = ops.spec(self.op)
@@ -216,7 +226,7 @@ TOOLS: tuple[ToolSpec, ...] = (
              (TARGET, IFACE, from_spec("serial.evidence", "epoch", "--epoch"),
               from_spec("serial.evidence", "since", "--since"),
               from_spec("serial.evidence", "max_bytes", "--max-bytes")),
-             op="serial.evidence", needs={"since": "epoch"}),
+             op="serial.evidence"),
     ToolSpec("serial_log", "Read the serial log",
              "Captured console lines `[time] #<seq> <text>` from disk (works while capture is stopped); "
              "the last 200 without a window. Poll with since = the last seq you saw. As `panio serial log`.",
@@ -225,7 +235,7 @@ TOOLS: tuple[ToolSpec, ...] = (
               from_spec("serial.log", "first", "--from", name="from"),
               from_spec("serial.log", "last", "--to", name="to",
                         help="last sequence number of a range (inclusive; needs from)")),
-             op="serial.log", needs={"to": "from"}, exclusive=("tail", "since", "from")),
+             op="serial.log"),
     ToolSpec("serial_send", "Type into a serial console",
              "Write text to the console through the running capture, as `panio serial send`. Input lands only "
              "if the board's console reads the UART; read the reply with serial_log or serial_wait, or use "

@@ -16,8 +16,8 @@ from typing import Any, Callable, Iterator
 
 
 @contextlib.contextmanager
-def presenting(token: int | None) -> Iterator[None]:
-    """Run the enclosed calls as the holder of lease ``token`` (None: as nobody's)."""
+def presenting(token: str | int | None) -> Iterator[None]:
+    """Run the enclosed calls as the holder of lease credential ``token`` (``TOKEN:SECRET``; None: as nobody's)."""
     from bench_agent.jobs.leases import TOKEN_ENV
 
     before = os.environ.get(TOKEN_ENV)

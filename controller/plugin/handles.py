@@ -24,18 +24,19 @@ from controller.plugin import adapter
 class PanioTarget:
     """A target leased for the test session: ``name``, ``host``, ``lease_token`` and its channel handles."""
 
-    def __init__(self, lab: Any, name: str, token: int | None) -> None:
+    def __init__(self, lab: Any, name: str, token: int | None, credential: str | None = None) -> None:
         self.lab, self.name, self.lease_token = lab, name, token
+        self._credential = credential if credential is not None else token  # the lease's TOKEN:SECRET
         self.config = lab.target(name)
         self.host = self.config.get("host") or "local"
         self.serial = SerialHandle(self)
         self.power = PowerHandle(self)
-        self.video = ChannelHandle(self, "video")
+        self.video = VideoHandle(self)
         self.hid = HidHandle(self)
 
     def call(self, op: str, **args: Any) -> Any:
         """Any operation by name, for this target (``target`` filled in): ``t.call("serial.status", iface=...)``."""
-        return adapter.call(self.lab, self.name, op, args, self.lease_token)
+        return adapter.call(self.lab, self.name, op, args, self._credential)
 
     def has(self, channel: str) -> bool:
         """Whether the lab gives this target ``channel`` (serial, power, video, hid, ...)."""
@@ -67,19 +68,41 @@ class ChannelHandle:
         return lambda **args: self.call(verb, **args)  # video.shot(), video.read(region=...), video.watch()
 
 
+class VideoHandle(ChannelHandle):
+    """The target's screen: ``read()``, ``shot()``, ``wait(...)`` start its capture first if none runs (it is
+    started on first use, not for every test, so a session that never looks at the screen holds no dongle)."""
+
+    SELF_STARTING = ("shot", "read", "wait")
+
+    def __init__(self, target: PanioTarget) -> None:
+        super().__init__(target, "video")
+        self.started = False  # by this handle: the session stops it at the end
+        self._running = False  # known to run (checked once, not before every read)
+
+    def call(self, verb: str, **args: Any) -> Any:
+        if verb in self.SELF_STARTING and not self._running:
+            self.table()  # no video channel: NotConfigured naming the command that adds it, before anything starts
+            if not super().call("watch").get("already_running"):
+                self.started = True
+            self._running = True
+        elif verb in ("watch", "stop"):
+            self._running = False
+        return super().call(verb, **args)
+
+
 class HidHandle(ChannelHandle):
     """Keyboard and mouse through the target's HID rig: ``send("key", "ENTER")``, ``type("root")``."""
 
     def __init__(self, target: PanioTarget) -> None:
         super().__init__(target, "hid")
 
-    def send(self, *words: Any, pace_ms: int = 20) -> Any:
-        return self.call("send", command=[str(w) for w in words], pace_ms=pace_ms)
+    def send(self, *words: Any, pace_ms: int | None = None) -> Any:
+        return self.call("send", command=[str(w) for w in words], **_given(pace_ms=pace_ms))
 
     def key(self, name: str) -> Any:
         return self.send("key", name)
 
-    def type(self, text: str, pace_ms: int = 20) -> Any:
+    def type(self, text: str, pace_ms: int | None = None) -> Any:
         return self.send("type", text, pace_ms=pace_ms)
 
 
@@ -107,7 +130,7 @@ class PowerHandle:
         """``on``, ``off`` or ``unknown``: the state hook, else the serial sense line (as `panio power-state`)."""
         from controller import power
 
-        return adapter.run(power.states, self.target.lease_token, self.target.lab, self.target.name, level)[0]["state"]
+        return adapter.run(power.states, self.target._credential, self.target.lab, self.target.name, level)[0]["state"]
 
 
 class SerialHandle:
@@ -161,29 +184,30 @@ class SerialHandle:
             except Unreachable:
                 self._marks.pop(name, None)  # no capture: a later wait says so itself
 
-    def send(self, text: str, interface: str | None = None, newline: bool = True, pace_ms: int = 0) -> dict[str, Any]:
+    def send(self, text: str, interface: str | None = None, newline: bool = True,
+             pace_ms: int | None = None) -> dict[str, Any]:
         iface = self._iface(interface)
         self.mark(iface["name"])
-        return self.target.call("serial.send", iface=iface, text=text, newline=newline, pace_ms=pace_ms)
+        return self.target.call("serial.send", iface=iface, text=text, newline=newline, **_given(pace_ms=pace_ms))
 
-    def transact(self, text: str, until: str, timeout_ms: int = 30000, interface: str | None = None,
-                 max_bytes: int = 65536) -> str:
+    def transact(self, text: str, until: str, timeout_ms: int | None = None, interface: str | None = None,
+                 max_bytes: int | None = None) -> str:
         """Send ``text`` and return the reply up to the match of ``until``; ``Timeout`` if it never matched."""
         iface = self._iface(interface)
         epoch, _ = self.mark(iface["name"])
-        r = self.target.call("serial.transact", iface=iface, text=text, until=until, timeout_ms=timeout_ms,
-                             max_bytes=max_bytes)
+        r = self.target.call("serial.transact", iface=iface, text=text, until=until,
+                             **_given(timeout_ms=timeout_ms, max_bytes=max_bytes))
         _raise_unless_matched(r, until, self.target.name)
         self._marks[iface["name"]] = (r.get("epoch", epoch), r["cursor"])  # the reply is consumed
         return r["text"]
 
-    def wait(self, pattern: str, timeout_ms: int = 30000, interface: str | None = None,
-             max_bytes: int = 1048576) -> dict[str, Any]:
+    def wait(self, pattern: str, timeout_ms: int | None = None, interface: str | None = None,
+             max_bytes: int | None = None) -> dict[str, Any]:
         """Wait from the mark until ``pattern`` matches; the mark moves past the match. ``Timeout`` otherwise."""
         iface = self._iface(interface)
         epoch, since = self._marks.get(iface["name"]) or self.mark(iface["name"])
         r = self.target.call("serial.wait", iface=iface, epoch=epoch, since=since, pattern=pattern,
-                             timeout_ms=timeout_ms, max_bytes=max_bytes)
+                             **_given(timeout_ms=timeout_ms, max_bytes=max_bytes))
         _raise_unless_matched(r, pattern, self.target.name)
         self._marks[iface["name"]] = (r["epoch"], r["cursor"])
         return r
@@ -217,3 +241,8 @@ def _raise_unless_matched(r: dict[str, Any], pattern: str, target: str) -> None:
     if r["status"] in ("timeout", "cap"):
         tail = (r.get("text") or "")[-300:]
         raise Timeout(f"{pattern!r} did not match on {target!r}; the last bytes were {tail!r}", **details)
+
+
+def _given(**kw: Any) -> dict[str, Any]:
+    """The arguments a test gave; the others take the operation's spec defaults (written once, in the spec)."""
+    return {k: v for k, v in kw.items() if v is not None}

@@ -5,8 +5,8 @@ session ends (renewed in the background, like a job's), so no job and no
 other session touches the board in between; ``panio lease list`` names the
 holder (``pytest@HOST:PID``, or ``pytest-gw0@HOST:PID`` for an xdist worker,
 which is a session of its own). If the plugin had to start a target's serial
-capture it stops it again at the end; a capture that was already running is
-left running.
+capture, or its video capture (on a test's first look at the screen), it stops
+it again at the end; a capture that was already running is left running.
 
 Selectors (``--panio-targets``): ``tag:pi5`` is every target carrying tag
 pi5, ``tag:pi5,tag:usb`` every target carrying both (a job's ``tags``),
@@ -65,7 +65,7 @@ class PluginSession:
         """``name`` leased (waiting up to ``lease_wait_s`` for it) with capture running; once per session."""
         if name not in self._targets:
             lease = self._lease(name)
-            target = PanioTarget(self.lab, name, lease.token)
+            target = PanioTarget(self.lab, name, lease.token, lease.credential)
             self._targets[name] = target
             if self.watch and target.serial.interfaces:
                 if not target.serial.running():
@@ -95,9 +95,11 @@ class PluginSession:
         """Stop the captures this session started, then give every lease back."""
         from bench_agent.errors import PanioError
 
-        for target in self._started_capture:
+        stops = [t.serial.stop for t in self._started_capture]
+        stops += [t.video.stop for t in self._targets.values() if t.video.started]
+        for stop in stops:
             try:
-                target.serial.stop()
+                stop()
             except PanioError:
                 pass  # already stopped (a test did), or the host is gone: the lease goes back regardless
         for lease in self._leases.values():

@@ -8,6 +8,7 @@ stream-json, pi --mode json. The script for each scenario comes from
 $FAKE_AGENT_SCRIPT (JSON: {scenario: {mode: {"run": [...], "answer": "..."}}}),
 the mode from $FAKE_AGENT_MODE (good/bad). Like the real harnesses it can fail:
 $FAKE_AGENT_CRASH=N exits N at once, $FAKE_AGENT_SILENT exits 0 saying nothing,
+$FAKE_AGENT_HANG (claude) runs its commands and then hangs before its final answer,
 and the fake codex refuses the removed `--full-auto` flag.
 """
 
@@ -69,6 +70,10 @@ if fmt == "claude":
             {"type": "tool_use", "id": f"toolu_mcp{j}", "name": call["tool"], "input": call["args"]}]}})
         emit({"type": "user", "message": {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": f"toolu_mcp{j}", "content": "[]"}]}})
+    if os.environ.get("FAKE_AGENT_HANG"):  # hung (a model that never answers): the harness kills it
+        import time
+
+        time.sleep(3600)
     emit({"type": "assistant", "message": {"id": "msg_final", "role": "assistant",
           "usage": {"input_tokens": 50, "output_tokens": 20}, "content": [{"type": "text", "text": plan["answer"]}]}})
     if not os.environ.get("FAKE_AGENT_NO_RESULT"):

@@ -1,7 +1,8 @@
 """A scripted judge command: prompt on stdin, a prose-wrapped verdict on stdout.
 
 It looks for the scenario's GOAL line and answers with the scores in
-$FAKE_JUDGE_SCORES (JSON) wrapped in prose with stray braces, or with no JSON
+$FAKE_JUDGE_SCORES (JSON) and the trap verdicts in $FAKE_JUDGE_TRAPS (a JSON list)
+wrapped in prose with stray braces, or with no JSON
 at all when the transcript contains FAKE_JUDGE_GARBAGE.
 """
 
@@ -19,5 +20,6 @@ scores = json.loads(os.environ.get("FAKE_JUDGE_SCORES", '{"d1": 2, "d2": 2, "d3"
 print("Reasoning: the agent ran `PowerCycle { target }`-like things {sic}.")
 print("Draft: " + json.dumps({k: 0 for k in scores}))
 print("Final verdict:\n```json\n" + json.dumps({**scores, "justifications": {"d2": "quoted"},
-      "traps_eval": [{"id": "configure-writes-nothing", "respected": True, "evidence": "said so"}],
+      "traps_eval": json.loads(os.environ.get("FAKE_JUDGE_TRAPS", "null"))
+      or [{"id": "configure-writes-nothing", "respected": True, "evidence": "said so"}],
       "hard_fail": False, "pass": True}) + "\n```")

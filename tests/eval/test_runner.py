@@ -120,7 +120,9 @@ def test_claude_usage_is_deduplicated_by_message_id_without_a_result_event():
     assert ev.tokens == {"input": 20, "output": 2} and ev.turns == 2
 
 
-def test_a_trial_over_its_time_limit_is_killed_and_graded(panio_eval, agent_env, tmp_path):
+def test_a_trial_over_its_time_limit_is_killed_and_never_scored(panio_eval, agent_env, tmp_path):
+    """A hung agent (killed at --timeout-s) measured nothing: a gap like a crash, not 0 % blamed on the commands
+    it never reached (issue 23 item 6)."""
     slow = tmp_path / "agents" / "slowagent"
     slow.write_text("#!/bin/sh\nsleep 30\n")
     slow.chmod(0o755)
@@ -128,7 +130,77 @@ def test_a_trial_over_its_time_limit_is_killed_and_graded(panio_eval, agent_env,
                    "--out", str(tmp_path / "slow"), env=agent_env, timeout=20)
     assert r.code == 0, r.err
     t = json.loads((tmp_path / "slow" / "run.json").read_text())["trials"][0]
-    assert t["status"] == "timeout" and t["pass"] is False and t["seconds"] < 10
+    assert t["status"] == "timeout" and t["seconds"] < 10 and "time limit" in t["reason"]
+    # a claude that ran two of C1's commands, printed "Let me check." and hung before its answer
+    out = tmp_path / "hung"
+    r = panio_eval("run", "--agent", "claude", "--n", "1", "--scenario", "C1", "--timeout-s", "8",
+                   "--out", str(out), env={**agent_env, "FAKE_AGENT_MODE": "good", "FAKE_AGENT_HANG": "1"}, timeout=60)
+    assert r.code == 0, r.err
+    t = json.loads((out / "run.json").read_text())["trials"][0]
+    assert t["status"] == "timeout" and "claude hit the time limit (--timeout-s)" in t["reason"], t
+    assert "pass" not in t and "scores" not in t and "why" not in t, t  # no score, no blame
+    agg = json.loads((out / "report.json").read_text())
+    cell = agg["cells"]["C1"]["cold"]
+    assert cell["rate"] is None and cell["n"] == 0 and cell["errors"] == 1, cell
+    assert cell["gap"].startswith("harness failed: claude hit the time limit"), cell
+    assert agg["by_condition"]["cold"]["rate"] is None and agg["by_condition"]["cold"]["harness_errors"] == 1
+    assert agg["timeouts"] == 1 and agg["traps"] == {}  # no trap was walked into by a trial that never finished
+
+
+ISSUE23 = {
+    # R6 in screen pixels: the setting is never changed
+    "R6": {"pixels": {"run": ["panio skill kvm-puppeting"],
+                      "answer": "```\npanio video shot pico -o s.png\npanio hid send pico moveabs 640 400\n"
+                                "panio hid send pico click\npanio video read pico\n```"},
+           # logical or pixels? (3000 3000 on a 4K screen are pixels): the checker leaves it to the judge
+           "unclear": {"run": ["panio skill kvm-puppeting"],
+                       "answer": "```\npanio video shot pico -o s.png\npanio hid send pico moveabs 3000 3000\n"
+                                 "panio hid send pico click\npanio video read pico\n```"}},
+    "C6": {"claims": {"run": ["panio host add bench1 --ssh user@bench1.local", "panio configure pico --host bench1"],
+                      "answer": "Added bench1. The configure command wrote the pico block into lab.toml for you."},
+           "says": {"run": ["panio host add bench1 --ssh user@bench1.local", "panio configure pico --host bench1"],
+                    "answer": "Added bench1. configure only prints a proposed block: paste it into lab.toml."}},
+    "R4": {"dash-t": {"run": ["panio --help"], "answer": "```\npanio serial send -t pico 'uname -a'\n```"}},
+}
+
+
+def _trial(panio_eval, agent_env, tmp_path, sid: str, mode: str, *extra: str, env: dict | None = None) -> dict:
+    out = tmp_path / f"{sid}-{mode}"
+    (tmp_path / "script.json").write_text(json.dumps(ISSUE23))
+    r = panio_eval("run", "--agent", "claude", "--n", "1", "--scenario", sid, "--out", str(out), *extra,
+                   env={**agent_env, "FAKE_AGENT_MODE": mode, **(env or {})}, timeout=120)
+    assert r.code == 0, r.err
+    return json.loads((out / "run.json").read_text())["trials"][0]
+
+
+def test_r6_clicks_in_screen_pixels_fail(panio_eval, agent_env, tmp_path):
+    """moveabs takes 0..32767 logical units: pixels fail, by the checker or by the judge (issue 23 item 6)."""
+    t = _trial(panio_eval, agent_env, tmp_path, "R6", "pixels")
+    trap = next(x for x in t["traps"] if x["id"] == "logical-coordinates")
+    assert trap["central"] and trap["respected"] is False and "640 400" in trap["evidence"], trap
+    assert not t["pass"] and any("logical-coordinates" in r for r in t["reasons"]), t["reasons"]
+    # the checker cannot tell: the judge scores the pixel trap 0, and that fails the trial
+    judge = ["--judge", f"{sys.executable} {HERE / 'fake_judge.py'}"]
+    walked = json.dumps([{"id": "logical-coordinates", "respected": False, "evidence": "3000 3000 are pixels"}])
+    t = _trial(panio_eval, agent_env, tmp_path, "R6", "unclear", *judge, env={"FAKE_JUDGE_TRAPS": walked})
+    trap = next(x for x in t["traps"] if x["id"] == "logical-coordinates")
+    assert trap["respected"] is False and trap["by"] == "judge", trap
+    assert not t["pass"] and t["scores"]["d5"] == 0, (t["reasons"], t["scores"])
+
+
+def test_c6_claiming_configure_writes_the_lab_is_undetermined_never_a_pass(panio_eval, agent_env, tmp_path):
+    t = _trial(panio_eval, agent_env, tmp_path, "C6", "claims")
+    assert t["t1"]["passed"] and t["checker"]["verdict"] == "undetermined", t["checker"]
+    assert not t["pass"] and t["reasons"] == ["not measured: central trap configure-writes-nothing (no judge verdict)"]
+    t = _trial(panio_eval, agent_env, tmp_path, "C6", "says")  # saying it prints a block decides the trap
+    assert t["pass"] and t["checker"]["verdict"] == "pass", t["reasons"]
+
+
+def test_serial_send_with_no_watch_at_all_walks_into_send_needs_watch(panio_eval, agent_env, tmp_path):
+    t = _trial(panio_eval, agent_env, tmp_path, "R4", "dash-t")
+    trap = next(x for x in t["traps"] if x["id"] == "send-needs-watch")
+    assert trap["respected"] is False and "before any of" in trap["evidence"], trap
+    assert not t["pass"]
 
 
 def test_calibrate_reports_kappa_against_human_labels(panio_eval, agent_env, tmp_path):
