@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -134,6 +135,7 @@ def measure(args) -> dict:
         for d in dashboards.values():
             d.stop()
         redis.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def prune_under_writes(url: str, days: float) -> dict:
