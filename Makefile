@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test install system-deps bench clean
+.PHONY: demo test install system-deps bench scale clean
 
 $(BIN)/panio: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,14 +39,24 @@ test: system-deps install
 
 # Every benchmark, each leaving its rows in $(BENCH_OUT); then one table of issue 24's figures
 # (benchmarks/_summary.py), each with its goal, met / NOT met, and the load average it was measured at.
+# The scale tools (seed_history.py, history_scale.py, scale.py) take a database and minutes: `make scale`.
 BENCH_OUT ?= bench-out
+SCALE := benchmarks/seed_history.py benchmarks/history_scale.py benchmarks/scale.py
 
 bench: install .venv-labgrid/bin/python
 	rm -rf $(BENCH_OUT) && mkdir -p $(BENCH_OUT)
 	failed=""; \
-	for b in benchmarks/[!_]*.py; do PANIO_BENCH_OUT=$(BENCH_OUT) $(BIN)/python $$b || failed="$$failed $$b"; done; \
+	for b in $(filter-out $(SCALE),$(wildcard benchmarks/[!_]*.py)); do \
+		PANIO_BENCH_OUT=$(BENCH_OUT) $(BIN)/python $$b || failed="$$failed $$b"; done; \
 	$(BIN)/python benchmarks/_summary.py $(BENCH_OUT); \
 	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
+
+# docs/scale.md: a million jobs on PostgreSQL (the test suite's), their reads measured, then 10 hosts x 10 boards.
+SCALE_DB ?= postgresql://postgres@127.0.0.1:5432/panio_scale
+scale: install
+	$(BIN)/python benchmarks/seed_history.py --jobs 1000000 --results $(SCALE_DB)
+	$(BIN)/python benchmarks/history_scale.py --results $(SCALE_DB)
+	$(BIN)/python benchmarks/scale.py --hosts 10 --boards 10 --minutes 5
 
 clean:
 	rm -rf $(VENV) demo-out $(BENCH_OUT)

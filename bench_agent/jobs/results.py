@@ -25,6 +25,10 @@ from typing import Any
 from bench_agent.errors import ConfigInvalid, NotConfigured, Unreachable
 
 BINARY_SUFFIXES = (".png",)  # artifacts kept as bytes (screenshots); every other artifact is text
+JOB_FILTERS = ("target", "state", "name", "host", "health", "result")  # the columns a job list filters on (indexed)
+ACTIVE = ("queued", "running")  # the states of a job not done yet
+NOT_DONE = "state != 'done'"  # their partial index's condition: a query repeats it word for word to use it
+PRUNE_BATCH = 500  # jobs a retention transaction removes: a writer waits for at most one batch (docs/scale.md)
 
 _ENGINES: dict[tuple[str, bool], Any] = {}
 _AUTOCOMMIT: dict[tuple[str, bool], Any] = {}
@@ -60,6 +64,17 @@ def _tables():
         sa.Column("beat_at", sa.Float),
         sa.Column("sent_at", sa.Float),
     )
+    # The history's reads (docs/scale.md): a filtered page newest first walks (filter, id) backwards and stops
+    # at the page's end; a target's last job is the end of its (target, id); the queue (and a page of queued or
+    # running jobs) is the few rows of a partial index of the jobs not done; retention walks the finish times
+    # of old jobs. Without them each is a scan of all jobs. (An index of state would not do on SQLite: its
+    # planner knows only that a state has many jobs on average, and scans.)
+    for column in JOB_FILTERS:
+        if column != "state":
+            sa.Index(f"ix_panio_jobs_{column}_id", jobs.c[column], jobs.c.id)
+    not_done = sa.text(NOT_DONE)
+    sa.Index("ix_panio_jobs_active", jobs.c.id, sqlite_where=not_done, postgresql_where=not_done)
+    sa.Index("ix_panio_jobs_ended_id", sa.func.coalesce(jobs.c.finished_at, jobs.c.created_at), jobs.c.id)
     steps = sa.Table(
         "panio_steps", md,
         sa.Column("job_id", sa.Integer, sa.ForeignKey("panio_jobs.id"), primary_key=True),
@@ -176,6 +191,18 @@ def create_tables(engine, md, then=None) -> None:
                 raise
 
 
+def _index_names(conn, table: str) -> set[str]:
+    """The names of ``table``'s indexes, expression indexes included (SQLAlchemy's inspector skips those on
+    SQLite)."""
+    import sqlalchemy as sa
+
+    if conn.dialect.name == "postgresql":
+        q = "SELECT indexname FROM pg_indexes WHERE tablename = :t AND schemaname = current_schema()"
+    else:
+        q = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :t"
+    return {r[0] for r in conn.execute(sa.text(q), {"t": table})}
+
+
 def _created_meanwhile(exc) -> bool:
     code = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
     if code:  # PostgreSQL
@@ -206,20 +233,26 @@ class ResultStore:
         import sqlalchemy as sa
 
         try:
-            create_tables(self.engine, self.md, then=self._add_columns)
+            create_tables(self.engine, self.md, then=self._add_columns_and_indexes)
         except sa.exc.OperationalError as exc:
             raise Unreachable(f"results database {self.url} unreachable: {str(exc.orig).strip().splitlines()[0]}",
                               hint="check PANIO_RESULTS_URL") from None
 
-    def _add_columns(self, conn) -> None:
-        """A database made by an older panio lacks the newer job columns: add them (all nullable)."""
+    def _add_columns_and_indexes(self, conn) -> None:
+        """A database made by an older panio lacks the newer job columns (all nullable) and indexes: add them.
+        Indexing a long history takes a while once (seconds a million jobs), under the DDL lock."""
         import sqlalchemy as sa
 
-        have = {c["name"] for c in sa.inspect(conn).get_columns("panio_jobs")}
+        inspector = sa.inspect(conn)
+        have = {c["name"] for c in inspector.get_columns("panio_jobs")}
         for col in self.jobs.columns:
             if col.name not in have:
                 kind = col.type.compile(dialect=self.engine.dialect)
                 conn.execute(sa.text(f"ALTER TABLE panio_jobs ADD COLUMN {col.name} {kind}"))
+        indexed = _index_names(conn, "panio_jobs")
+        for index in self.jobs.indexes:
+            if index.name not in indexed:
+                conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
 
     def _one(self, statement, relaxed: bool = False) -> int:
         """Run one statement as its own transaction (``relaxed``: not waiting for the disk); how many rows it
@@ -436,23 +469,54 @@ class ResultStore:
     def request_cancel(self, job_id: int) -> None:
         self._one(self.jobs.update().where(self.jobs.c.id == job_id).values(cancel_requested=True))
 
-    def prune(self, before: float, artifacts_only: bool = False, dry_run: bool = False) -> dict[str, int]:
+    def prune(self, before: float, artifacts_only: bool = False, dry_run: bool = False,
+              batch: int = PRUNE_BATCH) -> dict[str, int]:
         """Remove the artifacts (and unless ``artifacts_only`` the steps and rows) of jobs that finished
-        before ``before`` (epoch seconds); queued and running jobs are never touched. Returns the counts."""
+        before ``before`` (epoch seconds); queued and running jobs are never touched. Returns the counts.
+
+        ``batch`` jobs a transaction, oldest first: a month of a busy lab's history is hundreds of thousands
+        of jobs, and one transaction deleting them all would hold SQLite's write lock (or PostgreSQL's locks
+        on the rows and the WAL) for minutes while every runner waits to record a step (docs/scale.md)."""
+        import sqlalchemy as sa
+
+        j, a = self.jobs.c, self.artifacts.c
+        ended = sa.func.coalesce(j.finished_at, j.created_at)
+        old = sa.select(j.id).where(j.state == "done", ended < before)
+        if dry_run:
+            return self._prune_counts(old, artifacts_only)
+        counts = {"jobs": 0, "steps": 0, "artifacts": 0, "artifact_chars": 0}
+        after = None  # artifacts only: the jobs stay, so walk past the ones done (ended, id) in order
+        while True:
+            q = old.order_by(ended, j.id).limit(batch)
+            if after is not None:
+                q = q.where(sa.tuple_(ended, j.id) > sa.tuple_(*after))
+            with self.engine.begin() as c:
+                page = c.execute(q.add_columns(ended)).all()
+                if not page:
+                    break
+                ids = [r[0] for r in page]
+                chars = c.execute(sa.select(sa.func.coalesce(sa.func.sum(sa.func.length(a.content)), 0))
+                                  .where(a.job_id.in_(ids))).scalar()
+                counts["artifact_chars"] += int(chars)
+                counts["artifacts"] += c.execute(self.artifacts.delete().where(a.job_id.in_(ids))).rowcount
+                if not artifacts_only:
+                    counts["steps"] += c.execute(self.steps.delete().where(self.steps.c.job_id.in_(ids))).rowcount
+                    counts["jobs"] += c.execute(self.jobs.delete().where(j.id.in_(ids))).rowcount
+            if len(page) < batch:
+                break
+            after = (page[-1][1], page[-1][0])
+        return counts
+
+    def _prune_counts(self, old, artifacts_only: bool) -> dict[str, int]:
+        """What ``prune`` would remove (reads only)."""
         import sqlalchemy as sa
 
         j, s, a = self.jobs.c, self.steps.c, self.artifacts.c
-        old = sa.select(j.id).where(j.state == "done", sa.func.coalesce(j.finished_at, j.created_at) < before)
-        with self.engine.begin() as c:
+        with self._reading() as c:
             artifacts, size = c.execute(sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(
                 sa.func.length(a.content)), 0)).where(a.job_id.in_(old))).one()
             jobs = 0 if artifacts_only else c.execute(sa.select(sa.func.count()).where(j.id.in_(old))).scalar()
             steps = 0 if artifacts_only else c.execute(sa.select(sa.func.count()).where(s.job_id.in_(old))).scalar()
-            if not dry_run:
-                c.execute(self.artifacts.delete().where(a.job_id.in_(old)))
-                if not artifacts_only:
-                    c.execute(self.steps.delete().where(s.job_id.in_(old)))
-                    c.execute(self.jobs.delete().where(j.id.in_(old)))
         return {"jobs": int(jobs), "steps": int(steps), "artifacts": int(artifacts), "artifact_chars": int(size)}
 
     # --- reading -------------------------------------------------------
@@ -489,7 +553,11 @@ class ResultStore:
                   before: int | None = None, **equal: str | None) -> list[dict]:
         """Newest first; ``before``: only ids below it (the next page); ``equal``: more column filters
         (name, host, health, result)."""
+        import sqlalchemy as sa
+
         q = self.jobs.select().order_by(self.jobs.c.id.desc()).limit(limit)
+        if state in ACTIVE:
+            q = q.where(sa.text(NOT_DONE))  # the partial index of the jobs not done: a few rows, not the history
         for column, value in {"target": target, "state": state, **equal}.items():
             if value:
                 q = q.where(self.jobs.c[column] == value)
@@ -503,14 +571,26 @@ class ResultStore:
         import sqlalchemy as sa
 
         j = self.jobs.c
-        newest = (sa.select(sa.func.max(j.id)).where(j.target.in_(targets)).group_by(j.target)).scalar_subquery()
+        if not targets:
+            return {}
+        # Each target's newest job id by the end of its (target, id) index, one lookup each, in one statement
+        # whose list of targets is one parameter (GROUP BY target would read every job of those targets; a
+        # statement with a term per target costs more to compile and plan than to run); then those jobs.
+        if self.engine.dialect.name == "postgresql":
+            newest, wanted = _NEWEST_PG, list(targets)
+        else:
+            newest, wanted = _NEWEST_SQLITE, json.dumps(list(targets))
         with self._reading() as c:
-            rows = c.execute(self.jobs.select().where(j.id.in_(newest))).mappings().all()
+            ids = [r[0] for r in c.execute(sa.text(newest), {"targets": wanted}) if r[0] is not None]
+            rows = [r for start in range(0, len(ids), 500)
+                    for r in c.execute(self.jobs.select().where(j.id.in_(ids[start:start + 500]))).mappings()]
         return {r["target"]: _job_dict(r) for r in rows}
 
     def active_jobs(self, ids: list[int] | None = None) -> list[dict]:
         """Jobs not done yet (queued or running), oldest first, without their steps."""
-        q = self.jobs.select().where(self.jobs.c.state != "done").order_by(self.jobs.c.id)
+        import sqlalchemy as sa
+
+        q = self.jobs.select().where(sa.text(NOT_DONE)).order_by(self.jobs.c.id)
         if ids is not None:
             q = q.where(self.jobs.c.id.in_(ids))
         with self._reading() as c:
@@ -523,6 +603,11 @@ class ResultStore:
                              .order_by(self.artifacts.c.name)).mappings().all()
         return {r["name"]: base64.b64decode(r["content"]) if r["name"].endswith(BINARY_SUFFIXES) else r["content"]
                 for r in rows}
+
+
+_NEWEST_PG = ("SELECT (SELECT max(id) FROM panio_jobs WHERE target = t.name) "
+              "FROM unnest(CAST(:targets AS text[])) AS t(name)")
+_NEWEST_SQLITE = "SELECT (SELECT max(id) FROM panio_jobs WHERE target = t.value) FROM json_each(:targets) AS t"
 
 
 def _step_row(step: dict) -> dict:

@@ -68,6 +68,7 @@ class Dashboard:
 
 def build(load_lab, auth: Auth | None = None) -> Starlette:
     d = Dashboard(load_lab, auth or Auth.from_env())
+    reads.ping_soon()  # the first page finds the workers' answer (or its ping under way), see reads.workers
     routes = [
         Route("/", partial(overview, d)),
         Route("/login", partial(login, d), methods=["GET", "POST"]),

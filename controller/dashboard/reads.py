@@ -19,10 +19,11 @@ WORKER_PING_S = 1.0
 _PINGS: dict[str, tuple[float, dict[str, list[str]]]] = {}  # broker -> (when, host -> worker names)
 PING_CACHE_S = 5.0
 _PING_LOCK = threading.Lock()
+_PINGING: dict[str, threading.Thread] = {}  # broker -> the thread pinging it now (one at a time)
 
 
 def hosts(lab) -> list[dict]:
-    """Each control host of the lab (and ``local``) with the workers that answered a ping just now."""
+    """Each control host of the lab (and ``local``) with the workers that answered the last ping (seconds old)."""
     answering = workers()
     down = answering.why if isinstance(answering, BrokerDown) else None
     names = ["local", *lab.hosts]
@@ -36,12 +37,39 @@ def hosts(lab) -> list[dict]:
 
 
 def workers() -> dict[str, list[str]] | None:
-    """Host name -> names of its `panio worker` processes that answered a Celery ping; None without a broker."""
+    """Host name -> names of its `panio worker` processes that answered a Celery ping; None without a broker.
+
+    A Celery ping always waits its whole timeout (it cannot know how many workers will answer), so no page
+    waits for one: a page shows the last answer (at most ``PING_CACHE_S`` old, or the ping's timeout more)
+    and a stale answer is refreshed in a background thread. Only the first page of a server, before any answer,
+    waits for the ping that ``ping_soon`` started when the server did (issue 27: `/` took 1-1.3 s every time)."""
     url = backends.broker_url()
     if not url:
         return None
-    with _PING_LOCK:  # pages loading at once share one ping
-        return _ping(url)
+    cached = _PINGS.get(url)
+    thread = ping_soon(url)
+    if cached is None and thread is not None:
+        thread.join()
+        cached = _PINGS.get(url)
+    return cached[1] if cached else BrokerDown("no answer to the worker ping yet")
+
+
+def ping_soon(url: str | None = None) -> threading.Thread | None:
+    """Start a background ping of the workers of ``url`` (default the configured broker) unless the last answer
+    is fresh or one is under way; the thread that is pinging, if any."""
+    url = url or backends.broker_url()
+    if not url:
+        return None
+    with _PING_LOCK:
+        cached, thread = _PINGS.get(url), _PINGING.get(url)
+        if thread is not None and thread.is_alive():
+            return thread
+        if cached and time.monotonic() - cached[0] < PING_CACHE_S:
+            return None
+        thread = _PINGING[url] = threading.Thread(target=_ping, args=(url,), name="panio-dashboard-ping",
+                                                  daemon=True)
+        thread.start()
+        return thread
 
 
 class BrokerDown(dict):
@@ -52,22 +80,19 @@ class BrokerDown(dict):
         self.why = why
 
 
-def _ping(url: str) -> dict[str, list[str]]:
-    cached = _PINGS.get(url)
-    if cached and time.monotonic() - cached[0] < PING_CACHE_S:
-        return cached[1]
+def _ping(url: str) -> None:
+    """Ping the workers of ``url`` and keep the answer in ``_PINGS`` (a failure is kept as ``BrokerDown``)."""
     try:
         _reachable(url)  # fast: Celery's own publish retries for seconds against a broker that is down
         replies = _celery(url).control.ping(timeout=WORKER_PING_S)
     except Exception as exc:  # noqa: BLE001 - a broker that fails shows on the page, not as a crash
         _PINGS[url] = (time.monotonic(), BrokerDown(str(exc).splitlines()[0][:200]))
-        return _PINGS[url][1]
+        return
     by_host: dict[str, list[str]] = {}
     for reply in replies:
         for name in reply:  # "<host>.<pid>@<machine>" (bench_agent.jobs.worker.run)
             by_host.setdefault(name.split("@", 1)[0].rsplit(".", 1)[0], []).append(name)
     _PINGS[url] = (time.monotonic(), by_host)
-    return by_host
 
 
 def _reachable(url: str) -> None:
@@ -158,7 +183,7 @@ def health_by_target(store) -> dict[str, dict] | None:
     return {r["target"]: dict(r) for r in rows}  # oldest first: were there several rows, the newest wins
 
 
-JOB_FILTERS = ("target", "state", "name", "host", "health", "result")
+from bench_agent.jobs.results import JOB_FILTERS  # noqa: E402 - the filters the store indexes
 
 
 def jobs(store, filters: dict[str, str], limit: int = 50, before: int | None = None) -> list[dict]:
@@ -169,8 +194,7 @@ def jobs(store, filters: dict[str, str], limit: int = 50, before: int | None = N
 
 def queue(store) -> list[dict]:
     """Jobs not done yet, oldest first, settled (a job whose runner died is not shown as running)."""
-    settled = [control.reconciled(store, j["id"], j) for j in store.active_jobs()]
-    return [j for j in settled if j["state"] != "done"]
+    return [j for j in control.settled(store, store.active_jobs()) if j["state"] != "done"]
 
 
 def job(store, job_id: int) -> dict:

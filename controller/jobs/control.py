@@ -19,12 +19,28 @@ def reader_reconciler(store):
     return Reconciler(store, backends.lease_store(), fail_unsendable=backends.broker_url() is None)
 
 
+def settled(store, jobs: list[dict]) -> list[dict]:
+    """``jobs`` (rows without their steps) after settling those whose runner is proven dead, in one pass: one
+    read of the jobs not done and one lease read each, not three queries a job (a page of a busy lab's queue
+    is hundreds of jobs; issue 25). A job settled meanwhile is read again."""
+    ids = [j["id"] for j in jobs if j["state"] != "done"]
+    if not ids:
+        return jobs
+    reader_reconciler(store).pass_(ids)
+    still = {j["id"]: j for j in store.active_jobs(ids)}
+    out = []
+    for j in jobs:
+        if j["state"] != "done":
+            j = still.get(j["id"]) or {k: v for k, v in store.job(j["id"]).items() if k != "steps"}
+        out.append(j)
+    return out
+
+
 def list_settled(store, state: str | None = None, **filters) -> list[dict]:
     """``store.list_jobs`` with jobs whose runner died shown as what they are."""
     jobs = store.list_jobs(state=state, **filters)
     if any(j["state"] != "done" for j in jobs):
-        jobs = [reconciled(store, j["id"], j) for j in jobs]
-        jobs = [j for j in jobs if not state or j["state"] == state]
+        jobs = [j for j in settled(store, jobs) if not state or j["state"] == state]
     return jobs
 
 

@@ -45,6 +45,8 @@ class CeleryTransport:
             reply = pending.get(timeout=waited_s, propagate=True)
         except Exception as exc:  # celery/kombu/redis errors end here, translated
             failure = f"{type(exc).__name__}: {exc}"
+        else:
+            _forget(pending)
         if failure is not None:
             _abandon(pending)
             raise Unreachable(f"host {self.host}: no answer from its worker on {queue_name(self.host)} "
@@ -59,6 +61,16 @@ class CeleryTransport:
                            "or run the command on the host itself", host=self.host, op=request["op"])
 
     def close(self) -> None:
+        pass
+
+
+def _forget(pending) -> None:
+    """Delete the reply we read from the result backend: left there, every operation over Celery kept a key in
+    Redis for ``result_expires`` (300 s), which at a lab's rate of operations is memory for nothing (issue 25).
+    A failed delete is not an error: the key still expires on its own."""
+    try:
+        pending.forget()
+    except Exception:  # noqa: BLE001, S110 - documented above: the key expires anyway
         pass
 
 

@@ -1,0 +1,205 @@
+"""What an operator waits for on a long history: `panio job list`, `job status`, every dashboard page, pruning.
+
+Against a results database seeded with a long history (``benchmarks/seed_history.py``, a million jobs for
+docs/scale.md) and, alternating with it round by round (ABAB), the same commands and pages against an
+empty database with the same lab (1,000 boards on 100 hosts) and broker: like with like, so the paired
+ratio is what the history costs on top of panio's own start-up and rendering. Each figure is the median
+of its rounds, printed with the load average and the goal (met / NOT met); the ratio is the median of
+the paired ratios.
+
+- ``panio job list`` (the default page) and ``panio job status ID`` are timed as a user runs them: a new
+  process each, wall time.
+- Dashboard pages over HTTP from one ``panio dashboard`` per database: ``/`` (hosts, 1,000 targets with
+  their last job, the queue), ``/jobs``, ``/jobs`` filtered (a target; incomplete jobs), a job, its serial
+  log, ``/queue``, ``/schedules``.
+- ``--prune`` (changes the database: the oldest month goes): retention of everything older than
+  ``--days`` minus 30 days runs while a writer records a 5-step job every 20 ms as a runner does; the
+  longest wait of a write is the figure (goal: never above 1 s).
+
+Run: .venv/bin/python benchmarks/history_scale.py --results postgresql://postgres@127.0.0.1/panio_scale [--prune]
+Needs /usr/bin/redis-server (a private one on a free loopback port: the broker and lease store).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the test suite's real-peer helpers
+sys.path.insert(0, str(ROOT))
+
+import keyhelp  # noqa: E402
+from dashhelp import DashboardProc  # noqa: E402
+from peerhelp import PrivateRedis  # noqa: E402
+
+BIN = Path(sys.executable).parent
+PANIO = str(BIN / "panio")
+GOALS_S = {"job list": 0.3, "job status": 0.15, "page": 0.3, "prune write wait": 1.0}
+
+
+def write_lab(path: Path, hosts: int, boards: int) -> None:
+    lines = []
+    for h in range(hosts):
+        lines += [f"[hosts.host-{h:03d}]", f'ssh = "ops@host-{h:03d}.invalid"', 'transport = "celery"', ""]
+    for b in range(hosts * boards):
+        lines += [f"[targets.board-{b:04d}]", f'host = "host-{b % hosts:03d}"', f'tags = ["t{b % 10}"]', ""]
+    path.write_text("\n".join(lines))
+
+
+def timed_run(argv: list[str], env: dict) -> float:
+    t0 = time.monotonic()
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+    return time.monotonic() - t0
+
+
+def timed_get(url: str) -> float:
+    t0 = time.monotonic()
+    with urllib.request.urlopen(url, timeout=60) as r:
+        r.read()
+        assert r.status == 200, (url, r.status)
+    return time.monotonic() - t0
+
+
+def newest_job(url: str) -> int:
+    from bench_agent.jobs.results import ResultStore
+
+    jobs = ResultStore(url).list_jobs(limit=1)
+    return jobs[0]["id"] if jobs else 0
+
+
+def measure(args) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="panio-history-"))
+    redis = PrivateRedis(work)
+    redis.start()
+    lab = work / "lab.toml"
+    write_lab(lab, 100, 10)
+    empty_url = f"sqlite:///{work / 'empty.db'}"
+    from bench_agent.jobs.results import ResultStore
+
+    empty = ResultStore(empty_url)  # one job, so `job status` has something to show on both sides
+    empty_id = empty.create_job("nightly-smoke", "board-0007", "host-007", {"steps": []})
+    empty.finish(empty_id, "complete", "passed")
+    sides = {"history": (args.results, newest_job(args.results) - 1000), "empty": (empty_url, empty_id)}
+    envs, dashboards = {}, {}
+    try:
+        for side, (url, _) in sides.items():
+            envs[side] = {**os.environ, "PANIO_LAB": str(lab), "PANIO_STATE_DIR": str(work / f"state-{side}"),
+                          "PANIO_RESULTS_URL": url, "PANIO_BROKER": redis.url, "PANIO_REDIS_PREFIX": "hist:",
+                          **keyhelp.controller_env()}
+            envs[side].pop("PANIO_DASHBOARD_TOKEN", None)
+            dashboards[side] = DashboardProc(envs[side], work / f"dashboard-{side}.log")
+        samples: dict[str, dict[str, list[float]]] = {"history": {}, "empty": {}}
+        loads = []
+        for _ in range(args.rounds):
+            for side in ("history", "empty"):
+                url, job_id = sides[side]
+                env, base = envs[side], dashboards[side].url
+                checks = {
+                    "job list": lambda: timed_run([PANIO, "job", "list"], env),
+                    "job status": lambda: timed_run([PANIO, "job", "status", str(job_id)], env),
+                    "page /": lambda: timed_get(base + "/"),
+                    "page /jobs": lambda: timed_get(base + "/jobs"),
+                    "page /jobs?target=": lambda: timed_get(base + "/jobs?target=board-0007"),
+                    "page /jobs?health=incomplete": lambda: timed_get(base + "/jobs?health=incomplete"),
+                    "page /jobs/ID": lambda: timed_get(f"{base}/jobs/{job_id}"),
+                    "page /jobs/ID/serial": lambda: timed_get(f"{base}/jobs/{job_id}/serial"),
+                    "page /queue": lambda: timed_get(base + "/queue"),
+                    "page /schedules": lambda: timed_get(base + "/schedules"),
+                }
+                for name, check in checks.items():
+                    samples[side].setdefault(name, []).append(check())
+            loads.append(os.getloadavg()[0])
+        out = {}
+        for name in samples["history"]:
+            h, e = samples["history"][name], samples["empty"][name]
+            goal = GOALS_S["page"] if name.startswith("page") else GOALS_S[name]
+            out[name] = {"median_s": statistics.median(h), "empty_median_s": statistics.median(e),
+                         "ratio": statistics.median(a / b for a, b in zip(h, e)), "goal_s": goal,
+                         "met": statistics.median(h) <= goal}
+        out["load"] = statistics.median(loads)
+        if args.prune:
+            out["prune"] = prune_under_writes(args.results, args.days)
+        return out
+    finally:
+        for d in dashboards.values():
+            d.stop()
+        redis.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def prune_under_writes(url: str, days: float) -> dict:
+    """Prune the oldest month while a writer records jobs as a runner does; the writer's longest wait."""
+    from bench_agent.jobs.results import ResultStore
+
+    store = ResultStore(url)
+    waits: list[float] = []
+    done = threading.Event()
+
+    def write(call, *args):
+        t0 = time.monotonic()
+        value = call(*args)
+        waits.append(time.monotonic() - t0)
+        return value
+
+    def writer() -> None:
+        while not done.is_set():
+            job_id = write(store.create_job, "during-prune", "board-0001", "host-001", {"steps": []})
+            write(store.claim, job_id, "bench")
+            for idx in range(5):
+                write(store.record_step, job_id, idx, {"name": f"s{idx}", "command": "panio ping board-0001",
+                                                       "status": "passed", "output": "ok\n"})
+            write(store.finish, job_id, "complete", "passed")
+            done.wait(0.02)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    t0 = time.monotonic()
+    try:
+        counts = store.prune(time.time() - (days - 30) * 86400)
+    finally:
+        took = time.monotonic() - t0
+        done.set()
+        thread.join()
+    return {"jobs": counts["jobs"], "seconds": took, "writes": len(waits),
+            "write_wait_max_s": max(waits), "write_wait_p50_s": statistics.median(waits),
+            "goal_s": GOALS_S["prune write wait"], "met": max(waits) <= GOALS_S["prune write wait"]}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--results", required=True, metavar="URL", help="the seeded database (seed_history.py)")
+    p.add_argument("--rounds", type=int, default=7, help="ABAB rounds (default 7)")
+    p.add_argument("--prune", action="store_true", help="also prune the oldest month under writes (changes the DB)")
+    p.add_argument("--days", type=float, default=90, help="the span the history was seeded over (default 90)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    args = p.parse_args()
+    out = measure(args)
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"history: {args.results} (load average {out['load']:.1f} on {os.cpu_count()} cores)")
+    for name, m in out.items():
+        if isinstance(m, dict) and "median_s" in m:
+            print(f"  {name:<30} {m['median_s'] * 1000:7.0f} ms  (empty db {m['empty_median_s'] * 1000:5.0f} ms, "
+                  f"x{m['ratio']:.2f})  goal <= {m['goal_s'] * 1000:.0f} ms: {'met' if m['met'] else 'NOT met'}")
+    if "prune" in out:
+        pr = out["prune"]
+        print(f"  prune: {pr['jobs']:,} jobs in {pr['seconds']:.0f} s; {pr['writes']} writes meanwhile, longest "
+              f"wait {pr['write_wait_max_s'] * 1000:.0f} ms (p50 {pr['write_wait_p50_s'] * 1000:.0f} ms)  "
+              f"goal <= {pr['goal_s'] * 1000:.0f} ms: {'met' if pr['met'] else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

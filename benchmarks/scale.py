@@ -1,0 +1,490 @@
+"""The scale harness: N control hosts x M boards under one controller, with the load a lab puts on it.
+
+Every host is a real ``panio worker --host host-NN`` process on its own queue with its own state directory;
+every board is a simulated board (``panio-sim up``: a console on a PTY behind a Shelly-protocol plug, one
+process each, about 28 MiB) whose serial capture the worker starts (``panio serial watch``, one supervisor
+process a board, about 22 MiB). One Redis (broker and leases, a private one), one results database
+(``--results``, default SQLite in the run's folder), one ``panio schedule serve``, one ``panio dashboard``.
+
+The load, as a lab makes it: two schedules (``every`` apart) each fire a suite over all boards (tag
+``sim``), so every board gets two jobs a period that contend for its lease; each job is the 5-step job of
+docs/scale.md (power-cycle, wait for the boot, transact twice, power state) behind a capture check. The
+dashboard's ``/`` is polled every 5 s and ``panio job list`` every 10 s, as operators would; retention
+(``panio job prune --older-than 30d``) runs every minute.
+
+Recorded per minute: jobs/s, queue wait (the later of the job's creation and its board's lease coming
+free, to the job taking the lease) p50/p99, job wall time, fire jitter (a slot's due time to its firing),
+Redis memory, ops/s and connections, results-database size and write latency (a probe row), worker and
+scheduler RSS, dashboard and ``job list`` latency. At the end, after the last jobs drained: lost (a job
+that never finished, or ended incomplete), run twice (a job's marker seen twice on its board's console),
+overlapping leases (two jobs of a board whose lease windows overlap, or fences out of order), and the
+Redis keys left (no per-job key may stay).
+
+Run: .venv/bin/python benchmarks/scale.py --hosts 10 --boards 10 --minutes 5 [--results URL] [--json]
+``--json`` prints one object (jobs, lost, run_twice, overlapping_leases, queue_wait_p99_s,
+fire_jitter_p99_s, jobs_per_s, minutes: [...], ...). Exits 0 unless the harness itself failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the test suite's real-peer helpers
+sys.path.insert(0, str(ROOT))
+
+import keyhelp  # noqa: E402
+from dashhelp import DashboardProc  # noqa: E402
+from peerhelp import PrivateRedis  # noqa: E402
+
+BIN = Path(sys.executable).parent
+PANIO, SIM = str(BIN / "panio"), str(BIN / "panio-sim")
+PROMPT = "root@sim:~# "
+JOB = f"""name = "scale-5-step"
+timeout_s = 120
+
+[[steps]]
+name = "capture is running"
+run = "panio serial watch ${{target}}"
+
+[[steps]]
+name = "power-cycle"
+run = "panio power-cycle ${{target}}"
+timeout_s = 60
+
+[[steps]]
+name = "boots to a shell"
+run = \"\"\"panio serial wait ${{target}} --since-step --pattern 'U-Boot[\\\\s\\\\S]*root@sim:~# ' --timeout-ms 30000\"\"\"
+timeout_s = 40
+
+[[steps]]
+name = "marks the run"
+run = "panio serial transact ${{target}} 'echo run-${{job_id}}-mark' --until '{PROMPT}' --timeout-ms 10000"
+expect_output = "run-"
+
+[[steps]]
+name = "console answers"
+run = "panio serial transact ${{target}} 'uname -a' --until '{PROMPT}' --timeout-ms 10000"
+expect_output = "Linux"
+
+[[steps]]
+name = "reports power on"
+run = "panio power-state ${{target}}"
+expect_output = "Power ON"
+"""
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+class Run:
+    """One harness run: its processes, its folder, what it sampled."""
+
+    def __init__(self, args) -> None:
+        self.args = args
+        self.dir = Path(tempfile.mkdtemp(prefix="panio-scale-"))
+        self.redis = PrivateRedis(self.dir)
+        self.results = args.results or f"sqlite:///{self.dir / 'results.db'}"
+        self.lab = self.dir / "lab.toml"
+        self.prefix = "scale:"
+        self.procs: list[subprocess.Popen] = []
+        self.samples: list[dict] = []
+        self.fires: list[float] = []
+        self.latency: dict[str, list[tuple[float, float]]] = {"dashboard": [], "job_list": []}
+        self.stopping = threading.Event()
+        self.boards = args.hosts * args.boards
+
+    @property
+    def env(self) -> dict:
+        return {**os.environ, "PANIO_LAB": str(self.lab), "PANIO_STATE_DIR": str(self.dir / "state"),
+                "PANIO_RESULTS_URL": self.results, "PANIO_BROKER": self.redis.url, "PANIO_REDIS_PREFIX": self.prefix,
+                "HOME": str(self.dir), **keyhelp.controller_env()}
+
+    def panio(self, *argv: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run([PANIO, *argv], env=self.env, capture_output=True, text=True, timeout=timeout,
+                              check=check)
+
+    # --- bringing it up ----------------------------------------------------
+
+    def up(self) -> None:
+        import redis
+
+        self.redis.start()
+        self.redis_empty = redis.Redis.from_url(self.redis.url).info("memory")["used_memory"]
+        for h in range(self.args.hosts):  # a bench a host (`panio-sim up` starts at most 16 boards)
+            subprocess.run([SIM, "up", "--boards", str(self.args.boards), "--boot-s", "0.2", "--countdown-s", "0.3",
+                            "--dir", str(self.sim_dir(h))], env=self.env, check=True, capture_output=True,
+                           timeout=60 + 5 * self.args.boards)
+        self._spread_over_hosts()
+        (self.dir / "job.toml").write_text(JOB)
+        (self.dir / "suite.toml").write_text('name = "scale"\njobs = ["job.toml"]\ntags = ["sim"]\n')
+        for h in range(self.args.hosts):
+            self._start([PANIO, "worker", "--host", f"host-{h:02d}", "--lab", str(self.lab), "--concurrency",
+                         str(self.args.boards)], f"worker-{h:02d}", {**keyhelp.worker_env(),
+                                                                    "PANIO_STATE_DIR": str(self.dir / f"w{h:02d}")},
+                        ready="ready.")
+        for name in ("a", "b"):
+            self.panio("schedule", "add", f"scale-{name}", "--suite", str(self.dir / "suite.toml"),
+                       "--every", f"{self.args.every_s:g}s")
+        self.scheduler = self._start([PANIO, "schedule", "serve"], "scheduler", {}, ready="scheduler running")
+        self.dashboard = DashboardProc(self.env, self.dir / "dashboard.log")
+        self.redis_up = redis.Redis.from_url(self.redis.url).info("memory")["used_memory"]  # before any job
+
+    def sim_dir(self, host: int) -> Path:
+        return self.dir / f"sim-{host:02d}"
+
+    def _spread_over_hosts(self) -> None:
+        """One lab: host ``h``'s bench's ``board{i}`` becomes ``board{h * M + i}`` on ``host-h``, which its own
+        worker serves (transport celery, so the harness's `serial log` reaches it too)."""
+        import tomlkit
+
+        doc, targets, hosts = tomlkit.document(), tomlkit.table(), tomlkit.table()
+        for h in range(self.args.hosts):
+            host = tomlkit.table()
+            host["ssh"] = f"ops@host-{h:02d}.invalid"
+            host["transport"] = "celery"
+            hosts[f"host-{h:02d}"] = host
+            bench = tomlkit.parse((self.sim_dir(h) / "lab.toml").read_text())
+            for i in range(self.args.boards):
+                table = bench["targets"][f"board{i}"]
+                table["host"] = f"host-{h:02d}"
+                targets[f"board{h * self.args.boards + i}"] = table
+        doc["hosts"], doc["targets"] = hosts, targets
+        self.lab.write_text(tomlkit.dumps(doc))
+
+    def _start(self, argv: list[str], name: str, extra: dict, ready: str) -> subprocess.Popen:
+        log = self.dir / f"{name}.log"
+        proc = subprocess.Popen(argv, env={**self.env, **extra}, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc.log = log
+        self.procs.append(proc)
+        deadline = time.monotonic() + 120
+        while ready not in log.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        return proc
+
+    def down(self) -> None:
+        if getattr(self, "dashboard", None):
+            self.dashboard.stop()
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        for h in range(self.args.hosts):
+            if self.sim_dir(h).exists():
+                subprocess.run([SIM, "down", "--dir", str(self.sim_dir(h))], env=self.env, capture_output=True,
+                               timeout=120)
+        self._stop_captures()
+        self.redis.stop()
+
+    def _stop_captures(self) -> None:
+        """The capture supervisors the workers started (they outlive a worker by design): stopped by pid."""
+        for path in Path("/proc").iterdir():
+            if not path.name.isdigit():
+                continue
+            try:
+                cmdline = (path / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if "bench_agent.serial.supervisor" in cmdline and str(self.dir) in cmdline:
+                try:
+                    os.kill(int(path.name), signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+    # --- load and sampling -------------------------------------------------
+
+    def drive(self) -> None:
+        threads = [threading.Thread(target=f, daemon=True) for f in (self._poll_dashboard, self._poll_job_list,
+                                                                     self._prune, self._watch_fires)]
+        for th in threads:
+            th.start()
+        self.t0 = time.time()
+        end = self.t0 + self.args.minutes * 60
+        next_sample = self.t0
+        while time.time() < end:
+            if time.time() >= next_sample:
+                self.samples.append(self._sample())
+                next_sample += min(60.0, self.args.minutes * 60 / 2)
+            time.sleep(0.5)
+        self.t1 = time.time()
+        self.panio("schedule", "rm", "scale-a")
+        self.panio("schedule", "rm", "scale-b")
+        self._drain()
+        self.samples.append(self._sample())
+        self.stopping.set()
+        for th in threads:
+            th.join(timeout=60)
+
+    def _drain(self) -> None:
+        from bench_agent.jobs.results import ResultStore
+
+        store = ResultStore(self.results)
+        deadline = time.time() + 180
+        while time.time() < deadline and store.active_jobs():
+            time.sleep(1)
+
+    def _poll_dashboard(self) -> None:
+        while not self.stopping.wait(5):
+            t0 = time.monotonic()
+            try:
+                with urllib.request.urlopen(self.dashboard.url + "/", timeout=60) as r:
+                    r.read()
+                self.latency["dashboard"].append((time.time(), time.monotonic() - t0))
+            except OSError:
+                self.latency["dashboard"].append((time.time(), float("inf")))
+
+    def _poll_job_list(self) -> None:
+        while not self.stopping.wait(10):
+            t0 = time.monotonic()
+            self.panio("job", "list", check=False)
+            self.latency["job_list"].append((time.time(), time.monotonic() - t0))
+
+    def _prune(self) -> None:
+        while not self.stopping.wait(60):
+            self.panio("job", "prune", "--older-than", "30d", check=False, timeout=600)
+
+    def _watch_fires(self) -> None:
+        """Each firing of a schedule: its slot's due time to the moment the scheduler claimed it."""
+        from controller.jobs.schedules import ScheduleStore
+
+        store, due = ScheduleStore(self.results), {}
+        while not self.stopping.wait(0.25):
+            for s in store.list():
+                was = due.get(s["name"])
+                if was is not None and s["next_due"] != was and s["last_fired"]:
+                    self.fires.append(s["last_fired"] - was)
+                due[s["name"]] = s["next_due"]
+
+    def _sample(self) -> dict:
+        import redis
+
+        from bench_agent.jobs.results import ResultStore
+
+        info = redis.Redis.from_url(self.redis.url).info()
+        store = ResultStore(self.results)
+        t0 = time.monotonic()
+        probe = store.create_job("scale-probe", "board0", None, {"steps": []})
+        store.finish(probe, "canceled", None, "write-latency probe")
+        write_s = time.monotonic() - t0
+        workers = [p for p in self.procs if p.log.name.startswith("worker-")]
+        return {"at": time.time(), "redis_used_memory": info["used_memory"],
+                "redis_ops_per_s": info["instantaneous_ops_per_sec"], "redis_clients": info["connected_clients"],
+                "redis_commands": info["total_commands_processed"],
+                "redis_keys": sum(v.get("keys", 0) for k, v in info.items() if k.startswith("db")),
+                "db_bytes": db_size(self.results), "db_write_s": write_s,
+                "worker_rss_mib": sum(rss_mib(p.pid) for p in workers),
+                "scheduler_rss_mib": rss_mib(self.scheduler.pid)}
+
+    # --- what happened ----------------------------------------------------
+
+    def verdict(self) -> dict:
+        from bench_agent.jobs.results import ResultStore
+
+        store = ResultStore(self.results)
+        jobs = [j for j in store.list_jobs(limit=10**7, name="scale-5-step")]
+        done = [j for j in jobs if j["state"] == "done"]
+        lost = [j for j in jobs if j["state"] != "done" or j["health"] != "complete"]
+        overlapping, waits = overlaps_and_waits(done)
+        walls = [j["finished_at"] - j["started_at"] for j in done if j["started_at"]]
+        twice = self._run_twice(done)
+        span = max(self.t1 - self.t0, 1)
+        out = {"hosts": self.args.hosts, "boards_per_host": self.args.boards, "boards": self.boards,
+               "minutes": self.args.minutes, "every_s": self.args.every_s, "results": self.results.split(":")[0],
+               "jobs": len(jobs), "done": len(done), "passed": sum(j["result"] == "passed" for j in done),
+               "lost": len(lost), "lost_ids": [j["id"] for j in lost][:20], "run_twice": len(twice),
+               "run_twice_ids": twice[:20], "overlapping_leases": len(overlapping),
+               "jobs_per_s": round(len([j for j in done if j["finished_at"] <= self.t1]) / span, 3),
+               "queue_wait_p50_s": pct(waits, 0.5), "queue_wait_p99_s": pct(waits, 0.99),
+               "job_wall_p50_s": pct(walls, 0.5), "job_wall_p99_s": pct(walls, 0.99),
+               "fire_jitter_p50_s": pct(self.fires, 0.5), "fire_jitter_p99_s": pct(self.fires, 0.99),
+               "fires": len(self.fires),
+               "dashboard_p50_s": pct([s for _, s in self.latency["dashboard"]], 0.5),
+               "dashboard_p99_s": pct([s for _, s in self.latency["dashboard"]], 0.99),
+               "job_list_p50_s": pct([s for _, s in self.latency["job_list"]], 0.5),
+               "job_list_p99_s": pct([s for _, s in self.latency["job_list"]], 0.99),
+               "load": os.getloadavg()[0], "samples": self.samples, "minutes_table": self._per_minute(done, waits)}
+        if len(self.samples) > 1 and done:  # every Redis command of the run (broker, leases, pings) over its jobs
+            out["redis_commands_per_job"] = round((self.samples[-1]["redis_commands"]
+                                                   - self.samples[0]["redis_commands"]) / len(done), 1)
+        out["markers_seen"] = len(self.markers)  # jobs whose run the consoles show (each once, or run_twice)
+        out["boards_unread"] = self.unread
+        out.update(self._redis_after(len(done)))
+        return out
+
+    def _per_minute(self, done: list[dict], waits: list[float]) -> list[dict]:
+        rows = []
+        for m in range(int(-(-(self.t1 - self.t0) // 60))):
+            a, b = self.t0 + 60 * m, self.t0 + 60 * (m + 1)
+            inside = [j for j in done if a <= j["finished_at"] < b]
+            w = [j["_wait"] for j in inside if "_wait" in j]
+            lat = {k: [s for t, s in v if a <= t < b] for k, v in self.latency.items()}
+            rows.append({"minute": m + 1, "jobs_per_s": round(len(inside) / 60, 3), "queue_wait_p50_s": pct(w, 0.5),
+                         "queue_wait_p99_s": pct(w, 0.99), "dashboard_p50_s": pct(lat["dashboard"], 0.5),
+                         "job_list_p50_s": pct(lat["job_list"], 0.5)})
+        return rows
+
+    def _run_twice(self, done: list[dict]) -> list[int]:
+        """Jobs whose marker (``echo run-ID-mark``) their board's console shows more than once."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        seen = self.markers = {}
+        self.unread = []  # boards whose console log could not be read: their jobs are not proven once-only
+        with ThreadPoolExecutor(4) as pool:
+            for marks in pool.map(self._marks, range(self.boards)):
+                for job in marks:
+                    seen[job] = seen.get(job, 0) + 1
+        return sorted(job for job, n in seen.items() if n > 1)
+
+    def _marks(self, i: int) -> list[int]:
+        """The job ids in the ``run-ID-mark`` lines of board ``i``'s console, as often as each appears."""
+        marks, first = [], 0
+        while True:  # 5,000 lines a read (the operation's bound), oldest first
+            r = self.panio("serial", "log", f"board{i}", "--from", str(first), "--to", str(first + 4999),
+                           "--json", check=False, timeout=120)
+            if r.returncode != 0:
+                self.unread.append((f"board{i}", r.stderr.strip()[:200]))
+                return marks
+            got = json.loads(r.stdout)
+            for line in got.get("lines", []):
+                m = re.fullmatch(r"run-(\d+)-mark", line.get("text", "").strip())
+                if m:
+                    marks.append(int(m.group(1)))
+            first += 5000
+            if got.get("last_seq") is None or first > got["last_seq"]:
+                return marks
+
+    def _redis_after(self, finished: int) -> dict:
+        """Memory and keys after the drain: what stays per board, and whether any key names a job."""
+        import redis
+
+        r = redis.Redis.from_url(self.redis.url)
+        keys = [k.decode(errors="replace") for k in r.scan_iter(count=1000)]
+        shapes: dict[str, int] = {}
+        for k in keys:
+            shape = re.sub(r"board\d+", "board<N>", re.sub(r"\d{2,}", "<n>", k))
+            shapes[shape] = shapes.get(shape, 0) + 1
+        per_job = [k for k in keys if re.search(r"(job|task)[-:_]?\d+|celery-task-meta", k)]
+        used = r.info("memory")["used_memory"]
+        grown = used - self.redis_empty
+        return {"redis_keys_after": len(keys), "redis_key_shapes": shapes, "redis_per_job_keys": len(per_job),
+                "redis_per_job_key_examples": per_job[:5], "redis_used_memory_after": used,
+                "redis_used_memory_empty": self.redis_empty,
+                "redis_bytes_per_board": round(grown / self.boards),  # all that stays, over the empty server
+                "redis_bytes_per_finished_job": round((used - self.redis_up) / max(finished, 1), 1)}
+
+
+def overlaps_and_waits(done: list[dict]) -> tuple[list[tuple[int, int]], list[float]]:
+    """Pairs of jobs of one board whose lease windows overlap (or whose fences run backwards), and each job's
+    queue wait: from the later of its creation and its board's previous job finishing, to its lease."""
+    by_target: dict[str, list[dict]] = {}
+    for j in done:
+        if j["leased_at"]:
+            by_target.setdefault(j["target"], []).append(j)
+    bad, waits = [], []
+    for jobs in by_target.values():
+        jobs.sort(key=lambda j: j["leased_at"])
+        free_at = None
+        for prev, job in zip([None, *jobs], jobs):
+            if prev is not None:
+                if job["leased_at"] < prev["finished_at"] - 0.05 or (job["fence"] or 0) <= (prev["fence"] or 0):
+                    bad.append((prev["id"], job["id"]))
+                free_at = prev["finished_at"]
+            ready = max(job["created_at"], free_at or 0)
+            job["_wait"] = max(0.0, job["leased_at"] - ready)
+            waits.append(job["_wait"])
+    return bad, waits
+
+
+def rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def db_size(url: str) -> int:
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    with engine.connect() as c:
+        size = int(c.execute(sa.text("SELECT pg_database_size(current_database())")).scalar())
+    engine.dispose()
+    return size
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hosts", type=int, default=10, help="control hosts, each a `panio worker` (default 10)")
+    p.add_argument("--boards", type=int, default=10, help="boards per host (default 10)")
+    p.add_argument("--minutes", type=float, default=5, help="how long the schedules fire (default 5)")
+    p.add_argument("--every", dest="every_s", type=float, default=60,
+                   help="each of the two schedules fires every S seconds (default 60)")
+    p.add_argument("--results", metavar="URL", help="results database (default: SQLite in the run's folder)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--keep", action="store_true", help="leave the run's folder (logs) in place")
+    args = p.parse_args(argv)
+    if min(args.hosts, args.boards) < 1 or args.boards > 16 or args.minutes <= 0 or args.every_s < 5:
+        p.error("--hosts at least 1, --boards 1..16 (a simulated bench's), --minutes more than 0, --every at least 5")
+    run = Run(args)
+    try:
+        run.up()
+        run.drive()
+        out = run.verdict()
+    finally:
+        run.down()
+    out["folder"] = str(run.dir)
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(run.dir, ignore_errors=True)
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{args.hosts} hosts x {args.boards} boards, {args.minutes:g} min, two schedules every {args.every_s:g} s "
+          f"(load average {out['load']:.1f} on {os.cpu_count()} cores)")
+    for k in ("jobs", "passed", "lost", "run_twice", "overlapping_leases", "jobs_per_s", "queue_wait_p50_s",
+              "queue_wait_p99_s", "job_wall_p50_s", "fire_jitter_p99_s", "dashboard_p50_s", "job_list_p50_s",
+              "markers_seen", "redis_commands_per_job", "redis_keys_after", "redis_per_job_keys", "redis_bytes_per_board",
+              "redis_bytes_per_finished_job"):
+        print(f"  {k:<22} {out.get(k)}")
+    print("  redis key shapes after: " + ", ".join(f"{k} x{n}" for k, n in out["redis_key_shapes"].items()))
+    for row in out["minutes_table"]:
+        print("  minute {minute}: {jobs_per_s} jobs/s, queue wait p50 {queue_wait_p50_s} p99 {queue_wait_p99_s}, "
+              "dashboard {dashboard_p50_s}, job list {job_list_p50_s}".format(**row))
+    last = out["samples"][-1] if out["samples"] else {}
+    print(f"  last sample: {json.dumps(last)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
