@@ -87,6 +87,7 @@ def _tables():
         sa.Column("checks", sa.Text),
         sa.Column("captured", sa.Text),
         sa.Column("output", sa.Text),
+        sa.Column("started_at", sa.Float),  # wall clock: `job triage` cuts the step's window of the serial log
     )
     artifacts = sa.Table(
         "panio_artifacts", md,
@@ -244,11 +245,12 @@ class ResultStore:
         import sqlalchemy as sa
 
         inspector = sa.inspect(conn)
-        have = {c["name"] for c in inspector.get_columns("panio_jobs")}
-        for col in self.jobs.columns:
-            if col.name not in have:
-                kind = col.type.compile(dialect=self.engine.dialect)
-                conn.execute(sa.text(f"ALTER TABLE panio_jobs ADD COLUMN {col.name} {kind}"))
+        for table in (self.jobs, self.steps):
+            have = {c["name"] for c in inspector.get_columns(table.name)}
+            for col in table.columns:
+                if col.name not in have:
+                    kind = col.type.compile(dialect=self.engine.dialect)
+                    conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {col.name} {kind}"))
         indexed = _index_names(conn, "panio_jobs")
         for index in self.jobs.indexes:
             if index.name not in indexed:
@@ -614,7 +616,7 @@ def _step_row(step: dict) -> dict:
     return {"name": step["name"], "command": step["command"], "status": step["status"],
             "exit_status": step.get("exit_status"), "duration_s": step.get("duration_s"),
             "checks": json.dumps(step.get("checks", [])), "captured": json.dumps(step.get("captured", {})),
-            "output": step.get("output", "")}
+            "output": step.get("output", ""), "started_at": step.get("started_at")}
 
 
 def _job_dict(row) -> dict:

@@ -224,7 +224,7 @@ class JobRunner:
                 started = time.time()
                 outcome, record = self._one_step(payload, idx, step, command, variables, lease, call, deadline,
                                                  dict(began))
-                done.append((idx, record))
+                done.append((idx, {**record, "started_at": started}))
                 began["previous_step_started_at"] = started
                 if outcome["status"] == "pass":
                     variables.update(outcome["captured"])
@@ -248,7 +248,8 @@ class JobRunner:
 
     def _start(self, job_id: int, idx: int, name: str, command: str, done: list[tuple[int, dict]]) -> bool:
         """Write the ``done`` records and step ``idx`` as running, unless the job was canceled (False)."""
-        started = self.store.start_step(job_id, idx, {"name": name, "command": command, "status": "running"}, done)
+        started = self.store.start_step(job_id, idx, {"name": name, "command": command, "status": "running",
+                                                      "started_at": time.time()}, done)
         done.clear()
         return started
 

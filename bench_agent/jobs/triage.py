@@ -6,7 +6,9 @@ the same tags; failing that, the same job name on the same target with another
 job file (the inputs then say the file changed). Against it a triage reports:
 
 * the first step whose verdict differs, and how (exit status, expectation, timeout);
-* in that step's output and in the job's serial log, the first divergent line:
+* in that step's output, in the job's serial log and in the step's own window of
+  it (the lines received while the step ran: ``started_at`` + duration), the
+  first divergent line:
   after ``logalign`` normalised what always changes, the first line of the
   failing run with no counterpart in the passing one, or the first line the
   passing one had and the failing one skipped; a few lines of context from
@@ -140,7 +142,7 @@ def first_step(base: dict, job: dict) -> dict | None:
 
 def _log_diffs(arts: tuple[dict, dict], base: dict, job: dict, step: dict | None, rules: logalign.Rules,
                context: int = CONTEXT) -> list[dict]:
-    out = []
+    out, mine, theirs = [], None, None
     if step is not None:
         mine = next(s for s in job["steps"] if s["idx"] == step["idx"])
         theirs = next((s for s in base["steps"] if s["idx"] == step["idx"]), None)
@@ -149,10 +151,36 @@ def _log_diffs(arts: tuple[dict, dict], base: dict, job: dict, step: dict | None
                         context=context)
             out.append({"source": f"step {step['idx'] + 1} output", **d})
     theirs_art, mine_art = arts
+    windows = []
     for name in sorted(n for n in mine_art if n.startswith("serial-") and n.endswith(".log")):
         if name in theirs_art:
-            d = compare(theirs_art[name].splitlines(), mine_art[name].splitlines(), rules, timed=True, context=context)
+            passing, failing = theirs_art[name].splitlines(), mine_art[name].splitlines()
+            d = compare(passing, failing, rules, timed=True, context=context)
             out.append({"source": name, **d})
+            if step is not None and theirs is not None and mine.get("started_at") and theirs.get("started_at"):
+                # the same comparison over the step's own window of each run's log (its start to its end)
+                d = compare(step_window(passing, theirs), step_window(failing, mine), rules, timed=True,
+                            context=context)
+                windows.append({"source": f"step {step['idx'] + 1} {name}", **d})
+    return out + windows
+
+
+def step_window(lines: list[str], step: dict, margin_s: float = 0.5) -> list[str]:
+    """The serial-log lines (``[HH:MM:SS.mmm] #seq text``, local time) received while ``step`` ran: from its
+    ``started_at`` to its end (``duration_s``) plus ``margin_s``; a window across midnight wraps."""
+    import time
+
+    def clock(t: float) -> float:
+        local = time.localtime(t)
+        return local.tm_hour * 3600 + local.tm_min * 60 + local.tm_sec + (t % 1)
+
+    start = step["started_at"]
+    begin, end = clock(start), clock(start + (step.get("duration_s") or 0) + margin_s)
+    out = []
+    for line in lines:
+        at = _seconds(line)
+        if at is not None and ((begin <= at <= end) if begin <= end else (at >= begin or at <= end)):
+            out.append(line)
     return out
 
 
