@@ -8,8 +8,9 @@ interleave with replies, so ``execute`` skips every line that carries an
 QEMU serves one client per ``-qmp`` socket: a second client's ``connect``
 succeeds but waits in the socket's backlog, greeted only when the first one
 closes. So panio holds a socket only for one command (``run``: connect,
-greet, execute, close — about 1 ms, benchmarks/qmp_share.py), and video,
-keyboard and a lab's power hook take turns on one socket. A client still
+greeting, then ``qmp_capabilities`` and the command in one write, close:
+one round trip more than a kept connection, benchmarks/qmp_share.py), and
+video, keyboard and a lab's power hook take turns on one socket. A client still
 waiting for its greeting after ``TURN_S`` gets ``Busy`` naming whoever holds
 the socket (``holder``), with nothing sent: the outcome is known.
 """
@@ -39,7 +40,7 @@ class QMPClient:
             self.close()
             raise
         self._sock.settimeout(timeout_s)
-        self.execute("qmp_capabilities")
+        self._negotiated = False  # qmp_capabilities goes out with the first command: one round trip, not two
 
     def _connect(self, turn_s: float) -> None:
         try:
@@ -59,20 +60,24 @@ class QMPClient:
             raise Unreachable(f"QMP socket {self.path} closed (QEMU exited?)", device=self.path)
 
     def execute(self, command: str, **arguments: Any) -> Any:
-        msg: dict[str, Any] = {"execute": command}
-        if arguments:
-            msg["arguments"] = arguments
+        msgs: list[dict[str, Any]] = [] if self._negotiated else [{"execute": "qmp_capabilities"}]
+        msgs.append({"execute": command, **({"arguments": arguments} if arguments else {})})
         try:
-            self._sock.sendall(json.dumps(msg).encode() + b"\n")
+            self._sock.sendall(b"".join(json.dumps(m).encode() + b"\n" for m in msgs))
         except OSError as exc:
             raise Unreachable(f"QMP socket {self.path}: {exc}", device=self.path) from exc
-        while True:
-            reply = self._read()
-            if "event" in reply:
-                continue
+        self._negotiated = True
+        for msg in msgs:
+            reply = self._reply()
             if "error" in reply:
-                raise DeviceError(f"QMP {command}: {reply['error'].get('desc', reply['error'])}", device=self.path)
-            return reply.get("return")
+                raise DeviceError(f"QMP {msg['execute']}: {reply['error'].get('desc', reply['error'])}",
+                                  device=self.path)
+        return reply.get("return")
+
+    def _reply(self) -> dict[str, Any]:
+        while "event" in (reply := self._read()):
+            pass
+        return reply
 
     def _read(self) -> dict[str, Any]:
         try:

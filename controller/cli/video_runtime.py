@@ -92,6 +92,11 @@ def _register_wait(sub: argparse._SubParsersAction) -> None:
     th, t = _param("video.wait", "threshold"), _param("video.wait", "timeout_ms")
     c.add_argument("--threshold", type=float, default=th.default, metavar="SCORE",
                    help=f"with --image: how alike, {th.bounds_text()} (1.0 = pixel-exact; default {th.default})")
+    md = _param("video.wait", "max_distance")
+    c.add_argument("--max-distance", type=int, default=md.default, metavar="N",
+                   help=f"with --text: accept the text with up to N characters wrong, extra or missing (edit "
+                        f"distance, {md.bounds_text()}; OCR misreads V as U, O as Q); the distance found is "
+                        f"printed on stderr and in --json")
     c.add_argument("--region", metavar="X,Y,W,H", help="look only in this rectangle (frame pixels)")
     c.add_argument("--timeout", "--timeout-ms", dest="timeout_ms", type=int, default=t.default, metavar="MS",
                    help=f"how long to wait ({t.bounds_text()}, default {t.default})")
@@ -134,4 +139,5 @@ def read(args: argparse.Namespace, lab: Any) -> Step:
 @runtime
 def wait(args: argparse.Namespace, lab: Any) -> Step:
     return _plan(args, lab, "video.wait", {"text": args.text, "image": args.image, "region": args.region,
-                                           "timeout_ms": args.timeout_ms, "threshold": args.threshold})
+                                           "timeout_ms": args.timeout_ms, "threshold": args.threshold,
+                                           "max_distance": args.max_distance})
