@@ -112,7 +112,7 @@ def ocr(frame: Any, region: tuple[int, int, int, int] | None = None) -> str:
     reaches tesseract as dark text on a light background. A small font (glyphs
     at most ``SMALL_FONT_PX`` tall: a VGA text screen's one-pixel strokes) is
     scaled 3x and its strokes thickened: on random capital words from a QEMU
-    VGA screen that read 102 of 120 exactly where the plain 2x path read 85
+    VGA screen that read 97-102 of 120 exactly where the plain 2x path read 85-87
     (V read as U most often; benchmarks/ocr_vga.py). Typographic dashes and
     quotes come back as the ASCII a console shows.
     """
