@@ -12,7 +12,7 @@ greeting, then ``qmp_capabilities`` and the command in one write, close:
 one round trip more than a kept connection, benchmarks/qmp_share.py), and
 video, keyboard and a lab's power hook take turns on one socket. A client still
 waiting for its greeting after ``TURN_S`` gets ``Busy`` naming whoever holds
-the socket (``holder``), with nothing sent: the outcome is known.
+the socket (``holder``), its command not sent.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class QMPClient:
             line = self._file.readline()  # the greeting: QEMU sends it when this client's turn comes
         except socket.timeout:
             raise Busy(f"QMP socket {self.path} is held by {holder(self.path) or 'another client'} "
-                       f"(QEMU serves one client per -qmp socket; waited {turn_s:g} s, nothing was sent)",
+                       f"(QEMU serves one client per -qmp socket; waited {turn_s:g} s; this command was not sent)",
                        hint="a QMP client that stays connected blocks every other user of the socket: "
                             "let it connect per command, or give it its own -qmp socket (docs/video.md)",
                        device=self.path) from None
@@ -105,9 +105,9 @@ class QMPClient:
         self.close()
 
 
-def run(path: str, command: str, timeout_s: float = 5.0, **arguments: Any) -> Any:
+def run(path: str, command: str, timeout_s: float = 5.0, turn_s: float = TURN_S, **arguments: Any) -> Any:
     """One command on its own connection: the socket is free again as soon as QEMU has answered."""
-    with QMPClient(path, timeout_s) as client:
+    with QMPClient(path, timeout_s, turn_s) as client:
         return client.execute(command, **arguments)
 
 

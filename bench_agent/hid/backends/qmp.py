@@ -13,6 +13,7 @@ from bench_agent.hid.base import KEYS, MODIFIER_QCODES, USAGE_NAMES, HidBackend
 from bench_agent import qmp
 
 BUTTON_NAMES = {0x01: "left", 0x02: "right", 0x04: "middle"}
+RELEASE_TURN_S = 15.0
 
 
 class QmpBackend(HidBackend):
@@ -49,8 +50,23 @@ class QmpBackend(HidBackend):
             self._send([{"type": "btn", "data": {"down": True, "button": name}}])
             self._send([{"type": "btn", "data": {"down": False, "button": name}}])
 
-    def _send(self, events: list[dict]) -> None:
-        qmp.run(self.path, "input-send-event", events=events)
+    def _send(self, events: list[dict], turn_s: float = qmp.TURN_S) -> None:
+        qmp.run(self.path, "input-send-event", turn_s=turn_s, events=events)
+
+    def close(self) -> None:
+        """Release what a failed command left pressed (the socket was taken between press and release): a held
+        key would repeat in the guest, so this waits longer for its turn."""
+        events = [_key(q, False) for q in sorted(self._down)]
+        events += [{"type": "btn", "data": {"down": False, "button": name}} for bit, name in BUTTON_NAMES.items()
+                   if self._buttons & bit]
+        if events:
+            from bench_agent.errors import PanioError
+
+            try:
+                self._send(events, turn_s=RELEASE_TURN_S)
+            except PanioError:
+                pass  # the error that stopped the command is the one the caller sees
+        self._down, self._buttons = set(), 0
 
 
 def _key(qcode: str, down: bool) -> dict:
