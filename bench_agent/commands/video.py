@@ -136,7 +136,8 @@ def read(call: Call, opts: dict, out: Output, context: dict) -> None:
 def wait(call: Call, opts: dict, out: Output, context: dict) -> None:
     image = opts.get("image")
     args: dict[str, Any] = {"target": opts["target"], "text": opts.get("text"), "region": opts.get("region"),
-                            "timeout_ms": opts.get("timeout_ms"), "threshold": opts.get("threshold")}
+                            "timeout_ms": opts.get("timeout_ms"), "threshold": opts.get("threshold"),
+                            "max_distance": opts.get("max_distance") or 0}
     if image:
         try:
             args["image_b64"] = base64.b64encode(Path(image).read_bytes()).decode()
@@ -144,6 +145,8 @@ def wait(call: Call, opts: dict, out: Output, context: dict) -> None:
             raise UsageError(f"cannot read the needle {image}: {exc.strerror}", argument="image") from None
     r = call("video.wait", args)
     _signal(out, r)
+    if r.get("max_distance"):
+        out.note(f"matched {r['match']!r} at edit distance {r['distance']} (at most {r['max_distance']} allowed)")
     if opts.get("json"):
         out.json(r)
     elif opts.get("text") is not None:

@@ -169,6 +169,7 @@ def read(target: str, stable: bool = False, stable_ms: int = DEFAULT_STABLE_MS, 
 
 
 MAX_NEEDLE_B64 = 8 << 20
+MAX_DISTANCE = 8
 OCR_MARGIN_S = 30  # the last frame's OCR may start just before the timeout
 
 
@@ -177,16 +178,20 @@ OCR_MARGIN_S = 30  # the last frame's OCR may start just before the timeout
     Param("image_b64", str, "a needle image (PNG, base64) that must appear on the screen", default=None),
     Param("threshold", float, "how alike the needle and the screen must be (1.0 = pixel-exact)", default=0.9,
           minimum=0.1, maximum=1.0),
+    Param("max_distance", int, "with text: how many characters the screen's text may have wrong, extra or missing "
+          "and still match (edit distance; OCR misreads V as U); the reply states the distance found", default=0,
+          minimum=0, maximum=MAX_DISTANCE),
     _REGION,
     Param("timeout_ms", int, "how long to wait for the text or image", default=30000, unit="ms", minimum=0,
           maximum=3_600_000),
 ), deadline=lambda a: a["timeout_ms"] / 1000 + OCR_MARGIN_S)
 def wait(target: str, text: str | None = None, image_b64: str | None = None, threshold: float = 0.9,
-         region: str | None = None, timeout_ms: int = 30000) -> dict[str, Any]:
-    """Wait until the screen shows ``text`` (a regex over its OCR) or the ``image_b64`` needle; Timeout otherwise."""
+         region: str | None = None, timeout_ms: int = 30000, max_distance: int = 0) -> dict[str, Any]:
+    """Wait until the screen shows ``text`` (a regex over its OCR, within ``max_distance`` edits) or the
+    ``image_b64`` needle; Timeout otherwise."""
     from bench_agent.video import channel as video
 
-    look = _matcher(text, image_b64, threshold, video.parse_region(region))
+    look = _matcher(text, image_b64, threshold, video.parse_region(region), max_distance)
     started = time.monotonic()
     end, seen, frames, last = started + timeout_ms / 1000, None, 0, None
     while True:
@@ -205,7 +210,7 @@ def wait(target: str, text: str | None = None, image_b64: str | None = None, thr
             raise _wait_timeout(target, text, threshold, timeout_ms, frames, last, seen)
 
 
-def _matcher(text: str | None, image_b64: str | None, threshold: float, box: Any):
+def _matcher(text: str | None, image_b64: str | None, threshold: float, box: Any, max_distance: int = 0):
     """A function frame -> (matched, what was seen) for the one thing asked for."""
     from bench_agent import patterns
     from bench_agent.errors import UsageError
@@ -215,11 +220,18 @@ def _matcher(text: str | None, image_b64: str | None, threshold: float, box: Any
         raise UsageError("give exactly one of text (a regular expression) or image (a needle PNG)")
     if text is not None:
         rx = patterns.compile_text(text, True)  # a bad pattern is a usage error before the first frame
+        # BESTMATCH: the fewest edits anywhere on the screen, so the stated distance is the closest reading
+        fuzzy = patterns.compile_text(f"(?b)(?:{text}){{e<={max_distance}}}", True) if max_distance else None
+        tolerance = {"max_distance": max_distance} if max_distance else {}
 
         def by_text(frame: Any) -> tuple[bool, dict[str, Any]]:
             seen = video.ocr(frame, box)
-            m = patterns.search(rx, seen)
-            return m is not None, {"text": seen, "match": m.group(0) if m else None}
+            m, distance = patterns.search(rx, seen), 0
+            if m is None and fuzzy is not None:
+                m = patterns.search(fuzzy, seen)
+                distance = sum(m.fuzzy_counts) if m else None
+            return m is not None, {"text": seen, "match": m.group(0) if m else None,
+                                   "distance": distance if m else None, **tolerance}
         return by_text
     if len(image_b64) > MAX_NEEDLE_B64:
         raise UsageError(f"the needle image is larger than {MAX_NEEDLE_B64 >> 20} MiB (base64)", argument="image")
@@ -243,7 +255,8 @@ def _wait_timeout(target: str, text: str | None, threshold: float, timeout_ms: i
                        hint=f"is the capture daemon seeing a picture? `panio video show {target}`")
     if text is not None:
         seen = " | ".join(((last or {}).get("text") or "").splitlines()[-3:])
-        return Timeout(f"video of {target}: no text matching /{text}/ within {timeout_ms} ms ({frames} frame(s) "
+        within = f" within edit distance {last['max_distance']}" if (last or {}).get("max_distance") else ""
+        return Timeout(f"video of {target}: no text matching /{text}/{within} within {timeout_ms} ms ({frames} frame(s) "
                        f"read; last: {seen[-120:]!r})", target=target, hash=hash_, frames=frames)
     score = ((last or {}).get("match") or {}).get("score")
     return Timeout(f"video of {target}: the image did not appear within {timeout_ms} ms (best score {score} < "

@@ -207,7 +207,7 @@ def add_param(p: argparse.ArgumentParser, op: str, name: str, *flags: str, **kw:
     bounds = param.bounds_text() if param.minimum is not None or param.maximum is not None else ""
     default = f"default {param.default}" if not param.required and param.default is not None else ""
     extra = ", ".join(x for x in (bounds, default) if x)
-    kw.setdefault("help", param.help + (f" ({extra})" if extra else ""))
+    kw["help"] = kw.get("help", param.help) + (f" ({extra})" if extra else "")  # bounds always from the spec
     return p.add_argument(*flags, dest=kw.pop("dest", name), **kw)
 
 

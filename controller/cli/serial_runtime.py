@@ -79,8 +79,8 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
     window = c.add_mutually_exclusive_group()
     add_param(window, "serial.log", "tail", metavar="N")
     add_param(window, "serial.log", "since", metavar="SEQ")
-    add_param(window, "serial.log", "first", metavar="A", help="lines A..B (with --to)")
-    add_param(c, "serial.log", "last", metavar="B", help="last line of a --from range (inclusive)")
+    add_param(window, "serial.log", "first", metavar="A", help="first line of a range A..B, with --to")
+    add_param(c, "serial.log", "last", metavar="B", help="last line of a --from range, inclusive")
     add_json(c)
     add_param(c, "serial.log", "raw")
 

@@ -80,6 +80,9 @@ def _register_wait(sub: argparse._SubParsersAction) -> None:
     what.add_argument("--text", metavar="REGEX", help="a regular expression the screen's text must match")
     what.add_argument("--image", metavar="NEEDLE.png", help="an image (cut from a shot) that must appear")
     add_param(c, "video.wait", "threshold", metavar="SCORE")
+    add_param(c, "video.wait", "max_distance", metavar="N",
+              help="with --text: accept the text with up to N characters wrong, extra or missing (edit distance; "
+                   "OCR misreads V as U, O as Q); the distance found is printed on stderr and in --json")
     add_param(c, "video.wait", "region", metavar="X,Y,W,H", help="look only in this rectangle (frame pixels)")
     add_param(c, "video.wait", "timeout_ms", "--timeout", "--timeout-ms", metavar="MS")
     add_json(c)
@@ -121,4 +124,5 @@ def read(args: argparse.Namespace, lab: Any) -> Step:
 @runtime
 def wait(args: argparse.Namespace, lab: Any) -> Step:
     return _plan(args, lab, "video.wait", {"text": args.text, "image": args.image, "region": args.region,
-                                           "timeout_ms": args.timeout_ms, "threshold": args.threshold})
+                                           "timeout_ms": args.timeout_ms, "threshold": args.threshold,
+                                           "max_distance": args.max_distance})

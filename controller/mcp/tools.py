@@ -317,6 +317,7 @@ VIDEO_TOOLS: tuple[ToolSpec, ...] = (
              (TARGET,
               from_spec("video.wait", "text", "--text", required=True,  # the op also takes an image; MCP does not
                         help="a regular expression the screen's text (OCR) must match"),
+              from_spec("video.wait", "max_distance", "--max-distance"),
               from_spec("video.wait", "region", "--region", help="X,Y,W,H in frame pixels: look only there"),
               from_spec("video.wait", "timeout_ms", "--timeout")),
              op="video.wait"),
