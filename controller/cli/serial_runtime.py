@@ -152,7 +152,7 @@ def _register_inspect(sub: argparse._SubParsersAction) -> None:
     add_target_positional(c)
     _iface_opt(c)
     add_param(c, "serial.evidence", "epoch", metavar="E")
-    add_param(c, "serial.evidence", "since", metavar="CURSOR", help="records from this byte cursor (needs --epoch)")
+    add_param(c, "serial.evidence", "since", metavar="CURSOR", help="records from this byte cursor, with --epoch")
     add_param(c, "serial.evidence", "max_bytes", metavar="N")
     add_json(c)
 
