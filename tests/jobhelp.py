@@ -61,7 +61,11 @@ def drop_pg_schema(url: str) -> None:
 
 
 def wait_for(predicate, timeout_s: float = 20, every_s: float = 0.1):
-    """``predicate()``'s first true value, asked every ``every_s`` for up to ``timeout_s``."""
+    """``predicate()``'s first true value, asked every ``every_s`` for up to ``timeout_s``.
+
+    On a loaded machine seconds pass between two looks (a CLI call alone can take ten): wait for a state that
+    lasts until the test ends it (a job that runs until it is stopped, not one "running" for 4 s), and give
+    deadlines that are generous, as a passing wait costs nothing more."""
     deadline, value = time.monotonic() + timeout_s, None
     while time.monotonic() < deadline:
         value = predicate()

@@ -269,6 +269,6 @@ def test_a_board_made_bad_after_a_stopped_capture_heals_on_its_own_once_it_runs_
     record = panio("target", "health", "pico", "--json").json()
     assert record["set_by"].startswith("panio schedule serve@") and record["recheck_at"] is None
     assert history(panio)[-1] == ("bad", "good")
-    wait_for(lambda: len([b for b in receiver.bodies("/w") if b["event"] == "health_changed"]) >= 4, 10)
+    wait_for(lambda: len([b for b in receiver.bodies("/w") if b["event"] == "health_changed"]) >= 4, 60)
     changes = [(b["previous"], b["health"]) for b in receiver.bodies("/w") if b["event"] == "health_changed"]
     assert changes[-2:] == [("unknown", "bad"), ("bad", "good")], changes

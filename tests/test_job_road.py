@@ -211,6 +211,6 @@ def test_a_plug_switched_off_and_on_again_during_the_boot_wait_is_the_labs(panio
     assert job["health"] == "incomplete" and job["result"] is None, job["reason"]
     assert "powered off during the step" in job["reason"] and "it reads on now" in job["reason"], job["reason"]
     assert any(c["check"] == "lab: power" for c in job["steps"][2]["checks"])
-    wait_for(lambda: [b for b in receiver.bodies("/w") if b["event"] == "job_incomplete"], 15)
+    wait_for(lambda: [b for b in receiver.bodies("/w") if b["event"] == "job_incomplete"], 60)
     told = [b for b in receiver.bodies("/w") if b["event"] in ("job_incomplete", "job_failed")]
     assert [b["event"] for b in told] == ["job_incomplete"] and "powered off during the step" in told[0]["text"]

@@ -83,11 +83,11 @@ def test_two_jobs_for_one_target_run_one_after_the_other(lab, tmp_path):
 
 def test_cancel_a_running_job_and_a_queued_one(lab, tmp_path):
     running = submit(lab, tmp_path, LONG, "b2a")
-    wait_for(lambda: lab("job", "status", str(running), "--json").json()["state"] == "running")
+    wait_for(lambda: lab("job", "status", str(running), "--json").json()["state"] == "running", timeout_s=120)
     queued = submit(lab, tmp_path, QUICK, "lost", "q.toml")  # no worker serves host.nobody
     lab("job", "cancel", str(running))
     assert "canceled before it started" in lab("job", "cancel", str(queued)).out
-    assert done(lab, running, 20)["health"] == "canceled"
+    assert done(lab, running, 90)["health"] == "canceled"
     job = lab("job", "status", str(queued), "--json").json()
     assert (job["health"], job["steps"]) == ("canceled", [])
 

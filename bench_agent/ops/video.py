@@ -199,7 +199,7 @@ def wait(target: str, text: str | None = None, image_b64: str | None = None, thr
         try:
             got = shot(target, changed_since=seen, timeout_ms=left_ms)
         except Timeout:
-            raise _wait_timeout(target, text, threshold, timeout_ms, frames, last, seen) from None
+            raise _wait_timeout(target, text, threshold, timeout_ms, frames, last, seen, started) from None
         frames, seen = frames + 1, got["hash"]
         frame = decode_image(base64.b64decode(got["png_b64"]))
         found, last = look(frame)
@@ -207,7 +207,7 @@ def wait(target: str, text: str | None = None, image_b64: str | None = None, thr
             return {"target": target, "hash": got["hash"], "signal": got["signal"], "region": region, "frames": frames,
                     "elapsed_ms": round((time.monotonic() - started) * 1000), **last}
         if time.monotonic() >= end:
-            raise _wait_timeout(target, text, threshold, timeout_ms, frames, last, seen)
+            raise _wait_timeout(target, text, threshold, timeout_ms, frames, last, seen, started)
 
 
 def _matcher(text: str | None, image_b64: str | None, threshold: float, box: Any, max_distance: int = 0):
@@ -249,19 +249,22 @@ def _matcher(text: str | None, image_b64: str | None, threshold: float, box: Any
 
 
 def _wait_timeout(target: str, text: str | None, threshold: float, timeout_ms: int, frames: int,
-                  last: dict[str, Any] | None, hash_: str | None) -> Timeout:
+                  last: dict[str, Any] | None, hash_: str | None, started: float) -> Timeout:
+    """``elapsed_ms``: how long the wait took, the timeout plus the last frame's look (OCR is slow on a busy host)."""
+    elapsed_ms = round((time.monotonic() - started) * 1000)
     if not frames:
-        return Timeout(f"video of {target}: no frame within {timeout_ms} ms", target=target,
+        return Timeout(f"video of {target}: no frame within {timeout_ms} ms", target=target, elapsed_ms=elapsed_ms,
                        hint=f"is the capture daemon seeing a picture? `panio video show {target}`")
     if text is not None:
         seen = " | ".join(((last or {}).get("text") or "").splitlines()[-3:])
         within = f" within edit distance {last['max_distance']}" if (last or {}).get("max_distance") else ""
         return Timeout(f"video of {target}: no text matching /{text}/{within} within {timeout_ms} ms ({frames} frame(s) "
-                       f"read; last: {seen[-120:]!r})", target=target, hash=hash_, frames=frames)
+                       f"read; last: {seen[-120:]!r})", target=target, hash=hash_, frames=frames,
+                       elapsed_ms=elapsed_ms)
     score = ((last or {}).get("match") or {}).get("score")
     return Timeout(f"video of {target}: the image did not appear within {timeout_ms} ms (best score {score} < "
                    f"threshold {threshold}, {frames} frame(s))", target=target, hash=hash_, frames=frames,
-                   score=score)
+                   score=score, elapsed_ms=elapsed_ms)
 
 
 __all__ = ["watch", "stop", "status", "shot", "read", "wait", "daemon_state"]
