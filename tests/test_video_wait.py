@@ -99,8 +99,8 @@ def test_wait_image_finds_a_needle_cut_from_a_shot(video_bench, video_console, t
     (["--image", os.devnull], "not an image"),
     (["--text", "x", "--timeout", "-1"], "timeout"),
     (["--text", "x", "--threshold", "1.5"], "threshold"),
-    (["--text", "x", "--max-distance", "9"], "max_distance"),
-    (["--text", "x", "--max-distance", "-1"], "max_distance"),
+    (["--text", "x", "--max-distance", "9"], "--max-distance: must be from 0 to 8"),
+    (["--text", "x", "--max-distance", "-1"], "--max-distance: must be from 0 to 8"),
 ])
 def test_bad_waits_are_usage_errors(video_bench, argv, message):
     r = video_bench.fails("video", "wait", "board0", *argv, code=2)
