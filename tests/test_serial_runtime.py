@@ -72,7 +72,7 @@ def test_multi_interface_needs_i_and_one_supervisor_owns_both(bench, panio):
     assert r.error["interfaces"] == ["console", "bmc"] and "console, bmc" in r.err
     r = panio.fails("serial", "log", "dut", "-i", "nosuch", code=3)
     assert r.error["interfaces"] == ["console", "bmc"]
-    lines = panio("serial", "log", "dut", "-i", "bmc", "--tail", "20", "--json").json()["lines"]
+    lines = panio("serial", "log", "dut", "-i", "bmc", "--tail", "100", "--json").json()["lines"]
     assert any(line.get("text") == "dut bmc" for line in lines)
     panio("serial", "send", "dut", "echo to-bmc", "-i", "bmc")
     bench.wait_for("dut", "to-bmc\r\n", "-i", "bmc")
