@@ -275,8 +275,8 @@ class RedisLeaseStore:
 
     def try_acquire(self, target: str, info: dict, ttl_s: float, durable_fence: bool = True) -> Lease | None:
         key = self._key(target)
-        if self._do(self.r.exists, key):
-            return None  # held: no database round trip while a job waits for the lease
+        if not self.fences.known(target) and self._do(self.r.exists, key):
+            return None  # held: no database round trip while a job waits for the lease (the script checks too)
         owner, secret = uuid.uuid4().hex, secrets.token_hex(16)
         token = int(self._do(self.r.eval, _ACQUIRE, 2, key, f"{self.prefix}fence:{target}", json.dumps(info),
                              int(ttl_s * 1000), time.time(), self.fences.high(target), owner, secret))
