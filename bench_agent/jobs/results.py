@@ -409,7 +409,8 @@ class ResultStore:
             return statement
         from sqlalchemy.dialects.postgresql import insert
 
-        ins = insert(self.steps).values([{"job_id": job_id, "idx": idx, **_step_row(step)} for idx, step in steps])
+        rows = [{"job_id": job_id, "idx": idx, **_step_row(step)} for idx, step in steps]
+        ins = insert(self.steps).values(**rows[0]) if len(rows) == 1 else insert(self.steps).values(rows)  # one: cached
         ins = ins.on_conflict_do_update(index_elements=["job_id", "idx"],
                                         set_={k: ins.excluded[k] for k in _STEP_COLUMNS})
         return statement.add_cte(ins.cte("recorded_steps"))
