@@ -272,3 +272,46 @@ def test_a_board_made_bad_after_a_stopped_capture_heals_on_its_own_once_it_runs_
     wait_for(lambda: len([b for b in receiver.bodies("/w") if b["event"] == "health_changed"]) >= 4, 60)
     changes = [(b["previous"], b["health"]) for b in receiver.bodies("/w") if b["event"] == "health_changed"]
     assert changes[-2:] == [("unknown", "bad"), ("bad", "good")], changes
+
+
+def test_a_target_put_in_maintenance_while_a_job_waits_for_its_lease_holds_the_job(tmp_path):
+    """The gate's read before the lease stands only when the lease came at once; a job that waited reads again."""
+    from bench_agent.jobs import leases
+    from bench_agent.jobs.results import ResultStore
+    from bench_agent.jobs.runner import JobRunner
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    results, store = ResultStore(url), leases.FileLeaseStore(tmp_path / "leases")
+
+    def job(name: str) -> dict:
+        payload = {"job_id": results.create_job(name, "pico", None, {"steps": []}), "name": name, "target": "pico",
+                   "steps": []}
+        assert results.take(payload["job_id"], "w", 0.0) and results.claim(payload["job_id"], "w")
+        return payload
+
+    runner = JobRunner(results, store, "worker w@h:1")
+    first = job("first")
+    assert runner._gate().blocked(first, 0, lambda: True) is None  # the target is usable: read once
+    held = leases.acquire(store, "pico", {"holder": "first"}, 30, 0)
+    assert held.at_once
+    assert runner._checked_steps(first, held, None)["result"] == "passed"
+
+    second = job("second")
+    assert runner._gate().blocked(second, 0, lambda: True) is None  # still usable when it asks for the lease
+    meanwhile = []
+
+    def operator_acts() -> bool:  # called while the second job waits for the lease: maintenance, then the release
+        if not meanwhile:
+            runner._gate().store.set("pico", "maintenance", "rewiring", "ops@desk")
+            held.release()
+            meanwhile.append(True)
+        return False
+
+    lease = leases.acquire(store, "pico", {"holder": "second"}, 30, 20, should_stop=operator_acts)
+    try:
+        assert meanwhile and not lease.at_once
+        summary = runner._checked_steps(second, lease, None)
+    finally:
+        lease.release()
+    assert (summary["health"], summary["result"]) == ("incomplete", "skipped"), summary
+    assert "held back after its lease was granted" in summary["reason"], summary["reason"]

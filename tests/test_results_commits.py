@@ -120,3 +120,33 @@ def test_after_a_redis_restart_a_lease_goes_above_a_token_another_process_claime
         b.release()
     finally:
         redis.stop()
+
+
+def _statements(store) -> list[str]:
+    """Every SQL statement ``store`` sends from now on (all its engines share the pools' connections' events)."""
+    seen: list[str] = []
+    for engine in {store.engine, store.relaxed}:
+        sa.event.listen(engine, "before_cursor_execute", lambda *a: seen.append(a[2].split()[0].upper()))
+    return seen
+
+
+def test_finished_steps_ride_with_the_next_start_and_the_verdict(store):
+    job_id = store.create_job("j", "t", None, {"steps": []})
+    assert store.take(job_id, "w", 0.0) and store.claim(job_id, "w", fence=1)
+    sent = _statements(store)
+    done = [(i, {"name": f"s{i}", "command": "c", "status": "pass", "exit_status": 0, "output": f"out {i}"})
+            for i in range(2)]
+    assert store.start_step(job_id, 2, {"name": "s2", "command": "c", "status": "running"}, done)
+    last = [(2, {"name": "s2", "command": "c", "status": "fail", "exit_status": 1, "output": "bad"})]
+    assert store.finish(job_id, "complete", "failed", "failed: s2", steps=last)
+    writes = list(sent)
+    steps = store.job(job_id)["steps"]
+    assert [(s["idx"], s["status"], s["output"]) for s in steps] == [(0, "pass", "out 0"), (1, "pass", "out 1"),
+                                                                     (2, "fail", "bad")]
+    if store.engine.dialect.name == "postgresql":  # one statement each, the records in its WITH
+        assert writes == ["WITH", "WITH"], writes
+    # a verdict that comes too late (the job is done) changes nothing of it, but the records are still kept
+    late = [(3, {"name": "s3", "command": "c", "status": "pass", "exit_status": 0})]
+    assert not store.finish(job_id, "incomplete", None, "late", steps=late)
+    job = store.job(job_id)
+    assert (job["health"], job["result"], len(job["steps"])) == ("complete", "failed", 4)

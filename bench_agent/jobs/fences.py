@@ -76,6 +76,10 @@ class FenceStore:
             raise Unreachable(f"results database {self.url} unreachable (it keeps the fencing tokens): "
                               f"{str(exc.orig).strip().splitlines()[0]}", hint="check PANIO_RESULTS_URL") from None
 
+    def known(self, target: str) -> bool:
+        """Whether ``high(target)`` answers without reading the database."""
+        return target in self._seen
+
     def high(self, target: str) -> int:
         """The highest token claimed for ``target`` (0: none yet), as this store last saw it: without a read when
         it claimed or read one before. Another process may have claimed a higher one since; that is safe (a

@@ -42,9 +42,11 @@ class HealthGate:
 
     def __init__(self, url: str, worker: str, progress: Callable[[str, dict[str, Any]], None]) -> None:
         self.store, self.worker, self.progress = h.HealthStore(url), worker, progress
+        self.last: dict | None = None  # the target's health record ``blocked`` read last (it let the job through)
 
     def blocked(self, payload: dict, wait_s: float, should_stop: Callable[[], bool]) -> Busy | None:
         """None once the target is usable; else why the job may not run (after waiting, unless skipping)."""
+        self.last = None
         if payload.get("kind") == "health_check":
             return None  # a check is how a bad target gets well
         skip = payload.get("on_unhealthy") == "skip"
@@ -52,6 +54,7 @@ class HealthGate:
         while True:
             record = self.store.get(payload["target"])
             if not self._holds(payload, record):
+                self.last = record
                 return None
             if skip or time.monotonic() >= end or should_stop():
                 return _held(payload, record, "skipped (on_unhealthy = \"skip\")" if skip
@@ -63,20 +66,23 @@ class HealthGate:
         return record["health"] in h.BLOCKING and not (payload.get("health_check")
                                                        and h.recheck_due(record, time.time()))
 
-    def before_steps(self, payload: dict) -> tuple[str | None, Busy | None]:
+    def before_steps(self, payload: dict, record: dict | None = None) -> tuple[str | None, Busy | None]:
         """Holding the lease: (why the target's health check must run first, None), (None, why the job may not
-        run after all: the target became unusable meanwhile) or (None, None)."""
+        run after all: the target became unusable meanwhile) or (None, None). ``record``: the target's health as
+        ``blocked`` read it, when the lease came at once after that read (nothing waited in between: a second
+        read would see the same instant); else it is read again."""
         if payload.get("kind") == "health_check":
             return None, None
-        record = self.store.get(payload["target"])
+        record = record if record is not None else self.store.get(payload["target"])
         if self._holds(payload, record):
             return None, _held(payload, record, "held back after its lease was granted")
         return h.check_due(record, payload.get("health_check"), time.time()), None
 
-    def before_job(self, payload: dict, call: Call, run_check: RunCheck) -> Busy | None:
+    def before_job(self, payload: dict, call: Call, run_check: RunCheck, record: dict | None = None) -> Busy | None:
         """Holding the lease, before a job's steps: None when they may run, else why not. A due health check runs
-        first (``health_check``); an automatic check asks the lab first (``hold_for_lab``)."""
-        why, held = self.before_steps(payload)
+        first (``health_check``); an automatic check asks the lab first (``hold_for_lab``). ``record``: as for
+        ``before_steps``."""
+        why, held = self.before_steps(payload, record)
         if held is None and payload.get("kind") == "health_check" and payload.get("auto"):
             held = self.hold_for_lab(payload, payload, payload["job_id"], call)
         if why:

@@ -16,10 +16,16 @@ ran (the board rebooted too late for the step's wait). So while a step runs,
 own (a target with a ``state_cmd`` or a power-sense line only; not during a
 power step, nor after the job switched it off) and remembers the first "off"
 it saw: a step that failed with power seen off during it is the lab's too.
+Its thread starts only when the step is still running at the first read
+(``POWER_POLL_S`` in; one starter thread per process waits for that): most steps
+end sooner, and a thread started per step costs a hand-off of the interpreter
+lock on a busy worker.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 import time
 from typing import Any, Callable
@@ -140,28 +146,68 @@ class PowerWatch:
         if steps[idx]["argv"][:1] in (["power"], ["power-cycle"]) or expects_off(steps, idx):
             return None  # the step switches power itself, or the job switched the target off
         watch = cls(road, payload["target"], power, sense)
-        watch._thread.start()
+        _STARTER.add(watch, watch._began + POWER_POLL_S)  # its thread starts at its first read, if the step runs on
         return watch
 
     def _run(self) -> None:
         from bench_agent.commands.power import default_state
 
         call = None
-        while not self._stop.wait(POWER_POLL_S):
+        while not self._stop.is_set():  # started POWER_POLL_S after the step began: the first read is due now
             try:
                 call = call or self.road()
                 state = _ask(lambda: default_state(call, self.target, self.power, self.sense), "the power watch")
             except (PanioError, _Stopped):
-                continue
-            if state["state"] == "off" and not self._stop.is_set():
+                state = None
+            if state is not None and state["state"] == "off" and not self._stop.is_set():
                 self.seen_off = {"after_s": round(time.monotonic() - self._began, 1),
                                  "source": state.get("source") or "state_cmd"}
                 return
+            self._stop.wait(POWER_POLL_S)
 
     def stop(self) -> dict | None:
         """Stop watching (a read under way finishes on its own); None, or when it was seen off."""
         self._stop.set()
         return self.seen_off
+
+
+class _Starter:
+    """One thread per process that starts each ``PowerWatch``'s thread when its first read is due, unless its
+    step ended before (then no thread is ever started for it)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: list[tuple[float, int, PowerWatch]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def add(self, watch: PowerWatch, at: float) -> None:
+        with self._cond:
+            heapq.heappush(self._due, (at, next(self._order), watch))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="panio-power-watch-starter", daemon=True)
+                self._thread.start()
+            elif self._due[0][2] is watch:  # the earliest now: the starter waits for it, not a later one
+                self._cond.notify()
+
+    def _next(self) -> PowerWatch:
+        with self._cond:
+            while True:
+                while self._due and self._due[0][2]._stop.is_set():
+                    heapq.heappop(self._due)  # its step ended first
+                left = self._due[0][0] - time.monotonic() if self._due else None
+                if left is not None and left <= 0:
+                    return heapq.heappop(self._due)[2]
+                self._cond.wait(left)
+
+    def _loop(self) -> None:
+        while True:
+            watch = self._next()
+            if not watch._stop.is_set():
+                watch._thread.start()
+
+
+_STARTER = _Starter()
 
 
 def _why(err: Exception) -> str:

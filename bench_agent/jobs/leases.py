@@ -89,6 +89,8 @@ class Lease:
         self.store, self.target, self.token, self.info, self.owner = store, target, token, info, owner
         self.secret = secret
         self.lost = False
+        self.at_once = False  # ``acquire`` got it on its first try (nothing waited in between)
+        self.granted_at: float | None = None  # monotonic time its store confirmed it held, as it was granted
 
     @property
     def credential(self) -> str:
@@ -98,9 +100,15 @@ class Lease:
     def __repr__(self) -> str:  # the secret stays out of logs and tracebacks
         return f"<Lease {self.target} token {self.token}>"
 
-    def check(self) -> None:
+    def check(self, fresh_s: float = 0.0) -> None:
+        """Refused once the lease is gone. ``fresh_s``: no store read while the grant's own confirmation is
+        younger than that (``try_acquire`` read the lease back an instant ago), and only once: every later
+        check reads the store."""
         if self.lost:
             raise Refused(f"lease on {self.target!r} was lost (token {self.token})", target=self.target)
+        granted, self.granted_at = self.granted_at, None
+        if fresh_s and granted is not None and time.monotonic() - granted < fresh_s:
+            return
         try:
             self.store.check(self.target, self.token, self.owner)
         except Refused:
@@ -147,6 +155,7 @@ def acquire(store: LeaseStore, target: str, info: dict, ttl_s: float, wait_s: fl
     ``durable_fence=False``: the caller commits durably to the results database before it acts with the token
     (a job's claim), which makes the token's claim durable too (``FenceStore.claim``)."""
     deadline = time.monotonic() + wait_s
+    first = True
     while True:
         seen = RELEASED.count
         try:
@@ -155,9 +164,12 @@ def acquire(store: LeaseStore, target: str, info: dict, ttl_s: float, wait_s: fl
             if time.monotonic() >= deadline or should_stop():
                 raise
             time.sleep(0.25)  # Redis restarting: keep trying until the wait runs out
+            first = False
             continue
         if lease is not None:
+            lease.at_once = first
             return lease
+        first = False
         if time.monotonic() >= deadline or should_stop():
             held = store.current(target) or {}
             raise Busy(f"target {target!r} is leased by {held.get('holder', 'someone else')}"
@@ -263,8 +275,8 @@ class RedisLeaseStore:
 
     def try_acquire(self, target: str, info: dict, ttl_s: float, durable_fence: bool = True) -> Lease | None:
         key = self._key(target)
-        if self._do(self.r.exists, key):
-            return None  # held: no database round trip while a job waits for the lease
+        if not self.fences.known(target) and self._do(self.r.exists, key):
+            return None  # held: no database round trip while a job waits for the lease (the script checks too)
         owner, secret = uuid.uuid4().hex, secrets.token_hex(16)
         token = int(self._do(self.r.eval, _ACQUIRE, 2, key, f"{self.prefix}fence:{target}", json.dumps(info),
                              int(ttl_s * 1000), time.time(), self.fences.high(target), owner, secret))
@@ -274,7 +286,9 @@ class RedisLeaseStore:
             # Claimed durably before anyone acts with it; then confirmed, in case Redis restarted in between.
             if self.fences.claim(target, token, durable_fence):
                 self.check(target, token, owner)
-                return Lease(self, target, token, info, owner, secret)
+                lease = Lease(self, target, token, info, owner, secret)
+                lease.granted_at = time.monotonic()
+                return lease
         except Refused:
             return None
         except BaseException:

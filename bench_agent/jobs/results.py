@@ -361,22 +361,21 @@ class ResultStore:
     def start_step(self, job_id: int, idx: int, step: dict, done: list[tuple[int, dict]] = ()) -> bool:
         """The records of the steps ``done`` since the last write, then, unless someone asked to cancel the job,
         step ``idx`` as running (one statement that reads the cancel as it writes). False when canceled
-        (``done`` is recorded). SQLite: one transaction (one commit); PostgreSQL: each statement on its own,
-        relaxed (one round trip each, where a transaction costs two more)."""
+        (``done`` is recorded). SQLite: one transaction (one commit); PostgreSQL: one relaxed statement, the
+        ``done`` records in its WITH (one round trip, where a transaction costs two more)."""
         if self.relaxed is self.engine:
             with self.engine.begin() as c:
                 for i, record in done:
                     self._put_step(c, job_id, i, record)
                 return self._start(c, job_id, idx, step)
-        if done:
-            self.record_steps(job_id, list(done))
         with self.relaxed_single.begin() as c:
-            return self._start(c, job_id, idx, step)
+            return self._start(c, job_id, idx, step, done)
 
-    def _start(self, c, job_id: int, idx: int, step: dict) -> bool:
+    def _start(self, c, job_id: int, idx: int, step: dict, done: list[tuple[int, dict]] = ()) -> bool:
+        """``done`` (PostgreSQL only: SQLite's caller writes them first, in its transaction) ride along."""
         start = self._start_unless_canceled(job_id, idx, step)
         if start is not None:
-            return c.execute(start).first() is not None
+            return c.execute(self._with_steps(start, job_id, done)).first() is not None
         if c.execute(self.jobs.select().with_only_columns(self.jobs.c.cancel_requested)
                      .where(self.jobs.c.id == job_id)).scalar():
             return False
@@ -402,6 +401,19 @@ class ResultStore:
         return ins.on_conflict_do_update(index_elements=["job_id", "idx"],
                                          set_={k: ins.excluded[k] for k in row if k not in ("job_id", "idx")}
                                          ).returning(self.steps.c.idx)  # a row back: written (rowcount is -1 here)
+
+    def _with_steps(self, statement, job_id: int, steps: list[tuple[int, dict]]):
+        """PostgreSQL: ``statement`` that also upserts the ``(idx, step)`` records, in a data-modifying WITH (one
+        statement, one round trip; it writes them whatever the statement itself finds)."""
+        if not steps:
+            return statement
+        from sqlalchemy.dialects.postgresql import insert
+
+        rows = [{"job_id": job_id, "idx": idx, **_step_row(step)} for idx, step in steps]
+        ins = insert(self.steps).values(**rows[0]) if len(rows) == 1 else insert(self.steps).values(rows)  # one: cached
+        ins = ins.on_conflict_do_update(index_elements=["job_id", "idx"],
+                                        set_={k: ins.excluded[k] for k in _STEP_COLUMNS})
+        return statement.add_cte(ins.cte("recorded_steps"))
 
     def _put_step(self, c, job_id: int, idx: int, step: dict) -> None:
         upsert = self._upsert(self.steps, {"job_id": job_id, "idx": idx}, _step_row(step))
@@ -449,8 +461,8 @@ class ResultStore:
     def finish(self, job_id: int, health: str, result: str | None, reason: str = "",
                error: dict | None = None, only_if_running: bool = False, only_if_queued: bool = False,
                steps: list[tuple[int, dict]] = ()) -> bool:
-        """The verdict (durable); ``steps``: ``(idx, step)`` records written before it: in the same transaction on
-        SQLite, relaxed on PostgreSQL (the verdict's commit makes them durable with it)."""
+        """The verdict (durable); ``steps``: ``(idx, step)`` records written with it: in the same transaction on
+        SQLite, in the verdict's own statement on PostgreSQL (a WITH: one round trip)."""
         q = self.jobs.update().where(self.jobs.c.id == job_id, self.jobs.c.state != "done")
         if only_if_running:
             q = q.where(self.jobs.c.state == "running")
@@ -459,8 +471,7 @@ class ResultStore:
         q = q.values(state="done", health=health, result=result, reason=reason,
                      error=json.dumps(error) if error else None, finished_at=time.time())
         if steps and self.relaxed is not self.engine:
-            self.record_steps(job_id, list(steps))
-            steps = ()
+            return self._one(self._with_steps(q, job_id, steps)) == 1  # one round trip: the records ride along
         if not steps:
             return self._one(q) == 1
         with self.engine.begin() as c:
@@ -610,6 +621,10 @@ class ResultStore:
 _NEWEST_PG = ("SELECT (SELECT max(id) FROM panio_jobs WHERE target = t.name) "
               "FROM unnest(CAST(:targets AS text[])) AS t(name)")
 _NEWEST_SQLITE = "SELECT (SELECT max(id) FROM panio_jobs WHERE target = t.value) FROM json_each(:targets) AS t"
+
+
+_STEP_COLUMNS = ("name", "command", "status", "exit_status", "duration_s", "checks", "captured", "output",
+                 "started_at")
 
 
 def _step_row(step: dict) -> dict:

@@ -58,6 +58,10 @@ Progress = Callable[[str, dict[str, Any]], None]
 Call = Callable[[str, dict[str, Any]], Any]
 Caller = Callable[[str, int, Any], Call]  # (target, lease token, lease store) -> call(op, args)
 DEADLINE_ERROR = {"error": "timeout", "exit": 22, "message": "deadline reached"}
+# The first step's lease check reads nothing while the grant's own read-back is younger than this: the lease
+# was confirmed held an instant before (``RedisLeaseStore.try_acquire``); every later step reads the store, and
+# the host checks the token before any side effect whatever the runner did (``lease_guard``).
+GRANT_FRESH_S = 0.5
 
 
 def _deadline_left_s(payload: dict) -> float | None:
@@ -171,7 +175,9 @@ class JobRunner:
         """The job's steps, unless the target's health gate holds them (``HealthGate.before_job``: a due health
         check runs first); after a job that ended incomplete, the check runs at once, still under the lease."""
         run_check = lambda check, why: self._check_job(payload, check, why, lease, call)  # noqa: E731
-        held = self._gate().before_job(payload, call, run_check)
+        # the lease came at once after the gate read the target's health: that read stands (no second one)
+        seen = self._gate().last if lease.at_once else None
+        held = self._gate().before_job(payload, call, run_check, seen)
         if held is not None:
             variables = known_variables(payload["job_id"], payload["target"])
             self._skip_rest(payload["job_id"], payload["steps"], 0, variables)
@@ -261,7 +267,7 @@ class JobRunner:
             why = ("timed_out", "job timeout reached", Timeout("job timed out").to_json())
         else:
             try:
-                lease.check()
+                lease.check(GRANT_FRESH_S)
             except (Refused, Unreachable) as err:
                 why = ("incomplete", f"lease lost: {err.message}", err.to_json())
         if why is not None and self.store.cancel_requested(job_id):
