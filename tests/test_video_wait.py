@@ -58,15 +58,15 @@ def test_wait_text_in_a_region_prints_the_text_and_times_out_with_22(video_bench
 def test_wait_text_within_an_edit_distance_states_the_distance(video_bench, video_console):
     """`--max-distance N` accepts a reading with up to N edits and says how many it took; 0 when exact."""
     shell_ready(video_bench, video_console)
-    video_bench("hid", "send", "board0", "type", "echo distance-check")
+    video_bench("hid", "send", "board0", "type", "echo distancecheck")
     video_bench("hid", "send", "board0", "key", "ENTER")
-    video_bench("video", "wait", "board0", "--text", "distance-check", "--timeout", "30000")
-    r = video_bench("video", "wait", "board0", "--text", "distanse-chek", "--max-distance", "2", "--timeout", "0")
-    assert "matched 'distance-che" in r.err and "at edit distance 2 (at most 2 allowed)" in r.err
-    exact = video_bench("video", "wait", "board0", "--text", "distance-check", "--max-distance", "2", "--timeout", "0",
+    video_bench("video", "wait", "board0", "--text", "distancecheck", "--timeout", "30000")
+    r = video_bench("video", "wait", "board0", "--text", "distansechek", "--max-distance", "2", "--timeout", "0")
+    assert "matched 'distancech" in r.err and "at edit distance 2 (at most 2 allowed)" in r.err
+    exact = video_bench("video", "wait", "board0", "--text", "distancecheck", "--max-distance", "2", "--timeout", "0",
                         "--json").json()
-    assert exact["distance"] == 0 and exact["max_distance"] == 2 and exact["match"] == "distance-check"
-    far = video_bench.fails("video", "wait", "board0", "--text", "distanse-chek", "--max-distance", "1",
+    assert exact["distance"] == 0 and exact["max_distance"] == 2 and exact["match"] == "distancecheck"
+    far = video_bench.fails("video", "wait", "board0", "--text", "distansechek", "--max-distance", "1",
                             "--timeout", "0", code=22)
     assert "within edit distance 1" in far.error["message"]
 
