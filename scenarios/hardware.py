@@ -54,14 +54,16 @@ class HwResult:
         return {"scenario": self.scenario, "status": self.status, "detail": self.detail}
 
 
-# A table with ``shell = true`` starts from a known state: capture on, a power-cycle, and the
-# board's shell prompt seen after the new boot's banner (a prompt from before the cycle does
-# not count). Typing while the board still counts down to autoboot would stop it in U-Boot.
+# A table with ``shell = true`` starts from a known state: capture on, the board off, and the
+# shell prompt of the boot that follows. The cursor is noted while the board is off, so a prompt of
+# an earlier boot (one still running when the capture started) cannot count. Typing while the board
+# still counts down to autoboot would stop it in U-Boot.
 SHELL_PREAMBLE = [
     {"name": "capture the console", "run": "panio serial watch ${target}"},
-    {"name": "note the cursor before the cycle", "run": "panio serial status ${target}",
+    {"name": "power off", "run": "panio power off ${target}", "timeout_s": 60},
+    {"name": "note the cursor before the boot", "run": "panio serial status ${target}",
      "capture": {"boot_epoch": '"epoch": (\\d+)', "boot_cursor": '"cursor": (\\d+)'}},
-    {"name": "power-cycle", "run": "panio power-cycle ${target}", "timeout_s": 60},
+    {"name": "power on", "run": "panio power on ${target}", "timeout_s": 60},
     {"name": "boots to a shell", "timeout_s": 40,
      "run": "panio serial wait ${target} --epoch ${boot_epoch} --since ${boot_cursor} "
             "--pattern ${profile.prompt} --timeout-ms 30000"},

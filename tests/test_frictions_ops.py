@@ -45,6 +45,8 @@ expect_output = '"state": "running"'
 def test_since_step_waits_from_the_previous_step_without_bookkeeping(panio, bench, tmp_path):
     sims = bench.board("pico")
     sims["console"].power_on()
+    # at its shell before the job types: a line typed during the autoboot countdown stops the board in U-Boot
+    wait_for(lambda: sims["console"].state == "shell", timeout_s=30, every_s=0.02)
     body = """
 target = "pico"
 [[steps]]
