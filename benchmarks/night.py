@@ -187,10 +187,15 @@ class Night(scale.Run):
         return {}
 
     def _capture_stopped(self, board: str) -> dict:
-        job = self._running_on(board, "power-cycle")
-        r = self.panio("serial", "stop", board, "--override", "--reason", "the night harness stops the capture",
-                       check=False, timeout=60)  # a leased target's capture: refused (8) without --override
-        out = {"while_job": job, "command": f"panio serial stop {board} --override: exit {r.returncode}"}
+        tries = []
+        for _ in range(10):  # a job lasts ~3 s: the one seen may end before the stop reaches the worker (exit 13)
+            job = self._running_on(board, "power-cycle")
+            r = self.panio("serial", "stop", board, "--override", "--reason", "the night harness stops the capture",
+                           check=False, timeout=60)  # a leased target's capture: refused (8) without --override
+            tries.append(r.returncode)
+            if r.returncode == 0:
+                break
+        out = {"while_job": job, "command": f"panio serial stop {board} --override: exits {tries}"}
         if r.returncode:
             out["harness_error"] = f"the capture was not stopped: {r.stderr.strip()[:200]}"
         return out
