@@ -10,7 +10,8 @@ counting every notification (``[[notify]]`` in the lab file).
 The faults, spread over the first three quarters of ``--minutes`` (each on a board of its own when it can):
 
   plug-off-long     the board's Shelly plug switched off through its HTTP API just after a job's power-cycle step,
-                    left off (a minute and a quarter of a 10-minute night), switched on again
+                    held off (switched off again if a job's power-cycle turns it on; a minute and a quarter of a
+                    10-minute night), switched on again
   plug-blip         the plug switched off just after a job's power-cycle step (its boot wait), on again 5 s later
   plug-unreachable  the plug's ``state_cmd`` fails (a wrapper in front of ``shellyplug`` exits 1) for a minute
   capture-stopped   ``panio serial stop BOARD --override`` just after a job's power-cycle step (nobody restarts it)
@@ -168,9 +169,18 @@ class Night(scale.Run):
     def _plug_off_long(self, board: str) -> dict:
         job = self._running_on(board, "power-cycle")
         self._plug(board, False)
-        time.sleep(min(90, self.args.minutes * 60 / 8))  # the plug stays off: the fault's length, not a wait
+        until, held = time.time() + min(90, self.args.minutes * 60 / 8), 0
+        while time.time() < until:  # held off, as a switched-off strip is: a job's power-cycle cannot end it
+            if self._plug_status(board):
+                self._plug(board, False)
+                held += 1
+            time.sleep(0.5)
         self._plug(board, True)
-        return {"while_job": job}
+        return {"while_job": job, "switched_off_again": held}
+
+    def _plug_status(self, board: str) -> bool:
+        with urllib.request.urlopen(f"http://{self.plugs[board]}/rpc/Switch.GetStatus?id=0", timeout=10) as r:
+            return bool(json.loads(r.read())["output"])
 
     def _plug_blip(self, board: str) -> dict:
         job = self._running_on(board, "power-cycle")  # off while it waits for the boot, on before it gives up
