@@ -18,7 +18,7 @@ pytestmark = pytest.mark.starts_first  # a long file: start it first under xdist
 
 
 def test_a_compressed_night_recovers_with_no_operator_action(tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "night.py"), "--minutes", "2", "--json"],
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "night.py"), "--minutes", "3", "--json"],
                        capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert r.returncode in (0, 1), r.stderr[-3000:]
     out = json.loads(r.stdout)
