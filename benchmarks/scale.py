@@ -134,16 +134,22 @@ class Run:
         (self.dir / "job.toml").write_text(JOB)
         (self.dir / "suite.toml").write_text('name = "scale"\njobs = ["job.toml"]\ntags = ["sim"]\n')
         for h in range(self.args.hosts):
-            self._start([PANIO, "worker", "--host", f"host-{h:02d}", "--lab", str(self.lab), "--concurrency",
-                         str(self.args.boards)], f"worker-{h:02d}", {**keyhelp.worker_env(),
-                                                                    "PANIO_STATE_DIR": str(self.dir / f"w{h:02d}")},
-                        ready="ready.")
+            self.start_worker(h)
         for name in ("a", "b"):
-            self.panio("schedule", "add", f"scale-{name}", "--suite", str(self.dir / "suite.toml"),
+            self.panio("schedule", "add", f"{self.schedule_prefix}{name}", "--suite", str(self.dir / "suite.toml"),
                        "--every", f"{self.args.every_s:g}s")
         self.scheduler = self._start([PANIO, "schedule", "serve"], "scheduler", {}, ready="scheduler running")
         self.dashboard = DashboardProc(self.env, self.dir / "dashboard.log")
         self.redis_up = redis.Redis.from_url(self.redis.url).info("memory")["used_memory"]  # before any job
+
+    schedule_prefix = "scale-"
+
+    def start_worker(self, h: int, log: str = "") -> subprocess.Popen:
+        """Host ``h``'s `panio worker` (its own queue and state directory); again after it was killed (``log``:
+        another log's name suffix, so the killed one's log stays)."""
+        return self._start([PANIO, "worker", "--host", f"host-{h:02d}", "--lab", str(self.lab), "--concurrency",
+                            str(self.args.boards)], f"worker-{h:02d}{log}",
+                           {**keyhelp.worker_env(), "PANIO_STATE_DIR": str(self.dir / f"w{h:02d}")}, ready="ready.")
 
     def sim_dir(self, host: int) -> Path:
         return self.dir / f"sim-{host:02d}"
@@ -230,8 +236,8 @@ class Run:
                 next_sample += min(60.0, self.args.minutes * 60 / 2)
             time.sleep(0.5)
         self.t1 = time.time()
-        self.panio("schedule", "rm", "scale-a")
-        self.panio("schedule", "rm", "scale-b")
+        self.panio("schedule", "rm", f"{self.schedule_prefix}a")
+        self.panio("schedule", "rm", f"{self.schedule_prefix}b")
         self._drain()
         self.samples.append(self._sample())
         self.stopping.set()

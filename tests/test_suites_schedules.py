@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 
@@ -140,3 +141,48 @@ def test_one_bad_board_never_holds_the_suite_or_the_schedule_back(bench, panio, 
         serve.communicate(timeout=30)
     finally:
         stop(serve)
+
+
+RIVAL = """import redis
+from controller import backends
+store = backends.lease_store()
+redis.Redis.from_url(backends.redis_url()).flushall()
+print("taken" if store.try_acquire("_scheduler", {"holder": "the other scheduler"}, 60) else "refused")
+"""
+
+
+def test_the_scheduler_carries_on_when_redis_loses_its_lease(panio, tmp_path):
+    """Issue 27's compressed night: Redis restarted without persistence took the scheduler lease with it and
+    `panio schedule serve` stopped (exit 0, so systemd's Restart=on-failure left it down) for the rest of the
+    night. It takes the lease again and keeps firing; if another scheduler took it meanwhile, it exits 8."""
+    from peerhelp import PrivateRedis
+
+    redis_server = PrivateRedis(tmp_path)
+    redis_server.start()
+    fixture_lab(panio)
+    panio.env.update(PANIO_REDIS_URL=redis_server.url, PANIO_REDIS_PREFIX="night:")
+    panio("schedule", "add", "often", "--suite", suite_file(tmp_path, {"quick.toml": QUICK}, "targets = ['pico']"),
+          "--every", "1s")
+    log = tmp_path / "serve.log"
+    serve = subprocess.Popen([PANIO, "schedule", "serve"], env=panio.env, stdout=open(log, "w"),
+                             stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: "schedule often: jobs" in log.read_text(), timeout_s=60)
+        redis_server.restart(down_s=1.0)  # every key gone, the scheduler lease with them
+        wait_for(lambda: "taken again" in log.read_text() or serve.poll() is not None, timeout_s=60)
+        assert serve.poll() is None, log.read_text()
+        fired = len(panio("job", "list", "--json", "--limit", "1000").json())
+        wait_for(lambda: len(panio("job", "list", "--json", "--limit", "1000").json()) > fired + 1, timeout_s=60)
+        holders = [le for le in panio("lease", "list", "--json").json() if le["target"] == "_scheduler"]
+        assert len(holders) == 1 and "schedule serve@" in holders[0]["holder"], holders
+
+        # Redis loses it again and another scheduler is first to take it: this one must stop, not fight
+        rival = subprocess.run([sys.executable, "-c", RIVAL], env=panio.env, capture_output=True, text=True,
+                               timeout=60)
+        assert rival.stdout.strip() == "taken", rival.stderr
+        assert serve.wait(timeout=60) == 8, log.read_text()
+        assert "taken by the other scheduler: stopping" in log.read_text()
+        assert "Traceback" not in log.read_text()
+    finally:
+        stop(serve)
+        redis_server.stop()

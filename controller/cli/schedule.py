@@ -105,6 +105,10 @@ def serve(args: argparse.Namespace) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    from controller import backends
+
+    if backends.broker_url():  # imported here, once: two schedules' threads importing celery's lazy module at the
+        from celery import Celery  # noqa: F401  same moment failed ("cannot import name 'Celery'") in the night
     scheduler.serve()
 
 

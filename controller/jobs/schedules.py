@@ -159,7 +159,13 @@ class Scheduler:
         lease.keep(self.ttl_s)
         self.log(f"scheduler running (lease token {lease.token}); {len(self.store.list())} schedules")
         try:
-            while not self.stopping and not lease.lost:
+            while not self.stopping:
+                if lease.lost:  # Redis lost its data (a restart without persistence), or the lease expired
+                    again = self._retake(store, lease)
+                    if again is None:
+                        time.sleep(tick_s)
+                        continue
+                    lease = again
                 for s in self.store.claim_due(time.time()):
                     busy = self.running.get(s["name"])
                     if busy is not None and busy.is_alive():
@@ -170,12 +176,36 @@ class Scheduler:
                     th.start()
                 self._heal()
                 time.sleep(tick_s)
-            if lease.lost:
-                self.log("scheduler lease lost: stopping")
         finally:
             for th in [*self.running.values(), *self.checking.values()]:
                 th.join()
             lease.release()
+
+    def _retake(self, store, lost):
+        """The scheduler lease again after it was lost: the new lease; None while Redis is out of reach (tried
+        again next tick); ``Busy`` (the process exits 8, so systemd restarts it) when another scheduler took it."""
+        from bench_agent.errors import Busy, Unreachable
+        from bench_agent.jobs import leases
+
+        lost.release()  # stops its renewals; a release with a stale token removes nothing
+        try:
+            lease = store.try_acquire(SCHEDULER_LEASE, {"holder": leases.holder_name("panio schedule serve")},
+                                      self.ttl_s)
+        except Unreachable as exc:
+            said = f"scheduler lease lost; Redis out of reach ({getattr(exc, 'message', exc)}): trying again"
+            if said != self._said:
+                self.log(said)
+            self._said = said
+            return None
+        if lease is None:
+            held = store.current(SCHEDULER_LEASE) or {}
+            self.log(f"scheduler lease lost and taken by {held.get('holder', 'another scheduler')}: stopping")
+            raise Busy(f"the scheduler lease was lost and another scheduler took it: {held.get('holder', 'unknown')}",
+                       hint="exactly one `panio schedule serve` may run; see `panio lease list`",
+                       holder=held.get("holder"))
+        lease.keep(self.ttl_s)
+        self.log(f"scheduler lease lost (Redis restarted, or the lease expired); taken again (token {lease.token})")
+        return lease
 
     def _heal(self) -> None:
         """Start the due automatic re-checks, one thread per target (a check can wait for the target's lease)."""

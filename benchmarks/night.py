@@ -1,0 +1,366 @@
+"""A compressed night: the scale harness's lab with every lab fault of docs/operations.md injected on a clock.
+
+Two control hosts x two simulated boards (``benchmarks/scale.py``'s ``Run``: a real ``panio worker`` a host, its
+own queue and state directory, a private Redis started without persistence, ``--results URL`` or SQLite), two
+overlapping schedules every ``--every`` seconds (10) over all boards (``panio schedule serve``), a health check on
+every board (``every_s = 300``; a bad board re-checked from ``retry_s = 20`` doubling up to 80 s, the night
+compressed), retention pruning every minute, the dashboard and ``panio job list`` polled, and a webhook receiver
+counting every notification (``[[notify]]`` in the lab file).
+
+The faults, spread over the first three quarters of ``--minutes`` (each on a board of its own when it can):
+
+  plug-off-long     the board's Shelly plug switched off through its HTTP API just after a job's power-cycle step,
+                    held off (switched off again if a job's power-cycle turns it on; a minute and a quarter of a
+                    10-minute night), switched on again
+  plug-blip         the plug switched off just after a job's power-cycle step (its boot wait), on again 5 s later
+  plug-unreachable  the plug's ``state_cmd`` fails (a wrapper in front of ``shellyplug`` exits 1) for a minute
+  capture-stopped   ``panio serial stop BOARD --override`` just after a job's power-cycle step (nobody restarts it)
+  worker-killed     host-01's worker killed with SIGKILL while it runs a job, started again 5 s later
+  redis-restart     the private redis-server stopped and started again (no persistence: every key is lost)
+
+Nothing is done by hand after a fault. At the end (schedules removed, jobs drained, up to 3 minutes for the
+boards to heal) it prints, per fault: when (seconds into the night), the board, the jobs it hit (those of the
+board running during the fault, up to 5 s after it) and how they ended, each schedule's fire count a minute
+and the jobs the other boards finished over the fault and at least the minute from its start; and whether the
+lab recovered with no operator action: every board ``good`` at the end (or why not), nothing left queued or
+running, the notifications received by event.
+
+Run: .venv/bin/python benchmarks/night.py [--minutes 10] [--every 10] [--results URL] [--json] [--keep]
+``--json`` prints one object (faults: [...], recovered, boards, stuck, notifications, jobs, ...). Exits 0 when
+the lab recovered on its own, 1 when it did not, 2 when the harness itself failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scale  # noqa: E402  (the scale harness: processes, lab, load, sampling)
+from jobhelp import Receiver  # noqa: E402  (tests/, put on the path by scale)
+
+CHECK = """name = "board-health"
+timeout_s = 90
+
+[[steps]]
+name = "capture runs"
+run = "panio serial watch ${target}"
+
+[[steps]]
+name = "powered"
+run = "panio power-state ${target}"
+expect_output = "Power ON"
+
+[[steps]]
+name = "console answers"
+run = "panio serial transact ${target} 'uname -a' --until 'root@sim:~# ' --timeout-ms 15000"
+expect_output = "Linux"
+"""
+
+WRAPPER = """#!/bin/sh
+# the plug's state_cmd, unreachable while the flag file exists (the harness's plug-unreachable fault)
+if [ -e "$1" ]; then echo "shellyplug: $2: connection refused" >&2; exit 1; fi
+shift
+exec "{shellyplug}" "$@"
+"""
+
+
+class Night(scale.Run):
+    schedule_prefix = "night-"
+
+    def __init__(self, args) -> None:
+        args.hosts, args.boards = 2, 2
+        super().__init__(args)
+        self.prefix = "night:"
+        self.receiver = Receiver()
+        self.faults: list[dict] = []
+        self.fire_times: dict[str, list[float]] = {}
+        self.plugs: dict[str, str] = {}
+
+    # --- the lab: health checks, notifications, a plug that can become unreachable --------------------------
+
+    def _spread_over_hosts(self) -> None:
+        import tomlkit
+
+        super()._spread_over_hosts()
+        (self.dir / "check.toml").write_text(CHECK)
+        wrapper = self.dir / "plug-state"
+        wrapper.write_text(WRAPPER.format(shellyplug=scale.BIN / "shellyplug"))
+        wrapper.chmod(0o755)
+        doc = tomlkit.parse(self.lab.read_text())
+        for name, table in doc["targets"].items():
+            address = str(table["power"]["state_cmd"]).split()[2]  # "shellyplug -d ADDR state"
+            self.plugs[name] = address
+            table["power"]["state_cmd"] = f"{wrapper} {self.dir / (name + '.unreachable')} -d {address} state"
+            check = tomlkit.table()
+            check["job"] = "check.toml"
+            check["every_s"], check["retry_s"], check["retry_max_s"] = 300, 20, 80
+            table["health_check"] = check
+        hook = tomlkit.aot()
+        hook.append(tomlkit.item({"name": "night", "webhook": f"{self.receiver.url}/night"}))
+        doc["notify"] = hook
+        self.lab.write_text(tomlkit.dumps(doc))
+
+    # --- the faults ------------------------------------------------------------------------------------------
+
+    def drive(self) -> None:
+        injector = threading.Thread(target=self._inject, daemon=True)
+        self.night_t0 = time.time()
+        injector.start()
+        super().drive()
+        injector.join(timeout=300)
+        self._heal_wait()
+
+    def _inject(self) -> None:
+        span = self.args.minutes * 60
+        plan = [("plug-off-long", "board0", self._plug_off_long), ("plug-blip", "board1", self._plug_blip),
+                ("capture-stopped", "board2", self._capture_stopped), ("worker-killed", "board3", self._worker_kill),
+                ("plug-unreachable", "board1", self._plug_unreachable), ("redis-restart", None, self._redis_restart)]
+        for i, (kind, board, act) in enumerate(plan):
+            at = self.night_t0 + span * (0.08 + 0.65 * i / len(plan))
+            while time.time() < at:
+                if self.stopping.wait(0.5):
+                    return
+            fault = {"fault": kind, "board": board, "start": time.time()}
+            try:
+                fault.update(act(board) or {})
+            except Exception as e:  # the harness's own failure, reported with the fault
+                fault["harness_error"] = f"{type(e).__name__}: {e}"
+            fault["end"] = time.time()
+            self.faults.append(fault)
+        while time.time() < self.night_t0 + span - 3:  # the boards' health as the night ends (schedules firing)
+            if self.stopping.wait(0.5):
+                return
+        from bench_agent.jobs.health import HealthStore
+
+        self.health_at_end = {t: {k: v.get(k) for k in ("health", "reason", "set_by")}
+                              for t, v in HealthStore(self.results).all().items()}
+
+    def _plug(self, board: str, on: bool) -> None:
+        url = f"http://{self.plugs[board]}/rpc/Switch.Set?id=0&on={'true' if on else 'false'}"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            r.read()
+
+    def _running_on(self, board: str, after_step: str | None = None, within_s: float = 90) -> int | None:
+        """A job of ``board`` that is running (past ``after_step`` when given), waited for up to ``within_s``:
+        the fault should hit a job, past its power-cycle step (which would switch a plug back on)."""
+        from bench_agent.jobs.results import ResultStore
+
+        store, deadline = ResultStore(self.results), time.time() + within_s
+        while time.time() < deadline:
+            for j in store.active_jobs():
+                if j["target"] != board or j["state"] != "running" or j["name"] != "scale-5-step":
+                    continue
+                if after_step is None:
+                    return j["id"]
+                steps = store.job(j["id"])["steps"]
+                if any(st["name"] == after_step and st["status"] == "pass" for st in steps):
+                    return j["id"]
+            time.sleep(0.05)
+        return None
+
+    def _plug_off_long(self, board: str) -> dict:
+        job = self._running_on(board, "power-cycle")
+        self._plug(board, False)
+        until, held = time.time() + min(90, self.args.minutes * 60 / 8), 0
+        while time.time() < until:  # held off, as a switched-off strip is: a job's power-cycle cannot end it
+            if self._plug_status(board):
+                self._plug(board, False)
+                held += 1
+            time.sleep(0.5)
+        self._plug(board, True)
+        return {"while_job": job, "switched_off_again": held}
+
+    def _plug_status(self, board: str) -> bool:
+        with urllib.request.urlopen(f"http://{self.plugs[board]}/rpc/Switch.GetStatus?id=0", timeout=10) as r:
+            return bool(json.loads(r.read())["output"])
+
+    def _plug_blip(self, board: str) -> dict:
+        job = self._running_on(board, "power-cycle")  # off while it waits for the boot, on before it gives up
+        self._plug(board, False)
+        time.sleep(5)
+        self._plug(board, True)
+        return {"while_job": job}
+
+    def _plug_unreachable(self, board: str) -> dict:
+        flag = self.dir / f"{board}.unreachable"
+        flag.touch()
+        time.sleep(min(60, self.args.minutes * 60 / 10))
+        flag.unlink()
+        return {}
+
+    def _capture_stopped(self, board: str) -> dict:
+        tries = []
+        for _ in range(10):  # a job lasts ~3 s: the one seen may end before the stop reaches the worker (exit 13)
+            job = self._running_on(board, "power-cycle")
+            r = self.panio("serial", "stop", board, "--override", "--reason", "the night harness stops the capture",
+                           check=False, timeout=60)  # a leased target's capture: refused (8) without --override
+            tries.append(r.returncode)
+            if r.returncode == 0:
+                break
+        out = {"while_job": job, "command": f"panio serial stop {board} --override: exits {tries}"}
+        if r.returncode:
+            out["harness_error"] = f"the capture was not stopped: {r.stderr.strip()[:200]}"
+        return out
+
+    def _worker_kill(self, board: str) -> dict:
+        job = self._running_on(board)
+        worker = next(p for p in reversed(self.procs) if p.log.name.startswith("worker-01") and p.poll() is None)
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=10)
+        time.sleep(5)
+        self.start_worker(1, log="-restarted")
+        return {"while_job": job}
+
+    def _redis_restart(self, board: None) -> dict:
+        self.redis.restart(down_s=1.0)
+        return {}
+
+    def _watch_fires(self) -> None:
+        """Each firing of each schedule (``last_fired`` changing), besides scale's fire jitter."""
+        from controller.jobs.schedules import ScheduleStore
+
+        store, last = ScheduleStore(self.results), {}
+        while not self.stopping.wait(0.25):
+            try:
+                for s in store.list():
+                    if s["last_fired"] and last.get(s["name"]) != s["last_fired"]:
+                        last[s["name"]] = s["last_fired"]
+                        self.fire_times.setdefault(s["name"], []).append(s["last_fired"])
+            except Exception:  # a busy database: the next look sees it
+                pass
+
+    def _heal_wait(self) -> None:
+        """After the night: up to 3 minutes for every board to be `good` again, with nobody acting."""
+        from bench_agent.jobs.health import HealthStore
+
+        health, deadline = HealthStore(self.results), time.time() + 180
+        while time.time() < deadline:
+            now = health.all()
+            if all(now.get(f"board{i}", {}).get("health") == "good" for i in range(self.boards)):
+                break
+            time.sleep(2)
+        self.healed_after_s = round(time.time() - self.t1, 1)
+
+    # --- what happened ---------------------------------------------------------------------------------------
+
+    def night_verdict(self) -> dict:
+        from bench_agent.jobs.health import HealthStore
+        from bench_agent.jobs.results import ResultStore
+
+        store = ResultStore(self.results)
+        jobs = store.list_jobs(limit=10**7)
+        health = HealthStore(self.results).all()
+        faults = []
+        for f in self.faults:
+            a, b = f["start"], f["end"] + 5
+            hit = [j for j in jobs if (f["board"] is None or j["target"] == f["board"]) and j["started_at"]
+                   and j["started_at"] <= b and (j["finished_at"] or b) >= a]
+            w = max(b, a + 60)  # the lab's pace: over the fault and at least the minute from its start
+            others = [j for j in jobs if j["target"] != f["board"] and j["finished_at"] and a <= j["finished_at"] <= w
+                      and j["name"] == "scale-5-step"]
+            fires = {name: round(sum(a <= t <= w for t in ts) / ((w - a) / 60), 1)
+                     for name, ts in self.fire_times.items()}
+            faults.append({**{k: v for k, v in f.items() if k not in ("start", "end")},
+                           "at_s": round(a - self.night_t0, 1), "for_s": round(f["end"] - a, 1),
+                           "jobs_hit": [{"id": j["id"], "name": j["name"], "target": j["target"],
+                                         "health": j["health"], "result": j["result"],
+                                         "reason": (j["reason"] or "")[:240]} for j in hit if j["name"] != "scale-probe"],
+                           "fires_per_min": fires, "other_boards_finished": len(others),
+                           "other_boards_passed": sum(j["result"] == "passed" for j in others)})
+        boards = {f"board{i}": {k: health.get(f"board{i}", {}).get(k) for k in ("health", "reason", "set_by")}
+                  for i in range(self.boards)}
+        stuck = [{"id": j["id"], "name": j["name"], "target": j["target"], "state": j["state"]}
+                 for j in store.active_jobs()]
+        events: dict[str, int] = {}
+        for _, body in self.receiver.posts:
+            events[body.get("event", "?")] = events.get(body.get("event", "?"), 0) + 1
+        real = [j for j in jobs if j["name"] != "scale-probe"]
+        incomplete = [j for j in real if j["health"] == "incomplete"]
+        unwanted = [{"id": j["id"], "name": j["name"], "target": j["target"], "result": j["result"],
+                     "reason": (j["reason"] or "")[:240]}
+                    for j in real if j["state"] == "done" and j["health"] == "complete" and j["result"] != "passed"]
+        not_good = {b: v for b, v in boards.items() if v["health"] != "good"}
+        recovered = not not_good and not stuck and sum(events.values()) > 0
+        return {"faults": faults, "boards": boards, "not_good": not_good, "stuck": stuck,
+                "boards_as_the_night_ended": getattr(self, "health_at_end", None),
+                "healed_after_s": getattr(self, "healed_after_s", None), "notifications": events,
+                "jobs_total": len(real), "jobs_passed": sum(j["result"] == "passed" for j in real),
+                "jobs_incomplete": len(incomplete), "health_checks": sum(j["name"] == "board-health" for j in real),
+                "board_failures": unwanted, "recovered": recovered,
+                "fires": {k: len(v) for k, v in self.fire_times.items()}}
+
+    def down(self) -> None:
+        super().down()
+        self.receiver.server.shutdown()
+        self.receiver.server.server_close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--minutes", type=float, default=10, help="how long the schedules fire (default 10)")
+    p.add_argument("--every", dest="every_s", type=float, default=10,
+                   help="each of the two schedules fires every S seconds (default 10)")
+    p.add_argument("--results", metavar="URL", help="results database (default: SQLite in the run's folder)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--keep", action="store_true", help="leave the run's folder (logs) in place")
+    args = p.parse_args(argv)
+    if args.minutes < 2 or args.every_s < 5:
+        p.error("--minutes at least 2 (six faults need room), --every at least 5")
+    run = Night(args)
+    try:
+        run.up()
+        run.drive()
+        out = {**run.night_verdict(), **{k: v for k, v in run.verdict().items() if k in (
+            "lost", "run_twice", "overlapping_leases", "job_wall_p50_s", "fire_jitter_p99_s", "redis_per_job_keys",
+            "dashboard_p50_s", "job_list_p50_s")}}
+    except Exception as e:
+        print(f"night: the harness failed: {type(e).__name__}: {e} (folder {run.dir})", file=sys.stderr)
+        run.down()
+        return 2
+    run.down()
+    out.update(folder=str(run.dir), minutes=args.minutes, every_s=args.every_s, load=os.getloadavg(),
+               cores=os.cpu_count(), date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               results=run.results.split(":")[0])
+    (run.dir / "night.json").write_text(json.dumps(out, indent=1))  # with --keep, the record beside the logs
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(run.dir, ignore_errors=True)
+    if args.json:
+        print(json.dumps(out))
+        return 0 if out["recovered"] else 1
+    print(f"compressed night, {out['date']}: 2 hosts x 2 boards, {args.minutes:g} min, two schedules every "
+          f"{args.every_s:g} s, {out['results']} results (load average {out['load'][0]:.1f} / {out['load'][1]:.1f} "
+          f"on {out['cores']} cores)")
+    for f in out["faults"]:
+        print(f"  {f['at_s']:>6.0f} s  {f['fault']:<17} {f['board'] or 'all':<7} {f['for_s']:.0f} s; fires/min "
+              f"{f['fires_per_min']}; other boards finished {f['other_boards_finished']} "
+              f"({f['other_boards_passed']} passed){'; ' + f['harness_error'] if 'harness_error' in f else ''}")
+        for j in f["jobs_hit"]:
+            print(f"           job {j['id']} {j['name']} on {j['target']}: {j['health']}, {j['result']}: "
+                  f"{j['reason'][:160]}")
+    print(f"  jobs {out['jobs_total']} ({out['jobs_passed']} passed, {out['jobs_incomplete']} incomplete, "
+          f"{out['health_checks']} health checks), board failures {len(out['board_failures'])}, lost {out['lost']}, "
+          f"run twice {out['run_twice']}, overlapping leases {out['overlapping_leases']}")
+    ended = out["boards_as_the_night_ended"] or {}
+    for b, v in out["boards"].items():
+        e = ended.get(b, {})
+        print(f"  {b}: {v['health']} ({v['reason']}, by {v['set_by']}); as the night ended: {e.get('health')} "
+              f"({e.get('reason')})")
+    print(f"  stuck queued/running: {len(out['stuck'])}; notifications: {out['notifications']}")
+    print(f"  recovered with no operator action: {'yes' if out['recovered'] else 'NO'}"
+          f" (every board good {out['healed_after_s']} s after the schedules stopped)")
+    return 0 if out["recovered"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

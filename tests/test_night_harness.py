@@ -1,0 +1,38 @@
+"""Issue 27: a compressed night (benchmarks/night.py) recovers with no operator action: two hosts x two boards
+under two schedules, a plug switched off for long and briefly, a plug unreachable, a capture stopped, a worker
+killed with SIGKILL and Redis restarted without persistence; every board good again, nothing stuck, no fault
+blamed on a board, the notifications received."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.starts_first  # a long file: start it first under xdist (conftest.py)
+
+
+def test_a_compressed_night_recovers_with_no_operator_action(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "night.py"), "--minutes", "3", "--json"],
+                       capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert r.returncode in (0, 1), r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    faults = {f["fault"]: f for f in out["faults"]}
+    assert set(faults) == {"plug-off-long", "plug-blip", "plug-unreachable", "capture-stopped", "worker-killed",
+                           "redis-restart"}
+    # the capture stop is left out: `panio serial stop --override` acts with the token it read, which back-to-back
+    # 3 s jobs make stale before it reaches the worker (docs/operations.md, A compressed night)
+    assert not [f for f in out["faults"] if "harness_error" in f and f["fault"] != "capture-stopped"], out["faults"]
+    assert out["recovered"] and r.returncode == 0, (out["not_good"], out["stuck"], out["notifications"])
+    assert out["board_failures"] == [], out["board_failures"]  # every injected fault is the lab's, never the board's
+    killed = faults["worker-killed"]["jobs_hit"]
+    assert any(j["health"] == "incomplete" and "lost" in j["reason"] for j in killed), killed
+    for j in faults["plug-off-long"]["jobs_hit"]:  # a job it hit ended as the lab's (or passed, if it missed)
+        assert j["result"] == "passed" or j["health"] == "incomplete", j
+    assert out["notifications"].get("job_incomplete", 0) >= 1 and out["notifications"].get("health_changed", 0) >= 2
+    assert out["fires"] and min(out["fires"].values()) >= 4  # both schedules kept firing through the night
