@@ -110,7 +110,10 @@ def run(env: dict, directory: Path, per_cause: int, say) -> list[dict]:
 
     job = directory / "seeded.toml"
     job.write_text(JOB)
-    panio("job", "run", str(job), "--target", "board0")  # the pass every failure is compared with
+    # Two passes: the first starts the capture, maybe while the board's first boot (from `panio-sim up`) is
+    # half printed; the second, a whole boot under a running capture, is the pass every failure is compared with.
+    panio("job", "run", str(job), "--target", "board0")
+    panio("job", "run", str(job), "--target", "board0")
     results = []
     for kind, values in CASES.items():
         for value in values[:per_cause]:
