@@ -16,9 +16,9 @@ import pytest
 
 from conftest import PANIO
 from dashhelp import DashboardProc
+from browserhelp import chromium, needs_chromium
 from jobhelp import job_file, wait_for
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 TOKEN = "op-" + uuid.uuid4().hex
 MARKER = "dash-" + uuid.uuid4().hex[:8]
 JOB = f"""name = "live"
@@ -37,26 +37,12 @@ name = "never reached"
 run = "panio ping ${{target}}"
 """
 
-pytestmark = pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
-                                reason="chromium and chromium-driver (scripts/system-deps.sh installs them)")
+pytestmark = needs_chromium
 
 
 @pytest.fixture
 def browser(tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                 "--window-size=1280,1000", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
-        options.add_argument(flag)
-    service = Service(executable_path=CHROMEDRIVER, log_output=str(tmp_path / "chromedriver.log"))
-    driver = webdriver.Chrome(options=options, service=service)
-    driver.implicitly_wait(0)
-    yield driver
-    driver.quit()
+    yield from chromium(tmp_path, "1280,1000")
 
 
 class Shots:
