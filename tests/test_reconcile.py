@@ -122,3 +122,23 @@ def test_a_long_lived_reconciler_forgets_the_jobs_it_suspected_once_they_start_o
     assert store.finish(still, "incomplete", None, "withdrawn", only_if_queued=True)
     rec.pass_()
     assert rec._suspects == {}
+
+
+def test_a_lost_job_settled_after_a_later_job_started_on_its_target_leaves_the_health_alone(world):
+    """The compressed night: a worker killed with -9, its job settled by the reconciler only after the target's
+    next job had started (its lease expired first) and passed; marking the board unknown then would leave it
+    unknown with no job left to check it. A lost job with nothing after it still makes the target unknown."""
+    from bench_agent.jobs.health import HealthStore
+
+    store, leases = world
+    health = HealthStore(store.url)
+    health.set("t", "good", "checked", "test")
+    lost = running_elsewhere(store, dead_after_s(SPEC) + 1, fence=7)
+    later = store.create_job("j", "t", "h", SPEC)
+    assert store.take(later, "worker h@another-machine:4343", 0) and store.claim(later, "worker h@another-machine:4343")
+    Reconciler(store, leases).pass_([lost])
+    assert store.job(lost)["health"] == "incomplete"
+    assert health.get("t")["health"] == "good"
+    alone = running_elsewhere(store, dead_after_s(SPEC) + 1, fence=8)
+    Reconciler(store, leases).pass_([alone])
+    assert (health.get("t")["health"], health.get("t")["set_by"]) == ("unknown", "reconciler")

@@ -237,9 +237,12 @@ class Reconciler:
 
         spec = job["spec"]
         try:
-            previous, record = HealthStore(self.store.url).set(job["target"], "unknown",
-                                                                f"job {job['id']} ended incomplete: {reason}",
-                                                                "reconciler", job["id"])
+            if self.store.later_job_started(job):  # settled late: a job started on the target since holds it
+                self.log(f"job {job['id']}: its target's health is left as it is: a later job has run on it")
+                previous, record = "unknown", None
+            else:
+                previous, record = HealthStore(self.store.url).set(
+                    job["target"], "unknown", f"job {job['id']} ended incomplete: {reason}", "reconciler", job["id"])
         except Exception as exc:  # noqa: BLE001 - the verdict is written; health is best effort here (logged)
             self.log(f"job {job['id']}: could not record its target's health: {exc}")
             previous, record = "unknown", None

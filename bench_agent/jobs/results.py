@@ -599,6 +599,16 @@ class ResultStore:
                     for r in c.execute(self.jobs.select().where(j.id.in_(ids[start:start + 500]))).mappings()]
         return {r["target"]: _job_dict(r) for r in rows}
 
+    def later_job_started(self, job: dict) -> bool:
+        """Whether a job of ``job``'s target submitted after it has started (it has held the target since: its
+        own health gate and verdict speak for the board now). A range of the (target, id) index."""
+        j = self.jobs.c
+        q = (self.jobs.select().with_only_columns(j.id)
+             .where(j.target == job["target"], j.id > job["id"], j.started_at > (job.get("started_at") or 0))
+             .limit(1))
+        with self._reading() as c:
+            return c.execute(q).first() is not None
+
     def active_jobs(self, ids: list[int] | None = None) -> list[dict]:
         """Jobs not done yet (queued or running), oldest first, without their steps."""
         import sqlalchemy as sa
