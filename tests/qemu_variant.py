@@ -121,11 +121,14 @@ class VariantBoard:
             raise
 
     def _link_pty_and_run(self) -> None:
-        end = time.monotonic() + 30
-        while not self.qmp.exists():
+        end = time.monotonic() + 60
+        while True:  # the socket file appears at bind(), a moment before QEMU listens on it (refused till then)
             assert self.proc.poll() is None and time.monotonic() < end, (self.dir / "qemu.log").read_text()
-            time.sleep(0.02)
-        chardevs = qmp_call(str(self.qmp), "query-chardev")
+            try:
+                chardevs = qmp_call(str(self.qmp), "query-chardev")
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                time.sleep(0.05)
         pty = next(c["filename"].removeprefix("pty:") for c in chardevs if c["filename"].startswith("pty:"))
         os.symlink(pty, self.tty)
         qmp_call(str(self.qmp), "cont")

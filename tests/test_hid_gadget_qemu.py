@@ -140,7 +140,9 @@ def test_panio_reports_through_a_real_f_hid_gadget_reach_usbhid_as_meant(panio, 
     # the real hidraw reader: the host received panio's reports byte for byte
     assert {files["hidraw0"], files["hidraw1"]} == {kbd.hex(), mouse.hex()}, out[-2000:]
     evs = [e for name, data in files.items() if name.startswith("event") for e in events(data)]
-    keys = [(c, v) for t, c, v in evs if t == EV_KEY and c < 0x100]
+    # value 2 is the guest's own autorepeat (a TCG guest slowed by a loaded host sees a key held past its
+    # repeat delay): the input layer's timing, not a report panio sent
+    keys = [(c, v) for t, c, v in evs if t == EV_KEY and c < 0x100 and v != 2]
     assert keys == [(KEY_LEFTCTRL, 1), (KEY_LEFTALT, 1), (KEY_DELETE, 1),
                     (KEY_LEFTCTRL, 0), (KEY_LEFTALT, 0), (KEY_DELETE, 0),
                     (KEY_A, 1), (KEY_A, 0), (KEY_LEFTSHIFT, 1), (KEY_Z, 1), (KEY_LEFTSHIFT, 0), (KEY_Z, 0)], evs

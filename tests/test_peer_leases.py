@@ -117,7 +117,7 @@ def test_a_shell_without_the_broker_cannot_drive_a_leased_target(panio, tmp_path
     panio("lease", "store", "--set", SHARED_REDIS, "--prefix", prefix)  # what `panio worker` records
     assert "PANIO_BROKER" not in panio.env and "PANIO_REDIS_URL" not in panio.env
     store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'fences.db'}"))
-    lease = store.try_acquire("pico", {"holder": "worker bench1@ctl:77", "job": 7}, ttl_s=30)
+    lease = store.try_acquire("pico", {"holder": "worker bench1@ctl:77", "job": 7}, ttl_s=600)
     try:
         assert panio("lease", "list", "--json").json()[0]["job"] == 7  # before: "no leases held"
         for argv in (("power", "on", "pico"), ("action", "run", "pico", "flash")):
@@ -148,7 +148,7 @@ def test_the_token_lease_list_shows_does_not_act_for_the_holder(panio, tmp_path,
         store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'fences.db'}"))
     else:  # an embedded `panio job run`'s lease: a file in this user's state directory
         store = leases.FileLeaseStore(Path(panio.env["PANIO_STATE_DIR"]) / "leases")
-    lease = store.try_acquire("pico", {"holder": "job runner", "job": 5}, ttl_s=30)
+    lease = store.try_acquire("pico", {"holder": "job runner", "job": 5}, ttl_s=600)  # 8 panio runs: slow when loaded
     try:
         listed = panio("lease", "list", "--json").json()
         assert [le["token"] for le in listed] == [lease.token]
@@ -213,7 +213,7 @@ def test_a_raw_celery_message_cannot_act_on_a_leased_target(panio, tmp_path, pre
         assert worker.poll() is None, log.read_text()
         recorded = json.loads((state / "lease-stores.json").read_text())["stores"]
         assert recorded[0]["url"] == SHARED_REDIS and recorded[0]["prefix"] == prefix
-        lease = store.try_acquire("b1a", {"holder": "job runner", "job": 3}, ttl_s=30)
+        lease = store.try_acquire("b1a", {"holder": "job runner", "job": 3}, ttl_s=600)
         reply = app.send_task(OP_TASK, args=op_message("action.run", request, 30), queue=queue_name("bench1")).get(timeout=30)
         assert not reply["ok"] and reply["error"]["error"] == "busy" and reply["error"]["job"] == 3
         assert not flashed.exists(), "a message on the broker ran a command on a leased target"
@@ -359,7 +359,7 @@ def test_mcp_tools_cannot_change_a_leased_target(panio, tmp_path, prefix):
     marks = hooked_lab(panio, tmp_path)
     panio("lease", "store", "--set", SHARED_REDIS, "--prefix", prefix)
     store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'fences.db'}"))
-    lease = store.try_acquire("pico", {"holder": "worker bench1@ctl:77", "job": 9}, ttl_s=30)
+    lease = store.try_acquire("pico", {"holder": "worker bench1@ctl:77", "job": 9}, ttl_s=600)
 
     async def go():
         async with connect(panio.env) as c:

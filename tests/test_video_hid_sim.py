@@ -311,3 +311,29 @@ def test_watch_restarts_a_daemon_that_watches_another_device(video_bench):
     finally:
         video_bench("video", "set", "-t", "board0", "--device", url)
         video_bench("video", "watch", "board0")
+
+
+def test_a_silent_rig_times_out_after_the_labs_reply_timeout(tmp_path):
+    """`[hid] reply_timeout_ms`: a CH9329 reached over a slow link (or the simulated rig on a loaded host) may take
+    longer than the chip's milliseconds; a rig that never answers is a timeout after that long, naming the knob."""
+    import os
+    import time
+
+    from bench_agent.errors import Timeout
+    from bench_agent.hid.channel import open_backend
+
+    master, slave = os.openpty()  # a real serial line with nothing answering at the far end
+    try:
+        for table, bound in (({}, 0.5), ({"reply_timeout_ms": 1500}, 1.5)):
+            rig = open_backend({"device": os.ttyname(slave), "protocol": "ch9329", **table})
+            try:
+                t0 = time.monotonic()
+                with pytest.raises(Timeout, match=f"did not answer within {bound:g} s.*reply_timeout_ms"):
+                    rig.report(0, [0x04])
+                assert time.monotonic() - t0 >= bound * 0.9
+            finally:
+                rig.close()
+            assert os.read(master, 64) == ch9329.keyboard(0, [0x04])  # the command did go out
+    finally:
+        os.close(master)
+        os.close(slave)

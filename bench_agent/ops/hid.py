@@ -75,7 +75,7 @@ def serve(target: str, hid: dict[str, Any]) -> dict[str, Any]:
         return {**st, "already_running": True, "reaped": []}
     reaped = list(st.get("pids", []))
     target_daemons.reap(reaped, f"untracked HID daemon of {target!r}")
-    config = {k: hid.get(k) for k in ("device", "protocol", "baud")}
+    config = {k: hid.get(k) for k in ("device", "protocol", "baud", "reply_timeout_ms")}
     pid = target_daemons.start(MODULE, target, config, log)
     return {"target": target, "state": "running", "pid": pid, "device": hid["device"], "already_running": False,
             "reaped": reaped}

@@ -150,7 +150,8 @@ def lab_toml(boards: list[dict], password: str | None) -> str:
         if b.get("video"):
             t["video"] = {"device": b["video"]}
         if b.get("hid"):
-            t["hid"] = {"device": b["hid"], "protocol": "ch9329", "baud": 9600}
+            t["hid"] = {"device": b["hid"], "protocol": "ch9329", "baud": 9600,
+                        "reply_timeout_ms": 10_000}  # the simulated rig is a process a loaded host can pause
         if b.get("profile"):  # how checks recognise the board (the eval's hardware tier): docs/lab-file.md
             t["profile"] = b["profile"]
         targets[b["name"]] = t

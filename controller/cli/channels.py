@@ -40,6 +40,9 @@ def _hid_flags(c: argparse.ArgumentParser, first: bool) -> None:
     c.add_argument("--device", help="the rig: a CH9329 serial port, a /dev/hidg gadget, or a QMP socket")
     c.add_argument("--protocol", choices=HID_PROTOCOLS, help="rig protocol (default ch9329)")
     c.add_argument("--baud", type=positive_int, help="line rate of a CH9329 rig (default 9600)")
+    c.add_argument("--reply-timeout-ms", type=positive_int, metavar="MS",
+                   help="how long a CH9329 rig's reply to each command may take (default 500; more for a rig\n"
+                        "reached over the network, e.g. rfc2217:// or ser2net)")
 
 
 def _adb_flags(c: argparse.ArgumentParser, first: bool) -> None:
@@ -87,7 +90,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def _values(args: argparse.Namespace) -> dict:
-    keys = ("device", "width", "height", "protocol", "baud", "serial")
+    keys = ("device", "width", "height", "protocol", "baud", "reply_timeout_ms", "serial")
     return {k: getattr(args, k) for k in keys if hasattr(args, k)}
 
 

@@ -199,7 +199,8 @@ VIDEO = TableSpec(
     "video table",
 )
 HID = TableSpec(
-    {"device": Field(_nonempty_string, required=True), "protocol": Field(_one_of(HID_PROTOCOLS)), "baud": Field(_bounded_int(MAX_BAUD))},
+    {"device": Field(_nonempty_string, required=True), "protocol": Field(_one_of(HID_PROTOCOLS)), "baud": Field(_bounded_int(MAX_BAUD)),
+     "reply_timeout_ms": Field(_bounded_int(60_000))},
     "hid table",
 )
 ADB = TableSpec({"serial": Field(_nonempty_string, required=True)}, "adb table")

@@ -86,12 +86,12 @@ def reply(addr: int, cmd: int, status: int = STATUS_SUCCESS) -> bytes:
 class Ch9329Backend(HidBackend):
     """A CH9329 on a serial port (pyserial URL or path); waits for each command's reply."""
 
-    def __init__(self, device: str, baud: int = 9600) -> None:
+    def __init__(self, device: str, baud: int = 9600, reply_timeout_s: float | None = None) -> None:
         import serial
 
-        self.device = device
+        self.device, self.reply_timeout_s = device, reply_timeout_s or REPLY_TIMEOUT_S
         try:
-            self._port = serial.serial_for_url(device, baudrate=baud, timeout=REPLY_TIMEOUT_S, exclusive=True)
+            self._port = serial.serial_for_url(device, baudrate=baud, timeout=self.reply_timeout_s, exclusive=True)
         except (serial.SerialException, OSError, ValueError) as exc:
             raise Unreachable(f"HID rig {device}: {exc}", hint="check the device path and that no other program "
                               "holds it", device=device, outcome="none") from exc  # not opened: nothing was sent
@@ -129,8 +129,9 @@ class Ch9329Backend(HidBackend):
                 return found
             chunk = self._port.read(max(1, self._port.in_waiting))
             if not chunk:
-                raise Timeout(f"HID rig {self.device} did not answer within {REPLY_TIMEOUT_S} s "
-                              "(wrong baud rate or address?)", device=self.device)
+                raise Timeout(f"HID rig {self.device} did not answer within {self.reply_timeout_s:g} s "
+                              "(wrong baud rate or address? a rig on a slow link: raise [hid] reply_timeout_ms)",
+                              device=self.device)
             self._buf += chunk
 
     def close(self) -> None:
