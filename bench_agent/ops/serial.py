@@ -137,7 +137,9 @@ def log(target: str, iface: dict[str, Any], tail: int | None = None, since: int 
         raise UsageError(f"--from {first} is after --to {last}")
     if tail is None and since is None and first is None and last is None:
         tail = DEFAULT_TAIL
-    items, info = line_window(_log_path(target, iface), tail=tail, since=since, first=first, last=last)
+    from bench_agent.serial.files import log_name
+
+    items, info = line_window(log_name(target, iface["name"]), tail=tail, since=since, first=first, last=last)
     lines = []
     for item in items:
         when = _iso(item["time_ns"])

@@ -7,11 +7,10 @@ command pays only for its own imports.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import contextvars
 import os
 import sys
+from _contextvars import ContextVar  # the C module: `contextvars` is only its re-export
+
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
 
 if TYPE_CHECKING:
@@ -21,11 +20,39 @@ from bench_agent.errors import InvalidName, UsageError
 
 MAX_NUMBER = 2**63 - 1  # what TOML, SQLite and JSON consumers all hold
 
-# argparse asks gettext for each of its own words ("usage: ", "options", ...): a search of the locale
-# catalogues per word, and the locale module imported, a tenth of `panio target list`. panio speaks
-# English only (its own messages are not translated), so its parsers say argparse's words as written.
-argparse._ = lambda message: message  # type: ignore[attr-defined]
-argparse.ngettext = lambda singular, plural, n: singular if n == 1 else plural  # type: ignore[attr-defined]
+
+
+def _english(message: str) -> str:
+    return message
+
+
+def _english_plural(singular: str, plural: str, n: int) -> str:
+    return singular if n == 1 else plural
+
+
+def _import_argparse():
+    """argparse, importing no gettext: panio speaks English only (its own messages are not translated), so its
+    parsers say argparse's words as written. argparse asks gettext for each of its words ("usage: ",
+    "options", ...), a search of the locale catalogues per word with the locale module imported, a tenth of
+    `panio target list`; and merely importing gettext (its module and the plural-formula regex it compiles)
+    was another ~1 ms of every command but `--help`. While argparse is first imported, a stand-in with the
+    two functions it takes is ``gettext``; it is gone again before anything else can import it."""
+    if "argparse" not in sys.modules and "gettext" not in sys.modules:
+        stand_in = type(sys)("gettext")
+        stand_in.gettext, stand_in.ngettext = _english, _english_plural
+        sys.modules["gettext"] = stand_in
+        try:
+            import argparse
+        finally:
+            del sys.modules["gettext"]
+    import argparse
+
+    argparse._ = _english  # type: ignore[attr-defined]
+    argparse.ngettext = _english_plural  # type: ignore[attr-defined]
+    return argparse
+
+
+argparse = _import_argparse()
 
 
 class Parser(argparse.ArgumentParser):
@@ -219,17 +246,21 @@ def load_lab(args: argparse.Namespace):
 
 # Where a command's text goes when panio runs it inside a longer-lived process (the MCP server): an
 # ``Output`` (``bench_agent.commands``) per call, in the call's context; None: this process's stdout/stderr.
-_CAPTURE: contextvars.ContextVar = contextvars.ContextVar("panio_cli_capture", default=None)
+_CAPTURE: ContextVar = ContextVar("panio_cli_capture", default=None)
 
 
-@contextlib.contextmanager
-def capturing(out: Any):
+class capturing:  # noqa: N801 - used as a function (`with capturing(out):`); a class spares importing contextlib
     """Send what the commands run in this context print (stdout, stderr, the error lines) to ``out``."""
-    token = _CAPTURE.set(out)
-    try:
-        yield out
-    finally:
-        _CAPTURE.reset(token)
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+
+    def __enter__(self) -> Any:
+        self.token = _CAPTURE.set(self.out)
+        return self.out
+
+    def __exit__(self, *exc: object) -> None:
+        _CAPTURE.reset(self.token)
 
 
 def captured() -> Any:
