@@ -51,6 +51,7 @@ def socket_address(target: str, state: Path | None = None, kind: str = "serial")
     if len(path) <= MAX_SOCKET_PATH:
         return path
     import hashlib
+    from pathlib import Path
 
     digest = hashlib.sha256(path.encode()).hexdigest()[:24]
     private = Path(os.environ.get("TMPDIR", "/tmp")) / f"panio-{os.getuid()}"
