@@ -164,9 +164,11 @@ def _segment_backward(seg: Path) -> Iterator[tuple[int, Record]]:
 
 def is_outage(kind: int, payload: bytes) -> bool:
     """A gap that starts an outage; a "reconnected" gap only closes one and is not counted."""
+    if kind != GAP:  # every record a capture writes asks: decide without json for the data
+        return False
     import json
 
-    return kind == GAP and not json.loads(payload).get("reconnected")
+    return not json.loads(payload).get("reconnected")
 
 
 def gaps_path(seg: Path) -> Path:
