@@ -92,7 +92,8 @@ class Parser(argparse.ArgumentParser):
 def subcommands(parser: argparse.ArgumentParser, title: str = "commands") -> argparse._SubParsersAction:
     from controller.cli.groups import epilog
 
-    sub = parser.add_subparsers(title=title, dest="subcommand", metavar="COMMAND", parser_class=Parser)
+    sub = parser.add_subparsers(title=title, dest="subcommand", metavar="COMMAND", parser_class=Parser,
+                                action=Subcommands)
     sub.panio_only = getattr(parser, "panio_subcommand", None)  # see controller.cli.main.build_parser
     parser.set_defaults(func=_group_help(parser))
     if parser.epilog is None:
@@ -126,7 +127,7 @@ def command(
     it is dropped, and choosing it anyway makes ``main`` parse again with everything built."""
     only = getattr(sub, "panio_only", None)
     if only is not None and only != name:
-        sub.add_parser(name, help=summary, add_help=False).set_defaults(func=UNBUILT)
+        sub.add_unbuilt(name, summary)
         return Unbuilt()  # type: ignore[return-value]
     examples = [example] if isinstance(example, str) else example
     epilog = "example:\n" + "\n".join(f"  {e}" for e in examples) + f"\n\nsee also: {see_also}"
@@ -297,6 +298,28 @@ def static(handler: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.N
     a job step prints what it printed when the job was queued (``job check`` runs it then)."""
     handler.static = True  # type: ignore[attr-defined]
     return handler
+
+
+class Subcommands(argparse._SubParsersAction):
+    """A group's subcommands, some of which may be listed without being built (see ``command``)."""
+
+    def add_unbuilt(self, name: str, summary: str) -> None:
+        """List ``name`` with its summary (in the group's help and its choices) without building a parser for
+        it: a parser each, with its help action and argument groups, was a third of building `panio serial`'s
+        sixteen subcommands for the one that runs."""
+        self._choices_actions.append(self._ChoicesPseudoAction(name, (), summary))
+        self._name_parser_map[name] = _UNBUILT_PARSER
+
+
+class _UnbuiltParser:
+    """What stands for an unbuilt subcommand's parser: chosen, it parses nothing and sets ``func`` to ``UNBUILT``,
+    which makes ``main`` parse again with every subcommand built."""
+
+    def parse_known_args(self, args: list[str], namespace: argparse.Namespace | None = None):
+        return argparse.Namespace(func=UNBUILT), []
+
+
+_UNBUILT_PARSER = _UnbuiltParser()
 
 
 def UNBUILT(args: argparse.Namespace) -> None:  # noqa: N802 - a marker, compared by identity
