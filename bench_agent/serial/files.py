@@ -62,8 +62,6 @@ def socket_address(target: str, state: Path | None = None, kind: str = "serial")
 def discovery(target: str, state: Path | None = None) -> dict | None:
     """The running supervisor's discovery record, or None (a record whose pid is gone counts as none).
     Here, not in ``client``, so a reading command learns whether a capture runs without importing it."""
-    from bench_agent.procinfo import command_line, pid_alive
-
     where = os.path.join(state_dir_name(), "daemons", f"serial-{target}.json") if state is None else \
         discovery_path(target, state)
     try:
@@ -74,5 +72,6 @@ def discovery(target: str, state: Path | None = None) -> dict | None:
         info = json.loads(text)
     except (FileNotFoundError, ValueError):
         return None
+    from bench_agent.procinfo import command_line, pid_alive
     pid = info.get("pid", -1)
     return info if pid_alive(pid) and SUPERVISOR in command_line(pid) else None

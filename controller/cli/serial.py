@@ -12,7 +12,7 @@ from bench_agent.errors import AlreadyExists, NotConfigured, UsageError
 from controller.cli.runtime import Step, runtime
 from controller.cli.common import (Unbuilt, add_json, add_target_option, check_name, command, positive_int, say,
                                    subcommands)
-from controller.lab import edit, edits
+from controller.lab import edit
 
 GROUP_HELP = """\
 Serial consoles. A target has one or more named interfaces (e.g. console, bmc).
@@ -99,6 +99,8 @@ def _find(ifaces, target: str, name: str | None):
 def add(args: argparse.Namespace) -> None:
     import tomlkit
 
+    from controller.lab import edits
+
     check_name("interface", args.name)
     with edit(args.lab_path) as doc:
         t = edits.target(doc, args.target, args.lab_path)
@@ -117,6 +119,8 @@ def add(args: argparse.Namespace) -> None:
 
 
 def set_(args: argparse.Namespace) -> None:
+    from controller.lab import edits
+
     if args.sense and args.no_sense:
         raise UsageError("--sense and --no-sense contradict each other")
     if args.power_button and args.no_power_button:
@@ -135,6 +139,8 @@ def set_(args: argparse.Namespace) -> None:
 
 
 def rm(args: argparse.Namespace) -> None:
+    from controller.lab import edits
+
     with edit(args.lab_path) as doc:
         t = edits.target(doc, args.target, args.lab_path)
         ifaces = t.get("serial", [])
