@@ -56,14 +56,16 @@ def per_call_ms(func, n: int) -> float:
 
 
 def side_by_side(floor, via, n: int, rounds: int = 40) -> tuple[float, float, float]:
-    """Median ms per call of ``floor`` and ``via``, measured in alternating rounds so both see the same load,
+    """Median ms per call of ``floor`` and ``via``, measured in alternating rounds so both see the same load
+    (the first side swapping each round),
     and the median of each round's ratio (a pair of rounds close in time shares the machine's mood)."""
     for _ in range(min(50, n)):
         floor(), via()
     per_round = max(1, n // rounds)
     samples: tuple[list[float], list[float]] = ([], [])
-    for _ in range(rounds):
-        for func, out in ((floor, samples[0]), (via, samples[1])):
+    for i in range(rounds):
+        sides = ((floor, samples[0]), (via, samples[1]))
+        for func, out in sides[::1 if i % 2 == 0 else -1]:  # ABBA...: neither side always runs first
             start = time.perf_counter()
             for _ in range(per_round):
                 func()

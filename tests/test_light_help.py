@@ -61,7 +61,8 @@ HEAVY_FOR_READS = HEAVY + ("cv2", "pytesseract", "mcp", "mcp_types", "numpy", "s
 PANIO_MACHINERY = ("bench_agent.jobs.leases", "bench_agent.jobs.lease_guard", "bench_agent.jobs.host_config",
                    "bench_agent.jobs.steps", "bench_agent.serial.client", "bench_agent.serial.supervisor",
                    "bench_agent.serial.device", "bench_agent.process", "controller.backends")
-SLOW_STDLIB = ("dataclasses", "inspect", "typing", "shutil", "locale", "datetime")  # each a share of a start-up
+SLOW_STDLIB = ("dataclasses", "inspect", "typing", "shutil", "locale", "datetime",  # each a share of a start-up
+               "gettext", "contextlib", "importlib", "pathlib", "urllib.parse", "ipaddress", "json")
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["target", "list"], ["config", "show"],

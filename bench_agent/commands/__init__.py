@@ -24,7 +24,6 @@ Bodies live in ``bench_agent/commands/<group>.py`` and register with
 
 from __future__ import annotations
 
-import importlib
 from bench_agent.errors import PanioError, UsageError
 
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
@@ -108,7 +107,7 @@ def body(name: str) -> Body:
         if not group.isidentifier():
             raise UsageError(f"unknown command {name!r}")
         try:
-            importlib.import_module(f"bench_agent.commands.{group}")
+            __import__(f"bench_agent.commands.{group}")  # not importlib: one more start-up import
         except ModuleNotFoundError as exc:
             if exc.name != f"bench_agent.commands.{group}":
                 raise

@@ -17,7 +17,6 @@ first use of their group, so a process pays only for what it calls.
 
 from __future__ import annotations
 
-import importlib
 from bench_agent.errors import UsageError
 from bench_agent.ops.spec import OpSpec, Param
 
@@ -60,7 +59,7 @@ def lookup(name: str) -> Operation:
         if not group.isidentifier():
             raise UsageError(f"unknown operation {name!r}")
         try:
-            importlib.import_module(f"bench_agent.ops.{group}")
+            __import__(f"bench_agent.ops.{group}")  # not importlib: one more start-up import
         except ModuleNotFoundError as exc:
             if exc.name != f"bench_agent.ops.{group}":
                 raise

@@ -73,12 +73,10 @@ def _log_path(target: str, iface: dict[str, Any]):
 
 
 def _ask(target: str, req: dict[str, Any], wait_ms: int = 0) -> Any:
-    client = _client()
-    if client.discovery(target) is None:
-        from bench_agent.serial.control import not_running
-
-        raise not_running(target)
-    return client.request(target, req, timeout_s=wait_ms / 1000 + 15)
+    # No look at the discovery file first: with no supervisor there is no socket to connect to, and the
+    # connection's refusal is the same `not_running` (control.ControlClient). The look was a file read, a JSON
+    # parse and a /proc read on every send, transact and wait.
+    return _client().request(target, req, timeout_s=wait_ms / 1000 + 15)
 
 
 @operation("serial.watch", side_effect=True, unknown_on_failure=False,
@@ -137,7 +135,9 @@ def log(target: str, iface: dict[str, Any], tail: int | None = None, since: int 
         raise UsageError(f"--from {first} is after --to {last}")
     if tail is None and since is None and first is None and last is None:
         tail = DEFAULT_TAIL
-    items, info = line_window(_log_path(target, iface), tail=tail, since=since, first=first, last=last)
+    from bench_agent.serial.files import log_name
+
+    items, info = line_window(log_name(target, iface["name"]), tail=tail, since=since, first=first, last=last)
     lines = []
     for item in items:
         when = _iso(item["time_ns"])

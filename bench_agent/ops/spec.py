@@ -25,7 +25,6 @@ every transport's wait are derived from the spec, never copied from it.
 
 from __future__ import annotations
 
-import math
 from collections import namedtuple
 
 TYPE_CHECKING = False  # typing and dataclasses stay off the start-up path of every runtime command
@@ -67,6 +66,8 @@ class Param(namedtuple("Param", "name kind help default unit minimum maximum cho
         if not self._type_ok(value):
             raise self._error(f"must be {_KINDS.get(self.kind, self.kind.__name__)}, not {value!r}")
         if self.kind is float:
+            import math  # here, not at the top: the CLI imports this module at every runtime command's start
+
             value = float(value)
             if not math.isfinite(value):
                 raise self._error(f"must be a finite number, not {value!r}")

@@ -176,7 +176,7 @@ class Channel:
                         port.flush()
                         time.sleep(pace_ms / 1000)
                 else:
-                    port.write(data)
+                    device.write(port, data)
             except (serial.SerialException, OSError) as exc:
                 raise DeviceError(f"write to {self.cfg['device']} failed: {exc}", interface=self.name) from exc
             with self.cond:

@@ -157,6 +157,21 @@ def fileno(port: serial.SerialBase) -> int | None:
         return None
 
 
+def write(port: serial.SerialBase, data: bytes) -> None:
+    """Write all of ``data``. On a tty's descriptor, one ``os.write`` when the tty takes it all (a command line
+    does): pyserial's ``write`` follows every write with a ``select`` for writability, one more system call
+    (and a wake-up) on every `serial send` and transact. Whatever the tty did not take, and every other kind
+    of port, goes through pyserial's own loop."""
+    fd = getattr(port, "fd", None)
+    if isinstance(fd, int) and port.is_open and data:
+        try:
+            data = data[os.write(fd, data):]
+        except BlockingIOError:  # the descriptor is non-blocking: a full tty buffer waits in pyserial's loop
+            pass
+    if data:
+        port.write(data)
+
+
 def read_now(port: serial.SerialBase, limit: int = READ_MAX) -> bytes:
     """Up to ``limit`` bytes the port holds now. Call it once ``fileno`` is readable, or any time without one.
 

@@ -12,9 +12,12 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-from bench_agent.paths import state_dir  # noqa: F401  (re-exported for the serial modules)
+from bench_agent.paths import state_dir, state_dir_name  # noqa: F401  (state_dir: re-exported for the serial modules)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 MAX_SOCKET_PATH = 100
 SUPERVISOR = "bench_agent.serial.supervisor"  # the capture daemon's module, in its command line
@@ -26,6 +29,12 @@ def target_dir(target: str, state: Path | None = None) -> Path:
 
 def log_path(target: str, iface: str, state: Path | None = None) -> Path:
     return target_dir(target, state) / f"{iface}.log"
+
+
+def log_name(target: str, iface: str) -> str:
+    """``log_path`` in the default state dir, as a string: a reading command (`serial log`) needs no pathlib
+    (pathlib imports urllib.parse and ipaddress: a tenth of that command's start-up)."""
+    return os.path.join(state_dir_name(), "serial", target, f"{iface}.log")
 
 
 def daemons_dir(state: Path | None = None) -> Path:
@@ -42,6 +51,7 @@ def socket_address(target: str, state: Path | None = None, kind: str = "serial")
     if len(path) <= MAX_SOCKET_PATH:
         return path
     import hashlib
+    from pathlib import Path
 
     digest = hashlib.sha256(path.encode()).hexdigest()[:24]
     private = Path(os.environ.get("TMPDIR", "/tmp")) / f"panio-{os.getuid()}"
@@ -52,13 +62,16 @@ def socket_address(target: str, state: Path | None = None, kind: str = "serial")
 def discovery(target: str, state: Path | None = None) -> dict | None:
     """The running supervisor's discovery record, or None (a record whose pid is gone counts as none).
     Here, not in ``client``, so a reading command learns whether a capture runs without importing it."""
-    import json
-
-    from bench_agent.procinfo import command_line, pid_alive
-
+    where = os.path.join(state_dir_name(), "daemons", f"serial-{target}.json") if state is None else \
+        discovery_path(target, state)
     try:
-        info = json.loads(discovery_path(target, state).read_text())
+        with open(where, "rb") as f:
+            text = f.read()
+        import json  # only when a capture has run: a read of a stopped target's log need not import it
+
+        info = json.loads(text)
     except (FileNotFoundError, ValueError):
         return None
+    from bench_agent.procinfo import command_line, pid_alive
     pid = info.get("pid", -1)
     return info if pid_alive(pid) and SUPERVISOR in command_line(pid) else None

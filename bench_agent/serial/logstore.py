@@ -33,17 +33,15 @@ segment is walked as before; the writer repairs such sidecars when it starts.
 
 from __future__ import annotations
 
-import json
 import mmap
 import os
-import re
 import struct
 import time
 from collections import namedtuple
-from pathlib import Path
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # a read (`serial log`) imports neither typing, pathlib nor json (benchmarks/startup.py)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Iterator
 
 from bench_agent.serial.lines import advance
@@ -67,6 +65,8 @@ class Record(namedtuple("Record", "kind epoch cursor seq col time_ns payload")):
         return {DATA: "data", SENT: "sent", START: "start", STOP: "stop", GAP: "gap"}[self.kind]
 
     def note(self) -> dict:
+        import json
+
         return json.loads(self.payload) if self.kind in (START, STOP, GAP) else {}
 
     def end_state(self) -> tuple[int, int, int]:
@@ -82,11 +82,18 @@ class Record(namedtuple("Record", "kind epoch cursor seq col time_ns payload")):
         return head + self.payload + TRAIL.pack(size)
 
 
-def segments(path: Path) -> list[Path]:
-    """The log's segment files, oldest first (``x.log.2``, ``x.log.1``, ``x.log``)."""
-    older = sorted((p for p in path.parent.glob(path.name + ".*") if p.suffix[1:].isdigit()),
-                   key=lambda p: -int(p.suffix[1:]))
-    return older + ([path] if path.exists() else [])
+def segments(path: Path | str) -> list:
+    """The log's segment files, oldest first (``x.log.2``, ``x.log.1``, ``x.log``), of ``path``'s type."""
+    folder, name = os.path.split(path)
+    try:
+        entries = os.listdir(folder or ".")
+    except FileNotFoundError:
+        entries = []
+    numbers = sorted((int(e[len(name) + 1:]) for e in entries
+                      if e.startswith(name + ".") and e[len(name) + 1:].isdigit()), reverse=True)
+    kind = type(path)
+    older = [kind(os.path.join(folder, f"{name}.{n}")) for n in numbers]
+    return older + ([path] if os.path.exists(path) else [])
 
 
 def _decode_at(buf, end: int) -> Record | None:
@@ -157,7 +164,11 @@ def _segment_backward(seg: Path) -> Iterator[tuple[int, Record]]:
 
 def is_outage(kind: int, payload: bytes) -> bool:
     """A gap that starts an outage; a "reconnected" gap only closes one and is not counted."""
-    return kind == GAP and not json.loads(payload).get("reconnected")
+    if kind != GAP:  # every record a capture writes asks: decide without json for the data
+        return False
+    import json
+
+    return not json.loads(payload).get("reconnected")
 
 
 def gaps_path(seg: Path) -> Path:
@@ -179,6 +190,8 @@ def walk_outages(seg: Path) -> int:
 
 
 def _read_mark(seg: Path) -> dict | None:
+    import json
+
     try:
         mark = json.loads(gaps_path(seg).read_bytes())
         if all(isinstance(mark.get(k), t) for k, t in (("count", int), ("end", int), ("first", str))):
@@ -212,6 +225,8 @@ def _mark_holds(mark: dict, buf) -> bool:
 
 
 def _write_mark(seg: Path, mark: dict) -> None:
+    import json
+
     tmp = seg.with_name(f".{seg.name}{GAPS_SUFFIX}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(mark))
     os.replace(tmp, gaps_path(seg))
@@ -219,6 +234,8 @@ def _write_mark(seg: Path, mark: dict) -> None:
 
 def repair_sidecars(path: Path) -> dict | None:
     """Give every segment a sidecar that holds (walking the ones that have none); the current segment's mark."""
+    import re
+
     current = None
     for seg in segments(path):
         mark, buf = _read_mark(seg), _map(seg)
@@ -297,6 +314,8 @@ class LogWriter:
         self._mark = mark
 
     def note(self, kind: int, epoch: int, time_ns: int, **fields) -> Record:
+        import json
+
         return self.append(kind, epoch, json.dumps(fields).encode(), time_ns)
 
     def _rotate(self) -> None:

@@ -7,7 +7,9 @@ the supervisor: the log is read from disk, running or not.
 
 from __future__ import annotations
 
-from pathlib import Path
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from bench_agent.serial.lines import assemble
 from bench_agent.serial.logstore import DATA, GAP, Record, records_backward

@@ -7,11 +7,10 @@ command pays only for its own imports.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import contextvars
 import os
 import sys
+from _contextvars import ContextVar  # the C module: `contextvars` is only its re-export
+
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
 
 if TYPE_CHECKING:
@@ -21,11 +20,39 @@ from bench_agent.errors import InvalidName, UsageError
 
 MAX_NUMBER = 2**63 - 1  # what TOML, SQLite and JSON consumers all hold
 
-# argparse asks gettext for each of its own words ("usage: ", "options", ...): a search of the locale
-# catalogues per word, and the locale module imported, a tenth of `panio target list`. panio speaks
-# English only (its own messages are not translated), so its parsers say argparse's words as written.
-argparse._ = lambda message: message  # type: ignore[attr-defined]
-argparse.ngettext = lambda singular, plural, n: singular if n == 1 else plural  # type: ignore[attr-defined]
+
+
+def _english(message: str) -> str:
+    return message
+
+
+def _english_plural(singular: str, plural: str, n: int) -> str:
+    return singular if n == 1 else plural
+
+
+def _import_argparse():
+    """argparse, importing no gettext: panio speaks English only (its own messages are not translated), so its
+    parsers say argparse's words as written. argparse asks gettext for each of its words ("usage: ",
+    "options", ...), a search of the locale catalogues per word with the locale module imported, a tenth of
+    `panio target list`; and merely importing gettext (its module and the plural-formula regex it compiles)
+    was another ~1 ms of every command but `--help`. While argparse is first imported, a stand-in with the
+    two functions it takes is ``gettext``; it is gone again before anything else can import it."""
+    if "argparse" not in sys.modules and "gettext" not in sys.modules:
+        stand_in = type(sys)("gettext")
+        stand_in.gettext, stand_in.ngettext = _english, _english_plural
+        sys.modules["gettext"] = stand_in
+        try:
+            import argparse
+        finally:
+            del sys.modules["gettext"]
+    import argparse
+
+    argparse._ = _english  # type: ignore[attr-defined]
+    argparse.ngettext = _english_plural  # type: ignore[attr-defined]
+    return argparse
+
+
+argparse = _import_argparse()
 
 
 class Parser(argparse.ArgumentParser):
@@ -65,7 +92,8 @@ class Parser(argparse.ArgumentParser):
 def subcommands(parser: argparse.ArgumentParser, title: str = "commands") -> argparse._SubParsersAction:
     from controller.cli.groups import epilog
 
-    sub = parser.add_subparsers(title=title, dest="subcommand", metavar="COMMAND", parser_class=Parser)
+    sub = parser.add_subparsers(title=title, dest="subcommand", metavar="COMMAND", parser_class=Parser,
+                                action=Subcommands)
     sub.panio_only = getattr(parser, "panio_subcommand", None)  # see controller.cli.main.build_parser
     parser.set_defaults(func=_group_help(parser))
     if parser.epilog is None:
@@ -99,7 +127,7 @@ def command(
     it is dropped, and choosing it anyway makes ``main`` parse again with everything built."""
     only = getattr(sub, "panio_only", None)
     if only is not None and only != name:
-        sub.add_parser(name, help=summary, add_help=False).set_defaults(func=UNBUILT)
+        sub.add_unbuilt(name, summary)
         return Unbuilt()  # type: ignore[return-value]
     examples = [example] if isinstance(example, str) else example
     epilog = "example:\n" + "\n".join(f"  {e}" for e in examples) + f"\n\nsee also: {see_also}"
@@ -219,17 +247,21 @@ def load_lab(args: argparse.Namespace):
 
 # Where a command's text goes when panio runs it inside a longer-lived process (the MCP server): an
 # ``Output`` (``bench_agent.commands``) per call, in the call's context; None: this process's stdout/stderr.
-_CAPTURE: contextvars.ContextVar = contextvars.ContextVar("panio_cli_capture", default=None)
+_CAPTURE: ContextVar = ContextVar("panio_cli_capture", default=None)
 
 
-@contextlib.contextmanager
-def capturing(out: Any):
+class capturing:  # noqa: N801 - used as a function (`with capturing(out):`); a class spares importing contextlib
     """Send what the commands run in this context print (stdout, stderr, the error lines) to ``out``."""
-    token = _CAPTURE.set(out)
-    try:
-        yield out
-    finally:
-        _CAPTURE.reset(token)
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+
+    def __enter__(self) -> Any:
+        self.token = _CAPTURE.set(self.out)
+        return self.out
+
+    def __exit__(self, *exc: object) -> None:
+        _CAPTURE.reset(self.token)
 
 
 def captured() -> Any:
@@ -266,6 +298,28 @@ def static(handler: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.N
     a job step prints what it printed when the job was queued (``job check`` runs it then)."""
     handler.static = True  # type: ignore[attr-defined]
     return handler
+
+
+class Subcommands(argparse._SubParsersAction):
+    """A group's subcommands, some of which may be listed without being built (see ``command``)."""
+
+    def add_unbuilt(self, name: str, summary: str) -> None:
+        """List ``name`` with its summary (in the group's help and its choices) without building a parser for
+        it: a parser each, with its help action and argument groups, was a third of building `panio serial`'s
+        sixteen subcommands for the one that runs."""
+        self._choices_actions.append(self._ChoicesPseudoAction(name, (), summary))
+        self._name_parser_map[name] = _UNBUILT_PARSER
+
+
+class _UnbuiltParser:
+    """What stands for an unbuilt subcommand's parser: chosen, it parses nothing and sets ``func`` to ``UNBUILT``,
+    which makes ``main`` parse again with every subcommand built."""
+
+    def parse_known_args(self, args: list[str], namespace: argparse.Namespace | None = None):
+        return argparse.Namespace(func=UNBUILT), []
+
+
+_UNBUILT_PARSER = _UnbuiltParser()
 
 
 def UNBUILT(args: argparse.Namespace) -> None:  # noqa: N802 - a marker, compared by identity

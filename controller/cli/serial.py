@@ -10,9 +10,9 @@ import argparse
 
 from bench_agent.errors import AlreadyExists, NotConfigured, UsageError
 from controller.cli.runtime import Step, runtime
-from controller.cli.common import add_json, add_target_option, check_name, command, positive_int, say, subcommands
-from controller.lab import edit, edits
-from controller.lab.schema import LINE_ENDINGS, SENSE_SIGNALS
+from controller.cli.common import (Unbuilt, add_json, add_target_option, check_name, command, positive_int, say,
+                                   subcommands)
+from controller.lab import edit
 
 GROUP_HELP = """\
 Serial consoles. A target has one or more named interfaces (e.g. console, bmc).
@@ -69,6 +69,10 @@ def _register_config(sub: argparse._SubParsersAction) -> None:
 
 
 def _common_flags(c: argparse.ArgumentParser) -> None:
+    if isinstance(c, Unbuilt):  # `serial log` and the other runtime commands do not import the lab's schema
+        return
+    from controller.lab.schema import LINE_ENDINGS, SENSE_SIGNALS
+
     c.add_argument("--sense", choices=SENSE_SIGNALS, type=str.upper, metavar="|".join(SENSE_SIGNALS),
                    help="modem line that reads the board's power state (power_sense_signal)")
     c.add_argument("--power-button", action="store_true",
@@ -95,6 +99,8 @@ def _find(ifaces, target: str, name: str | None):
 def add(args: argparse.Namespace) -> None:
     import tomlkit
 
+    from controller.lab import edits
+
     check_name("interface", args.name)
     with edit(args.lab_path) as doc:
         t = edits.target(doc, args.target, args.lab_path)
@@ -113,6 +119,8 @@ def add(args: argparse.Namespace) -> None:
 
 
 def set_(args: argparse.Namespace) -> None:
+    from controller.lab import edits
+
     if args.sense and args.no_sense:
         raise UsageError("--sense and --no-sense contradict each other")
     if args.power_button and args.no_power_button:
@@ -131,6 +139,8 @@ def set_(args: argparse.Namespace) -> None:
 
 
 def rm(args: argparse.Namespace) -> None:
+    from controller.lab import edits
+
     with edit(args.lab_path) as doc:
         t = edits.target(doc, args.target, args.lab_path)
         ifaces = t.get("serial", [])

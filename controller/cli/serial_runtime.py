@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 
 from bench_agent.errors import NotConfigured
-from controller.cli.common import add_json, add_param, add_target_positional, command, load_lab, positive_float
+from controller.cli.common import (Unbuilt, add_json, add_param, add_target_positional, command, load_lab,
+                                   positive_float)
 from controller.cli.runtime import Step, runtime
-from controller.jobs import overrides
 
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
 if TYPE_CHECKING:
@@ -44,6 +44,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     _register_power_button(sub)
 
 
+def _override_flags(c: argparse.ArgumentParser) -> None:
+    if isinstance(c, Unbuilt):  # a read (`serial log`) does not import the override machinery (contextlib)
+        return
+    from controller.jobs import overrides
+
+    overrides.add_flags(c)
+
+
 def _register_capture(sub: argparse._SubParsersAction) -> None:
     c = command(sub, "watch", "start capturing all of a target's serial interfaces to disk (a detached supervisor)",
                 func=watch, example="panio serial watch pico",
@@ -53,7 +61,7 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
                         "Running it again while capture runs is harmless.")
     add_target_positional(c)
     add_json(c)
-    overrides.add_flags(c)
+    _override_flags(c)
 
     c = command(sub, "stop", "stop a target's capture supervisor and free its ports (the log stays on disk)",
                 func=stop, example=["panio serial stop pico",
@@ -64,7 +72,7 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
                         "that job's history (`panio job status JOB`). The job's next console step fails.")
     add_target_positional(c)
     add_json(c)
-    overrides.add_flags(c)
+    _override_flags(c)
 
     c = command(sub, "log", "print captured console lines from disk (works while capture is stopped)",
                 func=log, example=["panio serial log pico --tail 50", "panio serial log pico --since 1234",

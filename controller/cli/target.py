@@ -6,9 +6,8 @@ import argparse
 
 from controller.cli.common import static, add_json, check_name, command, load_lab, print_json, say, subcommands
 from controller.lab import edit
-from controller.lab import edits
-from controller.lab.store import append_table
-from controller.lab.describe import target_lines
+
+# controller.lab.edits and .describe are imported by the commands that use them: `target list` needs neither
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
@@ -61,6 +60,9 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def add(args: argparse.Namespace) -> None:
+    from controller.lab import edits
+    from controller.lab.store import append_table
+
     check_name("target", args.name)
     if args.host:
         check_name("host", args.host)
@@ -82,6 +84,7 @@ def add(args: argparse.Namespace) -> None:
 
 def set_(args: argparse.Namespace) -> None:
     from bench_agent.errors import NotConfigured, UsageError
+    from controller.lab import edits
 
     for tag in (args.tag or []) + (args.untag or []):
         check_name("tag", tag)
@@ -111,6 +114,8 @@ def set_(args: argparse.Namespace) -> None:
 
 
 def rm(args: argparse.Namespace) -> None:
+    from controller.lab import edits
+
     with edit(args.lab_path) as doc:
         t = edits.target(doc, args.name, args.lab_path)
         channels = [k for k in ("serial", "netboot", "power", "video", "hid", "adb", "actions") if k in t]
@@ -120,6 +125,8 @@ def rm(args: argparse.Namespace) -> None:
 
 @static
 def show(args: argparse.Namespace) -> None:
+    from controller.lab.describe import target_lines
+
     lab = load_lab(args)
     t = lab.target(args.name)
     if args.json:

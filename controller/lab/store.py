@@ -10,8 +10,8 @@ and replaces the file by rename from a fsynced temporary in the same folder
 
 from __future__ import annotations
 
-import contextlib
 import os
+
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
 
 from bench_agent.errors import ConfigInvalid, NotConfigured, Refused, UsageError
@@ -19,7 +19,7 @@ from bench_agent.errors import ConfigInvalid, NotConfigured, Refused, UsageError
 from controller.lab.model import Lab
 
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterator
+    from typing import Any, Callable, ContextManager, Iterator
 
 LabPath = str  # lab paths are plain strings (see controller.paths)
 
@@ -97,28 +97,39 @@ def _cache_put(cache: str | None, text: str, data: dict) -> None:
             marshal.dump({"text": text, "data": data}, f)
         os.replace(tmp, cache)
     except OSError:
-        with contextlib.suppress(OSError):
+        try:
             os.unlink(tmp)
+        except OSError:
+            pass
 
 
-@contextlib.contextmanager
-def locked(path: LabPath) -> Iterator[None]:
-    import fcntl
+class locked:  # noqa: N801 - used as a function (`with locked(path):`)
+    """The lab file's exclusive lock (``flock`` on ``<lab>.lock``) for a ``with`` block. (A class, not
+    ``contextlib.contextmanager``: every command reads this module, and a read need not import contextlib.)"""
 
-    lock_path = f"{os.path.realpath(path)}.lock"  # one lock per real file, whichever link names it
-    try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except FileNotFoundError:
-        raise _missing(path) from None
-    except OSError as exc:
-        raise ConfigInvalid(f"cannot take the lab file's lock {lock_path}: {exc.strerror}",
-                            hint="it must be a writable regular file beside the lab file (remove it if it is not)",
-                            file=str(path)) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+    def __init__(self, path: LabPath) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        import fcntl
+
+        lock_path = f"{os.path.realpath(self.path)}.lock"  # one lock per real file, whichever link names it
+        try:
+            self.fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except FileNotFoundError:
+            raise _missing(self.path) from None
+        except OSError as exc:
+            raise ConfigInvalid(f"cannot take the lab file's lock {lock_path}: {exc.strerror}",
+                                hint="it must be a writable regular file beside the lab file (remove it if it is not)",
+                                file=str(self.path)) from None
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
 
 
 def write_atomic(path: LabPath, text: str) -> None:
@@ -128,6 +139,7 @@ def write_atomic(path: LabPath, text: str) -> None:
     stays); a read-only file is refused, not replaced; the replacement keeps the
     file's mode and owner. Temporaries of edits that were killed are removed.
     """
+    import contextlib
     import tempfile
 
     real = os.path.realpath(path)
@@ -162,6 +174,8 @@ def write_atomic(path: LabPath, text: str) -> None:
 
 def _remove_stale_temporaries(folder: str, name: str) -> None:
     """Temporaries ``.<name>.<pid>.*.tmp`` whose writer is gone (killed mid-edit; we hold the lock)."""
+    import contextlib
+
     from bench_agent.process import pid_alive
 
     prefix = f".{name}."
@@ -175,13 +189,18 @@ def _remove_stale_temporaries(folder: str, name: str) -> None:
                     os.unlink(os.path.join(folder, entry))
 
 
-@contextlib.contextmanager
-def edit(path: LabPath) -> Iterator[Any]:
+def edit(path: LabPath) -> ContextManager[Any]:
     """Yield the lab as a ``tomlkit`` document; on a clean exit, validate and write it back.
 
     If the body raises, nothing is written. If the result would not validate,
     nothing is written and the problem is reported as a usage error.
     """
+    import contextlib  # here: a read of the lab need not import it
+
+    return contextlib.contextmanager(_edit)(path)
+
+
+def _edit(path: LabPath) -> Iterator[Any]:
     import tomlkit
 
     from controller.lab import schema
