@@ -8,7 +8,8 @@ of its rounds, printed with the load average and the goal (met / NOT met); the r
 the paired ratios.
 
 - ``panio job list`` (the default page) and ``panio job status ID`` are timed as a user runs them: a new
-  process each, wall time.
+  process each, wall time (the figure and its goal), and its CPU time (user + system), which the load of a
+  shared machine does not inflate.
 - Dashboard pages over HTTP from one ``panio dashboard`` per database: ``/`` (hosts, 1,000 targets with
   their last job, the queue), ``/jobs``, ``/jobs`` filtered (a target; incomplete jobs), a job, its serial
   log, ``/queue``, ``/schedules``.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -39,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the test suite's real-peer helpers
 sys.path.insert(0, str(ROOT))
 
+import _history  # noqa: E402  (benchmarks/: --results, --days, the newest job)
 import keyhelp  # noqa: E402
 from dashhelp import DashboardProc  # noqa: E402
 from peerhelp import PrivateRedis  # noqa: E402
@@ -57,10 +60,17 @@ def write_lab(path: Path, hosts: int, boards: int) -> None:
     path.write_text("\n".join(lines))
 
 
-def timed_run(argv: list[str], env: dict) -> float:
+CPU_S: dict[str, list[float]] = {}  # command -> the CPU time (user + system) of each run: what the load does not inflate
+
+
+def timed_run(name: str, argv: list[str], env: dict) -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
-    return time.monotonic() - t0
+    took = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_S.setdefault(name, []).append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return took
 
 
 def timed_get(url: str) -> float:
@@ -69,13 +79,6 @@ def timed_get(url: str) -> float:
         r.read()
         assert r.status == 200, (url, r.status)
     return time.monotonic() - t0
-
-
-def newest_job(url: str) -> int:
-    from bench_agent.jobs.results import ResultStore
-
-    jobs = ResultStore(url).list_jobs(limit=1)
-    return jobs[0]["id"] if jobs else 0
 
 
 def measure(args) -> dict:
@@ -90,7 +93,7 @@ def measure(args) -> dict:
     empty = ResultStore(empty_url)  # one job, so `job status` has something to show on both sides
     empty_id = empty.create_job("nightly-smoke", "board-0007", "host-007", {"steps": []})
     empty.finish(empty_id, "complete", "passed")
-    sides = {"history": (args.results, newest_job(args.results) - 1000), "empty": (empty_url, empty_id)}
+    sides = {"history": (args.results, _history.newest_job(args.results) - 1000), "empty": (empty_url, empty_id)}
     envs, dashboards = {}, {}
     try:
         for side, (url, _) in sides.items():
@@ -106,8 +109,8 @@ def measure(args) -> dict:
                 url, job_id = sides[side]
                 env, base = envs[side], dashboards[side].url
                 checks = {
-                    "job list": lambda: timed_run([PANIO, "job", "list"], env),
-                    "job status": lambda: timed_run([PANIO, "job", "status", str(job_id)], env),
+                    "job list": lambda: timed_run(f"job list {side}", [PANIO, "job", "list"], env),
+                    "job status": lambda: timed_run(f"job status {side}", [PANIO, "job", "status", str(job_id)], env),
                     "page /": lambda: timed_get(base + "/"),
                     "page /jobs": lambda: timed_get(base + "/jobs"),
                     "page /jobs?target=": lambda: timed_get(base + "/jobs?target=board-0007"),
@@ -127,6 +130,8 @@ def measure(args) -> dict:
             out[name] = {"median_s": statistics.median(h), "empty_median_s": statistics.median(e),
                          "ratio": statistics.median(a / b for a, b in zip(h, e)), "goal_s": goal,
                          "met": statistics.median(h) <= goal}
+            if f"{name} history" in CPU_S:
+                out[name]["cpu_median_s"] = statistics.median(CPU_S[f"{name} history"])
         out["load"] = statistics.median(loads)
         if args.prune:
             out["prune"] = prune_under_writes(args.results, args.days)
@@ -178,10 +183,10 @@ def prune_under_writes(url: str, days: float) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--results", required=True, metavar="URL", help="the seeded database (seed_history.py)")
+    _history.add_results(p, "the seeded database (seed_history.py)")
     p.add_argument("--rounds", type=int, default=7, help="ABAB rounds (default 7)")
     p.add_argument("--prune", action="store_true", help="also prune the oldest month under writes (changes the DB)")
-    p.add_argument("--days", type=float, default=90, help="the span the history was seeded over (default 90)")
+    _history.add_days(p, "the span the history was seeded over")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     args = p.parse_args()
     out = measure(args)
@@ -191,8 +196,9 @@ def main() -> int:
     print(f"history: {args.results} (load average {out['load']:.1f} on {os.cpu_count()} cores)")
     for name, m in out.items():
         if isinstance(m, dict) and "median_s" in m:
+            cpu = f", CPU {m['cpu_median_s'] * 1000:.0f} ms" if "cpu_median_s" in m else ""
             print(f"  {name:<30} {m['median_s'] * 1000:7.0f} ms  (empty db {m['empty_median_s'] * 1000:5.0f} ms, "
-                  f"x{m['ratio']:.2f})  goal <= {m['goal_s'] * 1000:.0f} ms: {'met' if m['met'] else 'NOT met'}")
+                  f"x{m['ratio']:.2f}{cpu})  goal <= {m['goal_s'] * 1000:.0f} ms: {'met' if m['met'] else 'NOT met'}")
     if "prune" in out:
         pr = out["prune"]
         print(f"  prune: {pr['jobs']:,} jobs in {pr['seconds']:.0f} s; {pr['writes']} writes meanwhile, longest "
