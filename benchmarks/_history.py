@@ -38,6 +38,32 @@ def create_database(url: str) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def empty_like(url: str, folder) -> str:
+    """A new empty database of ``url``'s engine: a file in ``folder``, or a PostgreSQL database of its own on
+    the same server (``drop_empty`` removes it)."""
+    if url.startswith("sqlite:///"):
+        return f"sqlite:///{folder / 'empty.db'}"
+    base, _, rest = url.rpartition("/")
+    name, _, query = rest.partition("?")
+    empty = f"{base}/{name}_empty_{os.getpid()}" + (f"?{query}" if query else "")
+    create_database(empty)
+    return empty
+
+
+def drop_empty(url: str) -> None:
+    """Drop what ``empty_like`` made on PostgreSQL (a file goes with its folder)."""
+    if url.startswith("postgresql://"):
+        from bench_agent.jobs import results
+
+        import psycopg
+
+        for key in [k for k in results._ENGINES if k[0] == url]:
+            results._ENGINES.pop(key).dispose()
+        base, _, rest = url.rpartition("/")
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{rest.split("?", 1)[0]}" WITH (FORCE)')
+
+
 def db_size(url: str) -> int:
     """The database's size on disk in bytes (SQLite: the file and its write-ahead log)."""
     if url.startswith("sqlite:///"):
