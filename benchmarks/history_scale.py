@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the test suite's real-peer helpers
 sys.path.insert(0, str(ROOT))
 
+import _bench  # noqa: E402  (benchmarks/: the environment as installed)
 import _history  # noqa: E402  (benchmarks/: --results, --days, the newest job)
 import keyhelp  # noqa: E402
 from dashhelp import DashboardProc  # noqa: E402
@@ -112,9 +113,10 @@ def measure(args) -> dict:
         OverrideStore(url)  # its table, as the first `panio job status` (or override) makes it
     sides = {"history": (args.results, _history.newest_job(args.results) - 1000), "empty": (empty_url, empty_id)}
     envs, dashboards = {}, {}
+    compiled = _bench.byte_compiled_env()  # as installed: byte code read, not compiled by every command
     try:
         for side, (url, _) in sides.items():
-            envs[side] = {**os.environ, "PANIO_LAB": str(lab), "PANIO_STATE_DIR": str(work / f"state-{side}"),
+            envs[side] = {**compiled, "PANIO_LAB": str(lab), "PANIO_STATE_DIR": str(work / f"state-{side}"),
                           "PANIO_RESULTS_URL": url, "PANIO_BROKER": redis.url, "PANIO_REDIS_PREFIX": "hist:",
                           **keyhelp.controller_env()}
             envs[side].pop("PANIO_DASHBOARD_TOKEN", None)
