@@ -15,7 +15,7 @@ the paired ratios.
   shared machine does not inflate.
 - Dashboard pages over HTTP from one ``panio dashboard`` per database: ``/`` (hosts, 1,000 targets with
   their last job, the queue), ``/jobs``, ``/jobs`` filtered (a target; incomplete jobs), a job, its serial
-  log, ``/queue``, ``/schedules``.
+  log, its triage (the last pass of its name compared), an artifact, ``/queue``, ``/schedules``.
 - ``--prune`` (changes the database: the oldest month goes): retention of everything older than
   ``--days`` minus 30 days runs while a writer records a 5-step job every 20 ms as a runner does; the
   longest wait of a write is the figure (goal: never above 1 s).
@@ -107,6 +107,7 @@ def measure(args) -> dict:
     empty = ResultStore(empty_url)  # one job, so `job status` has something to show on both sides
     empty_id = empty.create_job("nightly-smoke", "board-0007", "host-007", {"steps": []})
     empty.finish(empty_id, "complete", "passed")
+    empty.add_artifact(empty_id, "serial-console.log", "root@sim:~# uname -a\n")  # as each seeded job has
     from controller.jobs.overrides import OverrideStore
 
     for url in (args.results, empty_url):
@@ -136,6 +137,8 @@ def measure(args) -> dict:
                     "page /jobs?health=incomplete": "/jobs?health=incomplete",
                     "page /jobs/ID": f"/jobs/{job_id}",
                     "page /jobs/ID/serial": f"/jobs/{job_id}/serial",
+                    "page /jobs/ID/triage": f"/jobs/{job_id}/triage",
+                    "page /jobs/ID/artifacts/NAME": f"/jobs/{job_id}/artifacts/serial-console.log",
                     "page /queue": "/queue",
                     "page /schedules": "/schedules",
                 }
