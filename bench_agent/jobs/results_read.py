@@ -103,7 +103,10 @@ class Reader:
         if url.startswith("sqlite:///") and "?" not in url and os.path.isfile(path):
             import sqlite3
 
-            return cls(url, sqlite3.connect(path, timeout=30), pg=False)
+            try:
+                return cls(url, sqlite3.connect(path, timeout=30), pg=False)
+            except sqlite3.Error:
+                return None  # the store says why
         return None
 
     def __enter__(self) -> Reader:
