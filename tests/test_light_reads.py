@@ -145,6 +145,7 @@ def test_a_job_not_done_goes_the_stores_way_and_is_shown_settled(panio, results)
     assert set(shown) == {queued, *ids.values()}
     assert shown[queued]["state"] == ResultStore(results).job(queued)["state"]
     assert "sqlalchemy" in loaded(panio, "job", "status", str(queued))["modules"]
+    assert "sqlalchemy" in loaded(panio, "job", "list", "--state", "queued")["modules"]  # settled, whatever it shows
 
 
 def test_a_database_an_older_panio_made_goes_the_stores_way_which_migrates_it(panio, results):

@@ -48,6 +48,10 @@ def quick_list(url: str, **filters) -> list[dict] | None:
     """``list_settled``'s page read with the database's driver alone (``results_read.Reader``: no SQLAlchemy to
     import, a new process's largest cost; docs/scale.md) when every job on it is done, so nothing needs settling;
     None when the store has to answer."""
+    from bench_agent.jobs.results_read import ACTIVE
+
+    if filters.get("state") in ACTIVE:
+        return None  # jobs not done, to settle: the store's way at once
     jobs = _quick(url, lambda reader: reader.list_jobs(**filters))
     return jobs if jobs is not None and all(j["state"] == "done" for j in jobs) else None
 
