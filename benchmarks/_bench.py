@@ -33,6 +33,20 @@ def load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+def byte_compiled_env() -> dict[str, str]:
+    """This environment as an installed panio runs: its modules' byte code compiled (in the source tree's
+    ``__pycache__``, which git ignores) and read back, not compiled again by every process that a
+    ``PYTHONDONTWRITEBYTECODE`` inherited from a test runner or a shell would make (a command measured that
+    way pays for compiling panio's sources each time)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "controller"), str(root / "bench_agent"),
+                    str(root / "skills")], check=True, env=env)
+    return env
+
+
 def paired(floor: Callable[[], float], panio: Callable[[], float], rounds: int, warmup: int = 1,
            key: Callable[[object], float] = float) -> dict:
     """``rounds`` pairs of one ``floor()`` and one ``panio()`` measurement, alternating which goes first.

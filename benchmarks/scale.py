@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the test suite's real-peer helpers
 sys.path.insert(0, str(ROOT))
 
+import _history  # noqa: E402  (benchmarks/: --results, the database's size)
 import keyhelp  # noqa: E402
 from dashhelp import DashboardProc  # noqa: E402
 from peerhelp import PrivateRedis  # noqa: E402
@@ -300,7 +301,7 @@ class Run:
                 "redis_ops_per_s": info["instantaneous_ops_per_sec"], "redis_clients": info["connected_clients"],
                 "redis_commands": info["total_commands_processed"],
                 "redis_keys": sum(v.get("keys", 0) for k, v in info.items() if k.startswith("db")),
-                "db_bytes": db_size(self.results), "db_write_s": write_s,
+                "db_bytes": _history.db_size(self.results), "db_write_s": write_s,
                 "worker_rss_mib": sum(rss_mib(p.pid) for p in workers),
                 "scheduler_rss_mib": rss_mib(self.scheduler.pid)}
 
@@ -434,19 +435,6 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
-def db_size(url: str) -> int:
-    if url.startswith("sqlite:///"):
-        path = url[len("sqlite:///"):]
-        return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
-    with engine.connect() as c:
-        size = int(c.execute(sa.text("SELECT pg_database_size(current_database())")).scalar())
-    engine.dispose()
-    return size
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -455,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--minutes", type=float, default=5, help="how long the schedules fire (default 5)")
     p.add_argument("--every", dest="every_s", type=float, default=60,
                    help="each of the two schedules fires every S seconds (default 60)")
-    p.add_argument("--results", metavar="URL", help="results database (default: SQLite in the run's folder)")
+    _history.add_results(p, "results database (default: SQLite in the run's folder)", required=False)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--keep", action="store_true", help="leave the run's folder (logs) in place")
     args = p.parse_args(argv)

@@ -10,7 +10,7 @@ Ids continue after the largest one there; running it twice doubles the history.
 
 Run: .venv/bin/python benchmarks/seed_history.py --jobs 1000000 --results postgresql://postgres@127.0.0.1/panio_scale
      .venv/bin/python benchmarks/seed_history.py --jobs 1000000 --results sqlite:////tmp/history.db
-A ``postgresql://`` database that does not exist yet is created (``--create``). Prints what it wrote,
+A ``postgresql://`` database that does not exist yet is created. Prints what it wrote,
 rows a second and the database's size (``--json``: one object).
 """
 
@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import _history  # noqa: E402  (benchmarks/: --results, --days, the database's size and newest job)
+
 STEPS = (  # name, command, output: the 5-step job of benchmarks/scale.py
     ("power-cycle", "panio power cycle ${target}", "cycled\n"),
     ("wait-boot", "panio serial wait ${target} 'login:' --timeout-ms 30000", "sim login:\n"),
@@ -36,17 +38,6 @@ STEPS = (  # name, command, output: the 5-step job of benchmarks/scale.py
 )
 SUITES = ("nightly-smoke", "boot-regression", "serial-soak", "kernel-bisect", "health-check")
 SERIAL_LOG = "".join(f"[{i:6.3f}] sim: boot stage {i}\n" for i in range(8)) + "root@sim:~# uname -a\n"
-
-
-def create_database(url: str) -> None:
-    """Create the PostgreSQL database of ``url`` if it does not exist (connected to ``postgres``)."""
-    import psycopg
-
-    base, _, rest = url.rpartition("/")
-    name = rest.split("?", 1)[0]
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def rows(first_id: int, n: int, days: float, targets: int, hosts: int, seed: int = 25):
@@ -163,22 +154,12 @@ def _progress(done: int, args) -> None:
         print(f"  {done:,} jobs", file=sys.stderr, flush=True)
 
 
-def size_bytes(store) -> int:
-    import sqlalchemy as sa
-
-    if store.engine.dialect.name == "postgresql":
-        with store.engine.connect() as c:
-            return int(c.execute(sa.text("SELECT pg_database_size(current_database())")).scalar())
-    path = store.url.split("sqlite:///", 1)[1]
-    return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--jobs", type=int, default=1_000_000, help="historic jobs to add (default 1,000,000)")
-    p.add_argument("--results", required=True, metavar="URL", help="sqlite:///PATH or postgresql://USER@HOST/DB")
-    p.add_argument("--days", type=float, default=90, help="the history's span, ending an hour ago (default 90)")
+    _history.add_results(p, "sqlite:///PATH or postgresql://USER@HOST/DB (created if it does not exist)")
+    _history.add_days(p, "the history's span, ending an hour ago")
     p.add_argument("--targets", type=int, default=1000, help="boards the jobs ran on (default 1000)")
     p.add_argument("--hosts", type=int, default=100, help="control hosts the boards hang off (default 100)")
     p.add_argument("--batch", type=int, default=20_000, help="jobs a transaction (default 20,000)")
@@ -187,22 +168,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1 or args.targets < 1 or args.hosts < 1 or args.batch < 1 or args.days <= 0:
         p.error("--jobs, --targets, --hosts, --batch and --days must be positive")
     if args.results.startswith("postgresql://"):
-        create_database(args.results)
-    elif not args.results.startswith("sqlite:///"):
-        p.error("--results: sqlite:///PATH or postgresql://...")
+        _history.create_database(args.results)
     from bench_agent.jobs.results import ResultStore
 
-    import sqlalchemy as sa
-
     store = ResultStore(args.results)  # panio's own tables and indexes
-    with store.engine.connect() as c:
-        first_id = int(c.execute(sa.select(sa.func.coalesce(sa.func.max(store.jobs.c.id), 0))).scalar()) + 1
+    first_id = _history.newest_job(args.results) + 1
     t0 = time.monotonic()
     (seed_postgresql if store.engine.dialect.name == "postgresql" else seed_sqlite)(store, first_id, args)
     took = time.monotonic() - t0
     out = {"results": store.engine.dialect.name, "jobs": args.jobs, "steps": args.jobs * len(STEPS),
            "artifacts": args.jobs, "first_id": first_id, "seconds": round(took, 1),
-           "jobs_per_s": round(args.jobs / took), "size_bytes": size_bytes(store), "load": os.getloadavg()[0]}
+           "jobs_per_s": round(args.jobs / took), "size_bytes": _history.db_size(args.results), "load": os.getloadavg()[0]}
     if args.json:
         print(json.dumps(out))
     else:

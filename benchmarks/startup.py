@@ -77,9 +77,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--json", action="store_true", help="print one JSON object (the rows) instead of the table")
     opts = ap.parse_args()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "controller"), str(ROOT / "bench_agent"),
-                    str(ROOT / "skills")], check=True, env=env)
+    env = _bench.byte_compiled_env()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         env.update(PANIO_LAB=os.path.join(tmp, "lab.toml"), PANIO_STATE_DIR=tmp)

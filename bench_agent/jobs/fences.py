@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
-
 from bench_agent.errors import Unreachable
+
+TYPE_CHECKING = False  # avoid importing typing at start-up: `panio job status` reads the results URL from here
+if TYPE_CHECKING:
+    from typing import Any
 
 _ENSURED: set[str] = set()
 

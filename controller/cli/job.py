@@ -242,11 +242,13 @@ def check(args: argparse.Namespace) -> None:
 
 
 def status(args: argparse.Namespace) -> None:
-    from controller.jobs import overrides
-    from controller.jobs import report
+    from controller import backends
+    from controller.jobs import control, overrides, report
 
-    job = _reconciled(_store(), args.id)
-    job["overrides"] = overrides.for_job(args.id)  # operators who acted under this job's lease, and why
+    job = control.quick_status(backends.results_url(), args.id)  # a finished job: no SQLAlchemy (docs/scale.md)
+    if job is None:
+        job = _reconciled(_store(), args.id)
+        job["overrides"] = overrides.for_job(args.id)  # operators who acted under this job's lease, and why
     if args.json:
         print_json(_brief(job))
     else:
@@ -254,9 +256,13 @@ def status(args: argparse.Namespace) -> None:
 
 
 def list_(args: argparse.Namespace) -> None:
-    from controller.jobs.control import list_settled
+    from controller import backends
+    from controller.jobs.control import list_settled, quick_list
 
-    jobs = list_settled(_store(), limit=args.limit, target=args.target, state=args.state)
+    filters = {"limit": args.limit, "target": args.target, "state": args.state}
+    jobs = quick_list(backends.results_url(), **filters)  # a page of finished jobs: no SQLAlchemy (docs/scale.md)
+    if jobs is None:
+        jobs = list_settled(_store(), **filters)
     if args.json:
         print_json([{k: v for k, v in j.items() if k not in ("spec", "steps")} for j in jobs])
         return

@@ -44,6 +44,43 @@ def list_settled(store, state: str | None = None, **filters) -> list[dict]:
     return jobs
 
 
+def quick_list(url: str, **filters) -> list[dict] | None:
+    """``list_settled``'s page read with the database's driver alone (``results_read.Reader``: no SQLAlchemy to
+    import, a new process's largest cost; docs/scale.md) when every job on it is done, so nothing needs settling;
+    None when the store has to answer."""
+    from bench_agent.jobs.results_read import ACTIVE
+
+    if filters.get("state") in ACTIVE:
+        return None  # jobs not done, to settle: the store's way at once
+    jobs = _quick(url, lambda reader: reader.list_jobs(**filters))
+    return jobs if jobs is not None and all(j["state"] == "done" for j in jobs) else None
+
+
+def quick_status(url: str, job_id: int) -> dict | None:
+    """``reconciled``'s job with its ``overrides``, read with the driver alone when the job is done; None when
+    the store has to answer (the job may need settling, or the database is not as this panio makes it)."""
+    from controller.jobs import overrides
+
+    def read(reader) -> dict | None:
+        job = reader.job(job_id)
+        return {**job, "overrides": overrides.for_job(job_id, reader)} if job["state"] == "done" else None
+
+    return _quick(url, read)
+
+
+def _quick(url: str, read):
+    from bench_agent.jobs.results_read import Reader, Unanswered
+
+    reader = Reader.open(url)
+    if reader is None:
+        return None
+    with reader:
+        try:
+            return read(reader)
+        except Unanswered:
+            return None
+
+
 def cancel(store, job_id: int) -> str:
     """Cancel a queued or running job; returns what happened, in words."""
     job = store.job(job_id)

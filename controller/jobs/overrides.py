@@ -41,12 +41,17 @@ def add_flags(p) -> None:
     p.add_argument("--reason", metavar="TEXT", help="why the override: kept with the job's history")
 
 
+COLUMNS = ("id", "at", "target", "job_id", "holder", "token", "command", "by", "reason", "outcome")
+# a job's overrides: sent by the store (SQLAlchemy) and by `panio job status`'s light read (results_read.Reader)
+FOR_JOB = f"SELECT {', '.join(COLUMNS)} FROM panio_overrides WHERE job_id = :job_id ORDER BY id"
+
+
 @functools.cache  # built once per process (see bench_agent.jobs.results._tables)
 def _table():
     import sqlalchemy as sa
 
     md = sa.MetaData()
-    return md, sa.Table(
+    t = sa.Table(
         "panio_overrides", md,
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("at", sa.Float, nullable=False),
@@ -59,6 +64,8 @@ def _table():
         sa.Column("reason", sa.Text, nullable=False),
         sa.Column("outcome", sa.Text),
     )
+    assert tuple(t.c.keys()) == COLUMNS
+    return md, t
 
 
 class OverrideStore:
@@ -92,11 +99,10 @@ class OverrideStore:
         return count
 
     def for_job(self, job_id: int) -> list[dict[str, Any]]:
-        import json
+        import sqlalchemy as sa
 
         with self.engine.connect() as c:
-            rows = c.execute(self.t.select().where(self.t.c.job_id == job_id).order_by(self.t.c.id)).mappings().all()
-        return [{**r, "outcome": json.loads(r["outcome"]) if r["outcome"] else None} for r in rows]
+            return _records(c.execute(sa.text(FOR_JOB), {"job_id": job_id}).mappings().all())
 
 
 def operator() -> str:
@@ -156,9 +162,18 @@ def acting(args, target: str, command: str) -> Iterator[dict[str, Any] | None]:
             os.environ[TOKEN_ENV] = before
 
 
-def for_job(job_id: int) -> list[dict[str, Any]]:
-    """The overrides of ``job_id``'s lease, oldest first (``panio job status`` shows them)."""
+def for_job(job_id: int, reader=None) -> list[dict[str, Any]]:
+    """The overrides of ``job_id``'s lease, oldest first (``panio job status`` shows them); through ``reader``
+    (a ``results_read.Reader``: raises ``Unanswered`` where no override was ever recorded) if given."""
+    if reader is not None:
+        return _records(reader.rows(FOR_JOB, {"job_id": job_id}))
     return OverrideStore().for_job(job_id)
+
+
+def _records(rows) -> list[dict[str, Any]]:
+    import json
+
+    return [{**r, "outcome": json.loads(r["outcome"]) if r["outcome"] else None} for r in rows]
 
 
 def line(o: dict[str, Any]) -> str:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from bench_agent.errors import BY_CODE, Canceled, PanioError, TestFailed, Timeout, Unreachable
+
+TYPE_CHECKING = False  # `panio job status` and `job list` need no XML: ElementTree loads with a JUnit file
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 MARKS = {"pass": "ok  ", "fail": "FAIL", "error": "ERR ", "timeout": "TIME", "skipped": "skip", "running": " .. "}
 
@@ -64,6 +67,8 @@ def failure(check: dict, output: str) -> str:
 
 
 def junit_suite(job: dict) -> ET.Element:
+    import xml.etree.ElementTree as ET
+
     """One job as a JUnit <testsuite>, one <testcase> per step."""
     cases = job["steps"]
     suite = ET.Element("testsuite", name=f"{job['name']}@{job['target']}", tests=str(len(cases)),
@@ -99,6 +104,8 @@ def junit_suite(job: dict) -> ET.Element:
 
 
 def junit(*jobs: dict, name: str = "panio") -> str:
+    import xml.etree.ElementTree as ET
+
     wrapper = ET.Element("testsuites", name=name)
     for job in jobs:
         wrapper.append(junit_suite(job))
