@@ -14,7 +14,8 @@ The faults, spread over the first three quarters of ``--minutes`` (each on a boa
                     10-minute night), switched on again
   plug-blip         the plug switched off just after a job's power-cycle step (its boot wait), on again 5 s later
   plug-unreachable  the plug's ``state_cmd`` fails (a wrapper in front of ``shellyplug`` exits 1) for a minute
-  capture-stopped   ``panio serial stop BOARD --override`` just after a job's power-cycle step (nobody restarts it)
+  capture-stopped   ``panio serial stop BOARD --override`` just after a job's power-cycle step (nobody restarts it
+                    by hand: the board's health check starts it as its first step)
   worker-killed     host-01's worker killed with SIGKILL while it runs a job, started again 5 s later
   redis-restart     the private redis-server stopped and started again (no persistence: every key is lost)
 
@@ -197,17 +198,16 @@ class Night(scale.Run):
         return {}
 
     def _capture_stopped(self, board: str) -> dict:
-        tries = []
-        for _ in range(10):  # a job lasts ~3 s: the one seen may end before the stop reaches the worker (exit 13)
-            job = self._running_on(board, "power-cycle")
-            r = self.panio("serial", "stop", board, "--override", "--reason", "the night harness stops the capture",
-                           check=False, timeout=60)  # a leased target's capture: refused (8) without --override
-            tries.append(r.returncode)
-            if r.returncode == 0:
-                break
-        out = {"while_job": job, "command": f"panio serial stop {board} --override: exits {tries}"}
+        job = self._running_on(board, "power-cycle")
+        # a leased target's capture: refused (8) without --override; with it, the host stops it under whichever
+        # job leases the board when the command reaches it (the job read here may have ended by then)
+        r = self.panio("serial", "stop", board, "--override", "--reason", "the night harness stops the capture",
+                       "--json", check=False, timeout=60)
+        out = {"while_job": job, "command": f"panio serial stop {board} --override: exits {r.returncode}"}
         if r.returncode:
             out["harness_error"] = f"the capture was not stopped: {r.stderr.strip()[:200]}"
+        else:
+            out["overrode_job"] = (json.loads(r.stdout).get("override") or {}).get("job_id")
         return out
 
     def _worker_kill(self, board: str) -> dict:
@@ -268,6 +268,9 @@ class Night(scale.Run):
                       and j["name"] == "scale-5-step"]
             fires = {name: round(sum(a <= t <= w for t in ts) / ((w - a) / 60), 1)
                      for name, ts in self.fire_times.items()}
+            overrode = next((j for j in jobs if f.get("overrode_job") and j["id"] == f["overrode_job"]), None)
+            if overrode is not None:  # the job whose lease the capture stop overrode: how it ended
+                f = {**f, "overrode_job_ended": {k: overrode[k] for k in ("health", "result", "reason")}}
             faults.append({**{k: v for k, v in f.items() if k not in ("start", "end")},
                            "at_s": round(a - self.night_t0, 1), "for_s": round(f["end"] - a, 1),
                            "jobs_hit": [{"id": j["id"], "name": j["name"], "target": j["target"],
