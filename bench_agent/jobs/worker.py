@@ -217,6 +217,9 @@ def _log_event(event: str, data: dict[str, Any]) -> None:
         log.info("job step end: %s %s %s", data["idx"] + 1, data["status"], data["command"])
     elif event == "job_refused":
         log.warning("job %s refused: %s", data["job_id"], data["reason"])
+    elif event == "lease_retaken":
+        log.warning("job %s: the lease on %s vanished (Redis lost it) and nobody took it since: retaken, token %s",
+                    data["job_id"], data["target"], data["token"])
     elif event == "job_end":
         log.info("job %s: %s %s: %s", data["job_id"], data["health"], data["result"] or "", data["reason"])
 
