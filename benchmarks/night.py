@@ -198,17 +198,32 @@ class Night(scale.Run):
         return {}
 
     def _capture_stopped(self, board: str) -> dict:
-        job = self._running_on(board, "power-cycle")
-        # a leased target's capture: refused (8) without --override; with it, the host stops it under whichever
-        # job leases the board when the command reaches it (the job read here may have ended by then)
-        r = self.panio("serial", "stop", board, "--override", "--reason", "the night harness stops the capture",
-                       "--json", check=False, timeout=60)
-        out = {"while_job": job, "command": f"panio serial stop {board} --override: exits {r.returncode}"}
-        if r.returncode:
-            out["harness_error"] = f"the capture was not stopped: {r.stderr.strip()[:200]}"
-        else:
-            out["overrode_job"] = (json.loads(r.stdout).get("override") or {}).get("job_id")
-        return out
+        """Stop the capture under a job. With --override the host stops it under whichever job leases the board
+        when the command reaches it (the job read here may have ended by then, or the board be free between two
+        jobs); a stop that lands before that job's `serial watch` step or after its last console step misses it
+        (the job passes): tried again on a later job, up to 6 times."""
+        from bench_agent.jobs.results import ResultStore
+
+        store, tries = ResultStore(self.results), []
+        for _ in range(6):
+            job = self._running_on(board, "power-cycle")
+            r = self.panio("serial", "stop", board, "--override", "--reason", "the night harness stops the capture",
+                           "--json", check=False, timeout=60)
+            if r.returncode:
+                return {"while_job": job, "tries": tries,
+                        "harness_error": f"the capture was not stopped (exit {r.returncode}): {r.stderr.strip()[:200]}"}
+            hit = (json.loads(r.stdout).get("override") or {}).get("job_id")
+            ended = None
+            for _ in range(240):  # how the overridden job ended (a minute at most)
+                ended = store.job(hit) if hit else None
+                if ended is None or ended["state"] == "done":
+                    break
+                time.sleep(0.25)
+            tries.append({"while_job": job, "overrode_job": hit, "ended": ended and ended["health"]})
+            if ended is not None and ended["health"] == "incomplete":
+                break
+        return {"while_job": tries[-1]["while_job"], "overrode_job": tries[-1]["overrode_job"], "tries": tries,
+                "command": f"panio serial stop {board} --override (exit 0, {len(tries)} tries)"}
 
     def _worker_kill(self, board: str) -> dict:
         job = self._running_on(board)

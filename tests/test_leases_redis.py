@@ -140,7 +140,8 @@ def _forget_everything(prefix):
 def test_a_lease_redis_forgot_is_retaken_by_its_holder_only_while_nobody_else_had_the_target(store, prefix):
     """Issue 27: a Redis restart without persistence ends no running job whose target nobody took meanwhile: the
     holder retakes its lease under a new token above the durable high-water mark and goes on; the host takes
-    only the new credential. Anyone granted the target in between, or an operator's break, still fences it."""
+    only the new credential. Anyone granted the target in between, an operator's break, or a lease that merely
+    expired (Redis kept its data) still fences it."""
     lease = store.try_acquire("pico", {"holder": "worker a", "job": 1}, ttl_s=30)
     told = []
     lease.on_retake = lambda: told.append(lease.token)
@@ -166,5 +167,11 @@ def test_a_lease_redis_forgot_is_retaken_by_its_holder_only_while_nobody_else_ha
     broken.keep(30)
     store.break_("pico", "ops@desk")
     with pytest.raises(Refused):
-        broken.check()  # an operator's break is never undone by its holder
+        broken.check()  # an operator's break is never undone by its holder (Redis kept the token counter)
     broken.release()
+    stalled = store.try_acquire("pico", {"holder": "worker d", "job": 4}, ttl_s=30)
+    stalled.keep(30)
+    store.r.delete(store._key("pico"))  # expired unrenewed (a holder that stalled past its TTL): no data loss
+    with pytest.raises(Refused):
+        stalled.check()
+    stalled.release()

@@ -278,8 +278,9 @@ redis.call('hset', KEYS[1], 'token', t, 'owner', ARGV[5], 'secret', ARGV[6], 'in
 redis.call('pexpire', KEYS[1], ARGV[2])
 return t
 """
-# Retaking a lease whose key vanished: not if it was broken (an operator's `lease break` leaves a tombstone)
-_RETAKE = "if redis.call('exists', KEYS[3]) == 1 then return 0 end" + _ACQUIRE
+# Retaking a lease whose key vanished: only when Redis lost its data (the target's token counter went too). A
+# lease that expired unrenewed or that an operator broke leaves the counter: its holder stays fenced.
+_RETAKE = "if redis.call('exists', KEYS[2]) == 1 then return 0 end" + _ACQUIRE
 _MINE = "redis.call('hget', KEYS[1], 'token') == ARGV[1] and (ARGV[2] == '' or redis.call('hget', KEYS[1], 'owner') == ARGV[2])"
 _RENEW = f"if {_MINE} then return redis.call('pexpire', KEYS[1], ARGV[3]) end return 0"
 _RELEASE = f"if {_MINE} then return redis.call('del', KEYS[1]) end return 0"
@@ -343,14 +344,14 @@ class RedisLeaseStore:
         return None
 
     def retake(self, lease: Lease) -> bool:
-        """``lease``'s key vanished (a Redis restart without persistence lost it, or it expired unrenewed): take
-        the target again under a new token, only if nobody was granted it since (the durable high-water mark is
-        still ``lease``'s token: ``FenceStore.advance``) and nobody broke it. True: ``lease`` holds it again."""
+        """``lease``'s key vanished because Redis lost its data (a restart without persistence: the target's token
+        counter is gone too; not a lease that expired unrenewed or was broken): take the target again under a
+        new token, only if nobody was granted it since (the durable high-water mark is still ``lease``'s token:
+        ``FenceStore.advance``). True: ``lease`` holds it again."""
         target, key = lease.target, self._key(lease.target)
         owner, secret = uuid.uuid4().hex, secrets.token_hex(16)
-        token = int(self._do(self.r.eval, _RETAKE, 3, key, f"{self.prefix}fence:{target}",
-                             self._broken_key(target, lease.token), json.dumps(lease.info), int(lease.ttl_s * 1000),
-                             time.time(), lease.token, owner, secret))
+        token = int(self._do(self.r.eval, _RETAKE, 2, key, f"{self.prefix}fence:{target}", json.dumps(lease.info),
+                             int(lease.ttl_s * 1000), time.time(), lease.token, owner, secret))
         if not token:
             return False
         try:
@@ -364,9 +365,6 @@ class RedisLeaseStore:
         lease.token, lease.owner, lease.secret = token, owner, secret
         lease.retaken += 1
         return True
-
-    def _broken_key(self, target: str, token: int) -> str:
-        return f"{self.prefix}lease-broken:{target}:{token}"
 
     def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool:
         return bool(self._do(self.r.eval, _RENEW, 1, self._key(target), str(token), owner or "", int(ttl_s * 1000)))
@@ -411,8 +409,6 @@ class RedisLeaseStore:
         held = self.current(target)
         if held is None:
             return None
-        # the tombstone first: its holder, finding the key gone, may not retake it
-        self._do(lambda: self.r.set(self._broken_key(target, held["token"]), by, ex=86400))
         self._do(self.r.delete, self._key(target))
         record = {"target": target, "broken_by": by, "at": time.time(), "was": held}
         self._do(self.r.lpush, f"{self.prefix}lease-breaks", json.dumps(record))
