@@ -21,7 +21,10 @@ lets an operator act anyway:
    it names is the one whose history shows it) and the outcome (done, or the
    error).
 
-No lease on the target: the command runs as usual and nothing is recorded.
+No lease on the target when it is read: the grant is written all the same (a
+job may lease the target before the command reaches the host); the record is
+written only if the host overrode a lease, and the output says "nothing
+overridden" otherwise.
 """
 
 from __future__ import annotations
@@ -131,7 +134,7 @@ def check_flags(args) -> None:
 def acting(args, target: str, command: str) -> Iterator[dict[str, Any] | None]:
     """Run the enclosed dispatch as the override of ``target``'s lease (when ``args.override``).
 
-    Yields the override record (None when not overriding, or when nobody leases the target)."""
+    Yields the override record (None when not overriding; its ``id`` None while nothing is on the record)."""
     check_flags(args)
     if not args.override:
         yield None
@@ -140,14 +143,13 @@ def acting(args, target: str, command: str) -> Iterator[dict[str, Any] | None]:
     from controller.backends import lease_store
 
     leases = lease_store()
-    held = leases.current(target, secret=True)  # writing to the store is what lets an operator override
-    if held is None:
-        yield None
-        return
+    held = leases.current(target, secret=True) or {}
     store = OverrideStore()
     record = {"at": time.time(), "target": target, "job_id": held.get("job"), "holder": held.get("holder"),
-              "token": int(held["token"]), "command": command, "by": operator(), "reason": args.reason.strip()}
-    record["id"] = store.add(record)
+              "token": held.get("token"), "command": command, "by": operator(), "reason": args.reason.strip()}
+    # recorded before it acts when a job leases the target now; when none does, granted all the same (a job may
+    # lease it before the command reaches the host) and recorded once the host says it overrode one
+    record["id"] = store.add(record) if held else None
     nonce = lease_override.grant(leases, target, command.replace(" ", "."), record["by"], record["reason"])
     record["_settle"] = lambda: _settle(store, record, lease_override.used(leases, nonce))
     before = os.environ.get(OVERRIDE_ENV)
@@ -156,11 +158,13 @@ def acting(args, target: str, command: str) -> Iterator[dict[str, Any] | None]:
         yield record
     except PanioError as err:
         settle(record)
-        store.outcome(record["id"], {"ok": False, "error": err.to_json()})
+        if record["id"] is not None:
+            store.outcome(record["id"], {"ok": False, "error": err.to_json()})
         raise
     else:
         settle(record)
-        store.outcome(record["id"], {"ok": True})
+        if record["id"] is not None:
+            store.outcome(record["id"], {"ok": True})
     finally:
         record.pop("_settle", None)
         if before is None:
@@ -183,7 +187,10 @@ def _settle(store: OverrideStore, record: dict[str, Any], overridden: list[dict]
     now = {"job_id": lease.get("job"), "holder": lease.get("holder"), "token": lease.get("token")}
     if any(record.get(k) != v for k, v in now.items()):
         record.update(now)
-        store.retarget(record["id"], now)
+        if record["id"] is not None:
+            store.retarget(record["id"], now)
+        else:  # the target was free when read, leased when the host acted: on the record now
+            record["id"] = store.add({k: v for k, v in record.items() if k not in ("id", "_settle")})
 
 
 def for_job(job_id: int) -> list[dict[str, Any]]:
