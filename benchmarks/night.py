@@ -14,8 +14,9 @@ The faults, spread over the first three quarters of ``--minutes`` (each on a boa
                     10-minute night), switched on again
   plug-blip         the plug switched off just after a job's power-cycle step (its boot wait), on again 5 s later
   plug-unreachable  the plug's ``state_cmd`` fails (a wrapper in front of ``shellyplug`` exits 1) for a minute
-  capture-stopped   ``panio serial stop BOARD --override`` just after a job's power-cycle step (nobody restarts it
-                    by hand: the board's health check starts it as its first step)
+  capture-stopped   ``panio serial stop BOARD --override`` as a job's power-cycle step starts, tried again on a
+                    later job until one ends incomplete (up to 6 times); nobody restarts the capture by hand:
+                    the board's health check starts it as its first step
   worker-killed     host-01's worker killed with SIGKILL while it runs a job, started again 5 s later
   redis-restart     the private redis-server stopped and started again (no persistence: every key is lost)
 
@@ -206,7 +207,9 @@ class Night(scale.Run):
 
         store, tries = ResultStore(self.results), []
         for _ in range(6):
-            job = self._running_on(board, "power-cycle")
+            # as the job's power-cycle starts: the command takes a second or more to reach the host (a loaded
+            # machine), by when the ~3 s job is in its console steps, not done
+            job = self._running_on(board, "capture is running")
             r = self.panio("serial", "stop", board, "--override", "--reason", "the night harness stops the capture",
                            "--json", check=False, timeout=60)
             if r.returncode:
