@@ -20,6 +20,9 @@ Tokens never go backwards, even when a Redis without persistence restarts and
 forgets its counters: each token is claimed in the results database before its
 lease is handed out (``bench_agent.jobs.fences``), and each Redis lease also carries
 an owner nonce, so a holder whose key vanished can never pass as the next one.
+A kept lease whose key vanished because Redis lost its data is *retaken* by its
+holder under a new token when nobody was granted the target since
+(``RedisLeaseStore.retake``; docs/operations.md says why that is safe).
 
 Each lease also carries a *secret* (random, kept in the store beside the
 token: a field of the Redis hash, the owner-only lease file) that only its
@@ -90,7 +93,6 @@ class Lease:
         self.store, self.target, self.token, self.info, self.owner = store, target, token, info, owner
         self.secret = secret
         self.lost = False
-        self.retaken = 0  # how many times its key vanished and it was taken again (``_retake``)
         self.on_retake: Callable[[], None] | None = None  # told after each retake (the job's row names the token)
         self.ttl_s: float | None = None  # set by ``keep``: a kept lease whose key vanished may be retaken
         self._retaking = threading.Lock()
@@ -363,7 +365,6 @@ class RedisLeaseStore:
             self.release(target, token, owner)
             return False
         lease.token, lease.owner, lease.secret = token, owner, secret
-        lease.retaken += 1
         return True
 
     def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool:
