@@ -86,7 +86,10 @@ def _capturing(bench) -> bool:
 def test_without_a_lease_the_override_is_not_needed_and_not_recorded(panio, bench):
     panio("serial", "watch", "pico")
     r = panio("serial", "stop", "pico", "--override", "--reason", "just stopping", "--json").json()
-    assert r["stopped"] is True and r["override"] is None
+    assert r["stopped"] is True and (r["override"]["job_id"], r["override"]["id"]) == (None, None)  # not recorded
+    panio("serial", "watch", "pico")
+    assert "no lease held the target when it acted (nothing overridden)" in panio(
+        "serial", "stop", "pico", "--override", "--reason", "just stopping").out
 
 
 # --- zombies -------------------------------------------------------------------------------------

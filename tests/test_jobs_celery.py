@@ -110,3 +110,30 @@ def test_runtime_commands_reach_a_host_through_its_celery_worker(lab):
     r = lab.fails("ping", "lost", code=4)  # no worker serves host.nobody: unreachable, bounded, not a hang
     assert "no answer from its worker" in r.err and time.monotonic() - start < 10
     assert "outcome" not in r.err  # ping only reads: nothing can have half-happened
+
+
+def test_an_operation_is_served_while_every_job_thread_of_its_worker_is_busy(panio, tmp_path):
+    """Issue 27: operations have a queue of their own, so an operator's command (or the scheduler's lab probe)
+    reaches a worker whose every job thread runs a job, while the job runs: it used to wait for the job to end
+    (`serial stop --override` meant for a running job always came after it)."""
+    (tmp_path / "busy").mkdir()
+    workers = Workers(tmp_path / "busy", REDIS_URL)
+    use_lab(panio, workers)
+    panio("host", "add", "busy", "--ssh", "ops@busy.invalid")
+    panio("host", "set", "busy", "--transport", "celery")
+    for t in ("ba", "bb"):
+        panio("target", "add", t, "--host", "busy")
+    jobs = []
+    try:
+        workers.start("busy", concurrency=1)
+        jobs.append(submit(panio, tmp_path, LONG, "ba"))  # 30 s of pinging on the worker's one job thread
+        jobs.append(submit(panio, tmp_path, LONG, "bb", "second.toml"))  # and one more queued behind it
+        wait_for(lambda: panio("job", "status", str(jobs[0]), "--json").json()["state"] == "running", timeout_s=120)
+        r = panio("ping", "bb", "--count", "1", "--json").json()
+        assert r["host"] == "busy" and len(r["times_ms"]) == 1
+        assert panio("job", "status", str(jobs[0]), "--json").json()["state"] == "running"  # answered meanwhile
+    finally:
+        for job in jobs:
+            panio("job", "cancel", str(job), check=False)
+        workers.stop_all()
+        drop_keys(REDIS_URL, workers.env["PANIO_REDIS_PREFIX"])

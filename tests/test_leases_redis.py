@@ -96,3 +96,82 @@ def test_breaking_a_running_jobs_lease_makes_it_incomplete(panio, tmp_path, pref
     assert [s["status"] for s in job["steps"]] == ["error", "skipped"]
     assert panio("lease", "list", "--breaks", "--json").json()[0]["target"] == "pico"
     panio.fails("lease", "break", "pico", code=10)
+
+
+def test_an_operators_override_acts_under_whichever_lease_holds_the_target_when_it_reaches_the_host(
+        store, prefix, tmp_path, monkeypatch):
+    """Issue 27: the override's grant is read by the host as it acts, so a lease that changed hands meanwhile
+    (back-to-back jobs) is overridden all the same, and the grant names the job whose lease it was."""
+    from bench_agent.jobs import lease_guard, lease_override
+
+    monkeypatch.setenv("PANIO_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("PANIO_REDIS_URL", REDIS_URL)
+    monkeypatch.setenv("PANIO_REDIS_PREFIX", prefix)
+    first = store.try_acquire("pico", {"holder": "worker a", "job": 1}, ttl_s=30)
+    nonce = lease_override.grant(store, "pico", "serial.stop", "ops@desk", "capture wedged")
+    first.release()  # job 1 ends before the command reaches the host; job 2 leases the target
+    second = store.try_acquire("pico", {"holder": "worker b", "job": 2}, ttl_s=30)
+    with pytest.raises(Busy, match="job 2"):
+        lease_guard.enforce("serial.stop", {"target": "pico"}, None)  # without the grant: refused, as ever
+    for op, target in (("serial.send", "pico"), ("serial.stop", "other")):  # only the granted command and target
+        with pytest.raises(Refused, match="override of .* was not honoured"):
+            lease_guard.enforce(op, {"target": target}, None, override=nonce)
+    lease_guard.enforce("serial.stop", {"target": "pico"}, None, override=nonce)
+    with pytest.raises(Refused, match="not honoured") as used_up:  # once only
+        lease_guard.enforce("serial.stop", {"target": "pico"}, None, override=nonce)
+    assert used_up.value.exit_status == 13
+    assert lease_override.used(store, nonce) == [{"holder": "worker b", "job": 2, "token": second.token}]
+    assert lease_override.used(store, nonce) is None  # the grant is gone once read back
+    with pytest.raises(Refused, match="not honoured"):
+        lease_guard.enforce("serial.stop", {"target": "pico"}, None, override="made-up")
+    second.check()  # the job's own lease is untouched: its next console step finds the capture stopped
+    second.release()
+
+
+def _forget_everything(prefix):
+    """What a Redis restarted without persistence does to the lease store: every key gone, counters included."""
+    import redis
+
+    r = redis.Redis.from_url(REDIS_URL)
+    for key in r.scan_iter(match=f"{prefix}*"):
+        r.delete(key)
+
+
+def test_a_lease_redis_forgot_is_retaken_by_its_holder_only_while_nobody_else_had_the_target(store, prefix):
+    """Issue 27: a Redis restart without persistence ends no running job whose target nobody took meanwhile: the
+    holder retakes its lease under a new token above the durable high-water mark and goes on; the host takes
+    only the new credential. Anyone granted the target in between, an operator's break, or a lease that merely
+    expired (Redis kept its data) still fences it."""
+    lease = store.try_acquire("pico", {"holder": "worker a", "job": 1}, ttl_s=30)
+    told = []
+    lease.on_retake = lambda: told.append(lease.token)
+    lease.keep(30)
+    old, presented = lease.token, leases.Presented(lease)
+    _forget_everything(prefix)
+    lease.check()  # the key is gone, nobody had the target: retaken
+    assert lease.token > old and told == [lease.token] and not lease.lost
+    assert store.fences.high("pico") == lease.token and store.current("pico")["job"] == 1
+    leases.check_access(store, "pico", str(presented))  # the holder presents its new credential
+    with pytest.raises(Busy):
+        leases.check_access(store, "pico", leases.credential(old, "stale"))
+
+    _forget_everything(prefix)  # lost again, and this time another holder is granted the target first
+    other = store.try_acquire("pico", {"holder": "worker b", "job": 2}, ttl_s=30)
+    other.release()
+    with pytest.raises(Refused):
+        lease.check()  # the high-water mark moved on: the job's lease is lost for good
+    assert lease.lost
+    lease.release()
+
+    broken = store.try_acquire("pico", {"holder": "worker c", "job": 3}, ttl_s=30)
+    broken.keep(30)
+    store.break_("pico", "ops@desk")
+    with pytest.raises(Refused):
+        broken.check()  # an operator's break is never undone by its holder (Redis kept the token counter)
+    broken.release()
+    stalled = store.try_acquire("pico", {"holder": "worker d", "job": 4}, ttl_s=30)
+    stalled.keep(30)
+    store.r.delete(store._key("pico"))  # expired unrenewed (a holder that stalled past its TTL): no data loss
+    with pytest.raises(Refused):
+        stalled.check()
+    stalled.release()

@@ -77,9 +77,10 @@ def app_signed_by(host, monkeypatch, tmp_path):
 
 def send_op(app, op: str, args: dict, wait: bool = True, message: list | None = None):
     """A ``panio.op`` as the controller sends it (stamped), or ``message`` as given."""
-    from bench_agent.jobs.worker import OP_TASK, op_message, queue_name
+    from bench_agent.jobs.op_server import ops_queue_name
+    from bench_agent.jobs.worker import OP_TASK, op_message
 
-    pending = app.send_task(OP_TASK, args=message or op_message(op, args, 30), queue=queue_name("h1"))
+    pending = app.send_task(OP_TASK, args=message or op_message(op, args, 30), queue=ops_queue_name("h1"))
     return pending.get(timeout=30) if wait else pending.id
 
 

@@ -142,3 +142,25 @@ def test_a_lost_job_settled_after_a_later_job_started_on_its_target_leaves_the_h
     alone = running_elsewhere(store, dead_after_s(SPEC) + 1, fence=8)
     Reconciler(store, leases).pass_([alone])
     assert (health.get("t")["health"], health.get("t")["set_by"]) == ("unknown", "reconciler")
+
+
+def test_a_runner_whose_lease_was_lost_and_that_ends_after_the_next_job_started_leaves_the_health_alone(world):
+    """The same for the runner's own verdict: a job whose lease Redis lost (and another job took) ends incomplete
+    after the target's next job passed its health gate; marking the board unknown then would leave it unknown
+    with nothing to check it. A job ending incomplete with nothing after it still makes the target unknown."""
+    from bench_agent.jobs.health import HealthStore
+    from bench_agent.jobs.runner import JobRunner
+
+    store, leases = world
+    health = HealthStore(store.url)
+    health.set("t", "good", "checked", "test")
+    runner = JobRunner(store, leases, "worker h@this:1")
+    lost = running_elsewhere(store, 0, fence=7)
+    later = store.create_job("j", "t", "h", SPEC)
+    assert store.take(later, "worker h@another-machine:4343", 0) and store.claim(later, "worker h@another-machine:4343")
+    runner._finish({"job_id": lost, "name": "j", "target": "t", **SPEC}, "incomplete", None, "lease lost: token 7 ...")
+    assert store.job(lost)["health"] == "incomplete" and health.get("t")["health"] == "good"
+    assert store.finish(later, "complete", "passed", "all steps passed")
+    alone = running_elsewhere(store, 0, fence=9)
+    runner._finish({"job_id": alone, "name": "j", "target": "t", **SPEC}, "incomplete", None, "lease lost: token 9 ...")
+    assert (health.get("t")["health"], health.get("t")["set_by"]) == ("unknown", "worker h@this:1")

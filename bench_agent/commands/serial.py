@@ -26,6 +26,8 @@ def said(override: dict[str, Any] | None) -> str:
     """The words a command adds to its output when it overrode a lease (``controller.jobs.overrides``)."""
     if override is None:
         return ""
+    if not override["job_id"] and not override["holder"]:
+        return "; no lease held the target when it acted (nothing overridden)"
     whose = f"job {override['job_id']}'s lease" if override["job_id"] else f"the lease of {override['holder']}"
     where = f" (recorded: `panio job status {override['job_id']}`)" if override["job_id"] else ""
     return f"; overrode {whose}{where}"

@@ -13,4 +13,6 @@ lease or step machinery; ``leases``, ``lease_guard`` and ``steps`` re-export the
 TOKEN_ENV = "PANIO_LEASE_TOKEN"  # a job step's lease token, in the environment of a `panio` it runs
 TOKEN_ARG = "lease_token"  # the request argument that carries a job step's lease token to the host
 ORIGIN_ARG = "lease_store"  # ... and the store that issued it (``store_key``)
+OVERRIDE_ENV = "PANIO_LEASE_OVERRIDE"  # an operator's override grant (``lease_override``), in the CLI's environment
+OVERRIDE_ARG = "lease_override"  # ... and the request argument that carries it to the host
 JOB_STARTED_ENV, PREVIOUS_STEP_ENV = "PANIO_JOB_STARTED_AT", "PANIO_PREVIOUS_STEP_STARTED_AT"

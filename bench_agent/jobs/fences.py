@@ -109,6 +109,23 @@ class FenceStore:
             self._seen.pop(target, None)  # someone claimed higher: read it next time
         return claimed
 
+    def advance(self, target: str, held: int, token: int) -> bool:
+        """Move the high-water mark from ``held`` to ``token`` only if ``held`` is still the highest token claimed
+        (nobody was granted the target since): a holder retaking its own vanished lease. One atomic UPDATE."""
+        t = self.table
+
+        def update() -> bool:
+            with self.single.begin() as c:
+                return bool(c.execute(t.update().where(t.c.target == target, t.c.high == int(held))
+                                      .values(high=int(token))).rowcount)
+
+        advanced = self._guard(update)
+        if advanced:
+            self._seen[target] = int(token)
+        else:
+            self._seen.pop(target, None)
+        return advanced
+
     def _claim(self, target: str, token: int, engine) -> bool:
         import sqlalchemy as sa
 

@@ -14,7 +14,8 @@
   ``good``; failing makes it ``bad`` (re-checked with backoff, ``health``) and
   the job waiting behind it ends ``incomplete``, skipped.
 * A job that ends ``incomplete`` makes the target ``unknown``, and its health
-  check runs at once, still under the same lease.
+  check runs at once, still under the same lease; unless the target's next
+  job started meanwhile (the job had lost its lease): that job speaks for it.
 * An automatic check is never burned on a lab fault that is plainly there
   (``lab_probe.check_blockers``): the target is held ``bad`` with that fault as
   the reason, and the lab is asked again ``retry_s`` later.
@@ -154,7 +155,7 @@ class HealthGate:
                 auto = {"failures": failures, "recheck_at": time.time() + h.backoff_s(failures, payload)}
             self.set(payload, "good" if passed else "bad", f"health check job {job_id} {verdict}", job_id, True,
                      **auto)
-        elif summary["health"] == "incomplete" and not summary.get("gated"):
+        elif summary["health"] == "incomplete" and not summary.get("gated") and not summary.get("superseded"):
             self.set(payload, "unknown", f"job {job_id} ended incomplete: {summary['reason']}", job_id)
 
 

@@ -134,7 +134,7 @@ def held(target: str, checked: list[tuple[Any, str]] | None = None) -> list[tupl
     return found
 
 
-def enforce(op: str, args: dict[str, Any], token: Any, origin: Any = None) -> None:
+def enforce(op: str, args: dict[str, Any], token: Any, origin: Any = None, override: Any = None) -> None:
     """Refuse side-effecting ``op`` unless its target is free or ``token`` is the target's current lease token.
 
     ``origin`` names the store that issued ``token``. When this host checks that store (or no origin is
@@ -142,6 +142,9 @@ def enforce(op: str, args: dict[str, Any], token: Any, origin: Any = None) -> No
     (file leases on the controller, a Redis this host never recorded) cannot be checked here, so the host
     only makes sure that no holder it knows leases the target: exactly what it checks for a caller with
     no token, so naming a foreign origin gains nothing.
+
+    ``override``: an operator's grant (``lease_override``): consumed in a store this host checks, it lets ``op``
+    through whatever lease of that store holds the target now; none found is refused (13).
     """
     target = args.get("target")
     if not isinstance(target, str) or not target:
@@ -149,6 +152,8 @@ def enforce(op: str, args: dict[str, Any], token: Any, origin: Any = None) -> No
     checked = stores()
     found = held(target, checked)
     keys = {store_key(store) for store, _ in checked}
+    if override is not None:
+        found = _overridden(op, target, override, checked, found)
     origin_key = tuple(origin) if isinstance(origin, list) and origin else None
     if token is not None and origin_key is not None and origin_key not in keys:
         token = None
@@ -158,10 +163,33 @@ def enforce(op: str, args: dict[str, Any], token: Any, origin: Any = None) -> No
     leases.access(target, token, [h for _, h in found], what=f"{op}: ")
 
 
+def _overridden(op: str, target: str, nonce: Any, checked: list[tuple[Any, str]],
+                found: list[tuple[tuple[str, ...], dict[str, Any]]]) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
+    """The leases on ``target`` still in force once ``nonce``'s override grant is consumed (the leases of the
+    store that granted it are overridden); Refused when no store this host checks holds that grant."""
+    from bench_agent.jobs import lease_override
+
+    for store, _ in checked:
+        key = store_key(store)
+        mine = [h for k, h in found if k == key]
+        if lease_override.take(store, nonce, target, op, mine):
+            return [(k, h) for k, h in found if k != key]
+    from bench_agent.errors import Refused
+
+    raise Refused(f"{op}: the operator's override of {target!r}'s lease was not honoured: no lease store this host "
+                  "checks holds its grant (it expired, was used already, or was written to a store this host does "
+                  "not check)", hint="run the command again; `panio lease store` shows the stores this host checks",
+                  target=target)
+
+
 def with_token(args: dict[str, Any], store: Any = None, token: int | str | None = None) -> dict[str, Any]:
     """``args`` plus a job's lease ``token`` (else this process's, from the environment) and the store that
     issued it."""
+    from bench_agent.jobs import OVERRIDE_ARG, OVERRIDE_ENV
+
     token = token if token is not None else os.environ.get(leases.TOKEN_ENV)
+    override = os.environ.get(OVERRIDE_ENV)
+    args = {**args, OVERRIDE_ARG: override} if override else args
     if not token:
         return args
     out = {**args, TOKEN_ARG: str(token)}

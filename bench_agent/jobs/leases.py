@@ -20,6 +20,9 @@ Tokens never go backwards, even when a Redis without persistence restarts and
 forgets its counters: each token is claimed in the results database before its
 lease is handed out (``bench_agent.jobs.fences``), and each Redis lease also carries
 an owner nonce, so a holder whose key vanished can never pass as the next one.
+A kept lease whose key vanished because Redis lost its data is *retaken* by its
+holder under a new token when nobody was granted the target since
+(``RedisLeaseStore.retake``; docs/operations.md says why that is safe).
 
 Each lease also carries a *secret* (random, kept in the store beside the
 token: a field of the Redis hash, the owner-only lease file) that only its
@@ -45,10 +48,11 @@ import json
 import os
 import secrets
 import socket
+import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 from bench_agent.errors import Busy, Refused, Unreachable
 from bench_agent.jobs.lease_keeper import KEEPER, RELEASED
@@ -89,6 +93,9 @@ class Lease:
         self.store, self.target, self.token, self.info, self.owner = store, target, token, info, owner
         self.secret = secret
         self.lost = False
+        self.on_retake: Callable[[], None] | None = None  # told after each retake (the job's row names the token)
+        self.ttl_s: float | None = None  # set by ``keep``: a kept lease whose key vanished may be retaken
+        self._retaking = threading.Lock()
         self.at_once = False  # ``acquire`` got it on its first try (nothing waited in between)
         self.granted_at: float | None = None  # monotonic time its store confirmed it held, as it was granted
 
@@ -109,25 +116,49 @@ class Lease:
         granted, self.granted_at = self.granted_at, None
         if fresh_s and granted is not None and time.monotonic() - granted < fresh_s:
             return
+        token = self.token
         try:
-            self.store.check(self.target, self.token, self.owner)
+            self.store.check(self.target, token, self.owner)
         except Refused:
+            if self._retake(token):
+                return
             self.lost = True
             raise
 
     def keep(self, ttl_s: float) -> None:
         """Renew the lease every ttl/3 until ``release`` (the process's keeper thread, ``lease_keeper``)."""
+        self.ttl_s = ttl_s
         KEEPER.add(self, ttl_s)
 
     def renew(self, ttl_s: float) -> bool:
         """One renewal; False once the lease is gone (marked lost). A store out of reach is tried again later:
         the TTL decides when the lease is really gone."""
+        token = self.token
         try:
-            if not self.store.renew(self.target, self.token, ttl_s, self.owner):
+            if not self.store.renew(self.target, token, ttl_s, self.owner) and not self._retake(token):
                 self.lost = True
                 return False
         except Unreachable:
             pass
+        return True
+
+    def _retake(self, token: int) -> bool:
+        """The lease with ``token`` is no longer in the store: take it again when the store can prove nobody else
+        had it meanwhile (``RedisLeaseStore.retake``); True when this lease holds the target again."""
+        retake = getattr(self.store, "retake", None)
+        if retake is None or self.ttl_s is None or self.lost:
+            return False
+        with self._retaking:  # the runner's check and the keeper's renewal may both find the key gone
+            if self.token != token:
+                return True  # the other one retook it already
+            try:
+                if not retake(self):
+                    return False
+            except Unreachable:
+                return False
+        if self.on_retake is not None:
+            with contextlib.suppress(Exception):  # the record is for people; the lease itself is held again
+                self.on_retake()
         return True
 
     def release(self) -> None:
@@ -136,6 +167,20 @@ class Lease:
         with contextlib.suppress(Unreachable):
             self.store.release(self.target, self.token, self.owner)
         RELEASED.tell()
+
+
+class Presented:
+    """What a holder presents with each request: its lease's *current* credential (a retaken lease has a new
+    token), read as the request is made; ``str()`` is the credential, never printed."""
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+
+    def __str__(self) -> str:
+        return self.lease.credential
+
+    def __repr__(self) -> str:
+        return f"<credential of {self.lease!r}>"
 
 
 class LeaseStore(Protocol):
@@ -235,6 +280,9 @@ redis.call('hset', KEYS[1], 'token', t, 'owner', ARGV[5], 'secret', ARGV[6], 'in
 redis.call('pexpire', KEYS[1], ARGV[2])
 return t
 """
+# Retaking a lease whose key vanished: only when Redis lost its data (the target's token counter went too). A
+# lease that expired unrenewed or that an operator broke leaves the counter: its holder stays fenced.
+_RETAKE = "if redis.call('exists', KEYS[2]) == 1 then return 0 end" + _ACQUIRE
 _MINE = "redis.call('hget', KEYS[1], 'token') == ARGV[1] and (ARGV[2] == '' or redis.call('hget', KEYS[1], 'owner') == ARGV[2])"
 _RENEW = f"if {_MINE} then return redis.call('pexpire', KEYS[1], ARGV[3]) end return 0"
 _RELEASE = f"if {_MINE} then return redis.call('del', KEYS[1]) end return 0"
@@ -296,6 +344,28 @@ class RedisLeaseStore:
             raise
         self.release(target, token, owner)  # another holder claimed this token while Redis forgot: try again
         return None
+
+    def retake(self, lease: Lease) -> bool:
+        """``lease``'s key vanished because Redis lost its data (a restart without persistence: the target's token
+        counter is gone too; not a lease that expired unrenewed or was broken): take the target again under a
+        new token, only if nobody was granted it since (the durable high-water mark is still ``lease``'s token:
+        ``FenceStore.advance``). True: ``lease`` holds it again."""
+        target, key = lease.target, self._key(lease.target)
+        owner, secret = uuid.uuid4().hex, secrets.token_hex(16)
+        token = int(self._do(self.r.eval, _RETAKE, 2, key, f"{self.prefix}fence:{target}", json.dumps(lease.info),
+                             int(lease.ttl_s * 1000), time.time(), lease.token, owner, secret))
+        if not token:
+            return False
+        try:
+            advanced = self.fences.advance(target, lease.token, token)
+        except BaseException:
+            self.release(target, token, owner)
+            raise
+        if not advanced:
+            self.release(target, token, owner)
+            return False
+        lease.token, lease.owner, lease.secret = token, owner, secret
+        return True
 
     def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool:
         return bool(self._do(self.r.eval, _RENEW, 1, self._key(target), str(token), owner or "", int(ttl_s * 1000)))

@@ -154,17 +154,18 @@ class JobRunner:
             # dies a reconciler can send it again; the claim makes sure only one copy ever runs it.
             if not self.store.claim(job_id, self.worker, fence=lease.token):
                 return None
+            lease.on_retake = lambda: self._retaken(job_id, lease)
             lease.keep(payload.get("lease_ttl_s", 30))
             self.progress("job_start", {"job_id": job_id, "target": payload["target"]})
             # One road to the target for the job's steps: a dispatcher keeps its connections (one SSH set-up).
-            call = self.caller(payload["target"], lease.credential, self.leases)
+            call = self.caller(payload["target"], leasing.Presented(lease), self.leases)
             marks = serial_window.marks(payload, call)
             self._held = []  # a failure's notification carries its triage, which reads the serial log
             try:
                 return self._checked_steps(payload, lease, call)
             finally:
                 # a road of its own: a step stopped at its deadline may still hold the steps' connection
-                road = self.caller(payload["target"], lease.credential, self.leases)
+                road = self.caller(payload["target"], leasing.Presented(lease), self.leases)
                 for name, text in serial_window.artifacts(payload, marks, road):
                     self.store.add_artifact(job_id, name, text)
         finally:
@@ -274,6 +275,11 @@ class JobRunner:
             return _canceled()
         return why
 
+    def _retaken(self, job_id: int, lease: leasing.Lease) -> None:
+        """Redis lost the job's lease and it was retaken (``Lease._retake``): the job's row names its new token."""
+        self.store.set_fence(job_id, lease.token)
+        self.progress("lease_retaken", {"job_id": job_id, "target": lease.target, "token": lease.token})
+
     def _abort(self, payload: dict, idx: int, variables: dict, health: str, reason: str, error: dict,
                done: list[tuple[int, dict]]) -> dict:
         self._skip_rest(payload["job_id"], payload["steps"], idx, variables, done)
@@ -296,7 +302,7 @@ class JobRunner:
             run = planned(payload["target"], step.get("run") or {}, variables, self.planner)
             commands.run(run["command"], call, bind(run, variables), out, began)
 
-        road = lambda: self.caller(payload["target"], lease.credential, self.leases)  # noqa: E731 - the watch's own
+        road = lambda: self.caller(payload["target"], leasing.Presented(lease), self.leases)  # noqa: E731 - the watch's own
         watch = lab_probe.PowerWatch.start(road, payload, idx)
         try:
             code, why = execute(body, out, timeout_s, lambda: self._interrupt(job_id, lease))
@@ -390,6 +396,10 @@ class JobRunner:
         from bench_agent.jobs import notify
 
         try:
+            if summary["health"] == "incomplete" and not summary["gated"]:
+                # a job that lost its lease (Redis lost it, it expired) may end after the target's next job started:
+                # that job's gate and verdict speak for the board now (as the reconciler's, ``later_job_started``)
+                summary = {**summary, "superseded": self.store.later_job_started(self.store.job(payload["job_id"]))}
             self._gate().after(payload, summary)
         except Exception as exc:  # noqa: BLE001 - a health write failing must not turn a verdict into a crash
             self.progress("health_error", {"job_id": summary["job_id"], "message": f"{type(exc).__name__}: {exc}"})

@@ -155,18 +155,19 @@ def _warn_unsigned() -> None:
             "broker can drive every target this process serves", INSECURE_ENV)
 
 
-def refusing_consumer():
-    """Celery's worker consumer, saying in panio's words when it drops a message it cannot verify."""
+def refused(message: Any, exc: Exception) -> None:
+    """Say in panio's words that a message that could not be verified was dropped."""
     import logging
 
+    headers = getattr(message, "headers", None) or {}
+    logging.getLogger("panio.signing").warning(
+        "refused a message that is not signed by a trusted key (task %s, id %s, content type %s): %s",
+        headers.get("task"), headers.get("id"), getattr(message, "content_type", None), exc)
+
+
+def refusing_consumer():
+    """Celery's worker consumer, saying in panio's words when it drops a message it cannot verify."""
     from celery.worker.consumer import Consumer
-
-    log = logging.getLogger("panio.signing")
-
-    def refused(message: Any, exc: Exception) -> None:
-        headers = getattr(message, "headers", None) or {}
-        log.warning("refused a message that is not signed by a trusted key (task %s, id %s, content type %s): %s",
-                    headers.get("task"), headers.get("id"), getattr(message, "content_type", None), exc)
 
     class RefusingConsumer(Consumer):
         def on_decode_error(self, message, exc):

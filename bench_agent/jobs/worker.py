@@ -17,6 +17,8 @@ Configured for hardware, not throughput:
   soon as the target is free, not after the visibility timeout) or whose
   message vanished with a Redis that lost its data, and ends a job whose
   runner is proven dead;
+* operations (``panio.op``) come on a queue of their own, ``host.<name>.ops``, served by a thread
+  apart from the job pool (``bench_agent.jobs.op_server``): never behind running jobs;
 * ``--events`` (``panio worker --events``) turns on Celery's task events and
   worker heartbeats so Flower can follow the workers (docs/monitoring.md).
 
@@ -217,6 +219,9 @@ def _log_event(event: str, data: dict[str, Any]) -> None:
         log.info("job step end: %s %s %s", data["idx"] + 1, data["status"], data["command"])
     elif event == "job_refused":
         log.warning("job %s refused: %s", data["job_id"], data["reason"])
+    elif event == "lease_retaken":
+        log.warning("job %s: the lease on %s vanished (Redis lost it) and nobody took it since: retaken, token %s",
+                    data["job_id"], data["target"], data["token"])
     elif event == "job_end":
         log.info("job %s: %s %s: %s", data["job_id"], data["health"], data["result"] or "", data["reason"])
 
@@ -253,6 +258,10 @@ def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeou
         app.conf.update(worker_send_task_events=True, task_send_sent_event=True)
     register_task(app, ctx)
     ctx.start_reconciler(app)
+    from bench_agent.jobs import op_server
+    from celery.utils.log import get_logger
+
+    op_server.start(app, ctx.host, ctx.call_op, get_logger("panio.ops").warning)  # never behind the jobs
     app.worker_main([
         "worker", "-Q", queue_name(ctx.host), "-n", f"{ctx.host}.{os.getpid()}@{socket.gethostname()}",
         "--pool", "threads", "-c", str(concurrency), "--without-gossip", "--without-mingle",

@@ -80,11 +80,11 @@ def call(name: str, args: dict[str, Any]) -> Any:
     every request's target and configuration are checked against it first
     (``bench_agent.jobs.host_config``): commands never come from a message.
     """
-    from bench_agent.jobs import ORIGIN_ARG, TOKEN_ARG
+    from bench_agent.jobs import ORIGIN_ARG, OVERRIDE_ARG, TOKEN_ARG
 
     func = lookup(name)
     args = dict(args)
-    token, origin = args.pop(TOKEN_ARG, None), args.pop(ORIGIN_ARG, None)
+    token, origin, override = args.pop(TOKEN_ARG, None), args.pop(ORIGIN_ARG, None), args.pop(OVERRIDE_ARG, None)
     checked = SPECS[name].validate(args)
     host = _installed_host()
     if host is not None:
@@ -94,7 +94,7 @@ def call(name: str, args: dict[str, Any]) -> Any:
     if SPECS[name].side_effect:
         from bench_agent.jobs import lease_guard
 
-        lease_guard.enforce(name, checked, token, origin)
+        lease_guard.enforce(name, checked, token, origin, override)
     return func(**checked)
 
 

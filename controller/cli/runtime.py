@@ -105,7 +105,13 @@ def run_step(lab: Any, step: Step, args: argparse.Namespace | None = None, out: 
     from controller.jobs import overrides
 
     with overrides.acting(args, step.target, step.override) as record:
-        commands.run(step.command, call, {**step.opts, "override": record}, out, context_from_env())
+        def acted(op: str, op_args: dict[str, Any]) -> Any:
+            try:
+                return call(op, op_args)
+            finally:
+                overrides.settle(record)  # what it prints names the job whose lease the host overrode
+
+        commands.run(step.command, acted, {**step.opts, "override": record}, out, context_from_env())
 
 
 def job_target(args: argparse.Namespace) -> str | None:

@@ -68,8 +68,9 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
                                     "panio serial stop pico --override --reason 'capture wedged'"],
                 see_also="panio serial log (works after stop), panio daemons, panio job status (overrides)",
                 details="While a job leases the target this is refused (exit 8) unless --override with a\n"
-                        "--reason: then it acts with the job's lease and records who, when and why in\n"
-                        "that job's history (`panio job status JOB`). The job's next console step fails.")
+                        "--reason: then the host stops it under whichever job leases the target when the\n"
+                        "command arrives, and who, when and why go in that job's history\n"
+                        "(`panio job status JOB`). The job's next console step fails.")
     add_target_positional(c)
     add_json(c)
     _override_flags(c)

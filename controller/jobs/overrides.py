@@ -11,13 +11,20 @@ lets an operator act anyway:
    ``panio_overrides``) *before* anything happens: who, when, what, why, and
    the job whose lease it overrode, so ``panio job status JOB`` shows it in
    that job's history;
-3. the command runs presenting that lease's token, exactly as the job's own
-   steps do, so the controller's check and the host's lease guard both let it
-   through; if the lease changed meanwhile (the job ended, another began) the
-   token is stale and the command is refused (13) as it should be;
-4. the record gets the outcome (done, or the error).
+3. a one-time grant for that target and command is written into the lease
+   store (``bench_agent.jobs.lease_override``) and its nonce travels with the
+   command; the host consumes it as it acts and lets the command through
+   whatever job leases the target *then* (under back-to-back jobs the lease
+   read in 1 has often ended by the time the command reaches the host, which
+   a borrowed token could not survive);
+4. the record gets the lease the host actually overrode (``settle``: the job
+   it names is the one whose history shows it) and the outcome (done, or the
+   error).
 
-No lease on the target: the command runs as usual and nothing is recorded.
+No lease on the target when it is read: the grant is written all the same (a
+job may lease the target before the command reaches the host); the record is
+written only if the host overrode a lease, and the output says "nothing
+overridden" otherwise.
 """
 
 from __future__ import annotations
@@ -87,6 +94,11 @@ class OverrideStore:
         with self.engine.begin() as c:
             c.execute(self.t.update().where(self.t.c.id == override_id).values(outcome=json.dumps(outcome)))
 
+    def retarget(self, override_id: int, lease: dict[str, Any]) -> None:
+        """The lease the host actually overrode (``job_id``, ``holder``, ``token``), when not the one first read."""
+        with self.engine.begin() as c:
+            c.execute(self.t.update().where(self.t.c.id == override_id).values(**lease))
+
     def prune(self, before: float, dry_run: bool = False) -> int:
         """Forget overrides made before ``before`` (retention: their jobs go with them); returns how many."""
         import sqlalchemy as sa
@@ -128,38 +140,63 @@ def check_flags(args) -> None:
 def acting(args, target: str, command: str) -> Iterator[dict[str, Any] | None]:
     """Run the enclosed dispatch as the override of ``target``'s lease (when ``args.override``).
 
-    Yields the override record (None when not overriding, or when nobody leases the target)."""
+    Yields the override record (None when not overriding; its ``id`` None while nothing is on the record)."""
     check_flags(args)
     if not args.override:
         yield None
         return
-    from bench_agent.jobs.leases import TOKEN_ENV
+    from bench_agent.jobs import OVERRIDE_ENV, lease_override
     from controller.backends import lease_store
 
-    from bench_agent.jobs.leases import credential
-
-    held = lease_store().current(target, secret=True)  # reading the store is what lets an operator override
-    if held is None:
-        yield None
-        return
+    leases = lease_store()
+    held = leases.current(target, secret=True) or {}
     store = OverrideStore()
     record = {"at": time.time(), "target": target, "job_id": held.get("job"), "holder": held.get("holder"),
-              "token": int(held["token"]), "command": command, "by": operator(), "reason": args.reason.strip()}
-    record["id"] = store.add(record)
-    before = os.environ.get(TOKEN_ENV)
-    os.environ[TOKEN_ENV] = credential(held["token"], held.get("secret"))
+              "token": held.get("token"), "command": command, "by": operator(), "reason": args.reason.strip()}
+    # recorded before it acts when a job leases the target now; when none does, granted all the same (a job may
+    # lease it before the command reaches the host) and recorded once the host says it overrode one
+    record["id"] = store.add(record) if held else None
+    nonce = lease_override.grant(leases, target, command.replace(" ", "."), record["by"], record["reason"])
+    record["_settle"] = lambda: _settle(store, record, lease_override.used(leases, nonce))
+    before = os.environ.get(OVERRIDE_ENV)
+    os.environ[OVERRIDE_ENV] = nonce
     try:
         yield record
     except PanioError as err:
-        store.outcome(record["id"], {"ok": False, "error": err.to_json()})
+        settle(record)
+        if record["id"] is not None:
+            store.outcome(record["id"], {"ok": False, "error": err.to_json()})
         raise
     else:
-        store.outcome(record["id"], {"ok": True})
+        settle(record)
+        if record["id"] is not None:
+            store.outcome(record["id"], {"ok": True})
     finally:
+        record.pop("_settle", None)
         if before is None:
-            os.environ.pop(TOKEN_ENV, None)
+            os.environ.pop(OVERRIDE_ENV, None)
         else:
-            os.environ[TOKEN_ENV] = before
+            os.environ[OVERRIDE_ENV] = before
+
+
+def settle(record: dict[str, Any] | None) -> None:
+    """Once the command reached the host: ``record`` names the lease the host overrode (read once from the grant;
+    the job its history shows it in), when that is not the one read before."""
+    if record is not None and record.get("_settle") is not None:
+        record.pop("_settle")()
+
+
+def _settle(store: OverrideStore, record: dict[str, Any], overridden: list[dict] | None) -> None:
+    if overridden is None:
+        return  # not used: the command failed before the host acted
+    lease = overridden[0] if overridden else {}  # none: the target was free as the host acted (nothing overridden)
+    now = {"job_id": lease.get("job"), "holder": lease.get("holder"), "token": lease.get("token")}
+    if any(record.get(k) != v for k, v in now.items()):
+        record.update(now)
+        if record["id"] is not None:
+            store.retarget(record["id"], now)
+        else:  # the target was free when read, leased when the host acted: on the record now
+            record["id"] = store.add({k: v for k, v in record.items() if k not in ("id", "_settle")})
 
 
 def for_job(job_id: int, reader=None) -> list[dict[str, Any]]:

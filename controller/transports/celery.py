@@ -1,4 +1,7 @@
-"""CeleryTransport: operations through the host's own Celery worker (queue ``host.<name>``).
+"""CeleryTransport: operations through the host's own Celery worker (queue ``host.<name>.ops``).
+
+Operations have a queue of their own, which the worker serves apart from its job pool
+(``bench_agent.jobs.op_server``), so a command never waits behind the host's running jobs.
 
 For hosts that are reached through the broker rather than SSH (``transport =
 "celery"`` in the host's table). The reply comes back through the Redis
@@ -35,7 +38,8 @@ class CeleryTransport:
         self.app = celery_app()
 
     def call(self, request: dict[str, Any]) -> Any:
-        from bench_agent.jobs.worker import OP_TASK, op_message, queue_name
+        from bench_agent.jobs.op_server import ops_queue_name as queue_name
+        from bench_agent.jobs.worker import OP_TASK, op_message
 
         pending, failure, reply = None, None, {}
         waited_s = wait_s(request)
