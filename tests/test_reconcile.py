@@ -164,3 +164,29 @@ def test_a_runner_whose_lease_was_lost_and_that_ends_after_the_next_job_started_
     alone = running_elsewhere(store, 0, fence=9)
     runner._finish({"job_id": alone, "name": "j", "target": "t", **SPEC}, "incomplete", None, "lease lost: token 9 ...")
     assert (health.get("t")["health"], health.get("t")["set_by"]) == ("unknown", "worker h@this:1")
+
+
+def test_a_lost_job_with_nothing_after_it_has_its_target_rechecked_automatically(world):
+    """A worker killed under the last job of the night: nothing comes to run the target's check before a job, so
+    the unknown the reconciler records carries an automatic re-check (`panio schedule serve` runs it) after the
+    check's retry_s; a target with no health check configured gets none."""
+    from bench_agent.jobs import health as h
+
+    store, leases = world
+    health = h.HealthStore(store.url)
+    job_id = store.create_job("j", "t", "h", {**SPEC, "health_check": {"name": "c", "steps": [], "retry_s": 20}})
+    assert store.take(job_id, "worker h@another-machine:4242", 0) and store.claim(job_id, "worker h@another-machine:4242")
+    with store.engine.begin() as c:
+        c.execute(store.jobs.update().where(store.jobs.c.id == job_id).values(beat_at=time.time() - 60))
+    before = time.time()
+    Reconciler(store, leases).pass_([job_id])
+    record = health.get("t")
+    assert record["health"] == "unknown" and before + 19 <= record["recheck_at"] <= time.time() + 21, record
+    assert not h.recheck_due(record, time.time()) and h.recheck_due(record, record["recheck_at"])
+    why = h.check_due(record, {"retry_s": 20}, record["recheck_at"])
+    assert why.startswith("it is unknown and its automatic re-check is due (job ")
+    assert health.postpone("t", "its health check waits for the lab: the plug", record["recheck_at"] + 20)
+    assert health.get("t")["health"] == "unknown"  # held for the lab: still unknown, asked again later
+    bare = running_elsewhere(store, dead_after_s(SPEC) + 1, fence=9)  # no health check: nothing to run
+    Reconciler(store, leases).pass_([bare])
+    assert (health.get("t")["health"], health.get("t")["recheck_at"]) == ("unknown", None)

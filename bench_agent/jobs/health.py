@@ -138,10 +138,12 @@ class HealthStore:
         return previous, {**(dict(old) if old else {}), "target": target, **row}
 
     def postpone(self, target: str, reason: str, recheck_at: float) -> bool:
-        """A bad target's re-check waits for the lab: a new reason and time, the same health (no event)."""
+        """A bad (or unknown) target's automatic re-check waits for the lab: a new reason and time, the same
+        health (no event)."""
         c_ = self.current.c
         with self.engine.begin() as c:
-            return c.execute(self.current.update().where(c_.target == target, c_.health == "bad")
+            return c.execute(self.current.update().where(c_.target == target, c_.health.in_(("bad", "unknown")),
+                                                         c_.recheck_at.is_not(None))
                              .values(reason=reason, recheck_at=recheck_at)).rowcount == 1
 
     def history(self, target: str, limit: int = 20) -> list[dict[str, Any]]:
@@ -179,8 +181,10 @@ def held(faults: list[dict[str, Any]], check: dict[str, Any], now: float) -> tup
 
 
 def recheck_due(record: dict[str, Any], now: float) -> bool:
-    """An automatic check made the target bad, and its re-check may run now."""
-    return record["health"] == "bad" and record.get("recheck_at") is not None and now >= record["recheck_at"]
+    """An automatic check made the target bad (or a job lost with its worker left it unknown, nothing after it
+    to check it), and its automatic re-check may run now."""
+    return (record["health"] in ("bad", "unknown") and record.get("recheck_at") is not None
+            and now >= record["recheck_at"])
 
 
 def check_due(record: dict[str, Any], check: dict[str, Any] | None, now: float) -> str | None:
@@ -188,7 +192,8 @@ def check_due(record: dict[str, Any], check: dict[str, Any] | None, now: float) 
     if not check:
         return None
     if recheck_due(record, now):
-        return f"it is bad and its automatic re-check is due ({record.get('reason') or 'no reason given'})"
+        return (f"it is {record['health']} and its automatic re-check is due "
+                f"({record.get('reason') or 'no reason given'})")
     if record["health"] in BLOCKING:
         return None
     if record["health"] == "unknown":

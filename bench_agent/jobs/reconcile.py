@@ -233,7 +233,7 @@ class Reconciler:
         """Like the runner would have: the target's health becomes unknown (its health check runs before the
         next job) and the lab's notify channels hear of it. Settling the job never fails for these."""
         from bench_agent.jobs import notify
-        from bench_agent.jobs.health import HealthStore
+        from bench_agent.jobs.health import HealthStore, backoff_s
 
         spec = job["spec"]
         try:
@@ -241,8 +241,11 @@ class Reconciler:
                 self.log(f"job {job['id']}: its target's health is left as it is: a later job has run on it")
                 previous, record = "unknown", None
             else:
+                check = spec.get("health_check")  # nothing may come after it: `panio schedule serve` checks it
+                again = {"recheck_at": time.time() + backoff_s(1, check)} if check else {}
                 previous, record = HealthStore(self.store.url).set(
-                    job["target"], "unknown", f"job {job['id']} ended incomplete: {reason}", "reconciler", job["id"])
+                    job["target"], "unknown", f"job {job['id']} ended incomplete: {reason}", "reconciler", job["id"],
+                    **again)
         except Exception as exc:  # noqa: BLE001 - the verdict is written; health is best effort here (logged)
             self.log(f"job {job['id']}: could not record its target's health: {exc}")
             previous, record = "unknown", None

@@ -1,5 +1,6 @@
 """Running a target's health check now: by an operator (``panio target health T --check``) or on its own
-(``panio schedule serve`` re-checks a board an automatic check made bad, with backoff).
+(``panio schedule serve`` re-checks a board an automatic check made bad, with backoff, and one a job lost with
+its worker left unknown).
 
 It runs where ``panio job run`` would run it: in this process with no broker, else on the target's worker.
 """
@@ -35,7 +36,8 @@ def run_check(lab: Lab, target: str, progress, auto: bool = False, by: str = "pa
 
 
 def due_rechecks(lab: Lab, store, now: float) -> list[str]:
-    """The targets an automatic check made bad whose re-check is due (never maintenance, never an operator's bad)."""
+    """The targets whose automatic re-check is due: made bad by an automatic check, or left unknown by a job lost
+    with its worker (never maintenance, never an operator's bad)."""
     from bench_agent.jobs.health import recheck_due
 
     return [t for t, record in store.all().items()
