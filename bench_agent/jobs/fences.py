@@ -25,6 +25,7 @@ import os
 from typing import Any
 
 from bench_agent.errors import Unreachable
+from bench_agent.jobs.sql import RAISE_FENCE
 
 _ENSURED: set[str] = set()
 
@@ -107,13 +108,23 @@ class FenceStore:
             self._seen.pop(target, None)  # someone claimed higher: read it next time
         return claimed
 
+    def claimed(self, target: str, token: int, claim) -> tuple[bool, bool]:
+        """``claim(target, token)`` (``leases.Claim``: it raises this mark with the caller's own record, in one
+        statement), remembered as ``claim`` would remember it; its answer."""
+        raised, mine = self._guard(lambda: claim(target, int(token)))
+        if raised:
+            self._seen[target] = int(token)
+        else:
+            self._seen.pop(target, None)
+        return raised, mine
+
     def _claim(self, target: str, token: int, engine) -> bool:
         import sqlalchemy as sa
 
         t = self.table
         for _ in range(3):  # each statement on its own (one round trip on PostgreSQL): none needs another's snapshot
             with engine.begin() as c:
-                if c.execute(t.update().where(t.c.target == target, t.c.high < token).values(high=token)).rowcount:
+                if RAISE_FENCE.run(c, p_target=target, p_fence=token).rowcount:  # built once: it runs for every lease
                     return True
             with self.single.connect() as c:
                 high = c.execute(t.select().with_only_columns(t.c.high).where(t.c.target == target)).scalar()

@@ -340,6 +340,20 @@ class ResultStore:
             return self._run(sql.CLAIM, p_id=job_id, p_worker=worker, p_now=time.time()) == 1
         return self._run(sql.CLAIM_FENCED, p_id=job_id, p_worker=worker, p_now=time.time(), p_fence=fence) == 1
 
+    def claim_fenced(self, job_id: int, worker: str, target: str, fence: int) -> tuple[bool, bool]:
+        """Raise ``target``'s fencing mark to ``fence`` (``fences``: only if above it) and, only if that was done,
+        ``claim`` the job with it, durably: one statement on PostgreSQL, one transaction on SQLite. (mark raised,
+        job claimed); a mark without a row yet is not raised (``FenceStore.claim`` makes it)."""
+        values = {"p_target": target, "p_fence": int(fence), "p_id": job_id, "p_worker": worker, "p_now": time.time()}
+        if self.relaxed is not self.engine:
+            with self.single.begin() as c:
+                raised, claimed = sql.CLAIM_FENCED_PG.run(c, **values).one()
+            return bool(raised), bool(claimed)
+        with self.engine.begin() as c:
+            if not sql.RAISE_FENCE.run(c, p_target=target, p_fence=int(fence)).rowcount:
+                return False, False
+            return True, sql.CLAIM_FENCED.run(c, **values).rowcount == 1
+
     def set_fence(self, job_id: int, fence: int) -> None:
         self._one(self.jobs.update().where(self.jobs.c.id == job_id).values(fence=fence, leased_at=time.time()),
                   relaxed=True)
@@ -473,22 +487,25 @@ class ResultStore:
 
     def finish(self, job_id: int, health: str, result: str | None, reason: str = "",
                error: dict | None = None, only_if_running: bool = False, only_if_queued: bool = False,
-               steps: list[tuple[int, dict]] = ()) -> bool:
-        """The verdict (durable); ``steps``: ``(idx, step)`` records written with it: in the same transaction on
-        SQLite, in the verdict's own statement on PostgreSQL (a WITH: one round trip)."""
+               steps: list[tuple[int, dict]] = (), artifacts: list[tuple[str, str]] = ()) -> bool:
+        """The verdict (durable); ``steps``: ``(idx, step)`` records and ``artifacts``: ``(name, text)`` written
+        with it: in the same transaction on SQLite, in the verdict's own statement on PostgreSQL (WITHs: one
+        round trip). They are written even if the job was done already (its verdict then stays)."""
         only = "running" if only_if_running else "queued" if only_if_queued else None
-        if self._prepared and not (only_if_running and only_if_queued):
-            pg = self.relaxed is not self.engine
+        pg = self.relaxed is not self.engine
+        if self._prepared and not (only_if_running and only_if_queued) and (len(steps) <= 1 or not pg):
             values = {"p_id": job_id, "p_health": health, "p_result": result, "p_reason": reason,
                       "p_error": json.dumps(error) if error else None, "p_now": time.time()}
-            if len(steps) == 1 and pg:  # one round trip: the record rides along
-                values.update(sql.step_values("d_", job_id, steps[0][0], _step_row(steps[0][1])))
-                return self._run(sql.finish(only, True), **values) == 1
-            if not steps:
-                return self._run(sql.finish(only, False), **values) == 1
+            if pg or not (steps or artifacts):  # one statement
+                values.update(sql.artifact_values(job_id, list(artifacts)))
+                if steps:
+                    values.update(sql.step_values("d_", job_id, steps[0][0], _step_row(steps[0][1])))
+                return self._run(sql.finish(only, bool(steps), len(artifacts)), **values) == 1
             with self.engine.begin() as c:
                 for idx, step in steps:
                     self._put_step(c, job_id, idx, step)
+                for name, content in artifacts:
+                    sql.ARTIFACT.run(c, p_job=job_id, p_name=name, p_content=content)
                 return sql.finish(only, False).run(c, **values).rowcount == 1
         q = self.jobs.update().where(self.jobs.c.id == job_id, self.jobs.c.state != "done")
         if only_if_running:
@@ -497,14 +514,18 @@ class ResultStore:
             q = q.where(self.jobs.c.state == "queued")
         q = q.values(state="done", health=health, result=result, reason=reason,
                      error=json.dumps(error) if error else None, finished_at=time.time())
-        if steps and self.relaxed is not self.engine:
-            return self._one(self._with_steps(q, job_id, steps)) == 1  # one round trip: the records ride along
-        if not steps:
-            return self._one(q) == 1
-        with self.engine.begin() as c:
-            for idx, step in steps:
-                self._put_step(c, job_id, idx, step)
-            return c.execute(q).rowcount == 1
+        if steps and pg:
+            done = self._one(self._with_steps(q, job_id, steps)) == 1  # one round trip: the records ride along
+        elif not steps:
+            done = self._one(q) == 1
+        else:
+            with self.engine.begin() as c:
+                for idx, step in steps:
+                    self._put_step(c, job_id, idx, step)
+                done = c.execute(q).rowcount == 1
+        for name, content in artifacts:
+            self.add_artifact(job_id, name, content)
+        return done
 
     def request_cancel(self, job_id: int) -> None:
         self._one(self.jobs.update().where(self.jobs.c.id == job_id).values(cancel_requested=True))

@@ -116,17 +116,26 @@ def _claim(fenced: bool):
             .values(state="running", worker=sa.bindparam("p_worker"), started_at=sa.bindparam("p_now"), **leased))
 
 
-def _artifact(dialect: str):
+def _artifact(dialect: str, prefix: str = "p_"):
+    """INSERT an artifact (``{prefix}job``, ``{prefix}name``, ``{prefix}content``), or replace its content."""
     import sqlalchemy as sa
 
     _, _, _, artifacts = _tables()
-    ins = _insert(dialect)(artifacts).values(job_id=sa.bindparam("p_job"), name=sa.bindparam("p_name"),
-                                             content=sa.bindparam("p_content"))
+    ins = _insert(dialect)(artifacts).values(job_id=sa.bindparam(f"{prefix}job"), name=sa.bindparam(f"{prefix}name"),
+                                             content=sa.bindparam(f"{prefix}content"))
     return ins.on_conflict_do_update(index_elements=["job_id", "name"], set_={"content": ins.excluded.content})
 
 
+def artifact_values(job_id: int, artifacts: list[tuple[str, str]]) -> dict[str, Any]:
+    """The bind values of ``finish(..., len(artifacts))``'s artifacts."""
+    out: dict[str, Any] = {}
+    for i, (name, content) in enumerate(artifacts):
+        out.update({f"a{i}_job": job_id, f"a{i}_name": name, f"a{i}_content": content})
+    return out
+
+
 _STARTS: dict[bool, Prepared] = {}
-_FINISHES: dict[tuple[str | None, bool], Prepared] = {}
+_FINISHES: dict[tuple[str | None, bool, int], Prepared] = {}
 
 
 def start(with_done: bool) -> Prepared:
@@ -152,10 +161,11 @@ def start(with_done: bool) -> Prepared:
     return _STARTS[with_done]
 
 
-def finish(only: str | None, with_done: bool) -> Prepared:
+def finish(only: str | None, with_done: bool, artifacts: int = 0) -> Prepared:
     """Job ``p_id``'s verdict (``p_health``, ``p_result``, ``p_reason``, ``p_error``, ``p_now``) unless it is
-    done; ``only``: only from that state; ``with_done`` (PostgreSQL): a step's record rides along."""
-    key = (only, with_done)
+    done; ``only``: only from that state. PostgreSQL, in data-modifying WITHs of the same statement: with
+    ``with_done`` a step's record rides along, and ``artifacts`` artifacts (``artifact_values``)."""
+    key = (only, with_done, artifacts)
     if key not in _FINISHES:
         def build(dialect: str):
             import sqlalchemy as sa
@@ -168,7 +178,33 @@ def finish(only: str | None, with_done: bool) -> Prepared:
             q = q.values(state="done", health=sa.bindparam("p_health"), result=sa.bindparam("p_result"),
                          reason=sa.bindparam("p_reason"), error=sa.bindparam("p_error"),
                          finished_at=sa.bindparam("p_now"))
+            for i in range(artifacts):
+                q = q.add_cte(_artifact(dialect, f"a{i}_").cte(f"kept_artifact_{i}"))
             return with_step(q, dialect) if with_done else q
 
         _FINISHES[key] = Prepared(build)
     return _FINISHES[key]
+
+
+
+def _raise_fence(dialect: str):
+    import sqlalchemy as sa
+
+    from bench_agent.jobs.fences import _table
+
+    t = _table()[1]
+    return t.update().where(t.c.target == sa.bindparam("p_target"), t.c.high < sa.bindparam("p_fence")).values(
+        high=sa.bindparam("p_fence"))
+
+
+# Target ``p_target``'s fencing mark raised to ``p_fence`` if that is above it (``fences.FenceStore``).
+RAISE_FENCE = Prepared(_raise_fence)
+# PostgreSQL: the mark raised and, only if it was, job ``p_id`` claimed with that fence: one durable statement
+# (``ResultStore.claim_fenced``). Both data-modifying WITHs see one snapshot; the claim reads the raise's RETURNING.
+CLAIM_FENCED_PG = Prepared(lambda dialect: __import__("sqlalchemy").text(
+    "WITH raised AS (UPDATE panio_fences SET high = :p_fence WHERE target = :p_target AND high < :p_fence "
+    "RETURNING 1), "
+    "claimed AS (UPDATE panio_jobs SET state = 'running', worker = :p_worker, started_at = :p_now, "
+    "fence = :p_fence, leased_at = :p_now WHERE id = :p_id AND state = 'queued' AND EXISTS (SELECT 1 FROM raised) "
+    "RETURNING 1) "
+    "SELECT EXISTS (SELECT 1 FROM raised), EXISTS (SELECT 1 FROM claimed)"))
