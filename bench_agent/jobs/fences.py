@@ -15,7 +15,10 @@ target's lease is taken by the worker of its host *and* by ``panio job run``
 on the controller (with ``PANIO_REDIS_URL``), on different machines. Both
 already share the results database (a worker must use the controller's
 ``PANIO_RESULTS_URL`` or the controller never sees its results); a file would
-be seen by one machine only. A job's own row records its token too (``fence``).
+be seen by one machine only. A job's own row records its token too (``fence``):
+a job's runner raises the mark and claims the job in one durable statement
+(``ResultStore.claim_fenced``, through ``leases.acquire``'s ``claim``) once the
+target's mark has a row; the first lease of a target makes the row here.
 """
 
 from __future__ import annotations
