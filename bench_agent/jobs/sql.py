@@ -40,11 +40,6 @@ class Prepared:
         return conn.exec_driver_sql(sql, tuple(params[k] for k in order) if order is not None else params)
 
 
-def prepared(build: Callable[[str], Any]) -> Prepared:
-    """Decorator form: ``@prepared def _TAKE(dialect): return <statement>``."""
-    return Prepared(build)
-
-
 # --- the job road's statements (bench_agent.jobs.results) ---------------------------------------------------
 
 STEP_KEYS = ("job_id", "idx", "name", "command", "status", "exit_status", "duration_s", "checks", "captured",
@@ -201,10 +196,16 @@ def _raise_fence(dialect: str):
 RAISE_FENCE = Prepared(_raise_fence)
 # PostgreSQL: the mark raised and, only if it was, job ``p_id`` claimed with that fence: one durable statement
 # (``ResultStore.claim_fenced``). Both data-modifying WITHs see one snapshot; the claim reads the raise's RETURNING.
-CLAIM_FENCED_PG = Prepared(lambda dialect: __import__("sqlalchemy").text(
-    "WITH raised AS (UPDATE panio_fences SET high = :p_fence WHERE target = :p_target AND high < :p_fence "
-    "RETURNING 1), "
-    "claimed AS (UPDATE panio_jobs SET state = 'running', worker = :p_worker, started_at = :p_now, "
-    "fence = :p_fence, leased_at = :p_now WHERE id = :p_id AND state = 'queued' AND EXISTS (SELECT 1 FROM raised) "
-    "RETURNING 1) "
-    "SELECT EXISTS (SELECT 1 FROM raised), EXISTS (SELECT 1 FROM claimed)"))
+def _claim_fenced_pg(dialect: str):
+    import sqlalchemy as sa
+
+    return sa.text(
+        "WITH raised AS (UPDATE panio_fences SET high = :p_fence WHERE target = :p_target AND high < :p_fence "
+        "RETURNING 1), "
+        "claimed AS (UPDATE panio_jobs SET state = 'running', worker = :p_worker, started_at = :p_now, "
+        "fence = :p_fence, leased_at = :p_now WHERE id = :p_id AND state = 'queued' "
+        "AND EXISTS (SELECT 1 FROM raised) RETURNING 1) "
+        "SELECT EXISTS (SELECT 1 FROM raised), EXISTS (SELECT 1 FROM claimed)")
+
+
+CLAIM_FENCED_PG = Prepared(_claim_fenced_pg)
