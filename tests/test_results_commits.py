@@ -150,3 +150,74 @@ def test_finished_steps_ride_with_the_next_start_and_the_verdict(store):
     assert not store.finish(job_id, "incomplete", None, "late", steps=late)
     job = store.job(job_id)
     assert (job["health"], job["result"], len(job["steps"])) == ("complete", "failed", 4)
+
+
+def test_a_claim_raises_the_targets_fence_mark_with_the_job_in_one_statement(store):
+    from bench_agent.jobs.fences import FenceStore
+
+    FenceStore(store.url).claim("pico", 5)  # the target's first lease makes its mark's row
+    first, second, third = store.create_jobs([("j", "pico", None, {})] * 3)
+    sent = _statements(store)
+    assert store.claim_fenced(first, "w", "pico", 6) == (True, True)
+    if store.engine.dialect.name == "postgresql":  # the mark and the claim in one durable statement
+        assert sent == ["WITH"], sent
+    job = store.job(first)
+    assert (job["state"], job["worker"], job["fence"]) == ("running", "w", 6)
+    assert store.claim_fenced(second, "w", "pico", 6) == (False, False)  # not above the mark: nothing claimed
+    assert store.job(second)["state"] == "queued"
+    assert store.claim_fenced(first, "w", "pico", 7) == (True, False)  # the mark rises; a running job stays
+    assert store.claim_fenced(third, "w", "nothing-yet", 1) == (False, False)  # no row: FenceStore.claim makes it
+    assert FenceStore(store.url).high("pico") == 7 and store.job(first)["fence"] == 6
+
+
+def test_the_verdict_carries_the_serial_log_and_the_last_step(store):
+    job_id = store.create_job("j", "t", None, {"steps": []})
+    assert store.take(job_id, "w", 0.0) and store.claim(job_id, "w", fence=1)
+    sent = _statements(store)
+    last = [(0, {"name": "s0", "command": "c", "status": "pass", "exit_status": 0, "output": "ok"})]
+    logs = [("serial-console.log", "boot\nlogin: \n"), ("serial-debug.log", "dbg\n")]
+    assert store.finish(job_id, "complete", "passed", "all steps passed", steps=last, artifacts=logs)
+    if store.engine.dialect.name == "postgresql":
+        assert sent == ["WITH"], sent
+    job = store.job(job_id)
+    assert (job["state"], job["result"], [s["output"] for s in job["steps"]]) == ("done", "passed", ["ok"])
+    assert store.list_artifacts(job_id) == dict(logs)
+
+
+def test_a_lease_claims_the_job_with_its_token_and_a_refused_token_claims_nothing(tmp_path):
+    """The runner's road (``leases.acquire(claim=...)``): the target's first lease makes the mark's row and the
+    runner claims the job itself; later ones claim it with the token in one statement. A token the durable mark
+    refuses (Redis forgot its counter, another host claimed higher) claims no job; the next token does."""
+    import os
+
+    from bench_agent.jobs import leases
+    from bench_agent.jobs.fences import FenceStore
+    from peerhelp import REDIS, PrivateRedis
+
+    if not os.path.exists(REDIS):
+        pytest.skip("redis-server not installed (scripts/system-deps.sh)")
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    store, redis = ResultStore(url), PrivateRedis(tmp_path)
+    redis.start()
+    try:
+        leasing = leases.RedisLeaseStore(redis.url, "t:", FenceStore(url))
+        ids = store.create_jobs([("j", "pico", None, {})] * 3)
+
+        def take(job_id: int) -> leases.Lease:
+            return leases.acquire(leasing, "pico", {"holder": "w"}, ttl_s=30, wait_s=5, durable_fence=False,
+                                  claim=lambda target, token: store.claim_fenced(job_id, "w", target, token))
+
+        first = take(ids[0])
+        assert first.claimed is None and store.job(ids[0])["state"] == "queued"  # no row yet: claimed apart
+        first.release()
+        second = take(ids[1])
+        assert second.claimed is True and store.job(ids[1])["fence"] == second.token == first.token + 1
+        second.release()
+        assert FenceStore(url).claim("pico", second.token + 7)  # another host, while this Redis loses its data
+        leasing.r.flushall()
+        third = take(ids[2])
+        assert third.claimed is True and third.token > second.token + 7
+        assert store.job(ids[2])["fence"] == third.token
+        third.release()
+    finally:
+        redis.stop()

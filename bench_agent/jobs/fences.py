@@ -15,7 +15,10 @@ target's lease is taken by the worker of its host *and* by ``panio job run``
 on the controller (with ``PANIO_REDIS_URL``), on different machines. Both
 already share the results database (a worker must use the controller's
 ``PANIO_RESULTS_URL`` or the controller never sees its results); a file would
-be seen by one machine only. A job's own row records its token too (``fence``).
+be seen by one machine only. A job's own row records its token too (``fence``):
+a job's runner raises the mark and claims the job in one durable statement
+(``ResultStore.claim_fenced``, through ``leases.acquire``'s ``claim``) once the
+target's mark has a row; the first lease of a target makes the row here.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import functools
 import os
 from bench_agent.errors import Unreachable
+from bench_agent.jobs.sql import RAISE_FENCE
 
 TYPE_CHECKING = False  # avoid importing typing at start-up: `panio job status` reads the results URL from here
 if TYPE_CHECKING:
@@ -126,13 +130,23 @@ class FenceStore:
             self._seen.pop(target, None)
         return advanced
 
+    def claimed(self, target: str, token: int, claim) -> tuple[bool, bool]:
+        """``claim(target, token)`` (``leases.Claim``: it raises this mark with the caller's own record, in one
+        statement), remembered as ``claim`` would remember it; its answer."""
+        raised, mine = self._guard(lambda: claim(target, int(token)))
+        if raised:
+            self._seen[target] = int(token)
+        else:
+            self._seen.pop(target, None)
+        return raised, mine
+
     def _claim(self, target: str, token: int, engine) -> bool:
         import sqlalchemy as sa
 
         t = self.table
         for _ in range(3):  # each statement on its own (one round trip on PostgreSQL): none needs another's snapshot
             with engine.begin() as c:
-                if c.execute(t.update().where(t.c.target == target, t.c.high < token).values(high=token)).rowcount:
+                if RAISE_FENCE.run(c, p_target=target, p_fence=token).rowcount:  # built once: it runs for every lease
                     return True
             with self.single.connect() as c:
                 high = c.execute(t.select().with_only_columns(t.c.high).where(t.c.target == target)).scalar()

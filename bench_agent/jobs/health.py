@@ -27,6 +27,8 @@ import threading
 import time
 from typing import Any
 
+from bench_agent.jobs.sql import Prepared
+
 HEALTHS = ("good", "bad", "maintenance", "unknown")
 BLOCKING = ("bad", "maintenance")  # no new job runs on a target in these
 RETRY_S = 60.0  # the first automatic re-check of a bad target (the lab's [targets.T.health_check] retry_s)
@@ -86,6 +88,16 @@ def _create(md, engine, current) -> None:
     create_tables(engine, md, then=add_columns)
 
 
+def _get(dialect: str):
+    import sqlalchemy as sa
+
+    current = _tables()[1]
+    return current.select().where(current.c.target == sa.bindparam("p_target"))
+
+
+_GET = Prepared(_get)
+
+
 class HealthStore:
     """Targets' health and its history; every method is one short transaction."""
 
@@ -101,8 +113,8 @@ class HealthStore:
                 _CREATED.add(url)
 
     def get(self, target: str) -> dict[str, Any]:
-        with self.single.connect() as c:
-            row = c.execute(self.current.select().where(self.current.c.target == target)).mappings().first()
+        with self.single.connect() as c:  # before every job: a statement built once
+            row = _GET.run(c, p_target=target).mappings().first()
         if row is None:
             return {"target": target, "health": "unknown", "reason": "never checked", "set_by": None,
                     "set_at": None, "job_id": None, "checked_at": None, "recheck_at": None, "failures": None}

@@ -97,6 +97,7 @@ class Lease:
         self.ttl_s: float | None = None  # set by ``keep``: a kept lease whose key vanished may be retaken
         self._retaking = threading.Lock()
         self.at_once = False  # ``acquire`` got it on its first try (nothing waited in between)
+        self.claimed: bool | None = None  # what ``acquire``'s ``claim`` said of the caller's record (None: not run)
         self.granted_at: float | None = None  # monotonic time its store confirmed it held, as it was granted
 
     @property
@@ -181,10 +182,15 @@ class Presented:
 
     def __repr__(self) -> str:
         return f"<credential of {self.lease!r}>"
+# ``claim(target, token) -> (token claimed, the caller's own record claimed)``: a caller's claim of its own
+# record (a job's claim) that also claims the token as the target's new fencing high-water mark, in one
+# statement (``ResultStore.claim_fenced``).
+Claim = Callable[[str, int], tuple[bool, bool]]
 
 
 class LeaseStore(Protocol):
-    def try_acquire(self, target: str, info: dict, ttl_s: float, durable_fence: bool = True) -> Lease | None: ...
+    def try_acquire(self, target: str, info: dict, ttl_s: float, durable_fence: bool = True,
+                    claim: Claim | None = None) -> Lease | None: ...
     def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool: ...
     def check(self, target: str, token: int, owner: str | None = None) -> None: ...
     def release(self, target: str, token: int, owner: str | None = None) -> None: ...
@@ -195,16 +201,18 @@ class LeaseStore(Protocol):
 
 
 def acquire(store: LeaseStore, target: str, info: dict, ttl_s: float, wait_s: float,
-            should_stop=lambda: False, durable_fence: bool = True) -> Lease:
+            should_stop=lambda: False, durable_fence: bool = True, claim: Claim | None = None) -> Lease:
     """Take the lease on ``target``, waiting up to ``wait_s``; ``Busy`` naming the holder if not obtained.
     ``durable_fence=False``: the caller commits durably to the results database before it acts with the token
-    (a job's claim), which makes the token's claim durable too (``FenceStore.claim``)."""
+    (a job's claim), which makes the token's claim durable too (``FenceStore.claim``). ``claim``: the store may
+    claim the token with the caller's own record in one statement (``Claim``); ``Lease.claimed`` says whether
+    it did (None: the caller claims its record itself)."""
     deadline = time.monotonic() + wait_s
     first = True
     while True:
         seen = RELEASED.count
         try:
-            lease = store.try_acquire(target, info, ttl_s, durable_fence)
+            lease = store.try_acquire(target, info, ttl_s, durable_fence, claim)
         except Unreachable:
             if time.monotonic() >= deadline or should_stop():
                 raise
@@ -321,7 +329,8 @@ class RedisLeaseStore:
             self._fences = FenceStore()
         return self._fences
 
-    def try_acquire(self, target: str, info: dict, ttl_s: float, durable_fence: bool = True) -> Lease | None:
+    def try_acquire(self, target: str, info: dict, ttl_s: float, durable_fence: bool = True,
+                    claim: Claim | None = None) -> Lease | None:
         key = self._key(target)
         if not self.fences.known(target) and self._do(self.r.exists, key):
             return None  # held: no database round trip while a job waits for the lease (the script checks too)
@@ -331,12 +340,18 @@ class RedisLeaseStore:
         if not token:
             return None
         try:
-            # Claimed durably before anyone acts with it; then confirmed, in case Redis restarted in between.
-            if self.fences.claim(target, token, durable_fence):
+            if claim is not None and self.fences.high(target) > 0:  # read above: the mark has a row to raise
+                # Confirmed first, then claimed with the caller's record. Should Redis restart in between and
+                # hand this token to another holder, only one of the two claims it; the other is refused, and
+                # the host's lease guard refuses every request of a holder whose lease Redis no longer has.
                 self.check(target, token, owner)
-                lease = Lease(self, target, token, info, owner, secret)
-                lease.granted_at = time.monotonic()
-                return lease
+                claimed, mine = self.fences.claimed(target, token, claim)
+                if claimed:
+                    return self._granted(target, token, info, owner, secret, mine)
+            # Claimed durably before anyone acts with it; then confirmed, in case Redis restarted in between.
+            elif self.fences.claim(target, token, durable_fence):
+                self.check(target, token, owner)
+                return self._granted(target, token, info, owner, secret)
         except Refused:
             return None
         except BaseException:
@@ -366,6 +381,11 @@ class RedisLeaseStore:
             return False
         lease.token, lease.owner, lease.secret = token, owner, secret
         return True
+    def _granted(self, target: str, token: int, info: dict, owner: str, secret: str,
+                 claimed: bool | None = None) -> Lease:
+        lease = Lease(self, target, token, info, owner, secret)
+        lease.granted_at, lease.claimed = time.monotonic(), claimed
+        return lease
 
     def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool:
         return bool(self._do(self.r.eval, _RENEW, 1, self._key(target), str(token), owner or "", int(ttl_s * 1000)))
@@ -438,7 +458,8 @@ class FileLeaseStore:
     def _path(self, target: str) -> Path:
         return self.dir / f"{target}.lease"
 
-    def try_acquire(self, target: str, info: dict, ttl_s: float, durable_fence: bool = True) -> Lease | None:
+    def try_acquire(self, target: str, info: dict, ttl_s: float, durable_fence: bool = True,
+                    claim: Claim | None = None) -> Lease | None:
         self.dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self._path(target), os.O_RDWR | os.O_CREAT, 0o600)  # it holds the lease's secret
         try:

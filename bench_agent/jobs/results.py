@@ -24,6 +24,7 @@ from typing import Any
 
 from bench_agent.errors import ConfigInvalid, Unreachable
 from bench_agent.jobs import results_read as reads
+from bench_agent.jobs import sql
 from bench_agent.jobs.results_read import JOB_FILTERS, NOT_DONE, job_dict as _job_dict, step_dict as _step_dict
 
 BINARY_SUFFIXES = (".png",)  # artifacts kept as bytes (screenshots); every other artifact is text
@@ -227,6 +228,8 @@ class ResultStore:
         self.engine, self.single = _engine(url), _autocommit(url)
         self.relaxed, self.relaxed_single = _engine(url, relaxed=True), _autocommit(url, relaxed=True)
         self.md, self.jobs, self.steps, self.artifacts = _tables()
+        # the job road's statements built once (``sql``): both engines have INSERT ... ON CONFLICT
+        self._prepared = self.engine.dialect.name in ("postgresql", "sqlite")
         if url not in _ENSURED:  # create the tables once per process and database
             self._ensure()
             _ENSURED.add(url)
@@ -262,6 +265,11 @@ class ResultStore:
         changed."""
         with (self.relaxed_single if relaxed else self.single).begin() as c:  # autocommit: begin sends nothing
             return c.execute(statement).rowcount
+
+    def _run(self, prepared: sql.Prepared, relaxed: bool = False, **values: Any) -> int:
+        """``_one`` for a statement built once (``sql.Prepared``); how many rows it changed."""
+        with (self.relaxed_single if relaxed else self.single).begin() as c:
+            return prepared.run(c, **values).rowcount
 
     def _reading(self):
         """A connection for reads: each statement sees what is committed when it starts, as in a transaction at
@@ -300,11 +308,8 @@ class ResultStore:
     def take(self, job_id: int, worker: str, stale_before: float) -> bool:
         """Hold a queued job for ``worker`` (it waits for its lease); False if a live runner holds it,
         it was canceled or it started. A holder whose beat is older than ``stale_before`` counts as gone."""
-        j = self.jobs.c
-        return self._one(self.jobs.update()
-                         .where(j.id == job_id, j.state == "queued", j.cancel_requested.is_(False),
-                                (j.worker.is_(None)) | (j.worker == worker) | (j.beat_at < stale_before))
-                         .values(worker=worker, beat_at=time.time()), relaxed=True) == 1
+        return self._run(sql.TAKE, relaxed=True, p_id=job_id, p_worker=worker, p_stale=stale_before,
+                         p_now=time.time()) == 1
 
     def beat(self, job_ids: list[int]) -> None:
         """The runners of ``job_ids`` are alive."""
@@ -332,20 +337,31 @@ class ResultStore:
     def claim(self, job_id: int, worker: str, fence: int | None = None) -> bool:
         """Move a queued job to running for ``worker`` (with ``fence``, the token of the lease it holds);
         False if someone else already has (or had) it."""
-        now = time.time()
-        leased = {} if fence is None else {"fence": fence, "leased_at": now}
-        return self._one(self.jobs.update()
-                         .where(self.jobs.c.id == job_id, self.jobs.c.state == "queued")
-                         .values(state="running", worker=worker, started_at=now, **leased)) == 1
+        if fence is None:
+            return self._run(sql.CLAIM, p_id=job_id, p_worker=worker, p_now=time.time()) == 1
+        return self._run(sql.CLAIM_FENCED, p_id=job_id, p_worker=worker, p_now=time.time(), p_fence=fence) == 1
+
+    def claim_fenced(self, job_id: int, worker: str, target: str, fence: int) -> tuple[bool, bool]:
+        """Raise ``target``'s fencing mark to ``fence`` (``fences``: only if above it) and, only if that was done,
+        ``claim`` the job with it, durably: one statement on PostgreSQL, one transaction on SQLite. (mark raised,
+        job claimed); a mark without a row yet is not raised (``FenceStore.claim`` makes it)."""
+        values = {"p_target": target, "p_fence": int(fence), "p_id": job_id, "p_worker": worker, "p_now": time.time()}
+        if self.relaxed is not self.engine:
+            with self.single.begin() as c:
+                raised, claimed = sql.CLAIM_FENCED_PG.run(c, **values).one()
+            return bool(raised), bool(claimed)
+        with self.engine.begin() as c:
+            if not sql.RAISE_FENCE.run(c, p_target=target, p_fence=int(fence)).rowcount:
+                return False, False
+            return True, sql.CLAIM_FENCED.run(c, **values).rowcount == 1
 
     def set_fence(self, job_id: int, fence: int) -> None:
         self._one(self.jobs.update().where(self.jobs.c.id == job_id).values(fence=fence, leased_at=time.time()),
                   relaxed=True)
 
     def record_step(self, job_id: int, idx: int, step: dict) -> None:
-        upsert = self._upsert(self.steps, {"job_id": job_id, "idx": idx}, _step_row(step))
-        if upsert is not None:
-            self._one(upsert, relaxed=True)
+        if self._prepared:
+            self._run(sql.STEP, relaxed=True, **sql.step_values("s_", job_id, idx, _step_row(step)))
             return
         with self.relaxed.begin() as c:
             self._put_step(c, job_id, idx, step)
@@ -374,6 +390,11 @@ class ResultStore:
 
     def _start(self, c, job_id: int, idx: int, step: dict, done: list[tuple[int, dict]] = ()) -> bool:
         """``done`` (PostgreSQL only: SQLite's caller writes them first, in its transaction) ride along."""
+        if self._prepared and len(done) <= 1:  # the usual case (a step's start carries the previous step's record)
+            values = sql.step_values("r_", job_id, idx, _step_row(step))
+            if done:
+                values.update(sql.step_values("d_", job_id, done[0][0], _step_row(done[0][1])))
+            return sql.start(bool(done)).run(c, **values).first() is not None
         start = self._start_unless_canceled(job_id, idx, step)
         if start is not None:
             return c.execute(self._with_steps(start, job_id, done)).first() is not None
@@ -417,6 +438,9 @@ class ResultStore:
         return statement.add_cte(ins.cte("recorded_steps"))
 
     def _put_step(self, c, job_id: int, idx: int, step: dict) -> None:
+        if self._prepared:
+            sql.STEP.run(c, **sql.step_values("s_", job_id, idx, _step_row(step)))
+            return
         upsert = self._upsert(self.steps, {"job_id": job_id, "idx": idx}, _step_row(step))
         if upsert is not None:
             c.execute(upsert)
@@ -451,6 +475,9 @@ class ResultStore:
             raise ValueError(f"artifact {name!r}: bytes go with {BINARY_SUFFIXES} names, text with the others")
         if isinstance(content, bytes):
             content = base64.b64encode(content).decode()
+        if self._prepared:
+            self._run(sql.ARTIFACT, relaxed=True, p_job=job_id, p_name=name, p_content=content)
+            return
         upsert = self._upsert(self.artifacts, {"job_id": job_id, "name": name}, {"content": content})
         if upsert is not None:
             self._one(upsert, relaxed=True)
@@ -461,9 +488,26 @@ class ResultStore:
 
     def finish(self, job_id: int, health: str, result: str | None, reason: str = "",
                error: dict | None = None, only_if_running: bool = False, only_if_queued: bool = False,
-               steps: list[tuple[int, dict]] = ()) -> bool:
-        """The verdict (durable); ``steps``: ``(idx, step)`` records written with it: in the same transaction on
-        SQLite, in the verdict's own statement on PostgreSQL (a WITH: one round trip)."""
+               steps: list[tuple[int, dict]] = (), artifacts: list[tuple[str, str]] = ()) -> bool:
+        """The verdict (durable); ``steps``: ``(idx, step)`` records and ``artifacts``: ``(name, text)`` written
+        with it: in the same transaction on SQLite, in the verdict's own statement on PostgreSQL (WITHs: one
+        round trip). They are written even if the job was done already (its verdict then stays)."""
+        only = "running" if only_if_running else "queued" if only_if_queued else None
+        pg = self.relaxed is not self.engine
+        if self._prepared and not (only_if_running and only_if_queued) and (len(steps) <= 1 or not pg):
+            values = {"p_id": job_id, "p_health": health, "p_result": result, "p_reason": reason,
+                      "p_error": json.dumps(error) if error else None, "p_now": time.time()}
+            if pg or not (steps or artifacts):  # one statement
+                values.update(sql.artifact_values(job_id, list(artifacts)))
+                if steps:
+                    values.update(sql.step_values("d_", job_id, steps[0][0], _step_row(steps[0][1])))
+                return self._run(sql.finish(only, bool(steps), len(artifacts)), **values) == 1
+            with self.engine.begin() as c:
+                for idx, step in steps:
+                    self._put_step(c, job_id, idx, step)
+                for name, content in artifacts:
+                    sql.ARTIFACT.run(c, p_job=job_id, p_name=name, p_content=content)
+                return sql.finish(only, False).run(c, **values).rowcount == 1
         q = self.jobs.update().where(self.jobs.c.id == job_id, self.jobs.c.state != "done")
         if only_if_running:
             q = q.where(self.jobs.c.state == "running")
@@ -471,14 +515,18 @@ class ResultStore:
             q = q.where(self.jobs.c.state == "queued")
         q = q.values(state="done", health=health, result=result, reason=reason,
                      error=json.dumps(error) if error else None, finished_at=time.time())
-        if steps and self.relaxed is not self.engine:
-            return self._one(self._with_steps(q, job_id, steps)) == 1  # one round trip: the records ride along
-        if not steps:
-            return self._one(q) == 1
-        with self.engine.begin() as c:
-            for idx, step in steps:
-                self._put_step(c, job_id, idx, step)
-            return c.execute(q).rowcount == 1
+        if steps and pg:
+            done = self._one(self._with_steps(q, job_id, steps)) == 1  # one round trip: the records ride along
+        elif not steps:
+            done = self._one(q) == 1
+        else:
+            with self.engine.begin() as c:
+                for idx, step in steps:
+                    self._put_step(c, job_id, idx, step)
+                done = c.execute(q).rowcount == 1
+        for name, content in artifacts:
+            self.add_artifact(job_id, name, content)
+        return done
 
     def request_cancel(self, job_id: int) -> None:
         self._one(self.jobs.update().where(self.jobs.c.id == job_id).values(cancel_requested=True))

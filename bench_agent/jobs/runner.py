@@ -101,6 +101,7 @@ class JobRunner:
         self.heartbeat = heartbeat or reconcile.Heartbeat(store)
         self._health = None
         self._held: list[tuple[list | None, str, dict]] | None = None  # notifications waiting for the serial log
+        self._window: tuple[dict, Any] | None = None  # the serial log's marks and the lease's credential
 
     def run(self, payload: dict) -> dict | None:
         """Run the job; None if it is not this runner's to run (another live runner holds it, it started, or
@@ -141,7 +142,8 @@ class JobRunner:
                 self.leases, payload["target"],
                 {"holder": self.worker, "job": job_id, "name": payload["name"]},
                 payload.get("lease_ttl_s", 30), wait_s if left_s is None else min(wait_s, left_s),
-                should_stop=stopped, durable_fence=False)  # the claim below is durable, and comes first
+                should_stop=stopped, durable_fence=False,  # the claim below is durable, and comes first
+                claim=lambda target, token: self.store.claim_fenced(job_id, self.worker, target, token))
         except (Busy, Unreachable) as err:
             if self.store.state(job_id) != "queued":
                 return None
@@ -151,22 +153,24 @@ class JobRunner:
             return self._finish(payload, "incomplete", None, f"lease not obtained: {err.message}", err.to_json())
         try:
             # Leased first, claimed second: a job waiting for its lease stays queued, so if its worker
-            # dies a reconciler can send it again; the claim makes sure only one copy ever runs it.
-            if not self.store.claim(job_id, self.worker, fence=lease.token):
+            # dies a reconciler can send it again; the claim makes sure only one copy ever runs it. The lease
+            # store claimed it already with the token's fencing mark when it could (one statement).
+            claimed = lease.claimed
+            if claimed is None:
+                claimed = self.store.claim(job_id, self.worker, fence=lease.token)
+            if not claimed:
                 return None
             lease.on_retake = lambda: self._retaken(job_id, lease)
             lease.keep(payload.get("lease_ttl_s", 30))
             self.progress("job_start", {"job_id": job_id, "target": payload["target"]})
             # One road to the target for the job's steps: a dispatcher keeps its connections (one SSH set-up).
             call = self.caller(payload["target"], leasing.Presented(lease), self.leases)
-            marks = serial_window.marks(payload, call)
+            self._window = (serial_window.marks(payload, call), leasing.Presented(lease))
             self._held = []  # a failure's notification carries its triage, which reads the serial log
             try:
                 return self._checked_steps(payload, lease, call)
             finally:
-                # a road of its own: a step stopped at its deadline may still hold the steps' connection
-                road = self.caller(payload["target"], leasing.Presented(lease), self.leases)
-                for name, text in serial_window.artifacts(payload, marks, road):
+                for name, text in self._serial_log(payload):  # unless the verdict carried it
                     self.store.add_artifact(job_id, name, text)
         finally:
             lease.release()
@@ -380,9 +384,25 @@ class JobRunner:
         if done:
             done.clear()
 
+    def _serial_log(self, payload: dict) -> list[tuple[str, str]]:
+        """The job's serial-log artifacts (``serial_window``), read once: with the verdict, or after it when the
+        target's health check runs after the job (its output belongs to the job's log)."""
+        if self._window is None:
+            return []
+        marks, credential = self._window
+        # a road of its own: a step stopped at its deadline may still hold the steps' connection
+        found = serial_window.artifacts(payload, marks, self.caller(payload["target"], credential, self.leases))
+        self._window = None
+        return found
+
     def _finish(self, payload: dict, health: str, result: str | None, reason: str, error: dict | None = None,
                 gated: bool = False, done: list[tuple[int, dict]] | None = None) -> dict:
-        self.store.finish(payload["job_id"], health, result, reason, error, steps=done or ())
+        artifacts: list[tuple[str, str]] = []
+        if not (health == "incomplete" and payload.get("health_check")):
+            # a failure to read it is raised by ``_run``'s own read, after the verdict, as before
+            with contextlib.suppress(Exception):
+                artifacts = self._serial_log(payload)
+        self.store.finish(payload["job_id"], health, result, reason, error, steps=done or (), artifacts=artifacts)
         if done:
             done.clear()
         summary = {"job_id": payload["job_id"], "health": health, "result": result, "reason": reason, "error": error}

@@ -38,6 +38,7 @@ cannot verify before it is decoded.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
@@ -206,11 +207,16 @@ class WorkerContext:
         return thread
 
 
-def _log_event(event: str, data: dict[str, Any]) -> None:
-    """The worker's log: one line when a job starts, per step started and finished, and at its end."""
+@functools.cache  # once per process: Celery's lookup re-parents the logger each time (four lines a job)
+def _task_log():
     from celery.utils.log import get_task_logger
 
-    log = get_task_logger("panio.worker")
+    return get_task_logger("panio.worker")
+
+
+def _log_event(event: str, data: dict[str, Any]) -> None:
+    """The worker's log: one line when a job starts, per step started and finished, and at its end."""
+    log = _task_log()
     if event == "job_start":
         log.info("job %s: leased %s, running", data["job_id"], data["target"])
     elif event == "step_start":
