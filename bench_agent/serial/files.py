@@ -1,4 +1,5 @@
-"""Where serial state lives on a control host.
+"""Where serial state lives on a control host, in the lab's state directory (``<state>/labs/<lab key>``,
+``bench_agent.paths.lab_state_dir``; ``<state>`` itself for a caller with no lab):
 
     <state>/serial/<target>/<iface>.log[.N]   record logs (current segment, older ones)
     <state>/serial/<target>/<iface>.log[.N].gaps  each segment's gap count (see logstore)
@@ -14,10 +15,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bench_agent.paths import state_dir  # noqa: F401  (re-exported for the serial modules)
+from bench_agent.paths import lab_state_dir
 
 MAX_SOCKET_PATH = 100
 SUPERVISOR = "bench_agent.serial.supervisor"  # the capture daemon's module, in its command line
+
+
+def state_dir() -> Path:
+    """The current lab's state directory: every serial path below is a lab's."""
+    return lab_state_dir()
 
 
 def target_dir(target: str, state: Path | None = None) -> Path:
@@ -30,6 +36,14 @@ def log_path(target: str, iface: str, state: Path | None = None) -> Path:
 
 def daemons_dir(state: Path | None = None) -> Path:
     return (state or state_dir()) / "daemons"
+
+
+def every_lab_daemons_dir() -> list[Path]:
+    """The daemons directories of every lab on this machine, and the bare one (no lab, or from before labs):
+    for what is physical and shared by all of them, a network port that one lab's capture holds."""
+    from bench_agent.paths import known_labs, legacy_state_dir
+
+    return [daemons_dir(legacy_state_dir()), *(daemons_dir(lab_state_dir(key)) for key in known_labs())]
 
 
 def discovery_path(target: str, state: Path | None = None) -> Path:

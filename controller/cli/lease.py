@@ -14,7 +14,8 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
         "commands that change that target are refused naming the holder, by the control\n"
         "host itself, whatever the caller's environment (see `panio lease store`). Leases\n"
         "live in Redis (PANIO_REDIS_URL or PANIO_BROKER, else the store this host recorded),\n"
-        "else in file locks on this machine."
+        "else in file locks on this machine. Each lab's leases are its own: a lease on one\n"
+        "lab's target never blocks another lab's target of the same name."
     )
     sub = subcommands(p)
     c = command(sub, "list", "list held leases: target, holder, job, fencing token, time left", func=list_,
@@ -43,14 +44,17 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     add_json(c)
 
 
-def _store():
+def _store(args: argparse.Namespace):
+    """The lab's leases (another lab's target of the same name is another target); no lab file: no lab's."""
     from controller import backends
+    from controller.cli.common import lab_if_any
 
-    return backends.lease_store()
+    lab = lab_if_any(args)
+    return backends.lease_store(lab.key if lab is not None else None)
 
 
 def list_(args: argparse.Namespace) -> None:
-    store = _store()
+    store = _store(args)
     if args.breaks:
         records = store.breaks() if hasattr(store, "breaks") else []
         if args.json:
@@ -78,7 +82,7 @@ def break_(args: argparse.Namespace) -> None:
 
     from bench_agent.errors import NotRunning
 
-    record = _store().break_(args.target, f"{getpass.getuser()}@{socket.gethostname()}")
+    record = _store(args).break_(args.target, f"{getpass.getuser()}@{socket.gethostname()}")
     if record is None:
         raise NotRunning(f"target {args.target!r} is not leased", hint="see `panio lease list`", target=args.target)
     if args.json:

@@ -86,7 +86,7 @@ class PluginSession:
         from controller.backends import lease_store
 
         info = {"holder": leases.holder_name(self.holder), "name": "pytest session"}
-        lease = leases.acquire(lease_store(), name, info, LEASE_TTL_S, self.lease_wait_s)
+        lease = leases.acquire(lease_store(self.lab.key), name, info, LEASE_TTL_S, self.lease_wait_s)
         lease.keep(LEASE_TTL_S)
         self._leases[name] = lease
         return lease
