@@ -47,25 +47,29 @@ def redis_prefix() -> str:
 _REDIS_STORES: dict[tuple[str, str], object] = {}
 
 
+NO_LAB = ""  # ``lease_store(NO_LAB)``: the leases of no lab (the scheduler's own, which all labs share)
+
+
 def lease_store(lab_key: str | None = None):
     """Redis leases when Redis is configured, else the Redis store this host recorded (so a shell without
     PANIO_BROKER on a worker's host still sees the worker's leases), else file leases in the state directory.
     One client per process: a connection per call costs ~1 ms. Fencing tokens are claimed in the results
     database (``bench_agent.jobs.fences``), so they never go backwards when Redis loses its data.
 
-    Leases are a lab's (``lab_key``, else this process's lab: ``bench_agent.paths.current_lab``), so two labs
-    that both name a target ``h`` never block each other (``bench_agent.jobs.leases.lab_prefix``)."""
+    Leases are a lab's (``lab_key``, else this process's lab: ``bench_agent.paths.current_lab``; ``NO_LAB``:
+    no lab's), so two labs that both name a target ``h`` never block each other
+    (``bench_agent.jobs.leases.lab_prefix``)."""
     from bench_agent.jobs import lease_guard
     from bench_agent.jobs import leases
 
-    from bench_agent.paths import current_lab, lab_state_dir
+    from bench_agent.paths import current_lab, lab_state_dir, legacy_state_dir
 
-    lab_key = lab_key or current_lab()
+    lab_key = current_lab() if lab_key is None else lab_key
     url, prefix = redis_url(), redis_prefix()
     if not url:
         mine = lease_guard.recorded()
         if not mine:
-            return leases.FileLeaseStore(lab_state_dir(lab_key) / "leases")
+            return leases.FileLeaseStore((lab_state_dir(lab_key) if lab_key else legacy_state_dir()) / "leases")
         url, prefix = mine[0]["url"], mine[0].get("prefix", "panio:")
     key = (url, prefix)
     if key not in _REDIS_STORES:

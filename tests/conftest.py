@@ -40,10 +40,11 @@ class Panio:
 
     @property
     def lab_key(self) -> str:
-        """The lab's key (``Lab.key``; these labs have no ``[lab] name``): what keys its state and leases."""
+        """The key (``Lab.key``) of the lab it runs with (``PANIO_LAB``; these labs have no ``[lab] name``): what
+        keys its state and leases."""
         from bench_agent.paths import lab_key_of
 
-        return lab_key_of(str(self.lab))
+        return lab_key_of(self.env["PANIO_LAB"])
 
     @property
     def state(self) -> Path:

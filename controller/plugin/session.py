@@ -53,7 +53,10 @@ class PluginSession:
                  holder: str = "pytest") -> None:
         from controller.lab import load
 
+        from bench_agent.paths import set_process_lab
+
         self.lab = load(lab_path)
+        set_process_lab(self.lab.key)  # the session's process works for this lab (its leases, as `lease_store()`)
         for name in names:
             self.lab.target(name)
         self.names, self.lease_wait_s, self.watch, self.holder = names, lease_wait_s, watch, holder
