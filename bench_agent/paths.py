@@ -21,7 +21,6 @@ import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 LAB_ARG = "lab_key"  # the request argument that carries the caller's lab key to the host
@@ -77,27 +76,30 @@ def current_lab() -> str | None:
     return key or _PROCESS_LAB[0]
 
 
-def using_lab(key: str | None) -> Iterator[None]:
-    """A context in which ``current_lab()`` is ``key`` (None: leave it as it is)."""
-    from contextlib import contextmanager
+class _LabScope:
+    """``with using_lab(key):`` the thread's current lab is ``key`` (a ContextVar: one per thread and task)."""
 
-    @contextmanager
-    def scope() -> Iterator[None]:
+    def __init__(self, key: str | None) -> None:
+        self.key, self.token = key, None
+
+    def __enter__(self) -> None:
         global _CALL_LAB
-        if key is None:
-            yield
+        if self.key is None:
             return
         if _CALL_LAB is None:
             import contextvars
 
             _CALL_LAB = contextvars.ContextVar("panio_lab", default=None)
-        token = _CALL_LAB.set(check_lab_key(key))
-        try:
-            yield
-        finally:
-            _CALL_LAB.reset(token)
+        self.token = _CALL_LAB.set(check_lab_key(self.key))
 
-    return scope()
+    def __exit__(self, *exc: object) -> None:
+        if self.token is not None:
+            _CALL_LAB.reset(self.token)
+
+
+def using_lab(key: str | None) -> _LabScope:
+    """A context in which ``current_lab()`` is ``key`` (None: leave it as it is)."""
+    return _LabScope(key)
 
 
 def lab_state_dir(key: str | None = None) -> Path:

@@ -189,3 +189,13 @@ def test_two_lab_files_that_share_a_lab_name_share_their_captures(tmp_path, boar
     c.lab.write_text('[lab]\nname = "Bench Room"\n' + c.lab.read_text())
     r = c.fails("target", "list", code=5)
     assert "lab.name = 'Bench Room' must be lowercase letters" in r.err and r.error["line"] == 2
+
+
+def test_a_lab_key_that_is_not_a_name_is_refused_before_any_path_is_made(tmp_path):
+    """The key names a directory on the host: a request cannot point it elsewhere."""
+    a, _ = _two_labs(tmp_path)
+    for bad in ("../../etc", "A", "x/y", ""):
+        reply = agent_call(a.env, "serial.status", {"target": "h", "lab_key": bad,
+                                                    "iface": {"name": "console", "device": "/dev/null"}})
+        assert reply["error"]["error"] == "usage" and "bad lab key" in reply["error"]["message"], reply
+    assert not (tmp_path / "state" / "labs").exists() and not (tmp_path / "etc").exists()
