@@ -17,7 +17,6 @@ directory itself, the layout before labs were keyed (``legacy``).
 from __future__ import annotations
 
 import os
-import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,7 +24,8 @@ if TYPE_CHECKING:
 
 LAB_ARG = "lab_key"  # the request argument that carries the caller's lab key to the host
 LABS_DIR = "labs"
-LAB_KEY_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")  # a ``[lab] name`` (the lab file's name rule) or ``p-<hash>``
+_KEY_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")  # a key: a ``[lab] name`` (the lab file's name
+_KEY_CHARS = _KEY_FIRST | {"_", "-"}  # rule, [a-z0-9][a-z0-9_-]{0,63}) or ``p-<hash>``; no ``re`` at start-up
 _PROCESS_LAB: list[str | None] = [None]  # the lab this process works for (the controller's CLI sets it)
 _CALL_LAB = None  # a ContextVar, made on first use (a reading command need not import contextvars)
 
@@ -47,12 +47,16 @@ def state_dir_name() -> str:
 
 def check_lab_key(key: object) -> str:
     """``key`` if it is a lab key (it names a directory: no '/', no '..'), else a usage error."""
-    if isinstance(key, str) and LAB_KEY_RE.match(key):
+    if _is_key(key):
         return key
     from bench_agent.errors import UsageError
 
     raise UsageError(f"bad lab key {key!r}: a lab key is lowercase letters, digits, '-' and '_'",
                      argument=LAB_ARG)
+
+
+def _is_key(key: object) -> bool:
+    return isinstance(key, str) and 0 < len(key) <= 64 and key[0] in _KEY_FIRST and set(key) <= _KEY_CHARS
 
 
 def lab_key_of(path: str, name: str | None = None) -> str:
@@ -111,7 +115,7 @@ def lab_state_dir(key: str | None = None) -> Path:
 def known_labs() -> list[str]:
     """The keys of the labs that keep state on this machine (``<state>/labs/*``)."""
     try:
-        return sorted(n for n in os.listdir(os.path.join(state_dir_name(), LABS_DIR)) if LAB_KEY_RE.match(n))
+        return sorted(n for n in os.listdir(os.path.join(state_dir_name(), LABS_DIR)) if _is_key(n))
     except OSError:
         return []
 
