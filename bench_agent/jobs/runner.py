@@ -127,7 +127,10 @@ class JobRunner:
             return None
         self.heartbeat.add(job_id)
         try:
-            return self._run(payload, left_s)
+            from bench_agent.paths import using_lab
+
+            with using_lab(payload.get("lab_key")):  # what a step's body works out here (a TFTP root) is the lab's
+                return self._run(payload, left_s)
         finally:
             self.heartbeat.discard(job_id)
 

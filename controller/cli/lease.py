@@ -53,6 +53,18 @@ def _store(args: argparse.Namespace):
     return backends.lease_store(lab.key if lab is not None else None)
 
 
+def _scheduler(args: argparse.Namespace) -> list[dict]:
+    """The scheduler's lease, which is no lab's (one `schedule serve` for every lab), beside a lab's own."""
+    from bench_agent.paths import current_lab
+    from controller import backends
+    from controller.jobs.schedules import SCHEDULER_LEASE
+
+    if current_lab() is None:
+        return []  # no lab file (`_store` read it): the list is no lab's, the scheduler's included
+    held = backends.lease_store(backends.NO_LAB).current(SCHEDULER_LEASE)
+    return [held] if held else []
+
+
 def list_(args: argparse.Namespace) -> None:
     store = _store(args)
     if args.breaks:
@@ -65,7 +77,7 @@ def list_(args: argparse.Namespace) -> None:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["at"]))
             say(f"{when}  {r['target']:<12} broken by {r['broken_by']} (was {r['was'].get('holder')}, job {r['was'].get('job')})")
         return
-    leases = store.list()
+    leases = store.list() + _scheduler(args)
     if args.json:
         print_json(leases)
         return
