@@ -199,3 +199,36 @@ def test_a_lab_key_that_is_not_a_name_is_refused_before_any_path_is_made(tmp_pat
                                                     "iface": {"name": "console", "device": "/dev/null"}})
         assert reply["error"]["error"] == "usage" and "bad lab key" in reply["error"]["message"], reply
     assert not (tmp_path / "state" / "labs").exists() and not (tmp_path / "etc").exists()
+
+
+LONG = "[[steps]]\nname = 'long'\nrun = 'ping ${target} --count 600 --interval 0.05'\n"
+QUICK = "lease_wait_s = 1\n[[steps]]\nname = 'quick'\nrun = 'ping ${target} --count 1'\n"
+
+
+def test_jobs_of_two_labs_on_one_worker_each_lease_their_own_t1(panio, tmp_path):
+    """A worker serves jobs from two lab files (two directories, no shared `[lab] name`): each job leases its
+    own lab's t1 (the payload names the lab), so lab b's job runs while lab a's holds a's t1."""
+    import shutil
+
+    from jobhelp import job_file, wait_for
+    from peerhelp import Workers, drop_keys, worker_lab
+
+    (tmp_path / "w").mkdir()
+    workers = Workers(tmp_path / "w", SHARED_REDIS)
+    worker_lab(panio, workers)
+    workers.start("h1")
+    (tmp_path / "b").mkdir()
+    other = Panio(tmp_path / "b")
+    other.env = {**panio.env, "PANIO_LAB": str(other.lab)}
+    shutil.copy(workers.lab, other.lab)  # the same hosts and targets: the worker checks them against its own
+    try:
+        long = panio("job", "submit", job_file(tmp_path, LONG, "long.toml"), "--target", "t1", "--json").json()
+        wait_for(lambda: [le for le in panio("lease", "list", "--json").json() if le["target"] == "t1"], 60)
+        r = other("job", "run", job_file(tmp_path, QUICK, "quick.toml"), "--target", "t1", "--json", timeout=120)
+        assert r.json()["result"] == "passed", r.out  # before: busy, a's lease on t1 held b's job back
+        assert [le["job"] for le in panio("lease", "list", "--json").json()] == [long["job_id"]]
+        assert other("lease", "list", "--json").json() == []
+        panio("job", "cancel", str(long["job_id"]))
+    finally:
+        workers.stop_all()
+        drop_keys(SHARED_REDIS, workers.env["PANIO_REDIS_PREFIX"])
