@@ -45,5 +45,5 @@ def test_r1_netboots_the_qemu_board_from_panios_tftp_server_to_a_shell(tmp_path:
         # nothing outlives the run: no QEMU, no capture or netboot daemon
         assert _qemu_of(run_dir) == [] and _daemon_processes(run_dir / "state", every_lab=True) == {}
     finally:
-        for pid in _qemu_of(run_dir) + list(_daemon_processes(run_dir / "state")):
+        for pid in _qemu_of(run_dir) + list(_daemon_processes(run_dir / "state", every_lab=True)):
             os.kill(pid, 9)
