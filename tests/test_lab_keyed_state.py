@@ -232,3 +232,30 @@ def test_jobs_of_two_labs_on_one_worker_each_lease_their_own_t1(panio, tmp_path)
     finally:
         workers.stop_all()
         drop_keys(SHARED_REDIS, workers.env["PANIO_REDIS_PREFIX"])
+
+
+def test_a_network_port_one_lab_captures_is_busy_for_the_other(tmp_path):
+    """A `socket://` port is one port whichever lab names it: no lock says so across the network, so the
+    capture of another lab is found by its discovery file and the second capture is refused naming it."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: [held.append(server.accept()[0]) for _ in range(4)], daemon=True).start()
+    url = f"socket://127.0.0.1:{server.getsockname()[1]}"
+    a, b = _two_labs(tmp_path)
+    try:
+        for p in (a, b):
+            p("init")
+            p("target", "add", "h")
+            p("serial", "add", "console", "-t", "h", "--device", url)
+        pid = a("serial", "watch", "h", "--json").json()["pid"]
+        r = b.fails("serial", "watch", "h", code=8)
+        assert str(pid) in r.err and url in r.err, r.err
+    finally:
+        for pid in supervisor_pids(tmp_path / "state"):
+            kill_and_reap(pid)
+        server.close()
+        for conn in held:
+            conn.close()
