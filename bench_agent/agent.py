@@ -6,7 +6,7 @@ operation costs one round trip over a kept channel instead of a fresh
 
 Protocol, version 1. The agent first writes a hello line::
 
-    {"panio_agent": 1, "pid": 4242, "python": "3.11.7"}
+    {"panio_agent": 1, "pid": 4242, "python": "3.11.7", "lab_keys": true}
 
 then answers each request line with exactly one response line, in order::
 
@@ -82,7 +82,8 @@ def _first_line(fd: int, limit_bytes: int = 1 << 20) -> str:
 
 
 def _hello() -> dict[str, Any]:
-    return {"panio_agent": VERSION, "pid": os.getpid(), "python": platform.python_version()}
+    # lab_keys: requests carry their lab (``bench_agent.paths.LAB_ARG``), and this agent keeps state per lab
+    return {"panio_agent": VERSION, "pid": os.getpid(), "python": platform.python_version(), "lab_keys": True}
 
 
 if __name__ == "__main__":

@@ -1,7 +1,17 @@
-"""Per-user state directory, shared by both sides (the controller re-exports it).
+"""Per-user state directory, shared by both sides (the controller re-exports it), and each lab's part of it.
 
 ``PANIO_STATE_DIR`` overrides; else ``$XDG_STATE_HOME/panio``
-(``~/.local/state/panio``). Logs, daemon files, results and caches live there.
+(``~/.local/state/panio``). Results, keys and caches live there.
+
+What belongs to a lab's targets (capture daemons' logs, epochs, discovery
+files and sockets, file leases, TFTP roots) lives in ``lab_state_dir()``:
+``<state>/labs/<lab key>``, so two labs (or two people whose labs reach one
+control host as the same user) that both name a target ``h`` never see or stop
+each other's ``h``. The lab key travels with every request (``LAB_ARG``);
+``bench_agent.ops.call`` makes it the current lab for the call (``using_lab``),
+and a daemon gets its lab's directory as ``--state-dir``. A caller with no lab
+(an older controller, a test calling an operation directly) gets the state
+directory itself, the layout before labs were keyed (``legacy``).
 """
 
 from __future__ import annotations
@@ -11,6 +21,13 @@ import os
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
+
+LAB_ARG = "lab_key"  # the request argument that carries the caller's lab key to the host
+LABS_DIR = "labs"
+_KEY_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")  # a key: a ``[lab] name`` (the lab file's name
+_KEY_CHARS = _KEY_FIRST | {"_", "-"}  # rule, [a-z0-9][a-z0-9_-]{0,63}) or ``p-<hash>``; no ``re`` at start-up
+_PROCESS_LAB: list[str | None] = [None]  # the lab this process works for (the controller's CLI sets it)
+_CALL_LAB = None  # a ContextVar, made on first use (a reading command need not import contextvars)
 
 
 def state_dir() -> Path:
@@ -26,6 +43,93 @@ def state_dir_name() -> str:
         return override
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return os.path.join(base, "panio")
+
+
+def check_lab_key(key: object) -> str:
+    """``key`` if it is a lab key (it names a directory: no '/', no '..'), else a usage error."""
+    if _is_key(key):
+        return key
+    from bench_agent.errors import UsageError
+
+    raise UsageError(f"bad lab key {key!r}: a lab key is lowercase letters, digits, '-' and '_'",
+                     argument=LAB_ARG)
+
+
+def _is_key(key: object) -> bool:
+    return isinstance(key, str) and 0 < len(key) <= 64 and key[0] in _KEY_FIRST and set(key) <= _KEY_CHARS
+
+
+def lab_key_of(path: str, name: str | None = None) -> str:
+    """The key of the lab file at ``path``: its ``[lab] name``, else ``p-`` and a hash of its real path
+    (two copies of one lab share their captures and leases only if they share a name)."""
+    if name:
+        return check_lab_key(name)
+    import hashlib
+
+    return "p-" + hashlib.sha256(os.path.realpath(path).encode()).hexdigest()[:12]
+
+
+def set_process_lab(key: str | None) -> None:
+    """Make ``key`` this process's lab (the controller, once it has read its lab file)."""
+    _PROCESS_LAB[0] = None if key is None else check_lab_key(key)
+
+
+def current_lab() -> str | None:
+    """The lab of the operation running in this thread, else this process's lab, else None (legacy)."""
+    key = _CALL_LAB.get() if _CALL_LAB is not None else None
+    return key or _PROCESS_LAB[0]
+
+
+class _LabScope:
+    """``with using_lab(key):`` the thread's current lab is ``key`` (a ContextVar: one per thread and task)."""
+
+    def __init__(self, key: str | None) -> None:
+        self.key, self.token = key, None
+
+    def __enter__(self) -> None:
+        global _CALL_LAB
+        if self.key is None:
+            return
+        if _CALL_LAB is None:
+            import contextvars
+
+            _CALL_LAB = contextvars.ContextVar("panio_lab", default=None)
+        self.token = _CALL_LAB.set(check_lab_key(self.key))
+
+    def __exit__(self, *exc: object) -> None:
+        if self.token is not None:
+            _CALL_LAB.reset(self.token)
+
+
+def using_lab(key: str | None) -> _LabScope:
+    """A context in which ``current_lab()`` is ``key`` (None: leave it as it is)."""
+    return _LabScope(key)
+
+
+def lab_state_dir(key: str | None = None) -> Path:
+    """Where the state of the current lab's (or lab ``key``'s) targets lives; the state dir itself with no lab."""
+    from pathlib import Path
+
+    return Path(lab_state_dir_name(key))
+
+
+def lab_state_dir_name(key: str | None = None) -> str:
+    """``lab_state_dir()`` as a string, for a start-up path that need not import pathlib (`serial log`'s)."""
+    key = check_lab_key(key) if key else current_lab()
+    return os.path.join(state_dir_name(), LABS_DIR, key) if key else state_dir_name()
+
+
+def known_labs() -> list[str]:
+    """The keys of the labs that keep state on this machine (``<state>/labs/*``)."""
+    try:
+        return sorted(n for n in os.listdir(os.path.join(state_dir_name(), LABS_DIR)) if _is_key(n))
+    except OSError:
+        return []
+
+
+def legacy_state_dir() -> Path:
+    """Where target state lived before it was keyed by lab (and lives for a caller with no lab)."""
+    return state_dir()
 
 
 # The lab-parse cache (controller.lab.store): one file per lab file, named after the lab's absolute path,

@@ -98,7 +98,10 @@ def run(tmp: Path, a) -> int:
                  ["serial", "add", "console", "-t", "small", "--device", str(tmp / "ttyNONE")],
                  ["serial", "add", "console", "-t", "full", "--device", str(tmp / "ttyNONE")]):
         subprocess.run([PANIO, *args], env=env, check=True, capture_output=True)
-    small, full = (tmp / "state" / "serial" / t / "console.log" for t in ("small", "full"))
+    from bench_agent.paths import lab_key_of
+
+    lab_state = tmp / "state" / "labs" / lab_key_of(str(tmp / "lab.toml"))  # docs/state.md
+    small, full = (lab_state / "serial" / t / "console.log" for t in ("small", "full"))
     full.parent.mkdir(parents=True)
     small.parent.mkdir(parents=True)
     fill(small, 500, a.segment_mib << 20)

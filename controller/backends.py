@@ -4,7 +4,8 @@
 ``PANIO_BROKER``       a ``redis://`` URL: jobs go to Celery workers (default: run in-process);
 ``PANIO_REDIS_URL``    leases in Redis (default: ``PANIO_BROKER``; with neither, the lease store this
                        host recorded (``panio worker``, ``panio lease store --set``), else file
-                       leases in ``state_dir()/leases``, which is all one machine needs);
+                       leases in ``lab_state_dir()/leases``, which is all one machine needs);
+                       either way each lab's leases are its own (``lease_store``);
 ``PANIO_REDIS_PREFIX`` key prefix for leases and job queues (default ``panio:``);
 ``PANIO_VISIBILITY_TIMEOUT_S`` how long the broker keeps a taken job before giving it to another worker.
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 import os
 
 from bench_agent.errors import NotConfigured
-from bench_agent.paths import state_dir
 
 
 def results_url() -> str:
@@ -47,24 +47,34 @@ def redis_prefix() -> str:
 _REDIS_STORES: dict[tuple[str, str], object] = {}
 
 
-def lease_store():
+NO_LAB = ""  # ``lease_store(NO_LAB)``: the leases of no lab (the scheduler's own, which all labs share)
+
+
+def lease_store(lab_key: str | None = None):
     """Redis leases when Redis is configured, else the Redis store this host recorded (so a shell without
     PANIO_BROKER on a worker's host still sees the worker's leases), else file leases in the state directory.
     One client per process: a connection per call costs ~1 ms. Fencing tokens are claimed in the results
-    database (``bench_agent.jobs.fences``), so they never go backwards when Redis loses its data."""
+    database (``bench_agent.jobs.fences``), so they never go backwards when Redis loses its data.
+
+    Leases are a lab's (``lab_key``, else this process's lab: ``bench_agent.paths.current_lab``; ``NO_LAB``:
+    no lab's), so two labs that both name a target ``h`` never block each other
+    (``bench_agent.jobs.leases.lab_prefix``)."""
     from bench_agent.jobs import lease_guard
     from bench_agent.jobs import leases
 
+    from bench_agent.paths import current_lab, lab_state_dir, legacy_state_dir
+
+    lab_key = current_lab() if lab_key is None else lab_key
     url, prefix = redis_url(), redis_prefix()
     if not url:
         mine = lease_guard.recorded()
         if not mine:
-            return leases.FileLeaseStore(state_dir() / "leases")
+            return leases.FileLeaseStore((lab_state_dir(lab_key) if lab_key else legacy_state_dir()) / "leases")
         url, prefix = mine[0]["url"], mine[0].get("prefix", "panio:")
     key = (url, prefix)
     if key not in _REDIS_STORES:
         _REDIS_STORES[key] = leases.RedisLeaseStore(url, prefix)  # fences: the results database, opened on use
-    return _REDIS_STORES[key]
+    return _REDIS_STORES[key].for_lab(lab_key)
 
 
 def visibility_timeout_s() -> float:

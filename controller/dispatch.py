@@ -8,7 +8,8 @@ reaches an operation through ``Dispatcher.call``, which, in this order:
 2. checks the lease, for side effects only: reads (``serial log``,
    ``power-state``...) pass while another holder leases the target, side
    effects are refused naming the holder (a job's own steps carry its token);
-3. sends ``{"op", "args", "deadline_s"}`` (the deadline from the spec) to the
+3. sends ``{"op", "args", "deadline_s"}`` (the deadline from the spec; ``args``
+   with the lab's key, so the host keeps each lab's targets apart) to the
    target's host's transport, through ``interactive`` for a byte stream;
 4. translates errors once: a side effect that failed as ``unreachable`` or
    ``timeout`` says its outcome is unknown, and anything that is not a
@@ -43,6 +44,14 @@ class Dispatcher:
         self._given = transport
         self._leases = leases  # a LeaseStore; None: the environment's (controller.backends)
         self._open: dict[str | None, Transport] = {}
+        self._key: str | None = None
+
+    @property
+    def lab_key(self) -> str | None:
+        """The lab's key (``Lab.key``), worked out once per dispatcher; None without a lab."""
+        if self._key is None and self.lab is not None:
+            self._key = self.lab.key
+        return self._key
 
     # --- the road ----------------------------------------------------------
 
@@ -66,6 +75,10 @@ class Dispatcher:
             if spec.side_effect and not self._host_checks_the_same_store(host) and not _overriding():
                 self._check_lease(target)  # an operator's override is decided by the host (lease_override)
             args = self._with_token(args)  # the host checks it again: a job's steps present their lease
+        if self.lab is not None:  # the host keeps the target's state (captures, logs, leases) per lab
+            from bench_agent.paths import LAB_ARG
+
+            args = {**args, LAB_ARG: self.lab_key}
         request = {"op": op, "args": args, "deadline_s": deadline_s}
         transport = self.transport_for(host)
         try:
@@ -90,7 +103,7 @@ class Dispatcher:
         if self._leases is None:
             from controller.backends import lease_store
 
-            self._leases = lease_store()
+            self._leases = lease_store(self.lab_key)
         return self._leases
 
     def _check_lease(self, target: str) -> None:

@@ -285,21 +285,22 @@ def run(sc: Scenario, root: Path, guard: Guard, lab: Path | None = None, target:
 
 
 def _end_leftovers(state: Path, grace_s: float = 5.0) -> None:
-    """End, by pid, any daemon process still started with this private ``--state-dir`` (only this run's)."""
+    """End, by pid, any daemon process still started with this private ``--state-dir`` or a lab's under it
+    (only this run's)."""
     import signal
     import time
 
     from bench_agent.daemons.registry import _daemon_processes
 
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        left = _daemon_processes(state)
+        left = _daemon_processes(state, every_lab=True)
         for pid in left:
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
         end = time.monotonic() + grace_s
-        while left and _daemon_processes(state) and time.monotonic() < end:
+        while left and _daemon_processes(state, every_lab=True) and time.monotonic() < end:
             time.sleep(0.05)
 
 

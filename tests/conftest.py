@@ -38,6 +38,20 @@ class Panio:
                     "HOME": str(tmp / "home")}
         self.env.pop("PANIO_DEBUG", None)
 
+    @property
+    def lab_key(self) -> str:
+        """The key (``Lab.key``) of the lab it runs with (``PANIO_LAB``; these labs have no ``[lab] name``): what
+        keys its state and leases."""
+        from bench_agent.paths import lab_key_of
+
+        return lab_key_of(self.env["PANIO_LAB"])
+
+    @property
+    def state(self) -> Path:
+        """The lab's state directory on this machine (``bench_agent.paths.lab_state_dir``): its captures' logs,
+        discovery files, sockets and file leases."""
+        return Path(self.env["PANIO_STATE_DIR"]) / "labs" / self.lab_key
+
     def __call__(self, *args: str, check: bool = True, timeout: float = 60, input: str | None = None) -> Result:
         p = subprocess.run([PANIO, *args], capture_output=True, text=True, env=self.env, timeout=timeout,
                            input=input, stdin=None if input is not None else subprocess.DEVNULL)

@@ -20,7 +20,7 @@ class Bench:
     def __init__(self, panio, tmp: Path) -> None:
         self.panio, self.tmp = panio, tmp
         self.sims: dict[str, SimConsole] = {}
-        self.state = Path(panio.env["PANIO_STATE_DIR"])
+        self.state = panio.state  # the lab's: captures are kept per lab
         panio("init")
 
     def board(self, target: str, ifaces: tuple[str, ...] = ("console",), **sim_args) -> dict[str, SimConsole]:
@@ -66,14 +66,24 @@ def processes() -> Iterator[tuple[int, bytes]]:
 
 
 def supervisor_pids(state: Path) -> list[int]:
+    """The capture supervisors of state directory ``state``, or of any lab's under it (``state/labs/KEY``)."""
+    own, labs = str(state).encode(), f"{state}/labs/".encode()
     return [pid for pid, cmdline in processes()
-            if b"bench_agent.serial.supervisor" in (argv := cmdline.split(b"\0")) and str(state).encode() in argv]
+            if b"bench_agent.serial.supervisor" in (argv := cmdline.split(b"\0"))
+            and any(a == own or (a.startswith(labs) and b"/" not in a[len(labs):]) for a in argv)]
+
+
+def lab_state(state: Path) -> Path:
+    """The one lab's state directory under ``state`` (a host side that one lab reached), else ``state``."""
+    labs = sorted((state / "labs").iterdir()) if (state / "labs").is_dir() else []
+    assert len(labs) <= 1, f"more than one lab under {state}: {labs}"
+    return labs[0] if labs else state
 
 
 def supervisor_connections(state: Path, target: str) -> set[str]:
     """The clients connected to ``target``'s capture supervisor right now: the inodes of the connections its
     control socket accepted (/proc/net/unix names them by the socket's path, state 03, connected)."""
-    sock = json.loads((state / "daemons" / f"serial-{target}.json").read_text())["socket"]
+    sock = json.loads((lab_state(state) / "daemons" / f"serial-{target}.json").read_text())["socket"]
     rows = (line.split() for line in Path("/proc/net/unix").read_text().splitlines()[1:])
     return {row[6] for row in rows if len(row) == 8 and row[7] == sock and row[5] == "03"}
 

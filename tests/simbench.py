@@ -43,6 +43,11 @@ class SimBench:
     def env(self) -> dict:
         return self.panio.env
 
+    @property
+    def state(self) -> Path:
+        """The bench lab's state directory (its captures' logs and discovery files)."""
+        return self.panio.state
+
     def __call__(self, *args: str, **kw):
         return self.panio(*args, **kw)
 

@@ -29,6 +29,8 @@ class Sshd:
         ``ecdsa_key``: a second host key, as hosts have one per type (``host_key_ecdsa``)."""
         self.root, self.port = root, free_port()
         root.mkdir(parents=True, exist_ok=True)
+        if os.environ.get("PYTHONPATH"):  # the host side runs the panio under test (a worktree's), as the CLI does
+            env = {"PYTHONPATH": os.environ["PYTHONPATH"], **(env or {})}
         keygen(root / "host_key")
         if ecdsa_key:
             keygen(root / "host_key_ecdsa", "ecdsa")
@@ -40,7 +42,8 @@ class Sshd:
             + (f"HostKey {root / 'host_key_ecdsa'}\n" if ecdsa_key else "") +
             f"AuthorizedKeysFile {root / 'authorized_keys'}\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\n"
-            "LogLevel ERROR\n" + "".join(f"SetEnv {k}={v}\n" for k, v in (env or {}).items()))
+            "LogLevel ERROR\n"  # one SetEnv line: sshd heeds only the first of a repeated keyword
+            + (f"SetEnv {' '.join(f'{k}={v}' for k, v in env.items())}\n" if env else ""))
         if os.geteuid() == 0:
             os.makedirs("/run/sshd", exist_ok=True)
         self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(root / "sshd_config")],

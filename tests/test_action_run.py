@@ -66,7 +66,7 @@ def test_action_run_is_refused_while_a_job_leases_the_target(panio, pico, tmp_pa
     from bench_agent.jobs.leases import FileLeaseStore
 
     panio("action", "add", "flash", "-t", "pico", "--command", f"touch {pico}")
-    lease = FileLeaseStore(tmp_path / "state" / "leases").try_acquire("pico", {"holder": "runner@ci:7", "job": 3}, 30)
+    lease = FileLeaseStore(panio.state / "leases").try_acquire("pico", {"holder": "runner@ci:7", "job": 3}, 30)
     try:
         r = panio.fails("action", "run", "pico", "flash", code=8)
         assert r.error["holder"] == "runner@ci:7" and r.error["job"] == 3

@@ -358,7 +358,7 @@ def test_every_command_is_refused_or_served_while_leased_as_its_spec_says(panio,
     panio("power", "set", "-t", "pico", "--on-cmd", f"touch {tmp_path / 'ran'}", "--off-cmd",
           f"touch {tmp_path / 'ran'}", "--state-cmd", "echo off")
     panio("action", "add", "flash", "-t", "pico", "--command", f"touch {tmp_path / 'ran'}")
-    lease = FileLeaseStore(tmp_path / "state" / "leases").try_acquire("pico", {"holder": "job@ci:1", "job": 5}, 30)
+    lease = FileLeaseStore(panio.state / "leases").try_acquire("pico", {"holder": "job@ci:1", "job": 5}, 30)
     try:
         r = panio(*argv, check=False)
     finally:

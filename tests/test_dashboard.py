@@ -283,8 +283,10 @@ def test_an_operator_breaks_a_lease_and_the_break_is_recorded(broker):
     from bench_agent.jobs.leases import RedisLeaseStore
 
     env, workers, d = broker
+    from bench_agent.paths import lab_key_of
+
     leases = RedisLeaseStore(workers.env["PANIO_BROKER"], workers.env["PANIO_REDIS_PREFIX"],
-                             FenceStore(workers.env["PANIO_RESULTS_URL"]))
+                             FenceStore(workers.env["PANIO_RESULTS_URL"])).for_lab(lab_key_of(env["PANIO_LAB"]))
     held = leases.try_acquire("far", {"holder": "stuck-runner@bench1:42", "job": 7}, ttl_s=60)
     assert held is not None
     try:

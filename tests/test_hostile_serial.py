@@ -76,8 +76,7 @@ def test_what_the_board_printed_while_capture_was_killed_is_kept(panio, tty):
     panio("serial", "watch", "pico")
     os.write(tty, b"first-epoch\n")
     wait_logged(panio, "first-epoch")
-    state = Path(panio.env["PANIO_STATE_DIR"])
-    pid = json.loads((state / "daemons" / "serial-pico.json").read_text())["pid"]
+    pid = json.loads((panio.state / "daemons" / "serial-pico.json").read_text())["pid"]
     kill_and_reap(pid)
     print_while_down(panio, tty, b"".join(b"while-down-%03d\n" % i for i in range(40)))  # 600 bytes, as reported
     panio("serial", "watch", "pico")

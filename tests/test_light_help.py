@@ -72,7 +72,8 @@ def test_reading_commands_import_nothing_they_do_not_use(argv, panio):
     panio("target", "add", "t0")
     panio("serial", "add", "console", "-t", "t0", "--device", "/dev/ttyS0")
     write_log = ("import time\nfrom bench_agent.serial import files\nfrom bench_agent.serial.logstore import DATA, "
-                 "LogWriter\np = files.log_path('t0', 'console'); p.parent.mkdir(parents=True, exist_ok=True)\n"
+                 f"LogWriter\nfrom pathlib import Path\np = files.log_path('t0', 'console', Path({str(panio.state)!r}))\n"
+                 "p.parent.mkdir(parents=True, exist_ok=True)\n"
                  "w = LogWriter(p)\nfor i in range(20): w.append(DATA, 1, b'line %d\\r\\n' % i, time.time_ns())\n"
                  "w.close()\n")
     subprocess.run([sys.executable, "-c", write_log], env=panio.env, check=True, timeout=30)

@@ -104,7 +104,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory):
     try:
         yield p, tmp
     finally:
-        _stop_daemons(tmp / "state")
+        _stop_daemons(p.state)
         for ns in (TGT, WIRE, HOST):
             sh("ip", "netns", "del", ns, check=False)
 
@@ -147,7 +147,7 @@ def test_dnsmasq_gives_a_lease_and_serves_the_kernel(bench) -> None:
     assert any(f["result"] == "not found" and f["file"].endswith("start4.elf") for f in st["files"])
     human = p("netboot", "status", "pico").out
     assert "serving with dnsmasq" in human and ip in human and "not found" in human
-    conf = (tmp / "state" / "netboot" / "pico" / "dnsmasq.conf").read_text()
+    conf = (p.state / "netboot" / "pico" / "dnsmasq.conf").read_text()
     assert "interface=nb0" in conf and 'pxe-service=0,"Raspberry Pi Boot"' in conf
 
 
@@ -169,7 +169,7 @@ def test_the_daemon_restarts_dnsmasq_and_takes_it_along_when_killed(bench) -> No
     os.kill(first, signal.SIGKILL)
     wait_for(lambda: [c for c in children(daemon) if c != first and pid_alive(c)], timeout_s=60)  # restarted
     [second] = [c for c in children(daemon) if pid_alive(c)]
-    assert "died; restarting" in (tmp / "state" / "netboot" / "pico" / "daemon.err").read_text()
+    assert "died; restarting" in (p.state / "netboot" / "pico" / "daemon.err").read_text()
     os.kill(daemon, signal.SIGKILL)
     wait_gone(daemon)
     assert p("netboot", "status", "pico", "--json").json()["serving"] is False
@@ -239,6 +239,6 @@ def test_primary_nic_and_a_link_with_other_addresses_are_refused(bench) -> None:
     p("netboot", "set", "-t", "office", "--interface", "nope0")
     r = p.fails("netboot", "start", "office", code=3)
     assert "nope0" in r.error["message"] and "nb0" in r.error["message"]
-    assert not (tmp / "state" / "daemons" / "netboot-office.json").exists()
+    assert not (p.state / "daemons" / "netboot-office.json").exists()
     assert p("netboot", "status", "office", "--json").json()["serving"] is False
     assert p.lab.read_text().count("[targets.office.netboot]") == 1 and "office" in lab_before

@@ -120,7 +120,8 @@ def test_a_shell_without_the_broker_cannot_drive_a_leased_target(panio, tmp_path
     marks = hooked_lab(panio, tmp_path)
     panio("lease", "store", "--set", SHARED_REDIS, "--prefix", prefix)  # what `panio worker` records
     assert "PANIO_BROKER" not in panio.env and "PANIO_REDIS_URL" not in panio.env
-    store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'fences.db'}"))
+    store = leases.RedisLeaseStore(SHARED_REDIS, prefix,
+                                   FenceStore(f"sqlite:///{tmp_path / 'fences.db'}")).for_lab(panio.lab_key)
     lease = store.try_acquire("pico", {"holder": "worker bench1@ctl:77", "job": 7}, ttl_s=600)
     try:
         assert panio("lease", "list", "--json").json()[0]["job"] == 7  # before: "no leases held"
@@ -149,10 +150,11 @@ def test_the_token_lease_list_shows_does_not_act_for_the_holder(panio, tmp_path,
     marks = hooked_lab(panio, tmp_path)
     if kind == "redis":
         panio("lease", "store", "--set", SHARED_REDIS, "--prefix", prefix)
-        store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'fences.db'}"))
-    else:  # an embedded `panio job run`'s lease: a file in this user's state directory
-        store = leases.FileLeaseStore(Path(panio.env["PANIO_STATE_DIR"]) / "leases")
-    lease = store.try_acquire("pico", {"holder": "job runner", "job": 5}, ttl_s=600)  # 8 panio runs: slow when loaded
+        store = leases.RedisLeaseStore(SHARED_REDIS, prefix,
+                                   FenceStore(f"sqlite:///{tmp_path / 'fences.db'}")).for_lab(panio.lab_key)
+    else:  # an embedded `panio job run`'s lease: a file in the lab's state directory
+        store = leases.FileLeaseStore(panio.state / "leases")
+    lease = store.try_acquire("pico", {"holder": "job runner", "job": 5}, ttl_s=600)
     try:
         listed = panio("lease", "list", "--json").json()
         assert [le["token"] for le in listed] == [lease.token]
@@ -179,7 +181,8 @@ def test_the_token_lease_list_shows_does_not_act_for_the_holder(panio, tmp_path,
 def test_an_expired_token_is_refused_even_while_the_lease_is_free(panio, tmp_path, prefix):
     marks = hooked_lab(panio, tmp_path)
     panio.env.update(PANIO_REDIS_URL=SHARED_REDIS, PANIO_REDIS_PREFIX=prefix)
-    store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'fences.db'}"))
+    store = leases.RedisLeaseStore(SHARED_REDIS, prefix,
+                                   FenceStore(f"sqlite:///{tmp_path / 'fences.db'}")).for_lab(panio.lab_key)
     lease = store.try_acquire("pico", {"holder": "stalled"}, ttl_s=0.3)  # no keeper: it lapses
     wait_for(lambda: store.current("pico") is None, timeout_s=30, every_s=0.05)
     panio.env["PANIO_LEASE_TOKEN"] = str(lease.token)
@@ -207,7 +210,8 @@ def test_a_raw_celery_message_cannot_act_on_a_leased_target(panio, tmp_path, pre
     log = tmp_path / "worker.log"
     worker = subprocess.Popen([PANIO, "worker", "--host", "bench1", "--lab", str(panio.lab), "--concurrency", "1"],
                               env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
-    store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'results.db'}"))
+    store = leases.RedisLeaseStore(SHARED_REDIS, prefix,  # the lab's: a raw message naming no lab is bound by it
+                                   FenceStore(f"sqlite:///{tmp_path / 'results.db'}")).for_lab(panio.lab_key)
     for name, value in keyhelp.controller_env().items():
         monkeypatch.setenv(name, value)
     app = make_app(SHARED_REDIS, prefix)
@@ -362,7 +366,8 @@ def test_mcp_tools_cannot_change_a_leased_target(panio, tmp_path, prefix):
 
     marks = hooked_lab(panio, tmp_path)
     panio("lease", "store", "--set", SHARED_REDIS, "--prefix", prefix)
-    store = leases.RedisLeaseStore(SHARED_REDIS, prefix, FenceStore(f"sqlite:///{tmp_path / 'fences.db'}"))
+    store = leases.RedisLeaseStore(SHARED_REDIS, prefix,
+                                   FenceStore(f"sqlite:///{tmp_path / 'fences.db'}")).for_lab(panio.lab_key)
     lease = store.try_acquire("pico", {"holder": "worker bench1@ctl:77", "job": 9}, ttl_s=600)
 
     async def go():

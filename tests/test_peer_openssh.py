@@ -204,7 +204,7 @@ def test_a_reply_is_awaited_for_the_deadline_plus_a_margin_then_it_is_a_timeout(
     try:
         assert transport.call({"op": "system.ping", "args": {"payload": 1}, "deadline_s": None}) == {"pong": 1}
         wait = {"target": "far", "iface": iface, "epoch": epoch, "since": 0, "pattern": "never said",
-                "timeout_ms": 60000}
+                "timeout_ms": 60000, "lab_key": lab.key}  # the lab's capture, as the dispatcher asks
         t0 = time.monotonic()  # connected, its agent running: what follows is the reply's wait alone
         with pytest.raises(Timeout, match="did not answer within its deadline") as err:
             transport.call({"op": "serial.wait", "args": wait, "deadline_s": 1.0})  # the caller's bound: 1 s

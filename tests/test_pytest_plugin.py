@@ -233,8 +233,9 @@ def test_uname(panio_target):
     holder = subprocess.Popen([str(BIN / "python"), "-c", (
         "import sys, time\n"
         "from bench_agent.jobs.leases import FileLeaseStore\n"
-        "from bench_agent.paths import state_dir\n"
-        "lease = FileLeaseStore(state_dir() / 'leases').try_acquire('board1', {'holder': 'nightly job'}, 30)\n"
+        "from bench_agent.paths import lab_key_of, lab_state_dir\n"
+        f"leases = FileLeaseStore(lab_state_dir(lab_key_of({str(bench.lab)!r})) / 'leases')\n"  # the lab's
+        "lease = leases.try_acquire('board1', {'holder': 'nightly job'}, 30)\n"
         "print('held', flush=True)\n"
         "sys.stdin.read()\n")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=panio.env)
     try:

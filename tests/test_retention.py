@@ -308,7 +308,7 @@ def test_a_worker_writes_no_per_job_files_and_prune_removes_an_older_panios(pani
 
 
 def test_the_capture_supervisors_error_log_is_rotated(pico):
-    log = Path(pico.env["PANIO_STATE_DIR"]) / "serial" / "pico" / "supervisor.err"
+    log = pico.state / "serial" / "pico" / "supervisor.err"
     log.parent.mkdir(parents=True)
     log.write_bytes(b"old start-up noise\n" * 60000)  # over 1 MiB
     pico.fails("serial", "watch", "pico", code=12)  # no such device: the supervisor starts, fails, writes its log

@@ -166,7 +166,7 @@ def test_setup_menu_enables_network_boot_by_keyboard_and_mouse(video_bench, vide
 
 def test_an_untracked_daemon_is_reported_and_reaped_by_watch(video_bench):
     old = video_bench("video", "watch", "board0", "--json").json()["pid"]
-    disc = Path(video_bench.env["PANIO_STATE_DIR"]) / "daemons" / "video-board0.json"
+    disc = video_bench.state / "daemons" / "video-board0.json"
     disc.unlink()  # what a /tmp age sweep does
     assert f"untracked (pid {old})" in video_bench("video", "show", "board0").out
     rows = video_bench("daemons", "--json").json()

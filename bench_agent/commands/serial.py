@@ -54,6 +54,8 @@ def stop(call: Call, opts: dict, out: Output, context: dict) -> None:
     else:
         out.say(f"stopped serial capture of {opts['target']} (pid {r['pid']}, epoch {r['epoch']}); "
                 f"the log stays on disk{said(override)}")
+        if r.get("note"):
+            out.say(r["note"])
 
 
 @command("serial.log")

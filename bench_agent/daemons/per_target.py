@@ -27,9 +27,10 @@ START_TIMEOUT_S = 15.0
 
 
 def state_dir() -> Path:
-    from bench_agent.paths import state_dir as current
+    """The current lab's state directory (``bench_agent.paths.lab_state_dir``), the daemon's ``--state-dir``."""
+    from bench_agent.paths import lab_state_dir
 
-    return current()
+    return lab_state_dir()
 
 
 def processes(module: str, target: str) -> dict[int, str]:

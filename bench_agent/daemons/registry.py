@@ -8,6 +8,11 @@ bench_agent daemon process of this state directory with no live discovery
 file (its file was deleted, say by a /tmp sweep), and a *stale* file is one
 whose process is gone. Only this state directory's daemons are ever listed or
 stopped, so several users (or test runs) on one host never touch each other's.
+
+The state directory is the lab's (``bench_agent.paths.lab_state_dir``), so two
+labs on one host never list or stop each other's daemons either. A lab also
+sees the daemons still running from before state was kept per lab (in the bare
+state directory), named ``legacy-<name>``, so it can find and stop them.
 """
 
 from __future__ import annotations
@@ -35,8 +40,12 @@ def _records(state: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _daemon_processes(state: Path) -> dict[int, str]:
-    """pid -> command line of every bench_agent daemon process started with --state-dir ``state``."""
+def _daemon_processes(state: Path, every_lab: bool = False) -> dict[int, str]:
+    """pid -> command line of every bench_agent daemon process started with --state-dir ``state`` (with
+    ``every_lab``, also with the state directory of any lab under it: ``state/labs/KEY``)."""
+    from bench_agent.paths import LABS_DIR
+
+    labs = f"{state}{os.sep}{LABS_DIR}{os.sep}"
     found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -45,13 +54,27 @@ def _daemon_processes(state: Path) -> dict[int, str]:
         except OSError:
             continue
         if "-m" in argv and any(a.startswith("bench_agent.") for a in argv) and "--state-dir" in argv[:-1]:
-            if argv[argv.index("--state-dir") + 1] == str(state) and pid_alive(int(pid)):
+            given = argv[argv.index("--state-dir") + 1]
+            ours = given == str(state) or (every_lab and given.startswith(labs) and os.sep not in given[len(labs):])
+            if ours and pid_alive(int(pid)):
                 found[int(pid)] = " ".join(a for a in argv if a)
     return found
 
 
 def list_daemons() -> list[dict[str, Any]]:
-    state = files.state_dir()
+    """This lab's daemons (running, stale files, strays), then those still running from before state was kept
+    per lab (``legacy``: True, named ``legacy-<name>``)."""
+    from bench_agent.paths import current_lab, legacy_state_dir
+
+    out = _listed(files.state_dir())
+    if current_lab() is not None:
+        old = legacy_state_dir()
+        out += [{**e, "name": f"legacy-{e['name']}", "legacy": True, "state_dir": str(old)}
+                for e in _listed(old) if e["state"] != "stale"]
+    return out
+
+
+def _listed(state: Path) -> list[dict[str, Any]]:
     procs = _daemon_processes(state)
     out = []
     for info in _records(state):
@@ -93,7 +116,8 @@ def stop_daemon(entry: dict[str, Any], force: bool = False) -> dict[str, Any]:
     if entry["kind"] == "serial":
         from bench_agent.serial import client
 
-        return {"name": entry["name"], **client.stop(entry["target"], force=force)}
+        state = Path(entry["state_dir"]) if entry.get("legacy") else None
+        return {"name": entry["name"], **client.stop(entry["target"], force=force, state=state)}
     pid = entry["pid"]
     how = terminate(pid, entry["name"], entry["name"], force)
     if entry.get("file"):

@@ -99,7 +99,8 @@ class HealthGate:
         """Run the target's health-check job now (``run_check``: as a job of its own, under this job's lease), not
         when the lab is plainly at fault: then ``held`` says why, and no job is made. The check's summary."""
         check = {**payload["health_check"], "target": payload["target"], "kind": "health_check", "auto": True,
-                 "notify": payload.get("notify", []), "lease_ttl_s": payload.get("lease_ttl_s", 30)}
+                 "notify": payload.get("notify", []), "lease_ttl_s": payload.get("lease_ttl_s", 30),
+                 **({"lab_key": payload["lab_key"]} if payload.get("lab_key") else {})}  # the job's lab's too
         held = self.hold_for_lab(payload, check, payload["job_id"], call)
         if held is not None:
             return {"job_id": None, "health": "incomplete", "result": "skipped", "reason": held.message, "held": held}

@@ -13,8 +13,13 @@ it consults, and checks all of them (a target leased in any one is leased):
 * the Redis store of the process's environment (``PANIO_REDIS_URL``, else
   ``PANIO_BROKER``), when there is one: an environment can add a store, never
   remove one;
-* this machine's file leases (``STATE_DIR/leases``), taken by an embedded
+* this machine's file leases (``LAB_STATE_DIR/leases``), taken by an embedded
   ``panio job run``.
+
+Every store is checked for the request's lab (``bench_agent.paths.LAB_ARG``):
+a lab's Redis leases live under their own key prefix (``leases.lab_prefix``),
+its file leases in its own state directory, so one lab's lease never blocks
+another lab's target of the same name.
 
 A job's steps present their lease's credential (``TOKEN:SECRET``) in the request
 (the argument ``lease_token``, which the controller's dispatch fills from
@@ -103,26 +108,37 @@ def store_key(store: Any) -> tuple[str, ...]:
 
 
 def stores() -> list[tuple[Any, str]]:
-    """Every lease store this host checks, each with a word on where it came from."""
-    from bench_agent.paths import state_dir
+    """Every lease store this host checks for the current lab (``bench_agent.paths.current_lab``: the
+    request's), each with a word on where it came from."""
+    from bench_agent.paths import current_lab, lab_state_dir
 
+    lab = current_lab()
     out: list[tuple[Any, str]] = []
     seen: set[tuple[str, str]] = set()
     named = [((s["url"], s.get("prefix", "panio:")), f"recorded by {s.get('by', '?')} in {record_path()}")
              for s in recorded()]
     env = env_store()
-    for key, why in named + ([(env, "from this process's environment")] if env else []):
+    for (url, prefix), why in named + ([(env, "from this process's environment")] if env else []):
+        key = (url, leases.lab_prefix(prefix, lab))
         if key not in seen:
             seen.add(key)
             out.append((redis_store(*key), why))
-    out.append((leases.FileLeaseStore(state_dir() / "leases"), "this machine's file leases"))
+    out.append((leases.FileLeaseStore(lab_state_dir() / "leases"), "this machine's file leases"))
     return out
 
 
 def held(target: str, checked: list[tuple[Any, str]] | None = None) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
-    """The leases on ``target`` in every store this host checks (or in ``checked``), each with its store's key."""
+    """The leases on ``target`` in every store this host checks (or in ``checked``), each with its store's key.
+
+    A caller that names no lab (an older controller, a hand-made request) is bound by every lab's lease on
+    ``target`` too: only naming a lab picks that lab's ``target``, and so that lab's lease alone."""
+    from bench_agent.paths import current_lab
+
+    checked = stores() if checked is None else checked
+    if current_lab() is None:
+        checked = checked + _every_lab(checked, target)
     found = []
-    for store, why in stores() if checked is None else checked:
+    for store, why in checked:
         try:
             lease = store.holder(target)
         except Unreachable as err:
@@ -132,6 +148,18 @@ def held(target: str, checked: list[tuple[Any, str]] | None = None) -> list[tupl
         if lease:
             found.append((store_key(store), lease))
     return found
+
+
+def _every_lab(checked: list[tuple[Any, str]], target: str) -> list[tuple[Any, str]]:
+    """Each lab's part of the ``checked`` stores that has a lease key for ``target``."""
+    out = []
+    for store, why in checked:
+        try:
+            labs = store.labs_with(target)
+        except Unreachable:
+            continue  # ``held`` reads that store next and fails naming it
+        out += [(store.for_lab(key), f"{why}, lab {key}") for key in labs]
+    return out
 
 
 def enforce(op: str, args: dict[str, Any], token: Any, origin: Any = None, override: Any = None) -> None:

@@ -16,6 +16,11 @@ Two stores, one interface:
                      holder dies, so no TTL is needed; it cannot be broken from
                      outside (stop the job instead).
 
+Each lab's leases are its own: a Redis store of lab ``K`` keeps its keys under
+``<prefix>lab:K:`` (``lab_prefix``), a file store in that lab's state directory
+(``bench_agent.paths.lab_state_dir``), so a lease on lab A's ``h`` never blocks
+lab B's ``h``. A caller with no lab uses the bare prefix, as before labs were keyed.
+
 Tokens never go backwards, even when a Redis without persistence restarts and
 forgets its counters: each token is claimed in the results database before its
 lease is handed out (``bench_agent.jobs.fences``), and each Redis lease also carries
@@ -59,6 +64,15 @@ from bench_agent.jobs.lease_keeper import KEEPER, RELEASED
 
 from bench_agent.jobs import TOKEN_ENV  # noqa: E402,F401 - said once, in the package
 RETRY_S = 3.0  # how long a Redis call keeps retrying (a restart) before it fails as unreachable
+
+
+def lab_prefix(prefix: str, lab_key: str | None) -> str:
+    """The Redis key prefix of lab ``lab_key``'s leases (``prefix`` itself with no lab)."""
+    if not lab_key:
+        return prefix
+    from bench_agent.paths import check_lab_key
+
+    return f"{prefix}lab:{check_lab_key(lab_key)}:"
 
 
 def redact(url: str | None) -> str | None:
@@ -196,6 +210,8 @@ class LeaseStore(Protocol):
     def release(self, target: str, token: int, owner: str | None = None) -> None: ...
     def current(self, target: str, secret: bool = False) -> dict | None: ...
     def holder(self, target: str) -> dict | None: ...  # current(secret=True) less the time left: the check's read
+    def for_lab(self, lab_key: str | None) -> "LeaseStore": ...  # lab ``lab_key``'s leases (None: these)
+    def labs_with(self, target: str) -> list[str]: ...  # the labs that may lease ``target`` in this store
     def list(self) -> list[dict]: ...
     def break_(self, target: str, by: str) -> dict | None: ...
 
@@ -303,8 +319,28 @@ class RedisLeaseStore:
         import redis
 
         self.url, self.prefix, self._fences = url, prefix, fences
+        self.base_prefix = prefix  # the prefix of no lab's leases, which each lab's extends (``for_lab``)
         self.r = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, decode_responses=True)
         self._errors = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+        self._labs: dict[str, RedisLeaseStore] = {}
+
+    def for_lab(self, lab_key: str | None) -> "RedisLeaseStore":
+        """The store of lab ``lab_key``'s leases (this one for None), on this store's own connection: a worker
+        that runs many labs' jobs (a job's payload names its lab) keeps one Redis client."""
+        if not lab_key:
+            return self
+        if lab_key not in self._labs:
+            lab = RedisLeaseStore.__new__(RedisLeaseStore)
+            lab.url, lab.prefix, lab._fences = self.url, lab_prefix(self.base_prefix, lab_key), self._fences
+            lab.base_prefix, lab.r, lab._errors, lab._labs = self.base_prefix, self.r, self._errors, self._labs
+            self._labs[lab_key] = lab
+        return self._labs[lab_key]
+
+    def labs_with(self, target: str) -> list[str]:
+        """The labs that have a lease key for ``target`` (what a caller naming no lab is also checked against)."""
+        head, tail = f"{self.base_prefix}lab:", f":lease:{target}"
+        keys = self._do(lambda: list(self.r.scan_iter(match=f"{head}*{tail}", count=1000)))
+        return sorted({k[len(head):-len(tail)] for k in keys} - {""})
 
     def _key(self, target: str) -> str:
         return f"{self.prefix}lease:{target}"
@@ -457,6 +493,20 @@ class FileLeaseStore:
 
     def _path(self, target: str) -> Path:
         return self.dir / f"{target}.lease"
+
+    def for_lab(self, lab_key: str | None) -> "FileLeaseStore":
+        """The file leases of lab ``lab_key`` on this machine (this store for None)."""
+        from bench_agent.paths import lab_state_dir
+
+        return FileLeaseStore(lab_state_dir(lab_key) / "leases") if lab_key else self
+
+    def labs_with(self, target: str) -> list[str]:
+        """The labs of this machine with a lease file for ``target`` (for the bare store only)."""
+        from bench_agent.paths import known_labs, lab_state_dir, legacy_state_dir
+
+        if self.dir != legacy_state_dir() / "leases":
+            return []
+        return [k for k in known_labs() if (lab_state_dir(k) / "leases" / f"{target}.lease").exists()]
 
     def try_acquire(self, target: str, info: dict, ttl_s: float, durable_fence: bool = True,
                     claim: Claim | None = None) -> Lease | None:

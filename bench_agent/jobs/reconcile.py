@@ -100,6 +100,12 @@ def process_state(worker: str | None) -> str:
     return "gone" if stat.rsplit(")", 1)[1].split()[0] == "Z" else "alive"  # a zombie is dead
 
 
+def _of_lab(leases, job: dict):
+    """The leases of the job's lab (its payload's ``lab_key``): a lab's leases are its own."""
+    key = (job.get("spec") or {}).get("lab_key")
+    return leases.for_lab(key) if key and hasattr(leases, "for_lab") else leases
+
+
 def runner_dead(job: dict, leases, now: float) -> bool:
     """Proven dead: lease gone (for a running job) and the process gone or silent past ``dead_after_s``."""
     state = process_state(job.get("worker"))
@@ -109,7 +115,7 @@ def runner_dead(job: dict, leases, now: float) -> bool:
     if state == "unknown" and silent_s <= dead_after_s(job["spec"]):
         return False
     if job["state"] == "running" and job.get("fence") is not None:
-        held = leases.current(job["target"])  # Unreachable: cannot prove anything now
+        held = _of_lab(leases, job).current(job["target"])  # Unreachable: cannot prove anything now
         if held and held.get("token") == job["fence"]:
             return False
     return True

@@ -74,22 +74,34 @@ def _quiet(event: str, data: dict[str, Any]) -> None:
     pass
 
 
-def local_caller(target: str, token: str, leases: Any) -> Call:
+def local_caller(target: str, token: str, leases: Any, lab_key: str | None = None) -> Call:
     """The worker's road: operations in this process (the target's host), each request carrying the lease's
-    credential (``TOKEN:SECRET``), so the host's lease guard checks the fence before any side effect."""
+    credential (``TOKEN:SECRET``), so the host's lease guard checks the fence before any side effect, and
+    the job's lab (``lab_key``), whose captures and leases the target's are."""
     from bench_agent import ops
     from bench_agent.errors import mark_outcome_unknown
     from bench_agent.jobs.lease_guard import with_token
+    from bench_agent.paths import LAB_ARG
 
     def call(op: str, args: dict[str, Any]) -> Any:
         try:
-            return ops.call(op, with_token(args, leases, token))
+            sent = with_token(args, leases, token)
+            return ops.call(op, {**sent, LAB_ARG: lab_key} if lab_key else sent)
         except (Unreachable, Timeout) as err:
             if ops.spec(op).outcome_unknown_on_failure:
                 mark_outcome_unknown(err, op, target, args)
             raise
 
     return call
+
+
+def lab_caller(lab_key: str | None) -> Caller:
+    """``local_caller`` for the jobs of lab ``lab_key`` (a payload's ``lab_key``; None: no lab)."""
+    if not lab_key:
+        return local_caller
+    import functools
+
+    return functools.partial(local_caller, lab_key=lab_key)
 
 
 class JobRunner:
@@ -116,7 +128,10 @@ class JobRunner:
             return None
         self.heartbeat.add(job_id)
         try:
-            return self._run(payload, left_s)
+            from bench_agent.paths import using_lab
+
+            with using_lab(payload.get("lab_key")):  # what a step's body works out here (a TFTP root) is the lab's
+                return self._run(payload, left_s)
         finally:
             self.heartbeat.discard(job_id)
 

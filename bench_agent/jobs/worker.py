@@ -148,8 +148,12 @@ class WorkerContext:
             _log_event("job_refused", {"job_id": payload.get("job_id"), "reason": err.message})
             store.finish(payload["job_id"], "incomplete", None, err.message, err.to_json(), only_if_queued=True)
             return None
+        from bench_agent.jobs.runner import lab_caller
+
+        lab = payload.get("lab_key")  # the job's lab: its target's leases and captures are that lab's
         try:
-            return JobRunner(store, leases, self.name, _log_event, self._heartbeat).run(payload)
+            return JobRunner(store, leases.for_lab(lab), self.name, _log_event, self._heartbeat,
+                             caller=lab_caller(lab)).run(payload)
         except Exception as exc:  # a bug or a dead database: say so in the job rather than leave it running
             from bench_agent.errors import InternalError
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from bench_agent.errors import NotConfigured, Refused
 from bench_agent.netboot.settings import Settings
-from bench_agent.paths import state_dir
+from bench_agent.paths import lab_state_dir as state_dir  # every netboot path is a lab's
 from bench_agent.process import start_daemon
 
 MODULE = "bench_agent.netboot.daemon"

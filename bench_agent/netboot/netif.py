@@ -28,7 +28,7 @@ from typing import Any
 
 from bench_agent.errors import NotConfigured
 from bench_agent.netboot import links as netif_links
-from bench_agent.paths import state_dir
+from bench_agent.paths import lab_state_dir as state_dir  # a lab's targets' records
 
 MODES = ("link", "ffx", "off")
 REAPPEAR_S = 15.0  # a USB adapter re-enumerates after its port is powered again

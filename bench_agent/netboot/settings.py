@@ -22,7 +22,7 @@ def effective_root(target: str, netboot: dict[str, Any], tftp_root: str | None =
     """The TFTP root on this machine: ``tftp_root``, else the table's (``~`` expanded), else panio's state dir."""
     import os
 
-    from bench_agent.paths import state_dir
+    from bench_agent.paths import lab_state_dir as state_dir
 
     from bench_agent.netboot.values import home_form
 

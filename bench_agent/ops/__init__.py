@@ -79,12 +79,21 @@ def call(name: str, args: dict[str, Any]) -> Any:
     In a ``panio worker`` (requests from the broker) the host's own configuration is installed, and
     every request's target and configuration are checked against it first
     (``bench_agent.jobs.host_config``): commands never come from a message.
+
+    The request's ``lab_key`` (``bench_agent.paths.LAB_ARG``) is the caller's lab for the call: the
+    target's state (captures, logs, leases) is that lab's (``bench_agent.paths.lab_state_dir``).
     """
     from bench_agent.jobs import ORIGIN_ARG, OVERRIDE_ARG, TOKEN_ARG
+    from bench_agent.paths import LAB_ARG, using_lab
 
     func = lookup(name)
     args = dict(args)
     token, origin, override = args.pop(TOKEN_ARG, None), args.pop(ORIGIN_ARG, None), args.pop(OVERRIDE_ARG, None)
+    with using_lab(args.pop(LAB_ARG, None)):
+        return _run(name, func, args, token, origin, override)
+
+
+def _run(name: str, func: Operation, args: dict[str, Any], token: Any, origin: Any, override: Any) -> Any:
     checked = SPECS[name].validate(args)
     host = _installed_host()
     if host is not None:

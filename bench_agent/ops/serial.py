@@ -114,7 +114,27 @@ def _await_discovery(target: str, timeout_s: float = 15.0) -> dict[str, Any] | N
 @operation("serial.stop", side_effect=True, unknown_on_failure=False,
            params=(Param("force", bool, "SIGKILL a supervisor that does not stop", default=False),))
 def stop(target: str, force: bool = False) -> dict[str, Any]:
-    return _client().stop(target, force=force)
+    client = _client()
+    legacy = _legacy_capture(target)
+    if legacy is None:
+        return client.stop(target, force=force)
+    from bench_agent.paths import legacy_state_dir
+
+    out = client.stop(target, force=force, state=legacy_state_dir())
+    return {**out, "legacy": True,
+            "note": f"stopped {target}'s capture started before panio kept captures per lab; its logs stay in "
+                    f"{legacy_state_dir() / 'serial' / target}: `panio serial watch {target}` starts this lab's own"}
+
+
+def _legacy_capture(target: str) -> dict[str, Any] | None:
+    """A capture of ``target`` started before state was kept per lab (in the bare state directory), when the
+    current lab has none of its own: the one ``serial stop`` stops (``panio daemons`` lists it too)."""
+    from bench_agent.paths import current_lab, legacy_state_dir
+    from bench_agent.serial import files
+
+    if current_lab() is None or files.discovery(target) is not None:
+        return None
+    return files.discovery(target, legacy_state_dir())
 
 
 @operation("serial.log", params=(

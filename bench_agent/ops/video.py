@@ -37,9 +37,9 @@ _REGION = Param("region", str, "X,Y,W,H in frame pixels: read only this part", d
 
 
 def _state() -> Path:
-    from bench_agent.paths import state_dir
+    from bench_agent.paths import lab_state_dir
 
-    return state_dir()
+    return lab_state_dir()
 
 
 def _discovery(target: str) -> dict[str, Any] | None:

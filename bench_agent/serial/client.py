@@ -19,12 +19,12 @@ START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 10.0
 
 
-def connect(target: str, timeout_s: float | None = 10.0) -> ControlClient:
-    return ControlClient(files.socket_address(target), target, timeout_s)
+def connect(target: str, timeout_s: float | None = 10.0, state: Path | None = None) -> ControlClient:
+    return ControlClient(files.socket_address(target, state), target, timeout_s)
 
 
-def request(target: str, req: dict[str, Any], timeout_s: float | None = 10.0) -> Any:
-    with connect(target, timeout_s) as c:
+def request(target: str, req: dict[str, Any], timeout_s: float | None = 10.0, state: Path | None = None) -> Any:
+    with connect(target, timeout_s, state) as c:
         return c.call(req)
 
 
@@ -49,9 +49,10 @@ def _rotate(log: Path) -> None:
         pass
 
 
-def stop(target: str, force: bool = False) -> dict[str, Any]:
-    """Stop the target's supervisor: politely over the socket, else SIGTERM, and with force SIGKILL."""
-    info = discovery(target)
+def stop(target: str, force: bool = False, state: Path | None = None) -> dict[str, Any]:
+    """Stop the target's supervisor (of the current lab, or of state directory ``state``): politely over the
+    socket, else SIGTERM, and with force SIGKILL."""
+    info = discovery(target, state)
     if info is None:
         # not "start it with serial watch": whoever stops a capture wants it stopped, and it is
         raise NotRunning(f"no serial capture is running for {target!r}: nothing to stop",
@@ -59,7 +60,7 @@ def stop(target: str, force: bool = False) -> dict[str, Any]:
                               f"host's captures", target=target)
     pid = info["pid"]
     try:
-        request(target, {"op": "stop"}, timeout_s=5)
+        request(target, {"op": "stop"}, timeout_s=5, state=state)
         asked = True
     except PanioError:
         asked = False

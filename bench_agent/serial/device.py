@@ -217,8 +217,8 @@ def _refuse_if_captured(url: str) -> None:
     from bench_agent.serial import files
 
     holders = []
-    directory = files.daemons_dir()
-    for path in directory.glob("serial-*.json") if directory.is_dir() else []:
+    paths = [p for d in files.every_lab_daemons_dir() if d.is_dir() for p in d.glob("serial-*.json")]
+    for path in paths:  # every lab's: the port is one, whichever lab's capture holds it
         try:
             info = json.loads(path.read_text())
         except (OSError, ValueError):

@@ -1,4 +1,5 @@
-"""Where serial state lives on a control host.
+"""Where serial state lives on a control host, in the lab's state directory (``<state>/labs/<lab key>``,
+``bench_agent.paths.lab_state_dir``; ``<state>`` itself for a caller with no lab):
 
     <state>/serial/<target>/<iface>.log[.N]   record logs (current segment, older ones)
     <state>/serial/<target>/<iface>.log[.N].gaps  each segment's gap count (see logstore)
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from bench_agent.paths import state_dir, state_dir_name  # noqa: F401  (state_dir: re-exported for the serial modules)
+from bench_agent.paths import lab_state_dir, lab_state_dir_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,6 +22,11 @@ if TYPE_CHECKING:
 
 MAX_SOCKET_PATH = 100
 SUPERVISOR = "bench_agent.serial.supervisor"  # the capture daemon's module, in its command line
+
+
+def state_dir() -> Path:
+    """The current lab's state directory: every serial path below is a lab's."""
+    return lab_state_dir()
 
 
 def target_dir(target: str, state: Path | None = None) -> Path:
@@ -32,13 +38,21 @@ def log_path(target: str, iface: str, state: Path | None = None) -> Path:
 
 
 def log_name(target: str, iface: str) -> str:
-    """``log_path`` in the default state dir, as a string: a reading command (`serial log`) needs no pathlib
+    """``log_path`` in the current lab's state dir, as a string: a reading command (`serial log`) needs no pathlib
     (pathlib imports urllib.parse and ipaddress: a tenth of that command's start-up)."""
-    return os.path.join(state_dir_name(), "serial", target, f"{iface}.log")
+    return os.path.join(lab_state_dir_name(), "serial", target, f"{iface}.log")
 
 
 def daemons_dir(state: Path | None = None) -> Path:
     return (state or state_dir()) / "daemons"
+
+
+def every_lab_daemons_dir() -> list[Path]:
+    """The daemons directories of every lab on this machine, and the bare one (no lab, or from before labs):
+    for what is physical and shared by all of them, a network port that one lab's capture holds."""
+    from bench_agent.paths import known_labs, legacy_state_dir
+
+    return [daemons_dir(legacy_state_dir()), *(daemons_dir(lab_state_dir(key)) for key in known_labs())]
 
 
 def discovery_path(target: str, state: Path | None = None) -> Path:
@@ -62,7 +76,7 @@ def socket_address(target: str, state: Path | None = None, kind: str = "serial")
 def discovery(target: str, state: Path | None = None) -> dict | None:
     """The running supervisor's discovery record, or None (a record whose pid is gone counts as none).
     Here, not in ``client``, so a reading command learns whether a capture runs without importing it."""
-    where = os.path.join(state_dir_name(), "daemons", f"serial-{target}.json") if state is None else \
+    where = os.path.join(lab_state_dir_name(), "daemons", f"serial-{target}.json") if state is None else \
         discovery_path(target, state)
     try:
         with open(where, "rb") as f:

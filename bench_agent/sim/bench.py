@@ -196,18 +196,22 @@ def down(directory: Path) -> tuple[int, list[dict]]:
 
 
 def stop_captures(boards: list[dict]) -> list[dict]:
-    """Daemons of this state directory that use the bench's devices (serial and video captures, netboot servers)
-    would outlive it, disconnected: stop them."""
+    """Daemons that use the bench's devices (serial and video captures, netboot servers) would outlive it,
+    disconnected: stop them, in whichever lab of this state directory started them (the devices are the
+    bench's own, so no other lab's daemon can be reading them)."""
     from bench_agent.daemons import registry as daemons
+    from bench_agent.paths import known_labs, using_lab
 
     devices = {b.get(key) for b in boards for key in ("device", "tty", "video")}
     devices |= {b["netboot"]["tftp_root"] for b in boards if b.get("netboot")}
     stopped = []
-    for entry in daemons.daemons_of(devices - {None}):
-        try:
-            stopped.append(daemons.stop_daemon(entry))
-        except NotRunning:  # it stopped on its own meanwhile
-            continue
+    for lab in [None, *known_labs()]:  # None: the bare state directory (no lab, or from before labs)
+        with using_lab(lab):
+            for entry in daemons.daemons_of(devices - {None}):
+                try:
+                    stopped.append(daemons.stop_daemon(entry))
+                except NotRunning:  # it stopped on its own meanwhile
+                    continue
     return stopped
 
 

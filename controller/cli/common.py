@@ -240,9 +240,24 @@ def add_param(p: argparse.ArgumentParser, op: str, name: str, *flags: str, **kw:
 
 
 def load_lab(args: argparse.Namespace):
+    """The command's lab, which becomes this process's lab: what it does on this machine outside the
+    dispatcher (a TFTP root, a lease) is that lab's (``bench_agent.paths.set_process_lab``)."""
+    from bench_agent.paths import set_process_lab
     from controller.lab import load
 
-    return load(args.lab_path)
+    lab = load(args.lab_path)
+    set_process_lab(lab.key)
+    return lab
+
+
+def lab_if_any(args: argparse.Namespace):
+    """``load_lab``, or None when there is no lab file (a host-wide command: the state of no lab)."""
+    from bench_agent.errors import NotConfigured
+
+    try:
+        return load_lab(args)
+    except NotConfigured:
+        return None
 
 
 # Where a command's text goes when panio runs it inside a longer-lived process (the MCP server): an

@@ -8,9 +8,11 @@ from bench_agent.errors import UsageError
 from controller.cli.common import add_json, add_param, command, print_json, say, subcommands
 
 HELP = """\
-List this host's panio daemons (serial and video capture, HID rigs) from their
-discovery files, with strays (a daemon process whose file is gone) and stale
-files (a file whose process is gone). `panio daemons stop NAME` stops one."""
+List this lab's panio daemons on this host (serial and video capture, HID rigs)
+from their discovery files, with strays (a daemon process whose file is gone)
+and stale files (a file whose process is gone); daemons still running from
+before panio kept state per lab are listed as legacy-NAME. Another lab's
+daemons are never listed. `panio daemons stop NAME` stops one."""
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
@@ -28,14 +30,16 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     add_json(c)
 
 
-def _local(op: str, args: dict) -> list:
+def _local(args: argparse.Namespace, op: str, op_args: dict) -> list:
+    from controller.cli.common import lab_if_any
     from controller.dispatch import Dispatcher
 
-    return Dispatcher(None).call_host(None, op, args)  # daemons are this host's
+    # the lab's daemons (its key picks its state directory on this host); no lab file: the bare state directory's
+    return Dispatcher(lab_if_any(args)).call_host(None, op, op_args)  # daemons are this host's
 
 
 def list_(args: argparse.Namespace) -> None:
-    rows = _local("daemons.list", {})
+    rows = _local(args, "daemons.list", {})
     if args.json:
         print_json(rows)
         return
@@ -48,12 +52,15 @@ def list_(args: argparse.Namespace) -> None:
         say(f"{r['name']}  {r['state']}  pid {r['pid']}  {what}{extra}".rstrip())
         if r["state"] != "running":
             say(f"    {r.get('command') or r.get('file')}")
+        if r.get("legacy"):
+            say(f"    started before panio kept state per lab (in {r['state_dir']}): stop it with "
+                f"`panio daemons stop {r['name']}`, then start it again in this lab")
 
 
 def stop(args: argparse.Namespace) -> None:
     if bool(args.name) == bool(args.all):
         raise UsageError("name one daemon or give --all", hint="see `panio daemons` for names")
-    rows = _local("daemons.stop", {"names": None if args.all else [args.name], "force": args.force})
+    rows = _local(args, "daemons.stop", {"names": None if args.all else [args.name], "force": args.force})
     if args.json:
         print_json(rows)
         return

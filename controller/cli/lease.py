@@ -14,7 +14,8 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
         "commands that change that target are refused naming the holder, by the control\n"
         "host itself, whatever the caller's environment (see `panio lease store`). Leases\n"
         "live in Redis (PANIO_REDIS_URL or PANIO_BROKER, else the store this host recorded),\n"
-        "else in file locks on this machine."
+        "else in file locks on this machine. Each lab's leases are its own: a lease on one\n"
+        "lab's target never blocks another lab's target of the same name."
     )
     sub = subcommands(p)
     c = command(sub, "list", "list held leases: target, holder, job, fencing token, time left", func=list_,
@@ -43,14 +44,29 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     add_json(c)
 
 
-def _store():
+def _store(args: argparse.Namespace):
+    """The lab's leases (another lab's target of the same name is another target); no lab file: no lab's."""
     from controller import backends
+    from controller.cli.common import lab_if_any
 
-    return backends.lease_store()
+    lab = lab_if_any(args)
+    return backends.lease_store(lab.key if lab is not None else None)
+
+
+def _scheduler(args: argparse.Namespace) -> list[dict]:
+    """The scheduler's lease, which is no lab's (one `schedule serve` for every lab), beside a lab's own."""
+    from bench_agent.paths import current_lab
+    from controller import backends
+    from controller.jobs.schedules import SCHEDULER_LEASE
+
+    if current_lab() is None:
+        return []  # no lab file (`_store` read it): the list is no lab's, the scheduler's included
+    held = backends.lease_store(backends.NO_LAB).current(SCHEDULER_LEASE)
+    return [held] if held else []
 
 
 def list_(args: argparse.Namespace) -> None:
-    store = _store()
+    store = _store(args)
     if args.breaks:
         records = store.breaks() if hasattr(store, "breaks") else []
         if args.json:
@@ -61,7 +77,7 @@ def list_(args: argparse.Namespace) -> None:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["at"]))
             say(f"{when}  {r['target']:<12} broken by {r['broken_by']} (was {r['was'].get('holder')}, job {r['was'].get('job')})")
         return
-    leases = store.list()
+    leases = store.list() + _scheduler(args)
     if args.json:
         print_json(leases)
         return
@@ -78,7 +94,7 @@ def break_(args: argparse.Namespace) -> None:
 
     from bench_agent.errors import NotRunning
 
-    record = _store().break_(args.target, f"{getpass.getuser()}@{socket.gethostname()}")
+    record = _store(args).break_(args.target, f"{getpass.getuser()}@{socket.gethostname()}")
     if record is None:
         raise NotRunning(f"target {args.target!r} is not leased", hint="see `panio lease list`", target=args.target)
     if args.json:

@@ -30,7 +30,7 @@ def run_check(lab: Lab, target: str, progress, auto: bool = False, by: str = "pa
     from bench_agent.jobs.runner import JobRunner
 
     payload["job_id"] = store.create_job(payload["name"], target, host, payload)
-    JobRunner(store, backends.lease_store(), holder_name(by), progress,
+    JobRunner(store, backends.lease_store(lab.key), holder_name(by), progress,
               caller=local.dispatch_caller(lab), planner=spec.planner(lab)).run(payload)
     return store.job(payload["job_id"])
 

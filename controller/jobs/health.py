@@ -58,7 +58,7 @@ def check_payload(lab: Lab, target: str, auto: bool = False) -> dict:
                                  "to the lab file (docs/operations.md)", target=target)
     return {"name": check["name"], "target": target, "steps": spec.plan_steps(check["steps"], lab, target),
             "target_config": dict(lab.target(target)), "timeout_s": check["timeout_s"],
-            "lease_wait_s": 300, "lease_ttl_s": 30, "kind": "health_check",
+            "lease_wait_s": 300, "lease_ttl_s": 30, "kind": "health_check", "lab_key": lab.key,
             "notify": list(lab.data.get("notify", [])), "retry_s": check["retry_s"],
             "retry_max_s": check["retry_max_s"], **({"auto": True} if auto else {})}
 

@@ -62,7 +62,7 @@ def run_now(path: Path, lab: Lab, target: str | None, progress, deadline_s: floa
     from bench_agent.jobs.runner import JobRunner
 
     job, steps, targets = spec.prepare(path, lab, target)
-    store, leases = backends.results_store(), backends.lease_store()
+    store, leases = backends.results_store(), backends.lease_store(lab.key)
     payload = create(store, lab, job, steps, pick_target(leases, targets), deadline_at(deadline_s))
     runner = JobRunner(store, leases, holder_name("panio job run"), progress, caller=dispatch_caller(lab),
                        planner=spec.planner(lab))

@@ -73,7 +73,7 @@ def submit(path: Path, lab: Lab, target: str | None, deadline_s: float | None = 
     app = backends.celery_app()
     job, steps, targets = spec.prepare(path, lab, target)
     store = backends.results_store()
-    chosen = local.pick_target(backends.lease_store(), targets)
+    chosen = local.pick_target(backends.lease_store(lab.key), targets)
     payload = local.create(store, lab, job, steps, chosen, local.deadline_at(deadline_s), for_worker=True)
     queue = publish(app, store, payload)
     return {**payload, "queue": queue, "host": payload["target_config"].get("host") or LOCAL_HOST}

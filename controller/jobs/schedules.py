@@ -149,7 +149,7 @@ class Scheduler:
 
         from bench_agent.errors import Busy
 
-        store = backends.lease_store()
+        store = backends.lease_store(backends.NO_LAB)  # one scheduler for every lab: its lease is no lab's
         lease = store.try_acquire(SCHEDULER_LEASE, {"holder": leases.holder_name("panio schedule serve")}, self.ttl_s)
         if lease is None:
             held = store.current(SCHEDULER_LEASE) or {}

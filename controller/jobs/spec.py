@@ -384,6 +384,7 @@ def payload(job: dict, steps: list[dict], target: str, job_id: int, lab: Lab, fo
     data = job["data"]
     table = lab.target(target)
     return {"job_id": job_id, "name": data["name"], "target": target, "steps": plan_steps(steps, lab, target),
+            "lab_key": lab.key,  # the host keeps the target's captures and leases per lab (bench_agent.paths)
             "target_config": target_config(lab, target, for_worker),
             "timeout_s": data.get("timeout_s"), "lease_wait_s": data.get("lease_wait_s", 300),
             "lease_ttl_s": data.get("lease_ttl_s", 30),

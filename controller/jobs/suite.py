@@ -142,7 +142,7 @@ def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
 
     def one_target(payloads: list[dict]) -> None:
         progress = _locked(progress_for(payloads[0]["target"]), lock)
-        runner = JobRunner(store, backends.lease_store(), me, progress, heartbeat, local.dispatch_caller(lab),
+        runner = JobRunner(store, backends.lease_store(lab.key), me, progress, heartbeat, local.dispatch_caller(lab),
                            spec.planner(lab))
         for payload in payloads:
             runner.run(payload)

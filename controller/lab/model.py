@@ -43,6 +43,14 @@ class Lab:
         self.data = data
 
     @property
+    def key(self) -> str:
+        """The lab's key on control hosts: its ``[lab] name``, else a hash of the lab file's real path
+        (``bench_agent.paths.lab_key_of``). A target's captures, logs and leases are keyed by it."""
+        from bench_agent.paths import lab_key_of
+
+        return lab_key_of(str(self.path), self.data.get("lab", {}).get("name"))
+
+    @property
     def targets(self) -> dict[str, dict[str, Any]]:
         return self.data.get("targets", {})
 

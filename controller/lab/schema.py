@@ -312,7 +312,15 @@ def _duration(path: KeyPath, value: Any) -> None:
 
 
 RETENTION = TableSpec({"jobs": Field(_duration), "artifacts": Field(_duration)}, "retention table")
-LAB = TableSpec({"hosts": Field(_named_tables(HOST)), "targets": Field(_named_tables(TARGET)),
+def _lab_name(path: KeyPath, value: Any) -> None:
+    _string(path, value)
+    if not NAME_RE.match(value):
+        raise Problem(path, f"{_dotted(path)} = {value!r} must be {NAME_RULE}")
+
+
+# [lab] name: what keys the lab's captures, logs and leases on its control hosts (bench_agent.paths.lab_key_of)
+LAB_TABLE = TableSpec({"name": Field(_lab_name)}, "lab table")
+LAB = TableSpec({"lab": Field(_table(LAB_TABLE)), "hosts": Field(_named_tables(HOST)), "targets": Field(_named_tables(TARGET)),
                  "retention": Field(_table(RETENTION)), "notify": Field(_table_array(NOTIFY))}, "lab file")
 
 

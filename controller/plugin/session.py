@@ -53,7 +53,10 @@ class PluginSession:
                  holder: str = "pytest") -> None:
         from controller.lab import load
 
+        from bench_agent.paths import set_process_lab
+
         self.lab = load(lab_path)
+        set_process_lab(self.lab.key)  # the session's process works for this lab (its leases, as `lease_store()`)
         for name in names:
             self.lab.target(name)
         self.names, self.lease_wait_s, self.watch, self.holder = names, lease_wait_s, watch, holder
@@ -86,7 +89,7 @@ class PluginSession:
         from controller.backends import lease_store
 
         info = {"holder": leases.holder_name(self.holder), "name": "pytest session"}
-        lease = leases.acquire(lease_store(), name, info, LEASE_TTL_S, self.lease_wait_s)
+        lease = leases.acquire(lease_store(self.lab.key), name, info, LEASE_TTL_S, self.lease_wait_s)
         lease.keep(LEASE_TTL_S)
         self._leases[name] = lease
         return lease

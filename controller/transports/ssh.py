@@ -112,6 +112,11 @@ class SSHTransport:
             self.close()
             raise Unreachable(f"host {self.name}: the bench agent speaks protocol {hello.get('panio_agent')!r}, "
                               f"not {PROTOCOL}", hint="install the same panio version on the host", host=self.name)
+        if not hello.get("lab_keys"):  # an older panio keeps every lab's target state under its bare name
+            self.close()
+            raise Unreachable(f"host {self.name} runs an older panio that keeps targets' captures and leases "
+                              f"by bare target name, not per lab", hint="install the same panio version on the "
+                              f"host (`panio setup --host {self.name}`)", host=self.name)
 
     # --- one request ---------------------------------------------------
 

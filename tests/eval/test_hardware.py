@@ -65,9 +65,9 @@ def test_a_failed_hardware_job_leaves_no_capture_daemon_behind(tmp_path):
     try:
         result = hardware.run(broken, tmp_path / "run", Guard())
         assert result.status == "fail", result  # the job failed midway and skipped its own `serial stop`
-        assert _daemon_processes(tmp_path / "run" / "state") == {}
+        assert _daemon_processes(tmp_path / "run" / "state", every_lab=True) == {}
     finally:
-        for pid in _daemon_processes(tmp_path / "run" / "state"):
+        for pid in _daemon_processes(tmp_path / "run" / "state", every_lab=True):
             os.kill(pid, signal.SIGKILL)
 
 

@@ -40,10 +40,10 @@ def test_r1_netboots_the_qemu_board_from_panios_tftp_server_to_a_shell(tmp_path:
         result = hardware.run(sc, run_dir, Guard())
         assert result.status == "pass", result
         # the TFTP root the board booted from is the simulated bench's, served by panio (not QEMU's tftp=)
-        log = (run_dir / "state" / "netboot" / "qemu0" / "server.log").read_text()
+        [log] = [p.read_text() for p in (run_dir / "state").glob("labs/*/netboot/qemu0/server.log")]  # the lab's
         assert "panio-tftp" in log and "sent" in log and "vmlinuz" in log and "initrd.img" in log
         # nothing outlives the run: no QEMU, no capture or netboot daemon
-        assert _qemu_of(run_dir) == [] and _daemon_processes(run_dir / "state") == {}
+        assert _qemu_of(run_dir) == [] and _daemon_processes(run_dir / "state", every_lab=True) == {}
     finally:
-        for pid in _qemu_of(run_dir) + list(_daemon_processes(run_dir / "state")):
+        for pid in _qemu_of(run_dir) + list(_daemon_processes(run_dir / "state", every_lab=True)):
             os.kill(pid, 9)
