@@ -10,7 +10,7 @@ from jobhelp import job_file, wait_for
 from peerhelp import SHARED_REDIS, Workers, drop_keys, use_lab
 
 REDIS_URL = SHARED_REDIS
-LONG = "lease_ttl_s = 2\n[[steps]]\nname = 'long'\nrun = 'ping ${target} --count 600 --interval 0.05'\n"
+LONG = "lease_ttl_s = 2\n[[steps]]\nname = 'long'\nrun = 'ping ${target} --count 6000 --interval 0.05'\n"
 QUICK = "[[steps]]\nname = 'quick'\nrun = 'ping ${target} --count 3'\nexpect_output = 'seq=3'\n"
 
 
@@ -126,7 +126,7 @@ def test_an_operation_is_served_while_every_job_thread_of_its_worker_is_busy(pan
     jobs = []
     try:
         workers.start("busy", concurrency=1)
-        jobs.append(submit(panio, tmp_path, LONG, "ba"))  # 30 s of pinging on the worker's one job thread
+        jobs.append(submit(panio, tmp_path, LONG, "ba"))  # 300 s of pinging (canceled at the end) on the worker's one job thread
         jobs.append(submit(panio, tmp_path, LONG, "bb", "second.toml"))  # and one more queued behind it
         wait_for(lambda: panio("job", "status", str(jobs[0]), "--json").json()["state"] == "running", timeout_s=120)
         r = panio("ping", "bb", "--count", "1", "--json").json()
