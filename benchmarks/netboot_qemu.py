@@ -13,6 +13,9 @@ the per-round ratios are printed beside the medians. The kernel is /boot/vmlinuz
 Rows (issue 24): the TFTP part alone, panio / built-in, median of the per-round ratios, goal <= 1.2x at
 any load; netboot to a shell, goal <= 1.1x.
 
+dnsmasq's TFTP server cannot stand beside the built-in one here (QEMU answers TFTP to 10.0.2.2 port 69
+itself, and dnsmasq serves on port 69 only): ``netboot_tap.py`` compares it with panio's on a tap link.
+
 Run: .venv/bin/python benchmarks/netboot_qemu.py [--rounds 3] [--lockstep] [--json]
 Needs: qemu-system-x86, ipxe-qemu, busybox-static. Starts and stops its own daemon and VMs.
 """

@@ -121,8 +121,10 @@ class Board:
     """QEMU booting from the network (``-boot n``), its serial console on stdin/stdout."""
 
     def __init__(self, bootfile_url: str, netdev_extra: str = "", memory_mb: int = 256,
-                 extra_args: tuple[str, ...] = ()) -> None:
-        netdev = f"user,id=n0,bootfile={bootfile_url}" + (f",{netdev_extra}" if netdev_extra else "")
+                 extra_args: tuple[str, ...] = (), netdev: str = "") -> None:
+        """``netdev`` replaces QEMU's user networking (``bootfile_url`` and ``netdev_extra`` then unused): a
+        ``tap,id=n0,...`` link whose DHCP server names the boot file."""
+        netdev = netdev or f"user,id=n0,bootfile={bootfile_url}" + (f",{netdev_extra}" if netdev_extra else "")
         argv = ["qemu-system-x86_64", "-M", "pc", "-accel", "tcg", "-m", str(memory_mb), "-smp", "1",
                 "-display", "none", "-vga", "none", "-monitor", "none", "-serial", "stdio", "-no-reboot",
                 "-netdev", netdev, "-device", "e1000,netdev=n0", "-boot", "n", *extra_args]

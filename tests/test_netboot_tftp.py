@@ -131,6 +131,29 @@ def test_blocks_go_out_ahead_of_the_acks_and_a_lost_block_is_sent_again(tmp_path
         srv.close()
 
 
+def test_an_ack_for_a_block_sent_before_a_go_back_moves_the_window(tmp_path: Path) -> None:
+    """iPXE stalled with 16 blocks in flight: after a go-back the client acknowledged a block the server had
+    sent before going back, and the server, resending from the oldest block, ignored that ACK for good."""
+    from bench_agent.netboot import tftp
+
+    (tmp_path / "f").write_bytes(os.urandom(100 * 512))
+    srv = TftpServer(str(tmp_path), "127.0.0.1", 0).start()
+    try:
+        with _rrq(srv.port, "f") as s:
+            blocks, peer = _blocks_until_quiet(s)
+            newest = tftp.SEND_AHEAD + 3
+            _ack(s, peer, 3)
+            assert _blocks_until_quiet(s)[0][-1] == newest
+            for _ in range(3):  # duplicate ACKs: the server goes back to block 4
+                _ack(s, peer, 3)
+            assert _blocks_until_quiet(s)[0][0] == 4
+            _ack(s, peer, newest)  # the blocks sent before the go-back had all arrived
+            after = _blocks_until_quiet(s)[0]
+            assert after and after[0] == newest + 1, after
+    finally:
+        srv.close()
+
+
 @pytest.mark.parametrize("ahead", [1, 8], ids=["lock-step", "send-ahead"])
 def test_block_numbers_wrap_past_65535_intact(tmp_path: Path, ahead: int) -> None:
     """70000 blocks of 64 bytes: the 16-bit block number wraps; the window never straddles the wrap."""

@@ -171,7 +171,7 @@ class Sender:
 
     def _blocks(self) -> bool:
         last = self.size // self.blksize + 1  # a final short (maybe empty) block ends the transfer
-        base = nxt = 1  # the oldest unacknowledged block, the next one to send (absolute numbers)
+        base = nxt = high = 1  # the oldest unacknowledged block, the next one to send, one past the newest sent
         window, tries, recover = self.window, 0, 0
         while base <= last:
             # iPXE places a block by its 16-bit number relative to its first gap: never have blocks in
@@ -179,7 +179,10 @@ class Sender:
             while nxt < base + window and nxt <= last and nxt >> 16 == base >> 16:
                 self._send_block(nxt)
                 nxt += 1
-            acked = self._wait_ack(time.monotonic() + self.timeout_s, base, nxt, fast=base >= recover)
+            high = max(high, nxt)
+            # after a go-back, an ACK may name a block sent before it (up to high - 1): it moves the window
+            # too; ignoring it stalled iPXE, which had those blocks and kept acknowledging the newest one
+            acked = self._wait_ack(time.monotonic() + self.timeout_s, base, high, fast=base >= recover)
             if acked is False:
                 return False
             if acked is None or acked == LOST:  # go back to the oldest unacknowledged block, send less ahead
@@ -190,6 +193,7 @@ class Sender:
                 window, nxt, recover = max(1, window // 2), base, nxt
                 continue
             base, tries = acked + 1, 0
+            nxt = max(nxt, base)
             window = min(self.window, window + 1)
         return True
 

@@ -75,6 +75,8 @@ def reap_orphan(folder: Path) -> int | None:
 
 
 class DnsmasqServer:
+    ready_text = READY_TEXT  # the log line that says dnsmasq is serving
+
     def __init__(self, s: Settings, folder: Path) -> None:
         self.s, self.folder = s, folder
         self.proc: subprocess.Popen | None = None
@@ -89,7 +91,7 @@ class DnsmasqServer:
                           hint="run the bench agent as root, or `panio netboot set --server panio` for TFTP only")
         conf = self.folder / "dnsmasq.conf"
         try:
-            text = config_text(self.s, self.folder)
+            text = self.config()
         except values.BadValue as exc:
             raise Refused(f"netboot of {self.s.target!r}: not writing dnsmasq.conf: {exc}", target=self.s.target) from None
         conf.write_text(text)
@@ -102,9 +104,12 @@ class DnsmasqServer:
         (self.folder / "dnsmasq.pid").write_text(f"{self.proc.pid}\n")
         self._wait_ready(log, offset)
 
+    def config(self) -> str:
+        return config_text(self.s, self.folder)
+
     def _wait_ready(self, log: Path, offset: int) -> None:
         deadline = time.monotonic() + START_WAIT_S
-        mark = f"[{self.proc.pid}]: {READY_TEXT}"
+        mark = f"[{self.proc.pid}]: {self.ready_text}"
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 why = (self.folder / "dnsmasq.err").read_text(errors="replace").strip() or "no message"
