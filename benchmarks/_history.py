@@ -53,12 +53,12 @@ def empty_like(url: str, folder) -> str:
 def drop_empty(url: str) -> None:
     """Drop what ``empty_like`` made on PostgreSQL (a file goes with its folder)."""
     if url.startswith("postgresql://"):
-        from bench_agent.jobs import results
+        from bench_agent.jobs import results_db
 
         import psycopg
 
-        for key in [k for k in results._ENGINES if k[0] == url]:
-            results._ENGINES.pop(key).dispose()
+        for key in [k for k in results_db._ENGINES if k[0] == url]:
+            results_db._ENGINES.pop(key).dispose()
         base, _, rest = url.rpartition("/")
         with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{rest.split("?", 1)[0]}" WITH (FORCE)')

@@ -268,7 +268,7 @@ def bench_jobs(env: dict, tmp: Path, jobs: int) -> dict:
 
 
 def bench_kill(env: dict, tmp: Path, ttl_s: float = 3.0) -> dict:
-    from bench_agent.jobs.leases import RedisLeaseStore
+    from bench_agent.jobs.redis_leases import RedisLeaseStore
     from bench_agent.jobs.worker import make_app, submit
     from controller import backends
 

@@ -60,7 +60,8 @@ def lease_store(lab_key: str | None = None):
     no lab's), so two labs that both name a target ``h`` never block each other
     (``bench_agent.jobs.leases.lab_prefix``)."""
     from bench_agent.jobs import lease_guard
-    from bench_agent.jobs import leases
+    from bench_agent.jobs.file_leases import FileLeaseStore
+    from bench_agent.jobs.redis_leases import RedisLeaseStore
 
     from bench_agent.paths import current_lab, lab_state_dir, legacy_state_dir
 
@@ -69,11 +70,11 @@ def lease_store(lab_key: str | None = None):
     if not url:
         mine = lease_guard.recorded()
         if not mine:
-            return leases.FileLeaseStore((lab_state_dir(lab_key) if lab_key else legacy_state_dir()) / "leases")
+            return FileLeaseStore((lab_state_dir(lab_key) if lab_key else legacy_state_dir()) / "leases")
         url, prefix = mine[0]["url"], mine[0].get("prefix", "panio:")
     key = (url, prefix)
     if key not in _REDIS_STORES:
-        _REDIS_STORES[key] = leases.RedisLeaseStore(url, prefix)  # fences: the results database, opened on use
+        _REDIS_STORES[key] = RedisLeaseStore(url, prefix)  # fences: the results database, opened on use
     return _REDIS_STORES[key].for_lab(lab_key)
 
 

@@ -134,7 +134,7 @@ def test_a_supervisor_started_through_a_worker_is_reaped_when_it_stops(panio, be
 # --- the lost-worker reason ------------------------------------------------------------------------
 
 def test_the_lost_worker_reason_names_the_runner_once(tmp_path):
-    from bench_agent.jobs.leases import FileLeaseStore
+    from bench_agent.jobs.file_leases import FileLeaseStore
     from bench_agent.jobs.reconcile import Reconciler, dead_after_s
     from bench_agent.jobs.results import ResultStore
 

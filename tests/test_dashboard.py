@@ -280,7 +280,7 @@ def test_workers_that_answer_and_an_operator_cancels_a_queued_job(lab, broker, t
 
 def test_an_operator_breaks_a_lease_and_the_break_is_recorded(broker):
     from bench_agent.jobs.fences import FenceStore
-    from bench_agent.jobs.leases import RedisLeaseStore
+    from bench_agent.jobs.redis_leases import RedisLeaseStore
 
     env, workers, d = broker
     from bench_agent.paths import lab_key_of

@@ -277,11 +277,12 @@ def test_a_board_made_bad_after_a_stopped_capture_heals_on_its_own_once_it_runs_
 def test_a_target_put_in_maintenance_while_a_job_waits_for_its_lease_holds_the_job(tmp_path):
     """The gate's read before the lease stands only when the lease came at once; a job that waited reads again."""
     from bench_agent.jobs import leases
+    from bench_agent.jobs import file_leases
     from bench_agent.jobs.results import ResultStore
     from bench_agent.jobs.runner import JobRunner
 
     url = f"sqlite:///{tmp_path / 'r.db'}"
-    results, store = ResultStore(url), leases.FileLeaseStore(tmp_path / "leases")
+    results, store = ResultStore(url), file_leases.FileLeaseStore(tmp_path / "leases")
 
     def job(name: str) -> dict:
         payload = {"job_id": results.create_job(name, "pico", None, {"steps": []}), "name": name, "target": "pico",

@@ -117,7 +117,8 @@ def test_two_labs_on_one_ssh_host_keep_their_captures_of_h_apart(tmp_path, board
 
 @pytest.mark.parametrize("kind", ["file", "redis"])
 def test_a_lease_on_h_in_one_lab_does_not_block_the_others_h(tmp_path, kind, prefix):
-    from bench_agent.jobs import leases
+    from bench_agent.jobs import file_leases
+    from bench_agent.jobs import redis_leases
 
     a, b = _two_labs(tmp_path)
     marks = tmp_path / "marks"
@@ -129,9 +130,9 @@ def test_a_lease_on_h_in_one_lab_does_not_block_the_others_h(tmp_path, kind, pre
     if kind == "redis":
         for p in (a, b):
             p.env.update(PANIO_REDIS_URL=SHARED_REDIS, PANIO_REDIS_PREFIX=prefix)
-        store = leases.RedisLeaseStore(SHARED_REDIS, prefix).for_lab(a.lab_key)
+        store = redis_leases.RedisLeaseStore(SHARED_REDIS, prefix).for_lab(a.lab_key)
     else:  # an embedded `panio job run`'s lease in lab a
-        store = leases.FileLeaseStore(a.state / "leases")
+        store = file_leases.FileLeaseStore(a.state / "leases")
     lease = store.try_acquire("h", {"holder": "job runner of lab a", "job": 5}, ttl_s=30)
     try:
         r = a.fails("action", "run", "h", "flash", code=8)

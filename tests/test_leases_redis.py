@@ -10,6 +10,7 @@ import pytest
 
 from bench_agent.errors import Busy, Refused
 from bench_agent.jobs import leases
+from bench_agent.jobs import redis_leases
 from conftest import PANIO
 from jobhelp import fixture_lab, job_file, stop, wait_for
 from peerhelp import SHARED_REDIS as REDIS_URL
@@ -17,7 +18,7 @@ from peerhelp import SHARED_REDIS as REDIS_URL
 
 @pytest.fixture
 def store(prefix):
-    return leases.RedisLeaseStore(REDIS_URL, prefix)
+    return redis_leases.RedisLeaseStore(REDIS_URL, prefix)
 
 
 def test_lease_is_exclusive_and_tokens_only_grow(store):
@@ -48,8 +49,8 @@ def test_kept_lease_outlives_its_ttl_and_a_broken_one_fences_the_holder(store):
 
 HOLDER = """
 import sys, time
-from bench_agent.jobs import leases
-s = leases.RedisLeaseStore(sys.argv[1], sys.argv[2])
+from bench_agent.jobs import redis_leases
+s = redis_leases.RedisLeaseStore(sys.argv[1], sys.argv[2])
 lease = s.try_acquire("pico", {"holder": "doomed"}, ttl_s=1.0)
 lease.keep(1.0)
 print("held", flush=True)

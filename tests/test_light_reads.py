@@ -153,7 +153,7 @@ def test_a_database_an_older_panio_made_goes_the_stores_way_which_migrates_it(pa
     what is missing, and the next read needs it no more."""
     import sqlalchemy as sa
 
-    from bench_agent.jobs import results as store_module
+    from bench_agent.jobs import results_db as store_module
 
     ids = history(results)
     engine = store_module._engine(results)

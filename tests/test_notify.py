@@ -137,7 +137,7 @@ def test_a_notify_table_is_checked_like_the_rest_of_the_lab(panio):
 
 def test_a_job_whose_worker_died_is_told_and_its_target_becomes_unknown(tmp_path, receiver):
     from bench_agent.jobs.health import HealthStore
-    from bench_agent.jobs.leases import FileLeaseStore
+    from bench_agent.jobs.file_leases import FileLeaseStore
     from bench_agent.jobs.reconcile import Reconciler, dead_after_s
     from bench_agent.jobs.results import ResultStore
 

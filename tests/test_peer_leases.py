@@ -15,6 +15,8 @@ import pytest
 
 from bench_agent.errors import Busy, Refused
 from bench_agent.jobs import leases
+from bench_agent.jobs import file_leases
+from bench_agent.jobs import redis_leases
 from bench_agent.jobs.fences import FenceStore
 import keyhelp
 from conftest import PANIO
@@ -50,7 +52,7 @@ def volatile(tmp_path):
 
 @needs_redis
 def test_a_volatile_redis_restart_never_hands_out_a_token_twice(volatile, tmp_path):
-    store = leases.RedisLeaseStore(volatile.url, "t:", FenceStore(f"sqlite:///{tmp_path / 'results.db'}"))
+    store = redis_leases.RedisLeaseStore(volatile.url, "t:", FenceStore(f"sqlite:///{tmp_path / 'results.db'}"))
     a = store.try_acquire("pico", {"holder": "a"}, ttl_s=30)
     volatile.restart()  # a's lease and the counter that issued its token are gone
     b = leases.acquire(store, "pico", {"holder": "b"}, ttl_s=30, wait_s=5)
@@ -120,7 +122,7 @@ def test_a_shell_without_the_broker_cannot_drive_a_leased_target(panio, tmp_path
     marks = hooked_lab(panio, tmp_path)
     panio("lease", "store", "--set", SHARED_REDIS, "--prefix", prefix)  # what `panio worker` records
     assert "PANIO_BROKER" not in panio.env and "PANIO_REDIS_URL" not in panio.env
-    store = leases.RedisLeaseStore(SHARED_REDIS, prefix,
+    store = redis_leases.RedisLeaseStore(SHARED_REDIS, prefix,
                                    FenceStore(f"sqlite:///{tmp_path / 'fences.db'}")).for_lab(panio.lab_key)
     lease = store.try_acquire("pico", {"holder": "worker bench1@ctl:77", "job": 7}, ttl_s=600)
     try:
@@ -150,10 +152,10 @@ def test_the_token_lease_list_shows_does_not_act_for_the_holder(panio, tmp_path,
     marks = hooked_lab(panio, tmp_path)
     if kind == "redis":
         panio("lease", "store", "--set", SHARED_REDIS, "--prefix", prefix)
-        store = leases.RedisLeaseStore(SHARED_REDIS, prefix,
+        store = redis_leases.RedisLeaseStore(SHARED_REDIS, prefix,
                                    FenceStore(f"sqlite:///{tmp_path / 'fences.db'}")).for_lab(panio.lab_key)
     else:  # an embedded `panio job run`'s lease: a file in the lab's state directory
-        store = leases.FileLeaseStore(panio.state / "leases")
+        store = file_leases.FileLeaseStore(panio.state / "leases")
     lease = store.try_acquire("pico", {"holder": "job runner", "job": 5}, ttl_s=600)
     try:
         listed = panio("lease", "list", "--json").json()
@@ -181,7 +183,7 @@ def test_the_token_lease_list_shows_does_not_act_for_the_holder(panio, tmp_path,
 def test_an_expired_token_is_refused_even_while_the_lease_is_free(panio, tmp_path, prefix):
     marks = hooked_lab(panio, tmp_path)
     panio.env.update(PANIO_REDIS_URL=SHARED_REDIS, PANIO_REDIS_PREFIX=prefix)
-    store = leases.RedisLeaseStore(SHARED_REDIS, prefix,
+    store = redis_leases.RedisLeaseStore(SHARED_REDIS, prefix,
                                    FenceStore(f"sqlite:///{tmp_path / 'fences.db'}")).for_lab(panio.lab_key)
     lease = store.try_acquire("pico", {"holder": "stalled"}, ttl_s=0.3)  # no keeper: it lapses
     wait_for(lambda: store.current("pico") is None, timeout_s=30, every_s=0.05)
@@ -210,7 +212,7 @@ def test_a_raw_celery_message_cannot_act_on_a_leased_target(panio, tmp_path, pre
     log = tmp_path / "worker.log"
     worker = subprocess.Popen([PANIO, "worker", "--host", "bench1", "--lab", str(panio.lab), "--concurrency", "1"],
                               env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
-    store = leases.RedisLeaseStore(SHARED_REDIS, prefix,  # the lab's: a raw message naming no lab is bound by it
+    store = redis_leases.RedisLeaseStore(SHARED_REDIS, prefix,  # the lab's: a raw message naming no lab is bound by it
                                    FenceStore(f"sqlite:///{tmp_path / 'results.db'}")).for_lab(panio.lab_key)
     for name, value in keyhelp.controller_env().items():
         monkeypatch.setenv(name, value)
@@ -261,7 +263,7 @@ def test_a_hand_made_payload_is_refused_at_run_time(panio, tmp_path):
     mark = tmp_path / "pwned"
     script = f"""
 import json, sys
-from bench_agent.jobs.leases import FileLeaseStore
+from bench_agent.jobs.file_leases import FileLeaseStore
 from bench_agent.jobs.results import ResultStore
 from bench_agent.jobs.runner import JobRunner
 store = ResultStore("sqlite:///{tmp_path / 'r.db'}")
@@ -366,7 +368,7 @@ def test_mcp_tools_cannot_change_a_leased_target(panio, tmp_path, prefix):
 
     marks = hooked_lab(panio, tmp_path)
     panio("lease", "store", "--set", SHARED_REDIS, "--prefix", prefix)
-    store = leases.RedisLeaseStore(SHARED_REDIS, prefix,
+    store = redis_leases.RedisLeaseStore(SHARED_REDIS, prefix,
                                    FenceStore(f"sqlite:///{tmp_path / 'fences.db'}")).for_lab(panio.lab_key)
     lease = store.try_acquire("pico", {"holder": "worker bench1@ctl:77", "job": 9}, ttl_s=600)
 

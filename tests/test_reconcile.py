@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from bench_agent.jobs.leases import RedisLeaseStore
+from bench_agent.jobs.redis_leases import RedisLeaseStore
 from bench_agent.jobs.reconcile import Reconciler, dead_after_s
 from bench_agent.jobs.results import ResultStore
 

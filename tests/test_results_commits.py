@@ -101,6 +101,7 @@ def test_after_a_redis_restart_a_lease_goes_above_a_token_another_process_claime
     import os
 
     from bench_agent.jobs import leases
+    from bench_agent.jobs import redis_leases
     from bench_agent.jobs.fences import FenceStore
     from peerhelp import REDIS, PrivateRedis
 
@@ -110,7 +111,7 @@ def test_after_a_redis_restart_a_lease_goes_above_a_token_another_process_claime
     redis = PrivateRedis(tmp_path)
     redis.start()
     try:
-        store = leases.RedisLeaseStore(redis.url, "t:", FenceStore(url))
+        store = redis_leases.RedisLeaseStore(redis.url, "t:", FenceStore(url))
         a = leases.acquire(store, "pico", {"holder": "a"}, ttl_s=30, wait_s=5)
         a.release()
         assert FenceStore(url).claim("pico", a.token + 7)  # another host, while this Redis loses its data:
@@ -191,6 +192,7 @@ def test_a_lease_claims_the_job_with_its_token_and_a_refused_token_claims_nothin
     import os
 
     from bench_agent.jobs import leases
+    from bench_agent.jobs import redis_leases
     from bench_agent.jobs.fences import FenceStore
     from peerhelp import REDIS, PrivateRedis
 
@@ -200,7 +202,7 @@ def test_a_lease_claims_the_job_with_its_token_and_a_refused_token_claims_nothin
     store, redis = ResultStore(url), PrivateRedis(tmp_path)
     redis.start()
     try:
-        leasing = leases.RedisLeaseStore(redis.url, "t:", FenceStore(url))
+        leasing = redis_leases.RedisLeaseStore(redis.url, "t:", FenceStore(url))
         ids = store.create_jobs([("j", "pico", None, {})] * 3)
 
         def take(job_id: int) -> leases.Lease:

@@ -23,7 +23,6 @@ target's mark has a row; the first lease of a target makes the row here.
 
 from __future__ import annotations
 
-import functools
 import os
 from bench_agent.errors import Unreachable
 from bench_agent.jobs.sql import RAISE_FENCE
@@ -46,29 +45,19 @@ def results_url() -> str:
     return f"sqlite:///{state_dir() / 'results.db'}"
 
 
-@functools.cache  # once per process, like the job tables (bench_agent.jobs.results._tables)
-def _table():
-    import sqlalchemy as sa
-
-    md = sa.MetaData()
-    return md, sa.Table("panio_fences", md,
-                        sa.Column("target", sa.String(64), primary_key=True),
-                        sa.Column("high", sa.BigInteger, nullable=False))
-
-
 class FenceStore:
     """The highest fencing token ever claimed per target, in the results database at ``url``."""
 
     def __init__(self, url: str | None = None) -> None:
         # one engine per database and process, shared with the job history (and its way of creating tables);
         # statements that stand alone commit on their own (one round trip)
-        from bench_agent.jobs.results import _autocommit, _engine, create_tables
+        from bench_agent.jobs.results_db import _autocommit, _engine, _fence_table, create_tables
 
         self.url = url or results_url()
         self.engine, self.single = _engine(self.url), _autocommit(self.url)
         self.relaxed = _autocommit(self.url, relaxed=True)
         self._seen: dict[str, int] = {}  # target -> the highest token this store claimed or read (never above)
-        self.md, self.table = _table()
+        self.md, self.table = _fence_table()
         if self.url not in _ENSURED:
             self._guard(lambda: create_tables(self.engine, self.md))  # other workers may do it now
             _ENSURED.add(self.url)

@@ -76,7 +76,7 @@ def _create(md, engine, current) -> None:
     add the columns a database made by an older panio lacks."""
     import sqlalchemy as sa
 
-    from bench_agent.jobs.results import create_tables
+    from bench_agent.jobs.results_db import create_tables
 
     def add_columns(conn) -> None:
         have = {c["name"] for c in sa.inspect(conn).get_columns("panio_health")}

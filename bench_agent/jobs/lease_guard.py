@@ -39,10 +39,12 @@ from typing import Any
 
 from bench_agent.errors import UsageError, Unreachable
 from bench_agent.jobs import leases
+from bench_agent.jobs.file_leases import FileLeaseStore
+from bench_agent.jobs.redis_leases import RedisLeaseStore
 
 from bench_agent.jobs import ORIGIN_ARG, TOKEN_ARG  # noqa: F401 - said once, in the package
 RECORD_NAME = "lease-stores.json"
-_REDIS: dict[tuple[str, str], leases.RedisLeaseStore] = {}  # one client per store, for the process's life
+_REDIS: dict[tuple[str, str], RedisLeaseStore] = {}  # one client per store, for the process's life
 
 
 def record_path():
@@ -88,10 +90,10 @@ def _write(stores: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)
 
 
-def redis_store(url: str, prefix: str) -> leases.RedisLeaseStore:
+def redis_store(url: str, prefix: str) -> RedisLeaseStore:
     key = (url, prefix)
     if key not in _REDIS:
-        _REDIS[key] = leases.RedisLeaseStore(url, prefix)
+        _REDIS[key] = RedisLeaseStore(url, prefix)
     return _REDIS[key]
 
 
@@ -102,7 +104,7 @@ def env_store() -> tuple[str, str] | None:
 
 def store_key(store: Any) -> tuple[str, ...]:
     """What identifies a lease store across machines: a Redis URL and prefix, or a file store's machine and directory."""
-    if isinstance(store, leases.FileLeaseStore):
+    if isinstance(store, FileLeaseStore):
         return ("file", socket.gethostname(), str(store.dir))
     return ("redis", leases.redact(store.url), store.prefix)  # it travels in requests: never the password
 
@@ -123,7 +125,7 @@ def stores() -> list[tuple[Any, str]]:
         if key not in seen:
             seen.add(key)
             out.append((redis_store(*key), why))
-    out.append((leases.FileLeaseStore(lab_state_dir() / "leases"), "this machine's file leases"))
+    out.append((FileLeaseStore(lab_state_dir() / "leases"), "this machine's file leases"))
     return out
 
 

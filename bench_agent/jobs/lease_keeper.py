@@ -8,7 +8,7 @@ finds the lease gone marks it lost (the runner stops at its next check); one
 that cannot reach the store is tried again a third of the TTL later, so the TTL
 alone decides when a lease is really gone. Renewals run one after the other: a
 store that hangs holds the others up for its own retry bound
-(``leases.RETRY_S``), far less than any TTL's two spare thirds.
+(``redis_leases.RETRY_S``), far less than any TTL's two spare thirds.
 
 ``released`` tells the jobs of this process that wait for a lease that one was
 given back, so a job waiting behind another on the same board (both on this

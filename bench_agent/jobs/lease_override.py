@@ -22,7 +22,7 @@ import os
 import secrets
 from typing import Any
 
-from bench_agent.jobs import leases
+from bench_agent.jobs.redis_leases import RedisLeaseStore
 
 GRANT_TTL_S = 600  # a grant not used by then (the command never reached the host) is gone
 _TAKE = """
@@ -37,7 +37,7 @@ def grant(store: Any, target: str, op: str, by: str, reason: str) -> str:
     """Grant one ``op`` on ``target`` whatever lease holds it when the host acts; the grant's nonce."""
     nonce = secrets.token_hex(16)
     fields = {"target": target, "op": op, "by": by, "reason": reason}
-    if isinstance(store, leases.RedisLeaseStore):
+    if isinstance(store, RedisLeaseStore):
         key = _key(store, nonce)
         pipe = store.r.pipeline()
         pipe.hset(key, mapping=fields)
@@ -57,7 +57,7 @@ def take(store: Any, nonce: str, target: str, op: str, overridden: list[dict]) -
     if not isinstance(nonce, str) or not nonce.isalnum():
         return False
     stamp = json.dumps([{k: h.get(k) for k in ("holder", "job", "token")} for h in overridden])
-    if isinstance(store, leases.RedisLeaseStore):
+    if isinstance(store, RedisLeaseStore):
         return bool(store._do(store.r.eval, _TAKE, 1, _key(store, nonce), target, op, stamp))
     path = _path(store, nonce)
     try:
@@ -74,7 +74,7 @@ def take(store: Any, nonce: str, target: str, op: str, overridden: list[dict]) -
 def used(store: Any, nonce: str) -> list[dict] | None:
     """The controller, after the command: the leases the host overrode with ``nonce``'s grant (None: it was not
     used); the grant is dropped."""
-    if isinstance(store, leases.RedisLeaseStore):
+    if isinstance(store, RedisLeaseStore):
         key = _key(store, nonce)
         pipe = store.r.pipeline()
         pipe.hget(key, "used")

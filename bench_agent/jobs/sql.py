@@ -55,7 +55,7 @@ def _insert(dialect: str):
 
 
 def _tables():
-    from bench_agent.jobs.results import _tables
+    from bench_agent.jobs.results_db import _tables
 
     return _tables()
 
@@ -185,9 +185,9 @@ def finish(only: str | None, with_done: bool, artifacts: int = 0) -> Prepared:
 def _raise_fence(dialect: str):
     import sqlalchemy as sa
 
-    from bench_agent.jobs.fences import _table
+    from bench_agent.jobs.results_db import _fence_table
 
-    t = _table()[1]
+    t = _fence_table()[1]
     return t.update().where(t.c.target == sa.bindparam("p_target"), t.c.high < sa.bindparam("p_fence")).values(
         high=sa.bindparam("p_fence"))
 

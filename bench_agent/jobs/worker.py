@@ -123,7 +123,7 @@ class WorkerContext:
 
     def stores(self):
         """One database engine, one Redis client and one heartbeat per worker, shared by its threads."""
-        from bench_agent.jobs.leases import RedisLeaseStore
+        from bench_agent.jobs.redis_leases import RedisLeaseStore
         from bench_agent.jobs.reconcile import Heartbeat
         from bench_agent.jobs.results import ResultStore
 

@@ -183,7 +183,7 @@ def health_by_target(store) -> dict[str, dict] | None:
     return {r["target"]: dict(r) for r in rows}  # oldest first: were there several rows, the newest wins
 
 
-from bench_agent.jobs.results import JOB_FILTERS  # noqa: E402 - the filters the store indexes
+from bench_agent.jobs.results_read import JOB_FILTERS  # noqa: E402 - the filters the store indexes
 
 
 def jobs(store, filters: dict[str, str], limit: int = 50, before: int | None = None) -> list[dict]:

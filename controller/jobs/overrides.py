@@ -53,7 +53,7 @@ COLUMNS = ("id", "at", "target", "job_id", "holder", "token", "command", "by", "
 FOR_JOB = f"SELECT {', '.join(COLUMNS)} FROM panio_overrides WHERE job_id = :job_id ORDER BY id"
 
 
-@functools.cache  # built once per process (see bench_agent.jobs.results._tables)
+@functools.cache  # built once per process (see bench_agent.jobs.results_db._tables)
 def _table():
     import sqlalchemy as sa
 
@@ -78,7 +78,7 @@ def _table():
 class OverrideStore:
     def __init__(self, url: str | None = None) -> None:
         from bench_agent.jobs.fences import results_url
-        from bench_agent.jobs.results import _engine
+        from bench_agent.jobs.results_db import _engine
 
         self.engine = _engine(url or results_url())
         md, self.t = _table()

@@ -56,7 +56,7 @@ def next_due(at: str | None, every_s: float | None, now: float) -> float:
     return due.timestamp()
 
 
-@functools.cache  # once per process, like the job tables (bench_agent.jobs.results._tables)
+@functools.cache  # once per process, like the job tables (bench_agent.jobs.results_db._tables)
 def _table():
     import sqlalchemy as sa
 
@@ -76,7 +76,7 @@ def _table():
 
 class ScheduleStore:
     def __init__(self, url: str) -> None:
-        from bench_agent.jobs.results import _engine
+        from bench_agent.jobs.results_db import _engine
 
         self.engine = _engine(url)
         md, self.t = _table()

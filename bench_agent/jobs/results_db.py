@@ -1,0 +1,210 @@
+"""The results database itself: its tables, its engines and their creation (SQLAlchemy Core).
+
+One schema (``_tables``: jobs, steps, artifacts), built once per process; one engine per URL and commit mode
+(``_engine``: SQLite in WAL mode, or PostgreSQL, whose *relaxed* pool does not wait for the disk on commit;
+``_autocommit``: for a statement that is a transaction by itself); and ``create_tables``, which every store
+of this database (``ResultStore``, ``FenceStore``, the health and schedule stores) runs the first time it
+opens one, safe against other processes doing the same at the same moment. Nothing here opens a connection
+on import.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from bench_agent.errors import ConfigInvalid
+from bench_agent.jobs import results_read as reads
+from bench_agent.jobs.results_read import JOB_FILTERS, NOT_DONE
+
+_ENGINES: dict[tuple[str, bool], Any] = {}
+_AUTOCOMMIT: dict[tuple[str, bool], Any] = {}
+
+
+# Built once per process: the engine's compiled-statement cache keys on the Table objects, so fresh
+# tables per call (a store per call) kept hundreds of copies alive in a long-lived `schedule serve`.
+@functools.cache
+def _tables():
+    import sqlalchemy as sa
+
+    md = sa.MetaData()
+    jobs = sa.Table(
+        "panio_jobs", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("name", sa.String(200), nullable=False),
+        sa.Column("target", sa.String(64), nullable=False),
+        sa.Column("host", sa.String(64)),
+        sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("health", sa.String(16)),
+        sa.Column("result", sa.String(16)),
+        sa.Column("reason", sa.Text),
+        sa.Column("error", sa.Text),
+        sa.Column("spec", sa.Text, nullable=False),
+        sa.Column("worker", sa.String(200)),
+        sa.Column("fence", sa.BigInteger),
+        sa.Column("cancel_requested", sa.Boolean, nullable=False, default=False),
+        sa.Column("created_at", sa.Float, nullable=False),
+        sa.Column("started_at", sa.Float),
+        sa.Column("leased_at", sa.Float),
+        sa.Column("finished_at", sa.Float),
+        sa.Column("beat_at", sa.Float),
+        sa.Column("sent_at", sa.Float),
+    )
+    # The history's reads (docs/scale.md): a filtered page newest first walks (filter, id) backwards and stops
+    # at the page's end; a target's last job is the end of its (target, id); the queue (and a page of queued or
+    # running jobs) is the few rows of a partial index of the jobs not done; retention walks the finish times
+    # of old jobs. Without them each is a scan of all jobs. (An index of state would not do on SQLite: its
+    # planner knows only that a state has many jobs on average, and scans.)
+    for column in JOB_FILTERS:
+        if column != "state":
+            sa.Index(f"ix_panio_jobs_{column}_id", jobs.c[column], jobs.c.id)
+    not_done = sa.text(NOT_DONE)
+    sa.Index("ix_panio_jobs_active", jobs.c.id, sqlite_where=not_done, postgresql_where=not_done)
+    sa.Index("ix_panio_jobs_ended_id", sa.func.coalesce(jobs.c.finished_at, jobs.c.created_at), jobs.c.id)
+    steps = sa.Table(
+        "panio_steps", md,
+        sa.Column("job_id", sa.Integer, sa.ForeignKey("panio_jobs.id"), primary_key=True),
+        sa.Column("idx", sa.Integer, primary_key=True),
+        sa.Column("name", sa.String(200), nullable=False),
+        sa.Column("command", sa.Text, nullable=False),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("exit_status", sa.Integer),
+        sa.Column("duration_s", sa.Float),
+        sa.Column("checks", sa.Text),
+        sa.Column("captured", sa.Text),
+        sa.Column("output", sa.Text),
+        sa.Column("started_at", sa.Float),  # wall clock: `job triage` cuts the step's window of the serial log
+    )
+    artifacts = sa.Table(
+        "panio_artifacts", md,
+        sa.Column("job_id", sa.Integer, sa.ForeignKey("panio_jobs.id"), primary_key=True),
+        sa.Column("name", sa.String(200), primary_key=True),
+        sa.Column("content", sa.Text, nullable=False),
+    )
+    # the reads that skip SQLAlchemy (results_read) name the columns in this order
+    assert tuple(jobs.c.keys()) == reads.JOB_COLUMNS and tuple(steps.c.keys()) == reads.STEP_COLUMNS
+    return md, jobs, steps, artifacts
+
+
+@functools.cache  # once per process, like the job tables
+def _fence_table():
+    """The fencing tokens' high-water marks (``bench_agent.jobs.fences.FenceStore``): a table of their own."""
+    import sqlalchemy as sa
+
+    md = sa.MetaData()
+    return md, sa.Table("panio_fences", md,
+                        sa.Column("target", sa.String(64), primary_key=True),
+                        sa.Column("high", sa.BigInteger, nullable=False))
+
+
+def _engine(url: str, relaxed: bool = False):
+    """The engine of ``url`` (one per process). ``relaxed``: on PostgreSQL, a pool of its own whose commits do
+    not wait for the WAL to reach the disk (``synchronous_commit = off``; what a job writes on its way to its
+    verdict, ``ResultStore``); elsewhere the same engine (SQLite in WAL mode with ``synchronous=NORMAL`` never
+    waits for the disk on commit)."""
+    if relaxed and not url.startswith("postgresql"):
+        return _engine(url)
+    if (url, relaxed) not in _ENGINES:
+        import sqlalchemy as sa
+
+        if url.startswith("postgresql://"):
+            url_eff = "postgresql+psycopg://" + url[len("postgresql://"):]
+        else:
+            url_eff = url
+        kwargs: dict[str, Any] = {}
+        if url_eff.startswith("sqlite"):
+            kwargs["connect_args"] = {"timeout": 30}
+        try:
+            engine = sa.create_engine(url_eff, **kwargs)
+        except (sa.exc.ArgumentError, ImportError) as exc:
+            raise ConfigInvalid(f"results database URL {url!r} is not usable: {exc}",
+                                hint="use sqlite:///PATH or postgresql://USER@HOST/DB") from None
+        if url_eff.startswith("sqlite"):
+            sa.event.listen(engine, "connect", _sqlite_pragmas)
+        if relaxed:  # once per pooled connection (an `options` argument would replace the URL's own)
+            sa.event.listen(engine, "connect", _relaxed_commits)
+        _ENGINES[url, relaxed] = engine
+    return _ENGINES[url, relaxed]
+
+
+def _autocommit(url: str, relaxed: bool = False):
+    """The engine of ``url`` for statements that are a transaction by themselves (a read, or a write that needs
+    no other). On PostgreSQL each commits on its own: one round trip, where BEGIN and COMMIT (or ROLLBACK) around
+    it cost two more. SQLite's are calls in this process, and its driver begins only before a write: there it is
+    the engine itself (switching a connection's mode costs more than it saves). The same pool either way."""
+    if (url, relaxed) not in _AUTOCOMMIT:
+        engine = _engine(url, relaxed)
+        _AUTOCOMMIT[url, relaxed] = (engine.execution_options(isolation_level="AUTOCOMMIT")
+                                     if engine.dialect.name == "postgresql" else engine)
+    return _AUTOCOMMIT[url, relaxed]
+
+
+def _relaxed_commits(dbapi_conn, _record) -> None:
+    """A relaxed pool's new PostgreSQL connection: its commits do not wait for the WAL to reach the disk."""
+    autocommit = dbapi_conn.autocommit
+    dbapi_conn.autocommit = True  # a session setting, outside any transaction
+    cur = dbapi_conn.cursor()
+    cur.execute("SET synchronous_commit = off")
+    cur.close()
+    dbapi_conn.autocommit = autocommit
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    # WAL + NORMAL: a commit survives a crash of any panio process; only a power cut can lose the last ones.
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+# Any constant will do: it only has to be the same in every panio process (a 64-bit key, "panio DDL").
+_DDL_LOCK_KEY = 0x70616E696F_44444C
+# What a concurrent creator of the same table makes PostgreSQL report: unique_violation (the table's row
+# type in pg_type), duplicate_table, duplicate_object, duplicate_column.
+_CREATED_MEANWHILE = {"23505", "42P07", "42710", "42701"}
+
+
+def create_tables(engine, md, then=None) -> None:
+    """Create the tables of ``md`` that do not exist yet, then ``then(connection)`` in the same transaction.
+
+    Every panio process does this the first time it uses a database, so the workers of a fresh database
+    do it at the same moment (issue 21). On PostgreSQL the creators take one advisory lock, held until
+    their transaction ends: the next one then finds the tables and creates nothing. A creator that lost
+    the race anyway (one that takes no lock, say an older panio) makes ours fail with "already exists"
+    or a unique violation in the catalog: we look again, and then the tables are there. Any other error
+    is raised as it came.
+    """
+    import sqlalchemy as sa
+
+    for attempt in range(3):
+        try:
+            with engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _DDL_LOCK_KEY})
+                md.create_all(conn)  # checkfirst: only the missing tables
+                if then is not None:
+                    then(conn)
+            return
+        except sa.exc.DBAPIError as exc:
+            if attempt == 2 or not _created_meanwhile(exc):
+                raise
+
+
+def _index_names(conn, table: str) -> set[str]:
+    """The names of ``table``'s indexes, expression indexes included (SQLAlchemy's inspector skips those on
+    SQLite)."""
+    import sqlalchemy as sa
+
+    if conn.dialect.name == "postgresql":
+        q = "SELECT indexname FROM pg_indexes WHERE tablename = :t AND schemaname = current_schema()"
+    else:
+        q = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = :t"
+    return {r[0] for r in conn.execute(sa.text(q), {"t": table})}
+
+
+def _created_meanwhile(exc) -> bool:
+    code = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+    if code:  # PostgreSQL
+        return code in _CREATED_MEANWHILE
+    return "already exists" in str(exc.orig)  # SQLite: "table panio_jobs already exists"
