@@ -391,7 +391,7 @@ class Run:
         keys = [k.decode(errors="replace") for k in r.scan_iter(count=1000)]
         shapes: dict[str, int] = {}
         for k in keys:
-            shape = re.sub(r"board\d+", "board<N>", re.sub(r"\d{2,}", "<n>", k))
+            shape = re.sub(r"board\d+", "board<N>", re.sub(r"\d{2,}", "<n>", re.sub(r":lab:[^:]+:", ":lab:<LAB>:", k)))
             shapes[shape] = shapes.get(shape, 0) + 1
         per_job = [k for k in keys if re.search(r"(job|task)[-:_]?\d+|celery-task-meta", k)]
         used = r.info("memory")["used_memory"]

@@ -29,6 +29,6 @@ def test_a_small_lab_under_schedules_loses_nothing_runs_nothing_twice_and_leaves
     assert out["redis_per_job_keys"] == 0, out["redis_per_job_key_examples"]
     shapes = out["redis_key_shapes"]
     assert not any("lease:board" in k for k in shapes), shapes  # every board's lease released
-    assert shapes.get("scale:fence:board<N>") == 6  # what stays: one fencing counter a board
+    assert shapes.get("scale:lab:<LAB>:fence:board<N>") == 6, shapes  # what stays: one fencing counter a board
     for key in ("queue_wait_p99_s", "fire_jitter_p99_s", "jobs_per_s", "dashboard_p50_s", "job_list_p50_s"):
         assert out[key] is not None and out[key] >= 0, key
