@@ -156,7 +156,7 @@ class Scheduler:
             raise Busy(f"another scheduler is running: {held.get('holder', 'unknown')}",
                        hint="exactly one `panio schedule serve` may run; see `panio lease list`",
                        holder=held.get("holder"))
-        lease.keep(self.ttl_s)
+        self._keep(lease)
         self.log(f"scheduler running (lease token {lease.token}); {len(self.store.list())} schedules")
         try:
             while not self.stopping:
@@ -203,9 +203,16 @@ class Scheduler:
             raise Busy(f"the scheduler lease was lost and another scheduler took it: {held.get('holder', 'unknown')}",
                        hint="exactly one `panio schedule serve` may run; see `panio lease list`",
                        holder=held.get("holder"))
-        lease.keep(self.ttl_s)
+        self._keep(lease)
         self.log(f"scheduler lease lost (Redis restarted, or the lease expired); taken again (token {lease.token})")
         return lease
+
+    def _keep(self, lease) -> None:
+        """Keep ``lease``; its keeper retakes it at once when Redis lost its data and nobody took it meanwhile
+        (``Lease.renew``): said in the log as a retake by this loop would be."""
+        lease.on_retake = lambda: self.log(f"scheduler lease lost (Redis lost its data); taken again "
+                                           f"(token {lease.token})")
+        lease.keep(self.ttl_s)
 
     def _heal(self) -> None:
         """Start the due automatic re-checks, one thread per target (a check can wait for the target's lease)."""
