@@ -61,6 +61,18 @@ name = "powered"
 run = "panio power-state ${target}"
 expect_output = "Power ON"
 
+# A board can be anywhere when its check comes (a job cut off mid-boot, a capture restarted while U-Boot counts
+# down, where typing stops the autoboot): the check boots it, as a lab's check would, then asks the shell.
+[[steps]]
+name = "boots"
+run = "panio power-cycle ${target}"
+timeout_s = 60
+
+[[steps]]
+name = "boots to a shell"
+run = "panio serial wait ${target} --since-step --pattern '(?s)U-Boot.*root@sim:~# ' --timeout-ms 30000"
+timeout_s = 40
+
 [[steps]]
 name = "console answers"
 run = "panio serial transact ${target} 'uname -a' --until 'root@sim:~# ' --timeout-ms 15000"
