@@ -82,6 +82,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("starts_first") is None)  # stable: order kept otherwise
 
 
+@pytest.fixture(autouse=True)
+def _process_lab_restored():
+    """A command run in this process (``load_lab``: MCP in-process, the pytest plugin) makes its lab the
+    process's lab (``bench_agent.paths.set_process_lab``); a later test in the same xdist worker must not find
+    its state, captures and leases under that lab's directory."""
+    from bench_agent import paths
+
+    before = paths._PROCESS_LAB[0]
+    yield
+    paths._PROCESS_LAB[0] = before
+
+
 @pytest.fixture
 def panio(tmp_path: Path) -> Panio:
     (tmp_path / "home").mkdir()
