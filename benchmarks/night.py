@@ -45,7 +45,6 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _history  # noqa: E402  (--results, as the other scale tools take it)
 import scale  # noqa: E402  (the scale harness: processes, lab, load, sampling)
 from jobhelp import Receiver  # noqa: E402  (tests/, put on the path by scale)
 
@@ -340,12 +339,7 @@ class Night(scale.Run):
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--minutes", type=float, default=10, help="how long the schedules fire (default 10)")
-    p.add_argument("--every", dest="every_s", type=float, default=10,
-                   help="each of the two schedules fires every S seconds (default 10)")
-    _history.add_results(p, "results database (default: SQLite in the run's folder)", required=False)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--keep", action="store_true", help="leave the run's folder (logs) in place")
+    scale.run_arguments(p, minutes=10, every_s=10)
     args = p.parse_args(argv)
     if args.minutes < 2 or args.every_s < 5:
         p.error("--minutes at least 2 (six faults need room), --every at least 5")

@@ -435,17 +435,22 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def run_arguments(p: argparse.ArgumentParser, minutes: float, every_s: float) -> None:
+    """The flags of a run of this harness's lab (``scale.py`` and ``night.py``), with their defaults."""
+    p.add_argument("--minutes", type=float, default=minutes, help=f"how long the schedules fire (default {minutes:g})")
+    p.add_argument("--every", dest="every_s", type=float, default=every_s,
+                   help=f"each of the two schedules fires every S seconds (default {every_s:g})")
+    _history.add_results(p, "results database (default: SQLite in the run's folder)", required=False)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--keep", action="store_true", help="leave the run's folder (logs) in place")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hosts", type=int, default=10, help="control hosts, each a `panio worker` (default 10)")
     p.add_argument("--boards", type=int, default=10, help="boards per host (default 10)")
-    p.add_argument("--minutes", type=float, default=5, help="how long the schedules fire (default 5)")
-    p.add_argument("--every", dest="every_s", type=float, default=60,
-                   help="each of the two schedules fires every S seconds (default 60)")
-    _history.add_results(p, "results database (default: SQLite in the run's folder)", required=False)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--keep", action="store_true", help="leave the run's folder (logs) in place")
+    run_arguments(p, minutes=5, every_s=60)
     args = p.parse_args(argv)
     if min(args.hosts, args.boards) < 1 or args.boards > 16 or args.minutes <= 0 or args.every_s < 5:
         p.error("--hosts at least 1, --boards 1..16 (a simulated bench's), --minutes more than 0, --every at least 5")
