@@ -164,3 +164,19 @@ def test_a_database_an_older_panio_made_goes_the_stores_way_which_migrates_it(pa
     assert "sqlalchemy" in first["modules"] and json.loads(first["out"])["sent_at"] is None  # the column is back
     again = loaded(panio, "job", "status", str(ids["failed"]), "--json")
     assert again["modules"] == [] and json.loads(again["out"]) == json.loads(first["out"])
+
+
+@pytest.mark.parametrize("argv", [("job", "list"), ("job", "status", "1")])
+def test_a_results_url_with_an_option_libpq_does_not_know_is_a_config_error(panio, results, argv):
+    """`?foo=bar` on a PostgreSQL URL: refused before any connection is made. One human line, one JSON line,
+    exit 5 (the configuration), no traceback; the same URL without the option works."""
+    if not results.startswith("postgresql"):
+        pytest.skip("libpq's connection options")
+    panio.env["PANIO_RESULTS_URL"] = results + "&foo=bar"
+    r = panio(*argv, check=False)
+    assert r.code == 5, r.err
+    human, machine = r.err.strip().splitlines()
+    assert 'invalid connection option "foo"' in human and "Traceback" not in r.err
+    assert json.loads(machine)["error"] == "config_invalid"
+    panio.env["PANIO_RESULTS_URL"] = results
+    assert panio("job", "list", "--json").json() == []

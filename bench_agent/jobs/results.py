@@ -24,13 +24,17 @@ import json
 import time
 from typing import Any
 
-from bench_agent.errors import Unreachable
+from bench_agent.errors import ConfigInvalid, Unreachable
 from bench_agent.jobs import results_read as reads
 from bench_agent.jobs import sql
 from bench_agent.jobs.results_db import _autocommit, _engine, _index_names, _tables, create_tables
 from bench_agent.jobs.results_history import BINARY_SUFFIXES, History
 
 _ENSURED: set[str] = set()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 class ResultStore(History):
@@ -60,8 +64,15 @@ class ResultStore(History):
         try:
             create_tables(self.engine, self.md, then=self._add_columns_and_indexes)
         except sa.exc.OperationalError as exc:
-            raise Unreachable(f"results database {self.url} unreachable: {str(exc.orig).strip().splitlines()[0]}",
+            raise Unreachable(f"results database {self.url} unreachable: {_first_line(exc.orig)}",
                               hint="check PANIO_RESULTS_URL") from None
+        except sa.exc.DBAPIError as exc:
+            if exc.statement is not None:  # the connection was made: a statement failed, a bug of ours
+                raise
+            # refused before connecting: a query option the driver does not know (`?foo=bar`), say
+            raise ConfigInvalid(f"results database URL {self.url!r} is not usable: {_first_line(exc.orig)}",
+                                hint="use sqlite:///PATH or postgresql://USER@HOST/DB with libpq's "
+                                     "options (sslmode=..., connect_timeout=...)") from None
 
     def _add_columns_and_indexes(self, conn) -> None:
         """A database made by an older panio lacks the newer job columns (all nullable) and indexes: add them.
