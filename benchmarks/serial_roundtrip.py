@@ -11,6 +11,12 @@ each side has its own, so the daemon can hold its port for the whole run:
   panio    the capture daemon: a transact request over one kept control-socket
            connection (send, wait in the supervisor for ``ok N``): the path
            `panio serial transact` and the MCP server take, minus process start
+  relay    the architecture floor of a daemon: a minimal Python process (one thread, no JSON, no disk)
+           that holds the port, and per request line on a kept unix socket writes it to the tty and
+           sends back what the tty answers up to the reply's end; the client sends the same bytes
+           and waits for the same reply. What it costs above the floor is the socket hop and one
+           more process's wake-ups, which any capture daemon pays; what panio costs above it is
+           panio's own (JSON, the reader thread's hand-off, the record to disk)
   labgrid  labgrid's SerialDriver write + expect, in a child interpreter that
            has labgrid (`make bench` makes .venv-labgrid; labgrid ships its own
            fork of pyserial); left out, and said so, when there is none
@@ -21,6 +27,8 @@ a round's ratio is the median trip of one side over the other's. Capture: each
 round the floor (pyserial ``read(65536)`` until END, nothing stored) and the
 daemon (every byte recorded to disk with its RX time; done when its cursor has
 all of it) read the same flood, alternating; bytes lost are counted on both.
+The relay row (panio / relay) is not a goal of issue 24: it shows how much of the
+ratio to pyserial any daemon behind a socket pays on this machine.
 Goals (issue 24): p50 <= 2.5x the floor and <= 0.7x labgrid, panio's p99 <= 1 ms
 on a quiet machine, capture >= 0.8x the floor with 0 lost.
 """
@@ -148,6 +156,69 @@ class Daemon:
         self.conn.__exit__(None, None, None)
 
 
+class Relay:
+    """The architecture floor: a minimal relay process between a unix socket and the tty (``relay_main``)."""
+
+    def __init__(self, device: str, address: str) -> None:
+        import socket
+
+        self.proc = subprocess.Popen([sys.executable, __file__, "--relay", device, "--relay-socket", address])
+        deadline = time.monotonic() + 30
+        while not os.path.exists(address):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the relay did not start")
+            time.sleep(0.01)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(address)
+        self.n = 0
+
+    def trips(self, count: int) -> list[float]:
+        sock, out = self.sock, []
+        for _ in range(count):
+            self.n += 1
+            want = b"ok %d\r\n" % self.n
+            t0 = time.perf_counter()
+            sock.sendall(b"p %d\r\n" % self.n)
+            buf = sock.recv(4096)
+            while not buf.endswith(b"\n"):
+                buf += sock.recv(4096)
+            out.append(time.perf_counter() - t0)
+            assert buf == want, buf
+        return out
+
+    def close(self) -> None:
+        self.sock.close()
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def relay_main(device: str, address: str) -> None:
+    """One thread: accept one connection; for each request line, write it (less its \\n) to the tty, read the
+    tty until a line ends, send that back. The port is opened as panio opens it (pyserial, exclusive)."""
+    import socket
+
+    port = __import__("serial").serial_for_url(device, 115200, timeout=2, exclusive=True)
+    fd = port.fd
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(address + ".tmp")
+    srv.listen(1)
+    os.rename(address + ".tmp", address)
+    conn, _ = srv.accept()
+    pending = b""
+    while True:
+        data = conn.recv(4096)
+        if not data:
+            return
+        pending += data
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            os.write(fd, line)
+            reply = os.read(fd, 4096)
+            while not reply.endswith(b"\n"):
+                reply += os.read(fd, 4096)
+            conn.sendall(reply)
+
+
 class Labgrid:
     """labgrid's SerialDriver in its own interpreter, asked for N trips at a time over a pipe."""
 
@@ -212,7 +283,7 @@ def idle(pid: int, seconds: float) -> dict[str, float]:
 def measure(a: argparse.Namespace, links: dict[str, str]) -> tuple[list[dict], dict]:
     from bench_agent import ops
 
-    sides = {"floor": Floor(links["floor"])}
+    sides = {"floor": Floor(links["floor"]), "relay": Relay(links["relay"], links["relay"] + ".sock")}
     lg_python = a.labgrid_python if has_labgrid(a.labgrid_python) else None
     started = ops.call("serial.watch", {"target": "bench",
                                         "interfaces": [{"name": "console", "device": links["panio"], "baud": 115200}]})
@@ -239,6 +310,13 @@ def measure(a: argparse.Namespace, links: dict[str, str]) -> tuple[list[dict], d
             side.close()
         ops.call("serial.stop", {"target": "bench"})
     rows = [ratio_row("serial round trip p50, panio / raw pyserial", samples["panio"], samples["floor"], 2.5, loads)]
+    # the architecture floor: how far the goal is from what any daemon behind a socket reaches here. The
+    # panio / relay row's goal is what is left of the 2.5x once the relay's own ratio is paid (< 1: unreachable)
+    relay = ratio_row("serial round trip p50, minimal relay daemon / raw pyserial", samples["relay"],
+                      samples["floor"], 2.5, loads)
+    rows.append(ratio_row("serial round trip p50, panio / a minimal relay daemon (architecture floor)",
+                          samples["panio"], samples["relay"], round(2.5 / relay["ratio"], 2), loads))
+    rows.append(relay)
     if "labgrid" in samples:
         rows.append(ratio_row("serial round trip p50, panio / labgrid", samples["panio"], samples["labgrid"], 0.7,
                               loads))
@@ -277,18 +355,23 @@ def main() -> int:
                    help="an interpreter with labgrid installed (default: .venv-labgrid, made by `make bench`)")
     p.add_argument("--responder", help=argparse.SUPPRESS)
     p.add_argument("--labgrid-client", help=argparse.SUPPRESS)
+    p.add_argument("--relay", help=argparse.SUPPRESS)
+    p.add_argument("--relay-socket", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.responder:
         responder(a.responder)
+        return 0
+    if a.relay:
+        relay_main(a.relay, a.relay_socket)
         return 0
     if a.labgrid_client:
         labgrid_client(a.labgrid_client)
         return 0
     with tempfile.TemporaryDirectory(prefix="panio-bench-") as tmp:
         os.environ["PANIO_STATE_DIR"] = tmp
-        links = {name: os.path.join(tmp, f"tty-{name}") for name in ("floor", "panio", "labgrid")}
+        links = {name: os.path.join(tmp, f"tty-{name}") for name in ("floor", "panio", "relay", "labgrid")}
         with running(__file__, links["floor"]), running(__file__, links["panio"]), \
-                running(__file__, links["labgrid"]):
+                running(__file__, links["relay"]), running(__file__, links["labgrid"]):
             rows, extra = measure(a, links)
     _bench.emit(__file__, rows, a.json, extra)
     if not a.json:
