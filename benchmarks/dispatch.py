@@ -387,7 +387,7 @@ def main() -> None:
                                capture_output=True)
                 from controller.lab import load
 
-                results["side_effect"] = bench_side_effect(load(tmp / "lab.toml"), link, 20, max(20, args.n // 40))
+                results["side_effect"] = bench_side_effect(load(tmp / "lab.toml"), link, 40, max(20, args.n // 40))
         if args.only is None:
             results["in_process"] = bench_local(lab, args.n)
             results["celery"] = bench_celery(lab, env, tmp, max(200, args.n // 5))

@@ -157,12 +157,13 @@ class Daemon:
 
 
 class Relay:
-    """The architecture floor: a minimal relay process between a unix socket and the tty (``relay_main``)."""
+    """An architecture floor: a minimal relay process between a unix socket and the tty (``relay_main``)."""
 
-    def __init__(self, device: str, address: str) -> None:
+    def __init__(self, device: str, address: str, reader_thread: bool) -> None:
         import socket
 
-        self.proc = subprocess.Popen([sys.executable, __file__, "--relay", device, "--relay-socket", address])
+        self.proc = subprocess.Popen([sys.executable, __file__, "--relay", device, "--relay-socket", address]
+                                     + (["--relay-reader-thread"] if reader_thread else []))
         deadline = time.monotonic() + 30
         while not os.path.exists(address):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -181,7 +182,10 @@ class Relay:
             sock.sendall(b"p %d\r\n" % self.n)
             buf = sock.recv(4096)
             while not buf.endswith(b"\n"):
-                buf += sock.recv(4096)
+                more = sock.recv(4096)
+                if not more:
+                    raise RuntimeError("the relay exited")
+                buf += more
             out.append(time.perf_counter() - t0)
             assert buf == want, buf
         return out
@@ -192,10 +196,18 @@ class Relay:
         self.proc.wait(10)
 
 
-def relay_main(device: str, address: str) -> None:
-    """One thread: accept one connection; for each request line, write it (less its \\n) to the tty, read the
-    tty until a line ends, send that back. The port is opened as panio opens it (pyserial, exclusive)."""
+def relay_main(device: str, address: str, reader_thread: bool) -> None:
+    """Accept one connection; for each request line, write it (less its \\n) to the tty and send back what the
+    tty answers up to the end of a line. The port is opened as panio opens it (pyserial, exclusive) and read
+    as panio reads it (``select``, then ``os.read``: pyserial's descriptor never blocks).
+
+    Without ``reader_thread`` the thread that wrote reads the answer: a socket hop and nothing else. With it,
+    a reader thread owns the port, as a capture daemon's must (it reads while no request is in flight), and
+    hands what it read to the waiting request thread through a ``threading.Condition``: the one hand-off
+    panio's supervisor makes (channel.Channel's reader thread, matcher.wait)."""
+    import select
     import socket
+    import threading
 
     port = __import__("serial").serial_for_url(device, 115200, timeout=2, exclusive=True)
     fd = port.fd
@@ -204,6 +216,21 @@ def relay_main(device: str, address: str) -> None:
     srv.listen(1)
     os.rename(address + ".tmp", address)
     conn, _ = srv.accept()
+    got, cond = bytearray(), threading.Condition()
+
+    def read() -> bytes:
+        select.select([fd], [], [])
+        return os.read(fd, 65536)
+
+    def reader() -> None:
+        while True:
+            data = read()
+            with cond:
+                got.extend(data)
+                cond.notify_all()
+
+    if reader_thread:
+        threading.Thread(target=reader, daemon=True).start()
     pending = b""
     while True:
         data = conn.recv(4096)
@@ -212,10 +239,19 @@ def relay_main(device: str, address: str) -> None:
         pending += data
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
-            os.write(fd, line)
-            reply = os.read(fd, 4096)
-            while not reply.endswith(b"\n"):
-                reply += os.read(fd, 4096)
+            if reader_thread:
+                with cond:
+                    start = len(got)
+                os.write(fd, line)
+                with cond:
+                    while got.find(b"\n", start) < 0:
+                        cond.wait()
+                    reply = bytes(got[start:])
+            else:
+                os.write(fd, line)
+                reply = read()
+                while not reply.endswith(b"\n"):
+                    reply += read()
             conn.sendall(reply)
 
 
@@ -283,7 +319,8 @@ def idle(pid: int, seconds: float) -> dict[str, float]:
 def measure(a: argparse.Namespace, links: dict[str, str]) -> tuple[list[dict], dict]:
     from bench_agent import ops
 
-    sides = {"floor": Floor(links["floor"]), "relay": Relay(links["relay"], links["relay"] + ".sock")}
+    sides = {"floor": Floor(links["floor"]), "relay": Relay(links["relay"], links["relay"] + ".sock", False),
+             "relay_reader": Relay(links["relay_reader"], links["relay_reader"] + ".sock", True)}
     lg_python = a.labgrid_python if has_labgrid(a.labgrid_python) else None
     started = ops.call("serial.watch", {"target": "bench",
                                         "interfaces": [{"name": "console", "device": links["panio"], "baud": 115200}]})
@@ -310,13 +347,14 @@ def measure(a: argparse.Namespace, links: dict[str, str]) -> tuple[list[dict], d
             side.close()
         ops.call("serial.stop", {"target": "bench"})
     rows = [ratio_row("serial round trip p50, panio / raw pyserial", samples["panio"], samples["floor"], 2.5, loads)]
-    # the architecture floor: how far the goal is from what any daemon behind a socket reaches here. The
-    # panio / relay row's goal is what is left of the 2.5x once the relay's own ratio is paid (< 1: unreachable)
-    relay = ratio_row("serial round trip p50, minimal relay daemon / raw pyserial", samples["relay"],
-                      samples["floor"], 2.5, loads)
-    rows.append(ratio_row("serial round trip p50, panio / a minimal relay daemon (architecture floor)",
-                          samples["panio"], samples["relay"], round(2.5 / relay["ratio"], 2), loads))
-    rows.append(relay)
+    # the architecture floors: how far the goal is from what a daemon behind a socket reaches here. A
+    # panio / floor row's goal is what is left of the 2.5x once that floor's own ratio is paid (< 1: unreachable)
+    for name, what in (("relay_reader", "relay daemon with a reader thread"), ("relay", "bare relay daemon")):
+        floor = ratio_row(f"serial round trip p50, {what} / raw pyserial", samples[name], samples["floor"], 2.5,
+                          loads)
+        rows.append(ratio_row(f"serial round trip p50, panio / {what} (architecture floor)", samples["panio"],
+                              samples[name], round(2.5 / floor["ratio"], 2), loads))
+        rows.append(floor)
     if "labgrid" in samples:
         rows.append(ratio_row("serial round trip p50, panio / labgrid", samples["panio"], samples["labgrid"], 0.7,
                               loads))
@@ -357,21 +395,23 @@ def main() -> int:
     p.add_argument("--labgrid-client", help=argparse.SUPPRESS)
     p.add_argument("--relay", help=argparse.SUPPRESS)
     p.add_argument("--relay-socket", help=argparse.SUPPRESS)
+    p.add_argument("--relay-reader-thread", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.responder:
         responder(a.responder)
         return 0
     if a.relay:
-        relay_main(a.relay, a.relay_socket)
+        relay_main(a.relay, a.relay_socket, a.relay_reader_thread)
         return 0
     if a.labgrid_client:
         labgrid_client(a.labgrid_client)
         return 0
     with tempfile.TemporaryDirectory(prefix="panio-bench-") as tmp:
         os.environ["PANIO_STATE_DIR"] = tmp
-        links = {name: os.path.join(tmp, f"tty-{name}") for name in ("floor", "panio", "relay", "labgrid")}
+        links = {name: os.path.join(tmp, f"tty-{name}") for name in ("floor", "panio", "relay", "relay_reader", "labgrid")}
         with running(__file__, links["floor"]), running(__file__, links["panio"]), \
-                running(__file__, links["relay"]), running(__file__, links["labgrid"]):
+                running(__file__, links["relay"]), running(__file__, links["relay_reader"]), \
+                running(__file__, links["labgrid"]):
             rows, extra = measure(a, links)
     _bench.emit(__file__, rows, a.json, extra)
     if not a.json:
