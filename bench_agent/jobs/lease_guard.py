@@ -73,8 +73,9 @@ def _recorded() -> tuple[tuple, list[dict[str, Any]]]:
     except OSError as exc:
         raise _unreadable(exc) from None
     sig = (path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    if _RECORDED and _RECORDED[0] == sig:
-        return _RECORDED
+    cached = _RECORDED[0]
+    if cached is not None and cached[0] == sig:
+        return cached
     try:
         with open(path, encoding="utf-8") as f:
             data = json.loads(f.read())
@@ -83,7 +84,7 @@ def _recorded() -> tuple[tuple, list[dict[str, Any]]]:
         return (path, None), []
     except (OSError, ValueError, AttributeError) as exc:
         raise _unreadable(exc) from None
-    _RECORDED[:] = [sig, stores]
+    _RECORDED[0] = (sig, stores)  # one assignment: a thread reads a signature with its own stores
     return sig, stores
 
 
@@ -92,7 +93,7 @@ def _unreadable(exc: Exception) -> Unreachable:
                        hint="fix or remove that file, then `panio lease store --set URL`")
 
 
-_RECORDED: list = []  # [signature, stores] of the last read of the record (see _recorded)
+_RECORDED: list = [None]  # (signature, stores) of the last read of the record (see _recorded)
 
 
 def remember(url: str, prefix: str, by: str) -> None:
