@@ -13,6 +13,9 @@ controller checks the target's lease in Redis, the host checks it again (``lease
 daemon writes the line. Its floor is the daemon's own ``send`` request, the same bytes on the same
 socket, with no lease check and no dispatch. The Redis commands per dispatch are counted from the
 private server's statistics and printed beside the figure: a row that made none measured no lease check.
+A third side in the same rotating rounds is the architecture floor of a checked side effect: the lease
+store's own HGETALL on its kept connection, then the same send request; its rows say what one Redis round
+trip costs here, and what panio's dispatch adds beside it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/serial_roundtrip.py [--rounds 20] [--trips 100] [--flood-mb 5] [--json]
 
-Three PTY responders, the same program (``_pty_responder``), each answering
+PTY responders, the same program (``_pty_responder``), each answering
 ``p N`` with ``ok N`` and ``flood N`` with N bytes of 66-byte lines then END;
 each side has its own, so the daemon can hold its port for the whole run:
 
@@ -11,12 +11,14 @@ each side has its own, so the daemon can hold its port for the whole run:
   panio    the capture daemon: a transact request over one kept control-socket
            connection (send, wait in the supervisor for ``ok N``): the path
            `panio serial transact` and the MCP server take, minus process start
-  relay    the architecture floor of a daemon: a minimal Python process (one thread, no JSON, no disk)
-           that holds the port, and per request line on a kept unix socket writes it to the tty and
-           sends back what the tty answers up to the reply's end; the client sends the same bytes
-           and waits for the same reply. What it costs above the floor is the socket hop and one
-           more process's wake-ups, which any capture daemon pays; what panio costs above it is
-           panio's own (JSON, the reader thread's hand-off, the record to disk)
+  relay, relay_reader
+           the architecture floors of a daemon: a minimal Python process (no JSON, no disk, no
+           pattern) that holds the port and, per request line on a kept unix socket, writes it to the
+           tty and sends back what the tty answers up to the end of a line (``relay_main``). The bare
+           relay reads the answer in the thread that wrote; relay_reader keeps a reader thread that owns
+           the port, as a capture daemon must, and hands each read to the request thread through a
+           ``threading.Condition``, as the supervisor does. Above pyserial they cost the socket hop
+           (and the hand-off); what panio costs above them is panio's own
   labgrid  labgrid's SerialDriver write + expect, in a child interpreter that
            has labgrid (`make bench` makes .venv-labgrid; labgrid ships its own
            fork of pyserial); left out, and said so, when there is none
@@ -27,8 +29,8 @@ a round's ratio is the median trip of one side over the other's. Capture: each
 round the floor (pyserial ``read(65536)`` until END, nothing stored) and the
 daemon (every byte recorded to disk with its RX time; done when its cursor has
 all of it) read the same flood, alternating; bytes lost are counted on both.
-The relay row (panio / relay) is not a goal of issue 24: it shows how much of the
-ratio to pyserial any daemon behind a socket pays on this machine.
+The relay rows are not goals of issue 24: they show how much of the ratio to pyserial a daemon behind a
+socket pays on this machine; a panio / relay row's goal is what the 2.5x leaves once that relay is paid.
 Goals (issue 24): p50 <= 2.5x the floor and <= 0.7x labgrid, panio's p99 <= 1 ms
 on a quiet machine, capture >= 0.8x the floor with 0 lost.
 """
