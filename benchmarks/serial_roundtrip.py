@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/serial_roundtrip.py [--rounds 20] [--trips 100] [--flood-mb 5] [--json]
 
-Three PTY responders, the same program (``_pty_responder``), each answering
+PTY responders, the same program (``_pty_responder``), each answering
 ``p N`` with ``ok N`` and ``flood N`` with N bytes of 66-byte lines then END;
 each side has its own, so the daemon can hold its port for the whole run:
 
@@ -11,6 +11,14 @@ each side has its own, so the daemon can hold its port for the whole run:
   panio    the capture daemon: a transact request over one kept control-socket
            connection (send, wait in the supervisor for ``ok N``): the path
            `panio serial transact` and the MCP server take, minus process start
+  relay, relay_reader
+           the architecture floors of a daemon: a minimal Python process (no JSON, no disk, no
+           pattern) that holds the port and, per request line on a kept unix socket, writes it to the
+           tty and sends back what the tty answers up to the end of a line (``relay_main``). The bare
+           relay reads the answer in the thread that wrote; relay_reader keeps a reader thread that owns
+           the port, as a capture daemon must, and hands each read to the request thread through a
+           ``threading.Condition``, as the supervisor does. Above pyserial they cost the socket hop
+           (and the hand-off); what panio costs above them is panio's own
   labgrid  labgrid's SerialDriver write + expect, in a child interpreter that
            has labgrid (`make bench` makes .venv-labgrid; labgrid ships its own
            fork of pyserial); left out, and said so, when there is none
@@ -21,6 +29,8 @@ a round's ratio is the median trip of one side over the other's. Capture: each
 round the floor (pyserial ``read(65536)`` until END, nothing stored) and the
 daemon (every byte recorded to disk with its RX time; done when its cursor has
 all of it) read the same flood, alternating; bytes lost are counted on both.
+The relay rows are not goals of issue 24: they show how much of the ratio to pyserial a daemon behind a
+socket pays on this machine; a panio / relay row's goal is what the 2.5x leaves once that relay is paid.
 Goals (issue 24): p50 <= 2.5x the floor and <= 0.7x labgrid, panio's p99 <= 1 ms
 on a quiet machine, capture >= 0.8x the floor with 0 lost.
 """
@@ -148,6 +158,105 @@ class Daemon:
         self.conn.__exit__(None, None, None)
 
 
+class Relay:
+    """An architecture floor: a minimal relay process between a unix socket and the tty (``relay_main``)."""
+
+    def __init__(self, device: str, address: str, reader_thread: bool) -> None:
+        import socket
+
+        self.proc = subprocess.Popen([sys.executable, __file__, "--relay", device, "--relay-socket", address]
+                                     + (["--relay-reader-thread"] if reader_thread else []))
+        deadline = time.monotonic() + 30
+        while not os.path.exists(address):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the relay did not start")
+            time.sleep(0.01)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(address)
+        self.n = 0
+
+    def trips(self, count: int) -> list[float]:
+        sock, out = self.sock, []
+        for _ in range(count):
+            self.n += 1
+            want = b"ok %d\r\n" % self.n
+            t0 = time.perf_counter()
+            sock.sendall(b"p %d\r\n" % self.n)
+            buf = sock.recv(4096)
+            while not buf.endswith(b"\n"):
+                more = sock.recv(4096)
+                if not more:
+                    raise RuntimeError("the relay exited")
+                buf += more
+            out.append(time.perf_counter() - t0)
+            assert buf == want, buf
+        return out
+
+    def close(self) -> None:
+        self.sock.close()
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def relay_main(device: str, address: str, reader_thread: bool) -> None:
+    """Accept one connection; for each request line, write it (less its \\n) to the tty and send back what the
+    tty answers up to the end of a line. The port is opened as panio opens it (pyserial, exclusive) and read
+    as panio reads it (``select``, then ``os.read``: pyserial's descriptor never blocks).
+
+    Without ``reader_thread`` the thread that wrote reads the answer: a socket hop and nothing else. With it,
+    a reader thread owns the port, as a capture daemon's must (it reads while no request is in flight), and
+    hands what it read to the waiting request thread through a ``threading.Condition``: the one hand-off
+    panio's supervisor makes (channel.Channel's reader thread, matcher.wait)."""
+    import select
+    import socket
+    import threading
+
+    port = __import__("serial").serial_for_url(device, 115200, timeout=2, exclusive=True)
+    fd = port.fd
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(address + ".tmp")
+    srv.listen(1)
+    os.rename(address + ".tmp", address)
+    conn, _ = srv.accept()
+    got, cond = bytearray(), threading.Condition()
+
+    def read() -> bytes:
+        select.select([fd], [], [])
+        return os.read(fd, 65536)
+
+    def reader() -> None:
+        while True:
+            data = read()
+            with cond:
+                got.extend(data)
+                cond.notify_all()
+
+    if reader_thread:
+        threading.Thread(target=reader, daemon=True).start()
+    pending = b""
+    while True:
+        data = conn.recv(4096)
+        if not data:
+            return
+        pending += data
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            if reader_thread:
+                with cond:
+                    start = len(got)
+                os.write(fd, line)
+                with cond:
+                    while got.find(b"\n", start) < 0:
+                        cond.wait()
+                    reply = bytes(got[start:])
+            else:
+                os.write(fd, line)
+                reply = read()
+                while not reply.endswith(b"\n"):
+                    reply += read()
+            conn.sendall(reply)
+
+
 class Labgrid:
     """labgrid's SerialDriver in its own interpreter, asked for N trips at a time over a pipe."""
 
@@ -212,7 +321,8 @@ def idle(pid: int, seconds: float) -> dict[str, float]:
 def measure(a: argparse.Namespace, links: dict[str, str]) -> tuple[list[dict], dict]:
     from bench_agent import ops
 
-    sides = {"floor": Floor(links["floor"])}
+    sides = {"floor": Floor(links["floor"]), "relay": Relay(links["relay"], links["relay"] + ".sock", False),
+             "relay_reader": Relay(links["relay_reader"], links["relay_reader"] + ".sock", True)}
     lg_python = a.labgrid_python if has_labgrid(a.labgrid_python) else None
     started = ops.call("serial.watch", {"target": "bench",
                                         "interfaces": [{"name": "console", "device": links["panio"], "baud": 115200}]})
@@ -239,6 +349,14 @@ def measure(a: argparse.Namespace, links: dict[str, str]) -> tuple[list[dict], d
             side.close()
         ops.call("serial.stop", {"target": "bench"})
     rows = [ratio_row("serial round trip p50, panio / raw pyserial", samples["panio"], samples["floor"], 2.5, loads)]
+    # the architecture floors: how far the goal is from what a daemon behind a socket reaches here. A
+    # panio / floor row's goal is what is left of the 2.5x once that floor's own ratio is paid (< 1: unreachable)
+    for name, what in (("relay_reader", "relay daemon with a reader thread"), ("relay", "bare relay daemon")):
+        floor = ratio_row(f"serial round trip p50, {what} / raw pyserial", samples[name], samples["floor"], 2.5,
+                          loads)
+        rows.append(ratio_row(f"serial round trip p50, panio / {what} (architecture floor)", samples["panio"],
+                              samples[name], round(2.5 / floor["ratio"], 2), loads))
+        rows.append(floor)
     if "labgrid" in samples:
         rows.append(ratio_row("serial round trip p50, panio / labgrid", samples["panio"], samples["labgrid"], 0.7,
                               loads))
@@ -277,17 +395,24 @@ def main() -> int:
                    help="an interpreter with labgrid installed (default: .venv-labgrid, made by `make bench`)")
     p.add_argument("--responder", help=argparse.SUPPRESS)
     p.add_argument("--labgrid-client", help=argparse.SUPPRESS)
+    p.add_argument("--relay", help=argparse.SUPPRESS)
+    p.add_argument("--relay-socket", help=argparse.SUPPRESS)
+    p.add_argument("--relay-reader-thread", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.responder:
         responder(a.responder)
+        return 0
+    if a.relay:
+        relay_main(a.relay, a.relay_socket, a.relay_reader_thread)
         return 0
     if a.labgrid_client:
         labgrid_client(a.labgrid_client)
         return 0
     with tempfile.TemporaryDirectory(prefix="panio-bench-") as tmp:
         os.environ["PANIO_STATE_DIR"] = tmp
-        links = {name: os.path.join(tmp, f"tty-{name}") for name in ("floor", "panio", "labgrid")}
+        links = {name: os.path.join(tmp, f"tty-{name}") for name in ("floor", "panio", "relay", "relay_reader", "labgrid")}
         with running(__file__, links["floor"]), running(__file__, links["panio"]), \
+                running(__file__, links["relay"]), running(__file__, links["relay_reader"]), \
                 running(__file__, links["labgrid"]):
             rows, extra = measure(a, links)
     _bench.emit(__file__, rows, a.json, extra)

@@ -176,3 +176,23 @@ def test_a_lease_redis_forgot_is_retaken_by_its_holder_only_while_nobody_else_ha
     with pytest.raises(Refused):
         stalled.check()
     stalled.release()
+
+
+def test_a_store_recorded_or_forgotten_between_two_checks_counts_at_the_next_one(store, prefix, tmp_path,
+                                                                                 monkeypatch):
+    """The host keeps its list of lease stores between side effects (one ``stat`` a check, not a read of
+    lease-stores.json); recording a store (`panio lease store --set`, a worker starting) or forgetting one
+    still counts at the very next check, in the same process."""
+    from bench_agent.jobs import lease_guard
+
+    monkeypatch.setenv("PANIO_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("PANIO_REDIS_URL", raising=False)
+    monkeypatch.delenv("PANIO_BROKER", raising=False)
+    held = store.try_acquire("pico", {"holder": "worker a", "job": 1}, ttl_s=30)
+    lease_guard.enforce("serial.send", {"target": "pico"}, None)  # no store known: the file leases alone
+    lease_guard.remember(REDIS_URL, prefix, "test")
+    with pytest.raises(Busy, match="worker a"):
+        lease_guard.enforce("serial.send", {"target": "pico"}, None)
+    assert lease_guard.forget(REDIS_URL)
+    lease_guard.enforce("serial.send", {"target": "pico"}, None)
+    held.release()

@@ -55,14 +55,45 @@ def record_path():
 
 def recorded() -> list[dict[str, Any]]:
     """The Redis lease stores this host recorded: ``[{"url", "prefix", "by", "at"}]``, newest first."""
+    return [dict(s) for s in _recorded()[1]]
+
+
+def _recorded() -> tuple[tuple, list[dict[str, Any]]]:
+    """``recorded()`` with the signature of the file it was read from (None when there is none). The
+    file is read again only when its signature changed (``_RECORDED``): a check before every side effect
+    costs one ``stat`` instead of an open, a read and a JSON parse (benchmarks/dispatch.py). The signature
+    is the path, inode, size and modification and change times in ns; ``_write`` replaces the file."""
+    from bench_agent.paths import state_dir_name
+
+    path = os.path.join(state_dir_name(), RECORD_NAME)  # record_path(), without pathlib
     try:
-        data = json.loads(record_path().read_text(encoding="utf-8"))
+        st = os.stat(path)
     except FileNotFoundError:
-        return []
-    except (OSError, ValueError) as exc:
-        raise Unreachable(f"cannot read this host's lease stores from {record_path()}: {exc}",
-                          hint="fix or remove that file, then `panio lease store --set URL`") from None
-    return [s for s in data.get("stores", []) if isinstance(s, dict) and s.get("url")]
+        return (path, None), []
+    except OSError as exc:
+        raise _unreadable(exc) from None
+    sig = (path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    cached = _RECORDED[0]
+    if cached is not None and cached[0] == sig:
+        return cached
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.loads(f.read())
+        stores = [s for s in data.get("stores", []) if isinstance(s, dict) and s.get("url")]
+    except FileNotFoundError:
+        return (path, None), []
+    except (OSError, ValueError, AttributeError) as exc:
+        raise _unreadable(exc) from None
+    _RECORDED[0] = (sig, stores)  # one assignment: a thread reads a signature with its own stores
+    return sig, stores
+
+
+def _unreadable(exc: Exception) -> Unreachable:
+    return Unreachable(f"cannot read this host's lease stores from {record_path()}: {exc}",
+                       hint="fix or remove that file, then `panio lease store --set URL`")
+
+
+_RECORDED: list = [None]  # (signature, stores) of the last read of the record (see _recorded)
 
 
 def remember(url: str, prefix: str, by: str) -> None:
@@ -111,22 +142,36 @@ def store_key(store: Any) -> tuple[str, ...]:
 
 def stores() -> list[tuple[Any, str]]:
     """Every lease store this host checks for the current lab (``bench_agent.paths.current_lab``: the
-    request's), each with a word on where it came from."""
-    from bench_agent.paths import current_lab, lab_state_dir
+    request's), each with a word on where it came from.
+
+    The list is made again only when what it is made of changed: the lab, the record's signature
+    (``_recorded``), the environment's store and the lab's state directory (``_STORES``, a few entries)."""
+    from bench_agent.paths import current_lab, lab_state_dir_name
 
     lab = current_lab()
+    sig, named_stores = _recorded()
+    env = env_store()
+    key = (lab, sig, env, lab_state_dir_name())
+    made = _STORES.get(key)
+    if made is not None:
+        return list(made)
     out: list[tuple[Any, str]] = []
     seen: set[tuple[str, str]] = set()
     named = [((s["url"], s.get("prefix", "panio:")), f"recorded by {s.get('by', '?')} in {record_path()}")
-             for s in recorded()]
-    env = env_store()
+             for s in named_stores]
     for (url, prefix), why in named + ([(env, "from this process's environment")] if env else []):
-        key = (url, leases.lab_prefix(prefix, lab))
-        if key not in seen:
-            seen.add(key)
-            out.append((redis_store(*key), why))
-    out.append((FileLeaseStore(lab_state_dir() / "leases"), "this machine's file leases"))
+        store = (url, leases.lab_prefix(prefix, lab))
+        if store not in seen:
+            seen.add(store)
+            out.append((redis_store(*store), why))
+    out.append((FileLeaseStore(os.path.join(key[3], "leases")), "this machine's file leases"))
+    if len(_STORES) >= 16:
+        _STORES.clear()
+    _STORES[key] = tuple(out)
     return out
+
+
+_STORES: dict[tuple, tuple] = {}  # stores() by what it was made of
 
 
 def held(target: str, checked: list[tuple[Any, str]] | None = None) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
@@ -181,11 +226,10 @@ def enforce(op: str, args: dict[str, Any], token: Any, origin: Any = None, overr
         raise UsageError(f"{op} changes a target: the request must name it (target)", argument="target")
     checked = stores()
     found = held(target, checked)
-    keys = {store_key(store) for store, _ in checked}
     if override is not None:
         found = _overridden(op, target, override, checked, found)
     origin_key = tuple(origin) if isinstance(origin, list) and origin else None
-    if token is not None and origin_key is not None and origin_key not in keys:
+    if token is not None and origin_key is not None and origin_key not in {store_key(s) for s, _ in checked}:
         token = None
     elif token is not None and origin_key is not None:
         number = leases.parse_credential(token)[0]

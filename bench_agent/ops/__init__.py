@@ -18,6 +18,8 @@ first use of their group, so a process pays only for what it calls.
 from __future__ import annotations
 
 from bench_agent.errors import UsageError
+from bench_agent.jobs import ORIGIN_ARG, OVERRIDE_ARG, TOKEN_ARG  # a few names: the package imports nothing
+from bench_agent.paths import LAB_ARG, using_lab  # imports os alone
 from bench_agent.ops.spec import OpSpec, Param
 
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
@@ -83,13 +85,13 @@ def call(name: str, args: dict[str, Any]) -> Any:
     The request's ``lab_key`` (``bench_agent.paths.LAB_ARG``) is the caller's lab for the call: the
     target's state (captures, logs, leases) is that lab's (``bench_agent.paths.lab_state_dir``).
     """
-    from bench_agent.jobs import ORIGIN_ARG, OVERRIDE_ARG, TOKEN_ARG
-    from bench_agent.paths import LAB_ARG, using_lab
-
-    func = lookup(name)
+    func = REGISTRY.get(name) or lookup(name)
     args = dict(args)
     token, origin, override = args.pop(TOKEN_ARG, None), args.pop(ORIGIN_ARG, None), args.pop(OVERRIDE_ARG, None)
-    with using_lab(args.pop(LAB_ARG, None)):
+    lab = args.pop(LAB_ARG, None)
+    if lab is None:
+        return _run(name, func, args, token, origin, override)
+    with using_lab(lab):
         return _run(name, func, args, token, origin, override)
 
 

@@ -156,7 +156,8 @@ class OpSpec(namedtuple("OpSpec", "name params side_effect interactive deadline 
                 out[p.name] = p.check(out[p.name])
             elif p.required:
                 raise UsageError(f"{self.name}: {p.name} is required", argument=p.name)
-        self.check_rules({k for k, v in out.items() if v is not None})
+        if self.needs or self.exclusive:  # most operations have no cross-argument rule: no set to build
+            self.check_rules({k for k, v in out.items() if v is not None})
         return out
 
     def check_rules(self, given: set[str]) -> None:

@@ -61,7 +61,7 @@ def discovery_path(target: str, state: Path | None = None) -> Path:
 
 def socket_address(target: str, state: Path | None = None, kind: str = "serial") -> str:
     """The control socket's path; when that would be too long for a unix socket, a short one in a private /tmp dir."""
-    path = str((state or state_dir()) / "run" / f"{kind}-{target}.sock")
+    path = os.path.join(str(state) if state is not None else lab_state_dir_name(), "run", f"{kind}-{target}.sock")
     if len(path) <= MAX_SOCKET_PATH:
         return path
     import hashlib
