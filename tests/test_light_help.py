@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from controller.cli.commands import QUICK
+
 HEAVY = ("celery", "kombu", "redis", "paramiko", "sqlalchemy", "psycopg")
 
 
@@ -92,3 +94,43 @@ def test_reading_commands_import_nothing_they_do_not_use(argv, panio):
     assert [m for m in mods if m in SLOW_STDLIB] == []
     if argv == ["--help"]:
         assert [m for m in mods if m in ("argparse", "enum", "re")] == [], "--help is a static text"
+    if tuple(argv[:2]) in QUICK:  # parsed without argparse, the lab's parse read back from its cache
+        unused = ("argparse", "enum", "re", "functools", "collections", "hashlib", "_hashlib", "tomllib",
+                  "controller.cli.parsing", "controller.cli.groups", "controller.lab.schema")
+        assert [m for m in mods if m in unused] == []
+
+
+def _quick_shapes():
+    """Every command line ``main`` may parse without argparse: each flag set, in both orders, with and
+    without ``--lab``; and lines it must leave to argparse."""
+    import itertools
+
+    taken, left = [], []
+    for (name, sub), (_, flags) in QUICK.items():
+        for n in range(len(flags) + 1):
+            for chosen in itertools.permutations(flags, n):
+                for lab in ([], ["--lab", "/x/lab.toml"], ["--lab=/x/lab.toml"]):
+                    taken.append([*lab, name, sub, *chosen])
+        left += [[name, sub, "-h"], [name, sub, "--help"], [name, sub, flags[0][:-1]], [name, sub, "extra"],
+                 [name, sub, "--lab", "/x/lab.toml"], ["--lab", "/x", "--lab", "/y", name, sub],
+                 ["--lab", "-x", name, sub], ["--lab=", name, sub], [name, "--json", sub]]
+    return taken, left
+
+
+@pytest.mark.parametrize("argv", _quick_shapes()[0], ids=" ".join)
+def test_the_quick_parse_is_argparses(argv):
+    """What ``main`` parses without argparse is what argparse parses from the same line (the handler too)."""
+    from controller.cli.main import _find_command, _parse, _quick_parse
+
+    name = _find_command(argv)
+    quick = _quick_parse(name, argv)
+    assert quick is not None, argv
+    slow, extra = _parse(name, argv)
+    assert (vars(quick[0]), quick[1]) == (vars(slow), extra)
+
+
+@pytest.mark.parametrize("argv", _quick_shapes()[1], ids=" ".join)
+def test_any_other_line_goes_to_argparse(argv):
+    from controller.cli.main import _find_command, _quick_parse
+
+    assert _quick_parse(_find_command(argv), argv) is None

@@ -72,6 +72,16 @@ RUNTIME: dict[str, tuple[str, ...] | None] = {
     "configure": None,
 }
 
+# Reading commands ``main`` runs without building a parser: (command, subcommand) -> (the handler in the
+# command's module, its on/off flags). argparse and the ``re``, ``enum`` and ``collections`` it imports are
+# most of such a command's start-up. Only the exact shape `[--lab PATH] COMMAND SUBCOMMAND [FLAG...]` is
+# taken this way; anything else on the line (--help, a typo, an abbreviation) goes to argparse as before,
+# and a test parses every shape both ways and requires the same result (tests/test_light_help.py).
+QUICK: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
+    ("target", "list"): ("list_", ("--json",)),
+    ("config", "show"): ("show", ("--json", "--path")),
+}
+
 
 # Words a newcomer types for a goal whose command has another name. A spelling near miss alone
 # would point them astray: `reset` is closest to `setup` (provision a host), `flash` to `lease`.

@@ -98,6 +98,36 @@ def _parse(name: str, argv: list[str]):
     return build_parser(only=name).parse_known_args(argv)
 
 
+class _Arguments:
+    """The parsed arguments of a command ``_quick_parse`` took: what ``argparse.Namespace`` would hold."""
+
+    def __init__(self, **values: object) -> None:
+        self.__dict__.update(values)
+
+
+def _quick_parse(name: str, argv: list[str]) -> tuple[_Arguments, list[str]] | None:
+    """``argv`` parsed without argparse when it is one of ``commands.QUICK``'s reading commands in its plain
+    shape, `[--lab PATH] COMMAND SUBCOMMAND [FLAG...]`; None for anything else (argparse parses it)."""
+    from controller.cli.commands import QUICK
+
+    lab, rest = None, argv
+    if argv[:1] == ["--lab"] and len(argv) > 2:
+        lab, rest = argv[1], argv[2:]
+    elif argv[0].startswith("--lab="):
+        lab, rest = argv[0].removeprefix("--lab="), argv[1:]
+    if lab is not None and (not lab or lab.startswith("-")):
+        return None
+    entry = QUICK.get((rest[0], rest[1])) if len(rest) >= 2 and rest[0] == name else None
+    if entry is None or not set(rest[2:]) <= set(entry[1]):
+        return None
+    handler, flags = entry
+    module = COMMANDS[name][0]
+    __import__(module)
+    return _Arguments(lab=lab, help=False, version=False, command=name, subcommand=rest[1],
+                      func=getattr(sys.modules[module], handler),
+                      **{flag[2:].replace("-", "_"): flag in rest[2:] for flag in flags}), []
+
+
 def _find_command(argv: list[str]) -> str | None:
     skip = False
     for token in argv:
@@ -127,7 +157,7 @@ def run(argv: list[str]) -> int:
         hint = f"did you mean `panio {near}`? " if near else ""
         raise UsageError(f"unknown command {name!r}", hint=f"{hint}see `panio --help` and `panio skill`", command=name)
     try:
-        args, extra = _parse(name, argv)
+        args, extra = _quick_parse(name, argv) or _parse(name, argv)
         if extra:
             where = " ".join(["panio", name] + ([args.subcommand] if getattr(args, "subcommand", None) else []))
             raise UsageError(f"{where}: unrecognized arguments: {' '.join(extra)}", hint=f"see `{where} --help`")
