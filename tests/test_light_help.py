@@ -95,25 +95,50 @@ def test_reading_commands_import_nothing_they_do_not_use(argv, panio):
     if argv == ["--help"]:
         assert [m for m in mods if m in ("argparse", "enum", "re")] == [], "--help is a static text"
     if tuple(argv[:2]) in QUICK:  # parsed without argparse, the lab's parse read back from its cache
-        unused = ("argparse", "enum", "re", "functools", "collections", "hashlib", "_hashlib", "tomllib",
-                  "controller.cli.parsing", "controller.cli.groups", "controller.lab.schema")
+        unused = ("argparse", "enum", "re", "functools", "hashlib", "_hashlib", "tomllib", "controller.cli.parsing",
+                  "controller.cli.groups", "controller.lab.schema")
         assert [m for m in mods if m in unused] == []
+        if argv[0] != "serial":  # an operation's spec is a named tuple: `serial log` imports collections for it
+            assert "collections" not in mods
 
 
 def _quick_shapes():
-    """Every command line ``main`` may parse without argparse: each flag set, in both orders, with and
-    without ``--lab``; and lines it must leave to argparse."""
+    """Command lines ``main`` may parse without argparse: each flag set in each order, with and without
+    ``--lab``, each option alone in both spellings, all of them together, options before the positionals;
+    and lines it must leave to argparse (help, typos, abbreviations, bad or missing values, conflicts)."""
     import itertools
 
     taken, left = [], []
-    for (name, sub), (_, flags) in QUICK.items():
+    for (name, sub), quick in QUICK.items():
+        flags, options = quick.get("flags", ()), quick.get("options", {})
+        pos = ["t0"] * len(quick.get("positionals", ()))
+        head = [name, sub, *pos]
         for n in range(len(flags) + 1):
             for chosen in itertools.permutations(flags, n):
                 for lab in ([], ["--lab", "/x/lab.toml"], ["--lab=/x/lab.toml"]):
-                    taken.append([*lab, name, sub, *chosen])
-        left += [[name, sub, "-h"], [name, sub, "--help"], [name, sub, flags[0][:-1]], [name, sub, "extra"],
-                 [name, sub, "--lab", "/x/lab.toml"], ["--lab", "/x", "--lab", "/y", name, sub],
-                 ["--lab", "-x", name, sub], ["--lab=", name, sub], [name, "--json", sub]]
+                    taken.append([*lab, *head, *chosen])
+        value = {"interface": "console"}
+        one_of = quick.get("one_of", ())
+        for option, dest in options.items():
+            text = value.get(dest, "5")
+            taken += [[*head, option, text], [name, sub, option, text, *pos]]
+            if option.startswith("--"):
+                taken.append([*head, f"{option}={text}"])
+                left += [[*head, option[:-1], text], [*head, option], [*head, option, "-5"], [*head, option, text,
+                                                                                              option, text]]
+            if dest not in value:
+                left += [[*head, option, "x"], [*head, option, "1e3"]]
+        if options:
+            together = [w for option, dest in options.items() if option.startswith("--") and dest not in
+                        one_of[1:] for w in (option, value.get(dest, "5"))]
+            taken.append([*head, *together, *flags])
+            a, b = [o for o, d in options.items() if d in one_of][:2]
+            left += [[*head, a, "5", b, "6"], [*head, "-iconsole"], [*head, "-i=console"]]
+        left += [[*head, "-h"], [*head, "--help"], [*head, flags[0][:-1]], [*head, "extra"],
+                 [*head, "--lab", "/x/lab.toml"], ["--lab", "/x", "--lab", "/y", *head], ["--lab", "-x", *head],
+                 ["--lab=", *head], [name, "--json", sub, *pos], [*head, "--"]]
+        if pos:
+            left.append([name, sub])
     return taken, left
 
 

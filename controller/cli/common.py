@@ -138,13 +138,18 @@ positive_float = _number(float, "a number", allow_zero=False)
 non_negative_float = _number(float, "a number", allow_zero=True)
 
 
+def param_kind(param: Any) -> tuple[Callable[[str], Any], str]:
+    """How a parameter's text becomes its kind (``int``, ``float``, else the text), and the kind's name."""
+    return {int: (int, "a whole number"), float: (float, "a number")}.get(param.kind, (str, "text"))
+
+
 def spec_type(op: str, name: str) -> Callable[[str], Any]:
     """An argparse type for parameter ``name`` of operation ``op``: its kind, bounds and choices, from the spec."""
     from bench_agent import ops
 
     param = ops.spec(op).param(name)
     assert param is not None, f"{op} has no parameter {name}"
-    convert, noun = {int: (int, "a whole number"), float: (float, "a number")}.get(param.kind, (str, "text"))
+    convert, noun = param_kind(param)
 
     def parse(text: str):
         from controller.cli.parsing import argparse

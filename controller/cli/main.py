@@ -106,8 +106,8 @@ class _Arguments:
 
 
 def _quick_parse(name: str, argv: list[str]) -> tuple[_Arguments, list[str]] | None:
-    """``argv`` parsed without argparse when it is one of ``commands.QUICK``'s reading commands in its plain
-    shape, `[--lab PATH] COMMAND SUBCOMMAND [FLAG...]`; None for anything else (argparse parses it)."""
+    """``argv`` parsed without argparse when it is one of ``commands.QUICK``'s reading commands on a plain
+    line; None for anything else (argparse parses it, and says what is wrong)."""
     from controller.cli.commands import QUICK
 
     lab, rest = None, argv
@@ -117,15 +117,64 @@ def _quick_parse(name: str, argv: list[str]) -> tuple[_Arguments, list[str]] | N
         lab, rest = argv[0].removeprefix("--lab="), argv[1:]
     if lab is not None and (not lab or lab.startswith("-")):
         return None
-    entry = QUICK.get((rest[0], rest[1])) if len(rest) >= 2 and rest[0] == name else None
-    if entry is None or not set(rest[2:]) <= set(entry[1]):
+    quick = QUICK.get((rest[0], rest[1])) if len(rest) >= 2 and rest[0] == name else None
+    if quick is None:
         return None
-    handler, flags = entry
-    module = COMMANDS[name][0]
+    flags, options = quick.get("flags", ()), quick.get("options", {})
+    values = {flag[2:].replace("-", "_"): False for flag in flags}
+    values.update(dict.fromkeys(options.values()))
+    given: dict[str, str] = {}
+    positionals: list[str] = []
+    words = iter(rest[2:])
+    for word in words:
+        if not word.startswith("-"):
+            positionals.append(word)
+        elif word in flags:
+            values[word[2:].replace("-", "_")] = True
+        else:
+            option, eq, text = word.partition("=") if word.startswith("--") else (word, "", "")
+            dest = options.get(option)
+            if dest is None or dest in given:
+                return None
+            if not eq:
+                text = next(words, "-")
+                if text.startswith("-"):
+                    return None
+            given[dest] = text
+    wanted = quick.get("positionals", ())
+    if len(positionals) != len(wanted) or len(given.keys() & set(quick.get("one_of", ()))) > 1:
+        return None
+    values.update(zip(wanted, positionals))
+    if "op" in quick and not _quick_values(quick["op"], set(options.values()), values, given):
+        return None
+    module, handler = quick["handler"].split(":")
     __import__(module)
     return _Arguments(lab=lab, help=False, version=False, command=name, subcommand=rest[1],
-                      func=getattr(sys.modules[module], handler),
-                      **{flag[2:].replace("-", "_"): flag in rest[2:] for flag in flags}), []
+                      func=getattr(sys.modules[module], handler), **values), []
+
+
+def _quick_values(op: str, dests: set[str], values: dict, given: dict[str, str]) -> bool:
+    """Put the options (``dests``) named like ``op``'s parameters in ``values``, typed and checked by its spec
+    as argparse would (``common.spec_type``), and their defaults where not given; False if a value is bad."""
+    from bench_agent import ops
+    from controller.cli.common import param_kind
+
+    spec = ops.spec(op)
+    for dest in dests:
+        param = spec.param(dest)
+        if param is None or param.kind is bool:
+            continue
+        if dest not in given:
+            values[dest] = param.default
+            continue
+        try:
+            values[dest] = param.check(param_kind(param)[0](given[dest]))
+        except Exception:  # noqa: BLE001 - argparse parses it again and reports it
+            return False
+    for dest, text in given.items():
+        if spec.param(dest) is None:
+            values[dest] = text
+    return True
 
 
 def _find_command(argv: list[str]) -> str | None:
