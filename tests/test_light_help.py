@@ -108,9 +108,12 @@ def _quick_shapes():
     and lines it must leave to argparse (help, typos, abbreviations, bad or missing values, conflicts)."""
     import itertools
 
+    from controller.cli.main import _quick_words
+
     taken, left = [], []
     for (name, sub), quick in QUICK.items():
-        flags, options = quick.get("flags", ()), quick.get("options", {})
+        flags, options, spec = _quick_words(quick)
+        flags = tuple(flags)
         pos = ["t0"] * len(quick.get("positionals", ()))
         head = [name, sub, *pos]
         for n in range(len(flags) + 1):
@@ -118,7 +121,7 @@ def _quick_shapes():
                 for lab in ([], ["--lab", "/x/lab.toml"], ["--lab=/x/lab.toml"]):
                     taken.append([*lab, *head, *chosen])
         value = {"interface": "console"}
-        one_of = quick.get("one_of", ())
+        one_of = tuple(spec.exclusive or ()) if spec else ()
         for option, dest in options.items():
             text = value.get(dest, "5")
             taken += [[*head, option, text], [name, sub, option, text, *pos]]

@@ -120,8 +120,8 @@ def _quick_parse(name: str, argv: list[str]) -> tuple[_Arguments, list[str]] | N
     quick = QUICK.get((rest[0], rest[1])) if len(rest) >= 2 and rest[0] == name else None
     if quick is None:
         return None
-    flags, options = quick.get("flags", ()), quick.get("options", {})
-    values = {flag[2:].replace("-", "_"): False for flag in flags}
+    flags, options, spec = _quick_words(quick)
+    values = {dest: default for dest, _, default in flags.values()}
     values.update(dict.fromkeys(options.values()))
     given: dict[str, str] = {}
     positionals: list[str] = []
@@ -130,7 +130,8 @@ def _quick_parse(name: str, argv: list[str]) -> tuple[_Arguments, list[str]] | N
         if not word.startswith("-"):
             positionals.append(word)
         elif word in flags:
-            values[word[2:].replace("-", "_")] = True
+            dest, value, _ = flags[word]
+            values[dest] = value
         else:
             option, eq, text = word.partition("=") if word.startswith("--") else (word, "", "")
             dest = options.get(option)
@@ -142,10 +143,11 @@ def _quick_parse(name: str, argv: list[str]) -> tuple[_Arguments, list[str]] | N
                     return None
             given[dest] = text
     wanted = quick.get("positionals", ())
-    if len(positionals) != len(wanted) or len(given.keys() & set(quick.get("one_of", ()))) > 1:
+    if len(positionals) != len(wanted):
         return None
     values.update(zip(wanted, positionals))
-    if "op" in quick and not _quick_values(quick["op"], set(options.values()), values, given):
+    values.update(given)
+    if spec is not None and not _quick_values(spec, values, given):
         return None
     module, handler = quick["handler"].split(":")
     __import__(module)
@@ -153,27 +155,44 @@ def _quick_parse(name: str, argv: list[str]) -> tuple[_Arguments, list[str]] | N
                       func=getattr(sys.modules[module], handler), **values), []
 
 
-def _quick_values(op: str, dests: set[str], values: dict, given: dict[str, str]) -> bool:
-    """Put the options (``dests``) named like ``op``'s parameters in ``values``, typed and checked by its spec
-    as argparse would (``common.spec_type``), and their defaults where not given; False if a value is bad."""
-    from bench_agent import ops
+def _quick_words(quick: dict) -> tuple[dict[str, tuple[str, bool, bool]], dict[str, str], object]:
+    """A ``commands.QUICK`` entry's words: flag -> (dest, its value when given, its default), option taking a
+    value -> dest, and its operation's spec (None without one), whose parameters add flags and options as
+    ``common.add_param`` makes them."""
+    flags = {flag: (flag[2:].replace("-", "_"), True, False) for flag in quick.get("flags", ())}
+    options = dict(quick.get("options", {}))
+    spec = None
+    if "op" in quick:
+        from bench_agent import ops
+
+        spec = ops.spec(quick["op"])
+        for param in spec.params:
+            if param.kind is bool:
+                flag = param.cli_flag.replace("--", "--no-", 1) if param.default else param.cli_flag
+                flags[flag] = (param.name, not param.default, param.default)
+            else:
+                options[param.cli_flag] = param.name
+    return flags, options, spec
+
+
+def _quick_values(spec, values: dict, given: dict[str, str]) -> bool:
+    """The values of the operation's parameters in ``values`` as argparse gives them: a given one typed and
+    checked by the spec (``common.spec_type``), else its default; False for a bad value or a conflict of
+    options of which only one may be given (argparse reports them)."""
     from controller.cli.common import param_kind
 
-    spec = ops.spec(op)
-    for dest in dests:
-        param = spec.param(dest)
-        if param is None or param.kind is bool:
+    if len(given.keys() & set(spec.exclusive or ())) > 1:
+        return False
+    for param in spec.params:
+        if param.kind is bool:
             continue
-        if dest not in given:
-            values[dest] = param.default
+        if param.name not in given:
+            values[param.name] = param.default
             continue
         try:
-            values[dest] = param.check(param_kind(param)[0](given[dest]))
+            values[param.name] = param.check(param_kind(param)[0](given[param.name]))
         except Exception:  # noqa: BLE001 - argparse parses it again and reports it
             return False
-    for dest, text in given.items():
-        if spec.param(dest) is None:
-            values[dest] = text
     return True
 
 
