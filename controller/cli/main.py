@@ -64,7 +64,7 @@ def build_parser(only: str | None = None, full: bool = False, subcommand: str | 
     With ``only`` just that command is; with ``subcommand`` too, the command's other subcommands are listed
     (their names and summaries) but not built (``controller.cli.common.command``): adding a group's every
     argument cost `panio serial log` more than reading the log."""
-    from controller.cli.common import Parser, argparse
+    from controller.cli.parsing import Parser, argparse
 
     parser = Parser(prog="panio", add_help=False)
     parser.add_argument("--lab", metavar="PATH")
