@@ -64,8 +64,10 @@ def make_lab(tmp: str, env: dict) -> None:
         subprocess.run([PANIO, "target", "add", f"t{i}"], env=env, check=True, stdout=subprocess.DEVNULL)
     subprocess.run([PANIO, "serial", "add", "console", "-t", "t0", "--device", "/dev/ttyS0"], env=env, check=True,
                    stdout=subprocess.DEVNULL)
-    # a real log, written as the capture daemon writes it (its writer, 100 lines)
-    code = ("import time\nfrom bench_agent.serial import files\nfrom bench_agent.serial.logstore import DATA, LogWriter\n"
+    # a real log, written as the capture daemon writes it (its writer, 100 lines), in the lab's own state dir
+    code = ("import os, time\nfrom bench_agent.paths import set_process_lab\nfrom bench_agent.serial import files\n"
+            "from bench_agent.serial.logstore import DATA, LogWriter\nfrom controller.lab import load\n"
+            "set_process_lab(load(os.environ['PANIO_LAB']).key)\n"
             "p = files.log_path('t0', 'console'); p.parent.mkdir(parents=True, exist_ok=True)\nw = LogWriter(p)\n"
             "for i in range(100): w.append(DATA, 1, b'line %d of the boot log\\r\\n' % i, time.time_ns())\n"
             "w.close()\n")

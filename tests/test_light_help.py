@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from controller.cli.commands import QUICK
+
 HEAVY = ("celery", "kombu", "redis", "paramiko", "sqlalchemy", "psycopg")
 
 
@@ -92,3 +94,71 @@ def test_reading_commands_import_nothing_they_do_not_use(argv, panio):
     assert [m for m in mods if m in SLOW_STDLIB] == []
     if argv == ["--help"]:
         assert [m for m in mods if m in ("argparse", "enum", "re")] == [], "--help is a static text"
+    if tuple(argv[:2]) in QUICK:  # parsed without argparse, the lab's parse read back from its cache
+        unused = ("argparse", "enum", "re", "functools", "hashlib", "_hashlib", "tomllib", "controller.cli.parsing",
+                  "controller.cli.groups", "controller.lab.schema")
+        assert [m for m in mods if m in unused] == []
+        if argv[0] != "serial":  # an operation's spec is a named tuple: `serial log` imports collections for it
+            assert "collections" not in mods
+
+
+def _quick_shapes():
+    """Command lines ``main`` may parse without argparse: each flag set in each order, with and without
+    ``--lab``, each option alone in both spellings, all of them together, options before the positionals;
+    and lines it must leave to argparse (help, typos, abbreviations, bad or missing values, conflicts)."""
+    import itertools
+
+    from controller.cli.main import _quick_words
+
+    taken, left = [], []
+    for (name, sub), quick in QUICK.items():
+        flags, options, spec = _quick_words(quick)
+        flags = tuple(flags)
+        pos = ["t0"] * len(quick.get("positionals", ()))
+        head = [name, sub, *pos]
+        for n in range(len(flags) + 1):
+            for chosen in itertools.permutations(flags, n):
+                for lab in ([], ["--lab", "/x/lab.toml"], ["--lab=/x/lab.toml"]):
+                    taken.append([*lab, *head, *chosen])
+        value = {"interface": "console"}
+        one_of = tuple(spec.exclusive or ()) if spec else ()
+        for option, dest in options.items():
+            text = value.get(dest, "5")
+            taken += [[*head, option, text], [name, sub, option, text, *pos]]
+            if option.startswith("--"):
+                taken.append([*head, f"{option}={text}"])
+                left += [[*head, option[:-1], text], [*head, option], [*head, option, "-5"], [*head, option, text,
+                                                                                              option, text]]
+            if dest not in value:
+                left += [[*head, option, "x"], [*head, option, "1e3"]]
+        if options:
+            together = [w for option, dest in options.items() if option.startswith("--") and dest not in
+                        one_of[1:] for w in (option, value.get(dest, "5"))]
+            taken.append([*head, *together, *flags])
+            a, b = [o for o, d in options.items() if d in one_of][:2]
+            left += [[*head, a, "5", b, "6"], [*head, "-iconsole"], [*head, "-i=console"]]
+        left += [[*head, "-h"], [*head, "--help"], [*head, flags[0][:-1]], [*head, "extra"],
+                 [*head, "--lab", "/x/lab.toml"], ["--lab", "/x", "--lab", "/y", *head], ["--lab", "-x", *head],
+                 ["--lab=", *head], [name, "--json", sub, *pos], [*head, "--"]]
+        if pos:
+            left.append([name, sub])
+    return taken, left
+
+
+@pytest.mark.parametrize("argv", _quick_shapes()[0], ids=" ".join)
+def test_the_quick_parse_is_argparses(argv):
+    """What ``main`` parses without argparse is what argparse parses from the same line (the handler too)."""
+    from controller.cli.main import _find_command, _parse, _quick_parse
+
+    name = _find_command(argv)
+    quick = _quick_parse(name, argv)
+    assert quick is not None, argv
+    slow, extra = _parse(name, argv)
+    assert (vars(quick[0]), quick[1]) == (vars(slow), extra)
+
+
+@pytest.mark.parametrize("argv", _quick_shapes()[1], ids=" ".join)
+def test_any_other_line_goes_to_argparse(argv):
+    from controller.cli.main import _find_command, _quick_parse
+
+    assert _quick_parse(_find_command(argv), argv) is None

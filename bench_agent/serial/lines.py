@@ -7,7 +7,6 @@ from the log's creation; the records carry it, so numbering is stable.
 
 from __future__ import annotations
 
-import re
 import time
 
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
@@ -15,8 +14,8 @@ if TYPE_CHECKING:
     from typing import Iterable, Iterator
 
 LINE_CAP = 4096
-# Compiled by ``re`` (and kept in its cache) on a line that needs them: most lines have no escape sequence and no
-# control byte, and compiling both was a tenth of a millisecond of every `serial log`.
+# Compiled by ``re`` (imported only then; it caches them) on a line that needs them: most lines have no escape
+# sequence and no control byte, and compiling both was a tenth of a millisecond of every `serial log`.
 ANSI = rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"  # every one starts with ESC
 CONTROL = r"[\x00-\x08\x0b-\x1f\x7f]"  # none is printable (str.isprintable)
 
@@ -108,10 +107,14 @@ def render(data: bytes, raw: bool = False) -> str:
     if raw:
         return data.decode("utf-8", "backslashreplace")
     if b"\x1b" in data:
+        import re  # here: with enum and functools, `re` was a fifth of `serial log` for a log of plain lines
+
         data = re.sub(ANSI, b"", data)
     text = data.replace(b"\r", b"").decode("utf-8", "backslashreplace")
     if text.isprintable():
         return text
+    import re
+
     return re.sub(CONTROL, lambda m: f"\\x{ord(m.group()):02x}", text)
 
 

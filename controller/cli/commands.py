@@ -72,6 +72,21 @@ RUNTIME: dict[str, tuple[str, ...] | None] = {
     "configure": None,
 }
 
+# Reading commands ``main`` runs without building a parser (``main._quick_parse``): argparse and the ``re``,
+# ``enum`` and ``functools`` it imports are most of such a command's start-up. (command, subcommand) -> the
+# handler (module:function), its positional arguments, its on/off flags, its other options that take a value
+# (-> their dest), and the operation whose parameters are its other flags and options (their spelling, type,
+# bounds, default and which exclude each other come from the spec, as ``common.add_param`` builds them).
+# Only a plain line is taken this way (`[--lab PATH] COMMAND SUBCOMMAND` and those words, an option's value
+# as `--opt V` or `--opt=V`); anything else (--help, a typo, an abbreviation, a bad value) goes to argparse as
+# before, and a test parses every shape both ways and requires the same result (tests/test_light_help.py).
+QUICK: dict[tuple[str, str], dict] = {
+    ("target", "list"): {"handler": "controller.cli.target:list_", "flags": ("--json",)},
+    ("config", "show"): {"handler": "controller.cli.config:show", "flags": ("--json", "--path")},
+    ("serial", "log"): {"handler": "controller.cli.serial_runtime:log", "positionals": ("target",),
+                        "flags": ("--json",), "options": {"-i": "interface", "--interface": "interface"},
+                        "op": "serial.log"},
+}
 
 # Words a newcomer types for a goal whose command has another name. A spelling near miss alone
 # would point them astray: `reset` is closest to `setup` (provision a host), `flash` to `lease`.

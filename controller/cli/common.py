@@ -1,4 +1,4 @@
-"""What every command module shares: parser class, help layout, output, lab access.
+"""What every command module shares: help layout, output, lab access (the parser class: ``controller.cli.parsing``).
 
 Each command group lives in its own module with a ``register(parser)``
 function; ``main`` imports only the module of the command being run, so a
@@ -7,13 +7,13 @@ command pays only for its own imports.
 
 from __future__ import annotations
 
-import os
 import sys
 from _contextvars import ContextVar  # the C module: `contextvars` is only its re-export
 
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
 
 if TYPE_CHECKING:
+    import argparse
     from typing import Any, Callable
 
 from bench_agent.errors import InvalidName, UsageError
@@ -21,76 +21,20 @@ from bench_agent.errors import InvalidName, UsageError
 MAX_NUMBER = 2**63 - 1  # what TOML, SQLite and JSON consumers all hold
 
 
+def __getattr__(name: str) -> Any:
+    """``argparse``, ``Parser`` and ``Subcommands`` live in ``controller.cli.parsing``, imported on first use:
+    a command ``main`` runs without a parser (``controller.cli.commands.QUICK``) imports this module but not
+    argparse."""
+    if name in ("argparse", "Parser", "Subcommands"):
+        from controller.cli import parsing
 
-def _english(message: str) -> str:
-    return message
-
-
-def _english_plural(singular: str, plural: str, n: int) -> str:
-    return singular if n == 1 else plural
-
-
-def _import_argparse():
-    """argparse, importing no gettext: panio speaks English only (its own messages are not translated), so its
-    parsers say argparse's words as written. argparse asks gettext for each of its words ("usage: ",
-    "options", ...), a search of the locale catalogues per word with the locale module imported, a tenth of
-    `panio target list`; and merely importing gettext (its module and the plural-formula regex it compiles)
-    was another ~1 ms of every command but `--help`. While argparse is first imported, a stand-in with the
-    two functions it takes is ``gettext``; it is gone again before anything else can import it."""
-    if "argparse" not in sys.modules and "gettext" not in sys.modules:
-        stand_in = type(sys)("gettext")
-        stand_in.gettext, stand_in.ngettext = _english, _english_plural
-        sys.modules["gettext"] = stand_in
-        try:
-            import argparse
-        finally:
-            del sys.modules["gettext"]
-    import argparse
-
-    argparse._ = _english  # type: ignore[attr-defined]
-    argparse.ngettext = _english_plural  # type: ignore[attr-defined]
-    return argparse
-
-
-argparse = _import_argparse()
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse that raises ``UsageError`` instead of printing and exiting."""
-
-    def _get_formatter(self):  # type: ignore[override]
-        # argparse asks shutil for the width, importing shutil, bz2 and lzma: ~3 ms of start-up.
-        try:
-            width = os.get_terminal_size(sys.stdout.fileno()).columns - 2
-        except (OSError, ValueError):
-            width = 78
-        return self.formatter_class(prog=self.prog, width=max(40, min(width, 118)))
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        where = "" if self.prog == "panio" else f"{self.prog.removeprefix('panio ')}: "
-        raise UsageError(f"{where}{message}", hint=self._did_you_mean(message) or f"see `{self.prog} --help`")
-
-    def _did_you_mean(self, message: str) -> str | None:
-        """For a subcommand typo (`serial wacth`) or a top-level command typed as two words (`power cycle`)."""
-        import re
-
-        m = re.search(r"invalid choice: '([^']*)'", message)
-        subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
-        if not m or not subs:
-            return None
-        from controller.cli.groups import MOVED
-
-        wrong = f"{self.prog} {m.group(1)}"
-        if wrong in MOVED:
-            return f"did you mean `{MOVED[wrong]}`? see `{self.prog} --help`"
-        import difflib
-
-        close = difflib.get_close_matches(m.group(1), list(subs[0].choices), n=1)
-        return f"did you mean `{self.prog} {close[0]}`? see `{self.prog} --help`" if close else None
+        return getattr(parsing, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def subcommands(parser: argparse.ArgumentParser, title: str = "commands") -> argparse._SubParsersAction:
     from controller.cli.groups import epilog
+    from controller.cli.parsing import Parser, Subcommands, argparse
 
     sub = parser.add_subparsers(title=title, dest="subcommand", metavar="COMMAND", parser_class=Parser,
                                 action=Subcommands)
@@ -125,6 +69,8 @@ def command(
     When this process runs another subcommand of the group (``build_parser(subcommand=...)``), the command is
     listed with its summary only and an ``Unbuilt`` stands in for its parser: what the group's module adds to
     it is dropped, and choosing it anyway makes ``main`` parse again with everything built."""
+    from controller.cli.parsing import argparse
+
     only = getattr(sub, "panio_only", None)
     if only is not None and only != name:
         sub.add_unbuilt(name, summary)
@@ -170,6 +116,8 @@ def _number(convert, noun: str, allow_zero: bool):
     """An argparse type: ``convert`` the text, then require > 0 (or >= 0 with ``allow_zero``)."""
 
     def parse(text: str):
+        from controller.cli.parsing import argparse
+
         try:
             value = convert(text)
         except ValueError:
@@ -190,15 +138,22 @@ positive_float = _number(float, "a number", allow_zero=False)
 non_negative_float = _number(float, "a number", allow_zero=True)
 
 
+def param_kind(param: Any) -> tuple[Callable[[str], Any], str]:
+    """How a parameter's text becomes its kind (``int``, ``float``, else the text), and the kind's name."""
+    return {int: (int, "a whole number"), float: (float, "a number")}.get(param.kind, (str, "text"))
+
+
 def spec_type(op: str, name: str) -> Callable[[str], Any]:
     """An argparse type for parameter ``name`` of operation ``op``: its kind, bounds and choices, from the spec."""
     from bench_agent import ops
 
     param = ops.spec(op).param(name)
     assert param is not None, f"{op} has no parameter {name}"
-    convert, noun = {int: (int, "a whole number"), float: (float, "a number")}.get(param.kind, (str, "text"))
+    convert, noun = param_kind(param)
 
     def parse(text: str):
+        from controller.cli.parsing import argparse
+
         try:
             value = convert(text)
         except ValueError:
@@ -313,28 +268,6 @@ def static(handler: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.N
     a job step prints what it printed when the job was queued (``job check`` runs it then)."""
     handler.static = True  # type: ignore[attr-defined]
     return handler
-
-
-class Subcommands(argparse._SubParsersAction):
-    """A group's subcommands, some of which may be listed without being built (see ``command``)."""
-
-    def add_unbuilt(self, name: str, summary: str) -> None:
-        """List ``name`` with its summary (in the group's help and its choices) without building a parser for
-        it: a parser each, with its help action and argument groups, was a third of building `panio serial`'s
-        sixteen subcommands for the one that runs."""
-        self._choices_actions.append(self._ChoicesPseudoAction(name, (), summary))
-        self._name_parser_map[name] = _UNBUILT_PARSER
-
-
-class _UnbuiltParser:
-    """What stands for an unbuilt subcommand's parser: chosen, it parses nothing and sets ``func`` to ``UNBUILT``,
-    which makes ``main`` parse again with every subcommand built."""
-
-    def parse_known_args(self, args: list[str], namespace: argparse.Namespace | None = None):
-        return argparse.Namespace(func=UNBUILT), []
-
-
-_UNBUILT_PARSER = _UnbuiltParser()
 
 
 def UNBUILT(args: argparse.Namespace) -> None:  # noqa: N802 - a marker, compared by identity

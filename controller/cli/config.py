@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import os
+
+TYPE_CHECKING = False  # argparse only for the annotations: `main` runs `config show` without it (commands.QUICK)
+
+if TYPE_CHECKING:
+    import argparse
 
 from controller.cli.common import static, add_json, command, load_lab, print_json, say, subcommands
 from controller.lab.describe import host_line, target_lines

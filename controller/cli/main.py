@@ -64,7 +64,7 @@ def build_parser(only: str | None = None, full: bool = False, subcommand: str | 
     With ``only`` just that command is; with ``subcommand`` too, the command's other subcommands are listed
     (their names and summaries) but not built (``controller.cli.common.command``): adding a group's every
     argument cost `panio serial log` more than reading the log."""
-    from controller.cli.common import Parser, argparse
+    from controller.cli.parsing import Parser, argparse
 
     parser = Parser(prog="panio", add_help=False)
     parser.add_argument("--lab", metavar="PATH")
@@ -98,6 +98,104 @@ def _parse(name: str, argv: list[str]):
     return build_parser(only=name).parse_known_args(argv)
 
 
+class _Arguments:
+    """The parsed arguments of a command ``_quick_parse`` took: what ``argparse.Namespace`` would hold."""
+
+    def __init__(self, **values: object) -> None:
+        self.__dict__.update(values)
+
+
+def _quick_parse(name: str, argv: list[str]) -> tuple[_Arguments, list[str]] | None:
+    """``argv`` parsed without argparse when it is one of ``commands.QUICK``'s reading commands on a plain
+    line; None for anything else (argparse parses it, and says what is wrong)."""
+    from controller.cli.commands import QUICK
+
+    lab, rest = None, argv
+    if argv[:1] == ["--lab"] and len(argv) > 2:
+        lab, rest = argv[1], argv[2:]
+    elif argv[0].startswith("--lab="):
+        lab, rest = argv[0].removeprefix("--lab="), argv[1:]
+    if lab is not None and (not lab or lab.startswith("-")):
+        return None
+    quick = QUICK.get((rest[0], rest[1])) if len(rest) >= 2 and rest[0] == name else None
+    if quick is None:
+        return None
+    flags, options, spec = _quick_words(quick)
+    values = {dest: default for dest, _, default in flags.values()}
+    values.update(dict.fromkeys(options.values()))
+    given: dict[str, str] = {}
+    positionals: list[str] = []
+    words = iter(rest[2:])
+    for word in words:
+        if not word.startswith("-"):
+            positionals.append(word)
+        elif word in flags:
+            dest, value, _ = flags[word]
+            values[dest] = value
+        else:
+            option, eq, text = word.partition("=") if word.startswith("--") else (word, "", "")
+            dest = options.get(option)
+            if dest is None or dest in given:
+                return None
+            if not eq:
+                text = next(words, "-")
+                if text.startswith("-"):
+                    return None
+            given[dest] = text
+    wanted = quick.get("positionals", ())
+    if len(positionals) != len(wanted):
+        return None
+    values.update(zip(wanted, positionals))
+    values.update(given)
+    if spec is not None and not _quick_values(spec, values, given):
+        return None
+    module, handler = quick["handler"].split(":")
+    __import__(module)
+    return _Arguments(lab=lab, help=False, version=False, command=name, subcommand=rest[1],
+                      func=getattr(sys.modules[module], handler), **values), []
+
+
+def _quick_words(quick: dict) -> tuple[dict[str, tuple[str, bool, bool]], dict[str, str], object]:
+    """A ``commands.QUICK`` entry's words: flag -> (dest, its value when given, its default), option taking a
+    value -> dest, and its operation's spec (None without one), whose parameters add flags and options as
+    ``common.add_param`` makes them."""
+    flags = {flag: (flag[2:].replace("-", "_"), True, False) for flag in quick.get("flags", ())}
+    options = dict(quick.get("options", {}))
+    spec = None
+    if "op" in quick:
+        from bench_agent import ops
+
+        spec = ops.spec(quick["op"])
+        for param in spec.params:
+            if param.kind is bool:
+                flag = param.cli_flag.replace("--", "--no-", 1) if param.default else param.cli_flag
+                flags[flag] = (param.name, not param.default, param.default)
+            else:
+                options[param.cli_flag] = param.name
+    return flags, options, spec
+
+
+def _quick_values(spec, values: dict, given: dict[str, str]) -> bool:
+    """The values of the operation's parameters in ``values`` as argparse gives them: a given one typed and
+    checked by the spec (``common.spec_type``), else its default; False for a bad value or a conflict of
+    options of which only one may be given (argparse reports them)."""
+    from controller.cli.common import param_kind
+
+    if len(given.keys() & set(spec.exclusive or ())) > 1:
+        return False
+    for param in spec.params:
+        if param.kind is bool:
+            continue
+        if param.name not in given:
+            values[param.name] = param.default
+            continue
+        try:
+            values[param.name] = param.check(param_kind(param)[0](given[param.name]))
+        except Exception:  # noqa: BLE001 - argparse parses it again and reports it
+            return False
+    return True
+
+
 def _find_command(argv: list[str]) -> str | None:
     skip = False
     for token in argv:
@@ -127,7 +225,7 @@ def run(argv: list[str]) -> int:
         hint = f"did you mean `panio {near}`? " if near else ""
         raise UsageError(f"unknown command {name!r}", hint=f"{hint}see `panio --help` and `panio skill`", command=name)
     try:
-        args, extra = _parse(name, argv)
+        args, extra = _quick_parse(name, argv) or _parse(name, argv)
         if extra:
             where = " ".join(["panio", name] + ([args.subcommand] if getattr(args, "subcommand", None) else []))
             raise UsageError(f"{where}: unrecognized arguments: {' '.join(extra)}", hint=f"see `{where} --help`")

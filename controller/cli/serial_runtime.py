@@ -7,8 +7,6 @@ on the host that owns the port, where the capture supervisor lives.
 
 from __future__ import annotations
 
-import argparse
-
 from bench_agent.errors import NotConfigured
 from controller.cli.common import (Unbuilt, add_json, add_param, add_target_positional, command, load_lab,
                                    positive_float)
@@ -16,6 +14,7 @@ from controller.cli.runtime import Step, runtime
 
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
 if TYPE_CHECKING:
+    import argparse  # only for the annotations: `main` runs `serial log` without it (commands.QUICK)
     from typing import Any
 
 SEE = "docs/serial.md, panio skill"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
+TYPE_CHECKING = False  # argparse only for the annotations: `main` runs `target list` without it (commands.QUICK)
+
+if TYPE_CHECKING:
+    import argparse
 
 from controller.cli.common import static, add_json, check_name, command, load_lab, print_json, say, subcommands
 from controller.lab import edit

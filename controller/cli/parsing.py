@@ -1,0 +1,103 @@
+"""argparse as panio's commands use it: the parser class, a group's subcommands, argparse imported without gettext.
+
+Only a command that builds a parser imports this module (``controller.cli.main``): the commands ``main``
+parses without argparse (``controller.cli.commands.QUICK``) never do, and argparse with the ``re``, ``enum``,
+``functools`` and ``collections`` it imports is most of their start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from bench_agent.errors import UsageError
+from controller.cli.common import UNBUILT
+
+
+def _english(message: str) -> str:
+    return message
+
+
+def _english_plural(singular: str, plural: str, n: int) -> str:
+    return singular if n == 1 else plural
+
+
+def _import_argparse():
+    """argparse, importing no gettext: panio speaks English only (its own messages are not translated), so its
+    parsers say argparse's words as written. argparse asks gettext for each of its words ("usage: ",
+    "options", ...), a search of the locale catalogues per word with the locale module imported, a tenth of
+    `panio target list`; and merely importing gettext (its module and the plural-formula regex it compiles)
+    was another ~1 ms of every command but `--help`. While argparse is first imported, a stand-in with the
+    two functions it takes is ``gettext``; it is gone again before anything else can import it."""
+    if "argparse" not in sys.modules and "gettext" not in sys.modules:
+        stand_in = type(sys)("gettext")
+        stand_in.gettext, stand_in.ngettext = _english, _english_plural
+        sys.modules["gettext"] = stand_in
+        try:
+            import argparse
+        finally:
+            del sys.modules["gettext"]
+    import argparse
+
+    argparse._ = _english  # type: ignore[attr-defined]
+    argparse.ngettext = _english_plural  # type: ignore[attr-defined]
+    return argparse
+
+
+argparse = _import_argparse()
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises ``UsageError`` instead of printing and exiting."""
+
+    def _get_formatter(self):  # type: ignore[override]
+        # argparse asks shutil for the width, importing shutil, bz2 and lzma: ~3 ms of start-up.
+        try:
+            width = os.get_terminal_size(sys.stdout.fileno()).columns - 2
+        except (OSError, ValueError):
+            width = 78
+        return self.formatter_class(prog=self.prog, width=max(40, min(width, 118)))
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        where = "" if self.prog == "panio" else f"{self.prog.removeprefix('panio ')}: "
+        raise UsageError(f"{where}{message}", hint=self._did_you_mean(message) or f"see `{self.prog} --help`")
+
+    def _did_you_mean(self, message: str) -> str | None:
+        """For a subcommand typo (`serial wacth`) or a top-level command typed as two words (`power cycle`)."""
+        import re
+
+        m = re.search(r"invalid choice: '([^']*)'", message)
+        subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        if not m or not subs:
+            return None
+        from controller.cli.groups import MOVED
+
+        wrong = f"{self.prog} {m.group(1)}"
+        if wrong in MOVED:
+            return f"did you mean `{MOVED[wrong]}`? see `{self.prog} --help`"
+        import difflib
+
+        close = difflib.get_close_matches(m.group(1), list(subs[0].choices), n=1)
+        return f"did you mean `{self.prog} {close[0]}`? see `{self.prog} --help`" if close else None
+
+
+class Subcommands(argparse._SubParsersAction):
+    """A group's subcommands, some of which may be listed without being built (see ``controller.cli.common.command``)."""
+
+    def add_unbuilt(self, name: str, summary: str) -> None:
+        """List ``name`` with its summary (in the group's help and its choices) without building a parser for
+        it: a parser each, with its help action and argument groups, was a third of building `panio serial`'s
+        sixteen subcommands for the one that runs."""
+        self._choices_actions.append(self._ChoicesPseudoAction(name, (), summary))
+        self._name_parser_map[name] = _UNBUILT_PARSER
+
+
+class _UnbuiltParser:
+    """What stands for an unbuilt subcommand's parser: chosen, it parses nothing and sets ``func`` to ``UNBUILT``,
+    which makes ``main`` parse again with every subcommand built."""
+
+    def parse_known_args(self, args: list[str], namespace: argparse.Namespace | None = None):
+        return argparse.Namespace(func=UNBUILT), []
+
+
+_UNBUILT_PARSER = _UnbuiltParser()
