@@ -270,11 +270,6 @@ def static(handler: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.N
     return handler
 
 
-def UNBUILT(args: argparse.Namespace) -> None:  # noqa: N802 - a marker, compared by identity
-    """The handler of a subcommand that was listed but not built (see ``command``); never run."""
-    raise AssertionError("an unbuilt subcommand ran")
-
-
 class Unbuilt:
     """Takes whatever a command module does to a subcommand's parser (add_argument, groups, defaults) and
     does nothing: the parser of a subcommand this process will not run."""

@@ -85,7 +85,7 @@ def _parse(name: str, argv: list[str]):
     """Parse ``argv`` with only ``name``'s parser and, of its subcommands, only the one ``argv`` names. Should
     that guess be wrong (an unbuilt subcommand chosen, or any error), parse again with the whole group built,
     so what runs and what an error says never depend on the shortcut."""
-    from controller.cli.common import UNBUILT
+    from controller.cli.parsing import UNBUILT
 
     guess = _find_command(argv[argv.index(name) + 1:])
     if guess is not None:
