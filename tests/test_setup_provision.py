@@ -32,7 +32,6 @@ BIN = Path(sys.executable).parent
 REDIS_URL = "redis://127.0.0.1:6379/7"
 QUICK = "[[steps]]\nname = 'quick'\nrun = 'ping ${target} --count 3'\nexpect_output = 'seq=3'\n"
 
-pytestmark = pytest.mark.starts_first  # the longest file of the suite (conftest.py)
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="creates a Unix user for the fresh host (CI runs as root)")
 
