@@ -188,3 +188,10 @@ def test_setup_without_a_broker_says_what_to_set(panio):
     panio.env = env
     r = panio.fails("setup", "--host", "bench1", code=3)
     assert "PANIO_BROKER" in r.err
+
+
+def test_the_wheelhouse_pins_the_extras_panio_asks_for():
+    from controller.provision.wheelhouse import pins
+
+    names = {pin.split("==")[0] for pin in pins()}
+    assert {"psycopg", "psycopg-binary", "celery", "redis"} <= names and "panio" not in names
