@@ -2,8 +2,7 @@
 
 The host gets exactly the versions the controller runs: the wheels are found
 in the wheelhouse first, and ``constraints.txt`` pins every dependency, so a
-host on the same Python needs no package index (the role tries the wheelhouse
-alone first; ``panio setup --offline`` tries nothing else),
+host on the same Python needs no package index (``panio setup --offline``),
 and one on another Python, or one needing a dependency this machine does not
 (``async-timeout`` below Python 3.11.3), takes the rest from its index at the
 pinned versions. panio's wheel is built reproducibly
