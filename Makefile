@@ -25,6 +25,7 @@ demo: install
 # four pytest-xdist workers, each taking whole files (a file's module fixtures,
 # such as one QEMU boot, are set up once), finish the suite in about a third of
 # the time on two cores. `make test TEST_WORKERS=0` runs it in one process.
+# The longest files go first (tests/slowfirst.py: last run's durations, else a list).
 TEST_WORKERS ?= 4
 
 test: system-deps install

@@ -73,13 +73,7 @@ class Panio:
 
 # Fixtures the job tests share: ``receiver`` (jobhelp), ``prefix`` (peerhelp). Registered here, not imported by
 # each module, where the test's parameter would shadow the import (pyflakes F811).
-pytest_plugins = ["jobhelp", "peerhelp"]
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Long files (``pytestmark = pytest.mark.starts_first``) run first: with ``-n 4 --dist loadfile``
-    a worker that picked one up last would run it alone while the other three sit idle."""
-    items.sort(key=lambda item: item.get_closest_marker("starts_first") is None)  # stable: order kept otherwise
+pytest_plugins = ["jobhelp", "peerhelp", "slowfirst"]  # slowfirst: the longest test files start first
 
 
 @pytest.fixture(autouse=True)

@@ -10,11 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
-
-pytestmark = pytest.mark.starts_first  # a long file: start it first under xdist (conftest.py)
 
 
 def test_a_compressed_night_recovers_with_no_operator_action(tmp_path):

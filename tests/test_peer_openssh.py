@@ -25,7 +25,6 @@ from jobhelp import wait_for
 from serial_fixtures import kill_and_reap, supervisor_connections, supervisor_pids
 from sshd import Sshd
 
-pytestmark = pytest.mark.starts_first  # a 55 s wait and three silent-link tests (conftest.py)
 WELCOME = "Welcome to the panio simulated board"
 
 

@@ -36,7 +36,7 @@ def _missing() -> str | None:
     return None
 
 
-pytestmark = [pytest.mark.skipif(_missing() is not None, reason=_missing() or ""), pytest.mark.starts_first]
+pytestmark = [pytest.mark.skipif(_missing() is not None, reason=_missing() or "")]
 
 
 @pytest.fixture(scope="module")

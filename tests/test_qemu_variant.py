@@ -21,7 +21,7 @@ from conftest import Panio
 from qemu_variant import PROMPT, SCREEN_BANNER, VariantBoard, missing
 from simbench import read_until
 
-pytestmark = [pytest.mark.skipif(missing() is not None, reason=missing() or ""), pytest.mark.starts_first]
+pytestmark = [pytest.mark.skipif(missing() is not None, reason=missing() or "")]
 BOOT_TIMEOUT_S = 120
 
 

@@ -9,11 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
-
-pytestmark = pytest.mark.starts_first  # a long file: start it first under xdist (conftest.py)
 
 
 def test_a_small_lab_under_schedules_loses_nothing_runs_nothing_twice_and_leaves_no_job_key(tmp_path):

@@ -32,7 +32,6 @@ BIN = Path(sys.executable).parent
 REDIS_URL = "redis://127.0.0.1:6379/7"
 QUICK = "[[steps]]\nname = 'quick'\nrun = 'ping ${target} --count 3'\nexpect_output = 'seq=3'\n"
 
-pytestmark = pytest.mark.starts_first  # the longest file of the suite (conftest.py)
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="creates a Unix user for the fresh host (CI runs as root)")
 
@@ -189,3 +188,10 @@ def test_setup_without_a_broker_says_what_to_set(panio):
     panio.env = env
     r = panio.fails("setup", "--host", "bench1", code=3)
     assert "PANIO_BROKER" in r.err
+
+
+def test_the_wheelhouse_pins_the_extras_panio_asks_for():
+    from controller.provision.wheelhouse import pins
+
+    names = {pin.split("==")[0] for pin in pins()}
+    assert {"psycopg", "psycopg-binary", "celery", "redis"} <= names and "panio" not in names

@@ -42,34 +42,41 @@ def source_root() -> Path:
 
 
 def pins() -> list[str]:
-    """``name==version`` of every installed distribution panio needs at run time, recursively."""
+    """``name==version`` of every installed distribution panio needs at run time, recursively, following the
+    extras asked for (``psycopg[binary]`` brings ``psycopg-binary``)."""
     seen: dict[str, str] = {}
-    todo = ["panio"]
+    done: set[tuple[str, str]] = set()
+    todo: list[tuple[str, frozenset[str]]] = [("panio", frozenset())]
     while todo:
-        name = _canonical(todo.pop())
-        if name in seen:
-            continue
+        name, extras = todo.pop()
+        name = _canonical(name)
         try:
             dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
             continue
         seen[name] = dist.version
-        for req in dist.requires or []:
-            parsed = _requirement(req)
-            if parsed is not None:
-                todo.append(parsed)
+        for extra in ("", *extras):
+            if (name, extra) in done:
+                continue
+            done.add((name, extra))
+            for req in dist.requires or []:
+                parsed = _requirement(req, extra)
+                if parsed is not None:
+                    todo.append(parsed)
     seen.pop("panio", None)
     return sorted(f"{n}=={v}" for n, v in seen.items())
 
 
-def _requirement(text: str) -> str | None:
-    """The name of a requirement that applies here (extras-only requirements are skipped)."""
+def _requirement(text: str, extra: str) -> tuple[str, frozenset[str]] | None:
+    """The name and extras of a requirement that applies here with ``extra`` asked for ("": none), else None."""
     from packaging.requirements import Requirement
 
     req = Requirement(text)
-    if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+    if req.marker is not None and not req.marker.evaluate({"extra": extra}):
         return None
-    return req.name
+    if extra and (req.marker is None or "extra" not in str(req.marker)):
+        return None  # a base requirement: taken with extra ""
+    return req.name, frozenset(req.extras)
 
 
 def _canonical(name: str) -> str:
