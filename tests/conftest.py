@@ -60,8 +60,8 @@ class Panio:
             raise AssertionError(f"panio {' '.join(args)} exited {r.code}\nstdout: {r.out}\nstderr: {r.err}")
         return r
 
-    def fails(self, *args: str, code: int) -> Result:
-        r = self(*args, check=False)
+    def fails(self, *args: str, code: int, timeout: float = 60) -> Result:
+        r = self(*args, check=False, timeout=timeout)
         assert r.code == code, f"expected exit {code}, got {r.code}\nstdout: {r.out}\nstderr: {r.err}"
         lines = r.err.strip().splitlines()
         assert len(lines) == 2, f"expected one human line and one JSON line, got: {r.err!r}"

@@ -177,7 +177,8 @@ def test_setup_provisions_a_fresh_host_that_then_runs_a_job(panio, fresh, tmp_pa
 def test_an_untrusted_host_key_fails_naming_the_host_and_the_task(panio, fresh, tmp_path):
     known = Path(panio.env["HOME"]) / ".config" / "panio" / "known_hosts"
     known.write_text("")
-    r = panio.fails("setup", "--host", "fresh", "--no-sudo", code=4)
+    # it builds the wheelhouse before Ansible meets the host key: minutes on a loaded machine
+    r = panio.fails("setup", "--host", "fresh", "--no-sudo", code=4, timeout=600)
     assert "host fresh" in r.err and "task" in r.error
 
 
