@@ -167,6 +167,35 @@ def test_health_store_on_postgresql():
         drop_pg_schema(url)
 
 
+def test_the_take_reads_the_targets_health_in_its_own_statement_on_postgresql():
+    """The gate's first read rides the job's take (one statement): the record ``get`` would return, taken or not;
+    a job on a target in maintenance is held on that record, without another read."""
+    from bench_agent.jobs.health import HealthStore
+    from bench_agent.jobs.health_gate import HealthGate
+    from bench_agent.jobs.results import ResultStore
+    from jobhelp import drop_pg_schema, pg_schema
+
+    url = pg_schema()
+    try:
+        results, health = ResultStore(url), HealthStore(url)
+        job_id = results.create_job("j", "pico", None, {"steps": []})
+        assert results.take_reading_health(job_id, "w1", 0.0, "pico") == (True, health.get("pico"))
+        health.set("pico", "maintenance", "rewiring", "ops@desk")
+        taken, seen = results.take_reading_health(job_id, "w2", 0.0, "pico")  # w1 holds it, its beat fresh
+        assert not taken and seen == health.get("pico") and seen["health"] == "maintenance"
+
+        gate = HealthGate(url, "w1", lambda event, data: None)
+        reads = []
+        gate.store.get = lambda target: reads.append(target) or health.get(target)
+        payload = {"job_id": job_id, "target": "pico", "on_unhealthy": "skip"}
+        held = gate.blocked(payload, 0, lambda: False, seen)
+        assert held is not None and "maintenance" in held.message and reads == []
+        health.set("pico", "good", "lifted", "ops@desk")
+        assert gate.blocked(payload, 0, lambda: False) is None and reads == ["pico"]  # nothing seen: it reads
+    finally:
+        drop_pg_schema(url)
+
+
 def test_automatic_rechecks_back_off_and_never_lift_an_operators_word(tmp_path):
     from bench_agent.jobs.health_gate import HealthGate
 

@@ -46,3 +46,28 @@ def test_redis_restarted_during_a_suite(panio, tmp_path):
             assert len(re.findall(rf"\[panio-job-{j['id']}\]: job step start: {i}/3 ", text)) <= 1
         assert j["health"] == "complete" or "lease" in j["reason"] or "unreachable" in j["reason"].lower(), j
     assert all(j["result"] == "passed" for j in jobs), jobs  # Redis calls ride out a short restart
+
+
+@pytest.mark.skipif(not os.path.exists(REDIS), reason="redis-server not installed")
+def test_a_channel_keeps_one_client_per_connection_pool(tmp_path):
+    """kombu built a Redis client for every ack and every delivery's bookkeeping; panio's transport keeps one per
+    pool, and a new one once kombu drops the pool (the connection went)."""
+    from kombu import Connection
+
+    from bench_agent.jobs.kombu_redis import PATH
+
+    redis = PrivateRedis(tmp_path)
+    redis.start()
+    try:
+        with Connection(redis.url, transport=PATH) as conn:
+            channel = conn.default_channel
+            first = channel._create_client()
+            assert channel._create_client() is first and first.connection_pool is channel.pool
+            with channel.conn_or_acquire() as client:
+                assert client is first and client.ping()
+            channel._disconnect_pools()
+            again = channel._create_client()
+            assert again is not first and again.connection_pool is channel.pool and again.ping()
+            assert channel._create_client(asynchronous=True) is not again  # the async pool's: kombu's as before
+    finally:
+        redis.stop()

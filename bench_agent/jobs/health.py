@@ -98,6 +98,14 @@ def _get(dialect: str):
 _GET = Prepared(_get)
 
 
+def record(target: str, row: Any) -> dict[str, Any]:
+    """Target ``target``'s health record from its row (a mapping, None: never checked)."""
+    if row is None:
+        return {"target": target, "health": "unknown", "reason": "never checked", "set_by": None,
+                "set_at": None, "job_id": None, "checked_at": None, "recheck_at": None, "failures": None}
+    return dict(row)
+
+
 class HealthStore:
     """Targets' health and its history; every method is one short transaction."""
 
@@ -115,10 +123,7 @@ class HealthStore:
     def get(self, target: str) -> dict[str, Any]:
         with self.single.connect() as c:  # before every job: a statement built once
             row = _GET.run(c, p_target=target).mappings().first()
-        if row is None:
-            return {"target": target, "health": "unknown", "reason": "never checked", "set_by": None,
-                    "set_at": None, "job_id": None, "checked_at": None, "recheck_at": None, "failures": None}
-        return dict(row)
+        return record(target, row)
 
     def all(self) -> dict[str, dict[str, Any]]:
         with self.single.connect() as c:

@@ -45,15 +45,18 @@ class HealthGate:
         self.store, self.worker, self.progress = h.HealthStore(url), worker, progress
         self.last: dict | None = None  # the target's health record ``blocked`` read last (it let the job through)
 
-    def blocked(self, payload: dict, wait_s: float, should_stop: Callable[[], bool]) -> Busy | None:
-        """None once the target is usable; else why the job may not run (after waiting, unless skipping)."""
+    def blocked(self, payload: dict, wait_s: float, should_stop: Callable[[], bool],
+                seen: dict | None = None) -> Busy | None:
+        """None once the target is usable; else why the job may not run (after waiting, unless skipping).
+        ``seen``: the target's health record as read an instant before (with the job's take), standing for
+        the first read; every later one reads the store."""
         self.last = None
         if payload.get("kind") == "health_check":
             return None  # a check is how a bad target gets well
         skip = payload.get("on_unhealthy") == "skip"
         end = time.monotonic() + wait_s
         while True:
-            record = self.store.get(payload["target"])
+            record, seen = seen if seen is not None else self.store.get(payload["target"]), None
             if not self._holds(payload, record):
                 self.last = record
                 return None

@@ -142,6 +142,20 @@ class ResultStore(History):
         return self._run(sql.TAKE, relaxed=True, p_id=job_id, p_worker=worker, p_stale=stale_before,
                          p_now=time.time()) == 1
 
+    def take_reading_health(self, job_id: int, worker: str, stale_before: float,
+                            target: str) -> tuple[bool, dict[str, Any] | None]:
+        """``take``, and on PostgreSQL ``target``'s health record (``HealthStore.get``) read in the same statement:
+        (taken, the record, or None where it was not read). The health tables must exist (``HealthStore``)."""
+        if self.relaxed is self.engine:
+            return self.take(job_id, worker, stale_before), None
+        from bench_agent.jobs.health import record
+
+        with self.relaxed_single.begin() as c:
+            row = sql.TAKE_READING_HEALTH.run(c, p_id=job_id, p_worker=worker, p_stale=stale_before,
+                                              p_now=time.time(), p_target=target).mappings().one()
+        health = {k[2:]: v for k, v in row.items() if k.startswith("h_")}
+        return bool(row["taken"]), record(target, health if health["target"] is not None else None)
+
     def beat(self, job_ids: list[int]) -> None:
         """The runners of ``job_ids`` are alive."""
         self._one(self.jobs.update().where(self.jobs.c.id.in_(job_ids), self.jobs.c.state != "done")

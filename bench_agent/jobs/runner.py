@@ -124,14 +124,20 @@ class JobRunner:
             self.store.finish(job_id, "timed_out", None, "the run's deadline passed before the job started",
                               DEADLINE_ERROR, only_if_queued=True)
             return None
-        if not self.store.take(job_id, self.worker, time.time() - reconcile.dead_after_s(payload)):
+        stale = time.time() - reconcile.dead_after_s(payload)
+        if payload.get("kind") == "health_check":  # its gate reads no health
+            taken, seen = self.store.take(job_id, self.worker, stale), None
+        else:  # the gate's first health read rides the take where it can (one statement on PostgreSQL)
+            self._gate()  # its tables exist
+            taken, seen = self.store.take_reading_health(job_id, self.worker, stale, payload["target"])
+        if not taken:
             return None
         self.heartbeat.add(job_id)
         try:
             from bench_agent.paths import using_lab
 
             with using_lab(payload.get("lab_key")):  # what a step's body works out here (a TFTP root) is the lab's
-                return self._run(payload, left_s)
+                return self._run(payload, left_s, seen)
         finally:
             self.heartbeat.discard(job_id)
 
@@ -142,11 +148,12 @@ class JobRunner:
             self._health = HealthGate(self.store.url, self.worker, self.progress)
         return self._health
 
-    def _run(self, payload: dict, left_s: float | None) -> dict | None:
+    def _run(self, payload: dict, left_s: float | None, seen: dict | None = None) -> dict | None:
+        """``seen``: the target's health record read with the take (the gate's first read), None: not read."""
         job_id = payload["job_id"]
         wait_s = payload.get("lease_wait_s", 300)
         stopped = lambda: not self.store.still_queued(job_id)  # noqa: E731 - started elsewhere, or canceled
-        blocked = self._gate().blocked(payload, wait_s if left_s is None else min(wait_s, left_s), stopped)
+        blocked = self._gate().blocked(payload, wait_s if left_s is None else min(wait_s, left_s), stopped, seen)
         if blocked is not None:
             if self.store.state(job_id) != "queued":
                 return None

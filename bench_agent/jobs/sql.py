@@ -85,6 +85,9 @@ def with_step(statement, dialect: str):
 STEP = Prepared(step_upsert)
 
 TAKE = Prepared(lambda dialect: _take())
+# PostgreSQL: job ``p_id`` taken (as ``TAKE``) and target ``p_target``'s health record read, in one statement
+# (``ResultStore.take``): the health gate's first read rides the take (the same snapshot, one round trip less).
+TAKE_READING_HEALTH = Prepared(lambda dialect: _take_reading_health())
 CLAIM = Prepared(lambda dialect: _claim(fenced=False))
 CLAIM_FENCED = Prepared(lambda dialect: _claim(fenced=True))
 ARTIFACT = Prepared(lambda dialect: _artifact(dialect))
@@ -99,6 +102,19 @@ def _take():
             .where(j.id == sa.bindparam("p_id"), j.state == "queued", j.cancel_requested.is_(False),
                    j.worker.is_(None) | (j.worker == sa.bindparam("p_worker")) | (j.beat_at < sa.bindparam("p_stale")))
             .values(worker=sa.bindparam("p_worker"), beat_at=sa.bindparam("p_now")))
+
+
+def _take_reading_health():
+    import sqlalchemy as sa
+
+    from bench_agent.jobs.health import _tables as health_tables
+
+    current = health_tables()[1]
+    taken = _take().returning(sa.literal_column("1")).cte("taken")
+    one = sa.select(sa.literal_column("1").label("one")).subquery("one")
+    return (sa.select(sa.exists(sa.select(sa.literal_column("1")).select_from(taken)).label("taken"),
+                      *[c.label(f"h_{c.name}") for c in current.c])
+            .select_from(one.outerjoin(current, current.c.target == sa.bindparam("p_target"))))
 
 
 def _claim(fenced: bool):
