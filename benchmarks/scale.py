@@ -1,9 +1,11 @@
 """The scale harness: N control hosts x M boards under one controller, with the load a lab puts on it.
 
 Every host is a real ``panio worker --host host-NN`` process on its own queue with its own state directory;
-every board is a simulated board (``panio-sim up``: a console on a PTY behind a Shelly-protocol plug, one
-process each, about 28 MiB) whose serial capture the worker starts (``panio serial watch``, one supervisor
-process a board, about 22 MiB). One Redis (broker and leases, a private one), one results database
+every board is a simulated board (``panio-sim up --no-screen --one-process``: a console on a PTY behind a
+Shelly-protocol plug; one process serves a host's M boards, about 13 MiB PSS for 10; ``--board-processes``:
+one process a board, with screen and HID rig, about 14 MiB PSS each) whose serial capture the worker starts
+(``panio serial watch``, one supervisor process a board). ``benchmarks/procmem.py`` says what each kind of
+process costs (RSS, PSS, private), and every sample here records it. One Redis (broker and leases, a private one), one results database
 (``--results``, default SQLite in the run's folder), one ``panio schedule serve``, one ``panio dashboard``.
 
 The load, as a lab makes it: two schedules (``every`` apart) each fire a suite over all boards (tag
@@ -45,6 +47,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the test suite's real-peer helpers
 sys.path.insert(0, str(ROOT))
 
 import _history  # noqa: E402  (benchmarks/: --results, the database's size)
+import procmem  # noqa: E402
 import keyhelp  # noqa: E402
 from dashhelp import DashboardProc  # noqa: E402
 from peerhelp import PrivateRedis  # noqa: E402
@@ -128,8 +131,9 @@ class Run:
         self.redis.start()
         self.redis_empty = redis.Redis.from_url(self.redis.url).info("memory")["used_memory"]
         for h in range(self.args.hosts):  # a bench a host (`panio-sim up` starts at most 16 boards)
+            light = [] if self.args.board_processes else ["--no-screen", "--one-process"]
             subprocess.run([SIM, "up", "--boards", str(self.args.boards), "--boot-s", "0.2", "--countdown-s", "0.3",
-                            "--dir", str(self.sim_dir(h))], env=self.env, check=True, capture_output=True,
+                            *light, "--dir", str(self.sim_dir(h))], env=self.env, check=True, capture_output=True,
                            timeout=60 + 5 * self.args.boards)
         self._spread_over_hosts()
         (self.dir / "job.toml").write_text(JOB)
@@ -303,7 +307,8 @@ class Run:
                 "redis_keys": sum(v.get("keys", 0) for k, v in info.items() if k.startswith("db")),
                 "db_bytes": _history.db_size(self.results), "db_write_s": write_s,
                 "worker_rss_mib": sum(rss_mib(p.pid) for p in workers),
-                "scheduler_rss_mib": rss_mib(self.scheduler.pid)}
+                "scheduler_rss_mib": rss_mib(self.scheduler.pid),
+                "memory_mib": procmem.measure(str(self.dir))}  # per kind: RSS / PSS / private
 
     # --- what happened ----------------------------------------------------
 
@@ -336,6 +341,9 @@ class Run:
         if len(self.samples) > 1 and done:  # every Redis command of the run (broker, leases, pings) over its jobs
             out["redis_commands_per_job"] = round((self.samples[-1]["redis_commands"]
                                                    - self.samples[0]["redis_commands"]) / len(done), 1)
+        if self.samples:  # the sample whose processes took the most memory together
+            out["memory_mib"] = max((smp["memory_mib"] for smp in self.samples),
+                                    key=lambda m: sum(k["pss_total"] for k in m.values()))
         out["markers_seen"] = len(self.markers)  # jobs whose run the consoles show (each once, or run_twice)
         out["boards_unread"] = self.unread
         out.update(self._redis_after(len(done)))
@@ -450,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hosts", type=int, default=10, help="control hosts, each a `panio worker` (default 10)")
     p.add_argument("--boards", type=int, default=10, help="boards per host (default 10)")
+    p.add_argument("--board-processes", action="store_true",
+                   help="one simulated board a process, with screen and HID rig (default: one process a host's boards)")
     run_arguments(p, minutes=5, every_s=60)
     args = p.parse_args(argv)
     if min(args.hosts, args.boards) < 1 or args.boards > 16 or args.minutes <= 0 or args.every_s < 5:
@@ -480,6 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     for row in out["minutes_table"]:
         print("  minute {minute}: {jobs_per_s} jobs/s, queue wait p50 {queue_wait_p50_s} p99 {queue_wait_p99_s}, "
               "dashboard {dashboard_p50_s}, job list {job_list_p50_s}".format(**row))
+    for kind, m in out.get("memory_mib", {}).items():
+        print(f"  memory {kind:<10} x{m['count']}: PSS {m['pss_median']} MiB each (private {m['private_median']}, "
+              f"RSS {m['rss_median']}), {m['pss_total']} MiB together")
     last = out["samples"][-1] if out["samples"] else {}
     print(f"  last sample: {json.dumps(last)}")
     return 0
