@@ -144,14 +144,30 @@ class Run:
         workers = [self.start_worker(h, wait=False) for h in range(self.args.hosts)]  # they start side by side
         for proc in workers:
             self._ready(proc, "ready.", deadline=time.monotonic() + 120 + 3 * self.args.hosts)
-        for name in ("a", "b"):
+        for name in self.schedule_names:
             self.panio("schedule", "add", f"{self.schedule_prefix}{name}", "--suite", str(self.dir / "suite.toml"),
                        "--every", f"{self.args.every_s:g}s")
+        if getattr(self.args, "first_s", None) is not None:
+            self._first_fire_in(self.args.first_s)
         self.scheduler = self._start([PANIO, "schedule", "serve"], "scheduler", {}, ready="scheduler running")
         self.dashboard = DashboardProc(self.env, self.dir / "dashboard.log")
         self.redis_up = redis.Redis.from_url(self.redis.url).info("memory")["used_memory"]  # before any job
 
     schedule_prefix = "scale-"
+
+    @property
+    def schedule_names(self) -> tuple[str, ...]:
+        return ("a", "b")[:getattr(self.args, "schedules", 2)]
+
+    def _first_fire_in(self, first_s: float) -> None:
+        """The schedules' first slot ``first_s`` from now instead of a period from now (a smoke at a long
+        period still fires once): their ``next_due`` set before the scheduler starts."""
+        from controller.jobs.schedules import ScheduleStore
+
+        store = ScheduleStore(self.results)
+        with store.engine.begin() as c:
+            c.execute(store.t.update().where(store.t.c.name.startswith(self.schedule_prefix))
+                      .values(next_due=time.time() + first_s))
 
     def start_worker(self, h: int, log: str = "", wait: bool = True) -> subprocess.Popen:
         """Host ``h``'s `panio worker` (its own queue and state directory); again after it was killed (``log``:
@@ -251,8 +267,8 @@ class Run:
                 next_sample += min(60.0, self.args.minutes * 60 / 2)
             time.sleep(0.5)
         self.t1 = time.time()
-        self.panio("schedule", "rm", f"{self.schedule_prefix}a")
-        self.panio("schedule", "rm", f"{self.schedule_prefix}b")
+        for name in self.schedule_names:
+            self.panio("schedule", "rm", f"{self.schedule_prefix}{name}")
         self._drain()
         self.samples.append(self._sample())
         self.stopping.set()
@@ -263,7 +279,7 @@ class Run:
         from bench_agent.jobs.results import ResultStore
 
         store = ResultStore(self.results)
-        deadline = time.time() + 180
+        deadline = time.time() + max(180, 0.6 * self.boards)  # 2 cores run ~3 jobs/s: 1,000 boards' jobs take minutes
         while time.time() < deadline and store.active_jobs():
             time.sleep(1)
 
@@ -501,6 +517,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--board-processes", action="store_true",
                    help="one simulated board a process, with screen and HID rig (default: one process a host's boards)")
     run_arguments(p, minutes=5, every_s=60)
+    p.add_argument("--schedules", type=int, choices=(1, 2), default=2,
+                   help="schedules firing the suite (default 2: two jobs a board a period, contending for its lease)")
+    p.add_argument("--first-s", type=float, metavar="S",
+                   help="the schedules' first firing S seconds after they are added (default: one period)")
     args = p.parse_args(argv)
     if min(args.hosts, args.boards) < 1 or args.boards > 16 or args.minutes <= 0 or args.every_s < 5:
         p.error("--hosts at least 1, --boards 1..16 (a simulated bench's), --minutes more than 0, --every at least 5")
