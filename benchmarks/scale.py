@@ -173,7 +173,7 @@ class Run:
         """Host ``h``'s `panio worker` (its own queue and state directory); again after it was killed (``log``:
         another log's name suffix, so the killed one's log stays)."""
         return self._start([PANIO, "worker", "--host", f"host-{h:02d}", "--lab", str(self.lab), "--concurrency",
-                            str(self.args.boards)], f"worker-{h:02d}{log}",
+                            str(getattr(self.args, "concurrency", None) or self.args.boards)], f"worker-{h:02d}{log}",
                            {**keyhelp.worker_env(), "PANIO_STATE_DIR": str(self.dir / f"w{h:02d}")},
                            ready="ready." if wait else None)
 
@@ -519,6 +519,8 @@ def main(argv: list[str] | None = None) -> int:
     run_arguments(p, minutes=5, every_s=60)
     p.add_argument("--schedules", type=int, choices=(1, 2), default=2,
                    help="schedules firing the suite (default 2: two jobs a board a period, contending for its lease)")
+    p.add_argument("--concurrency", type=int, metavar="N",
+                   help="jobs a worker runs at once (default: its boards; fewer when 100 hosts share 2 cores)")
     p.add_argument("--first-s", type=float, metavar="S",
                    help="the schedules' first firing S seconds after they are added (default: one period)")
     args = p.parse_args(argv)
