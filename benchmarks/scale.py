@@ -133,10 +133,11 @@ class Run:
         from concurrent.futures import ThreadPoolExecutor
 
         light = [] if self.args.board_processes else ["--no-screen", "--one-process"]
+        env = self.env  # made once: its keys are generated on first use, not from four threads at once
         with ThreadPoolExecutor(4) as pool:  # a bench a host (`panio-sim up` starts at most 16 boards)
             list(pool.map(lambda h: subprocess.run(
                 [SIM, "up", "--boards", str(self.args.boards), "--boot-s", "0.2", "--countdown-s", "0.3", *light,
-                 "--dir", str(self.sim_dir(h))], env=self.env, check=True, capture_output=True,
+                 "--dir", str(self.sim_dir(h))], env=env, check=True, capture_output=True,
                 timeout=60 + 5 * self.args.boards), range(self.args.hosts)))
         self._spread_over_hosts()
         (self.dir / "job.toml").write_text(JOB)
