@@ -18,7 +18,9 @@ The syntax is Python's ``re`` syntax (``regex``'s VERSION0 is compatible).
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+TYPE_CHECKING = False  # a capture need not import typing (docs/scale.md: every supervisor pays for it)
+if TYPE_CHECKING:
+    from typing import Any
 
 from bench_agent.errors import UsageError
 

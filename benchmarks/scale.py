@@ -1,9 +1,11 @@
 """The scale harness: N control hosts x M boards under one controller, with the load a lab puts on it.
 
 Every host is a real ``panio worker --host host-NN`` process on its own queue with its own state directory;
-every board is a simulated board (``panio-sim up``: a console on a PTY behind a Shelly-protocol plug, one
-process each, about 28 MiB) whose serial capture the worker starts (``panio serial watch``, one supervisor
-process a board, about 22 MiB). One Redis (broker and leases, a private one), one results database
+every board is a simulated board (``panio-sim up --no-screen --one-process``: a console on a PTY behind a
+Shelly-protocol plug; one process serves a host's M boards, about 13 MiB PSS for 10; ``--board-processes``:
+one process a board, with screen and HID rig, about 14 MiB PSS each) whose serial capture the worker starts
+(``panio serial watch``, one supervisor process a board). ``benchmarks/procmem.py`` says what each kind of
+process costs (RSS, PSS, private), and every sample here records it. One Redis (broker and leases, a private one), one results database
 (``--results``, default SQLite in the run's folder), one ``panio schedule serve``, one ``panio dashboard``.
 
 The load, as a lab makes it: two schedules (``every`` apart) each fire a suite over all boards (tag
@@ -45,6 +47,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the test suite's real-peer helpers
 sys.path.insert(0, str(ROOT))
 
 import _history  # noqa: E402  (benchmarks/: --results, the database's size)
+import procmem  # noqa: E402
 import keyhelp  # noqa: E402
 from dashhelp import DashboardProc  # noqa: E402
 from peerhelp import PrivateRedis  # noqa: E402
@@ -127,30 +130,53 @@ class Run:
 
         self.redis.start()
         self.redis_empty = redis.Redis.from_url(self.redis.url).info("memory")["used_memory"]
-        for h in range(self.args.hosts):  # a bench a host (`panio-sim up` starts at most 16 boards)
-            subprocess.run([SIM, "up", "--boards", str(self.args.boards), "--boot-s", "0.2", "--countdown-s", "0.3",
-                            "--dir", str(self.sim_dir(h))], env=self.env, check=True, capture_output=True,
-                           timeout=60 + 5 * self.args.boards)
+        from concurrent.futures import ThreadPoolExecutor
+
+        light = [] if self.args.board_processes else ["--no-screen", "--one-process"]
+        env = self.env  # made once: its keys are generated on first use, not from four threads at once
+        with ThreadPoolExecutor(4) as pool:  # a bench a host (`panio-sim up` starts at most 16 boards)
+            list(pool.map(lambda h: subprocess.run(
+                [SIM, "up", "--boards", str(self.args.boards), "--boot-s", "0.2", "--countdown-s", "0.3", *light,
+                 "--dir", str(self.sim_dir(h))], env=env, check=True, capture_output=True,
+                timeout=60 + 5 * self.args.boards), range(self.args.hosts)))
         self._spread_over_hosts()
         (self.dir / "job.toml").write_text(JOB)
         (self.dir / "suite.toml").write_text('name = "scale"\njobs = ["job.toml"]\ntags = ["sim"]\n')
-        for h in range(self.args.hosts):
-            self.start_worker(h)
-        for name in ("a", "b"):
+        workers = [self.start_worker(h, wait=False) for h in range(self.args.hosts)]  # they start side by side
+        for proc in workers:
+            self._ready(proc, "ready.", deadline=time.monotonic() + 120 + 3 * self.args.hosts)
+        for name in self.schedule_names:
             self.panio("schedule", "add", f"{self.schedule_prefix}{name}", "--suite", str(self.dir / "suite.toml"),
                        "--every", f"{self.args.every_s:g}s")
+        if getattr(self.args, "first_s", None) is not None:
+            self._first_fire_in(self.args.first_s)
         self.scheduler = self._start([PANIO, "schedule", "serve"], "scheduler", {}, ready="scheduler running")
         self.dashboard = DashboardProc(self.env, self.dir / "dashboard.log")
         self.redis_up = redis.Redis.from_url(self.redis.url).info("memory")["used_memory"]  # before any job
 
     schedule_prefix = "scale-"
 
-    def start_worker(self, h: int, log: str = "") -> subprocess.Popen:
+    @property
+    def schedule_names(self) -> tuple[str, ...]:
+        return ("a", "b")[:getattr(self.args, "schedules", 2)]
+
+    def _first_fire_in(self, first_s: float) -> None:
+        """The schedules' first slot ``first_s`` from now instead of a period from now (a smoke at a long
+        period still fires once): their ``next_due`` set before the scheduler starts."""
+        from controller.jobs.schedules import ScheduleStore
+
+        store = ScheduleStore(self.results)
+        with store.engine.begin() as c:
+            c.execute(store.t.update().where(store.t.c.name.startswith(self.schedule_prefix))
+                      .values(next_due=time.time() + first_s))
+
+    def start_worker(self, h: int, log: str = "", wait: bool = True) -> subprocess.Popen:
         """Host ``h``'s `panio worker` (its own queue and state directory); again after it was killed (``log``:
         another log's name suffix, so the killed one's log stays)."""
         return self._start([PANIO, "worker", "--host", f"host-{h:02d}", "--lab", str(self.lab), "--concurrency",
-                            str(self.args.boards)], f"worker-{h:02d}{log}",
-                           {**keyhelp.worker_env(), "PANIO_STATE_DIR": str(self.dir / f"w{h:02d}")}, ready="ready.")
+                            str(getattr(self.args, "concurrency", None) or self.args.boards)], f"worker-{h:02d}{log}",
+                           {**keyhelp.worker_env(), "PANIO_STATE_DIR": str(self.dir / f"w{h:02d}")},
+                           ready="ready." if wait else None)
 
     def sim_dir(self, host: int) -> Path:
         return self.dir / f"sim-{host:02d}"
@@ -174,18 +200,23 @@ class Run:
         doc["hosts"], doc["targets"] = hosts, targets
         self.lab.write_text(tomlkit.dumps(doc))
 
-    def _start(self, argv: list[str], name: str, extra: dict, ready: str) -> subprocess.Popen:
+    def _start(self, argv: list[str], name: str, extra: dict, ready: str | None) -> subprocess.Popen:
+        """Start ``argv`` logging to ``name``.log; wait for ``ready`` in its log (None: do not wait)."""
         log = self.dir / f"{name}.log"
         proc = subprocess.Popen(argv, env={**self.env, **extra}, stdout=open(log, "w"), stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         proc.log = log
         self.procs.append(proc)
-        deadline = time.monotonic() + 120
-        while ready not in log.read_text():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{name} did not start:\n{log.read_text()[-2000:]}")
-            time.sleep(0.1)
+        if ready is not None:
+            self._ready(proc, ready, time.monotonic() + 120)
         return proc
+
+    @staticmethod
+    def _ready(proc: subprocess.Popen, ready: str, deadline: float) -> None:
+        while ready not in proc.log.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{proc.log.stem} did not start:\n{proc.log.read_text()[-2000:]}")
+            time.sleep(0.1)
 
     def down(self) -> None:
         if getattr(self, "dashboard", None):
@@ -237,8 +268,8 @@ class Run:
                 next_sample += min(60.0, self.args.minutes * 60 / 2)
             time.sleep(0.5)
         self.t1 = time.time()
-        self.panio("schedule", "rm", f"{self.schedule_prefix}a")
-        self.panio("schedule", "rm", f"{self.schedule_prefix}b")
+        for name in self.schedule_names:
+            self.panio("schedule", "rm", f"{self.schedule_prefix}{name}")
         self._drain()
         self.samples.append(self._sample())
         self.stopping.set()
@@ -249,7 +280,7 @@ class Run:
         from bench_agent.jobs.results import ResultStore
 
         store = ResultStore(self.results)
-        deadline = time.time() + 180
+        deadline = time.time() + max(180, 0.6 * self.boards)  # 2 cores run ~3 jobs/s: 1,000 boards' jobs take minutes
         while time.time() < deadline and store.active_jobs():
             time.sleep(1)
 
@@ -303,7 +334,8 @@ class Run:
                 "redis_keys": sum(v.get("keys", 0) for k, v in info.items() if k.startswith("db")),
                 "db_bytes": _history.db_size(self.results), "db_write_s": write_s,
                 "worker_rss_mib": sum(rss_mib(p.pid) for p in workers),
-                "scheduler_rss_mib": rss_mib(self.scheduler.pid)}
+                "scheduler_rss_mib": rss_mib(self.scheduler.pid),
+                "memory_mib": procmem.measure(str(self.dir))}  # per kind: RSS / PSS / private
 
     # --- what happened ----------------------------------------------------
 
@@ -336,8 +368,12 @@ class Run:
         if len(self.samples) > 1 and done:  # every Redis command of the run (broker, leases, pings) over its jobs
             out["redis_commands_per_job"] = round((self.samples[-1]["redis_commands"]
                                                    - self.samples[0]["redis_commands"]) / len(done), 1)
+        if self.samples:  # the sample whose processes took the most memory together
+            out["memory_mib"] = max((smp["memory_mib"] for smp in self.samples),
+                                    key=lambda m: sum(k["pss_total"] for k in m.values()))
         out["markers_seen"] = len(self.markers)  # jobs whose run the consoles show (each once, or run_twice)
         out["boards_unread"] = self.unread
+        out["readback_disagrees"] = self.readback_disagrees
         out.update(self._redis_after(len(done)))
         return out
 
@@ -358,6 +394,7 @@ class Run:
         from concurrent.futures import ThreadPoolExecutor
 
         seen = self.markers = {}
+        self.readback_disagrees = []
         self.unread = []  # boards whose console log could not be read: their jobs are not proven once-only
         with ThreadPoolExecutor(4) as pool:
             for marks in pool.map(self._marks, range(self.boards)):
@@ -366,7 +403,17 @@ class Run:
         return sorted(job for job, n in seen.items() if n > 1)
 
     def _marks(self, i: int) -> list[int]:
-        """The job ids in the ``run-ID-mark`` lines of board ``i``'s console, as often as each appears."""
+        """The job ids in the ``run-ID-mark`` lines of board ``i``'s console, as often as each appears: through
+        ``panio serial log`` (over Celery, as an operator reads it); above 100 boards from the capture's log files
+        in the host's state directory (the same files: 1,000 `panio` processes would take minutes of CPU here)."""
+        if self.boards > 100:
+            return self._marks_on_disk(i)
+        marks = self._marks_by_panio(i)
+        if sorted(marks) != sorted(self._marks_on_disk(i)):  # the disk read stands for this one above 100 boards
+            self.readback_disagrees.append(f"board{i}")
+        return marks
+
+    def _marks_by_panio(self, i: int) -> list[int]:
         marks, first = [], 0
         while True:  # 5,000 lines a read (the operation's bound), oldest first
             r = self.panio("serial", "log", f"board{i}", "--from", str(first), "--to", str(first + 4999),
@@ -381,6 +428,24 @@ class Run:
                     marks.append(int(m.group(1)))
             first += 5000
             if got.get("last_seq") is None or first > got["last_seq"]:
+                return marks
+
+    def _marks_on_disk(self, i: int) -> list[int]:
+        from bench_agent.serial import files, query
+
+        h = i // self.args.boards
+        logs = [files.log_path(f"board{i}", "console", lab) for lab in (self.dir / f"w{h:02d}" / "labs").glob("*")]
+        logs = [p for p in logs if p.exists()]
+        if not logs:
+            self.unread.append((f"board{i}", "no capture log on disk"))
+            return []
+        marks, first = [], 0
+        while True:
+            lines, info = query.line_window(logs[0], first=first, last=first + query.MAX_LINES - 1)
+            marks += [int(m.group(1)) for line in lines
+                      if (m := re.fullmatch(rb"run-(\d+)-mark", line.get("data", b"").strip()))]
+            first += query.MAX_LINES
+            if info.get("last_seq") is None or first > info["last_seq"]:
                 return marks
 
     def _redis_after(self, finished: int) -> dict:
@@ -450,7 +515,15 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hosts", type=int, default=10, help="control hosts, each a `panio worker` (default 10)")
     p.add_argument("--boards", type=int, default=10, help="boards per host (default 10)")
+    p.add_argument("--board-processes", action="store_true",
+                   help="one simulated board a process, with screen and HID rig (default: one process a host's boards)")
     run_arguments(p, minutes=5, every_s=60)
+    p.add_argument("--schedules", type=int, choices=(1, 2), default=2,
+                   help="schedules firing the suite (default 2: two jobs a board a period, contending for its lease)")
+    p.add_argument("--concurrency", type=int, metavar="N",
+                   help="jobs a worker runs at once (default: its boards; fewer when 100 hosts share 2 cores)")
+    p.add_argument("--first-s", type=float, metavar="S",
+                   help="the schedules' first firing S seconds after they are added (default: one period)")
     args = p.parse_args(argv)
     if min(args.hosts, args.boards) < 1 or args.boards > 16 or args.minutes <= 0 or args.every_s < 5:
         p.error("--hosts at least 1, --boards 1..16 (a simulated bench's), --minutes more than 0, --every at least 5")
@@ -480,6 +553,9 @@ def main(argv: list[str] | None = None) -> int:
     for row in out["minutes_table"]:
         print("  minute {minute}: {jobs_per_s} jobs/s, queue wait p50 {queue_wait_p50_s} p99 {queue_wait_p99_s}, "
               "dashboard {dashboard_p50_s}, job list {job_list_p50_s}".format(**row))
+    for kind, m in out.get("memory_mib", {}).items():
+        print(f"  memory {kind:<10} x{m['count']}: PSS {m['pss_median']} MiB each (private {m['private_median']}, "
+              f"RSS {m['rss_median']}), {m['pss_total']} MiB together")
     last = out["samples"][-1] if out["samples"] else {}
     print(f"  last sample: {json.dumps(last)}")
     return 0

@@ -177,3 +177,27 @@ def test_a_netbooting_qemu_board_gets_a_tftp_root_and_a_netboot_table(tmp_path):
     lab = tomllib.loads(simbench.lab_toml([qemu.describe(tmp_path, "qemu0")], None))
     assert lab["targets"]["qemu0"]["netboot"] == {"interface": "lo", "server": "panio", "tftp_port": 6970,
                                                   "tftp_root": str(root)}
+
+
+def test_one_process_hosts_every_board_each_on_its_own_console_and_plug(panio, tmp_path):
+    """`--one-process --no-screen` (the scale harness's light far end): one pid, yet each board powers and
+    boots on its own; `down` stops the one process."""
+    with sim_bench(panio, tmp_path / "one", "--one-process", "--no-screen", boards=3, boot_s=0.1,
+                   countdown_s=0.1) as b:
+        boards = b.boards()
+        assert len({x["pid"] for x in boards}) == 1 and len({x["plug"] for x in boards}) == 3
+        assert len({x["pty"] for x in boards}) == 3 and not any(x["video"] or x["hid"] for x in boards)
+        with serial.serial_for_url(boards[2]["device"], 115200, timeout=0.2) as port:
+            panio("power", "off", "board1")
+            assert panio("power-state", "board1").out == "Power OFF (board1)\n"
+            assert panio("power-state", "board2").out == "Power ON (board2)\n"
+            at_shell(port)  # its first boot may still be printing
+            port.reset_input_buffer()
+            panio("power-cycle", "board2")
+            seen = read_until(port, PROMPT.encode(), 30)
+            assert b"panio simulated board board2" in seen
+            port.write(b"uname -a\r")
+            assert b"Linux" in read_until(port, PROMPT.encode(), 10)
+        pid = boards[0]["pid"]
+        assert "stopped 3 simulated board(s)" in sim("down", "--dir", str(b.dir), env=panio.env).stdout
+        assert not Path(f"/proc/{pid}").exists() or b"bench_agent.sim.board" not in Path(f"/proc/{pid}/cmdline").read_bytes()

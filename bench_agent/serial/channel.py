@@ -13,7 +13,9 @@ import os
 import select
 import threading
 import time
-from typing import Any
+TYPE_CHECKING = False  # a capture need not import typing (docs/scale.md: every supervisor pays for it)
+if TYPE_CHECKING:
+    from typing import Any
 
 import serial
 

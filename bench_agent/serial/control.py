@@ -15,11 +15,14 @@ import json
 import os
 import socket
 import threading
-from typing import Any, Callable
+
+TYPE_CHECKING = False  # a capture need not import typing (docs/scale.md: every supervisor pays for it)
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    Handler = Callable[[dict[str, Any]], Any]
 
 from bench_agent.errors import NotRunning, PanioError, Unreachable, reply, unwrap
-
-Handler = Callable[[dict[str, Any]], Any]
 
 
 class ControlServer:

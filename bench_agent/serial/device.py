@@ -28,7 +28,9 @@ import os
 import socket
 import termios
 import time
-from typing import Any
+TYPE_CHECKING = False  # a capture need not import typing (docs/scale.md: every supervisor pays for it)
+if TYPE_CHECKING:
+    from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import serial

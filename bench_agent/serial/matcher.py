@@ -26,7 +26,9 @@ from __future__ import annotations
 import base64
 import json
 import time
-from typing import Any
+TYPE_CHECKING = False  # a capture need not import typing (docs/scale.md: every supervisor pays for it)
+if TYPE_CHECKING:
+    from typing import Any
 
 from bench_agent import patterns
 from bench_agent.errors import UsageError

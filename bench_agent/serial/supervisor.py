@@ -14,7 +14,6 @@ discovery file and socket removed.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import fcntl
 import json
@@ -23,9 +22,11 @@ import signal
 import sys
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # nor typing, argparse or datetime: a capture runs per board (docs/scale.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 from bench_agent.errors import Busy, NotConfigured, PanioError, UsageError
 from bench_agent.serial import device, files, matcher
@@ -41,7 +42,7 @@ class Supervisor:
     def __init__(self, state: Path, target: str, configs: list[dict[str, Any]]) -> None:
         self.state, self.target, self.configs = state, target, configs
         self.stopping = threading.Event()
-        self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
         self.channels: dict[str, Channel] = {}
         self.epoch = 0
         self.server: ControlServer | None = None
@@ -228,22 +229,42 @@ def _report(fd: int | None, obj: dict[str, Any]) -> None:
         pass
 
 
+USAGE = f"usage: python -m {MODULE} --state-dir DIR --target T --config JSON [--ready-fd N]"
+
+
+def _options(argv: list[str]) -> dict[str, Any]:
+    """The options panio passes (``--name value`` or ``--name=value``), without argparse: it and what it imports
+    (gettext, locale, shutil and its compressors) are a fifth of an idle capture's own memory."""
+    known, got = ("state-dir", "target", "config", "ready-fd"), {"ready-fd": None}
+    args = iter(argv)
+    for arg in args:
+        name, eq, value = arg.removeprefix("--").partition("=")
+        if not arg.startswith("--") or name not in known:
+            raise SystemExit(USAGE if arg in ("-h", "--help") else f"{USAGE}\nunknown argument {arg!r}")
+        got[name] = value if eq else next(args, None)
+        if got[name] is None:
+            raise SystemExit(f"{USAGE}\n{arg} needs a value")
+    missing = [f"--{k}" for k in known[:3] if k not in got]
+    if missing:
+        raise SystemExit(f"{USAGE}\nmissing {', '.join(missing)}")
+    if got["ready-fd"] is not None:
+        if not got["ready-fd"].isdigit():
+            raise SystemExit(f"{USAGE}\n--ready-fd takes a number")
+        got["ready-fd"] = int(got["ready-fd"])
+    return got
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=f"python -m {MODULE}")
-    p.add_argument("--state-dir", required=True)
-    p.add_argument("--target", required=True)
-    p.add_argument("--config", required=True, help="JSON list of the target's serial interfaces")
-    p.add_argument("--ready-fd", type=int)
-    a = p.parse_args(argv)
-    sup = Supervisor(Path(a.state_dir), a.target, json.loads(a.config))
+    a = _options(sys.argv[1:] if argv is None else argv)
+    sup = Supervisor(Path(a["state-dir"]), a["target"], json.loads(a["config"]))
     signal.signal(signal.SIGTERM, lambda *_: sup.stopping.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         sup.start()
     except PanioError as err:
-        _report(a.ready_fd, {"ok": False, "error": err.to_json()})
+        _report(a["ready-fd"], {"ok": False, "error": err.to_json()})
         return 1
-    _report(a.ready_fd, {"ok": True, "pid": os.getpid(), "epoch": sup.epoch})
+    _report(a["ready-fd"], {"ok": True, "pid": os.getpid(), "epoch": sup.epoch})
     sup.run_until_stopped()
     return 0
 

@@ -1,12 +1,14 @@
 """panio-sim: start and stop a simulated bench (boards behind Shelly-protocol plugs) and write its lab file.
 
     panio-sim up [--dir DIR] [--boards N] [--gen 1|2] [--password PW] [--qemu [--qemu-netboot]]
+                 [--no-screen] [--one-process]
     panio-sim status [--dir DIR] [--json]
     panio-sim down [--dir DIR]
     panio-sim inject BOARD [--dir DIR] --boot-line TEXT | --drop-line TEXT | --boot-delay-s S | --no-prompt
                      | --version TEXT | --clear
 
-``up`` starts one detached process per board (``bench_agent.sim.board``),
+``up`` starts one detached process per board (``bench_agent.sim.board``;
+``--one-process``: one for all the bench's boards, each still its own console PTY and plug port),
 waits until each is ready, and writes ``DIR/lab.toml`` (targets ``board0``,
 ``board1``, ... with a serial console whose CTS line senses power, and power
 hooks that call the real ``shellyplug`` helper over HTTP), ``DIR/sim.pids`` and
@@ -48,9 +50,11 @@ def default_dir() -> Path:
 
 
 def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: float, countdown_s: float,
-       qemu: bool = False, qemu_netboot: bool = False, look: list[str] | None = None) -> list[dict]:
+       qemu: bool = False, qemu_netboot: bool = False, look: list[str] | None = None,
+       one_process: bool = False) -> list[dict]:
     """``look``: ``bench_agent.sim.board`` options giving every board another design's look (``--prompt P``,
-    ``--banner B``, ``--no-setup``); the lab's ``profile`` tables describe it."""
+    ``--banner B``, ``--no-setup``, ``--no-screen``); the lab's ``profile`` tables describe it.
+    ``one_process``: every board in one process (each still its own console PTY and plug port)."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -59,9 +63,11 @@ def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: flo
                          ) from None
     if alive(read_pids(directory)):
         raise Busy(f"a simulated bench is already running in {directory}", hint=f"stop it with `panio-sim down --dir {directory}`")
-    procs = [_spawn(directory, f"board{i}", gen, password, boot_s, countdown_s, look or []) for i in range(boards)]
+    groups = [[f"board{i}" for i in range(boards)]] if one_process and boards else \
+        [[f"board{i}"] for i in range(boards)]
+    procs = [_spawn(directory, names, gen, password, boot_s, countdown_s, look or []) for names in groups]
     try:
-        described = [_wait_ready(directory, name, proc) for name, proc in procs]
+        described = [_wait_ready(directory, name, proc) for names, proc in procs for name in names]
         if qemu:
             from bench_agent.sim import qemu as qemu_board
 
@@ -100,16 +106,20 @@ def copy_jobs(directory: Path) -> list[Path]:
     return copied
 
 
-def _spawn(directory: Path, name: str, gen: int, password: str | None, boot_s: float,
-           countdown_s: float, look: list[str]) -> tuple[str, subprocess.Popen]:
-    for stale in (directory / f"{name}.json", directory / f"{name}.faults.json"):  # a new board boots clean
-        stale.unlink(missing_ok=True)
-    argv = [sys.executable, "-P", "-m", BOARD_MODULE, "--dir", str(directory), "--name", name, "--gen", str(gen),
+def _spawn(directory: Path, names: list[str], gen: int, password: str | None, boot_s: float,
+           countdown_s: float, look: list[str]) -> tuple[list[str], subprocess.Popen]:
+    """One process hosting the boards ``names`` (its log is the first one's)."""
+    for name in names:
+        for stale in (directory / f"{name}.json", directory / f"{name}.faults.json"):  # a new board boots clean
+            stale.unlink(missing_ok=True)
+    argv = [sys.executable, "-P", "-m", BOARD_MODULE, "--dir", str(directory),
+            *[arg for name in names for arg in ("--name", name)], "--gen", str(gen),
             "--boot-s", str(boot_s), "--countdown-s", str(countdown_s), *look]
     env = {**os.environ, "PANIO_SIM_PASSWORD": password or ""}
-    with open(directory / f"{name}.log", "ab") as log:
+    with open(directory / f"{names[0]}.log", "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, start_new_session=True)
-    return name, proc
+    proc.log_name = names[0]
+    return names, proc
 
 
 def _wait_ready(directory: Path, name: str, proc: subprocess.Popen) -> dict:
@@ -118,7 +128,7 @@ def _wait_ready(directory: Path, name: str, proc: subprocess.Popen) -> dict:
         if ready.exists():
             return json.loads(ready.read_text())
         if proc.poll() is not None:
-            tail = (directory / f"{name}.log").read_text(errors="replace").strip().splitlines()[-1:]
+            tail = (directory / f"{proc.log_name}.log").read_text(errors="replace").strip().splitlines()[-1:]
             raise DeviceError(f"simulated {name} exited {proc.returncode} at start: {' '.join(tail)}", board=name)
         time.sleep(0.05)
     raise DeviceError(f"simulated {name} not ready after {READY_TIMEOUT_S:g} s (see {directory / (name + '.log')})")
@@ -216,7 +226,7 @@ def stop_captures(boards: list[dict]) -> list[dict]:
 
 
 def _stop(pids: list[int], directory: Path) -> None:
-    mine = [pid for pid in pids if ours(pid, directory)]
+    mine = [pid for pid in dict.fromkeys(pids) if ours(pid, directory)]  # boards sharing a process: once
     for pid in mine:
         os.kill(pid, signal.SIGTERM)
     end = time.monotonic() + 5
@@ -292,6 +302,10 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--banner", metavar="TEXT",
                    help="the boards' first boot line and last kernel line: what their screens show once up")
     u.add_argument("--no-setup", action="store_true", help="boards without a setup menu (F2 is just a key)")
+    u.add_argument("--no-screen", action="store_true", help="boards without a screen or HID rig (console and plug only)")
+    u.add_argument("--one-process", action="store_true",
+                   help="host every board in one process (each still its own console PTY and plug): "
+                        "light, for many boards on one machine")
     s = verb("status", "list the boards, their power and devices",
              "Reads the bench's directory; changes nothing. --lab prints the lab file's path for PANIO_LAB.",
              "panio-sim status --json\n  export PANIO_LAB=$(panio-sim status --lab)")
@@ -320,15 +334,16 @@ def run(argv: list[str]) -> int:
         for text in (args.prompt, args.banner):
             if text is not None and (not text.strip() or not text.isprintable() or len(text) > 80):
                 raise UsageError(f"--prompt/--banner {text!r}: give 1 to 80 printable characters")
+        look += (["--no-setup"] if args.no_setup else []) + (["--no-screen"] if args.no_screen else [])
         boards = up(directory, args.boards, args.gen, args.password, args.boot_s, args.countdown_s, args.qemu,
-                    args.qemu_netboot, look + (["--no-setup"] if args.no_setup else []))
+                    args.qemu_netboot, look, one_process=args.one_process)
         for b in boards:
             if b.get("kind") == "qemu":
                 boot = (f", netboots from TFTP port {b['netboot']['tftp_port']} (run `panio netboot start "
                         f"{b['name']}`)") if b.get("netboot") else ""
                 print(f"{b['name']}: QEMU board, console {b['tty']}, screen {b['video']}, pid {b['pid']}{boot}")
                 continue
-            print(f"{b['name']}: console {b['pty']}, Gen{b['gen']} plug {b['plug']}, screen {b['video']}, "
+            print(f"{b['name']}: console {b['pty']}, Gen{b['gen']} plug {b['plug']}, screen {b['video'] or 'none'}, "
                   f"pid {b['pid']}")
         print(f"lab file: {directory / 'lab.toml'}\n  export PANIO_LAB={shlex.quote(str(directory / 'lab.toml'))}")
         print(f"bundled suite: panio suite run {shlex.quote(str(directory / 'suite.toml'))} "

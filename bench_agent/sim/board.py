@@ -4,7 +4,8 @@ The plug's relay switches the console's power and records it in a state file
 (``on``/``off``) that the ``simboard://`` pyserial handler reads as the sense
 line. ``python -m bench_agent.sim.board --dir DIR --name NAME`` hosts one
 board until SIGTERM and writes ``DIR/NAME.json`` (pid, device, plug port)
-when it is ready; ``panio-sim up`` starts these.
+when it is ready; ``panio-sim up`` starts these. ``--name`` again hosts another board in the same process
+(``panio-sim up --one-process``: each board still its own console PTY and plug port, one interpreter for all).
 
 The screen (``sim.screen``) shows the console and, after F2 on the HID
 keyboard during boot (or at the U-Boot prompt), the firmware's setup menu; it is served as MJPEG on
@@ -180,9 +181,11 @@ def _load_settings(path: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench_agent.sim.board", description="Host one simulated board until SIGTERM.")
+    p = argparse.ArgumentParser(prog="python -m bench_agent.sim.board",
+                                description="Host one simulated board (or several: --name again) until SIGTERM.")
     p.add_argument("--dir", required=True, type=Path)
-    p.add_argument("--name", required=True)
+    p.add_argument("--name", required=True, action="append",
+                   help="the board's name; again for another board in this process (each its own PTY and plug)")
     p.add_argument("--gen", type=int, choices=(1, 2), default=2)
     p.add_argument("--password")
     p.add_argument("--boot-s", type=float, default=1.0)
@@ -196,16 +199,20 @@ def main(argv: list[str] | None = None) -> int:
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
-    board = SimBoard(a.name, a.dir, gen=a.gen, password=a.password or os.environ.get("PANIO_SIM_PASSWORD"),
-                     boot_s=a.boot_s, countdown_s=a.countdown_s, powered=not a.off,
-                     screen=not a.no_screen, prompt=a.prompt, banner=a.banner, setup=not a.no_setup).start()
-    ready = a.dir / f"{a.name}.json"
-    tmp = ready.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(board.describe()))
-    os.replace(tmp, ready)
+    boards = []
+    for name in a.name:
+        board = SimBoard(name, a.dir, gen=a.gen, password=a.password or os.environ.get("PANIO_SIM_PASSWORD"),
+                         boot_s=a.boot_s, countdown_s=a.countdown_s, powered=not a.off,
+                         screen=not a.no_screen, prompt=a.prompt, banner=a.banner, setup=not a.no_setup).start()
+        boards.append(board)
+        ready = a.dir / f"{name}.json"
+        tmp = ready.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(board.describe()))
+        os.replace(tmp, ready)
     while not done.wait(3600):
         pass
-    board.close()
+    for board in boards:
+        board.close()
     return 0
 
 
