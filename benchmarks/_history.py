@@ -57,8 +57,7 @@ def drop_empty(url: str) -> None:
 
         import psycopg
 
-        for key in [k for k in results_db._ENGINES if k[0] == url]:
-            results_db._ENGINES.pop(key).dispose()
+        results_db.dispose(url)
         base, _, rest = url.rpartition("/")
         with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{rest.split("?", 1)[0]}" WITH (FORCE)')

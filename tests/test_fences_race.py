@@ -31,8 +31,8 @@ import os, sys
 fd, url, token = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 from bench_agent.jobs.fences import FenceStore
 from bench_agent.jobs.results import ResultStore
-from bench_agent.jobs.results_db import _engine
-_engine(url).connect().close()
+from bench_agent.jobs.results_db import engine_for
+engine_for(url).connect().close()
 print("ready", flush=True)
 os.read(fd, 1)
 if token % 2:

@@ -156,7 +156,7 @@ def test_a_database_an_older_panio_made_goes_the_stores_way_which_migrates_it(pa
     from bench_agent.jobs import results_db as store_module
 
     ids = history(results)
-    engine = store_module._engine(results)
+    engine = store_module.engine_for(results)
     with engine.begin() as c:
         c.execute(sa.text("DROP TABLE panio_overrides"))
         c.execute(sa.text("ALTER TABLE panio_jobs DROP COLUMN sent_at"))

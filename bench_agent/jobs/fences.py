@@ -51,13 +51,13 @@ class FenceStore:
     def __init__(self, url: str | None = None) -> None:
         # one engine per database and process, shared with the job history (and its way of creating tables);
         # statements that stand alone commit on their own (one round trip)
-        from bench_agent.jobs.results_db import _autocommit, _engine, _fence_table, create_tables
+        from bench_agent.jobs.results_db import autocommit_for, engine_for, fence_table, create_tables
 
         self.url = url or results_url()
-        self.engine, self.single = _engine(self.url), _autocommit(self.url)
-        self.relaxed = _autocommit(self.url, relaxed=True)
+        self.engine, self.single = engine_for(self.url), autocommit_for(self.url)
+        self.relaxed = autocommit_for(self.url, relaxed=True)
         self._seen: dict[str, int] = {}  # target -> the highest token this store claimed or read (never above)
-        self.md, self.table = _fence_table()
+        self.md, self.table = fence_table()
         if self.url not in _ENSURED:
             self._guard(lambda: create_tables(self.engine, self.md))  # other workers may do it now
             _ENSURED.add(self.url)

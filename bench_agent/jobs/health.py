@@ -38,7 +38,7 @@ _CREATED: set[str] = set()
 _CREATE_LOCK = threading.Lock()
 
 
-def _tables():
+def health_tables():
     global _TABLES
     if _TABLES is None:
         import sqlalchemy as sa
@@ -91,7 +91,7 @@ def _create(md, engine, current) -> None:
 def _get(dialect: str):
     import sqlalchemy as sa
 
-    current = _tables()[1]
+    current = health_tables()[1]
     return current.select().where(current.c.target == sa.bindparam("p_target"))
 
 
@@ -115,7 +115,7 @@ class HealthStore:
         jobs = ResultStore(url)  # the same database (and its tables) as the jobs
         self.engine, self.single = jobs.engine, jobs.single  # single: for reads, one statement, no BEGIN
         with _CREATE_LOCK:
-            self.md, self.current, self.events = _tables()
+            self.md, self.current, self.events = health_tables()
             if url not in _CREATED:
                 _create(self.md, self.engine, self.current)
                 _CREATED.add(url)

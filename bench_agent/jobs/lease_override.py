@@ -42,7 +42,7 @@ def grant(store: Any, target: str, op: str, by: str, reason: str) -> str:
         pipe = store.r.pipeline()
         pipe.hset(key, mapping=fields)
         pipe.expire(key, GRANT_TTL_S)
-        store._do(pipe.execute)
+        store.call(pipe.execute)
     else:
         store.dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(_path(store, nonce), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -58,7 +58,7 @@ def take(store: Any, nonce: str, target: str, op: str, overridden: list[dict]) -
         return False
     stamp = json.dumps([{k: h.get(k) for k in ("holder", "job", "token")} for h in overridden])
     if isinstance(store, RedisLeaseStore):
-        return bool(store._do(store.r.eval, _TAKE, 1, _key(store, nonce), target, op, stamp))
+        return bool(store.call(store.r.eval, _TAKE, 1, _key(store, nonce), target, op, stamp))
     path = _path(store, nonce)
     try:
         fields = json.loads(path.read_text(encoding="utf-8"))
@@ -79,7 +79,7 @@ def used(store: Any, nonce: str) -> list[dict] | None:
         pipe = store.r.pipeline()
         pipe.hget(key, "used")
         pipe.delete(key)
-        raw = store._do(pipe.execute)[0]
+        raw = store.call(pipe.execute)[0]
         return json.loads(raw) if raw else None
     out = None
     for path in (_path(store, nonce).with_suffix(".used"), _path(store, nonce)):

@@ -66,13 +66,13 @@ class RedisLeaseStore:
     def labs_with(self, target: str) -> list[str]:
         """The labs that have a lease key for ``target`` (what a caller naming no lab is also checked against)."""
         head, tail = f"{self.base_prefix}lab:", f":lease:{target}"
-        keys = self._do(lambda: list(self.r.scan_iter(match=f"{head}*{tail}", count=1000)))
+        keys = self.call(lambda: list(self.r.scan_iter(match=f"{head}*{tail}", count=1000)))
         return sorted({k[len(head):-len(tail)] for k in keys} - {""})
 
     def _key(self, target: str) -> str:
         return f"{self.prefix}lease:{target}"
 
-    def _do(self, func, *args):
+    def call(self, func, *args):
         """Run one Redis call, riding out a restart of up to ``RETRY_S`` before calling Redis unreachable."""
         deadline = time.monotonic() + RETRY_S
         while True:
@@ -95,10 +95,10 @@ class RedisLeaseStore:
     def try_acquire(self, target: str, info: dict, ttl_s: float, durable_fence: bool = True,
                     claim: Claim | None = None) -> Lease | None:
         key = self._key(target)
-        if not self.fences.known(target) and self._do(self.r.exists, key):
+        if not self.fences.known(target) and self.call(self.r.exists, key):
             return None  # held: no database round trip while a job waits for the lease (the script checks too)
         owner, secret = uuid.uuid4().hex, secrets.token_hex(16)
-        token = int(self._do(self.r.eval, _ACQUIRE, 2, key, f"{self.prefix}fence:{target}", json.dumps(info),
+        token = int(self.call(self.r.eval, _ACQUIRE, 2, key, f"{self.prefix}fence:{target}", json.dumps(info),
                              int(ttl_s * 1000), time.time(), self.fences.high(target), owner, secret))
         if not token:
             return None
@@ -130,7 +130,7 @@ class RedisLeaseStore:
         ``FenceStore.advance``). True: ``lease`` holds it again."""
         target, key = lease.target, self._key(lease.target)
         owner, secret = uuid.uuid4().hex, secrets.token_hex(16)
-        token = int(self._do(self.r.eval, _RETAKE, 2, key, f"{self.prefix}fence:{target}", json.dumps(lease.info),
+        token = int(self.call(self.r.eval, _RETAKE, 2, key, f"{self.prefix}fence:{target}", json.dumps(lease.info),
                              int(lease.ttl_s * 1000), time.time(), lease.token, owner, secret))
         if not token:
             return False
@@ -151,17 +151,17 @@ class RedisLeaseStore:
         return lease
 
     def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool:
-        return bool(self._do(self.r.eval, _RENEW, 1, self._key(target), str(token), owner or "", int(ttl_s * 1000)))
+        return bool(self.call(self.r.eval, _RENEW, 1, self._key(target), str(token), owner or "", int(ttl_s * 1000)))
 
     def check(self, target: str, token: int, owner: str | None = None) -> None:
-        held, held_by = self._do(self.r.hmget, self._key(target), "token", "owner")
+        held, held_by = self.call(self.r.hmget, self._key(target), "token", "owner")
         if held != str(token) or (owner is not None and held_by != owner):
             raise Refused(f"lease on {target!r} with token {token} is no longer held"
                           + (f" (now token {held})" if held and held != str(token) else "")
                           + ("" if held else " (it expired or was broken)"), target=target)
 
     def release(self, target: str, token: int, owner: str | None = None) -> None:
-        self._do(self.r.eval, _RELEASE, 1, self._key(target), str(token), owner or "")
+        self.call(self.r.eval, _RELEASE, 1, self._key(target), str(token), owner or "")
 
     def current(self, target: str, secret: bool = False) -> dict | None:
         """The lease on ``target`` as ``lease list`` shows it; ``secret=True`` adds its secret (lease checks)."""
@@ -169,7 +169,7 @@ class RedisLeaseStore:
         pipe = self.r.pipeline()
         pipe.hgetall(key)
         pipe.pttl(key)
-        raw, pttl = self._do(pipe.execute)
+        raw, pttl = self.call(pipe.execute)
         found = _describe(target, raw, pttl / 1000 if pttl and pttl > 0 else None) if raw else None
         if found and secret and raw.get("secret"):
             found["secret"] = raw["secret"]
@@ -178,14 +178,14 @@ class RedisLeaseStore:
     def holder(self, target: str) -> dict | None:
         """The lease on ``target`` as ``current(secret=True)`` says it, less ``ttl_left_s`` (None): one HGETALL,
         not a MULTI/EXEC of two reads, for the check before every side effect."""
-        raw = self._do(self.r.hgetall, self._key(target))
+        raw = self.call(self.r.hgetall, self._key(target))
         found = _describe(target, raw, None) if raw else None
         if found and raw.get("secret"):
             found["secret"] = raw["secret"]
         return found
 
     def list(self) -> list[dict]:
-        keys = sorted(self._do(lambda: list(self.r.scan_iter(match=f"{self.prefix}lease:*", count=500))))
+        keys = sorted(self.call(lambda: list(self.r.scan_iter(match=f"{self.prefix}lease:*", count=500))))
         out = [self.current(k[len(self.prefix) + len("lease:"):]) for k in keys]
         return [x for x in out if x]
 
@@ -193,14 +193,14 @@ class RedisLeaseStore:
         held = self.current(target)
         if held is None:
             return None
-        self._do(self.r.delete, self._key(target))
+        self.call(self.r.delete, self._key(target))
         record = {"target": target, "broken_by": by, "at": time.time(), "was": held}
-        self._do(self.r.lpush, f"{self.prefix}lease-breaks", json.dumps(record))
-        self._do(self.r.ltrim, f"{self.prefix}lease-breaks", 0, 999)
+        self.call(self.r.lpush, f"{self.prefix}lease-breaks", json.dumps(record))
+        self.call(self.r.ltrim, f"{self.prefix}lease-breaks", 0, 999)
         return record
 
     def breaks(self, limit: int = 20) -> list[dict]:
-        return [json.loads(x) for x in self._do(self.r.lrange, f"{self.prefix}lease-breaks", 0, limit - 1)]
+        return [json.loads(x) for x in self.call(self.r.lrange, f"{self.prefix}lease-breaks", 0, limit - 1)]
 
 
 def _describe(target: str, raw: dict, ttl_left_s: float | None) -> dict:

@@ -27,7 +27,7 @@ from typing import Any
 from bench_agent.errors import ConfigInvalid, Unreachable
 from bench_agent.jobs import results_read as reads
 from bench_agent.jobs import sql
-from bench_agent.jobs.results_db import _autocommit, _engine, _index_names, _tables, create_tables
+from bench_agent.jobs.results_db import autocommit_for, engine_for, index_names, job_tables, create_tables
 from bench_agent.jobs.results_history import BINARY_SUFFIXES, History
 
 _ENSURED: set[str] = set()
@@ -43,15 +43,15 @@ class ResultStore(History):
 
     Durable where it matters: a job's creation, its claim, its verdict and a cancel wait for the disk on
     PostgreSQL. What a job writes on its way there (take, beats, step records, artifacts, sent marks) commits
-    *relaxed* (``_engine``): it does not wait for the WAL to be flushed (4.5 ms a commit on the shared machine,
+    *relaxed* (``engine_for``): it does not wait for the WAL to be flushed (4.5 ms a commit on the shared machine,
     against 0.05 ms), so a PostgreSQL server crash may lose its last ~0.6 s of them, never a verdict. PostgreSQL
     writes its WAL in order, so the job's durable verdict also makes everything it wrote before it durable."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.engine, self.single = _engine(url), _autocommit(url)
-        self.relaxed, self.relaxed_single = _engine(url, relaxed=True), _autocommit(url, relaxed=True)
-        self.md, self.jobs, self.steps, self.artifacts = _tables()
+        self.engine, self.single = engine_for(url), autocommit_for(url)
+        self.relaxed, self.relaxed_single = engine_for(url, relaxed=True), autocommit_for(url, relaxed=True)
+        self.md, self.jobs, self.steps, self.artifacts = job_tables()
         # the job road's statements built once (``sql``): both engines have INSERT ... ON CONFLICT
         self._prepared = self.engine.dialect.name in ("postgresql", "sqlite")
         if url not in _ENSURED:  # create the tables once per process and database
@@ -86,7 +86,7 @@ class ResultStore(History):
                 if col.name not in have:
                     kind = col.type.compile(dialect=self.engine.dialect)
                     conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {col.name} {kind}"))
-        indexed = _index_names(conn, "panio_jobs")
+        indexed = index_names(conn, "panio_jobs")
         for index in self.jobs.indexes:
             if index.name not in indexed:
                 conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))

@@ -1,8 +1,8 @@
 """The results database itself: its tables, its engines and their creation (SQLAlchemy Core).
 
-One schema (``_tables``: jobs, steps, artifacts), built once per process; one engine per URL and commit mode
-(``_engine``: SQLite in WAL mode, or PostgreSQL, whose *relaxed* pool does not wait for the disk on commit;
-``_autocommit``: for a statement that is a transaction by itself); and ``create_tables``, which every store
+One schema (``job_tables``: jobs, steps, artifacts), built once per process; one engine per URL and commit mode
+(``engine_for``: SQLite in WAL mode, or PostgreSQL, whose *relaxed* pool does not wait for the disk on commit;
+``autocommit_for``: for a statement that is a transaction by itself); and ``create_tables``, which every store
 of this database (``ResultStore``, ``FenceStore``, the health and schedule stores) runs the first time it
 opens one, safe against other processes doing the same at the same moment. Nothing here opens a connection
 on import.
@@ -24,7 +24,7 @@ _AUTOCOMMIT: dict[tuple[str, bool], Any] = {}
 # Built once per process: the engine's compiled-statement cache keys on the Table objects, so fresh
 # tables per call (a store per call) kept hundreds of copies alive in a long-lived `schedule serve`.
 @functools.cache
-def _tables():
+def job_tables():
     import sqlalchemy as sa
 
     md = sa.MetaData()
@@ -87,7 +87,7 @@ def _tables():
 
 
 @functools.cache  # once per process, like the job tables
-def _fence_table():
+def fence_table():
     """The fencing tokens' high-water marks (``bench_agent.jobs.fences.FenceStore``): a table of their own."""
     import sqlalchemy as sa
 
@@ -97,13 +97,13 @@ def _fence_table():
                         sa.Column("high", sa.BigInteger, nullable=False))
 
 
-def _engine(url: str, relaxed: bool = False):
+def engine_for(url: str, relaxed: bool = False):
     """The engine of ``url`` (one per process). ``relaxed``: on PostgreSQL, a pool of its own whose commits do
     not wait for the WAL to reach the disk (``synchronous_commit = off``; what a job writes on its way to its
     verdict, ``ResultStore``); elsewhere the same engine (SQLite in WAL mode with ``synchronous=NORMAL`` never
     waits for the disk on commit)."""
     if relaxed and not url.startswith("postgresql"):
-        return _engine(url)
+        return engine_for(url)
     if (url, relaxed) not in _ENGINES:
         import sqlalchemy as sa
 
@@ -127,13 +127,19 @@ def _engine(url: str, relaxed: bool = False):
     return _ENGINES[url, relaxed]
 
 
-def _autocommit(url: str, relaxed: bool = False):
+def dispose(url: str) -> None:
+    """Close this process's pooled connections to ``url`` (before its database is dropped, say)."""
+    for key in [k for k in _ENGINES if k[0] == url]:
+        _ENGINES.pop(key).dispose()
+
+
+def autocommit_for(url: str, relaxed: bool = False):
     """The engine of ``url`` for statements that are a transaction by themselves (a read, or a write that needs
     no other). On PostgreSQL each commits on its own: one round trip, where BEGIN and COMMIT (or ROLLBACK) around
     it cost two more. SQLite's are calls in this process, and its driver begins only before a write: there it is
     the engine itself (switching a connection's mode costs more than it saves). The same pool either way."""
     if (url, relaxed) not in _AUTOCOMMIT:
-        engine = _engine(url, relaxed)
+        engine = engine_for(url, relaxed)
         _AUTOCOMMIT[url, relaxed] = (engine.execution_options(isolation_level="AUTOCOMMIT")
                                      if engine.dialect.name == "postgresql" else engine)
     return _AUTOCOMMIT[url, relaxed]
@@ -191,7 +197,7 @@ def create_tables(engine, md, then=None) -> None:
                 raise
 
 
-def _index_names(conn, table: str) -> set[str]:
+def index_names(conn, table: str) -> set[str]:
     """The names of ``table``'s indexes, expression indexes included (SQLAlchemy's inspector skips those on
     SQLite)."""
     import sqlalchemy as sa

@@ -20,7 +20,7 @@ import re
 
 from bench_agent.errors import NotConfigured
 
-# panio_jobs' and panio_steps' columns in their tables' order (``results_db._tables`` checks its own against these)
+# panio_jobs' and panio_steps' columns in their tables' order (``results_db.job_tables`` checks its own against these)
 JOB_COLUMNS = ("id", "name", "target", "host", "state", "health", "result", "reason", "error", "spec", "worker",
                "fence", "cancel_requested", "created_at", "started_at", "leased_at", "finished_at", "beat_at",
                "sent_at")

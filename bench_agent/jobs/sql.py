@@ -54,10 +54,10 @@ def _insert(dialect: str):
     return insert
 
 
-def _tables():
-    from bench_agent.jobs.results_db import _tables
+def job_tables():
+    from bench_agent.jobs.results_db import job_tables
 
-    return _tables()
+    return job_tables()
 
 
 def step_values(prefix: str, job_id: int, idx: int, row: dict) -> dict[str, Any]:
@@ -70,7 +70,7 @@ def step_upsert(dialect: str, prefix: str = "s_"):
     """INSERT a step's record, or UPDATE it where (job_id, idx) exists; its values ``step_values(prefix, ...)``."""
     import sqlalchemy as sa
 
-    _, _, steps, _ = _tables()
+    _, _, steps, _ = job_tables()
     ins = _insert(dialect)(steps).values({k: sa.bindparam(prefix + k, type_=steps.c[k].type) for k in STEP_KEYS})
     return ins.on_conflict_do_update(index_elements=["job_id", "idx"],
                                      set_={k: ins.excluded[k] for k in STEP_KEYS[2:]})
@@ -96,7 +96,7 @@ ARTIFACT = Prepared(lambda dialect: _artifact(dialect))
 def _take():
     import sqlalchemy as sa
 
-    _, jobs, _, _ = _tables()
+    _, jobs, _, _ = job_tables()
     j = jobs.c
     return (jobs.update()
             .where(j.id == sa.bindparam("p_id"), j.state == "queued", j.cancel_requested.is_(False),
@@ -107,7 +107,7 @@ def _take():
 def _take_reading_health():
     import sqlalchemy as sa
 
-    from bench_agent.jobs.health import _tables as health_tables
+    from bench_agent.jobs.health import health_tables
 
     current = health_tables()[1]
     taken = _take().returning(sa.literal_column("1")).cte("taken")
@@ -120,7 +120,7 @@ def _take_reading_health():
 def _claim(fenced: bool):
     import sqlalchemy as sa
 
-    _, jobs, _, _ = _tables()
+    _, jobs, _, _ = job_tables()
     j = jobs.c
     leased = {"fence": sa.bindparam("p_fence"), "leased_at": sa.bindparam("p_now")} if fenced else {}
     return (jobs.update().where(j.id == sa.bindparam("p_id"), j.state == "queued")
@@ -131,7 +131,7 @@ def _artifact(dialect: str, prefix: str = "p_"):
     """INSERT an artifact (``{prefix}job``, ``{prefix}name``, ``{prefix}content``), or replace its content."""
     import sqlalchemy as sa
 
-    _, _, _, artifacts = _tables()
+    _, _, _, artifacts = job_tables()
     ins = _insert(dialect)(artifacts).values(job_id=sa.bindparam(f"{prefix}job"), name=sa.bindparam(f"{prefix}name"),
                                              content=sa.bindparam(f"{prefix}content"))
     return ins.on_conflict_do_update(index_elements=["job_id", "name"], set_={"content": ins.excluded.content})
@@ -157,7 +157,7 @@ def start(with_done: bool) -> Prepared:
         def build(dialect: str):
             import sqlalchemy as sa
 
-            _, jobs, steps, _ = _tables()
+            _, jobs, steps, _ = job_tables()
             j = jobs.c
             canceled = sa.select(j.id).where(j.id == sa.bindparam("r_job_id"), j.cancel_requested.is_(True)).exists()
             values = sa.select(*[sa.bindparam(f"r_{k}", type_=steps.c[k].type).label(k) for k in STEP_KEYS]
@@ -181,7 +181,7 @@ def finish(only: str | None, with_done: bool, artifacts: int = 0) -> Prepared:
         def build(dialect: str):
             import sqlalchemy as sa
 
-            _, jobs, _, _ = _tables()
+            _, jobs, _, _ = job_tables()
             j = jobs.c
             q = jobs.update().where(j.id == sa.bindparam("p_id"), j.state != "done")
             if only is not None:
@@ -201,9 +201,9 @@ def finish(only: str | None, with_done: bool, artifacts: int = 0) -> Prepared:
 def _raise_fence(dialect: str):
     import sqlalchemy as sa
 
-    from bench_agent.jobs.results_db import _fence_table
+    from bench_agent.jobs.results_db import fence_table
 
-    t = _fence_table()[1]
+    t = fence_table()[1]
     return t.update().where(t.c.target == sa.bindparam("p_target"), t.c.high < sa.bindparam("p_fence")).values(
         high=sa.bindparam("p_fence"))
 

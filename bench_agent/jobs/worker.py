@@ -179,7 +179,7 @@ class WorkerContext:
 
     def _first_time(self, nonce: str, ttl_s: int) -> bool:
         _, leases = self.stores()
-        return bool(leases._do(lambda: leases.r.set(f"{self.prefix}op-seen:{nonce}", 1, nx=True, ex=ttl_s)))
+        return bool(leases.call(lambda: leases.r.set(f"{self.prefix}op-seen:{nonce}", 1, nx=True, ex=ttl_s)))
 
     def _as_configured(self, payload: dict) -> dict:
         """``payload`` with the target's configuration and the notification channels of this host's own file

@@ -53,7 +53,7 @@ COLUMNS = ("id", "at", "target", "job_id", "holder", "token", "command", "by", "
 FOR_JOB = f"SELECT {', '.join(COLUMNS)} FROM panio_overrides WHERE job_id = :job_id ORDER BY id"
 
 
-@functools.cache  # built once per process (see bench_agent.jobs.results_db._tables)
+@functools.cache  # built once per process (see bench_agent.jobs.results_db.job_tables)
 def _table():
     import sqlalchemy as sa
 
@@ -78,9 +78,9 @@ def _table():
 class OverrideStore:
     def __init__(self, url: str | None = None) -> None:
         from bench_agent.jobs.fences import results_url
-        from bench_agent.jobs.results_db import _engine
+        from bench_agent.jobs.results_db import engine_for
 
-        self.engine = _engine(url or results_url())
+        self.engine = engine_for(url or results_url())
         md, self.t = _table()
         md.create_all(self.engine)
 

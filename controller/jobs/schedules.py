@@ -56,7 +56,7 @@ def next_due(at: str | None, every_s: float | None, now: float) -> float:
     return due.timestamp()
 
 
-@functools.cache  # once per process, like the job tables (bench_agent.jobs.results_db._tables)
+@functools.cache  # once per process, like the job tables (bench_agent.jobs.results_db.job_tables)
 def _table():
     import sqlalchemy as sa
 
@@ -76,9 +76,9 @@ def _table():
 
 class ScheduleStore:
     def __init__(self, url: str) -> None:
-        from bench_agent.jobs.results_db import _engine
+        from bench_agent.jobs.results_db import engine_for
 
-        self.engine = _engine(url)
+        self.engine = engine_for(url)
         md, self.t = _table()
         md.create_all(self.engine)
 
