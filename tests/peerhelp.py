@@ -10,10 +10,12 @@ controller's are the same file, as after `panio setup`.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -156,3 +158,11 @@ def prefix():
     p = f"panio-test-{uuid.uuid4().hex[:10]}:"
     yield p
     drop_keys(SHARED_REDIS, p)
+
+
+def agent_call(env: dict, op: str, args: dict) -> dict:
+    """One request to a real `python -m bench_agent.agent` (what the SSH transport talks to), as JSON lines."""
+    line = json.dumps({"v": 1, "id": 1, "op": op, "args": args}) + "\n"
+    p = subprocess.run([sys.executable, "-P", "-m", "bench_agent.agent"], input=line, capture_output=True,
+                       text=True, env=env, timeout=30)
+    return json.loads(p.stdout.splitlines()[1])

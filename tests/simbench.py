@@ -9,6 +9,8 @@ the common case (one board, its console captured) and ``video_bench`` the module
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import time
 from contextlib import contextmanager
@@ -167,3 +169,19 @@ def screen_text(bench: SimBench, want: str, timeout_s: float = 60, target: str =
             return text
         time.sleep(0.2)
     raise AssertionError(f"{want!r} never on screen within {timeout_s} s; last read:\n{text}")
+
+
+def qemu_missing() -> str | None:
+    """Why the QEMU board cannot run here (None when it can): a reason for skipif."""
+    if shutil.which("qemu-system-x86_64") is None:
+        return "qemu-system-x86 is not installed (scripts/system-deps.sh installs it)"
+    if not os.path.isfile("/bin/busybox"):
+        return "busybox-static is not installed (scripts/system-deps.sh installs it)"
+    from bench_agent.errors import NotConfigured
+    from bench_agent.sim import qemu_image
+
+    try:
+        qemu_image.kernel()
+    except NotConfigured:
+        return "no kernel for the QEMU board (scripts/qemu-board-image.sh fetches one)"
+    return None

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from controller.cli.main import build_parser
-from tests.test_skills import _concrete
+from clihelp import concrete
 
 ROOT = Path(__file__).resolve().parent.parent
 # commands.md is the parser's own --help (scripts/cli_reference.py), wrapped prose included: nothing to check.
@@ -43,7 +43,7 @@ def test_doc_examples_parse_against_the_live_cli(path):
     parser = build_parser(full=True)
     bad = []
     for line in examples(path):
-        argv = [_concrete(a) for a in shlex.split(line.replace("[", "").replace("]", ""))[1:]]
+        argv = [concrete(a) for a in shlex.split(line.replace("[", "").replace("]", ""))[1:]]
         try:
             with contextlib.redirect_stdout(io.StringIO()):
                 parser.parse_args(argv)

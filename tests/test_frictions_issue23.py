@@ -15,7 +15,7 @@ from jobhelp import fixture_lab, job_file, wait_for
 from bench_agent.sim.console import PROMPT
 from serial_fixtures import supervisor_connections
 from simbench import sim_bench
-from test_qemu_board import _missing as qemu_missing
+from simbench import qemu_missing
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 STARTS = ("--since-now", "--since-step", "--since-job", "--since-time", "--epoch")

@@ -183,3 +183,16 @@ def test_the_checker_sees_what_it_must():
     assert "controller.cli.main" in edges["controller.jobs.spec"]  # inside a function
     assert layer("controller.cli.main") > layer("controller.jobs.spec") > layer("controller.transports.celery")
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_test_module_imports_another_test_module():
+    """Shared test helpers live in helper modules (``peerhelp``, ``simbench``, ``clihelp``, ...), never in a
+    ``test_*`` module another test module imports (issue 26): moving or deleting a test must not break others."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names
+                          if n.rsplit(".", 1)[-1].startswith("test_")]
+    assert not offenders, "test modules imported by others:\n" + "\n".join(offenders)

@@ -17,10 +17,9 @@ import pytest
 
 from bench_agent.sim.console import SimConsole
 from conftest import Panio
-from peerhelp import SHARED_REDIS
+from peerhelp import SHARED_REDIS, agent_call
 from serial_fixtures import kill_and_reap, supervisor_pids
 from sshd import Sshd
-from test_peer_leases import agent_call
 
 
 def _two_labs(tmp: Path) -> tuple[Panio, Panio]:

@@ -21,7 +21,7 @@ from bench_agent.jobs.fences import FenceStore
 import keyhelp
 from conftest import PANIO
 from jobhelp import job_file, stop, stop_group, wait_for
-from peerhelp import REDIS, SHARED_REDIS, PrivateRedis, free_port
+from peerhelp import REDIS, SHARED_REDIS, PrivateRedis, agent_call, free_port
 
 needs_redis = pytest.mark.skipif(not os.path.exists(REDIS), reason="redis-server not installed (scripts/system-deps.sh)")
 
@@ -108,14 +108,6 @@ def hooked_lab(panio, tmp_path: Path) -> Path:
     panio("power", "set", "-t", "pico", "--on-cmd", f"touch {marks / 'powered'}")
     panio("action", "add", "flash", "-t", "pico", "--command", f"touch {marks / 'flashed'}")
     return marks
-
-
-def agent_call(env: dict, op: str, args: dict) -> dict:
-    """One request to a real `python -m bench_agent.agent` (what the SSH transport talks to), as JSON lines."""
-    line = json.dumps({"v": 1, "id": 1, "op": op, "args": args}) + "\n"
-    p = subprocess.run([sys.executable, "-P", "-m", "bench_agent.agent"], input=line, capture_output=True,
-                       text=True, env=env, timeout=30)
-    return json.loads(p.stdout.splitlines()[1])
 
 
 def test_a_shell_without_the_broker_cannot_drive_a_leased_target(panio, tmp_path, prefix):

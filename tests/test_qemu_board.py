@@ -9,34 +9,18 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 
 import pytest
 import serial
 
 from conftest import Panio
-from simbench import SimBench, read_until, sim_bench
+from simbench import SimBench, qemu_missing, read_until, sim_bench
 
 BOOT_TIMEOUT_S = 90
 
 
-def _missing() -> str | None:
-    if shutil.which("qemu-system-x86_64") is None:
-        return "qemu-system-x86 is not installed (scripts/system-deps.sh installs it)"
-    if not os.path.isfile("/bin/busybox"):
-        return "busybox-static is not installed (scripts/system-deps.sh installs it)"
-    from bench_agent.errors import NotConfigured
-    from bench_agent.sim import qemu_image
-
-    try:
-        qemu_image.kernel()
-    except NotConfigured:
-        return "no kernel for the QEMU board (scripts/qemu-board-image.sh fetches one)"
-    return None
-
-
-pytestmark = [pytest.mark.skipif(_missing() is not None, reason=_missing() or "")]
+pytestmark = [pytest.mark.skipif(qemu_missing() is not None, reason=qemu_missing() or "")]
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import skills
+from clihelp import concrete
 from controller.cli.main import build_parser
 
 
@@ -36,8 +37,6 @@ def test_skills_ship_inside_the_wheel_package():
         assert skills.description(name)
 
 
-NUMERIC = {"N", "SEQ", "MS"}
-PLACEHOLDERS = NUMERIC | {"NAME", "PATH", "IFACE", "DIR", "CMD", "SERIAL", "PORT", "ACTION", "H", "T", "L", "TARGET", "HOST"}
 
 
 def _mentioned_commands(text: str) -> list[str]:
@@ -53,18 +52,12 @@ def _mentioned_commands(text: str) -> list[str]:
     return cmds
 
 
-def _concrete(token: str) -> str:
-    if token in PLACEHOLDERS:
-        return "1" if token in NUMERIC else "x"
-    return token
-
-
 @pytest.mark.parametrize("name", ["panio", "kvm-puppeting"])
 def test_every_command_a_skill_mentions_parses_against_the_live_cli(name):
     parser = build_parser(full=True)
     bad = []
     for cmd in _mentioned_commands(skills.path(name).read_text()):
-        argv = [_concrete(a) for a in shlex.split(cmd.replace("[", "").replace("]", ""))[1:]]
+        argv = [concrete(a) for a in shlex.split(cmd.replace("[", "").replace("]", ""))[1:]]
         try:
             parser.parse_args(argv)
         except Exception as exc:  # UsageError from Parser.error

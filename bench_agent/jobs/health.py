@@ -27,48 +27,16 @@ import threading
 import time
 from typing import Any
 
+from bench_agent.jobs.results_db import health_record as record
+from bench_agent.jobs.results_db import health_tables
 from bench_agent.jobs.sql import Prepared
 
 HEALTHS = ("good", "bad", "maintenance", "unknown")
 BLOCKING = ("bad", "maintenance")  # no new job runs on a target in these
 RETRY_S = 60.0  # the first automatic re-check of a bad target (the lab's [targets.T.health_check] retry_s)
 RETRY_MAX_S = 1800.0  # the longest pause between two re-checks (retry_max_s)
-_TABLES: tuple | None = None
 _CREATED: set[str] = set()
 _CREATE_LOCK = threading.Lock()
-
-
-def health_tables():
-    global _TABLES
-    if _TABLES is None:
-        import sqlalchemy as sa
-
-        md = sa.MetaData()
-        current = sa.Table(
-            "panio_health", md,
-            sa.Column("target", sa.String(64), primary_key=True),
-            sa.Column("health", sa.String(16), nullable=False),
-            sa.Column("reason", sa.Text),
-            sa.Column("set_by", sa.String(200)),
-            sa.Column("set_at", sa.Float, nullable=False),
-            sa.Column("job_id", sa.Integer),
-            sa.Column("checked_at", sa.Float),
-            sa.Column("recheck_at", sa.Float),  # set: an automatic check made it bad; re-checked from then on
-            sa.Column("failures", sa.Integer),  # automatic checks failed in a row (the backoff's exponent)
-        )
-        events = sa.Table(
-            "panio_health_events", md,
-            sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-            sa.Column("target", sa.String(64), nullable=False, index=True),
-            sa.Column("health", sa.String(16), nullable=False),
-            sa.Column("previous", sa.String(16)),
-            sa.Column("reason", sa.Text),
-            sa.Column("set_by", sa.String(200)),
-            sa.Column("at", sa.Float, nullable=False),
-            sa.Column("job_id", sa.Integer),
-        )
-        _TABLES = (md, current, events)
-    return _TABLES
 
 
 def _create(md, engine, current) -> None:
@@ -96,14 +64,6 @@ def _get(dialect: str):
 
 
 _GET = Prepared(_get)
-
-
-def record(target: str, row: Any) -> dict[str, Any]:
-    """Target ``target``'s health record from its row (a mapping, None: never checked)."""
-    if row is None:
-        return {"target": target, "health": "unknown", "reason": "never checked", "set_by": None,
-                "set_at": None, "job_id": None, "checked_at": None, "recheck_at": None, "failures": None}
-    return dict(row)
 
 
 class HealthStore:

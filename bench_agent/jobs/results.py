@@ -27,7 +27,7 @@ from typing import Any
 from bench_agent.errors import ConfigInvalid, Unreachable
 from bench_agent.jobs import results_read as reads
 from bench_agent.jobs import sql
-from bench_agent.jobs.results_db import autocommit_for, engine_for, index_names, job_tables, create_tables
+from bench_agent.jobs.results_db import autocommit_for, engine_for, health_record, index_names, job_tables, create_tables
 from bench_agent.jobs.results_history import BINARY_SUFFIXES, History
 
 _ENSURED: set[str] = set()
@@ -148,13 +148,11 @@ class ResultStore(History):
         (taken, the record, or None where it was not read). The health tables must exist (``HealthStore``)."""
         if self.relaxed is self.engine:
             return self.take(job_id, worker, stale_before), None
-        from bench_agent.jobs.health import record
-
         with self.relaxed_single.begin() as c:
             row = sql.TAKE_READING_HEALTH.run(c, p_id=job_id, p_worker=worker, p_stale=stale_before,
                                               p_now=time.time(), p_target=target).mappings().one()
         health = {k[2:]: v for k, v in row.items() if k.startswith("h_")}
-        return bool(row["taken"]), record(target, health if health["target"] is not None else None)
+        return bool(row["taken"]), health_record(target, health if health["target"] is not None else None)
 
     def beat(self, job_ids: list[int]) -> None:
         """The runners of ``job_ids`` are alive."""

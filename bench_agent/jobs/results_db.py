@@ -86,6 +86,51 @@ def job_tables():
     return md, jobs, steps, artifacts
 
 
+_HEALTH_TABLES: tuple | None = None
+
+
+def health_tables():
+    """The health tables (``bench_agent.jobs.health``): each target's current health and its history."""
+    global _HEALTH_TABLES
+    if _HEALTH_TABLES is None:
+        import sqlalchemy as sa
+
+        md = sa.MetaData()
+        current = sa.Table(
+            "panio_health", md,
+            sa.Column("target", sa.String(64), primary_key=True),
+            sa.Column("health", sa.String(16), nullable=False),
+            sa.Column("reason", sa.Text),
+            sa.Column("set_by", sa.String(200)),
+            sa.Column("set_at", sa.Float, nullable=False),
+            sa.Column("job_id", sa.Integer),
+            sa.Column("checked_at", sa.Float),
+            sa.Column("recheck_at", sa.Float),  # set: an automatic check made it bad; re-checked from then on
+            sa.Column("failures", sa.Integer),  # automatic checks failed in a row (the backoff's exponent)
+        )
+        events = sa.Table(
+            "panio_health_events", md,
+            sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+            sa.Column("target", sa.String(64), nullable=False, index=True),
+            sa.Column("health", sa.String(16), nullable=False),
+            sa.Column("previous", sa.String(16)),
+            sa.Column("reason", sa.Text),
+            sa.Column("set_by", sa.String(200)),
+            sa.Column("at", sa.Float, nullable=False),
+            sa.Column("job_id", sa.Integer),
+        )
+        _HEALTH_TABLES = (md, current, events)
+    return _HEALTH_TABLES
+
+
+def health_record(target: str, row: Any) -> dict[str, Any]:
+    """Target ``target``'s health record from its row (a mapping, None: never checked)."""
+    if row is None:
+        return {"target": target, "health": "unknown", "reason": "never checked", "set_by": None,
+                "set_at": None, "job_id": None, "checked_at": None, "recheck_at": None, "failures": None}
+    return dict(row)
+
+
 @functools.cache  # once per process, like the job tables
 def fence_table():
     """The fencing tokens' high-water marks (``bench_agent.jobs.fences.FenceStore``): a table of their own."""

@@ -107,7 +107,7 @@ def _take():
 def _take_reading_health():
     import sqlalchemy as sa
 
-    from bench_agent.jobs.health import health_tables
+    from bench_agent.jobs.results_db import health_tables
 
     current = health_tables()[1]
     taken = _take().returning(sa.literal_column("1")).cte("taken")
