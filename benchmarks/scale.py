@@ -132,7 +132,8 @@ class Run:
         self.redis_empty = redis.Redis.from_url(self.redis.url).info("memory")["used_memory"]
         from concurrent.futures import ThreadPoolExecutor
 
-        light = [] if self.args.board_processes else ["--no-screen", "--one-process"]
+        # night.py's runs keep a process a board (its faults kill and pause single boards)
+        light = [] if getattr(self.args, "board_processes", True) else ["--no-screen", "--one-process"]
         env = self.env  # made once: its keys are generated on first use, not from four threads at once
         with ThreadPoolExecutor(4) as pool:  # a bench a host (`panio-sim up` starts at most 16 boards)
             list(pool.map(lambda h: subprocess.run(
