@@ -340,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     scale.run_arguments(p, minutes=10, every_s=10)
+    # the scale harness's run, shaped as the night needs it: a process a board (its faults hit single boards),
+    # both schedules from their first period, as many jobs a worker as it has boards
+    p.set_defaults(board_processes=True, schedules=2, first_s=None, concurrency=None)
     args = p.parse_args(argv)
     if args.minutes < 2 or args.every_s < 5:
         p.error("--minutes at least 2 (six faults need room), --every at least 5")

@@ -132,8 +132,7 @@ class Run:
         self.redis_empty = redis.Redis.from_url(self.redis.url).info("memory")["used_memory"]
         from concurrent.futures import ThreadPoolExecutor
 
-        # night.py's runs keep a process a board (its faults kill and pause single boards)
-        light = [] if getattr(self.args, "board_processes", True) else ["--no-screen", "--one-process"]
+        light = [] if self.args.board_processes else ["--no-screen", "--one-process"]
         env = self.env  # made once: its keys are generated on first use, not from four threads at once
         with ThreadPoolExecutor(4) as pool:  # a bench a host (`panio-sim up` starts at most 16 boards)
             list(pool.map(lambda h: subprocess.run(
@@ -149,7 +148,7 @@ class Run:
         for name in self.schedule_names:
             self.panio("schedule", "add", f"{self.schedule_prefix}{name}", "--suite", str(self.dir / "suite.toml"),
                        "--every", f"{self.args.every_s:g}s")
-        if getattr(self.args, "first_s", None) is not None:
+        if self.args.first_s is not None:
             self._first_fire_in(self.args.first_s)
         self.scheduler = self._start([PANIO, "schedule", "serve"], "scheduler", {}, ready="scheduler running")
         self.dashboard = DashboardProc(self.env, self.dir / "dashboard.log")
@@ -159,7 +158,7 @@ class Run:
 
     @property
     def schedule_names(self) -> tuple[str, ...]:
-        return ("a", "b")[:getattr(self.args, "schedules", 2)]
+        return ("a", "b")[:self.args.schedules]
 
     def _first_fire_in(self, first_s: float) -> None:
         """The schedules' first slot ``first_s`` from now instead of a period from now (a smoke at a long
@@ -175,7 +174,7 @@ class Run:
         """Host ``h``'s `panio worker` (its own queue and state directory); again after it was killed (``log``:
         another log's name suffix, so the killed one's log stays)."""
         return self._start([PANIO, "worker", "--host", f"host-{h:02d}", "--lab", str(self.lab), "--concurrency",
-                            str(getattr(self.args, "concurrency", None) or self.args.boards)], f"worker-{h:02d}{log}",
+                            str(self.args.concurrency or self.args.boards)], f"worker-{h:02d}{log}",
                            {**keyhelp.worker_env(), "PANIO_STATE_DIR": str(self.dir / f"w{h:02d}")},
                            ready="ready." if wait else None)
 
