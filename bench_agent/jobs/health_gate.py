@@ -56,7 +56,8 @@ class HealthGate:
         skip = payload.get("on_unhealthy") == "skip"
         end = time.monotonic() + wait_s
         while True:
-            record, seen = seen if seen is not None else self.store.get(payload["target"]), None
+            record = seen if seen is not None else self.store.get(payload["target"])
+            seen = None  # the take's read stands for the first look only
             if not self._holds(payload, record):
                 self.last = record
                 return None
