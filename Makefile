@@ -28,8 +28,11 @@ demo: install
 # The longest files go first (tests/slowfirst.py: last run's durations, else a list).
 TEST_WORKERS ?= 4
 
+# panio's modules compiled once (the environment may say PYTHONDONTWRITEBYTECODE): else each of the suite's
+# thousands of panio, capture and worker processes compiles them again.
 test: system-deps install
 	$(BIN)/ruff check .
+	$(BIN)/python -m compileall -q -j 0 bench_agent controller scenarios skills > /dev/null
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # labgrid (measured side by side in benchmarks/serial_roundtrip.py) ships its own

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
+import forkserver
+
 BIN = Path(sys.executable).parent
 PANIO = str(BIN / "panio")
+EXEC = os.environ.get("PANIO_TEST_EXEC") == "1"  # every `panio` a new interpreter, not a fork of the zygote
 
 
 @dataclass
@@ -53,9 +56,12 @@ class Panio:
         return Path(self.env["PANIO_STATE_DIR"]) / "labs" / self.lab_key
 
     def __call__(self, *args: str, check: bool = True, timeout: float = 60, input: str | None = None) -> Result:
-        p = subprocess.run([PANIO, *args], capture_output=True, text=True, env=self.env, timeout=timeout,
-                           input=input, stdin=None if input is not None else subprocess.DEVNULL)
-        r = Result(p.returncode, p.stdout, p.stderr)
+        if EXEC:
+            p = subprocess.run([PANIO, *args], capture_output=True, text=True, env=self.env, timeout=timeout,
+                               input=input, stdin=None if input is not None else subprocess.DEVNULL)
+            r = Result(p.returncode, p.stdout, p.stderr)
+        else:  # the same run, forked from a Python that has the libraries imported (tests/forkserver.py)
+            r = Result(*forkserver.run([PANIO, *args], self.env, timeout, input))
         if check and r.code != 0:
             raise AssertionError(f"panio {' '.join(args)} exited {r.code}\nstdout: {r.out}\nstderr: {r.err}")
         return r

@@ -53,8 +53,8 @@ target = "pico"
 name = "watch"
 run = "panio serial watch ${target}"
 [[steps]]
-name = "say early"
-run = "panio serial transact ${target} 'echo early-${job_id}' --until 'early-${job_id}\\r?\\n' --timeout-ms 10000"
+name = "say early"  # until the answer's own line, not the echo of the typed command
+run = "panio serial transact ${target} 'echo early-${job_id}' --until '\\nearly-${job_id}\\r?\\n' --timeout-ms 10000"
 [[steps]]
 name = "something else"
 run = "panio ping ${target}"
