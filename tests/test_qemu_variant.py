@@ -22,7 +22,7 @@ from qemu_variant import PROMPT, SCREEN_BANNER, VariantBoard, missing
 from simbench import read_until
 
 pytestmark = [pytest.mark.skipif(missing() is not None, reason=missing() or "")]
-BOOT_TIMEOUT_S = 120
+BOOT_TIMEOUT_S = 240  # a TCG boot on a loaded 2-core machine (see test_qemu_board)
 
 
 @pytest.fixture(scope="module")
