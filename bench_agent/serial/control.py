@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 from bench_agent.errors import NotRunning, PanioError, Unreachable, reply, unwrap
 
 RECV_BYTES = 65536
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # compact: fewer bytes for the far side to parse
+# compact (fewer bytes for the far side to parse), and no search for cycles: a request or a reply is built afresh
+_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 _decode = json.JSONDecoder().decode  # of str: json.loads of bytes first guesses their encoding in Python
 
 
