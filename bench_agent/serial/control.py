@@ -40,7 +40,8 @@ def load_line(line: bytes) -> Any:
 
 
 class LineReader:
-    """The lines of a stream socket, read with plain ``recv`` (a request or a reply usually comes in one)."""
+    """The lines of a stream socket, read with plain ``recv``: a socket's file object adds a layer of Python
+    (``SocketIO.readinto``) to every read, and a request or a reply usually comes in one."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock, self.buf, self.scanned = sock, bytearray(), 0
