@@ -47,7 +47,7 @@ def compile_text(pattern: str, multiline: bool = False):
 def compile_bytes(pattern: str):
     """``pattern`` compiled for ``bytes`` input (a serial interface's received bytes). A pattern with no
     metacharacter (a prompt, ``ok 42``) is searched as the literal it is (``Literal``)."""
-    if not _META.intersection(pattern):
+    if _META.isdisjoint(pattern):
         return Literal(pattern.encode("utf-8"))
     return _compile(pattern.encode("utf-8"), False)
 

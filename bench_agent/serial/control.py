@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 import threading
 
 TYPE_CHECKING = False  # a capture need not import typing (docs/scale.md: every supervisor pays for it)
@@ -23,6 +24,45 @@ if TYPE_CHECKING:
     Handler = Callable[[dict[str, Any]], Any]
 
 from bench_agent.errors import NotRunning, PanioError, Unreachable, reply, unwrap
+
+RECV_BYTES = 65536
+# compact (fewer bytes for the far side to parse), and no search for cycles: a request or a reply is built afresh
+_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
+_decode = json.JSONDecoder().decode  # of str: json.loads of bytes first guesses their encoding in Python
+
+
+def dump_line(obj: Any) -> bytes:
+    return _encode(obj).encode() + b"\n"
+
+
+def load_line(line: bytes) -> Any:
+    return _decode(line.decode())
+
+
+class LineReader:
+    """The lines of a stream socket, read with plain ``recv``: a socket's file object adds a layer of Python
+    (``SocketIO.readinto``) to every read, and a request or a reply usually comes in one."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock, self.buf, self.scanned = sock, bytearray(), 0
+
+    def readline(self) -> bytes:
+        """The next line with its ``\\n``; at the end of the stream what is left (b"" when nothing)."""
+        while True:
+            end = self.buf.find(b"\n", self.scanned)
+            if end >= 0:
+                line = bytes(self.buf[:end + 1])
+                del self.buf[:end + 1]
+                self.scanned = 0
+                return line
+            self.scanned = len(self.buf)
+            data = self.sock.recv(RECV_BYTES)
+            if not data:
+                line = bytes(self.buf)
+                self.buf.clear()
+                self.scanned = 0
+                return line
+            self.buf += data
 
 
 class ControlServer:
@@ -53,12 +93,13 @@ class ControlServer:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
-        with conn, conn.makefile("rb") as lines:
-            for line in lines:
+        lines = LineReader(conn)
+        with conn:
+            while line := lines.readline():
                 with self._idle:
                     self._answering += 1
                 try:
-                    conn.sendall(json.dumps(self._answer(line)).encode() + b"\n")
+                    conn.sendall(dump_line(self._answer(line)))
                 finally:
                     with self._idle:
                         self._answering -= 1
@@ -73,7 +114,7 @@ class ControlServer:
     def _answer(self, line: bytes) -> dict[str, Any]:
         def answer() -> Any:
             try:
-                return self.handler(json.loads(line))
+                return self.handler(load_line(line))
             except OSError as exc:  # the supervisor's own disk: full, read-only, failing — a lab fault, not a bug
                 raise disk_error(exc) from exc
 
@@ -92,36 +133,48 @@ class ControlServer:
 
 
 class ControlClient:
-    """One connection to a supervisor; ``call`` sends a request and returns its result or raises its error."""
+    """One connection to a supervisor; ``call`` sends a request and returns its result or raises its error.
+
+    The socket blocks, its bound set in the kernel (SO_RCVTIMEO, SO_SNDTIMEO): a Python timeout would ``poll``
+    before every send and receive, two more system calls in each round trip (`serial transact`)."""
 
     def __init__(self, address: str, target: str, timeout_s: float | None = 10.0) -> None:
         self.target = target
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout_s)
         try:
             self.sock.connect(address)
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             self.sock.close()
             raise not_running(target) from exc
-        self._lines = self.sock.makefile("rb")
+        self._bound(timeout_s)
+        self._lines = LineReader(self.sock)
+
+    def _bound(self, timeout_s: float | None) -> None:
+        """Bound each send and receive by ``timeout_s`` (None: no bound), as ``settimeout`` would."""
+        us = 0 if timeout_s is None else max(1, round(timeout_s * 1e6))
+        bound = struct.pack("@ll", us // 1_000_000, us % 1_000_000)  # a struct timeval
+        for option in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO):
+            self.sock.setsockopt(socket.SOL_SOCKET, option, bound)
 
     def call(self, request: dict[str, Any], timeout_s: float | None = None) -> Any:
         if timeout_s is not None:
-            self.sock.settimeout(timeout_s)
+            self._bound(timeout_s)
         try:
-            self.sock.sendall(json.dumps(request).encode() + b"\n")
+            self.sock.sendall(dump_line(request))
             line = self._lines.readline()
         except (ConnectionResetError, BrokenPipeError) as exc:
             raise capture_stopped(self.target, f"before it answered ({exc})", outcome="unknown") from exc
+        except BlockingIOError as exc:  # the kernel's bound passed: a late answer must not pass for the next one's
+            self.sock.close()
+            raise Unreachable(f"lost the serial supervisor of {self.target!r}: timed out", target=self.target) from exc
         except OSError as exc:
             raise Unreachable(f"lost the serial supervisor of {self.target!r}: {exc}", target=self.target) from exc
-        if not line:
+        if not line.endswith(b"\n"):
             raise capture_stopped(self.target, "before it answered (its supervisor closed the connection)",
                                   outcome="unknown")
-        return unwrap(json.loads(line))
+        return unwrap(load_line(line))
 
     def close(self) -> None:
-        self._lines.close()
         self.sock.close()
 
     def __enter__(self) -> "ControlClient":

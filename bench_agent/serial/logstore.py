@@ -295,7 +295,8 @@ class LogWriter:
         data = rec.encode()
         if self._size and self._size + len(data) > self.segment_bytes:
             self._rotate()
-        self._mark_before(kind, payload, data)
+        if kind == GAP or not self._size:  # what the sidecar counts, or a segment's first record
+            self._mark_before(kind, payload, data)
         os.write(self._fd, data)
         self._size += len(data)
         self.last = rec

@@ -1,7 +1,7 @@
 """Bounded waits on an interface's received bytes, run inside the supervisor.
 
 A wait reads from byte cursor ``since`` on (memory or disk), matches
-``pattern`` (a bytes regex) as bytes arrive, and ends with a status:
+``rx`` (a pattern as ``compile_pattern`` compiles it) as bytes arrive, and ends with a status:
 
     matched     the pattern matched (with follow: every match until the bound, see below)
     timeout     timeout_ms passed
@@ -51,9 +51,8 @@ def compile_pattern(pattern: str | None):
     return rx
 
 
-def wait(channel, *, since: int, pattern: str | None = None, timeout_ms: int = 30000, max_bytes: int = 65536,
+def wait(channel, *, since: int, rx=None, timeout_ms: int = 30000, max_bytes: int = 65536,
          follow: bool = False, include_pending: bool = False) -> dict[str, Any]:
-    rx = compile_pattern(pattern)
     if since > channel.cursor:
         raise UsageError(f"cursor {since} is past the end of interface {channel.name!r} ({channel.cursor})",
                          cursor=channel.cursor)
@@ -81,16 +80,23 @@ def wait(channel, *, since: int, pattern: str | None = None, timeout_ms: int = 3
     consumed = matches[-1]["end"] - first if matches and not follow else len(buf)
     if status == "fault" and fault is None:
         fault = channel.last_error
-    ended = {"status": "matched" if matches else status, "ended": status} if follow else {"status": status}
-    stopped = status == "disconnect" and channel.state == "stopped"  # panio's capture, not the device
-    return {**ended, **({"fault": fault} if fault else {}), **({"capture_stopped": True} if stopped else {}),
-            "interface": channel.name, "epoch": channel.epoch, "since": since, "start": first,
-            "cursor": first + consumed, "end": first + len(buf), "evicted_bytes": first - since,
-            "elapsed_ms": round((time.monotonic() - started) * 1000, 3),
-            **_payload(bytes(buf[:consumed])),
-            **({"match": matches[-1]} if matches and not follow else {}),
-            **({"matches": matches} if follow else {}),
-            **({"pending": bytes(buf[consumed:]).decode("utf-8", "backslashreplace")} if include_pending else {})}
+    out = {"status": "matched" if matches else status, "ended": status} if follow else {"status": status}
+    if fault:
+        out["fault"] = fault
+    if status == "disconnect" and channel.state == "stopped":  # panio's capture, not the device
+        out["capture_stopped"] = True
+    data = bytes(buf[:consumed])
+    out.update(interface=channel.name, epoch=channel.epoch, since=since, start=first, cursor=first + consumed,
+               end=first + len(buf), evicted_bytes=first - since,
+               elapsed_ms=round((time.monotonic() - started) * 1000, 3), bytes=len(data),
+               text=data.decode("utf-8", "backslashreplace"), data_b64=base64.b64encode(data).decode())
+    if follow:
+        out["matches"] = matches
+    elif matches:
+        out["match"] = matches[-1]
+    if include_pending:
+        out["pending"] = bytes(buf[consumed:]).decode("utf-8", "backslashreplace")
+    return out
 
 
 def _search(rx, buf: bytearray, start: int, search_from: int, matches: list, follow: bool):
@@ -125,11 +131,6 @@ def _idle(channel, pos: int, deadline: float) -> str | None:
     return None
 
 
-def _payload(data: bytes) -> dict[str, Any]:
-    return {"bytes": len(data), "text": data.decode("utf-8", "backslashreplace"),
-            "data_b64": base64.b64encode(data).decode()}
-
-
 def fit_output(result: dict[str, Any], max_output_bytes: int) -> dict[str, Any]:
     """Shrink a wait result to max_output_bytes of JSON: drop the base64 copy, then cut text (head kept)."""
     if _json_bound(result) <= max_output_bytes or len(json.dumps(result)) <= max_output_bytes:
@@ -150,7 +151,7 @@ def _json_bound(result: dict[str, Any]) -> int:
     """An upper bound of ``len(json.dumps(result))`` without encoding it: a transact's reply is encoded once,
     when it is sent, not twice. A character becomes at most 6 in JSON (``\\u0000``); the other fields,
     numbers and names, take less than 1 KiB, and a match's own less than 128 bytes."""
-    text = sum(len(result.get(k) or "") for k in ("text", "pending"))
+    text = len(result.get("text") or "") + len(result.get("pending") or "")
     matches = result.get("matches") or ([result["match"]] if "match" in result else [])
     for m in matches:
         text += len(m["text"]) + sum(len(g or "") + 8 for g in m["groups"])

@@ -183,14 +183,14 @@ class Supervisor:
         return {"interface": ch.name, "sent_bytes": sent, "epoch": self.epoch, "cursor": before}
 
     def _transact(self, ch: Channel, req: dict[str, Any]) -> dict[str, Any]:
-        matcher.compile_pattern(req["until"])
+        rx = matcher.compile_pattern(req["until"])
         timeout_ms = int(req.get("timeout_ms", 30000))
         if not ch.transaction.acquire(timeout=timeout_ms / 1000):
             raise Busy(f"another transaction holds interface {ch.name!r}", interface=ch.name)
         try:
             since = ch.cursor
             sent = ch.send(self._data(req), int(req.get("pace_ms", 0)))
-            result = matcher.wait(ch, since=since, pattern=req["until"], timeout_ms=timeout_ms,
+            result = matcher.wait(ch, since=since, rx=rx, timeout_ms=timeout_ms,
                                   max_bytes=int(req.get("max_bytes", 65536)))
         finally:
             ch.transaction.release()
@@ -198,7 +198,7 @@ class Supervisor:
         return matcher.fit_output(result, int(req.get("max_output_bytes", 1 << 20)))
 
     def _wait(self, ch: Channel, req: dict[str, Any]) -> dict[str, Any]:
-        result = matcher.wait(ch, since=int(req["since"]), pattern=req.get("pattern"),
+        result = matcher.wait(ch, since=int(req["since"]), rx=matcher.compile_pattern(req.get("pattern")),
                               timeout_ms=int(req.get("timeout_ms", 30000)), max_bytes=int(req.get("max_bytes", 65536)),
                               follow=bool(req.get("follow")), include_pending=bool(req.get("include_pending")))
         asked = req.get("epoch")
