@@ -22,6 +22,11 @@ that never finished, or ended incomplete), run twice (a job's marker seen twice 
 overlapping leases (two jobs of a board whose lease windows overlap, or fences out of order), and the
 Redis keys left (no per-job key may stay).
 
+CPU time by kind of process (``_proccpu.py``: /proc/PID/stat of the boards, captures, workers, their power
+hooks, the scheduler, the dashboard, Redis and a PostgreSQL results database's backends; the operators'
+commands by their rusage): ``cpu_s_per_job`` from the second firing to the drain over the jobs finished in
+between, ``idle_cpu_s_per_s`` a process before the first job, ``idle_after_cpu_s_per_s`` after the drain.
+
 Run: .venv/bin/python benchmarks/scale.py --hosts 10 --boards 10 --minutes 5 [--results URL] [--json]
 ``--json`` prints one object (jobs, lost, run_twice, overlapping_leases, queue_wait_p99_s,
 fire_jitter_p99_s, jobs_per_s, minutes: [...], ...). Exits 0 unless the harness itself failed.
@@ -490,7 +495,8 @@ class Run:
                "idle_after_window_s": round(m["idle_after"]["at"] - m["drained"]["at"], 1),
                "idle_cpu_s_per_s": idle_before, "idle_after_cpu_s_per_s": idle_after,
                "harness_cpu_s_per_job": round((b["harness"] - a["harness"]) / max(jobs, 1), 4),
-               "operator_cpu_s_per_call": {k: round((c - a["ops"].get(k, (0, 0.0))[1]) / (n - a["ops"].get(k, (0, 0))[0]), 3)
+               "operator_cpu_s_per_call": {k: round((c - a["ops"].get(k, (0, 0.0))[1])
+                                                    / (n - a["ops"].get(k, (0, 0))[0]), 3)
                                            for k, (n, c) in b["ops"].items() if n > a["ops"].get(k, (0, 0))[0]}}
         if "warm" in m and m["warm"] is not a:  # the first firing's CPU, apart: once a worker, once a capture
             w = m["warm"]
