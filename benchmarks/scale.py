@@ -22,6 +22,11 @@ that never finished, or ended incomplete), run twice (a job's marker seen twice 
 overlapping leases (two jobs of a board whose lease windows overlap, or fences out of order), and the
 Redis keys left (no per-job key may stay).
 
+CPU time by kind of process (``_proccpu.py``: /proc/PID/stat of the boards, captures, workers, their power
+hooks, the scheduler, the dashboard, Redis and a PostgreSQL results database's backends; the operators'
+commands by their rusage): ``cpu_s_per_job`` from the second firing to the drain over the jobs finished in
+between, ``idle_cpu_s_per_s`` a process before the first job, ``idle_after_cpu_s_per_s`` after the drain.
+
 Run: .venv/bin/python benchmarks/scale.py --hosts 10 --boards 10 --minutes 5 [--results URL] [--json]
 ``--json`` prints one object (jobs, lost, run_twice, overlapping_leases, queue_wait_p99_s,
 fire_jitter_p99_s, jobs_per_s, minutes: [...], ...). Exits 0 unless the harness itself failed.
@@ -47,6 +52,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the test suite's real-peer helpers
 sys.path.insert(0, str(ROOT))
 
 import _history  # noqa: E402  (benchmarks/: --results, the database's size)
+import _proccpu  # noqa: E402
 import procmem  # noqa: E402
 import keyhelp  # noqa: E402
 from dashhelp import DashboardProc  # noqa: E402
@@ -110,6 +116,9 @@ class Run:
         self.samples: list[dict] = []
         self.fires: list[float] = []
         self.latency: dict[str, list[tuple[float, float]]] = {"dashboard": [], "job_list": []}
+        self.op_cpu: dict[str, list[float]] = {}  # an operator command's kind -> each run's CPU s (rusage)
+        self.op_lock = threading.Lock()
+        self.cpu_marks: dict[str, dict] = {}
         self.stopping = threading.Event()
         self.boards = args.hosts * args.boards
 
@@ -119,9 +128,35 @@ class Run:
                 "PANIO_RESULTS_URL": self.results, "PANIO_BROKER": self.redis.url, "PANIO_REDIS_PREFIX": self.prefix,
                 "HOME": str(self.dir), **keyhelp.controller_env()}
 
-    def panio(self, *argv: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run([PANIO, *argv], env=self.env, capture_output=True, text=True, timeout=timeout,
-                              check=check)
+    def panio(self, *argv: str, timeout: float = 120, check: bool = True,
+              kind: str | None = None) -> subprocess.CompletedProcess:
+        """``panio ARGV``; with ``kind`` its CPU time (the child's rusage as it is reaped) counts to ``kind``."""
+        if kind is None:
+            return subprocess.run([PANIO, *argv], env=self.env, capture_output=True, text=True, timeout=timeout,
+                                  check=check)
+        proc = subprocess.Popen([PANIO, *argv], env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        got: dict[str, str] = {}
+        readers = [threading.Thread(target=lambda n, f: got.__setitem__(n, f.read()), args=(n, f), daemon=True)
+                   for n, f in (("out", proc.stdout), ("err", proc.stderr))]
+        for th in readers:
+            th.start()
+        deadline = time.monotonic() + timeout
+        for th in readers:
+            th.join(max(0.0, deadline - time.monotonic()))
+        timed_out = any(th.is_alive() for th in readers)
+        if timed_out:
+            proc.kill()
+        _, status, usage = os.wait4(proc.pid, 0)  # reaped here, not by Popen: its rusage is the child's CPU
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        with self.op_lock:
+            self.op_cpu.setdefault(kind, []).append(usage.ru_utime + usage.ru_stime)
+        if timed_out:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        done = subprocess.CompletedProcess(proc.args, proc.returncode, got.get("out", ""), got.get("err", ""))
+        if check:
+            done.check_returncode()
+        return done
 
     # --- bringing it up ----------------------------------------------------
 
@@ -153,6 +188,30 @@ class Run:
         self.scheduler = self._start([PANIO, "schedule", "serve"], "scheduler", {}, ready="scheduler running")
         self.dashboard = DashboardProc(self.env, self.dir / "dashboard.log")
         self.redis_up = redis.Redis.from_url(self.redis.url).info("memory")["used_memory"]  # before any job
+        database = self.results.rpartition("/")[2].split("?")[0] if self.results.startswith("postgresql") else None
+        self.cpu = _proccpu.Tracker(str(self.dir), self._own_pids, database).start()
+
+    def _own_pids(self) -> dict[int, str]:
+        """The processes the harness started whose CPU the tracker reads by pid (their command lines need not
+        name the run's folder): workers, the scheduler, the dashboard, Redis."""
+        own = {p.pid: "worker" if p.log.name.startswith("worker-") else p.log.stem for p in self.procs}
+        if getattr(self, "dashboard", None):
+            own[self.dashboard.proc.pid] = "dashboard"
+        if self.redis.proc:
+            own[self.redis.proc.pid] = "redis"
+        return own
+
+    def _cpu_mark(self) -> dict:
+        """Every kind's CPU seconds so far: the run's processes (/proc), the operators' commands (rusage), the
+        harness itself (its own threads: sampling, polling, this tracker)."""
+        import resource
+
+        mark = self.cpu.mark()
+        with self.op_lock:
+            mark["ops"] = {k: (len(v), sum(v)) for k, v in self.op_cpu.items()}
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        mark["harness"] = me.ru_utime + me.ru_stime
+        return mark
 
     schedule_prefix = "scale-"
 
@@ -260,9 +319,22 @@ class Run:
         for th in threads:
             th.start()
         self.t0 = time.time()
+        marks = self.cpu_marks
+        marks["t0"] = self._cpu_mark()
+        first_due = self._first_due()
         end = self.t0 + self.args.minutes * 60
+        # steady from the second firing when the run has one (a period and more before its end): the first
+        # pays the workers' first-job imports and starts the captures, once
+        steady_from = first_due - 1 + (self.args.every_s if first_due + self.args.every_s + 5 < end else 0)
         next_sample = self.t0
         while time.time() < end:
+            now = time.time()
+            if "warm" not in marks and now >= first_due - 1:  # the first firing: each worker's first jobs
+                marks["warm"] = self._cpu_mark()  # (their imports) and each board's first capture start
+            elif "idle" not in marks and "warm" not in marks and now >= self.t0 + 2:
+                marks["idle"] = self._cpu_mark()  # idle: everything up, polled, before the first job
+            if "steady" not in marks and now >= steady_from:  # the CPU the jobs cost: from here to the drain
+                marks["steady"] = self._cpu_mark()
             if time.time() >= next_sample:
                 self.samples.append(self._sample())
                 next_sample += min(60.0, self.args.minutes * 60 / 2)
@@ -271,10 +343,22 @@ class Run:
         for name in self.schedule_names:
             self.panio("schedule", "rm", f"{self.schedule_prefix}{name}")
         self._drain()
+        marks["drained"] = self._cpu_mark()
+        time.sleep(self.args.idle_after_s)  # idle again, the captures now running
+        marks["idle_after"] = self._cpu_mark()
+        self.cpu.stop()
         self.samples.append(self._sample())
         self.stopping.set()
         for th in threads:
             th.join(timeout=60)
+
+    def _first_due(self) -> float:
+        """When the schedules first fire (the end of the idle window)."""
+        from controller.jobs.schedules import ScheduleStore
+
+        due = [s["next_due"] for s in ScheduleStore(self.results).list()
+               if s["name"].startswith(self.schedule_prefix) and s["next_due"]]
+        return min(due) if due else self.t0
 
     def _drain(self) -> None:
         from bench_agent.jobs.results import ResultStore
@@ -297,12 +381,12 @@ class Run:
     def _poll_job_list(self) -> None:
         while not self.stopping.wait(10):
             t0 = time.monotonic()
-            self.panio("job", "list", check=False)
+            self.panio("job", "list", check=False, kind="job_list")
             self.latency["job_list"].append((time.time(), time.monotonic() - t0))
 
     def _prune(self) -> None:
         while not self.stopping.wait(60):
-            self.panio("job", "prune", "--older-than", "30d", check=False, timeout=600)
+            self.panio("job", "prune", "--older-than", "30d", check=False, timeout=600, kind="prune")
 
     def _watch_fires(self) -> None:
         """Each firing of a schedule: its slot's due time to the moment the scheduler claimed it."""
@@ -375,6 +459,54 @@ class Run:
         out["boards_unread"] = self.unread
         out["readback_disagrees"] = self.readback_disagrees
         out.update(self._redis_after(len(done)))
+        out.update(self._cpu(done))
+        return out
+
+    def _cpu(self, done: list[dict]) -> dict:
+        """CPU seconds a job, by kind of process, from the second firing (the first when the run has no second)
+        to the drain (``cpu_s_per_job``: all their CPU over the jobs finished in between; ``cpu_s_per_job_net``:
+        less what the same processes spend idle over that time; ``first_firing``: the CPU of the first, apart),
+        and idle CPU seconds a second per process, before the first job (``idle_cpu_s_per_s``) and after the
+        drain with the captures running (``idle_after_cpu_s_per_s``). ``hooks``: the power hooks a worker ran
+        (its reaped children). The operators' commands (``job_list``, ``prune``) count as one process."""
+        m = self.cpu_marks
+        a, b = m.get("steady", m["t0"]), m["drained"]
+        jobs = sum(1 for j in done if a["at"] <= j["finished_at"] <= b["at"])
+        window = b["at"] - a["at"]
+
+        def kinds(x: dict, y: dict) -> dict[str, float]:
+            got = _proccpu.spent(x, y)
+            for kind, (_, cpu) in y["ops"].items():
+                got[kind] = cpu - x["ops"].get(kind, (0, 0.0))[1]
+            return got
+
+        def idle(x: dict | None, y: dict) -> dict[str, float]:
+            if x is None or y["at"] - x["at"] < 3:
+                return {}
+            return {k: round(s / (y["at"] - x["at"]) / max(1, y["alive"].get(k, 1)), 5)
+                    for k, s in sorted(kinds(x, y).items())}
+
+        gross = kinds(a, b)
+        idle_before = idle(m.get("idle"), m["warm"]) if "warm" in m else {}
+        idle_after = idle(m["drained"], m["idle_after"])
+        alive = {k: b["alive"].get(k, 1) for k in gross}  # an operator command: one at a time
+        out = {"cpu_jobs": jobs, "cpu_window_s": round(window, 1), "cpu_processes": b["alive"],
+               "idle_window_s": round(m["warm"]["at"] - m["idle"]["at"], 1) if "idle" in m and "warm" in m else None,
+               "idle_after_window_s": round(m["idle_after"]["at"] - m["drained"]["at"], 1),
+               "idle_cpu_s_per_s": idle_before, "idle_after_cpu_s_per_s": idle_after,
+               "harness_cpu_s_per_job": round((b["harness"] - a["harness"]) / max(jobs, 1), 4),
+               "operator_cpu_s_per_call": {k: round((c - a["ops"].get(k, (0, 0.0))[1])
+                                                    / (n - a["ops"].get(k, (0, 0))[0]), 3)
+                                           for k, (n, c) in b["ops"].items() if n > a["ops"].get(k, (0, 0))[0]}}
+        if "warm" in m and m["warm"] is not a:  # the first firing's CPU, apart: once a worker, once a capture
+            w = m["warm"]
+            out["first_firing"] = {"jobs": sum(1 for j in done if w["at"] <= j["finished_at"] < a["at"]),
+                                   "cpu_s": {k: round(v, 2) for k, v in sorted(kinds(w, a).items())}}
+        if jobs:
+            out["cpu_s_per_job"] = {k: round(s / jobs, 4) for k, s in sorted(gross.items())}
+            rate = {**idle_after, **idle_before}  # before the first job where measured; captures: after the drain
+            out["cpu_s_per_job_net"] = {k: round(max(0.0, s - rate.get(k, 0.0) * alive[k] * window) / jobs, 4)
+                                        for k, s in sorted(gross.items())}
         return out
 
     def _per_minute(self, done: list[dict], waits: list[float]) -> list[dict]:
@@ -508,6 +640,8 @@ def run_arguments(p: argparse.ArgumentParser, minutes: float, every_s: float) ->
     _history.add_results(p, "results database (default: SQLite in the run's folder)", required=False)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--keep", action="store_true", help="leave the run's folder (logs) in place")
+    p.add_argument("--idle-after-s", type=float, default=20.0, metavar="S",
+                   help="after the drain, measure S seconds of idle CPU, the captures running (default 20)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -556,6 +690,17 @@ def main(argv: list[str] | None = None) -> int:
     for kind, m in out.get("memory_mib", {}).items():
         print(f"  memory {kind:<10} x{m['count']}: PSS {m['pss_median']} MiB each (private {m['private_median']}, "
               f"RSS {m['rss_median']}), {m['pss_total']} MiB together")
+    if out.get("cpu_s_per_job"):
+        print(f"  CPU by kind over {out['cpu_jobs']} jobs in {out['cpu_window_s']} s (idle: {out['idle_window_s']} s "
+              f"before the first job, {out['idle_after_window_s']} s after the drain):")
+        print(f"    {'kind':<11} {'processes':>9} {'CPU-s/job':>10} {'net of idle':>11} {'idle CPU-s/s':>13} "
+              f"{'after drain':>12}")
+        for kind, s in out["cpu_s_per_job"].items():
+            print(f"    {kind:<11} {out['cpu_processes'].get(kind, '-'):>9} {s:>10.4f} "
+                  f"{out['cpu_s_per_job_net'][kind]:>11.4f} {out['idle_cpu_s_per_s'].get(kind, '-'):>13} "
+                  f"{out['idle_after_cpu_s_per_s'].get(kind, '-'):>12}")
+        print(f"    harness itself {out['harness_cpu_s_per_job']} CPU-s/job; an operator command: "
+              f"{out['operator_cpu_s_per_call']} CPU-s each")
     last = out["samples"][-1] if out["samples"] else {}
     print(f"  last sample: {json.dumps(last)}")
     return 0

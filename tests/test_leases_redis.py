@@ -47,6 +47,19 @@ def test_kept_lease_outlives_its_ttl_and_a_broken_one_fences_the_holder(store):
     lease.release()
 
 
+
+def test_a_lease_kept_after_most_of_its_ttl_is_renewed_at_once_not_a_third_of_a_ttl_later(store):
+    """A runner keeps its lease after the job's claim in the results database, and on a starved machine that
+    claim took most of a 30 s TTL (docs/scale.md): the first renewal counts from when the key was set."""
+    lease = store.try_acquire("pico", {"holder": "a"}, ttl_s=6.0)
+    token = lease.token
+    wait_for(lambda: time.monotonic() - lease.taken_at > 4.4, timeout_s=10)  # the claim: 4.4 s of the 6
+    lease.keep(6.0)  # a third of the TTL from here would be 6.4 s after the key was set: 0.4 s too late
+    wait_for(lambda: time.monotonic() - lease.taken_at > 8.0, timeout_s=15)
+    lease.check()
+    assert (lease.token, lease.lost) == (token, False)  # renewed in time, not expired and retaken
+    lease.release()
+
 HOLDER = """
 import sys, time
 from bench_agent.jobs import redis_leases

@@ -9,12 +9,13 @@ through verbatim. Helpers sit behind generic hooks: there is no
 
 from __future__ import annotations
 
-import importlib
-import json
 import sys
-from typing import Callable
+TYPE_CHECKING = False  # a power hook need not import typing (docs/scale.md: a process a power operation)
 
 from bench_agent.errors import NotConfigured, PanioError
+
+if TYPE_CHECKING:
+    from typing import Callable
 
 # name -> (module, one-line summary, example)
 HELPERS: dict[str, tuple[str, str, str]] = {
@@ -39,6 +40,8 @@ def runner(name: str) -> Callable[[list[str]], int]:
         near = f"did you mean `panio helper {close[0]}`? " if close else ""
         raise NotConfigured(f"no bundled helper {name!r} (helpers: {known})",
                             hint=f"{near}list them with `panio helper`", helper=name)
+    import importlib
+
     return importlib.import_module(HELPERS[name][0]).run
 
 
@@ -66,6 +69,8 @@ def console_main(prog: str, run: Callable[[list[str]], int]) -> None:
 
 
 def _report(prog: str, err: PanioError) -> int:
+    import json
+
     sys.stdout.flush()
     said = err.message if err.message.startswith(f"{prog}: ") else f"{prog}: {err.message}"  # argparse's has it
     sys.stderr.write(said + (f" ({err.hint})" if err.hint else "") + "\n")

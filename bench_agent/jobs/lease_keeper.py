@@ -29,8 +29,14 @@ class Keeper:
         self._thread: threading.Thread | None = None
 
     def add(self, lease: Any, ttl_s: float) -> None:
+        """Keep ``lease``: renewed a third of its TTL after it was taken (``Lease.taken_at``), at once if that
+        passed already (a job's claim in the results database comes between taking and keeping, and on a
+        starved machine it took most of a 30 s TTL: docs/scale.md), then every third."""
+        first = time.monotonic() + ttl_s / 3
+        if getattr(lease, "taken_at", None) is not None:
+            first = min(first, lease.taken_at + ttl_s / 3)
         with self._cond:
-            self._due[lease] = (time.monotonic() + ttl_s / 3, ttl_s)
+            self._due[lease] = (first, ttl_s)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="panio-lease-keeper", daemon=True)
                 self._thread.start()

@@ -109,6 +109,7 @@ class Lease:
         self.at_once = False  # ``acquire`` got it on its first try (nothing waited in between)
         self.claimed: bool | None = None  # what ``acquire``'s ``claim`` said of the caller's record (None: not run)
         self.granted_at: float | None = None  # monotonic time its store confirmed it held, as it was granted
+        self.taken_at: float | None = None  # monotonic time just before its store set it: its TTL runs from there
 
     @property
     def credential(self) -> str:

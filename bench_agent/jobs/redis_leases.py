@@ -98,8 +98,10 @@ class RedisLeaseStore:
         if not self.fences.known(target) and self.call(self.r.exists, key):
             return None  # held: no database round trip while a job waits for the lease (the script checks too)
         owner, secret = uuid.uuid4().hex, secrets.token_hex(16)
+        high = self.fences.high(target)
+        taken_at = time.monotonic()  # the key's TTL runs from about here, not from the grant below
         token = int(self.call(self.r.eval, _ACQUIRE, 2, key, f"{self.prefix}fence:{target}", json.dumps(info),
-                             int(ttl_s * 1000), time.time(), self.fences.high(target), owner, secret))
+                             int(ttl_s * 1000), time.time(), high, owner, secret))
         if not token:
             return None
         try:
@@ -110,11 +112,11 @@ class RedisLeaseStore:
                 self.check(target, token, owner)
                 claimed, mine = self.fences.claimed(target, token, claim)
                 if claimed:
-                    return self._granted(target, token, info, owner, secret, mine)
+                    return self._granted(target, token, info, owner, secret, taken_at, mine)
             # Claimed durably before anyone acts with it; then confirmed, in case Redis restarted in between.
             elif self.fences.claim(target, token, durable_fence):
                 self.check(target, token, owner)
-                return self._granted(target, token, info, owner, secret)
+                return self._granted(target, token, info, owner, secret, taken_at)
         except Refused:
             return None
         except BaseException:
@@ -144,10 +146,10 @@ class RedisLeaseStore:
             return False
         lease.token, lease.owner, lease.secret = token, owner, secret
         return True
-    def _granted(self, target: str, token: int, info: dict, owner: str, secret: str,
+    def _granted(self, target: str, token: int, info: dict, owner: str, secret: str, taken_at: float,
                  claimed: bool | None = None) -> Lease:
         lease = Lease(self, target, token, info, owner, secret)
-        lease.granted_at, lease.claimed = time.monotonic(), claimed
+        lease.granted_at, lease.claimed, lease.taken_at = time.monotonic(), claimed, taken_at
         return lease
 
     def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool:
