@@ -77,9 +77,9 @@ class Panio:
         return r
 
 
-# Fixtures the job tests share: ``receiver`` (jobhelp), ``prefix`` (peerhelp). Registered here, not imported by
-# each module, where the test's parameter would shadow the import (pyflakes F811).
-pytest_plugins = ["jobhelp", "peerhelp", "slowfirst"]  # slowfirst: the longest test files start first
+# Fixtures the tests share: ``receiver`` (jobhelp), ``prefix`` (peerhelp), ``fresh`` (freshhost). Registered
+# here, not imported by each module, where the test's parameter would shadow the import (pyflakes F811).
+pytest_plugins = ["jobhelp", "peerhelp", "freshhost", "slowfirst"]  # slowfirst: the longest test files start first
 
 
 @pytest.fixture(autouse=True)

@@ -5,88 +5,25 @@ that user through the test sshd on loopback (no sudo: `--no-sudo`). After
 setup its venv runs the controller's exact panio, its systemd unit passes
 `systemd-analyze verify`, the worker started the way the unit says runs a
 job submitted from the controller, and a second setup changes nothing.
-The playbooks pass `ansible-playbook --syntax-check` and `ansible-lint`.
+(The fresh host is tests/freshhost.py; setup's checks and refusals are tests/test_setup_checks.py.)
 """
 
 from __future__ import annotations
 
 import os
-import pwd
 import shlex
-import shutil
 import subprocess
-import sys
-import tempfile
-import uuid
 from pathlib import Path
 
 import pytest
 
 from jobhelp import job_file, stop_group, wait_for
-from peerhelp import drop_keys
 from serial_fixtures import processes
-from sshd import Sshd
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
-REDIS_URL = "redis://127.0.0.1:6379/7"
 QUICK = "[[steps]]\nname = 'quick'\nrun = 'ping ${target} --count 3'\nexpect_output = 'seq=3'\n"
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="creates a Unix user for the fresh host (CI runs as root)")
-
-
-def test_playbooks_pass_syntax_check_and_lint():
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(ROOT / "ansible" / "roles")}
-    for book in ("control_host.yml", "controller.yml"):
-        p = subprocess.run([str(BIN / "ansible-playbook"), "--syntax-check", "-i",
-                            str(ROOT / "ansible" / "inventory.example.yml"), str(ROOT / "ansible" / book)],
-                           capture_output=True, text=True, env=env, timeout=120)
-        assert p.returncode == 0, p.stdout + p.stderr
-    p = subprocess.run([str(BIN / "ansible-lint"), "--offline", "control_host.yml", "controller.yml"],
-                       cwd=ROOT / "ansible", capture_output=True, text=True, env=env, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-
-
-class FreshHost:
-    """A Unix user with an empty home, as a control host nobody has set up."""
-
-    def __init__(self) -> None:
-        self.user = "pnh" + uuid.uuid4().hex[:8]
-        self.base = Path(tempfile.mkdtemp(prefix="panio-host-"))
-        os.chmod(self.base, 0o755)
-        self.home = self.base / "home"
-        subprocess.run(["useradd", "--create-home", "--home-dir", str(self.home), "--shell", "/bin/sh",
-                        self.user], check=True)
-        subprocess.run(["usermod", "-p", "*", self.user], check=True)  # not locked: sshd allows key logins
-        self.uid = pwd.getpwnam(self.user).pw_uid
-
-    def remove(self) -> None:
-        subprocess.run(["pkill", "-KILL", "-u", self.user], check=False)
-        subprocess.run(["userdel", "--force", self.user], check=False, capture_output=True)
-        shutil.rmtree(self.base, ignore_errors=True)
-
-
-@pytest.fixture
-def fresh(panio, tmp_path):
-    host = FreshHost()
-    sshd = Sshd(host.base / "sshd", tmp_path / "home")  # sshd reads authorized_keys as the host user
-    shared = host.base / "shared"  # results database both users write
-    shared.mkdir(mode=0o777)
-    os.chmod(shared, 0o777)
-    prefix = f"panio-setup-{uuid.uuid4().hex[:8]}:"
-    panio.env.update({"PANIO_BROKER": REDIS_URL, "PANIO_REDIS_PREFIX": prefix,
-                      "PANIO_RESULTS_URL": f"sqlite:///{shared / 'results.db'}",
-                      "ANSIBLE_PRIVATE_KEY_FILE": str(tmp_path / "home" / ".ssh" / "id_ed25519"),
-                      "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp")})
-    panio("init")
-    panio("host", "add", "fresh", "--ssh", f"{host.user}@127.0.0.1", "--port", str(sshd.port))
-    panio("host", "trust", "fresh")
-    panio("target", "add", "board", "--host", "fresh")
-    yield host
-    host.remove()
-    sshd.stop()
-    drop_keys(REDIS_URL, prefix)
 
 
 def _lingering_ssh_masters() -> list[str]:
@@ -173,26 +110,3 @@ def test_setup_provisions_a_fresh_host_that_then_runs_a_job(panio, fresh, tmp_pa
     assert code["stats"]["changed"] == 0 and code["stats"]["failures"] == 0, code
 
 
-@needs_root
-def test_an_untrusted_host_key_fails_naming_the_host_and_the_task(panio, fresh, tmp_path):
-    known = Path(panio.env["HOME"]) / ".config" / "panio" / "known_hosts"
-    known.write_text("")
-    # it builds the wheelhouse before Ansible meets the host key: minutes on a loaded machine
-    r = panio.fails("setup", "--host", "fresh", "--no-sudo", code=4, timeout=600)
-    assert "host fresh" in r.err and "task" in r.error
-
-
-def test_setup_without_a_broker_says_what_to_set(panio):
-    panio("init")
-    panio("host", "add", "bench1", "--ssh", "u@127.0.0.1")
-    env = {k: v for k, v in panio.env.items() if k != "PANIO_BROKER"}
-    panio.env = env
-    r = panio.fails("setup", "--host", "bench1", code=3)
-    assert "PANIO_BROKER" in r.err
-
-
-def test_the_wheelhouse_pins_the_extras_panio_asks_for():
-    from controller.provision.wheelhouse import pins
-
-    names = {pin.split("==")[0] for pin in pins()}
-    assert {"psycopg", "psycopg-binary", "celery", "redis"} <= names and "panio" not in names
