@@ -52,3 +52,18 @@ def test_the_wheelhouse_pins_the_extras_panio_asks_for():
 
     names = {pin.split("==")[0] for pin in pins()}
     assert {"psycopg", "psycopg-binary", "celery", "redis"} <= names and "panio" not in names
+
+
+def test_the_wheelhouse_archive_depends_only_on_its_files(tmp_path):
+    from controller.provision.wheelhouse import _archive
+
+    house = tmp_path / "house"
+    house.mkdir()
+    for name in ("b.whl", "a.whl", "constraints.txt"):
+        (house / name).write_text(name * 100)
+    first = _archive(house, tmp_path / "1.tar").read_bytes()
+    os.utime(house / "a.whl", (0, 0))  # touched, rebuilt, copied: the same bytes
+    os.chmod(house / "b.whl", 0o600)
+    assert _archive(house, tmp_path / "2.tar").read_bytes() == first
+    (house / "a.whl").write_text("other")
+    assert _archive(house, tmp_path / "3.tar").read_bytes() != first
