@@ -9,7 +9,7 @@ file's tests kept together and in their order:
 - by each file's duration in the last run that ran it (setup + call + teardown of each of its tests, kept in
   pytest's cache, ``.pytest_cache``, key ``panio/test_seconds``, written by the run's controller process);
 - for a file no run has timed yet (a fresh clone has no cache), by ``LONG_FILES`` below: the files over
-  a minute in a loaded run (``make test`` beside other work on 2 cores), with their seconds then.
+  half a minute in a fresh clone's ``make test``, with their seconds then.
   Any other untimed file counts 0 s and keeps its collection place behind the long ones.
 
 xdist's ``loadfile`` scheduler would by default re-sort the files by their number of tests
@@ -23,22 +23,21 @@ import pytest
 
 KEY = "panio/test_seconds"
 
-# seconds, measured in a loaded run (23 min); a cache from any run supersedes them
+# seconds, measured in a fresh-clone `make test` (2026-12-02, load 4: 8.7 min); a cache from any run supersedes them
 LONG_FILES = {
-    "tests/test_setup_provision.py": 510,
-    "tests/test_night_harness.py": 215,
-    "tests/test_triage.py": 140,
-    "tests/test_peer_broker_lockdown.py": 120,
-    "tests/test_qemu_variant.py": 115,
-    "tests/test_scale_harness.py": 107,
-    "tests/test_pytest_plugin.py": 100,
-    "tests/test_peer_openssh.py": 90,
-    "tests/test_qemu_board.py": 85,
-    "tests/test_suites_schedules.py": 75,
-    "tests/test_hid_gadget_qemu.py": 66,
-    "tests/eval/test_hardware.py": 62,
-    "tests/test_peer_redis.py": 62,
-    "tests/test_netboot_qemu.py": 59,
+    "tests/test_night_harness.py": 220,
+    "tests/test_setup_provision.py": 108,
+    "tests/test_peer_openssh.py": 101,
+    "tests/test_triage.py": 90,
+    "tests/test_scale_harness.py": 87,
+    "tests/test_pytest_plugin.py": 77,
+    "tests/test_peer_broker_lockdown.py": 75,
+    "tests/eval/test_hardware.py": 73,
+    "tests/test_qemu_board.py": 52,
+    "tests/test_qemu_variant.py": 45,
+    "tests/eval/test_runner.py": 39,
+    "tests/test_contract.py": 32,
+    "tests/test_peer_redis.py": 32,
 }
 
 _seconds: dict[str, float] = {}
