@@ -71,11 +71,11 @@ def serve(path: str) -> None:
                 sel.register(conn, selectors.EVENT_READ, "request")
             elif key.data == "request":
                 sel.unregister(key.fileobj)
-                _start(key.fileobj, sel, listener)
+                _start(key.fileobj, sel)
             else:  # a child's pidfd: it ended
                 conn, pid = key.data
-                sel.unregister(key.fileobj)
-                key.fileobj.close()
+                sel.unregister(key.fd)
+                os.close(key.fd)
                 _, status = os.waitpid(pid, 0)
                 try:
                     conn.sendall(b"%d\n" % os.waitstatus_to_exitcode(status))
@@ -84,7 +84,7 @@ def serve(path: str) -> None:
                 conn.close()
 
 
-def _start(conn: socket.socket, sel: selectors.BaseSelector, listener: socket.socket) -> None:
+def _start(conn: socket.socket, sel: selectors.BaseSelector) -> None:
     try:
         msg, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
         request = json.loads(msg)
@@ -100,19 +100,7 @@ def _start(conn: socket.socket, sel: selectors.BaseSelector, listener: socket.so
     for fd in fds:
         os.close(fd)
     conn.sendall(b"%d\n" % pid)
-    pidfd = os.pidfd_open(pid)
-    sel.register(_Fd(pidfd), selectors.EVENT_READ, (conn, pid))
-
-
-class _Fd:
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def fileno(self) -> int:
-        return self.fd
-
-    def close(self) -> None:
-        os.close(self.fd)
+    sel.register(os.pidfd_open(pid), selectors.EVENT_READ, (conn, pid))  # readable once the child ended
 
 
 def _child(request: dict, fds: list[int]) -> None:

@@ -33,7 +33,7 @@ class Keeper:
         passed already (a job's claim in the results database comes between taking and keeping, and on a
         starved machine it took most of a 30 s TTL: docs/scale.md), then every third."""
         first = time.monotonic() + ttl_s / 3
-        if getattr(lease, "taken_at", None) is not None:
+        if lease.taken_at is not None:
             first = min(first, lease.taken_at + ttl_s / 3)
         with self._cond:
             self._due[lease] = (first, ttl_s)

@@ -295,8 +295,7 @@ class LogWriter:
         data = rec.encode()
         if self._size and self._size + len(data) > self.segment_bytes:
             self._rotate()
-        if kind == GAP or not self._size:  # what the sidecar counts, or a segment's first record
-            self._mark_before(kind, payload, data)
+        self._mark_before(kind, payload, data)
         os.write(self._fd, data)
         self._size += len(data)
         self.last = rec
@@ -304,6 +303,8 @@ class LogWriter:
 
     def _mark_before(self, kind: int, payload: bytes, data: bytes) -> None:
         """Update the segment's sidecar for the record about to be written (see the module's docstring)."""
+        if self._size and kind != GAP:  # the common case, every record of a capture: decided first
+            return
         outage = is_outage(kind, payload)
         if self._size and not outage:
             return
