@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -90,6 +91,43 @@ def test_a_worker_killed_mid_job(lab, peers, tmp_path):
     junit = (tmp_path / "a" / "junit.xml").read_text()
     assert 'name="long"' in junit and "worker lost" not in junit.split('name="long"')[0]
     assert '<error message="error: finished"' in junit
+
+
+# A consumer that took a job's message and is gone before starting it: kombu's Redis transport moved the message
+# to its unacked set, where it stays until the visibility timeout (300 s). So it is after a worker killed with -9
+# between delivery and taking the job, and after a worker whose broker connection dropped while the message
+# waited to start (Celery discards its reserved messages then; their restore cannot reach a Redis that is away).
+DROPPER = """
+import sys, time
+from kombu import Connection
+with Connection(sys.argv[1], transport_options={"global_keyprefix": sys.argv[2]}) as conn:
+    message = conn.default_channel.basic_get(sys.argv[3], no_ack=False)
+    print("delivered" if message is not None else "empty", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_message_delivered_to_a_worker_that_never_started_it_is_sent_again(lab, peers, tmp_path):
+    lab("host", "add", "h3", "--ssh", "ops@h3.invalid")
+    lab("target", "add", "t3", "--host", "h3")
+    job_id = submit(lab, tmp_path, f"lease_ttl_s = {TTL_S}\n" + QUICK, "t3", "quick.toml")  # no worker on h3 yet
+    dropper = subprocess.Popen([sys.executable, "-c", DROPPER, peers.env["PANIO_BROKER"],
+                                f"{peers.env['PANIO_REDIS_PREFIX']}celery:", "host.h3"],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert dropper.stdout.readline().strip() == "delivered"
+    finally:
+        dropper.kill()
+        dropper.wait()
+    store = peers.store()
+    worker = peers.start("h3")
+    started = time.monotonic()
+    job = wait_for(lambda: (j := row(store, job_id))["state"] == "done" and j, timeout_s=90, every_s=0.2)
+    # the bound: the runner's silence bound (dead_after_s: TTL, at least 3 beats, + 1 s skew), not 300 s
+    print(f"the dropped job ended {time.monotonic() - started:.1f} s after its host's worker started")
+    assert (job["health"], job["result"]) == ("complete", "passed"), job
+    assert f"job {job_id}: delivered to a worker" in worker.log.read_text()
+    assert "that never started it" in worker.log.read_text()
 
 
 def test_a_broken_lease_keeps_the_runners_verdict(lab, peers, tmp_path):

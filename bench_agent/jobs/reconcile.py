@@ -16,6 +16,13 @@ such as ``panio job status``), but only what is proven:
 * a **queued** job whose broker message vanished (Redis restarted without
   persistence): not in its queue, not reserved by a worker, on two looks at
   least ``VANISH_GRACE_S`` apart: it is sent again;
+* a **queued** job nobody took whose only message was delivered to a worker
+  ``dead_after_s`` ago or more: the worker dropped it unstarted (its broker
+  connection was lost while the message waited to start: Celery discards its
+  reserved messages and cannot restore them to a Redis that is away; or it was
+  killed with -9 between delivery and taking the job). The message stays in
+  the broker's unacked set until the visibility timeout (300 s): it is sent
+  again now instead;
 * a **queued** job nobody holds whose run's deadline (``--deadline-s``) has
   passed: it ends ``timed_out`` and will never start.
 
@@ -131,19 +138,32 @@ class BrokerView:
         self.base = f"{prefix}celery:"
         self._errors = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
-    def pending(self) -> set[int]:
+    def pending(self) -> dict[int, float | None]:
+        """Job id -> None for a message waiting in a queue, else when its newest copy was delivered to a
+        worker (kombu's unacked set: the delivering worker's clock); a queued copy outweighs a delivered one."""
         try:
             raw = [m for key in self.r.scan_iter(match=f"{self.base}host.*", count=500)
                    for m in self.r.lrange(key, 0, -1)]
-            raw += self.r.hvals(f"{self.base}unacked")
+            delivered = self.r.hgetall(f"{self.base}unacked")
+            at = dict(self.r.zrange(f"{self.base}unacked_index", 0, -1, withscores=True)) if delivered else {}
         except self._errors as exc:
             raise Unreachable(f"broker unreachable: {exc}") from None
-        out = set()
+        out: dict[int, float | None] = {}
+        for tag, m in delivered.items():
+            job_id = _job_of(m)
+            if job_id is not None:
+                when = at.get(tag, 0.0)  # no index entry: kombu wrote the pair together, so it is old
+                out[job_id] = max(when, out.get(job_id) or 0.0)
         for m in raw:
-            found = re.search(rb'"id": ?"panio-job-(\d+)', m)
-            if found:
-                out.add(int(found.group(1)))
+            job_id = _job_of(m)
+            if job_id is not None:
+                out[job_id] = None
         return out
+
+
+def _job_of(message: bytes) -> int | None:
+    found = re.search(rb'"id": ?"panio-job-(\d+)', message)
+    return int(found.group(1)) if found else None
 
 
 class Reconciler:
@@ -192,7 +212,7 @@ class Reconciler:
     def _sends(self, job: dict) -> bool:
         return self.resend is not None and (self.host is None or (job.get("host") or "local") == self.host)
 
-    def _look(self) -> set[int] | bool:
+    def _look(self) -> dict[int, float | None] | bool:
         """The jobs with a message in the broker; False when it is away or was read less than a second ago."""
         if time.monotonic() - self._looked_at < VANISH_GRACE_S / 2:
             return False
@@ -263,9 +283,13 @@ class Reconciler:
             "job_id": job["id"], "name": job["name"], "target": job["target"], "health": "incomplete",
             "result": None, "reason": reason, "kind": spec.get("kind") or "job"})
 
-    def _maybe_vanished(self, job: dict, pending: set[int]) -> None:
+    def _maybe_vanished(self, job: dict, pending: dict[int, float | None]) -> None:
         if job["id"] in pending:
             self._suspects.pop(job["id"], None)
+            delivered_at, now, grace_s = pending[job["id"]], time.time(), dead_after_s(job["spec"])
+            if delivered_at is not None and now - max(delivered_at, job["sent_at"]) > grace_s:
+                self._send_again(job, f"delivered to a worker {now - delivered_at:.0f} s ago that never started "
+                                      "it (its broker connection was lost, or it died)")
             return
         seen = self._suspects.get(job["id"])
         if seen is None or seen[0] != job["sent_at"]:
@@ -274,8 +298,11 @@ class Reconciler:
         if time.monotonic() - seen[1] < VANISH_GRACE_S:
             return
         del self._suspects[job["id"]]
+        self._send_again(job, "its broker message vanished (Redis lost its data?)")
+
+    def _send_again(self, job: dict, why: str) -> None:
         if self.store.mark_sent(job["id"], job["sent_at"]):
-            self.log(f"job {job['id']}: its broker message vanished (Redis lost its data?); sent again")
+            self.log(f"job {job['id']}: {why}; sent again")
             self.resend({**job["spec"], "job_id": job["id"]})
 
 

@@ -32,9 +32,10 @@ machines). PANIO_REDIS_PREFIX must match the controller's. Stop it with
 SIGTERM (waits for running jobs) or Ctrl-C.
 
 Every worker also reconciles: a job whose worker died while it waited for its
-lease is sent again (it starts once the target is free), a job whose broker
-message vanished with a Redis that lost its data is sent again, and a job whose
-runner is proven dead ends incomplete. --events lets Flower see the workers."""
+lease is sent again (it starts once the target is free), so is a job whose
+broker message vanished with a Redis that lost its data or was delivered to a
+worker that never started it, and a job whose runner is proven dead ends
+incomplete. --events lets Flower see the workers."""
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
