@@ -40,6 +40,7 @@ class Channel:
         self.rx_last_ns: int | None = None
         self.tx_bytes, self.tx_last_ns = 0, None
         self.transaction = threading.Lock()
+        self.pending = None  # a transact whose answer the reader thread looks for (matcher.Pending)
         self._write_lock = threading.Lock()
         self._stop = threading.Event()
         self._wake_r, self._wake_w = os.pipe()
@@ -56,6 +57,7 @@ class Channel:
         except Exception as exc:  # noqa: BLE001 - e.g. the disk filled: say so in status and waits, don't vanish
             with self.cond:
                 self.state, self.last_error = "fault", f"capture stopped: {type(exc).__name__}: {exc}"
+                self._hand_back()
                 self.cond.notify_all()
             raise
 
@@ -93,6 +95,8 @@ class Channel:
                 self.ring_start += drop
             self.rx_last_ns = now_ns
             self.cond.notify_all()
+            if self.pending is not None and self._offer(self.pending):
+                self.pending = None
 
     def _lost(self, exc: Exception) -> None:
         with self.cond:
@@ -100,6 +104,7 @@ class Channel:
             self.disconnects += 1
             self._lost_ns = time.time_ns()
             self.writer.note(GAP, self.epoch, self._lost_ns, reason=f"device lost: {exc}")
+            self._hand_back()
             self.cond.notify_all()
         self._close_port()
 
@@ -137,7 +142,38 @@ class Channel:
         self._close_port()
         with self.cond:
             self.state = "stopped"
+            self._hand_back()
             self.cond.notify_all()
+
+    # -- a transact answered by the reader thread ------------------------------------------------
+
+    def await_answer(self, pending, timeout_s: float) -> bool:
+        """Let the reader thread answer ``pending`` (a ``matcher.Pending``) as its bytes arrive, for at most
+        ``timeout_s``. True: its reply was sent (all but ``pending.rest``); False: the caller waits itself."""
+        with self.cond:
+            if self.state != "open" or self.pending is not None:
+                return False
+            if self._offer(pending):  # the answer came while the request was being sent
+                return pending.answered
+            self.pending = pending
+        if not pending.done.acquire(timeout=max(0.0, timeout_s)):
+            with self.cond:
+                if self.pending is pending:
+                    self.pending = None
+                    return False
+            pending.done.acquire()  # answered as the deadline passed
+        return pending.answered
+
+    def _offer(self, pending) -> bool:
+        try:
+            return pending.offer(self)
+        except Exception:  # noqa: BLE001 - whatever went wrong, capture goes on: the request's thread answers
+            return pending.hand_back()
+
+    def _hand_back(self) -> None:
+        if self.pending is not None:
+            self.pending.hand_back()
+            self.pending = None
 
     # -- the live tail --------------------------------------------------------------------------
 

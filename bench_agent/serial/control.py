@@ -21,7 +21,7 @@ TYPE_CHECKING = False  # a capture need not import typing (docs/scale.md: every 
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    Handler = Callable[[dict[str, Any]], Any]
+    Handler = Callable[[dict[str, Any], socket.socket], Any]
 
 from bench_agent.errors import NotRunning, PanioError, Unreachable, reply, unwrap
 
@@ -65,8 +65,19 @@ class LineReader:
             self.buf += data
 
 
+class Sent:
+    """What a handler returns when it has sent the reply on the connection itself, but for ``rest``."""
+
+    __slots__ = ("rest",)
+
+    def __init__(self, rest: bytes) -> None:
+        self.rest = rest
+
+
 class ControlServer:
-    """Accepts connections on ``address`` and answers each request with ``handler(request)``."""
+    """Accepts connections on ``address`` and answers each request with ``handler(request, connection)``: its
+    result, or ``Sent`` when the handler wrote the reply line to the connection itself (a transact's reader
+    thread does, ``matcher.Pending``)."""
 
     def __init__(self, address: str, handler: Handler) -> None:
         self.address, self.handler = address, handler
@@ -99,7 +110,12 @@ class ControlServer:
                 with self._idle:
                     self._answering += 1
                 try:
-                    conn.sendall(dump_line(self._answer(line)))
+                    answer = self._answer(line, conn)
+                    result = answer.get("result")
+                    if type(result) is not Sent:
+                        conn.sendall(dump_line(answer))
+                    elif result.rest:
+                        conn.sendall(result.rest)
                 finally:
                     with self._idle:
                         self._answering -= 1
@@ -111,10 +127,10 @@ class ControlServer:
         with self._idle:
             self._idle.wait_for(lambda: self._answering == 0, timeout_s)
 
-    def _answer(self, line: bytes) -> dict[str, Any]:
+    def _answer(self, line: bytes, conn: socket.socket) -> dict[str, Any]:
         def answer() -> Any:
             try:
-                return self.handler(load_line(line))
+                return self.handler(load_line(line), conn)
             except OSError as exc:  # the supervisor's own disk: full, read-only, failing — a lab fault, not a bug
                 raise disk_error(exc) from exc
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
+import threading
 import time
 TYPE_CHECKING = False  # a capture need not import typing (docs/scale.md: every supervisor pays for it)
 if TYPE_CHECKING:
@@ -32,8 +34,11 @@ if TYPE_CHECKING:
 
 from bench_agent import patterns
 from bench_agent.errors import UsageError
+from bench_agent.serial.control import dump_line
 
 CHUNK = 1 << 20
+FAST_BYTES = 16384  # the most received bytes a reader thread searches for a transact's answer (``Pending``)
+FAST_BUDGET_S = 0.002  # a regular expression's budget there; past it the request's own thread searches
 
 
 def compile_pattern(pattern: str | None):
@@ -52,11 +57,12 @@ def compile_pattern(pattern: str | None):
 
 
 def wait(channel, *, since: int, rx=None, timeout_ms: int = 30000, max_bytes: int = 65536,
-         follow: bool = False, include_pending: bool = False) -> dict[str, Any]:
+         follow: bool = False, include_pending: bool = False, started: float | None = None) -> dict[str, Any]:
+    """``started``: when the wait began (``time.monotonic()``), if before this call: its deadline counts from it."""
     if since > channel.cursor:
         raise UsageError(f"cursor {since} is past the end of interface {channel.name!r} ({channel.cursor})",
                          cursor=channel.cursor)
-    started = time.monotonic()
+    started = time.monotonic() if started is None else started
     deadline = started + timeout_ms / 1000
     buf, pos, start, matches, search_from = bytearray(), since, None, [], 0
     status, fault = None, None
@@ -80,6 +86,12 @@ def wait(channel, *, since: int, rx=None, timeout_ms: int = 30000, max_bytes: in
     consumed = matches[-1]["end"] - first if matches and not follow else len(buf)
     if status == "fault" and fault is None:
         fault = channel.last_error
+    return _result(channel, since, first, buf, consumed, status, matches, started, follow, include_pending, fault)
+
+
+def _result(channel, since: int, first: int, buf, consumed: int, status: str, matches: list, started: float,
+            follow: bool = False, include_pending: bool = False, fault: str | None = None) -> dict[str, Any]:
+    """A wait's reply: ``buf`` is what was read from cursor ``first`` on, ``consumed`` of it taken."""
     out = {"status": "matched" if matches else status, "ended": status} if follow else {"status": status}
     if fault:
         out["fault"] = fault
@@ -99,11 +111,61 @@ def wait(channel, *, since: int, rx=None, timeout_ms: int = 30000, max_bytes: in
     return out
 
 
-def _search(rx, buf: bytearray, start: int, search_from: int, matches: list, follow: bool):
+class Pending:
+    """A transact's answer, looked for by the interface's reader thread as bytes arrive (``offer``), which then
+    sends the reply itself: no hand-off to the request's thread between the board's answer and the client
+    (docs/performance.md, "Serial"). Only what is cheap to match there: at most ``FAST_BYTES`` received (and no
+    more than the request's ``max_bytes``), a literal pattern or a regular expression within ``FAST_BUDGET_S``;
+    the reply is sent without blocking (what the socket does not take, the request's thread sends). Anything
+    else is handed back (``hand_back``), as are a disconnect, a stop and the deadline: the request's thread then
+    waits as ``wait`` does, from the same cursor and start, so the reply is the one ``wait`` would give."""
+
+    __slots__ = ("rx", "since", "max_bytes", "max_output", "sent", "started", "sock", "answered", "rest", "done")
+
+    def __init__(self, rx, since: int, max_bytes: int, max_output: int, sent: int, started: float,
+                 sock: socket.socket) -> None:
+        self.rx, self.since, self.max_bytes, self.max_output = rx, since, max_bytes, max_output
+        self.sent, self.started, self.sock = sent, started, sock
+        self.answered, self.rest = False, b""
+        self.done = threading.Lock()
+        self.done.acquire()  # released once answered or handed back
+
+    def offer(self, channel) -> bool:
+        """Look at what ``channel`` holds (its ``cond`` held); True when finished: answered or handed back."""
+        end = channel.writer.cursor
+        if self.since < channel.ring_start or end - self.since > min(FAST_BYTES, self.max_bytes):
+            return self.hand_back()
+        buf = bytes(channel.ring[self.since - channel.ring_start:end - channel.ring_start])
+        matches: list = []
+        try:
+            status, _ = _search(self.rx, buf, self.since, 0, matches, False, FAST_BUDGET_S)
+        except patterns.PatternTooSlow:
+            return self.hand_back()
+        if status is None:
+            return False
+        out = _result(channel, self.since, self.since, buf, matches[-1]["end"] - self.since, status, matches,
+                      self.started)
+        out["sent_bytes"] = self.sent
+        line = dump_line({"ok": True, "result": fit_output(out, self.max_output)})
+        try:
+            taken = self.sock.send(line, socket.MSG_DONTWAIT)
+        except OSError:  # full, or the client is gone: the request's thread sends the rest (and finds which)
+            taken = 0
+        self.answered, self.rest = True, line[taken:]
+        self.done.release()
+        return True
+
+    def hand_back(self) -> bool:
+        self.done.release()
+        return True
+
+
+def _search(rx, buf: bytearray, start: int, search_from: int, matches: list, follow: bool,
+            budget_s: float = patterns.MATCH_BUDGET_S):
     if rx is None:
         return None, search_from
     while True:
-        m = patterns.search(rx, buf, search_from)
+        m = patterns.search(rx, buf, search_from, budget_s)
         if m is None:
             return None, search_from
         matches.append({"start": start + m.start(), "end": start + m.end(),

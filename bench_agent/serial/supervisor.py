@@ -19,6 +19,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 from bench_agent.errors import Busy, NotConfigured, PanioError, UsageError
 from bench_agent.serial import device, files, matcher
 from bench_agent.serial.channel import SEND_LOCK_WAIT_S, Channel
-from bench_agent.serial.control import ControlServer
+from bench_agent.serial.control import ControlServer, Sent
 from bench_agent.serial.logstore import GAP, START, STOP, LogWriter, repair_sidecars
 
 MODULE = files.SUPERVISOR
@@ -136,7 +137,8 @@ class Supervisor:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def handle(self, req: dict[str, Any]) -> Any:
+    def handle(self, req: dict[str, Any], conn: socket.socket | None = None) -> Any:
+        """The answer to ``req``; ``conn``, the connection it came on, may be answered directly (``Sent``)."""
         op = req.get("op")
         if op in ("hello", "status"):
             return self.status()
@@ -147,7 +149,7 @@ class Supervisor:
         if op == "send":
             return self._send(ch, req)
         if op == "transact":
-            return self._transact(ch, req)
+            return self._transact(ch, req, conn)
         if op == "wait":
             return self._wait(ch, req)
         if op == "sense":
@@ -182,20 +184,25 @@ class Supervisor:
             ch.transaction.release()
         return {"interface": ch.name, "sent_bytes": sent, "epoch": self.epoch, "cursor": before}
 
-    def _transact(self, ch: Channel, req: dict[str, Any]) -> dict[str, Any]:
+    def _transact(self, ch: Channel, req: dict[str, Any], conn: socket.socket | None = None) -> Any:
         rx = matcher.compile_pattern(req["until"])
         timeout_ms = int(req.get("timeout_ms", 30000))
+        max_bytes, max_output = int(req.get("max_bytes", 65536)), int(req.get("max_output_bytes", 1 << 20))
         if not ch.transaction.acquire(timeout=timeout_ms / 1000):
             raise Busy(f"another transaction holds interface {ch.name!r}", interface=ch.name)
         try:
             since = ch.cursor
             sent = ch.send(self._data(req), int(req.get("pace_ms", 0)))
-            result = matcher.wait(ch, since=since, rx=rx, timeout_ms=timeout_ms,
-                                  max_bytes=int(req.get("max_bytes", 65536)))
+            started = time.monotonic()
+            if conn is not None and rx is not None:  # the reader thread answers as the bytes arrive
+                pending = matcher.Pending(rx, since, max_bytes, max_output, sent, started, conn)
+                if ch.await_answer(pending, timeout_ms / 1000):
+                    return Sent(pending.rest)
+            result = matcher.wait(ch, since=since, rx=rx, timeout_ms=timeout_ms, max_bytes=max_bytes, started=started)
         finally:
             ch.transaction.release()
         result["sent_bytes"] = sent
-        return matcher.fit_output(result, int(req.get("max_output_bytes", 1 << 20)))
+        return matcher.fit_output(result, max_output)
 
     def _wait(self, ch: Channel, req: dict[str, Any]) -> dict[str, Any]:
         result = matcher.wait(ch, since=int(req["since"]), rx=matcher.compile_pattern(req.get("pattern")),
