@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -95,6 +96,17 @@ def kill_and_reap(pid: int) -> None:
     except ProcessLookupError:
         return
     wait_gone(pid)
+
+
+def at_shell_after_plug(panio, target: str) -> None:
+    """Get a board just plugged in (``plug_console``) to its shell prompt. It may still be counting down (0.05 s):
+    the transact's newline then stops it in U-Boot, where it is booted by hand."""
+    from bench_agent.sim.console import PROMPT, UBOOT_PROMPT
+
+    until = f"({re.escape(PROMPT)}|{re.escape(UBOOT_PROMPT)})"
+    if panio("serial", "transact", target, "", "--until", until, "--timeout-ms", "10000").out.rstrip().endswith(
+            UBOOT_PROMPT.rstrip()):
+        panio("serial", "transact", target, "boot", "--until", re.escape(PROMPT), "--timeout-ms", "10000")
 
 
 def plug_console(link: Path) -> subprocess.Popen:

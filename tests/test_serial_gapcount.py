@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import random
 import signal
 import subprocess
@@ -18,7 +17,7 @@ from bench_agent.serial import logstore
 from bench_agent.serial.logstore import (DATA, GAP, START, STOP, LogWriter, count_outages, gaps_path,
                                          records_backward, segments)
 from bench_agent.sim.console import PROMPT
-from serial_fixtures import kill_and_reap, plug_console
+from serial_fixtures import at_shell_after_plug, kill_and_reap, plug_console
 
 
 def old_walk(path: Path) -> int:
@@ -223,10 +222,7 @@ def test_status_count_through_stops_kills_unplugs_and_eviction(bench, panio, tmp
         counted(2)
         board = plug_console(link)
         until("open")
-        # a board just plugged in may still be counting down (0.05 s): the newline then stops it in U-Boot
-        if panio("serial", "transact", "pico", "", "--until", f"({re.escape(PROMPT)}|=> )",
-                 "--timeout-ms", "5000").out.rstrip().endswith("=>"):
-            panio("serial", "transact", "pico", "boot", "--until", PROMPT, "--timeout-ms", "10000")
+        at_shell_after_plug(panio, "pico")
         kinds = [(r.kind, bool(r.note().get("reconnected"))) for r in records_backward(log) if r.kind == GAP]
         assert kinds == [(GAP, True), (GAP, False), (GAP, False)]  # newest first: reconnected, lost, restart
         counted(2)  # the reconnection closes the outage, it is not a second one

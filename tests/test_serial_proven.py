@@ -10,7 +10,7 @@ from pathlib import Path
 from bench_agent.serial.lines import advance
 from bench_agent.serial.logstore import DATA, GAP, START, records_backward
 from bench_agent.sim.console import PROMPT, flood_bytes
-from serial_fixtures import Bench, kill_and_reap, plug_console
+from serial_fixtures import Bench, at_shell_after_plug, kill_and_reap, plug_console
 
 
 def log_records(bench: Bench, target: str = "pico", iface: str = "console") -> list:
@@ -132,7 +132,7 @@ def test_unplug_is_a_disconnect_then_capture_resumes(bench, panio, tmp_path):
         deadline = time.monotonic() + 60
         while bench.status("pico")["port"]["state"] != "open" and time.monotonic() < deadline:
             time.sleep(0.05)
-        panio("serial", "transact", "pico", "", "--until", PROMPT, "--timeout-ms", "5000")
+        at_shell_after_plug(panio, "pico")
         after = bench.status("pico")
         assert after["epoch"] == before["epoch"] and after["log"]["gaps_recorded"] == 1
         assert "-- gap: device lost" in panio("serial", "log", "pico").out
