@@ -28,6 +28,7 @@ import json
 import socket
 import threading
 import time
+from functools import lru_cache
 TYPE_CHECKING = False  # a capture need not import typing (docs/scale.md: every supervisor pays for it)
 if TYPE_CHECKING:
     from typing import Any
@@ -41,6 +42,7 @@ FAST_BYTES = 16384  # the most received bytes a reader thread searches for a tra
 FAST_BUDGET_S = 0.002  # a regular expression's budget there; past it the request's own thread searches
 
 
+@lru_cache(maxsize=256)  # a transact's pattern comes with every request: checked once, not on every trip
 def compile_pattern(pattern: str | None):
     """The pattern compiled for bytes (see ``bench_agent.patterns``: bounded, matched without the GIL).
 
