@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test install system-deps bench scale clean
+.PHONY: demo test test-loaded install system-deps bench scale clean
 
 $(BIN)/panio: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ test: system-deps install
 	$(BIN)/ruff check .
 	$(BIN)/python -m compileall -q -j 0 bench_agent controller scenarios skills > /dev/null
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The suite beside one CPU-bound busy loop per core (scripts/loaded.sh): it must pass there too.
+test-loaded:
+	bash scripts/loaded.sh $(MAKE) test
 
 # labgrid (measured side by side in benchmarks/serial_roundtrip.py) ships its own
 # fork of pyserial, so it lives in a venv of its own.
