@@ -48,9 +48,10 @@ test-loaded:
 
 # Every benchmark, each leaving its rows in $(BENCH_OUT); then one table of issue 24's figures
 # (benchmarks/_summary.py), each with its goal, met / NOT met, and the load average it was measured at.
-# The scale tools (seed_history.py, history_scale.py, scale.py) take a database and minutes: `make scale`.
+# The scale tools (seed_history.py, history_scale.py, scale.py; procmem.py reads a run's processes) take a
+# database and minutes: `make scale`.
 BENCH_OUT ?= bench-out
-SCALE := benchmarks/seed_history.py benchmarks/history_scale.py benchmarks/scale.py
+SCALE := benchmarks/seed_history.py benchmarks/history_scale.py benchmarks/scale.py benchmarks/procmem.py
 
 bench: install .venv-labgrid/bin/python
 	$(BIN)/python -m compileall -q -j 0 bench_agent controller scenarios skills > /dev/null

@@ -10,7 +10,8 @@ run, for each URL kind:
 
   pyserial  plain pyserial on the URL: write the request, ``read(65536)`` until END
   panio     panio's supervisor (what `panio serial watch` starts) capturing the URL to
-            its on-disk log: time until its cursor has every byte (polled every 10 ms)
+            its on-disk log: time until it read the last byte (that record's RX time; its
+            cursor is polled every 10 ms only to know when to look)
 
 Both count the numbered lines they got (lost = N - distinct numbers seen).
 The sides run in ``--repeat`` pairs, alternating (the first side swapping each
@@ -95,13 +96,15 @@ def captured(url: str, lines: int) -> dict[str, float]:
         with client.connect("bench") as c:
             start = c.call({"op": "status"})["interfaces"]["console"]["cursor"]
             c.call({"op": "send", "iface": "console", "data_b64": base64.b64encode(b"flood %d\r" % lines).decode()})
-            t0, cursor = time.perf_counter(), start
+            t0, cursor = time.time(), start  # the wall clock: the records' RX times are on it
             while cursor < start + lines * (9 + len(LINE_BODY)) + len(END):
                 time.sleep(0.01)  # a faster poll steals CPU from the capture on a small machine
                 cursor = c.call({"op": "status"})["interfaces"]["console"]["cursor"]
-            elapsed = time.perf_counter() - t0
-        data = b"".join(rec.payload for rec in reversed(list(records_backward(log)))
-                        if rec.kind == DATA and rec.cursor >= start)
+        records = [rec for rec in reversed(list(records_backward(log))) if rec.kind == DATA and rec.cursor >= start]
+        # done when the capture read the last byte (its record's RX time), as pyserial's side is done when its
+        # read returns it: not when a poll (every 10 ms) first saw it, a wait the other side does not pay
+        elapsed = records[-1].time_ns / 1e9 - t0
+        data = b"".join(rec.payload for rec in records)
         t1 = time.perf_counter()
         window = ops.call("serial.log", {"target": "bench", "iface": {"name": "console", "device": url},
                                          "tail": 5000})

@@ -33,6 +33,7 @@ segment is walked as before; the writer repairs such sidecars when it starts.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -77,9 +78,13 @@ class Record(namedtuple("Record", "kind epoch cursor seq col time_ns payload")):
         return self.cursor, self.seq, self.col
 
     def encode(self) -> bytes:
+        return b"".join(self.parts())
+
+    def parts(self) -> tuple[bytes, bytes, bytes]:
+        """The record's bytes as (head, payload, trail): written with one ``writev``, the payload uncopied."""
         size = HEAD.size + len(self.payload) + TRAIL.size
         head = HEAD.pack(MAGIC, self.kind, self.epoch, self.cursor, self.seq, self.col, self.time_ns, len(self.payload))
-        return head + self.payload + TRAIL.pack(size)
+        return head, self.payload, TRAIL.pack(size)
 
 
 def segments(path: Path | str) -> list:
@@ -292,26 +297,29 @@ class LogWriter:
         rec = Record(kind, epoch, self.cursor, self.seq, self.col, time_ns, payload)
         if kind == DATA:
             self.cursor, self.seq, self.col = rec.end_state()
-        data = rec.encode()
-        if self._size and self._size + len(data) > self.segment_bytes:
+        parts = rec.parts()  # a flood's 64 KiB payload is not copied into a record first
+        size = HEAD.size + len(payload) + TRAIL.size
+        if self._size and self._size + size > self.segment_bytes:
             self._rotate()
-        self._mark_before(kind, payload, data)
-        os.write(self._fd, data)
-        self._size += len(data)
+        self._mark_before(kind, payload, parts[0], size)
+        if os.writev(self._fd, parts) != size:
+            raise OSError(errno.ENOSPC, "short write to the capture log", str(self.path))
+        self._size += size
         self.last = rec
         return rec
 
-    def _mark_before(self, kind: int, payload: bytes, data: bytes) -> None:
-        """Update the segment's sidecar for the record about to be written (see the module's docstring)."""
+    def _mark_before(self, kind: int, payload: bytes, head: bytes, size: int) -> None:
+        """Update the segment's sidecar for the record about to be written (``head``: its header, ``size``: its
+        length; see the module's docstring)."""
         if self._size and kind != GAP:  # the common case, every record of a capture: decided first
             return
         outage = is_outage(kind, payload)
         if self._size and not outage:
             return
-        fresh = {"first": data[:HEAD.size].hex(), "count": 0, "end": 0}
+        fresh = {"first": head.hex(), "count": 0, "end": 0}
         mark = dict(self._mark) if self._size and self._mark else fresh
         if outage:
-            mark.update(count=mark["count"] + 1, end=self._size + len(data), last=data[:HEAD.size].hex())
+            mark.update(count=mark["count"] + 1, end=self._size + size, last=head.hex())
         _write_mark(self.path, mark)
         self._mark = mark
 
