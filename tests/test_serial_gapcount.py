@@ -129,7 +129,7 @@ def test_killed_between_the_sidecar_and_its_record(tmp_path):
     w = LogWriter(path)
     w.append(DATA, 1, b"boot\r\n", 1)
     rec = logstore.Record(GAP, 1, w.cursor, w.seq, w.col, 2, json.dumps({"reason": "device lost: x"}).encode())
-    w._mark_before(GAP, rec.payload, rec.encode())  # ... and then kill -9, before os.write
+    w._mark_before(GAP, rec.payload, rec.parts()[0], len(rec.encode()))  # ... and then kill -9, before the write
     assert json.loads(gaps_path(path).read_text())["count"] == 1
     assert count_outages(path) == old_walk(path) == 0
     with open(path, "ab") as f:
@@ -253,7 +253,7 @@ def test_a_segment_killed_before_its_first_record_counts_nothing_and_keeps_no_si
         outage(w, 1)
     rec = logstore.Record(DATA, 1, w.cursor, w.seq, w.col, 9, b"x" * 300)
     w._rotate()
-    w._mark_before(DATA, rec.payload, rec.encode())  # ... then SIGKILL: an empty segment beside its sidecar
+    w._mark_before(DATA, rec.payload, rec.parts()[0], len(rec.encode()))  # ... then SIGKILL: an empty segment beside its sidecar
     assert path.stat().st_size == 0 and gaps_path(path).exists()
     assert count_outages(path) == old_walk(path)
     LogWriter(path, segment_bytes=200, keep=2).close()
