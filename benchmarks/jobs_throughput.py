@@ -127,7 +127,7 @@ class Bench:
             if out.rstrip().endswith(UBOOT_PROMPT.rstrip()):
                 out = self.cli("serial", "transact", board, "boot", "--until", re.escape(PROMPT), "--timeout-ms",
                                "10000", check=False)
-            if out.endswith(PROMPT):
+            if out.rstrip().endswith(PROMPT.rstrip()):
                 return
             time.sleep(0.2)
         raise RuntimeError(f"{board} does not answer on its console")
