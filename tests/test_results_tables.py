@@ -45,3 +45,43 @@ def test_many_calls_build_no_new_tables(tmp_path):
     assert _metadata() == metadata
     engine = ResultStore(url).engine
     assert len(engine._compiled_cache) < 60  # one entry per statement shape, not per call
+
+
+
+# Each child opens the database at the same instant (a start time a few seconds ahead, after its imports),
+# as a night's scheduler, dashboard and workers do on a fresh results database, and sets it up as panio's
+# engine does on every new connection (``results_db._sqlite_pragmas``). SQLAlchemy's own Python before that
+# hook spreads the children too far apart to meet the race reliably; the raw connection does not.
+OPENER = """
+import sqlite3, sys, time
+from bench_agent.jobs.results_db import _sqlite_pragmas
+start = float(sys.argv[2])
+while start - time.time() > 0.002:  # asleep until 2 ms before it, then spinning: 8 children, little CPU
+    time.sleep(start - time.time() - 0.002)
+while time.time() < start:
+    pass
+try:
+    conn = sqlite3.connect(sys.argv[1], timeout=30)
+    _sqlite_pragmas(conn, None)
+    conn.execute("CREATE TABLE IF NOT EXISTS t (x)")
+    print("ok")
+except Exception as exc:
+    print("failed:", type(exc).__name__, exc)
+"""
+
+
+def test_processes_opening_a_fresh_database_together_all_open_it(tmp_path):
+    """SQLite fails all but one of the processes that turn a fresh database to WAL at the same moment with
+    "database is locked", at once (no busy wait): a worker of a night's lab did not start. 8 at once, 8
+    times: without the retry about 1 open in 8 failed here."""
+    import subprocess
+    import sys
+    import time
+
+    for round_ in range(8):
+        path = tmp_path / f"fresh{round_}.db"
+        start = time.time() + 1  # past the children's imports on a quiet machine; a late one only opens later
+        children = [subprocess.Popen([sys.executable, "-c", OPENER, str(path), str(start)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True) for _ in range(8)]
+        outs = [c.communicate(timeout=120)[0].strip() for c in children]
+        assert outs == ["ok"] * 8, outs

@@ -202,11 +202,34 @@ def _relaxed_commits(dbapi_conn, _record) -> None:
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    _to_wal(cur)
     # WAL + NORMAL: a commit survives a crash of any panio process; only a power cut can lose the last ones.
     cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=30000")
     cur.close()
+
+
+WAL_WAIT_S = 30.0
+
+
+def _to_wal(cur) -> None:
+    """``PRAGMA journal_mode=WAL``. The first processes to open a fresh database (a night's scheduler, dashboard
+    and workers starting together) turn it to WAL at the same moment, and SQLite fails the losers at once with
+    "database is locked", without its busy handler (8 processes at once: 1 in 8 failed here). Once one has
+    done it the pragma is a no-op, so the others try again, for up to ``WAL_WAIT_S``, as the busy timeout would."""
+    import sqlite3
+    import time
+
+    deadline, delay = time.monotonic() + WAL_WAIT_S, 0.005
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(2 * delay, 0.25)
 
 
 # Any constant will do: it only has to be the same in every panio process (a 64-bit key, "panio DDL").
