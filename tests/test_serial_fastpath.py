@@ -153,7 +153,7 @@ def test_a_client_that_does_not_read_never_blocks_the_capture(board):
     client.close()
 
 
-def test_a_timeout_a_lost_device_and_a_stop_give_the_request_back(board):
+def test_a_timeout_and_a_stop_give_the_request_back(board):
     channel, far = board
     sock, _client = connection()
     started = time.monotonic()
