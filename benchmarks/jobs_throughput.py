@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -54,7 +53,6 @@ PANIO, SIM = str(BIN / "panio"), str(BIN / "panio-sim")
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"  # tests/jobhelp.py's
 POLL_S = 0.01
 PROMPT = "root@sim:~# "
-UBOOT_PROMPT = "=> "
 TRANSACT = f"panio serial transact ${{target}} 'echo ok' --until '{PROMPT}' --timeout-ms 5000"
 GOALS = {  # (goal, at least?) per measurement and database
     ("transact", "sqlite"): (0.3, True), ("transact", "postgresql"): (0.2, True),
@@ -118,16 +116,14 @@ class Bench:
         self._start_bare()
 
     def at_shell(self, board: str) -> None:
-        """Wait for ``board``'s shell prompt. A board still counting down to autoboot (0.3 s) stops in U-Boot
-        at the transact's newline (its echo of the typed line is no answer): it is booted from there."""
+        """Wait for ``board``'s shell prompt (``sim.console.to_shell``: a board still counting down to autoboot
+        stops in U-Boot at the transact's newline, and is booted from there)."""
+        from bench_agent.sim.console import to_shell
+
         deadline = time.monotonic() + 60
-        until = f"({re.escape(PROMPT)}|{re.escape(UBOOT_PROMPT)})"
         while time.monotonic() < deadline:
-            out = self.cli("serial", "transact", board, "", "--until", until, "--timeout-ms", "5000", check=False)
-            if out.rstrip().endswith(UBOOT_PROMPT.rstrip()):
-                out = self.cli("serial", "transact", board, "boot", "--until", re.escape(PROMPT), "--timeout-ms",
-                               "10000", check=False)
-            if out.rstrip().endswith(PROMPT.rstrip()):
+            if to_shell(lambda text, until: self.cli("serial", "transact", board, text, "--until", until,
+                                                     "--timeout-ms", "10000", check=False)):
                 return
             time.sleep(0.2)
         raise RuntimeError(f"{board} does not answer on its console")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -99,14 +98,12 @@ def kill_and_reap(pid: int) -> None:
 
 
 def at_shell_after_plug(panio, target: str) -> None:
-    """Get a board just plugged in (``plug_console``) to its shell prompt. It may still be counting down (0.05 s):
-    the transact's newline then stops it in U-Boot, where it is booted by hand."""
-    from bench_agent.sim.console import PROMPT, UBOOT_PROMPT
+    """Get a board just plugged in (``plug_console``) to its shell prompt (``sim.console.to_shell``: it may still
+    be counting down its 0.05 s, and the transact's newline then stops it in U-Boot)."""
+    from bench_agent.sim.console import to_shell
 
-    until = f"({re.escape(PROMPT)}|{re.escape(UBOOT_PROMPT)})"
-    if panio("serial", "transact", target, "", "--until", until, "--timeout-ms", "10000").out.rstrip().endswith(
-            UBOOT_PROMPT.rstrip()):
-        panio("serial", "transact", target, "boot", "--until", re.escape(PROMPT), "--timeout-ms", "10000")
+    to_shell(lambda text, until: panio("serial", "transact", target, text, "--until", until,
+                                       "--timeout-ms", "10000").out)
 
 
 def plug_console(link: Path) -> subprocess.Popen:

@@ -59,6 +59,19 @@ KERNEL_LOG = [
 FLOOD_LINE = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
+def to_shell(transact: Callable[[str, str], str]) -> bool:
+    """Bring a simulated board that was just powered or plugged in to its shell prompt; True when it came.
+    ``transact(text, until)`` sends ``text`` and a newline on its console (``panio serial transact``) and
+    returns what came back. A board still counting down to autoboot stops in U-Boot at that newline (the echo
+    of a typed line is no answer): it is booted from there."""
+    import re
+
+    out = transact("", f"({re.escape(PROMPT)}|{re.escape(UBOOT_PROMPT)})")
+    if out.rstrip().endswith(UBOOT_PROMPT.rstrip()):
+        out = transact("boot", re.escape(PROMPT))
+    return out.rstrip().endswith(PROMPT.rstrip())
+
+
 def flood_bytes(n: int) -> bytes:
     """Exactly what ``flood n`` prints before its prompt: numbered 73-byte lines (CRLF included), cut at n bytes."""
     lines = (b"%08d " % i + FLOOD_LINE + b"\r\n" for i in range(n // 73 + 1))
