@@ -137,7 +137,7 @@ class Supervisor:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def handle(self, req: dict[str, Any], conn: socket.socket | None = None) -> Any:
+    def handle(self, req: dict[str, Any], conn: socket.socket) -> Any:
         """The answer to ``req``; ``conn``, the connection it came on, may be answered directly (``Sent``)."""
         op = req.get("op")
         if op in ("hello", "status"):
@@ -184,7 +184,7 @@ class Supervisor:
             ch.transaction.release()
         return {"interface": ch.name, "sent_bytes": sent, "epoch": self.epoch, "cursor": before}
 
-    def _transact(self, ch: Channel, req: dict[str, Any], conn: socket.socket | None = None) -> Any:
+    def _transact(self, ch: Channel, req: dict[str, Any], conn: socket.socket) -> Any:
         rx = matcher.compile_pattern(req["until"])
         timeout_ms = int(req.get("timeout_ms", 30000))
         max_bytes, max_output = int(req.get("max_bytes", 65536)), int(req.get("max_output_bytes", 1 << 20))
@@ -194,7 +194,7 @@ class Supervisor:
             since = ch.cursor
             sent = ch.send(self._data(req), int(req.get("pace_ms", 0)))
             started = time.monotonic()
-            if conn is not None and rx is not None:  # the reader thread answers as the bytes arrive
+            if rx is not None:  # the reader thread answers as the bytes arrive
                 pending = matcher.Pending(rx, since, max_bytes, max_output, sent, started, conn)
                 if ch.await_answer(pending, timeout_ms / 1000):
                     return Sent(pending.rest)
