@@ -10,6 +10,9 @@ set of tables whatever the number of calls.
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
+import time
 
 import sqlalchemy as sa
 
@@ -47,7 +50,6 @@ def test_many_calls_build_no_new_tables(tmp_path):
     assert len(engine._compiled_cache) < 60  # one entry per statement shape, not per call
 
 
-
 # Each child opens the database at the same instant (a start time a few seconds ahead, after its imports),
 # as a night's scheduler, dashboard and workers do on a fresh results database, and sets it up as panio's
 # engine does on every new connection (``results_db._sqlite_pragmas``). SQLAlchemy's own Python before that
@@ -74,10 +76,6 @@ def test_processes_opening_a_fresh_database_together_all_open_it(tmp_path):
     """SQLite fails all but one of the processes that turn a fresh database to WAL at the same moment with
     "database is locked", at once (no busy wait): a worker of a night's lab did not start. 8 at once, 8
     times: without the retry about 1 open in 8 failed here."""
-    import subprocess
-    import sys
-    import time
-
     for round_ in range(8):
         path = tmp_path / f"fresh{round_}.db"
         start = time.time() + 1  # past the children's imports on a quiet machine; a late one only opens later

@@ -80,11 +80,15 @@ class Record(namedtuple("Record", "kind epoch cursor seq col time_ns payload")):
     def encode(self) -> bytes:
         return b"".join(self.parts())
 
+    @property
+    def size(self) -> int:
+        """The record's length on disk."""
+        return HEAD.size + len(self.payload) + TRAIL.size
+
     def parts(self) -> tuple[bytes, bytes, bytes]:
         """The record's bytes as (head, payload, trail): written with one ``writev``, the payload uncopied."""
-        size = HEAD.size + len(self.payload) + TRAIL.size
         head = HEAD.pack(MAGIC, self.kind, self.epoch, self.cursor, self.seq, self.col, self.time_ns, len(self.payload))
-        return head, self.payload, TRAIL.pack(size)
+        return head, self.payload, TRAIL.pack(self.size)
 
 
 def segments(path: Path | str) -> list:
@@ -297,8 +301,7 @@ class LogWriter:
         rec = Record(kind, epoch, self.cursor, self.seq, self.col, time_ns, payload)
         if kind == DATA:
             self.cursor, self.seq, self.col = rec.end_state()
-        parts = rec.parts()  # a flood's 64 KiB payload is not copied into a record first
-        size = HEAD.size + len(payload) + TRAIL.size
+        parts, size = rec.parts(), rec.size  # a flood's 64 KiB payload is not copied into a record first
         if self._size and self._size + size > self.segment_bytes:
             self._rotate()
         self._mark_before(kind, payload, parts[0], size)
