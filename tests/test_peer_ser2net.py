@@ -71,6 +71,20 @@ def wait_cursor(bench: Bench, at_least: int, timeout_s: float) -> int:
     raise AssertionError(f"cursor {cursor} never reached {at_least}")
 
 
+def caught_up(bench: Bench, timeout_s: float = 180) -> None:
+    """Wait until the capture's log ends at the board's prompt: the tail of a flood the board has finished writing
+    can still be on its way through ser2net (the PTY, ser2net's buffer, the socket), and a transact sent meanwhile
+    would read that tail first."""
+    def at_prompt() -> bool:
+        tail = b""
+        for rec in records_backward(bench.state / "serial" / "pico" / "console.log"):
+            tail = (rec.payload if rec.kind == DATA else b"") + tail
+            if len(tail) >= len(PROMPT):
+                break
+        return tail.endswith(PROMPT.encode())
+    wait_for(at_prompt, timeout_s=timeout_s, every_s=0.05)
+
+
 def jumps(flood: bytes) -> list[tuple[int, int]]:
     """Where the numbered lines of a flood skip: (last line before, first line after) for each hole."""
     numbers = [int(n) for n in re.findall(rb"\r\n(\d{8}) ", flood)]
@@ -192,6 +206,7 @@ def test_ser2net_restart_mid_capture_is_a_recorded_gap_and_capture_resumes(bench
     # what ser2net had read from the PTY but not yet sent died with it; the board is at its prompt again (the
     # rest of the flood first: it goes on through the new ser2net)
     wait_for(lambda: sim.state == "shell", timeout_s=180, every_s=0.05)
+    caught_up(bench)
     r = panio("serial", "transact", "pico", "echo back-again", "--until", r"back-again\r\n" + PROMPT,
               "--timeout-ms", "10000", "--json").json()
     assert r["status"] == "matched"
