@@ -355,7 +355,7 @@ def measure(a: argparse.Namespace, links: dict[str, str]) -> tuple[list[dict], d
             loads.append(_bench.load())
         size = int(a.flood_mb * 1e6)
         cap = _bench.paired(lambda: sides["floor"].capture(size), lambda: sides["panio"].capture(size),
-                            a.capture_rounds, key=lambda r: r[0])
+                            a.capture_rounds, key=lambda r: r[0]) if a.capture_rounds else {}
         extra.update(idle(started["pid"], a.idle_s))
     finally:
         for side in sides.values():
@@ -378,6 +378,8 @@ def measure(a: argparse.Namespace, links: dict[str, str]) -> tuple[list[dict], d
     rows.append(_bench.value_row("serial round trip p99, panio", _bench.percentile(every, 99) * 1000, "<=", 1.0,
                                  "ms", [min(loads), max(loads)],
                                  floor_p99=round(_bench.percentile(floor_all, 99) * 1000, 4)))
+    if not a.capture_rounds:
+        return rows, extra  # --capture-rounds 0: the round trips only
     rates = {"floor": [r for r, _ in cap["floor"]], "panio": [r for r, _ in cap["panio"]]}
     lost = max(lost for _, lost in cap["panio"]) + max(lost for _, lost in cap["floor"])
     cap_pairs = {**cap, **rates}
@@ -402,7 +404,7 @@ def main() -> int:
     # 20 MB: a flood of 5 MB lasts 30-50 ms here, and one round's ratio then spans 0.5-1.3x (scheduling noise
     # over a few wake-ups); 20 MB is sustained capture (past the daemon's 4 MiB in-memory tail), 4x the window
     p.add_argument("--flood-mb", type=float, default=20, help="flood size per capture round (default 20 MB)")
-    p.add_argument("--capture-rounds", type=int, default=6, help="capture rounds (default 6)")
+    p.add_argument("--capture-rounds", type=int, default=6, help="capture rounds (default 6; 0: round trips only)")
     p.add_argument("--idle-s", type=float, default=5)
     p.add_argument("--json", action="store_true", help="print one JSON object (the rows) instead of the table")
     default_lg = Path(__file__).resolve().parent.parent / ".venv-labgrid" / "bin" / "python"
