@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import threading
 import time
@@ -17,8 +18,9 @@ import pytest
 
 from bench_agent.serial import matcher
 from bench_agent.serial.channel import Channel
+from bench_agent.serial import device
 from bench_agent.serial.device import open_port
-from bench_agent.serial.logstore import LogWriter
+from bench_agent.serial.logstore import DATA, SENT, LogWriter, records_backward
 from jobhelp import wait_for
 
 
@@ -173,3 +175,25 @@ def test_a_lost_device_gives_the_request_back(board):
     os.close(far)  # the PTY's far end goes: the reader's read fails
     out["thread"].join(30)
     assert out["answered"] is False and channel.state == "disconnected"
+
+
+def test_the_line_sent_is_recorded_before_the_answer_to_it(board, tmp_path, monkeypatch):
+    """The reader thread records the board's answer after the line that asked for it, even when the sending
+    thread is slow between its write and its record: here it stalls there until the answer is readable."""
+    channel, far = board
+
+    def stalled(write):
+        def stall(port, data):
+            rest = write(port, data)
+            os.write(far, b"the answer\r\n")  # the board answers at once
+            if select.select([port.fd], [], [], 10)[0]:
+                time.sleep(0.05)  # the reader thread's chance to record the answer before the line
+            return rest
+        return stall
+
+    monkeypatch.setattr(device, "write_now", stalled(device.write_now))
+    monkeypatch.setattr(device, "write", stalled(device.write))
+    channel.send(b"ask\r")
+    wait_for(lambda: channel.cursor >= 12, timeout_s=10, every_s=0.01)
+    kinds = [(r.kind, r.payload) for r in reversed(list(records_backward(tmp_path / "console.log")))]
+    assert kinds.index((SENT, b"ask\r")) < kinds.index((DATA, b"the answer\r\n")), kinds

@@ -207,29 +207,48 @@ class Channel:
             raise Busy(f"interface {self.name!r} is busy writing", interface=self.name)
         try:
             port = self.require_port()
-            try:
-                if pace_ms:
-                    for i in range(len(data)):
-                        port.write(data[i:i + 1])
-                        port.flush()
-                        time.sleep(pace_ms / 1000)
-                else:
-                    device.write(port, data)
-            except (serial.SerialException, OSError) as exc:
-                raise DeviceError(f"write to {self.cfg['device']} failed: {exc}", interface=self.name) from exc
+            if not pace_ms:
+                # A tty takes a command line at once: written and recorded under ``cond``, so the reader thread
+                # records the board's answer after the line that asked for it, never before.
+                with self.cond:
+                    rest = self._device(device.write_now, port, data)
+                    if not rest:
+                        return self._sent(data)
+                self._device(device.write, port, rest)  # a full tty, a socket: may wait, never holding ``cond``
+            else:
+                self._device(_paced, port, data, pace_ms)
             with self.cond:
-                self.tx_last_ns = time.time_ns()
-                self.writer.append(SENT, self.epoch, data, self.tx_last_ns)
-                self.tx_bytes += len(data)
-            return len(data)
+                return self._sent(data)
         finally:
             self._write_lock.release()
+
+    def _device(self, func, *args):
+        """``func(*args)``, a write to the port: its failure is the device's (``DeviceError``)."""
+        try:
+            return func(*args)
+        except (serial.SerialException, OSError) as exc:
+            raise DeviceError(f"write to {self.cfg['device']} failed: {exc}", interface=self.name) from exc
+
+    def _sent(self, data: bytes) -> int:
+        """Record ``data`` as sent (``cond`` held)."""
+        self.tx_last_ns = time.time_ns()
+        self.writer.append(SENT, self.epoch, data, self.tx_last_ns)
+        self.tx_bytes += len(data)
+        return len(data)
 
     def status(self) -> dict[str, Any]:
         with self.cond:
             return {"state": self.state, "cursor": self.writer.cursor, "next_seq": self.writer.seq + (1 if self.writer.col else 0),
                     "rx_last": _iso(self.rx_last_ns), "tx_bytes": self.tx_bytes, "tx_last": _iso(self.tx_last_ns),
                     "disconnects": self.disconnects, "last_error": self.last_error}
+
+
+def _paced(port: serial.SerialBase, data: bytes, pace_ms: int) -> None:
+    """One byte at a time, ``pace_ms`` after each: a polled UART without flow control."""
+    for i in range(len(data)):
+        port.write(data[i:i + 1])
+        port.flush()
+        time.sleep(pace_ms / 1000)
 
 
 def _iso(ns: int | None) -> str | None:

@@ -12,8 +12,8 @@ pyserial exceptions become panio errors here.
 The three kinds of port read differently, and ``fileno``/``read_now`` hide it:
 
     /dev path     an fd to select on; os.read returns what the driver holds
-    socket://     a socket to select on; opened with a zero read timeout, so a
-                  read takes one recv (pyserial's in_waiting only says 0 or 1)
+    socket://     a socket to select on; pyserial opens it non-blocking, and a
+                  read is one os.read of it (pyserial's in_waiting only says 0 or 1)
     rfc2217://    no descriptor: a reader thread queues what arrives (rfc2217.py,
                   in chunks); in_waiting counts the bytes, and a read of that
                   many returns at once
@@ -165,14 +165,21 @@ def write(port: serial.SerialBase, data: bytes) -> None:
     does): pyserial's ``write`` follows every write with a ``select`` for writability, one more system call
     (and a wake-up) on every `serial send` and transact. Whatever the tty did not take, and every other kind
     of port, goes through pyserial's own loop."""
+    rest = write_now(port, data)
+    if rest:
+        port.write(rest)
+
+
+def write_now(port: serial.SerialBase, data: bytes) -> bytes:
+    """Write what a tty takes of ``data`` at once, never waiting (its descriptor is non-blocking); the rest, all
+    of ``data`` on any other kind of port, is returned for ``write`` (pyserial's loop, which may wait)."""
     fd = getattr(port, "fd", None)
     if isinstance(fd, int) and port.is_open and data:
         try:
-            data = data[os.write(fd, data):]
-        except BlockingIOError:  # the descriptor is non-blocking: a full tty buffer waits in pyserial's loop
+            return data[os.write(fd, data):]
+        except BlockingIOError:  # a full tty buffer waits in pyserial's loop
             pass
-    if data:
-        port.write(data)
+    return data
 
 
 def read_now(port: serial.SerialBase, limit: int = READ_MAX) -> bytes:
@@ -187,10 +194,26 @@ def read_now(port: serial.SerialBase, limit: int = READ_MAX) -> bytes:
             raise serial.SerialException("device reports readiness to read but returned no data (unplugged?)")
         # a short read is all there was (a reply, a prompt): only a full tty read may have more behind it
         return _drain(fd, data, limit) if DRAIN_FROM <= len(data) < limit else data
-    if fileno(port) is not None:
-        return port.read(limit)  # socket://: zero timeout, one recv; a closed peer raises
+    fd = fileno(port)
+    if fd is not None:
+        return _read_socket(fd, limit)
     waiting = min(port.in_waiting, limit)
     return port.read(waiting) if waiting else b""
+
+
+def _read_socket(fd: int, limit: int) -> bytes:
+    """One ``read`` of a socket://'s non-blocking socket: what pyserial's ``read`` does with a zero timeout
+    (a ``select``, a ``recv``, an ``expired`` check), less its ``select``, which the reader thread has just
+    made. A read takes everything the socket holds, up to ``limit``: nothing to drain after it."""
+    try:
+        data = os.read(fd, limit)
+    except BlockingIOError:
+        return b""
+    except OSError as exc:
+        raise serial.SerialException(f"read failed: {exc}") from exc
+    if not data:
+        raise serial.SerialException("socket disconnected")
+    return data
 
 
 def _drain(fd: int, first: bytes, limit: int) -> bytes:
