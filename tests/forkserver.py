@@ -59,8 +59,11 @@ def serve(path: str) -> None:
     gc.collect()
     gc.freeze()  # what is here now is shared with every child, never collected by one
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # a request is one message, never split
-    listener.bind(path)
+    # Bound under another name, listening, then renamed: the caller connects as soon as the path exists, and a
+    # connect between ``bind`` (which makes the file) and ``listen`` is refused (it was, on a loaded machine).
+    listener.bind(path + ".new")
     listener.listen(64)
+    os.rename(path + ".new", path)
     parent = os.getppid()
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ, "accept")
