@@ -53,8 +53,12 @@ def exported(bench: Bench, tmp_path: Path, kind: str, target: str = "pico") -> t
     return sim, s2n
 
 
+def log_path(bench: Bench, target: str = "pico") -> Path:
+    return bench.state / "serial" / target / "console.log"
+
+
 def records(bench: Bench, target: str = "pico") -> list:
-    return list(reversed(list(records_backward(bench.state / "serial" / target / "console.log"))))
+    return list(reversed(list(records_backward(log_path(bench, target)))))
 
 
 def received(recs) -> bytes:
@@ -77,7 +81,7 @@ def caught_up(bench: Bench, timeout_s: float = 180) -> None:
     would read that tail first."""
     def at_prompt() -> bool:
         tail = b""
-        for rec in records_backward(bench.state / "serial" / "pico" / "console.log"):
+        for rec in records_backward(log_path(bench)):
             tail = (rec.payload if rec.kind == DATA else b"") + tail
             if len(tail) >= len(PROMPT):
                 break
@@ -188,7 +192,7 @@ def test_ser2net_restart_mid_capture_is_a_recorded_gap_and_capture_resumes(bench
     bench.wait_for("pico", PROMPT, timeout_ms=20000)
     before = bench.status("pico")
     size = 30_000_000  # a few seconds of flood
-    log_file = bench.state / "serial" / "pico" / "console.log"
+    log_file = log_path(bench)
     at_least = log_file.stat().st_size + 1_000_000
     panio("serial", "send", "pico", f"flood {size}")
     deadline = time.monotonic() + 30

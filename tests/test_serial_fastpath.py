@@ -16,10 +16,8 @@ import time
 
 import pytest
 
-from bench_agent.serial import matcher
+from bench_agent.serial import device, matcher
 from bench_agent.serial.channel import Channel
-from bench_agent.serial import device
-from bench_agent.serial.device import open_port
 from bench_agent.serial.logstore import DATA, SENT, LogWriter, records_backward
 from jobhelp import wait_for
 
@@ -30,7 +28,7 @@ def board(tmp_path):
     master, slave = os.openpty()
     cfg = {"name": "console", "device": os.ttyname(slave), "baud": 115200}
     writer = LogWriter(tmp_path / "console.log")
-    channel = Channel(cfg, writer, 1, open_port(cfg))
+    channel = Channel(cfg, writer, 1, device.open_port(cfg))
     channel.start()
     yield channel, master
     channel.stop()

@@ -106,6 +106,8 @@ def test_changed_since_blocks_until_the_screen_changes(video_bench, video_consol
             wait_polling(waiter)  # it blocks: the screen has not changed (it would have returned, or failed)
             break
         except AssertionError:
+            if waiter.poll() is None:
+                raise  # still running: it never got to its wait
             out, err = waiter.communicate(timeout=90)
             assert waiter.returncode == 0 and json.loads(out)["hash"] != before["hash"], err  # changed by itself
     else:
