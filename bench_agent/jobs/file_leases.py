@@ -101,7 +101,8 @@ class FileLeaseStore:
             found["secret"] = rec["secret"]
         return found
 
-    def list(self) -> list[dict]:
+    def list(self, retry_s: float = 0.0) -> list[dict]:
+        """Every lease held now (``retry_s``: as ``RedisLeaseStore.list``; a directory does not need it)."""
         if not self.dir.is_dir():
             return []
         out = [self.current(p.stem) for p in sorted(self.dir.glob("*.lease"))]

@@ -72,9 +72,9 @@ class RedisLeaseStore:
     def _key(self, target: str) -> str:
         return f"{self.prefix}lease:{target}"
 
-    def call(self, func, *args):
-        """Run one Redis call, riding out a restart of up to ``RETRY_S`` before calling Redis unreachable."""
-        deadline = time.monotonic() + RETRY_S
+    def call(self, func, *args, retry_s: float = RETRY_S):
+        """Run one Redis call, riding out a restart of up to ``retry_s`` before calling Redis unreachable."""
+        deadline = time.monotonic() + retry_s
         while True:
             try:
                 return func(*args)
@@ -186,8 +186,11 @@ class RedisLeaseStore:
             found["secret"] = raw["secret"]
         return found
 
-    def list(self) -> list[dict]:
-        keys = sorted(self.call(lambda: list(self.r.scan_iter(match=f"{self.prefix}lease:*", count=500))))
+    def list(self, retry_s: float = RETRY_S) -> list[dict]:
+        """Every lease held now; a Redis that does not answer within ``retry_s`` is ``Unreachable`` (a page that
+        is looked at again passes 0: it says "unknown" at once instead of riding out a restart)."""
+        keys = sorted(self.call(lambda: list(self.r.scan_iter(match=f"{self.prefix}lease:*", count=500)),
+                                retry_s=retry_s))
         out = [self.current(k[len(self.prefix) + len("lease:"):]) for k in keys]
         return [x for x in out if x]
 

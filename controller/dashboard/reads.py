@@ -130,7 +130,7 @@ def targets(lab, store) -> list[dict]:
 def _leases() -> list[dict] | None:
     """Every lease held now; None if the lease store cannot be read (the page must not say "free")."""
     try:
-        return backends.lease_store().list()
+        return backends.lease_store().list(retry_s=0)  # one try: the page says "unknown" now, not in 3 s
     except PanioError:
         return None
 
