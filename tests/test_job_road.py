@@ -214,3 +214,38 @@ def test_a_plug_switched_off_and_on_again_during_the_boot_wait_is_the_labs(panio
     wait_for(lambda: [b for b in receiver.bodies("/w") if b["event"] == "job_incomplete"], 60)
     told = [b for b in receiver.bodies("/w") if b["event"] in ("job_incomplete", "job_failed")]
     assert [b["event"] for b in told] == ["job_incomplete"] and "powered off during the step" in told[0]["text"]
+
+
+ONCE_OFF = r"""
+import pathlib, sys
+seen = pathlib.Path(sys.argv[1])
+print("on" if seen.exists() else "off")  # off at the first read, on from the second: a plug switched on again
+seen.touch()
+"""
+
+
+def test_a_power_read_off_by_the_step_itself_is_the_labs_though_the_power_is_back_on(panio, tmp_path):
+    """The compressed night's race: a health check's `panio power-state` reads the plug off, and the plug is
+    switched on again before the lab is asked. What the step itself read makes the failure the lab's."""
+    hook = tmp_path / "once_off.py"
+    hook.write_text(ONCE_OFF)
+    seen = tmp_path / "read-once"
+    panio("init")
+    panio("target", "add", "pico")
+    panio("power", "set", "-t", "pico", "--on-cmd", "true", "--off-cmd", "true", "--state-cmd",
+          f"{shlex.quote(sys.executable)} {shlex.quote(str(hook))} {shlex.quote(str(seen))}")
+    body = """
+target = "pico"
+[[steps]]
+name = "powered"
+run = "panio power-state ${target}"
+expect_output = "Power ON"
+"""
+    r = panio("job", "run", job_file(tmp_path, body), "--json", check=False, timeout=120)
+    assert r.code == 4, r.out  # unreachable: the lab failed; not 14 (the board)
+    job = json.loads(r.out)
+    assert job["health"] == "incomplete" and job["result"] is None, job["reason"]
+    assert "powered off during the step (read by the step itself" in job["reason"], job["reason"]
+    assert "it reads on now" in job["reason"], job["reason"]  # the probe asked again, after the step
+    checks = {c["check"]: c["ok"] for c in job["steps"][0]["checks"]}
+    assert checks["output matches /Power ON/"] is False and checks["lab: power"] is False, checks

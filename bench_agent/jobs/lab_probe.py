@@ -15,7 +15,8 @@ ran (the board rebooted too late for the step's wait). So while a step runs,
 ``PowerWatch`` reads the target's power every ``POWER_POLL_S`` on a road of its
 own (a target with a ``state_cmd`` or a power-sense line only; not during a
 power step, nor after the job switched it off) and remembers the first "off"
-it saw: a step that failed with power seen off during it is the lab's too.
+it saw, or that the step read itself (``noting``): a step that failed with power
+seen off during it is the lab's too.
 Its thread starts only when the step is still running at the first read
 (``POWER_POLL_S`` in; one starter thread per process waits for that): most steps
 end sooner, and a thread started per step costs a hand-off of the interpreter
@@ -160,10 +161,25 @@ class PowerWatch:
             except (PanioError, _Stopped):
                 state = None
             if state is not None and state["state"] == "off" and not self._stop.is_set():
-                self.seen_off = {"after_s": round(time.monotonic() - self._began, 1),
-                                 "source": state.get("source") or "state_cmd"}
+                self._saw_off(state.get("source") or "state_cmd")
                 return
             self._stop.wait(POWER_POLL_S)
+
+    def noting(self, call: Call) -> Call:
+        """``call``, through which each default-level ``power.state`` the step reads itself is noted: a step that
+        read the target's power off saw the lab's fault then, even when the power is back on by the time the
+        lab is asked (a plug switched on again just after a health check's `panio power-state` read it off)."""
+        def noted(op: str, args: dict) -> Any:
+            result = call(op, args)
+            if op == "power.state" and args.get("level") is None and result.get("state") == "off":
+                self._saw_off("read by the step itself")
+            return result
+
+        return noted
+
+    def _saw_off(self, source: str) -> None:
+        if self.seen_off is None:
+            self.seen_off = {"after_s": round(time.monotonic() - self._began, 1), "source": source}
 
     def stop(self) -> dict | None:
         """Stop watching (a read under way finishes on its own); None, or when it was seen off."""

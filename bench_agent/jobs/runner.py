@@ -324,12 +324,14 @@ class JobRunner:
         start = time.monotonic()
         out = commands.Recorder(lambda line: self.progress("output", {"idx": idx, "line": line}), OUTPUT_LIMIT)
 
-        def body() -> None:
-            run = planned(payload["target"], step.get("run") or {}, variables, self.planner)
-            commands.run(run["command"], call, bind(run, variables), out, began)
-
         road = lambda: self.caller(payload["target"], leasing.Presented(lease), self.leases)  # noqa: E731 - the watch's own
         watch = lab_probe.PowerWatch.start(road, payload, idx)
+        step_call = watch.noting(call) if watch else call
+
+        def body() -> None:
+            run = planned(payload["target"], step.get("run") or {}, variables, self.planner)
+            commands.run(run["command"], step_call, bind(run, variables), out, began)
+
         try:
             code, why = execute(body, out, timeout_s, lambda: self._interrupt(job_id, lease))
         finally:
