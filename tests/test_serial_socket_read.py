@@ -61,3 +61,46 @@ def test_the_peer_closing_is_a_lost_device(link):
     assert readable(port)
     with pytest.raises(serial.SerialException, match="disconnected"):
         device.read_now(port)
+
+
+def test_what_arrives_while_the_port_opens_is_kept_and_an_explicit_reset_still_discards():
+    """ser2net sends what the board printed while no one listened as soon as the capture connects; pyserial's
+    ``open`` then discarded whatever had already arrived (lost on a loaded machine). The port waits here, inside
+    ``open``, until the peer's bytes have arrived, so the discard would find them every time."""
+    from bench_agent.serial.socket_port import KeepInputSocketSerial
+
+    server = socket.create_server(("127.0.0.1", 0))
+
+    class ArrivedFirst(KeepInputSocketSerial):
+        def _reconfigure_port(self, *args, **kwargs):
+            peer, _ = server.accept()
+            peer.sendall(b"printed while nobody listened\r\n")
+            self.peer = peer
+            assert select.select([self._socket], [], [], 10)[0]  # arrived, before open's reset
+            super()._reconfigure_port(*args, **kwargs)
+
+    port = ArrivedFirst(None, timeout=0)
+    port.port = f"socket://127.0.0.1:{server.getsockname()[1]}"
+    port.open()
+    try:
+        assert device.read_now(port) == b"printed while nobody listened\r\n"
+        port.peer.sendall(b"stale\r\n")
+        assert readable(port)
+        port.reset_input_buffer()  # asked for by name: discards, as pyserial's does
+        assert device.read_now(port) == b""
+    finally:
+        port.close()
+        port.peer.close()
+        server.close()
+
+
+def test_a_capture_opens_socket_urls_with_the_port_that_keeps_its_input():
+    from bench_agent.serial.socket_port import KeepInputSocketSerial
+
+    server = socket.create_server(("127.0.0.1", 0))
+    try:
+        port = device.open_port({"device": f"socket://127.0.0.1:{server.getsockname()[1]}"})
+        assert isinstance(port, KeepInputSocketSerial) and port.is_open
+        port.close()
+    finally:
+        server.close()

@@ -106,6 +106,12 @@ def _unopened(url: str, scheme: str, **settings: Any) -> serial.SerialBase:
         port = ChunkedRfc2217Serial(None, **settings)
         port.port = url
         return port
+    if scheme == "socket":
+        from bench_agent.serial.socket_port import KeepInputSocketSerial
+
+        port = KeepInputSocketSerial(None, **settings)
+        port.port = url
+        return port
     if scheme == "":
         port = KeepInputSerial(None, **settings)
         port.port = url
