@@ -245,7 +245,7 @@ expect_output = "Power ON"
     assert r.code == 4, r.out  # unreachable: the lab failed; not 14 (the board)
     job = json.loads(r.out)
     assert job["health"] == "incomplete" and job["result"] is None, job["reason"]
-    assert "powered off during the step (read by the step itself" in job["reason"], job["reason"]
+    assert "powered off during the step (the step read it off itself)" in job["reason"], job["reason"]
     assert "it reads on now" in job["reason"], job["reason"]  # the probe asked again, after the step
     checks = {c["check"]: c["ok"] for c in job["steps"][0]["checks"]}
     assert checks["output matches /Power ON/"] is False and checks["lab: power"] is False, checks

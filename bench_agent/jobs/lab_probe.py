@@ -34,6 +34,7 @@ from typing import Any, Callable
 from bench_agent.errors import NotRunning, PanioError
 
 PROBE_TIMEOUT_S = 20.0  # each question's bound; $PANIO_PROBE_TIMEOUT_S changes it (docs/jobs.md)
+STEP_READ = "the step read it off itself"  # a PowerWatch's source for a power.state read by the step (``noting``)
 POWER_POLL_S = 2.0  # how often a running step's target power is read (a state_cmd is a process: not too often)
 Call = Callable[[str, dict], Any]
 
@@ -100,8 +101,10 @@ def faults(call: Call, target: str, target_config: dict, used_serial: bool, expe
     if target_config.get("power") or sense:
         out += _power(call, target, target_config.get("power"), sense, expect_off)
     if seen_off and not any(f["what"] == "power" for f in out):
-        out.append({"what": "power", "message": f"the target was powered off during the step ({seen_off['source']}, "
-                    f"seen {seen_off['after_s']:g} s into it); it reads on now", "error": "unreachable", "exit": 4})
+        how = (seen_off["source"] if seen_off["source"] == STEP_READ
+               else f"{seen_off['source']}, seen {seen_off['after_s']:g} s into it")
+        out.append({"what": "power", "message": f"the target was powered off during the step ({how}); it reads on "
+                    "now", "error": "unreachable", "exit": 4})
     if used_serial:
         for iface in target_config.get("serial", []):
             out += _capture(call, target, dict(iface))
@@ -172,7 +175,7 @@ class PowerWatch:
         def noted(op: str, args: dict) -> Any:
             result = call(op, args)
             if op == "power.state" and args.get("level") is None and result.get("state") == "off":
-                self._saw_off("read by the step itself")
+                self._saw_off(STEP_READ)
             return result
 
         return noted
