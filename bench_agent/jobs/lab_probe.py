@@ -34,7 +34,6 @@ from typing import Any, Callable
 from bench_agent.errors import NotRunning, PanioError
 
 PROBE_TIMEOUT_S = 20.0  # each question's bound; $PANIO_PROBE_TIMEOUT_S changes it (docs/jobs.md)
-STEP_READ = "the step read it off itself"  # a PowerWatch's source for a power.state read by the step (``noting``)
 POWER_POLL_S = 2.0  # how often a running step's target power is read (a state_cmd is a process: not too often)
 Call = Callable[[str, dict], Any]
 
@@ -88,9 +87,9 @@ def expects_off(steps: list[dict], upto: int) -> bool:
 
 
 def faults(call: Call, target: str, target_config: dict, used_serial: bool, expect_off: bool,
-           seen_off: dict | None = None) -> list[dict]:
+           seen_off: str | None = None) -> list[dict]:
     """The lab's faults right now, each ``{"what", "message", "error", "exit"}``; empty when the lab looks fine.
-    ``seen_off``: what a ``PowerWatch`` saw during the step (the target was off at some moment)."""
+    ``seen_off``: how a ``PowerWatch`` saw the target off during the step (``PowerWatch.stop``)."""
     out = []
     try:
         _ask(lambda: call("system.ping", {"payload": 1}), "the target's host")
@@ -101,10 +100,8 @@ def faults(call: Call, target: str, target_config: dict, used_serial: bool, expe
     if target_config.get("power") or sense:
         out += _power(call, target, target_config.get("power"), sense, expect_off)
     if seen_off and not any(f["what"] == "power" for f in out):
-        how = (seen_off["source"] if seen_off["source"] == STEP_READ
-               else f"{seen_off['source']}, seen {seen_off['after_s']:g} s into it")
-        out.append({"what": "power", "message": f"the target was powered off during the step ({how}); it reads on "
-                    "now", "error": "unreachable", "exit": 4})
+        out.append({"what": "power", "message": f"the target was powered off during the step ({seen_off}); it "
+                    "reads on now", "error": "unreachable", "exit": 4})
     if used_serial:
         for iface in target_config.get("serial", []):
             out += _capture(call, target, dict(iface))
@@ -135,7 +132,7 @@ class PowerWatch:
 
     def __init__(self, road: Callable[[], Call], target: str, power: dict | None, sense: dict | None) -> None:
         self.road, self.target, self.power, self.sense = road, target, power, sense
-        self.seen_off: dict | None = None
+        self.seen_off: str | None = None
         self._began = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="panio-power-watch", daemon=True)
@@ -164,7 +161,8 @@ class PowerWatch:
             except (PanioError, _Stopped):
                 state = None
             if state is not None and state["state"] == "off" and not self._stop.is_set():
-                self._saw_off(state.get("source") or "state_cmd")
+                self._saw_off(f"{state.get('source') or 'state_cmd'}, seen "
+                              f"{round(time.monotonic() - self._began, 1):g} s into it")
                 return
             self._stop.wait(POWER_POLL_S)
 
@@ -175,17 +173,18 @@ class PowerWatch:
         def noted(op: str, args: dict) -> Any:
             result = call(op, args)
             if op == "power.state" and args.get("level") is None and result.get("state") == "off":
-                self._saw_off(STEP_READ)
+                self._saw_off("the step read it off itself")
             return result
 
         return noted
 
-    def _saw_off(self, source: str) -> None:
-        if self.seen_off is None:
-            self.seen_off = {"after_s": round(time.monotonic() - self._began, 1), "source": source}
+    def _saw_off(self, how: str) -> None:
+        if self.seen_off is None:  # the first "off" is the one the reason names
+            self.seen_off = how
 
-    def stop(self) -> dict | None:
-        """Stop watching (a read under way finishes on its own); None, or when it was seen off."""
+    def stop(self) -> str | None:
+        """Stop watching (a read under way finishes on its own); None, or how it was seen off, in the words of
+        the step's reason ("state_cmd, seen 2.1 s into it", "the step read it off itself")."""
         self._stop.set()
         return self.seen_off
 

@@ -346,7 +346,7 @@ class JobRunner:
         return outcome, record
 
     def _ask_the_lab(self, payload: dict, idx: int, record: dict, outcome: dict, call: Call,
-                     seen_off: dict | None = None) -> dict:
+                     seen_off: str | None = None) -> dict:
         """A step failed or timed out: if the lab is at fault (power, capture, host), or the target's power was
         seen off while the step ran, the lab failed, not the board."""
         steps = payload["steps"]
