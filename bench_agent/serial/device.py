@@ -36,6 +36,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 import serial
 
 from bench_agent.errors import Busy, DeviceError, Unreachable
+from bench_agent.serial.opening import KeepsInputOnOpen
 from bench_agent.procinfo import command_line  # noqa: F401 - re-exported for the serial modules
 
 if "bench_agent.sim" not in serial.protocol_handler_packages:
@@ -119,7 +120,7 @@ def _unopened(url: str, scheme: str, **settings: Any) -> serial.SerialBase:
     return serial.serial_for_url(url, do_not_open=True, **settings)
 
 
-class KeepInputSerial(serial.Serial):
+class KeepInputSerial(KeepsInputOnOpen, serial.Serial):
     """A local port whose ``open`` keeps what the kernel already buffered.
 
     pyserial's ``open`` flushes the input queue (``tcflush(TCIFLUSH)``), so what a
@@ -127,15 +128,6 @@ class KeepInputSerial(serial.Serial):
     the next ``serial watch``) was thrown away: 640 of 640 bytes on a PTY. Capture
     restarts keep those bytes; an explicit ``reset_input_buffer()`` still flushes.
     """
-
-    _opening = False
-
-    def open(self) -> None:
-        self._opening = True
-        try:
-            super().open()
-        finally:
-            self._opening = False
 
     def _reset_input_buffer(self) -> None:
         if not self._opening:

@@ -30,19 +30,15 @@ from serial import rfc2217
 from serial.rfc2217 import DO, DONT, IAC, M_IAC_SEEN, M_NEGOTIATE, M_NORMAL, SB, SE, WILL, WONT
 from serial.serialutil import PortNotOpenError, SerialException, Timeout
 
+from bench_agent.serial.opening import KeepsInputOnOpen
+
 RECV_BYTES = 65536
 
 
-class ChunkedRfc2217Serial(rfc2217.Serial):
-    _opening = False
-
+class ChunkedRfc2217Serial(KeepsInputOnOpen, rfc2217.Serial):
     def open(self) -> None:
         self._pending, self._eof = bytearray(), False
-        self._opening = True
-        try:
-            super().open()
-        finally:
-            self._opening = False
+        super().open()
 
     @property
     def in_waiting(self) -> int:

@@ -14,17 +14,10 @@ from __future__ import annotations
 
 from serial.urlhandler import protocol_socket
 
+from bench_agent.serial.opening import KeepsInputOnOpen
 
-class KeepInputSocketSerial(protocol_socket.Serial):
-    _opening = False
 
-    def open(self) -> None:
-        self._opening = True
-        try:
-            super().open()
-        finally:
-            self._opening = False
-
+class KeepInputSocketSerial(KeepsInputOnOpen, protocol_socket.Serial):
     def reset_input_buffer(self) -> None:
         if not self._opening:  # pyserial's open discards: keep what the board printed (see the docstring)
             super().reset_input_buffer()
