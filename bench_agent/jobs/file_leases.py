@@ -22,6 +22,7 @@ from bench_agent.jobs.leases import Claim, Lease
 class FileLeaseStore:
     def __init__(self, directory: Path) -> None:
         self.dir = Path(directory)
+        self._dir_name = str(self.dir)
         self._held: dict[str, int] = {}  # target -> fd, for leases this process holds
 
     def _path(self, target: str) -> Path:
@@ -77,7 +78,7 @@ class FileLeaseStore:
         return self.current(target, secret=True)
 
     def current(self, target: str, secret: bool = False) -> dict | None:
-        path = self._path(target)
+        path = os.path.join(self._dir_name, f"{target}.lease")  # _path(), without pathlib: once a side effect
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:

@@ -16,6 +16,7 @@ import time
 import uuid
 
 from bench_agent.errors import Refused, Unreachable
+from bench_agent.jobs.lease_cache import LeaseCache
 from bench_agent.jobs.leases import Claim, Lease, lab_prefix, redact
 
 RETRY_S = 3.0  # how long a Redis call keeps retrying (a restart) before it fails as unreachable
@@ -50,6 +51,8 @@ class RedisLeaseStore:
         self.r = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5, decode_responses=True)
         self._errors = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
         self._labs: dict[str, RedisLeaseStore] = {}
+        # the lease check's reads, kept true by Redis's invalidations (every key under these prefixes)
+        self.cache = LeaseCache(url, (f"{prefix}lease:", f"{prefix}lab:"))
 
     def for_lab(self, lab_key: str | None) -> "RedisLeaseStore":
         """The store of lab ``lab_key``'s leases (this one for None), on this store's own connection: a worker
@@ -60,6 +63,7 @@ class RedisLeaseStore:
             lab = RedisLeaseStore.__new__(RedisLeaseStore)
             lab.url, lab.prefix, lab._fences = self.url, lab_prefix(self.base_prefix, lab_key), self._fences
             lab.base_prefix, lab.r, lab._errors, lab._labs = self.base_prefix, self.r, self._errors, self._labs
+            lab.cache = self.cache
             self._labs[lab_key] = lab
         return self._labs[lab_key]
 
@@ -178,13 +182,23 @@ class RedisLeaseStore:
         return found
 
     def holder(self, target: str) -> dict | None:
-        """The lease on ``target`` as ``current(secret=True)`` says it, less ``ttl_left_s`` (None): one HGETALL,
-        not a MULTI/EXEC of two reads, for the check before every side effect."""
-        raw = self.call(self.r.hgetall, self._key(target))
+        """The lease on ``target`` as ``current(secret=True)`` says it, less ``ttl_left_s`` (None), for the check
+        before every side effect: from memory while Redis keeps it true (``lease_cache``), else one HGETALL."""
+        key = self._key(target)
+        raw = self.cache.read(key, lambda with_ttl: self._read_hash(key, with_ttl))
         found = _describe(target, raw, None) if raw else None
         if found and raw.get("secret"):
             found["secret"] = raw["secret"]
         return found
+
+    def _read_hash(self, key: str, with_ttl: bool) -> tuple[dict, int | None]:
+        if not with_ttl:
+            return self.call(self.r.hgetall, key), None
+        pipe = self.r.pipeline(transaction=False)
+        pipe.hgetall(key)
+        pipe.pttl(key)
+        raw, pttl_ms = self.call(pipe.execute)
+        return raw, pttl_ms
 
     def list(self, retry_s: float = RETRY_S) -> list[dict]:
         """Every lease held now; a Redis that does not answer within ``retry_s`` is ``Unreachable`` (a page that
