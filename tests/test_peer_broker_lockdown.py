@@ -148,6 +148,26 @@ def test_no_credentials_a_wrong_password_or_plain_text_get_nothing(broker):
                              .replace(str(broker.tls["ca"]), "/etc/ssl/certs/ca-certificates.crt")).ping()
 
 
+def test_the_workers_user_checks_leases_from_memory_over_tls(broker, monkeypatch, tmp_path):
+    """The role's users may track the lease keys (CLIENT TRACKING, ``__redis__:invalidate``), and a grant by
+    the controller's user reaches the worker's next check through TLS (``bench_agent.jobs.lease_cache``)."""
+    from bench_agent.jobs.redis_leases import RedisLeaseStore
+
+    monkeypatch.setenv("PANIO_RESULTS_URL", f"sqlite:///{tmp_path / 'results.db'}")
+    store = RedisLeaseStore(broker.url("panio-worker", PASSWORDS["panio_redis_worker_password"]), "panio:")
+    controller = RedisLeaseStore(broker.url("panio-controller", PASSWORDS["panio_redis_controller_password"]),
+                                 "panio:")
+    assert store.holder("tls-t") is None and store.holder("tls-t") is None
+    assert store.cache.client_id is not None, "the worker's user may not track the lease keys"
+    for _ in range(5):
+        assert store.holder("tls-t") is None
+    assert store.cache.hits >= 5
+    lease = controller.try_acquire("tls-t", {"holder": "ctl"}, ttl_s=30, durable_fence=False)
+    assert store.holder("tls-t")["token"] == lease.token
+    lease.release()
+    assert store.holder("tls-t") is None
+
+
 def test_the_workers_user_cannot_administer_redis_or_leave_panios_keys(broker):
     import redis
 
