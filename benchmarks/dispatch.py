@@ -165,10 +165,12 @@ def bench_side_effect(lab, link: str, rounds: int, per_round: int) -> dict:
                      lease_reads_from_memory_per_dispatch=round(from_memory, 2))
     if per_dispatch + from_memory < 1:
         row["met"] = False  # no lease was read: the row measures nothing it claims
-    floor_row = _bench.row("side effect + one bare Redis round trip (architecture floor) / the side effect alone",
-                           lease_pairs["floor"], "<=", 1.3, unit="ms", scale=1000)
+    # What a check read from Redis at every side effect costs (the architecture before the check was answered
+    # from memory), and the dispatch beside it: with the check from memory it costs less than that round trip.
+    floor_row = _bench.row("side effect + one bare Redis round trip (a check read from Redis every time) / the "
+                           "side effect alone", lease_pairs["floor"], "<=", 1.3, unit="ms", scale=1000)
     over_floor = _bench.row("side-effect dispatch / side effect + one bare Redis round trip", lease_pairs["panio"],
-                            "<=", round(1.3 / floor_row["ratio"], 2), unit="ms", scale=1000)
+                            "<=", 1.0, unit="ms", scale=1000)
     return [row, over_floor, floor_row]
 
 
