@@ -176,7 +176,8 @@ def test_the_workers_user_cannot_administer_redis_or_leave_panios_keys(broker):
     r.set("panio:probe", "1")  # its own key space works
     for refused in (lambda: r.flushall(), lambda: r.config_get("*"), lambda: r.keys("*"), lambda: r.acl_list(),
                     lambda: r.set("other:key", "x"), lambda: r.get("other:key"), lambda: r.publish("other", "x"),
-                    lambda: r.execute_command("SHUTDOWN"), lambda: r.execute_command("MONITOR")):
+                    lambda: r.execute_command("SHUTDOWN"), lambda: r.execute_command("MONITOR"),
+                    lambda: r.execute_command("CLIENT", "KILL", "ID", "1"), lambda: r.execute_command("CLIENT", "LIST")):
         with pytest.raises(redis.exceptions.NoPermissionError):
             refused()
     with pytest.raises(redis.exceptions.ResponseError, match="permissions"):  # a script is checked the same
