@@ -69,10 +69,14 @@ class Dispatcher:
         from bench_agent import ops
 
         spec = ops.spec(op)
-        args = spec.validate(args)
-        deadline_s = spec.deadline_s(args)
+        here = self._host_checks_the_same_store(host)  # this process is the host, with the same lease store
+        if here:
+            deadline_s = None  # ``ops.call`` validates the arguments (once); the local transport has no deadline
+        else:
+            args = spec.validate(args)
+            deadline_s = spec.deadline_s(args)
         if target is not None:
-            if spec.side_effect and not self._host_checks_the_same_store(host) and not _overriding():
+            if spec.side_effect and not here and not _overriding():
                 self._check_lease(target)  # an operator's override is decided by the host (lease_override)
             args = self._with_token(args)  # the host checks it again: a job's steps present their lease
         if self.lab is not None:  # the host keeps the target's state (captures, logs, leases) per lab

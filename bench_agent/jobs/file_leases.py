@@ -78,7 +78,7 @@ class FileLeaseStore:
         return self.current(target, secret=True)
 
     def current(self, target: str, secret: bool = False) -> dict | None:
-        path = os.path.join(self._dir_name, f"{target}.lease")  # _path(), without pathlib: once a side effect
+        path = os.path.join(self._dir_name, f"{target}.lease")  # _path() without pathlib: the check before every side effect
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:

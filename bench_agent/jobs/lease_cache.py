@@ -21,8 +21,9 @@ What keeps it safe where the invalidations could stop coming:
   TTL it had when read (Redis expires a key nobody asks for lazily);
 - the tracking connection closed or failing (Redis restarted, lost its data)
   drops every entry, and reads go to Redis until it is set up again;
-- a Redis that refuses ``CLIENT TRACKING`` (older than 6, an ACL without
-  ``CLIENT``) is read every time, as before;
+- a Redis that refuses ``CLIENT TRACKING`` (older than 6, an ACL user that
+  may not track or subscribe to ``__redis__:invalidate``) is read every
+  time, as before;
 - a forked child never uses its parent's connection or entries.
 
 The first read of a process goes straight to Redis: a command line that
@@ -117,7 +118,7 @@ class LeaseCache:
             conn.send_command("SUBSCRIBE", CHANNEL)
             conn.read_response()
         except redis.exceptions.ResponseError:
-            self._refused = True  # no CLIENT TRACKING here (Redis < 6, or an ACL without it)
+            self._refused = True  # no tracking here (Redis < 6, or an ACL user without it): never ask again
             _close(conn)
             return
         except (redis.exceptions.RedisError, OSError):
