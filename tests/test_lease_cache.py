@@ -39,7 +39,7 @@ def test_a_lease_taken_or_let_go_by_another_client_is_seen_by_the_very_next_chec
     assert store.holder("pico") is None
 
 
-def test_a_renewal_a_break_and_a_flush_each_reach_the_next_check(prefix):
+def test_a_break_a_new_grant_and_a_delete_by_hand_each_reach_the_next_check(prefix):
     store, other = checker(SHARED_REDIS, prefix), redis_leases.RedisLeaseStore(SHARED_REDIS, prefix)
     lease = other.try_acquire("pico", {"holder": "a"}, ttl_s=30)
     assert store.holder("pico")["token"] == lease.token
