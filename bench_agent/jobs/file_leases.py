@@ -25,8 +25,8 @@ class FileLeaseStore:
         self._dir_name = str(self.dir)
         self._held: dict[str, int] = {}  # target -> fd, for leases this process holds
 
-    def _path(self, target: str) -> Path:
-        return self.dir / f"{target}.lease"
+    def _path(self, target: str) -> str:
+        return os.path.join(self._dir_name, f"{target}.lease")  # not pathlib: the check before every side effect
 
     def for_lab(self, lab_key: str | None) -> "FileLeaseStore":
         """The file leases of lab ``lab_key`` on this machine (this store for None)."""
@@ -78,7 +78,7 @@ class FileLeaseStore:
         return self.current(target, secret=True)
 
     def current(self, target: str, secret: bool = False) -> dict | None:
-        path = os.path.join(self._dir_name, f"{target}.lease")  # _path() without pathlib: the check before every side effect
+        path = self._path(target)
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:

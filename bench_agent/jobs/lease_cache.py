@@ -83,16 +83,12 @@ class LeaseCache:
                 self._entries[key] = (raw, now + min(MAX_AGE_S, ttl_s))
         return raw
 
-    def close(self) -> None:
-        with self._lock:
-            self._drop()
-
     # --- the tracking connection -------------------------------------------------
 
     def _tracking(self, now: float) -> bool:
-        if self._pid != os.getpid():  # a forked child: its parent's socket is not its own
-            self._pid, self._conn, self._entries, self._reads = os.getpid(), None, {}, 0
-            self._gen += 1
+        if self._pid != os.getpid():  # a forked child: its parent's socket is not its own (_drop leaves it)
+            self._drop()
+            self._pid, self._reads = os.getpid(), 0
         if self._conn is not None:
             return True
         self._reads += 1

@@ -58,15 +58,14 @@ def recorded() -> list[dict[str, Any]]:
     return [dict(s) for s in _recorded()[1]]
 
 
-def _recorded(state: str | None = None) -> tuple[tuple, list[dict[str, Any]]]:
+def _recorded() -> tuple[tuple, list[dict[str, Any]]]:
     """``recorded()`` with the signature of the file it was read from (None when there is none). The
     file is read again only when its signature changed (``_RECORDED``): a check before every side effect
     costs one ``stat`` instead of an open, a read and a JSON parse (benchmarks/dispatch.py). The signature
-    is the path, inode, size and modification and change times in ns; ``_write`` replaces the file.
-    ``state``: the state directory, when the caller has just read it."""
+    is the path, inode, size and modification and change times in ns; ``_write`` replaces the file."""
     from bench_agent.paths import state_dir_name
 
-    path = os.path.join(state or state_dir_name(), RECORD_NAME)  # record_path(), without pathlib
+    path = os.path.join(state_dir_name(), RECORD_NAME)  # record_path(), without pathlib
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -147,12 +146,12 @@ def stores() -> list[tuple[Any, str]]:
 
     The list is made again only when what it is made of changed: the lab, the record's signature
     (``_recorded``), the environment's store and the lab's state directory (``_STORES``, a few entries)."""
-    from bench_agent.paths import LABS_DIR, current_lab, state_dir_name
+    from bench_agent.paths import current_lab, lab_state_dir_name
 
-    lab, state = current_lab(), state_dir_name()  # read once: lab_state_dir_name() would read both again
-    sig, named_stores = _recorded(state)
+    lab = current_lab()
+    sig, named_stores = _recorded()
     env = env_store()
-    key = (lab, sig, env, os.path.join(state, LABS_DIR, lab) if lab else state)  # lab_state_dir_name()
+    key = (lab, sig, env, lab_state_dir_name())
     made = _STORES.get(key)
     if made is not None:
         return list(made)

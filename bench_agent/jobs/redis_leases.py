@@ -171,11 +171,7 @@ class RedisLeaseStore:
 
     def current(self, target: str, secret: bool = False) -> dict | None:
         """The lease on ``target`` as ``lease list`` shows it; ``secret=True`` adds its secret (lease checks)."""
-        key = self._key(target)
-        pipe = self.r.pipeline()
-        pipe.hgetall(key)
-        pipe.pttl(key)
-        raw, pttl = self.call(pipe.execute)
+        raw, pttl = self._read_hash(self._key(target), True)
         found = _describe(target, raw, pttl / 1000 if pttl and pttl > 0 else None) if raw else None
         if found and secret and raw.get("secret"):
             found["secret"] = raw["secret"]
@@ -192,9 +188,10 @@ class RedisLeaseStore:
         return found
 
     def _read_hash(self, key: str, with_ttl: bool) -> tuple[dict, int | None]:
+        """The hash at ``key``, and with ``with_ttl`` its PTTL in ms, read together (MULTI/EXEC)."""
         if not with_ttl:
             return self.call(self.r.hgetall, key), None
-        pipe = self.r.pipeline(transaction=False)
+        pipe = self.r.pipeline()
         pipe.hgetall(key)
         pipe.pttl(key)
         raw, pttl_ms = self.call(pipe.execute)
