@@ -120,7 +120,6 @@ def serve(module: str, kind: str, open_daemon: Callable[[Path, str, dict[str, An
     ``described`` names the config keys, besides ``device``, that the discovery file repeats.
     """
     import argparse
-    import signal
 
     p = argparse.ArgumentParser(prog=f"python -m {module}")
     p.add_argument("--state-dir", required=True, type=Path)
@@ -133,8 +132,9 @@ def serve(module: str, kind: str, open_daemon: Callable[[Path, str, dict[str, An
     except PanioError as err:
         _say({"ok": False, "error": err.to_json()})
         return 1
-    signal.signal(signal.SIGTERM, lambda *_: daemon.stop.set())
-    signal.signal(signal.SIGINT, lambda *_: daemon.stop.set())
+    from bench_agent.daemons.signals import set_on
+
+    set_on(daemon.stop)
     disc = discovery_path(a.target, a.state_dir)
     disc.parent.mkdir(parents=True, exist_ok=True)
     write_json(disc, {"name": f"{kind}-{a.target}", "kind": kind, "target": a.target, "pid": os.getpid(),

@@ -17,7 +17,6 @@ import argparse
 import fcntl
 import json
 import os
-import signal
 import sys
 import threading
 import time
@@ -28,6 +27,7 @@ from typing import Any
 from bench_agent.errors import Busy, InternalError, PanioError
 from bench_agent.netboot import channel as netboot
 from bench_agent.netboot.settings import Settings
+from bench_agent.daemons.signals import set_on
 
 MAX_RESTARTS = 5
 CHECK_S = 0.5
@@ -141,8 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         _report(a.ready_fd, {"ok": False, "error": exc.to_json()})
         return exc.exit_status
     daemon = Daemon(state, settings)
-    signal.signal(signal.SIGTERM, lambda *_: daemon.stopping.set())
-    signal.signal(signal.SIGINT, lambda *_: daemon.stopping.set())
+    set_on(daemon.stopping)
     try:
         info = daemon.start()
     except PanioError as exc:

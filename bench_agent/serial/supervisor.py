@@ -34,6 +34,7 @@ from bench_agent.serial import device, files, matcher
 from bench_agent.serial.channel import SEND_LOCK_WAIT_S, Channel
 from bench_agent.serial.control import ControlServer, Sent
 from bench_agent.serial.logstore import GAP, START, STOP, LogWriter, repair_sidecars
+from bench_agent.daemons.signals import set_on
 
 MODULE = files.SUPERVISOR
 DRAIN_S = 2.0  # how long a stopping supervisor lets the waits it ended write their answers
@@ -264,7 +265,7 @@ def _options(argv: list[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     a = _options(sys.argv[1:] if argv is None else argv)
     sup = Supervisor(Path(a["state-dir"]), a["target"], json.loads(a["config"]))
-    signal.signal(signal.SIGTERM, lambda *_: sup.stopping.set())
+    set_on(sup.stopping, signal.SIGTERM)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         sup.start()

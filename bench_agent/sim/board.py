@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from bench_agent.sim import console as console_mod
 from bench_agent.sim import faults, keys
 from bench_agent.sim.console import SimConsole
 from bench_agent.sim.plug import SimPlug
+from bench_agent.daemons.signals import set_on
 
 
 class SimBoard:
@@ -197,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-setup", action="store_true", help="no setup menu (F2 is just a key)")
     a = p.parse_args(argv)
     done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
+    set_on(done)
     boards = []
     for name in a.name:
         board = SimBoard(name, a.dir, gen=a.gen, password=a.password or os.environ.get("PANIO_SIM_PASSWORD"),

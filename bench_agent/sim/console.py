@@ -28,6 +28,7 @@ import shlex
 import threading
 import time
 import tty
+from bench_agent.daemons.signals import set_on
 from typing import Callable
 
 PROMPT = "root@sim:~# "
@@ -394,8 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--banner", default="panio simulated board", help="first line of every boot")
     a = p.parse_args(argv)
     done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
+    set_on(done)
     # Handlers before the link exists: a starter that sees the link may signal at once.
     wanted: list[str] = []
     signal.signal(signal.SIGUSR1, lambda *_: wanted.append("on"))
