@@ -128,7 +128,18 @@ def lab_state_dir(key: str | None = None) -> Path:
 def lab_state_dir_name(key: str | None = None) -> str:
     """``lab_state_dir()`` as a string, for a start-up path that need not import pathlib (`serial log`'s)."""
     key = check_lab_key(key) if key else current_lab()
-    return os.path.join(state_dir_name(), LABS_DIR, key) if key else state_dir_name()
+    state = state_dir_name()
+    if not key:
+        return state
+    path = _LAB_DIRS.get((state, key))  # asked before every side effect (the lease check, the daemon's socket)
+    if path is None:
+        if len(_LAB_DIRS) >= 64:
+            _LAB_DIRS.clear()
+        path = _LAB_DIRS[state, key] = os.path.join(state, LABS_DIR, key)
+    return path
+
+
+_LAB_DIRS: dict[tuple[str, str], str] = {}  # lab_state_dir_name by (state directory, lab key)
 
 
 def known_labs() -> list[str]:

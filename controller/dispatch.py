@@ -23,7 +23,11 @@ dispatcher's life, so ``panio ping -c 10`` pays for one SSH set-up.
 
 from __future__ import annotations
 
+import os
+
 from bench_agent.errors import InternalError, PanioError, Timeout, Unreachable, mark_outcome_unknown
+from bench_agent.jobs import OVERRIDE_ENV, TOKEN_ENV  # names alone: the package imports nothing
+from bench_agent.paths import LAB_ARG  # imports os alone
 
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
 if TYPE_CHECKING:
@@ -80,8 +84,6 @@ class Dispatcher:
                 self._check_lease(target)  # an operator's override is decided by the host (lease_override)
             args = self._with_token(args)  # the host checks it again: a job's steps present their lease
         if self.lab is not None:  # the host keeps the target's state (captures, logs, leases) per lab
-            from bench_agent.paths import LAB_ARG
-
             args = {**args, LAB_ARG: self.lab_key}
         request = {"op": op, "args": args, "deadline_s": deadline_s}
         transport = self.transport_for(host)
@@ -116,10 +118,6 @@ class Dispatcher:
         check_access(self._lease_store(), target, self.token)
 
     def _with_token(self, args: dict[str, Any]) -> dict[str, Any]:
-        import os
-
-        from bench_agent.jobs import TOKEN_ENV
-
         if self.token is None and not os.environ.get(TOKEN_ENV) and not _overriding():
             return args
         from bench_agent.jobs.lease_guard import with_token
@@ -195,8 +193,4 @@ def call_host(lab: Lab | None, host: str | None, op: str, args: dict[str, Any]) 
 
 def _overriding() -> bool:
     """An operator's ``--override`` is under way in this process (``controller.jobs.overrides``)."""
-    import os
-
-    from bench_agent.jobs import OVERRIDE_ENV
-
     return bool(os.environ.get(OVERRIDE_ENV))

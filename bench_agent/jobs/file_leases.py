@@ -24,9 +24,15 @@ class FileLeaseStore:
         self.dir = Path(directory)
         self._dir_name = str(self.dir)
         self._held: dict[str, int] = {}  # target -> fd, for leases this process holds
+        self._paths: dict[str, str] = {}  # target -> its lease file's path (the check before every side effect)
 
     def _path(self, target: str) -> str:
-        return os.path.join(self._dir_name, f"{target}.lease")  # not pathlib: the check before every side effect
+        path = self._paths.get(target)
+        if path is None:
+            if len(self._paths) >= 256:
+                self._paths.clear()
+            path = self._paths[target] = os.path.join(self._dir_name, f"{target}.lease")  # not pathlib
+        return path
 
     def for_lab(self, lab_key: str | None) -> "FileLeaseStore":
         """The file leases of lab ``lab_key`` on this machine (this store for None)."""

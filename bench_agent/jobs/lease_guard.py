@@ -58,14 +58,21 @@ def recorded() -> list[dict[str, Any]]:
     return [dict(s) for s in _recorded()[1]]
 
 
-def _recorded() -> tuple[tuple, list[dict[str, Any]]]:
-    """``recorded()`` with the signature of the file it was read from (None when there is none). The
-    file is read again only when its signature changed (``_RECORDED``): a check before every side effect
-    costs one ``stat`` instead of an open, a read and a JSON parse (benchmarks/dispatch.py). The signature
-    is the path, inode, size and modification and change times in ns; ``_write`` replaces the file."""
-    from bench_agent.paths import state_dir_name
+def _recorded(state: str | None = None) -> tuple[tuple, list[dict[str, Any]]]:
+    """``recorded()`` with the signature of the file it was read from (None when there is none), in state
+    directory ``state`` (the current one for None). The file is read again only when its signature changed
+    (``_RECORDED``): a check before every side effect costs one ``stat`` instead of an open, a read and a
+    JSON parse (benchmarks/dispatch.py). The signature is the path, inode, size and modification and change
+    times in ns; ``_write`` replaces the file."""
+    if state is None:
+        from bench_agent.paths import state_dir_name
 
-    path = os.path.join(state_dir_name(), RECORD_NAME)  # record_path(), without pathlib
+        state = state_dir_name()
+    path = _RECORD_PATHS.get(state)
+    if path is None:
+        if len(_RECORD_PATHS) >= 16:
+            _RECORD_PATHS.clear()
+        path = _RECORD_PATHS[state] = os.path.join(state, RECORD_NAME)  # record_path(), without pathlib
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -94,6 +101,7 @@ def _unreadable(exc: Exception) -> Unreachable:
 
 
 _RECORDED: list = [None]  # (signature, stores) of the last read of the record (see _recorded)
+_RECORD_PATHS: dict[str, str] = {}  # the record's path by state directory: a join less in every check
 
 
 def remember(url: str, prefix: str, by: str) -> None:
@@ -145,13 +153,14 @@ def stores() -> list[tuple[Any, str]]:
     request's), each with a word on where it came from.
 
     The list is made again only when what it is made of changed: the lab, the record's signature
-    (``_recorded``), the environment's store and the lab's state directory (``_STORES``, a few entries)."""
-    from bench_agent.paths import current_lab, lab_state_dir_name
+    (``_recorded``), the environment's store and the state directory (``_STORES``, a few entries). The state
+    directory is read from the environment once a check, and the lab's part of it joined only on a change."""
+    from bench_agent.paths import current_lab, lab_state_dir_name, state_dir_name
 
-    lab = current_lab()
-    sig, named_stores = _recorded()
+    lab, state = current_lab(), state_dir_name()
+    sig, named_stores = _recorded(state)
     env = env_store()
-    key = (lab, sig, env, lab_state_dir_name())
+    key = (lab, sig, env, state)
     made = _STORES.get(key)
     if made is not None:
         return list(made)
@@ -164,7 +173,7 @@ def stores() -> list[tuple[Any, str]]:
         if store not in seen:
             seen.add(store)
             out.append((redis_store(*store), why))
-    out.append((FileLeaseStore(os.path.join(key[3], "leases")), "this machine's file leases"))
+    out.append((FileLeaseStore(os.path.join(lab_state_dir_name(lab), "leases")), "this machine's file leases"))
     if len(_STORES) >= 16:
         _STORES.clear()
     _STORES[key] = tuple(out)

@@ -59,10 +59,20 @@ def discovery_path(target: str, state: Path | None = None) -> Path:
     return daemons_dir(state) / f"serial-{target}.json"
 
 
+_SOCKETS: dict[tuple[str, str, str], str] = {}  # socket_address by (state directory, kind, target), when short
+
+
 def socket_address(target: str, state: Path | None = None, kind: str = "serial") -> str:
     """The control socket's path; when that would be too long for a unix socket, a short one in a private /tmp dir."""
-    path = os.path.join(str(state) if state is not None else lab_state_dir_name(), "run", f"{kind}-{target}.sock")
+    base = str(state) if state is not None else lab_state_dir_name()
+    path = _SOCKETS.get((base, kind, target))  # asked at every request to a daemon: a join less
+    if path is not None:
+        return path
+    path = os.path.join(base, "run", f"{kind}-{target}.sock")
     if len(path) <= MAX_SOCKET_PATH:
+        if len(_SOCKETS) >= 256:
+            _SOCKETS.clear()
+        _SOCKETS[base, kind, target] = path
         return path
     import hashlib
     from pathlib import Path
