@@ -7,13 +7,14 @@ call after the bound, and its late answer must never pass for the answer to the 
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 
 import pytest
 
 from bench_agent.errors import NotRunning, Unreachable
-from bench_agent.serial.control import ControlClient
+from bench_agent.serial.control import ControlClient, dump_line, load_line
 
 
 @pytest.fixture
@@ -56,3 +57,18 @@ def test_a_silent_supervisor_ends_the_call_after_the_bound_and_the_connection_is
         with pytest.raises(Unreachable):
             client.call({"op": "status"})
         conn.close()
+
+
+def test_the_line_codec_writes_and_reads_exactly_what_json_does():
+    """The codec reuses json's C encoder and scanner (a transact encodes two lines and decodes two): its lines
+    are json's compact ones, and a line json would refuse is refused, never read as its first object."""
+    reply = {"ok": True, "result": {"text": "caf\u00e9\r\n", "elapsed_ms": 0.061, "match": None, "groups": ["a", None],
+                                    "cursor": 2 ** 40}}
+    assert dump_line(reply) == (json.dumps(reply, separators=(",", ":")) + "\n").encode()
+    assert load_line(dump_line(reply)) == reply
+    assert load_line(b'  {"op":"status"} \r\n') == {"op": "status"}
+    for bad in (b'{"op":"status"} {"op":"stop"}\n', b'{"op":"status"}x\n', b'{"op":\n', b"\n"):
+        with pytest.raises(ValueError):
+            load_line(bad)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        dump_line({"when": object()})

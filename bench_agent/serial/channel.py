@@ -87,16 +87,17 @@ class Channel:
 
     def _received(self, data: bytes, now_ns: int) -> None:
         with self.cond:
-            self.writer.append(DATA, self.epoch, data, now_ns)
+            self.writer.append(DATA, self.epoch, data, now_ns)  # on disk before anyone hears of it
             self.ring += data
+            self.rx_last_ns = now_ns
+            # a transact's answer goes out first: the bookkeeping below is not the client's to wait for
+            if self.pending is not None and self._offer(self.pending):
+                self.pending = None
             if len(self.ring) > RING_BYTES:
                 drop = len(self.ring) - RING_BYTES // 2
                 del self.ring[:drop]
                 self.ring_start += drop
-            self.rx_last_ns = now_ns
             self.cond.notify_all()
-            if self.pending is not None and self._offer(self.pending):
-                self.pending = None
 
     def _lost(self, exc: Exception) -> None:
         with self.cond:

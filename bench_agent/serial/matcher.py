@@ -23,7 +23,7 @@ there was at least one, and "ended" says which bound stopped it).
 
 from __future__ import annotations
 
-import base64
+import binascii
 import json
 import socket
 import threading
@@ -103,7 +103,7 @@ def _result(channel, since: int, first: int, buf, consumed: int, status: str, ma
     out.update(interface=channel.name, epoch=channel.epoch, since=since, start=first, cursor=first + consumed,
                end=first + len(buf), evicted_bytes=first - since,
                elapsed_ms=round((time.monotonic() - started) * 1000, 3), bytes=len(data),
-               text=data.decode("utf-8", "backslashreplace"), data_b64=base64.b64encode(data).decode())
+               text=data.decode("utf-8", "backslashreplace"), data_b64=binascii.b2a_base64(data, newline=False).decode())
     if follow:
         out["matches"] = matches
     elif matches:
