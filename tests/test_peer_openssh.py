@@ -146,6 +146,9 @@ def test_serial_connect_over_ssh_is_a_terminal_on_the_board(remote, board):
 
 def test_serial_connect_over_ssh_from_a_pipe_and_a_refusal(remote, board):
     board.power_on()
+    # at its shell first: a line piped in while it boots is the boot's to swallow (on a quiet machine, the
+    # connection came up before the boot ended and the line was lost to it)
+    wait_for(lambda: board.state == "shell", timeout_s=60, every_s=0.05)
     r = remote("serial", "connect", "far", input="uname -a\r", timeout=60)
     assert UNAME in r.out
     remote("serial", "watch", "far")  # the capture now holds the port
