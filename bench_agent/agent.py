@@ -33,7 +33,7 @@ import platform
 import sys
 from typing import Any, TextIO
 
-from bench_agent import ops
+from bench_agent import jsonlines, ops
 from bench_agent.errors import UsageError, reply
 
 VERSION = 1
@@ -41,7 +41,7 @@ VERSION = 1
 
 def handle(line: str) -> dict[str, Any]:
     try:
-        req = json.loads(line)
+        req = jsonlines.decode(line)
         if not isinstance(req, dict):
             raise ValueError("a request is a JSON object")
     except ValueError as exc:
@@ -59,7 +59,7 @@ def serve(inp: TextIO, out: TextIO) -> None:
     out.flush()
     for line in inp:
         if line.strip():
-            out.write(json.dumps(handle(line)) + "\n")
+            out.write(jsonlines.encode(handle(line)) + "\n")
             out.flush()
 
 

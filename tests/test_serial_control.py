@@ -14,7 +14,8 @@ import time
 import pytest
 
 from bench_agent.errors import NotRunning, Unreachable
-from bench_agent.serial.control import ControlClient, dump_line, load_line
+from bench_agent.jsonlines import dump_line, load_line
+from bench_agent.serial.control import ControlClient
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ Ops: hello, status, send, transact, wait, sense, dtr, stop.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import struct
@@ -24,49 +23,9 @@ if TYPE_CHECKING:
     Handler = Callable[[dict[str, Any], socket.socket], Any]
 
 from bench_agent.errors import NotRunning, PanioError, Unreachable, reply, unwrap
+from bench_agent.jsonlines import dump_line, load_line
 
 RECV_BYTES = 65536
-# compact (fewer bytes for the far side to parse), and no search for cycles: a request or a reply is built afresh
-_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
-_encode = _ENCODER.encode
-_decode = json.JSONDecoder().decode  # of str: json.loads of bytes first guesses their encoding in Python
-
-
-def _c_encoder():
-    """The C encoder ``_ENCODER.encode`` makes afresh at every call (with a closure it does not use), made once:
-    every transact encodes two lines and decodes two (docs/performance.md, "Serial"). None where the
-    interpreter has no C encoder, or one of another signature: then ``_encode`` does it."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return None
-    try:
-        made = make(None, _ENCODER.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
-        return made if "".join(made({"a": [1, 0.5, None, True, "\u00e9"]}, 0)) == _encode(
-            {"a": [1, 0.5, None, True, "\u00e9"]}) else None
-    except TypeError:
-        return None
-
-
-_C_ENCODE = _c_encoder()
-_SCAN = json.JSONDecoder().scan_once  # the decoder's own scanner (C where there is one), less its Python wrapper
-
-
-def dump_line(obj: Any) -> bytes:
-    if _C_ENCODE is not None and type(obj) is dict:
-        return "".join(_C_ENCODE(obj, 0)).encode() + b"\n"
-    return _encode(obj).encode() + b"\n"
-
-
-def load_line(line: bytes) -> Any:
-    text = line.decode()
-    if text[:1] == "{":  # a request or a reply: one object, then only its line's end (else ``_decode`` says why)
-        try:
-            obj, end = _SCAN(text, 0)
-        except StopIteration:
-            return _decode(text)
-        if not text[end:].strip():
-            return obj
-    return _decode(text)
 
 
 class LineReader:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 from bench_agent import patterns
 from bench_agent.errors import UsageError
-from bench_agent.serial.control import dump_line
+from bench_agent.jsonlines import dump_line
 
 CHUNK = 1 << 20
 FAST_BYTES = 16384  # the most received bytes a reader thread searches for a transact's answer (``Pending``)

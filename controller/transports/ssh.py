@@ -25,7 +25,6 @@ answers it with a *failure*). A link that answers nothing for
 
 from __future__ import annotations
 
-import json
 import shlex
 import socket
 import threading
@@ -33,6 +32,7 @@ import time
 from typing import Any, Callable
 
 from bench_agent.errors import AuthFailed, PanioError, Refused, Timeout, Unreachable, unwrap
+from bench_agent.jsonlines import dump_line, load_line
 from controller.transports.known_hosts import CONNECT_TIMEOUT_S, destination, fingerprint, known_hosts_path
 from controller.transports.ssh_link import PROBE_EVERY_S, PROTOCOL, SILENT_LIMIT_S, Liveness
 
@@ -125,11 +125,10 @@ class SSHTransport:
         with self._lock:
             self._ensure_connected()
             self._next_id += 1
-            line = json.dumps({"v": PROTOCOL, "id": self._next_id, "op": request["op"],
-                               "args": request.get("args", {})}) + "\n"
+            line = dump_line({"v": PROTOCOL, "id": self._next_id, "op": request["op"], "args": request.get("args", {})})
             deadline = None if deadline_s is None else time.monotonic() + deadline_s + REPLY_MARGIN_S
             try:
-                self._chan.sendall(line.encode())
+                self._chan.sendall(line)
                 reply = self._read_line(deadline, lambda: self._overdue(request["op"], deadline_s))
             except (OSError, EOFError) as exc:
                 self.close()
@@ -189,7 +188,7 @@ class SSHTransport:
             if deadline is not None and time.monotonic() > deadline:
                 raise overdue()
         line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)
+        return load_line(line)
 
     def _stderr(self) -> str:
         try:
