@@ -73,3 +73,24 @@ def test_the_line_codec_writes_and_reads_exactly_what_json_does():
             load_line(bad)
     with pytest.raises(TypeError, match="not JSON serializable"):
         dump_line({"when": object()})
+
+
+def test_the_line_reader_gives_whole_lines_however_they_come():
+    """One line in one read (taken as it came), a line in pieces, two in one read, and what is left at the end."""
+    from bench_agent.serial.control import LineReader
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        lines = LineReader(ours)
+        theirs.sendall(b'{"a":1}\n')
+        assert lines.readline() == b'{"a":1}\n'
+        theirs.sendall(b'{"b":')
+        theirs.sendall(b"2}\n")
+        assert lines.readline() == b'{"b":2}\n'
+        theirs.sendall(b"one\ntwo\nthr")
+        assert [lines.readline(), lines.readline()] == [b"one\n", b"two\n"]
+        theirs.sendall(b"ee\n")
+        assert lines.readline() == b"three\n"
+        theirs.sendall(b"tail")
+        theirs.shutdown(socket.SHUT_WR)
+        assert lines.readline() == b"tail" and lines.readline() == b""

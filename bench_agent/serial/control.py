@@ -37,6 +37,13 @@ class LineReader:
 
     def readline(self) -> bytes:
         """The next line with its ``\\n``; at the end of the stream what is left (b"" when nothing)."""
+        if not self.buf:  # the usual: one whole line in one read, taken as it came (no copy in and out of buf)
+            data = self.sock.recv(RECV_BYTES)
+            end = data.find(b"\n")
+            if end == len(data) - 1:  # one line, or b"" at the end of the stream
+                return data
+            self.buf += data
+            self.scanned = 0 if end >= 0 else len(data)
         while True:
             end = self.buf.find(b"\n", self.scanned)
             if end >= 0:
