@@ -16,6 +16,7 @@ directory itself, the layout before labs were keyed (``legacy``).
 
 from __future__ import annotations
 
+import functools
 import os
 
 TYPE_CHECKING = False
@@ -128,18 +129,12 @@ def lab_state_dir(key: str | None = None) -> Path:
 def lab_state_dir_name(key: str | None = None) -> str:
     """``lab_state_dir()`` as a string, for a start-up path that need not import pathlib (`serial log`'s)."""
     key = check_lab_key(key) if key else current_lab()
-    state = state_dir_name()
-    if not key:
-        return state
-    path = _LAB_DIRS.get((state, key))  # asked before every side effect (the lease check, the daemon's socket)
-    if path is None:
-        if len(_LAB_DIRS) >= 64:
-            _LAB_DIRS.clear()
-        path = _LAB_DIRS[state, key] = os.path.join(state, LABS_DIR, key)
-    return path
+    return _lab_dir(state_dir_name(), key) if key else state_dir_name()
 
 
-_LAB_DIRS: dict[tuple[str, str], str] = {}  # lab_state_dir_name by (state directory, lab key)
+@functools.lru_cache(maxsize=64)  # asked before every side effect (the lease check, a daemon's socket)
+def _lab_dir(state: str, key: str) -> str:
+    return os.path.join(state, LABS_DIR, key)
 
 
 def known_labs() -> list[str]:

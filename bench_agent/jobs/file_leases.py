@@ -9,6 +9,7 @@ lease's secret. The lease model and policy live in ``bench_agent.jobs.leases``.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import secrets
@@ -19,20 +20,19 @@ from bench_agent.errors import Refused
 from bench_agent.jobs.leases import Claim, Lease
 
 
+@functools.lru_cache(maxsize=256)  # not pathlib, and joined once: the check before every side effect
+def _lease_path(directory: str, target: str) -> str:
+    return os.path.join(directory, f"{target}.lease")
+
+
 class FileLeaseStore:
     def __init__(self, directory: Path) -> None:
         self.dir = Path(directory)
         self._dir_name = str(self.dir)
         self._held: dict[str, int] = {}  # target -> fd, for leases this process holds
-        self._paths: dict[str, str] = {}  # target -> its lease file's path (the check before every side effect)
 
     def _path(self, target: str) -> str:
-        path = self._paths.get(target)
-        if path is None:
-            if len(self._paths) >= 256:
-                self._paths.clear()
-            path = self._paths[target] = os.path.join(self._dir_name, f"{target}.lease")  # not pathlib
-        return path
+        return _lease_path(self._dir_name, target)
 
     def for_lab(self, lab_key: str | None) -> "FileLeaseStore":
         """The file leases of lab ``lab_key`` on this machine (this store for None)."""

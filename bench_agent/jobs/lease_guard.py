@@ -31,6 +31,7 @@ made is not a pass.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -41,6 +42,7 @@ from bench_agent.errors import UsageError, Unreachable
 from bench_agent.jobs import leases
 from bench_agent.jobs.file_leases import FileLeaseStore
 from bench_agent.jobs.redis_leases import RedisLeaseStore
+from bench_agent.paths import current_lab, lab_state_dir_name, state_dir, state_dir_name  # os alone
 
 from bench_agent.jobs import ORIGIN_ARG, TOKEN_ARG  # noqa: F401 - said once, in the package
 RECORD_NAME = "lease-stores.json"
@@ -48,9 +50,12 @@ _REDIS: dict[tuple[str, str], RedisLeaseStore] = {}  # one client per store, for
 
 
 def record_path():
-    from bench_agent.paths import state_dir
-
     return state_dir() / RECORD_NAME
+
+
+@functools.lru_cache(maxsize=16)  # a join less in every check
+def _record_path(state: str) -> str:
+    return os.path.join(state, RECORD_NAME)  # record_path(), without pathlib
 
 
 def recorded() -> list[dict[str, Any]]:
@@ -64,15 +69,7 @@ def _recorded(state: str | None = None) -> tuple[tuple, list[dict[str, Any]]]:
     (``_RECORDED``): a check before every side effect costs one ``stat`` instead of an open, a read and a
     JSON parse (benchmarks/dispatch.py). The signature is the path, inode, size and modification and change
     times in ns; ``_write`` replaces the file."""
-    if state is None:
-        from bench_agent.paths import state_dir_name
-
-        state = state_dir_name()
-    path = _RECORD_PATHS.get(state)
-    if path is None:
-        if len(_RECORD_PATHS) >= 16:
-            _RECORD_PATHS.clear()
-        path = _RECORD_PATHS[state] = os.path.join(state, RECORD_NAME)  # record_path(), without pathlib
+    path = _record_path(state_dir_name() if state is None else state)
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -101,7 +98,6 @@ def _unreadable(exc: Exception) -> Unreachable:
 
 
 _RECORDED: list = [None]  # (signature, stores) of the last read of the record (see _recorded)
-_RECORD_PATHS: dict[str, str] = {}  # the record's path by state directory: a join less in every check
 
 
 def remember(url: str, prefix: str, by: str) -> None:
@@ -155,8 +151,6 @@ def stores() -> list[tuple[Any, str]]:
     The list is made again only when what it is made of changed: the lab, the record's signature
     (``_recorded``), the environment's store and the state directory (``_STORES``, a few entries). The state
     directory is read from the environment once a check, and the lab's part of it joined only on a change."""
-    from bench_agent.paths import current_lab, lab_state_dir_name, state_dir_name
-
     lab, state = current_lab(), state_dir_name()
     sig, named_stores = _recorded(state)
     env = env_store()
@@ -188,8 +182,6 @@ def held(target: str, checked: list[tuple[Any, str]] | None = None) -> list[tupl
 
     A caller that names no lab (an older controller, a hand-made request) is bound by every lab's lease on
     ``target`` too: only naming a lab picks that lab's ``target``, and so that lab's lease alone."""
-    from bench_agent.paths import current_lab
-
     checked = stores() if checked is None else checked
     if current_lab() is None:
         checked = checked + _every_lab(checked, target)

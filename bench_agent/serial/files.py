@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 from bench_agent.paths import lab_state_dir, lab_state_dir_name
@@ -59,20 +60,15 @@ def discovery_path(target: str, state: Path | None = None) -> Path:
     return daemons_dir(state) / f"serial-{target}.json"
 
 
-_SOCKETS: dict[tuple[str, str, str], str] = {}  # socket_address by (state directory, kind, target), when short
+@functools.lru_cache(maxsize=256)  # asked at every request to a daemon: a join less
+def _socket_path(base: str, kind: str, target: str) -> str:
+    return os.path.join(base, "run", f"{kind}-{target}.sock")
 
 
 def socket_address(target: str, state: Path | None = None, kind: str = "serial") -> str:
     """The control socket's path; when that would be too long for a unix socket, a short one in a private /tmp dir."""
-    base = str(state) if state is not None else lab_state_dir_name()
-    path = _SOCKETS.get((base, kind, target))  # asked at every request to a daemon: a join less
-    if path is not None:
-        return path
-    path = os.path.join(base, "run", f"{kind}-{target}.sock")
+    path = _socket_path(str(state) if state is not None else lab_state_dir_name(), kind, target)
     if len(path) <= MAX_SOCKET_PATH:
-        if len(_SOCKETS) >= 256:
-            _SOCKETS.clear()
-        _SOCKETS[base, kind, target] = path
         return path
     import hashlib
     from pathlib import Path
