@@ -16,7 +16,6 @@ directory itself, the layout before labs were keyed (``legacy``).
 
 from __future__ import annotations
 
-import functools
 import os
 
 TYPE_CHECKING = False
@@ -129,12 +128,20 @@ def lab_state_dir(key: str | None = None) -> Path:
 def lab_state_dir_name(key: str | None = None) -> str:
     """``lab_state_dir()`` as a string, for a start-up path that need not import pathlib (`serial log`'s)."""
     key = check_lab_key(key) if key else current_lab()
-    return _lab_dir(state_dir_name(), key) if key else state_dir_name()
+    state = state_dir_name()
+    if not key:
+        return state
+    path = _LAB_DIRS.get((state, key))  # asked before every side effect (the lease check, the daemon's socket)
+    if path is None:
+        if len(_LAB_DIRS) >= 64:
+            _LAB_DIRS.clear()
+        path = _LAB_DIRS[state, key] = os.path.join(state, LABS_DIR, key)
+    return path
 
 
-@functools.lru_cache(maxsize=64)  # asked before every side effect (the lease check, a daemon's socket)
-def _lab_dir(state: str, key: str) -> str:
-    return os.path.join(state, LABS_DIR, key)
+# lab_state_dir_name by (state directory, lab key); a dict, not functools.lru_cache: a reading command imports no
+# functools (tests/test_light_help.py)
+_LAB_DIRS: dict[tuple[str, str], str] = {}
 
 
 def known_labs() -> list[str]:

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 
 from bench_agent.paths import lab_state_dir, lab_state_dir_name
@@ -60,15 +59,21 @@ def discovery_path(target: str, state: Path | None = None) -> Path:
     return daemons_dir(state) / f"serial-{target}.json"
 
 
-@functools.lru_cache(maxsize=256)  # asked at every request to a daemon: a join less
-def _socket_path(base: str, kind: str, target: str) -> str:
-    return os.path.join(base, "run", f"{kind}-{target}.sock")
+# socket_address by (state directory, kind, target), when short; a dict, as paths._LAB_DIRS (no functools at start-up)
+_SOCKETS: dict[tuple[str, str, str], str] = {}
 
 
 def socket_address(target: str, state: Path | None = None, kind: str = "serial") -> str:
     """The control socket's path; when that would be too long for a unix socket, a short one in a private /tmp dir."""
-    path = _socket_path(str(state) if state is not None else lab_state_dir_name(), kind, target)
+    base = str(state) if state is not None else lab_state_dir_name()
+    path = _SOCKETS.get((base, kind, target))  # asked at every request to a daemon: a join less
+    if path is not None:
+        return path
+    path = os.path.join(base, "run", f"{kind}-{target}.sock")
     if len(path) <= MAX_SOCKET_PATH:
+        if len(_SOCKETS) >= 256:
+            _SOCKETS.clear()
+        _SOCKETS[base, kind, target] = path
         return path
     import hashlib
     from pathlib import Path
