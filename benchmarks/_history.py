@@ -53,7 +53,7 @@ def empty_like(url: str, folder) -> str:
 def drop_empty(url: str) -> None:
     """Drop what ``empty_like`` made on PostgreSQL (a file goes with its folder)."""
     if url.startswith("postgresql://"):
-        from bench_agent.jobs import results_db
+        from bench_agent.results import db as results_db
 
         import psycopg
 
@@ -77,7 +77,7 @@ def newest_job(url: str) -> int:
 
 
 def _scalar(url: str, sql: str):
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
 
     import sqlalchemy as sa
 

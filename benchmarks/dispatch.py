@@ -13,7 +13,7 @@ controller checks the target's lease in Redis, the host checks it again (``lease
 daemon writes the line. Its floor is the daemon's own ``send`` request, the same bytes on the same
 socket, with no lease check and no dispatch. The lease checks per dispatch are counted and printed beside
 the figure: the Redis commands from the private server's statistics, and the reads the host answered
-from memory (``bench_agent.jobs.lease_cache``: kept true by Redis's invalidation messages); a row that
+from memory (``bench_agent.leases.cache``: kept true by Redis's invalidation messages); a row that
 made neither measured no lease check. A third side in the same rotating rounds is a side effect behind a
 lease read from Redis every time: an HGETALL of the lease on the store's kept connection, then the same
 send request; its rows say what one Redis round trip costs here, and what panio adds beside it.
@@ -105,8 +105,8 @@ def redis_commands() -> int:
 
 
 def lease_reads_from_memory() -> int:
-    """The lease checks this process answered from its invalidated cache (``bench_agent.jobs.lease_cache``)."""
-    from bench_agent.jobs import lease_guard
+    """The lease checks this process answered from its invalidated cache (``bench_agent.leases.cache``)."""
+    from bench_agent.leases import guard as lease_guard
 
     return sum(store.cache.hits for store in lease_guard._REDIS.values())
 
@@ -322,7 +322,7 @@ def bench_jobs(env: dict, tmp: Path, jobs: int) -> dict:
 
 
 def bench_kill(env: dict, tmp: Path, ttl_s: float = 3.0) -> dict:
-    from bench_agent.jobs.redis_leases import RedisLeaseStore
+    from bench_agent.leases.redis_store import RedisLeaseStore
     from bench_agent.jobs.worker import make_app, submit
     from controller import backends
 

@@ -102,7 +102,7 @@ def measure(args) -> dict:
     lab = work / "lab.toml"
     write_lab(lab, 100, 10)
     empty_url = _history.empty_like(args.results, work)  # the same engine with no history: like with like
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
 
     empty = ResultStore(empty_url)  # one job, so `job status` has something to show on both sides
     empty_id = empty.create_job("nightly-smoke", "board-0007", "host-007", {"steps": []})
@@ -173,7 +173,7 @@ def measure(args) -> dict:
 
 def prune_under_writes(url: str, days: float) -> dict:
     """Prune the oldest month while a writer records jobs as a runner does; the writer's longest wait."""
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
 
     store = ResultStore(url)
     waits: list[float] = []

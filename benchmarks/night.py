@@ -152,7 +152,7 @@ class Night(scale.Run):
         while time.time() < self.night_t0 + span - 3:  # the boards' health as the night ends (schedules firing)
             if self.stopping.wait(0.5):
                 return
-        from bench_agent.jobs.health import HealthStore
+        from bench_agent.health.state import HealthStore
 
         self.health_at_end = {t: {k: v.get(k) for k in ("health", "reason", "set_by")}
                               for t, v in HealthStore(self.results).all().items()}
@@ -165,7 +165,7 @@ class Night(scale.Run):
     def _running_on(self, board: str, after_step: str | None = None, within_s: float = 90) -> int | None:
         """A job of ``board`` that is running (past ``after_step`` when given), waited for up to ``within_s``:
         the fault should hit a job, past its power-cycle step (which would switch a plug back on)."""
-        from bench_agent.jobs.results import ResultStore
+        from bench_agent.results.store import ResultStore
 
         store, deadline = ResultStore(self.results), time.time() + within_s
         while time.time() < deadline:
@@ -215,7 +215,7 @@ class Night(scale.Run):
         when the command reaches it (the job read here may have ended by then, or the board be free between two
         jobs); a stop that lands before that job's `serial watch` step or after its last console step misses it
         (the job passes): tried again on a later job, up to 6 times."""
-        from bench_agent.jobs.results import ResultStore
+        from bench_agent.results.store import ResultStore
 
         store, tries = ResultStore(self.results), []
         for _ in range(6):
@@ -269,7 +269,7 @@ class Night(scale.Run):
 
     def _heal_wait(self) -> None:
         """After the night: up to 3 minutes for every board to be `good` again, with nobody acting."""
-        from bench_agent.jobs.health import HealthStore
+        from bench_agent.health.state import HealthStore
 
         health, deadline = HealthStore(self.results), time.time() + 180
         while time.time() < deadline:
@@ -282,8 +282,8 @@ class Night(scale.Run):
     # --- what happened ---------------------------------------------------------------------------------------
 
     def night_verdict(self) -> dict:
-        from bench_agent.jobs.health import HealthStore
-        from bench_agent.jobs.results import ResultStore
+        from bench_agent.health.state import HealthStore
+        from bench_agent.results.store import ResultStore
 
         store = ResultStore(self.results)
         jobs = store.list_jobs(limit=10**7)

@@ -8,7 +8,7 @@ record with the verdict, the serial-log artifact), N jobs a batch, on SQLite and
 * ``durable``: every commit waits for the disk (on PostgreSQL, ``synchronous_commit = on`` for each; what
   panio did before the job road's relaxed commits);
 * ``shipped``: as panio writes them now: the creation, the claim and the verdict durable, the rest relaxed
-  (``bench_agent.jobs.results.ResultStore``).
+  (``bench_agent.results.store.ResultStore``).
 
 Each figure is the median of the rounds' per-job times; the ratio the median of the rounds' ratios, with the
 load average. This is the database's share of a job's cost on the worker, without Celery, Redis or a board:
@@ -39,7 +39,7 @@ DONE = {**STEP, "status": "pass", "exit_status": 0, "duration_s": 0.01, "output"
 
 def stores(url: str):
     """(durable, shipped): the same database; the durable side's relaxed engines are the durable ones."""
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
 
     shipped, durable = ResultStore(url), ResultStore(url)
     durable.relaxed, durable.relaxed_single = durable.engine, durable.single

@@ -361,7 +361,7 @@ class Run:
         return min(due) if due else self.t0
 
     def _drain(self) -> None:
-        from bench_agent.jobs.results import ResultStore
+        from bench_agent.results.store import ResultStore
 
         store = ResultStore(self.results)
         deadline = time.time() + max(180, 0.6 * self.boards)  # 2 cores run ~3 jobs/s: 1,000 boards' jobs take minutes
@@ -403,7 +403,7 @@ class Run:
     def _sample(self) -> dict:
         import redis
 
-        from bench_agent.jobs.results import ResultStore
+        from bench_agent.results.store import ResultStore
 
         info = redis.Redis.from_url(self.redis.url).info()
         store = ResultStore(self.results)
@@ -424,7 +424,7 @@ class Run:
     # --- what happened ----------------------------------------------------
 
     def verdict(self) -> dict:
-        from bench_agent.jobs.results import ResultStore
+        from bench_agent.results.store import ResultStore
 
         store = ResultStore(self.results)
         jobs = [j for j in store.list_jobs(limit=10**7, name="scale-5-step")]

@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--jobs, --targets, --hosts, --batch and --days must be positive")
     if args.results.startswith("postgresql://"):
         _history.create_database(args.results)
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
 
     store = ResultStore(args.results)  # panio's own tables and indexes
     first_id = _history.newest_job(args.results) + 1

@@ -3,7 +3,7 @@
 Two logs of one job from two nights: every line's time stamp differs, and the failing one has a line more
 (a panic), one changed and ten missing. Measured, alternating (ABAB, paired by round):
 
-A. ``bench_agent.jobs.triage.compare``: normalise both logs, align them (``logalign``: common head and tail,
+A. ``bench_agent.triage.compare.compare``: normalise both logs, align them (``logalign``: common head and tail,
    patience anchors, difflib in small gaps), find the first divergence, the never-reached and the late lines;
 B. the same normalisation, then ``difflib.SequenceMatcher(None, a, b).get_opcodes()`` on the same line ids:
    the textbook alignment, as a yardstick.
@@ -25,8 +25,8 @@ import random
 import statistics
 import time
 
-from bench_agent.jobs import logalign
-from bench_agent.jobs.triage import compare
+from bench_agent.triage import logalign
+from bench_agent.triage.compare import compare
 
 GOAL_S = 1.0
 PANIC = "Kernel panic - not syncing: VFS: Unable to mount root fs"

@@ -21,13 +21,13 @@ from bench_agent.errors import NotConfigured
 
 
 def results_url() -> str:
-    from bench_agent.jobs.fences import results_url as url  # one resolution for both sides (fences live there too)
+    from bench_agent.leases.fences import results_url as url  # one resolution for both sides (fences live there too)
 
     return url()
 
 
 def results_store():
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
 
     return ResultStore(results_url())
 
@@ -54,14 +54,14 @@ def lease_store(lab_key: str | None = None):
     """Redis leases when Redis is configured, else the Redis store this host recorded (so a shell without
     PANIO_BROKER on a worker's host still sees the worker's leases), else file leases in the state directory.
     One client per process: a connection per call costs ~1 ms. Fencing tokens are claimed in the results
-    database (``bench_agent.jobs.fences``), so they never go backwards when Redis loses its data.
+    database (``bench_agent.leases.fences``), so they never go backwards when Redis loses its data.
 
     Leases are a lab's (``lab_key``, else this process's lab: ``bench_agent.paths.current_lab``; ``NO_LAB``:
     no lab's), so two labs that both name a target ``h`` never block each other
-    (``bench_agent.jobs.leases.lab_prefix``)."""
-    from bench_agent.jobs import lease_guard
-    from bench_agent.jobs.file_leases import FileLeaseStore
-    from bench_agent.jobs.redis_leases import RedisLeaseStore
+    (``bench_agent.leases.base.lab_prefix``)."""
+    from bench_agent.leases import guard as lease_guard
+    from bench_agent.leases.file_store import FileLeaseStore
+    from bench_agent.leases.redis_store import RedisLeaseStore
 
     from bench_agent.paths import current_lab, lab_state_dir, legacy_state_dir
 

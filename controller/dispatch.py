@@ -113,14 +113,14 @@ class Dispatcher:
         return self._leases
 
     def _check_lease(self, target: str) -> None:
-        from bench_agent.jobs.leases import check_access
+        from bench_agent.leases.base import check_access
 
         check_access(self._lease_store(), target, self.token)
 
     def _with_token(self, args: dict[str, Any]) -> dict[str, Any]:
         if self.token is None and not os.environ.get(TOKEN_ENV) and not _overriding():
             return args
-        from bench_agent.jobs.lease_guard import with_token
+        from bench_agent.leases.guard import with_token
 
         return with_token(args, self._lease_store(), self.token)
 

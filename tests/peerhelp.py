@@ -118,7 +118,7 @@ class Workers:
 
     def store(self):
         """The results database itself: read without `panio job status`, which could settle a job on its own."""
-        from bench_agent.jobs.results import ResultStore
+        from bench_agent.results.store import ResultStore
 
         return ResultStore(self.env["PANIO_RESULTS_URL"])
 

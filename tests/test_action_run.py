@@ -63,7 +63,7 @@ def test_action_timeout(panio, pico):
 
 def test_action_run_is_refused_while_a_job_leases_the_target(panio, pico, tmp_path):
     """It used to call the transport directly and skip the lease check that every other command applies."""
-    from bench_agent.jobs.file_leases import FileLeaseStore
+    from bench_agent.leases.file_store import FileLeaseStore
 
     panio("action", "add", "flash", "-t", "pico", "--command", f"touch {pico}")
     lease = FileLeaseStore(panio.state / "leases").try_acquire("pico", {"holder": "runner@ci:7", "job": 3}, 30)

@@ -134,9 +134,9 @@ def test_a_supervisor_started_through_a_worker_is_reaped_when_it_stops(panio, be
 # --- the lost-worker reason ------------------------------------------------------------------------
 
 def test_the_lost_worker_reason_names_the_runner_once(tmp_path):
-    from bench_agent.jobs.file_leases import FileLeaseStore
+    from bench_agent.leases.file_store import FileLeaseStore
     from bench_agent.jobs.reconcile import Reconciler, dead_after_s
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
 
     store = ResultStore(f"sqlite:///{tmp_path / 'r.db'}")
     spec = {"lease_ttl_s": 2, "steps": [{"name": "a", "command": "panio ping t"}]}

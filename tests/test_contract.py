@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from bench_agent.errors import Busy, HookFailed, NotConfigured, Refused, Timeout, UsageError
-from bench_agent.jobs.file_leases import FileLeaseStore
+from bench_agent.leases.file_store import FileLeaseStore
 from bench_agent.sim.console import SimConsole
 from conftest import PANIO
 from controller.dispatch import Dispatcher

@@ -14,7 +14,7 @@ import zlib
 import pytest
 
 from bench_agent.errors import Refused
-from bench_agent.jobs.redis_leases import RETRY_S
+from bench_agent.leases.redis_store import RETRY_S
 from conftest import PANIO, Panio
 from dashhelp import Client, DashboardProc
 from jobhelp import job_file
@@ -126,12 +126,12 @@ def test_schedules_are_listed(dashboard):
 
 
 def test_a_screenshot_artifact_and_recorded_health_are_shown(dashboard, lab):
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
 
     store = ResultStore(f"sqlite:///{lab.env['PANIO_STATE_DIR']}/results.db")
     shot = png()
     store.add_artifact(1, "screen-boot.png", shot)
-    with store.engine.begin() as conn:  # device health as bench_agent.jobs.health keeps it: one row per target
+    with store.engine.begin() as conn:  # device health as bench_agent.health.state keeps it: one row per target
         conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS panio_health (target VARCHAR(64) PRIMARY KEY, "
                              "health VARCHAR(16) NOT NULL, reason TEXT, set_by VARCHAR(200), set_at FLOAT NOT NULL, "
                              "job_id INTEGER, checked_at FLOAT)")
@@ -283,8 +283,8 @@ def test_workers_that_answer_and_an_operator_cancels_a_queued_job(lab, broker, t
 
 
 def test_an_operator_breaks_a_lease_and_the_break_is_recorded(broker):
-    from bench_agent.jobs.fences import FenceStore
-    from bench_agent.jobs.redis_leases import RedisLeaseStore
+    from bench_agent.leases.fences import FenceStore
+    from bench_agent.leases.redis_store import RedisLeaseStore
 
     env, workers, d = broker
     from bench_agent.paths import lab_key_of
@@ -311,7 +311,7 @@ def test_an_operator_breaks_a_lease_and_the_break_is_recorded(broker):
 
 
 def test_an_operator_sets_maintenance_and_lifts_it(dashboard, lab):
-    from bench_agent.jobs.health import HealthStore
+    from bench_agent.health.state import HealthStore
 
     store = HealthStore(f"sqlite:///{lab.env['PANIO_STATE_DIR']}/results.db")
     reader, operator = signed_in(dashboard, READ), signed_in(dashboard, OP)

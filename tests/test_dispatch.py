@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench_agent.errors import Busy, InternalError, Refused, Timeout, Unreachable, UsageError
-from bench_agent.jobs.file_leases import FileLeaseStore
+from bench_agent.leases.file_store import FileLeaseStore
 from controller.dispatch import Dispatcher
 from controller.lab.model import Lab
 from controller.transports.stub import StubTransport

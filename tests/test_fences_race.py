@@ -29,9 +29,9 @@ ROUNDS = 3  # a fresh database each: the race is lost only some of the time
 CHILD = """
 import os, sys
 fd, url, token = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-from bench_agent.jobs.fences import FenceStore
-from bench_agent.jobs.results import ResultStore
-from bench_agent.jobs.results_db import engine_for
+from bench_agent.leases.fences import FenceStore
+from bench_agent.results.store import ResultStore
+from bench_agent.results.db import engine_for
 engine_for(url).connect().close()
 print("ready", flush=True)
 os.read(fd, 1)

@@ -141,7 +141,7 @@ def test_a_periodic_check_runs_before_a_job_once_due(panio, tmp_path):
     smoke = job_file(tmp_path, PING.format(extra=""), "smoke.toml")
     assert "before job 1: its health is unknown" in panio("job", "run", smoke).out
     assert "health check" not in panio("job", "run", smoke).out  # just checked
-    from bench_agent.jobs.health import HealthStore
+    from bench_agent.health.state import HealthStore
 
     store = HealthStore(f"sqlite:///{tmp_path / 'state' / 'results.db'}")
     with store.engine.begin() as c:  # an hour and a second pass
@@ -150,7 +150,7 @@ def test_a_periodic_check_runs_before_a_job_once_due(panio, tmp_path):
 
 
 def test_health_store_on_postgresql():
-    from bench_agent.jobs.health import HealthStore
+    from bench_agent.health.state import HealthStore
     from jobhelp import drop_pg_schema, pg_schema
 
     url = pg_schema()
@@ -170,9 +170,9 @@ def test_health_store_on_postgresql():
 def test_the_take_reads_the_targets_health_in_its_own_statement_on_postgresql():
     """The gate's first read rides the job's take (one statement): the record ``get`` would return, taken or not;
     a job on a target in maintenance is held on that record, without another read."""
-    from bench_agent.jobs.health import HealthStore
-    from bench_agent.jobs.health_gate import HealthGate
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.health.state import HealthStore
+    from bench_agent.health.gate import HealthGate
+    from bench_agent.results.store import ResultStore
     from jobhelp import drop_pg_schema, pg_schema
 
     url = pg_schema()
@@ -197,7 +197,7 @@ def test_the_take_reads_the_targets_health_in_its_own_statement_on_postgresql():
 
 
 def test_automatic_rechecks_back_off_and_never_lift_an_operators_word(tmp_path):
-    from bench_agent.jobs.health_gate import HealthGate
+    from bench_agent.health.gate import HealthGate
 
     gate = HealthGate(f"sqlite:///{tmp_path / 'r.db'}", "worker w@h:1", lambda *a: None)
     check = {"target": "pico", "kind": "health_check", "auto": True, "retry_s": 60, "retry_max_s": 1800}
@@ -305,9 +305,9 @@ def test_a_board_made_bad_after_a_stopped_capture_heals_on_its_own_once_it_runs_
 
 def test_a_target_put_in_maintenance_while_a_job_waits_for_its_lease_holds_the_job(tmp_path):
     """The gate's read before the lease stands only when the lease came at once; a job that waited reads again."""
-    from bench_agent.jobs import leases
-    from bench_agent.jobs import file_leases
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.leases import base as leases
+    from bench_agent.leases import file_store as file_leases
+    from bench_agent.results.store import ResultStore
     from bench_agent.jobs.runner import JobRunner
 
     url = f"sqlite:///{tmp_path / 'r.db'}"

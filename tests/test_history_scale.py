@@ -34,7 +34,7 @@ def seeded(request, tmp_path_factory):
         url = pg_schema()
     seed_history.main(["--jobs", str(JOBS), "--results", url, "--targets", str(TARGETS), "--hosts", "5",
                        "--days", "60", "--json"])
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
 
     store = ResultStore(url)
     yield store

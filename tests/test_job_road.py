@@ -179,7 +179,7 @@ def test_a_plug_switched_off_and_on_again_during_the_boot_wait_is_the_labs(panio
             assert r.status == 200
 
     from bench_agent.errors import NotConfigured
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
 
     results = Path(panio.env["PANIO_STATE_DIR"]) / "results.db"
 

@@ -116,8 +116,8 @@ def test_two_labs_on_one_ssh_host_keep_their_captures_of_h_apart(tmp_path, board
 
 @pytest.mark.parametrize("kind", ["file", "redis"])
 def test_a_lease_on_h_in_one_lab_does_not_block_the_others_h(tmp_path, kind, prefix):
-    from bench_agent.jobs import file_leases
-    from bench_agent.jobs import redis_leases
+    from bench_agent.leases import file_store as file_leases
+    from bench_agent.leases import redis_store as redis_leases
 
     a, b = _two_labs(tmp_path)
     marks = tmp_path / "marks"

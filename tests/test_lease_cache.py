@@ -1,4 +1,4 @@
-"""The lease check's reads from memory (``bench_agent.jobs.lease_cache``), against the real Redis on loopback:
+"""The lease check's reads from memory (``bench_agent.leases.cache``), against the real Redis on loopback:
 a check answered from memory must say what Redis would say, whoever changed the lease and however."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from bench_agent.jobs import lease_cache, redis_leases
+from bench_agent.leases import cache as lease_cache
+
+from bench_agent.leases import redis_store as redis_leases
 from jobhelp import wait_for
 from peerhelp import REDIS, SHARED_REDIS, PrivateRedis
 

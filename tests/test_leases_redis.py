@@ -9,8 +9,8 @@ import time
 import pytest
 
 from bench_agent.errors import Busy, Refused
-from bench_agent.jobs import leases
-from bench_agent.jobs import redis_leases
+from bench_agent.leases import base as leases
+from bench_agent.leases import redis_store as redis_leases
 from conftest import PANIO
 from jobhelp import fixture_lab, job_file, stop, wait_for
 from peerhelp import SHARED_REDIS as REDIS_URL
@@ -62,7 +62,7 @@ def test_a_lease_kept_after_most_of_its_ttl_is_renewed_at_once_not_a_third_of_a_
 
 HOLDER = """
 import sys, time
-from bench_agent.jobs import redis_leases
+from bench_agent.leases import redis_store as redis_leases
 s = redis_leases.RedisLeaseStore(sys.argv[1], sys.argv[2])
 lease = s.try_acquire("pico", {"holder": "doomed"}, ttl_s=1.0)
 lease.keep(1.0)
@@ -116,7 +116,8 @@ def test_an_operators_override_acts_under_whichever_lease_holds_the_target_when_
         store, prefix, tmp_path, monkeypatch):
     """Issue 27: the override's grant is read by the host as it acts, so a lease that changed hands meanwhile
     (back-to-back jobs) is overridden all the same, and the grant names the job whose lease it was."""
-    from bench_agent.jobs import lease_guard, lease_override
+    from bench_agent.leases import guard as lease_guard
+    from bench_agent.leases import override as lease_override
 
     monkeypatch.setenv("PANIO_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("PANIO_REDIS_URL", REDIS_URL)
@@ -196,7 +197,7 @@ def test_a_store_recorded_or_forgotten_between_two_checks_counts_at_the_next_one
     """The host keeps its list of lease stores between side effects (one ``stat`` a check, not a read of
     lease-stores.json); recording a store (`panio lease store --set`, a worker starting) or forgetting one
     still counts at the very next check, in the same process."""
-    from bench_agent.jobs import lease_guard
+    from bench_agent.leases import guard as lease_guard
 
     monkeypatch.setenv("PANIO_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.delenv("PANIO_REDIS_URL", raising=False)

@@ -60,7 +60,7 @@ def test_agent_speaks_versioned_json_lines():
 # What a reading command must not pay for (issue 24): the heavy libraries, and panio's own lease, job, daemon
 # and child-process machinery, which a read never uses. `--help` builds no parser at all.
 HEAVY_FOR_READS = HEAVY + ("cv2", "pytesseract", "mcp", "mcp_types", "numpy", "serial", "tomlkit")
-PANIO_MACHINERY = ("bench_agent.jobs.leases", "bench_agent.jobs.lease_guard", "bench_agent.jobs.host_config",
+PANIO_MACHINERY = ("bench_agent.leases.base", "bench_agent.leases.guard", "bench_agent.jobs.host_config",
                    "bench_agent.jobs.steps", "bench_agent.serial.client", "bench_agent.serial.supervisor",
                    "bench_agent.serial.device", "bench_agent.process", "controller.backends")
 SLOW_STDLIB = ("dataclasses", "inspect", "typing", "shutil", "locale", "datetime",  # each a share of a start-up

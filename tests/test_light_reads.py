@@ -1,7 +1,7 @@
 """`panio job list` and `panio job status` read finished jobs without SQLAlchemy, and show exactly what the
 store shows (SQLite and PostgreSQL).
 
-The light read (``bench_agent.jobs.results_read.Reader``: sqlite3, or libpq itself for PostgreSQL) sends the
+The light read (``bench_agent.results.read.Reader``: sqlite3, or libpq itself for PostgreSQL) sends the
 store's own statements; these tests compare what it returns with ``ResultStore``'s answers value for value
 (types included), the commands' output with what the store's rows render to, prove the commands import
 neither SQLAlchemy nor psycopg, and that anything the reader cannot answer (a job still running, a database
@@ -40,7 +40,7 @@ def results(request, panio):
 def history(url: str) -> dict[str, int]:
     """Finished jobs of every shape a row can take (passed with steps, failed, incomplete with an error,
     canceled, overridden) on two boards."""
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
     from controller.jobs.overrides import OverrideStore
 
     store = ResultStore(url)
@@ -72,8 +72,8 @@ def strict(value) -> str:
 
 
 def test_the_reader_returns_what_the_store_returns(results):
-    from bench_agent.jobs.results import ResultStore
-    from bench_agent.jobs.results_read import Reader
+    from bench_agent.results.store import ResultStore
+    from bench_agent.results.read import Reader
     from controller.jobs import overrides
 
     ids = history(results)
@@ -91,7 +91,7 @@ def test_the_reader_returns_what_the_store_returns(results):
 
 
 def test_job_list_and_status_print_what_the_stores_rows_render_to(panio, results):
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
     from controller.cli.job import _brief
     from controller.jobs import overrides, report
 
@@ -135,7 +135,7 @@ def test_reading_finished_jobs_imports_neither_sqlalchemy_nor_psycopg(panio, res
 def test_a_job_not_done_goes_the_stores_way_and_is_shown_settled(panio, results):
     """A page with a job whose runner may have died needs the reconciler: the store answers (and without a
     broker, a queued job nobody runs is settled as the store's way settles it)."""
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
 
     ids = history(results)
     queued = ResultStore(results).create_job("late", "pico", None, {"steps": []})
@@ -153,7 +153,7 @@ def test_a_database_an_older_panio_made_goes_the_stores_way_which_migrates_it(pa
     what is missing, and the next read needs it no more."""
     import sqlalchemy as sa
 
-    from bench_agent.jobs import results_db as store_module
+    from bench_agent.results import db as store_module
 
     ids = history(results)
     engine = store_module.engine_for(results)

@@ -136,10 +136,10 @@ def test_a_notify_table_is_checked_like_the_rest_of_the_lab(panio):
 
 
 def test_a_job_whose_worker_died_is_told_and_its_target_becomes_unknown(tmp_path, receiver):
-    from bench_agent.jobs.health import HealthStore
-    from bench_agent.jobs.file_leases import FileLeaseStore
+    from bench_agent.health.state import HealthStore
+    from bench_agent.leases.file_store import FileLeaseStore
     from bench_agent.jobs.reconcile import Reconciler, dead_after_s
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
 
     url = f"sqlite:///{tmp_path / 'r.db'}"
     store, health = ResultStore(url), HealthStore(url)

@@ -150,8 +150,8 @@ def test_no_credentials_a_wrong_password_or_plain_text_get_nothing(broker):
 
 def test_the_workers_user_checks_leases_from_memory_over_tls(broker, monkeypatch, tmp_path):
     """The role's users may track the lease keys (CLIENT TRACKING, ``__redis__:invalidate``), and a grant by
-    the controller's user reaches the worker's next check through TLS (``bench_agent.jobs.lease_cache``)."""
-    from bench_agent.jobs.redis_leases import RedisLeaseStore
+    the controller's user reaches the worker's next check through TLS (``bench_agent.leases.cache``)."""
+    from bench_agent.leases.redis_store import RedisLeaseStore
 
     monkeypatch.setenv("PANIO_RESULTS_URL", f"sqlite:///{tmp_path / 'results.db'}")
     store = RedisLeaseStore(broker.url("panio-worker", PASSWORDS["panio_redis_worker_password"]), "panio:")

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from bench_agent.errors import Busy, Refused
-from bench_agent.jobs import leases
-from bench_agent.jobs import file_leases
-from bench_agent.jobs import redis_leases
-from bench_agent.jobs.fences import FenceStore
+from bench_agent.leases import base as leases
+from bench_agent.leases import file_store as file_leases
+from bench_agent.leases import redis_store as redis_leases
+from bench_agent.leases.fences import FenceStore
 import keyhelp
 from conftest import PANIO
 from jobhelp import job_file, stop, stop_group, wait_for
@@ -255,8 +255,8 @@ def test_a_hand_made_payload_is_refused_at_run_time(panio, tmp_path):
     mark = tmp_path / "pwned"
     script = f"""
 import json, sys
-from bench_agent.jobs.file_leases import FileLeaseStore
-from bench_agent.jobs.results import ResultStore
+from bench_agent.leases.file_store import FileLeaseStore
+from bench_agent.results.store import ResultStore
 from bench_agent.jobs.runner import JobRunner
 store = ResultStore("sqlite:///{tmp_path / 'r.db'}")
 steps = [{{"name": "hook", "argv": ["power", "set", "-t", "pico", "--cycle-cmd", "sh -c 'touch {mark}'"],

@@ -187,7 +187,7 @@ def test_embedded_job_run_deadline(panio, tmp_path):
 def test_embedded_job_run_killed_mid_step_is_settled_by_a_reader(panio, tmp_path):
     import signal
 
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
 
     panio("init")
     panio("target", "add", "here")

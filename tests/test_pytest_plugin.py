@@ -102,7 +102,7 @@ XDIST_TESTS = '''
 import os
 import time
 
-from bench_agent.jobs.leases import holder_name
+from bench_agent.leases.base import holder_name
 from controller.backends import lease_store
 
 
@@ -232,7 +232,7 @@ def test_uname(panio_target):
     # another holder has board1: the session waits --panio-lease-wait, then the test errors naming the holder
     holder = subprocess.Popen([str(BIN / "python"), "-c", (
         "import sys, time\n"
-        "from bench_agent.jobs.file_leases import FileLeaseStore\n"
+        "from bench_agent.leases.file_store import FileLeaseStore\n"
         "from bench_agent.paths import lab_key_of, lab_state_dir\n"
         f"leases = FileLeaseStore(lab_state_dir(lab_key_of({str(bench.lab)!r})) / 'leases')\n"  # the lab's
         "lease = leases.try_acquire('board1', {'holder': 'nightly job'}, 30)\n"

@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from bench_agent.jobs.redis_leases import RedisLeaseStore
+from bench_agent.leases.redis_store import RedisLeaseStore
 from bench_agent.jobs.reconcile import Reconciler, dead_after_s
-from bench_agent.jobs.results import ResultStore
+from bench_agent.results.store import ResultStore
 
 REDIS_URL = "redis://127.0.0.1:6379/5"
 SPEC = {"lease_ttl_s": 2, "steps": [{"name": "a", "command": "panio ping t"}, {"name": "b", "command": "panio x"}]}
@@ -128,7 +128,7 @@ def test_a_lost_job_settled_after_a_later_job_started_on_its_target_leaves_the_h
     """The compressed night: a worker killed with -9, its job settled by the reconciler only after the target's
     next job had started (its lease expired first) and passed; marking the board unknown then would leave it
     unknown with no job left to check it. A lost job with nothing after it still makes the target unknown."""
-    from bench_agent.jobs.health import HealthStore
+    from bench_agent.health.state import HealthStore
 
     store, leases = world
     health = HealthStore(store.url)
@@ -148,7 +148,7 @@ def test_a_runner_whose_lease_was_lost_and_that_ends_after_the_next_job_started_
     """The same for the runner's own verdict: a job whose lease Redis lost (and another job took) ends incomplete
     after the target's next job passed its health gate; marking the board unknown then would leave it unknown
     with nothing to check it. A job ending incomplete with nothing after it still makes the target unknown."""
-    from bench_agent.jobs.health import HealthStore
+    from bench_agent.health.state import HealthStore
     from bench_agent.jobs.runner import JobRunner
 
     store, leases = world
@@ -170,7 +170,7 @@ def test_a_lost_job_with_nothing_after_it_has_its_target_rechecked_automatically
     """A worker killed under the last job of the night: nothing comes to run the target's check before a job, so
     the unknown the reconciler records carries an automatic re-check (`panio schedule serve` runs it) after the
     check's retry_s; a target with no health check configured gets none."""
-    from bench_agent.jobs import health as h
+    from bench_agent.health import state as h
 
     store, leases = world
     health = h.HealthStore(store.url)

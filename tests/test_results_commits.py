@@ -7,7 +7,7 @@ import pytest
 import sqlalchemy as sa
 
 from bench_agent.errors import Unreachable
-from bench_agent.jobs.results import ResultStore
+from bench_agent.results.store import ResultStore
 from jobhelp import drop_pg_schema, pg_schema
 
 
@@ -83,7 +83,7 @@ def test_a_broker_that_refuses_a_suites_job_ends_it_and_every_one_after_it(tmp_p
 
 
 def test_a_fence_store_remembers_its_high_water_mark_and_reads_again_once_another_claimed_higher(tmp_path):
-    from bench_agent.jobs.fences import FenceStore
+    from bench_agent.leases.fences import FenceStore
 
     url = f"sqlite:///{tmp_path / 'r.db'}"
     mine, other = FenceStore(url), FenceStore(url)  # two processes, two hosts
@@ -100,9 +100,9 @@ def test_after_a_redis_restart_a_lease_goes_above_a_token_another_process_claime
     The first token offered is refused by the durable mark; the next one is above it."""
     import os
 
-    from bench_agent.jobs import leases
-    from bench_agent.jobs import redis_leases
-    from bench_agent.jobs.fences import FenceStore
+    from bench_agent.leases import base as leases
+    from bench_agent.leases import redis_store as redis_leases
+    from bench_agent.leases.fences import FenceStore
     from peerhelp import REDIS, PrivateRedis
 
     if not os.path.exists(REDIS):
@@ -154,7 +154,7 @@ def test_finished_steps_ride_with_the_next_start_and_the_verdict(store):
 
 
 def test_a_claim_raises_the_targets_fence_mark_with_the_job_in_one_statement(store):
-    from bench_agent.jobs.fences import FenceStore
+    from bench_agent.leases.fences import FenceStore
 
     FenceStore(store.url).claim("pico", 5)  # the target's first lease makes its mark's row
     first, second, third = store.create_jobs([("j", "pico", None, {})] * 3)
@@ -191,9 +191,9 @@ def test_a_lease_claims_the_job_with_its_token_and_a_refused_token_claims_nothin
     refuses (Redis forgot its counter, another host claimed higher) claims no job; the next token does."""
     import os
 
-    from bench_agent.jobs import leases
-    from bench_agent.jobs import redis_leases
-    from bench_agent.jobs.fences import FenceStore
+    from bench_agent.leases import base as leases
+    from bench_agent.leases import redis_store as redis_leases
+    from bench_agent.leases.fences import FenceStore
     from peerhelp import REDIS, PrivateRedis
 
     if not os.path.exists(REDIS):

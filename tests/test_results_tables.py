@@ -16,8 +16,8 @@ import time
 
 import sqlalchemy as sa
 
-from bench_agent.jobs.fences import FenceStore
-from bench_agent.jobs.results import ResultStore
+from bench_agent.leases.fences import FenceStore
+from bench_agent.results.store import ResultStore
 from controller.jobs.schedules import ScheduleStore
 
 
@@ -56,7 +56,7 @@ def test_many_calls_build_no_new_tables(tmp_path):
 # hook spreads the children too far apart to meet the race reliably; the raw connection does not.
 OPENER = """
 import sqlite3, sys, time
-from bench_agent.jobs.results_db import _sqlite_pragmas
+from bench_agent.results.db import _sqlite_pragmas
 start = float(sys.argv[2])
 while start - time.time() > 0.002:  # asleep until 2 ms before it, then spinning: 8 children, little CPU
     time.sleep(start - time.time() - 0.002)

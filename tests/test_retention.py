@@ -26,7 +26,7 @@ DAY_S = 86400
 
 
 def _store(panio):
-    from bench_agent.jobs.results import ResultStore
+    from bench_agent.results.store import ResultStore
 
     return ResultStore(f"sqlite:///{panio.env['PANIO_STATE_DIR']}/results.db")
 
@@ -142,7 +142,7 @@ HEALTH_KEPT = {"pico": ["pico 40d"], "qemu": ["qemu 1d"], "far": ["far 45d"], "b
 
 def _health_history(url: str):
     """A HealthStore at ``url`` with HEALTH_AGES_D recorded: a change per age, dated that long ago."""
-    from bench_agent.jobs.health import HEALTHS, HealthStore
+    from bench_agent.health.state import HEALTHS, HealthStore
 
     store = HealthStore(url)
     for target, ages_d in HEALTH_AGES_D.items():

@@ -11,9 +11,9 @@ import pytest
 from jobhelp import job_file, wait_for
 from simbench import sim
 
-from bench_agent.jobs import flaky
-from bench_agent.jobs.logalign import Rules, align
-from bench_agent.jobs.triage import compare, output_lines
+from bench_agent.triage import flaky
+from bench_agent.triage.logalign import Rules, align
+from bench_agent.triage.compare import compare, output_lines
 
 PANIC = "Kernel panic - not syncing: VFS: Unable to mount root fs"
 
@@ -261,8 +261,8 @@ def _recorded(store, result: str, log: str, sha: str = "f1", target: str = "b0",
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 def test_the_baseline_is_found_in_either_results_database(engine, tmp_path):
-    from bench_agent.jobs.results import ResultStore
-    from bench_agent.jobs.triage import triage
+    from bench_agent.results.store import ResultStore
+    from bench_agent.triage.compare import triage
 
     from jobhelp import drop_pg_schema, pg_schema
 

@@ -7,7 +7,7 @@ embedded in-process worker and in ``panio worker`` on a control host.
 The names below cross process boundaries (environment variables, request
 arguments). They are said here, in a package module that imports nothing, so a
 reading command (`panio serial log`) can look for them without importing the
-lease or step machinery; ``leases``, ``lease_guard`` and ``steps`` re-export them.
+lease or step machinery; ``leases.base``, ``leases.guard`` and ``steps`` re-export them.
 """
 
 TOKEN_ENV = "PANIO_LEASE_TOKEN"  # a job step's lease token, in the environment of a `panio` it runs

@@ -259,7 +259,7 @@ class Reconciler:
         """Like the runner would have: the target's health becomes unknown (its health check runs before the
         next job) and the lab's notify channels hear of it. Settling the job never fails for these."""
         from bench_agent.jobs import notify
-        from bench_agent.jobs.health import HealthStore, backoff_s
+        from bench_agent.health.state import HealthStore, backoff_s
 
         spec = job["spec"]
         try:

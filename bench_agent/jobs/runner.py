@@ -49,9 +49,9 @@ import time
 from typing import Any, Callable
 
 from bench_agent.errors import Busy, Canceled, PanioError, Refused, Timeout, Unreachable
-from bench_agent.jobs import leases as leasing
+from bench_agent.leases import base as leasing
 from bench_agent.jobs import lab_probe, reconcile, screens, serial_window
-from bench_agent.jobs.results import ResultStore
+from bench_agent.results.store import ResultStore
 from bench_agent.jobs.steps import OUTPUT_LIMIT, bind, command_line, execute, judge, known_variables, planned
 
 Progress = Callable[[str, dict[str, Any]], None]
@@ -80,7 +80,7 @@ def local_caller(target: str, token: str, leases: Any, lab_key: str | None = Non
     the job's lab (``lab_key``), whose captures and leases the target's are."""
     from bench_agent import ops
     from bench_agent.errors import mark_outcome_unknown
-    from bench_agent.jobs.lease_guard import with_token
+    from bench_agent.leases.guard import with_token
     from bench_agent.paths import LAB_ARG
 
     def call(op: str, args: dict[str, Any]) -> Any:
@@ -142,7 +142,7 @@ class JobRunner:
             self.heartbeat.discard(job_id)
 
     def _gate(self):
-        from bench_agent.jobs.health_gate import HealthGate
+        from bench_agent.health.gate import HealthGate
 
         if self._health is None:
             self._health = HealthGate(self.store.url, self.worker, self.progress)
@@ -460,7 +460,8 @@ class JobRunner:
 
     def _send_held(self) -> None:
         """The notifications of the job's end, with the triage summary of a failure (``triage.notice``)."""
-        from bench_agent.jobs import notify, triage
+        from bench_agent.jobs import notify
+        from bench_agent.triage import compare as triage
 
         held, self._held = self._held or [], None
         for configs, event, data in held:

@@ -123,9 +123,9 @@ class WorkerContext:
 
     def stores(self):
         """One database engine, one Redis client and one heartbeat per worker, shared by its threads."""
-        from bench_agent.jobs.redis_leases import RedisLeaseStore
+        from bench_agent.leases.redis_store import RedisLeaseStore
         from bench_agent.jobs.reconcile import Heartbeat
-        from bench_agent.jobs.results import ResultStore
+        from bench_agent.results.store import ResultStore
 
         with self._lock:
             if self._stores is None:

@@ -76,7 +76,7 @@ def call(name: str, args: dict[str, Any]) -> Any:
 
     Every road in ends here, so this is where the host enforces leases: an operation that changes
     a target is refused while someone else leases it, and a stale ``lease_token`` is refused even
-    while the target is free (``bench_agent.jobs.lease_guard``). Reads pass.
+    while the target is free (``bench_agent.leases.guard``). Reads pass.
 
     In a ``panio worker`` (requests from the broker) the host's own configuration is installed, and
     every request's target and configuration are checked against it first
@@ -103,7 +103,7 @@ def _run(name: str, func: Operation, args: dict[str, Any], token: Any, origin: A
         taken = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
         checked = host.enforce(name, checked, {p.name for p in SPECS[name].params}, taken)
     if SPECS[name].side_effect:
-        from bench_agent.jobs import lease_guard
+        from bench_agent.leases import guard as lease_guard
 
         lease_guard.enforce(name, checked, token, origin, override)
     return func(**checked)

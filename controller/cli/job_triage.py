@@ -51,8 +51,8 @@ def _store():
 
 
 def triage(args: argparse.Namespace) -> None:
-    from bench_agent.jobs import flaky
-    from bench_agent.jobs import triage as tri
+    from bench_agent.triage import flaky
+    from bench_agent.triage import compare as tri
 
     store = _store()
     job = store.job(args.id)
@@ -139,7 +139,7 @@ def _flaky(t: dict) -> list[str]:
 
 
 def history(args: argparse.Namespace) -> None:
-    from bench_agent.jobs import flaky
+    from bench_agent.triage import flaky
 
     h = flaky.history(_store(), args.name, args.target, args.runs)
     if args.json:

@@ -105,8 +105,8 @@ def break_(args: argparse.Namespace) -> None:
 
 def store(args: argparse.Namespace) -> None:
     from bench_agent.errors import NotConfigured, UsageError
-    from bench_agent.jobs import lease_guard
-    from bench_agent.jobs.leases import redact as _redact
+    from bench_agent.leases import guard as lease_guard
+    from bench_agent.leases.base import redact as _redact
     from controller import backends
 
     if args.set and args.forget:

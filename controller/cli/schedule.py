@@ -120,7 +120,7 @@ def _healing(args: argparse.Namespace, log) -> dict:
     said: dict[str, str] = {}
 
     def due() -> list[str]:
-        from bench_agent.jobs.health import HealthStore
+        from bench_agent.health.state import HealthStore
 
         return checks.due_rechecks(load_lab(args), HealthStore(backends.results_url()), time.time())
 
@@ -128,7 +128,7 @@ def _healing(args: argparse.Namespace, log) -> dict:
         job = checks.recheck(load_lab(args), target, progress.PlainProgress(prefix=f"[re-check {target}] "),
                              "panio schedule serve")
         if job is None:  # held for the lab: said when the reason changes, not at every look
-            from bench_agent.jobs.health import HealthStore
+            from bench_agent.health.state import HealthStore
 
             line = f"re-check of {target}: held: {HealthStore(backends.results_url()).get(target)['reason']}"
             if said.get(target) == line:

@@ -1,6 +1,6 @@
 """panio target health [TARGET] [--set H --reason R] [--check]: device health, its history, health checks.
 
-Health lives in the results database (``bench_agent.jobs.health``); a target's
+Health lives in the results database (``bench_agent.health.state``); a target's
 health-check job is named in the lab file and runs like any job (in this
 process, or on the target's worker with a broker).
 """
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _store():
-    from bench_agent.jobs.health import HealthStore
+    from bench_agent.health.state import HealthStore
     from controller import backends
 
     return HealthStore(backends.results_url())
@@ -117,7 +117,7 @@ def _show(args: argparse.Namespace, check_job: dict | None) -> None:
             out["health_check_job"] = {k: check_job[k] for k in ("id", "name", "health", "result", "reason")}
         print_json(out)
     else:
-        from bench_agent.jobs.health import describe
+        from bench_agent.health.state import describe
 
         if check_job is not None:
             verdict = check_job["health"] + (f", {check_job['result']}" if check_job["result"] else "")
@@ -152,7 +152,7 @@ def _check_all(lab, args: argparse.Namespace) -> None:
     if args.json:
         print_json([{**store.get(j["target"]), "health_check_job": j["id"]} for j in jobs])
     else:
-        from bench_agent.jobs.health import describe
+        from bench_agent.health.state import describe
 
         for j in jobs:
             say(f"{j['target']:<16} {describe(store.get(j['target']))}")
@@ -162,7 +162,7 @@ def _check_all(lab, args: argparse.Namespace) -> None:
 
 
 def _list(lab, args: argparse.Namespace) -> None:
-    from bench_agent.jobs.health import describe
+    from bench_agent.health.state import describe
 
     store = _store()
     known = store.all()

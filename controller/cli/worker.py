@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> None:
     ctx = WorkerContext(args.host, backends.results_url(), backends.redis_url(), backends.redis_prefix(),
                         state_dir() / f"worker-{args.host}", config)
     backends.results_store()  # fail now, not on the first job, if the database is unreachable
-    from bench_agent.jobs.lease_guard import remember
+    from bench_agent.leases.guard import remember
 
     # This host checks this lease store for every side effect from now on, whatever a caller's environment says.
     remember(backends.redis_url(), backends.redis_prefix(), f"panio worker --host {args.host}")

@@ -1,7 +1,7 @@
 """What the dashboard shows, read from the lab file, the results database, the lease store and the broker.
 
 Each function returns plain data for one page section. Job queries are the
-results store's own (``bench_agent.jobs.results``); jobs whose runner died are
+results store's own (``bench_agent.results.store``); jobs whose runner died are
 shown settled, as ``panio job list`` shows them (``controller.jobs.control``).
 """
 
@@ -145,7 +145,7 @@ def break_lease(target: str, by: str) -> str:
 
 def set_health(load_lab, target: str, health: str, reason: str, by: str) -> str:
     """An operator sets ``target``'s health, as `panio target health --set` does; what happened, in words."""
-    from bench_agent.jobs.health import HealthStore
+    from bench_agent.health.state import HealthStore
     from controller.jobs import health as controller_health
 
     _, record, check_later = controller_health.operator_set(load_lab(), HealthStore(backends.results_url()), target,
@@ -183,7 +183,7 @@ def health_by_target(store) -> dict[str, dict] | None:
     return {r["target"]: dict(r) for r in rows}  # oldest first: were there several rows, the newest wins
 
 
-from bench_agent.jobs.results_read import JOB_FILTERS  # noqa: E402 - the filters the store indexes
+from bench_agent.results.read import JOB_FILTERS  # noqa: E402 - the filters the store indexes
 
 
 def jobs(store, filters: dict[str, str], limit: int = 50, before: int | None = None) -> list[dict]:

@@ -10,7 +10,8 @@ from bench_agent.errors import NotConfigured
 
 
 def page(d, request: Request) -> Response:
-    from bench_agent.jobs import flaky, triage
+    from bench_agent.triage import flaky
+    from bench_agent.triage import compare as triage
 
     job_id = request.path_params["id"]
     store = d.store()

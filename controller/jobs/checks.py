@@ -26,7 +26,7 @@ def run_check(lab: Lab, target: str, progress, auto: bool = False, by: str = "pa
         payload["job_id"] = store.create_job(payload["name"], target, host, payload)
         remote.publish(backends.celery_app(), store, payload)
         return remote.follow(payload["job_id"], progress)
-    from bench_agent.jobs.leases import holder_name
+    from bench_agent.leases.base import holder_name
     from bench_agent.jobs.runner import JobRunner
 
     payload["job_id"] = store.create_job(payload["name"], target, host, payload)
@@ -38,7 +38,7 @@ def run_check(lab: Lab, target: str, progress, auto: bool = False, by: str = "pa
 def due_rechecks(lab: Lab, store, now: float) -> list[str]:
     """The targets whose automatic re-check is due: made bad by an automatic check, or left unknown by a job lost
     with its worker (never maintenance, never an operator's bad)."""
-    from bench_agent.jobs.health import recheck_due
+    from bench_agent.health.state import recheck_due
 
     return [t for t, record in store.all().items()
             if recheck_due(record, now) and t in lab.targets and health.check_path(lab, t) is not None]
@@ -52,7 +52,7 @@ def recheck(lab: Lab, target: str, progress, by: str) -> dict | None:
     check's job, or None when it was held."""
     import time
 
-    from bench_agent.jobs import health as h
+    from bench_agent.health import state as h
     from bench_agent.jobs import lab_probe
 
     payload = health.check_payload(lab, target, auto=True)

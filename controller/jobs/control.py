@@ -48,7 +48,7 @@ def quick_list(url: str, **filters) -> list[dict] | None:
     """``list_settled``'s page read with the database's driver alone (``results_read.Reader``: no SQLAlchemy to
     import, a new process's largest cost; docs/scale.md) when every job on it is done, so nothing needs settling;
     None when the store has to answer."""
-    from bench_agent.jobs.results_read import ACTIVE
+    from bench_agent.results.read import ACTIVE
 
     if filters.get("state") in ACTIVE:
         return None  # jobs not done, to settle: the store's way at once
@@ -69,7 +69,7 @@ def quick_status(url: str, job_id: int) -> dict | None:
 
 
 def _quick(url: str, read):
-    from bench_agent.jobs.results_read import Reader, Unanswered
+    from bench_agent.results.read import Reader, Unanswered
 
     reader = Reader.open(url)
     if reader is None:

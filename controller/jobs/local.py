@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from bench_agent.errors import Canceled
-from bench_agent.jobs.leases import holder_name
+from bench_agent.leases.base import holder_name
 from controller import backends
 from controller.jobs import spec
 from controller.lab.model import Lab

@@ -12,7 +12,7 @@ lets an operator act anyway:
    the job whose lease it overrode, so ``panio job status JOB`` shows it in
    that job's history;
 3. a one-time grant for that target and command is written into the lease
-   store (``bench_agent.jobs.lease_override``) and its nonce travels with the
+   store (``bench_agent.leases.override``) and its nonce travels with the
    command; the host consumes it as it acts and lets the command through
    whatever job leases the target *then* (under back-to-back jobs the lease
    read in 1 has often ended by the time the command reaches the host, which
@@ -53,7 +53,7 @@ COLUMNS = ("id", "at", "target", "job_id", "holder", "token", "command", "by", "
 FOR_JOB = f"SELECT {', '.join(COLUMNS)} FROM panio_overrides WHERE job_id = :job_id ORDER BY id"
 
 
-@functools.cache  # built once per process (see bench_agent.jobs.results_db.job_tables)
+@functools.cache  # built once per process (see bench_agent.results.db.job_tables)
 def _table():
     import sqlalchemy as sa
 
@@ -77,8 +77,8 @@ def _table():
 
 class OverrideStore:
     def __init__(self, url: str | None = None) -> None:
-        from bench_agent.jobs.fences import results_url
-        from bench_agent.jobs.results_db import engine_for
+        from bench_agent.leases.fences import results_url
+        from bench_agent.results.db import engine_for
 
         self.engine = engine_for(url or results_url())
         md, self.t = _table()
@@ -145,7 +145,8 @@ def acting(args, target: str, command: str) -> Iterator[dict[str, Any] | None]:
     if not args.override:
         yield None
         return
-    from bench_agent.jobs import OVERRIDE_ENV, lease_override
+    from bench_agent.jobs import OVERRIDE_ENV
+    from bench_agent.leases import override as lease_override
     from controller.backends import lease_store
 
     leases = lease_store()

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 from controller.jobs.report import MARKS
 
 
-HEALTH_EVENTS = {  # device health, on the job's progress (bench_agent.jobs.health_gate)
+HEALTH_EVENTS = {  # device health, on the job's progress (bench_agent.health.gate)
     "health_check": lambda d: f"health check of {d['target']} (job {d['job_id']}): {d['why']}",
     "health_check_end": lambda d: f"health check job {d['job_id']}: {d['health']}"
                                   + (f", {d['result']}" if d.get("result") else "") + f": {d['reason']}",

@@ -156,8 +156,8 @@ def check_output(path: Path | None, flag: str, folder: bool = False) -> None:
 
 
 def triage_notes(store, jobs: list[dict]) -> dict[int, dict]:
-    """The triage of each job the board failed (``bench_agent.jobs.triage.notice``), by job id."""
-    from bench_agent.jobs import triage
+    """The triage of each job the board failed (``bench_agent.triage.compare.notice``), by job id."""
+    from bench_agent.triage import compare as triage
 
     return {j["id"]: triage.notice(store, j["id"]) for j in jobs if j.get("result") == "failed"}
 

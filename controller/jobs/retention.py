@@ -60,7 +60,7 @@ def prune(store, older_than_s: float, artifacts_only: bool = False, dry_run: boo
     before = time.time() - older_than_s
     counts = store.prune(before, artifacts_only=artifacts_only, dry_run=dry_run)
     if not artifacts_only:
-        from bench_agent.jobs.health import HealthStore
+        from bench_agent.health.state import HealthStore
         from controller.jobs.overrides import OverrideStore
 
         counts["overrides"] = OverrideStore(store.url).prune(before, dry_run=dry_run)

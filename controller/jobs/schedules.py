@@ -56,7 +56,7 @@ def next_due(at: str | None, every_s: float | None, now: float) -> float:
     return due.timestamp()
 
 
-@functools.cache  # once per process, like the job tables (bench_agent.jobs.results_db.job_tables)
+@functools.cache  # once per process, like the job tables (bench_agent.results.db.job_tables)
 def _table():
     import sqlalchemy as sa
 
@@ -76,7 +76,7 @@ def _table():
 
 class ScheduleStore:
     def __init__(self, url: str) -> None:
-        from bench_agent.jobs.results_db import engine_for
+        from bench_agent.results.db import engine_for
 
         self.engine = engine_for(url)
         md, self.t = _table()
@@ -144,7 +144,7 @@ class Scheduler:
     def serve(self, tick_s: float = 0.5) -> None:
         import threading
 
-        from bench_agent.jobs import leases
+        from bench_agent.leases import base as leases
         from controller import backends
 
         from bench_agent.errors import Busy
@@ -185,7 +185,7 @@ class Scheduler:
         """The scheduler lease again after it was lost: the new lease; None while Redis is out of reach (tried
         again next tick); ``Busy`` (the process exits 8, so systemd restarts it) when another scheduler took it."""
         from bench_agent.errors import Busy, Unreachable
-        from bench_agent.jobs import leases
+        from bench_agent.leases import base as leases
 
         lost.release()  # stops its renewals; a release with a stale token removes nothing
         try:

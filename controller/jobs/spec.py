@@ -379,7 +379,7 @@ def target_config(lab: Lab, target: str, for_worker: bool = False) -> dict:
 
 
 def payload(job: dict, steps: list[dict], target: str, job_id: int, lab: Lab, for_worker: bool = False) -> dict:
-    from bench_agent.jobs import triage
+    from bench_agent.triage import compare as triage
 
     data = job["data"]
     table = lab.target(target)
@@ -388,7 +388,7 @@ def payload(job: dict, steps: list[dict], target: str, job_id: int, lab: Lab, fo
             "target_config": target_config(lab, target, for_worker),
             "timeout_s": data.get("timeout_s"), "lease_wait_s": data.get("lease_wait_s", 300),
             "lease_ttl_s": data.get("lease_ttl_s", 30),
-            # what triage compares a run with its last pass by (bench_agent.jobs.triage)
+            # what triage compares a run with its last pass by (bench_agent.triage.compare)
             "inputs": triage.inputs(job["text"], dict(table), table.get("tags", []), triage.panio_version()),
             "triage": {"ignore": list((data.get("triage") or {}).get("ignore", []))}}
 

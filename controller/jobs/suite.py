@@ -125,7 +125,7 @@ def _tell(lab: Lab, name: str, jobs: list[dict]) -> None:
 
 def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
               on_unhealthy: str | None = None) -> list[dict]:
-    from bench_agent.jobs.leases import holder_name
+    from bench_agent.leases.base import holder_name
     from bench_agent.jobs.reconcile import Heartbeat
     from bench_agent.jobs.runner import JobRunner
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 @contextlib.contextmanager
 def presenting(token: str | int | None) -> Iterator[None]:
     """Run the enclosed calls as the holder of lease credential ``token`` (``TOKEN:SECRET``; None: as nobody's)."""
-    from bench_agent.jobs.leases import TOKEN_ENV
+    from bench_agent.leases.base import TOKEN_ENV
 
     before = os.environ.get(TOKEN_ENV)
     if token is None:

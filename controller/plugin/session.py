@@ -78,14 +78,14 @@ class PluginSession:
 
     def unhealthy(self, name: str) -> str | None:
         """How ``name``'s health reads when it is ``bad`` or in ``maintenance`` (jobs wait or skip), else None."""
-        from bench_agent.jobs import health
+        from bench_agent.health import state as health
         from controller.backends import results_url
 
         record = health.HealthStore(results_url()).get(name)
         return health.describe(record) if record["health"] in health.BLOCKING else None
 
     def _lease(self, name: str) -> Any:
-        from bench_agent.jobs import leases
+        from bench_agent.leases import base as leases
         from controller.backends import lease_store
 
         info = {"holder": leases.holder_name(self.holder), "name": "pytest session"}

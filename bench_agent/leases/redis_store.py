@@ -5,7 +5,7 @@ runs; a crashed holder's lease expires within its TTL. Each token is claimed
 in the results database before its lease is handed out (``fences``), and a
 kept lease whose key vanished because Redis lost its data is retaken under a
 new token when nobody was granted the target since (``retake``). The lease
-model and policy live in ``bench_agent.jobs.leases``.
+model and policy live in ``bench_agent.leases.base``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import time
 import uuid
 
 from bench_agent.errors import Refused, Unreachable
-from bench_agent.jobs.lease_cache import LeaseCache
-from bench_agent.jobs.leases import Claim, Lease, lab_prefix, redact
+from bench_agent.leases.cache import LeaseCache
+from bench_agent.leases.base import Claim, Lease, lab_prefix, redact
 
 RETRY_S = 3.0  # how long a Redis call keeps retrying (a restart) before it fails as unreachable
 
@@ -91,7 +91,7 @@ class RedisLeaseStore:
     @property
     def fences(self):
         if self._fences is None:
-            from bench_agent.jobs.fences import FenceStore
+            from bench_agent.leases.fences import FenceStore
 
             self._fences = FenceStore()
         return self._fences

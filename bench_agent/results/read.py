@@ -83,7 +83,7 @@ class Unanswered(Exception):
 
 class Reader:
     """Reads of the history with the database's driver alone (``sqlite3``; libpq for PostgreSQL,
-    ``bench_agent.jobs.libpq``): no SQLAlchemy, no schema check, one connection.
+    ``bench_agent.results.libpq``): no SQLAlchemy, no schema check, one connection.
 
     ``Reader.open(url)`` is None for a URL it does not take as it stands (another driver, an SQLite URL with
     options or in memory, an SQLite file not made yet, no libpq here, a PostgreSQL it cannot reach: the store
@@ -95,7 +95,7 @@ class Reader:
     @classmethod
     def open(cls, url: str) -> Reader | None:
         if url.startswith("postgresql://"):
-            from bench_agent.jobs.libpq import LibpqConnection
+            from bench_agent.results.libpq import LibpqConnection
 
             conn = LibpqConnection.connect(url)
             return None if conn is None else cls(url, conn, pg=True)
@@ -130,7 +130,7 @@ class Reader:
             raise Unanswered(str(exc)) from None
 
     def _libpq_rows(self, sql: str, params: dict) -> list[dict]:
-        from bench_agent.jobs.libpq import Unconvertible
+        from bench_agent.results.libpq import Unconvertible
 
         order: list[str] = []
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from bench_agent.errors import Unreachable
-from bench_agent.jobs.sql import RAISE_FENCE
+from bench_agent.results.sql import RAISE_FENCE
 
 TYPE_CHECKING = False  # avoid importing typing at start-up: `panio job status` reads the results URL from here
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class FenceStore:
     def __init__(self, url: str | None = None) -> None:
         # one engine per database and process, shared with the job history (and its way of creating tables);
         # statements that stand alone commit on their own (one round trip)
-        from bench_agent.jobs.results_db import autocommit_for, engine_for, fence_table, create_tables
+        from bench_agent.results.db import autocommit_for, engine_for, fence_table, create_tables
 
         self.url = url or results_url()
         self.engine, self.single = engine_for(self.url), autocommit_for(self.url)

@@ -22,7 +22,7 @@ import os
 import secrets
 from typing import Any
 
-from bench_agent.jobs.redis_leases import RedisLeaseStore
+from bench_agent.leases.redis_store import RedisLeaseStore
 
 GRANT_TTL_S = 600  # a grant not used by then (the command never reached the host) is gone
 _TAKE = """

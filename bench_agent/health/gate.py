@@ -30,7 +30,7 @@ import time
 from typing import Any, Callable
 
 from bench_agent.errors import Busy
-from bench_agent.jobs import health as h
+from bench_agent.health import state as h
 from bench_agent.jobs import lab_probe
 
 POLL_S = 1.0

@@ -24,7 +24,7 @@ another lab's target of the same name.
 A job's steps present their lease's credential (``TOKEN:SECRET``) in the request
 (the argument ``lease_token``, which the controller's dispatch fills from
 ``PANIO_LEASE_TOKEN``, with ``lease_store`` naming the store that issued it);
-``enforce`` picks the leases that matter and ``bench_agent.jobs.leases.access`` decides. A store that
+``enforce`` picks the leases that matter and ``bench_agent.leases.base.access`` decides. A store that
 cannot be read refuses the operation (unreachable): a check that cannot be
 made is not a pass.
 """
@@ -39,9 +39,9 @@ import time
 from typing import Any
 
 from bench_agent.errors import UsageError, Unreachable
-from bench_agent.jobs import leases
-from bench_agent.jobs.file_leases import FileLeaseStore
-from bench_agent.jobs.redis_leases import RedisLeaseStore
+from bench_agent.leases import base as leases
+from bench_agent.leases.file_store import FileLeaseStore
+from bench_agent.leases.redis_store import RedisLeaseStore
 from bench_agent.paths import current_lab, lab_state_dir_name, state_dir, state_dir_name  # os alone
 
 from bench_agent.jobs import ORIGIN_ARG, TOKEN_ARG  # noqa: F401 - said once, in the package
@@ -242,7 +242,7 @@ def _overridden(op: str, target: str, nonce: Any, checked: list[tuple[Any, str]]
                 found: list[tuple[tuple[str, ...], dict[str, Any]]]) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
     """The leases on ``target`` still in force once ``nonce``'s override grant is consumed (the leases of the
     store that granted it are overridden); Refused when no store this host checks holds that grant."""
-    from bench_agent.jobs import lease_override
+    from bench_agent.leases import override as lease_override
 
     for store, _ in checked:
         key = store_key(store)

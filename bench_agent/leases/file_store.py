@@ -3,7 +3,7 @@
 A lease is an ``flock`` on a file in the state directory. The kernel drops it
 the instant the holder dies, so no TTL is needed; it cannot be broken from
 outside (stop the job instead). The lease file is owner-only: it holds the
-lease's secret. The lease model and policy live in ``bench_agent.jobs.leases``.
+lease's secret. The lease model and policy live in ``bench_agent.leases.base``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from bench_agent.errors import Refused
-from bench_agent.jobs.leases import Claim, Lease
+from bench_agent.leases.base import Claim, Lease
 
 
 @functools.lru_cache(maxsize=256)  # not pathlib, and joined once: the check before every side effect

@@ -29,7 +29,7 @@ import hashlib
 import json
 from typing import Any
 
-from bench_agent.jobs import logalign
+from bench_agent.triage import logalign
 
 CONTEXT = 3  # lines of context each side of a divergence
 LATE_MIN_S = 1.0  # a line counts as late when it came this much later (and 3x later) after its predecessor
@@ -405,7 +405,7 @@ def summary(t: dict) -> str:
 def notice(store, job_id: int) -> dict:
     """What a failure's notification and a suite report carry: the triage summary, the first divergent line, the
     last pass and the flaky label. Never raises: a triage that cannot be made says why."""
-    from bench_agent.jobs import flaky
+    from bench_agent.triage import flaky
 
     try:
         job = store.job(job_id)

@@ -40,7 +40,7 @@ class Prepared:
         return conn.exec_driver_sql(sql, tuple(params[k] for k in order) if order is not None else params)
 
 
-# --- the job road's statements (bench_agent.jobs.results) ---------------------------------------------------
+# --- the job road's statements (bench_agent.results.store) ---------------------------------------------------
 
 STEP_KEYS = ("job_id", "idx", "name", "command", "status", "exit_status", "duration_s", "checks", "captured",
              "output", "started_at")
@@ -55,7 +55,7 @@ def _insert(dialect: str):
 
 
 def job_tables():
-    from bench_agent.jobs.results_db import job_tables
+    from bench_agent.results.db import job_tables
 
     return job_tables()
 
@@ -107,7 +107,7 @@ def _take():
 def _take_reading_health():
     import sqlalchemy as sa
 
-    from bench_agent.jobs.results_db import health_tables
+    from bench_agent.results.db import health_tables
 
     current = health_tables()[1]
     taken = _take().returning(sa.literal_column("1")).cte("taken")
@@ -201,7 +201,7 @@ def finish(only: str | None, with_done: bool, artifacts: int = 0) -> Prepared:
 def _raise_fence(dialect: str):
     import sqlalchemy as sa
 
-    from bench_agent.jobs.results_db import fence_table
+    from bench_agent.results.db import fence_table
 
     t = fence_table()[1]
     return t.update().where(t.c.target == sa.bindparam("p_target"), t.c.high < sa.bindparam("p_fence")).values(

@@ -14,8 +14,8 @@ import functools
 from typing import Any
 
 from bench_agent.errors import ConfigInvalid
-from bench_agent.jobs import results_read as reads
-from bench_agent.jobs.results_read import JOB_FILTERS, NOT_DONE
+from bench_agent.results import read as reads
+from bench_agent.results.read import JOB_FILTERS, NOT_DONE
 
 _ENGINES: dict[tuple[str, bool], Any] = {}
 _AUTOCOMMIT: dict[tuple[str, bool], Any] = {}
@@ -90,7 +90,7 @@ _HEALTH_TABLES: tuple | None = None
 
 
 def health_tables():
-    """The health tables (``bench_agent.jobs.health``): each target's current health and its history."""
+    """The health tables (``bench_agent.health.state``): each target's current health and its history."""
     global _HEALTH_TABLES
     if _HEALTH_TABLES is None:
         import sqlalchemy as sa
@@ -133,7 +133,7 @@ def health_record(target: str, row: Any) -> dict[str, Any]:
 
 @functools.cache  # once per process, like the job tables
 def fence_table():
-    """The fencing tokens' high-water marks (``bench_agent.jobs.fences.FenceStore``): a table of their own."""
+    """The fencing tokens' high-water marks (``bench_agent.leases.fences.FenceStore``): a table of their own."""
     import sqlalchemy as sa
 
     md = sa.MetaData()

@@ -24,7 +24,7 @@ lab B's ``h``. A caller with no lab uses the bare prefix, as before labs were ke
 
 Tokens never go backwards, even when a Redis without persistence restarts and
 forgets its counters: each token is claimed in the results database before its
-lease is handed out (``bench_agent.jobs.fences``), and each Redis lease also carries
+lease is handed out (``bench_agent.leases.fences``), and each Redis lease also carries
 an owner nonce, so a holder whose key vanished can never pass as the next one.
 A kept lease whose key vanished because Redis lost its data is *retaken* by its
 holder under a new token when nobody was granted the target since
@@ -41,7 +41,7 @@ present the lease's credential (the runner passes it with each request; a
 process holding a lease presents it in ``PANIO_LEASE_TOKEN``); a token that is
 not the current one is refused even while the lease is free; the current token
 without its secret, or without a token, is refused naming the holder. The host
-enforces it for every side-effecting operation (``bench_agent.jobs.lease_guard``),
+enforces it for every side-effecting operation (``bench_agent.leases.guard``),
 whatever the caller. Whoever can read the store itself (the broker's password,
 the lease file's user, root) can read the secret too: docs/security.md.
 """
@@ -57,7 +57,7 @@ import time
 from typing import Callable, Protocol
 
 from bench_agent.errors import Busy, Refused, Unreachable
-from bench_agent.jobs.lease_keeper import KEEPER, RELEASED
+from bench_agent.leases.keeper import KEEPER, RELEASED
 
 from bench_agent.jobs import TOKEN_ENV  # noqa: E402,F401 - said once, in the package
 

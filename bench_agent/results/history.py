@@ -1,6 +1,6 @@
 """The results database's history side: what ``ResultStore`` reads back, and its retention.
 
-``History`` is the half of ``ResultStore`` (``bench_agent.jobs.results``) that reads jobs, steps and
+``History`` is the half of ``ResultStore`` (``bench_agent.results.store``) that reads jobs, steps and
 artifacts back (a job's state for its runner, a page of the history, each target's last job) and that prunes
 old jobs (``prune``: ``panio job prune``); the other half writes them. It uses the store's tables and
 connections (``jobs``, ``steps``, ``artifacts``, ``engine``, ``_reading``), which ``ResultStore`` sets up
@@ -12,8 +12,8 @@ from __future__ import annotations
 import base64
 import json
 
-from bench_agent.jobs import results_read as reads
-from bench_agent.jobs.results_read import NOT_DONE, job_dict as _job_dict, step_dict as _step_dict
+from bench_agent.results import read as reads
+from bench_agent.results.read import NOT_DONE, job_dict as _job_dict, step_dict as _step_dict
 
 BINARY_SUFFIXES = (".png",)  # artifacts kept as bytes (screenshots); every other artifact is text
 PRUNE_BATCH = 500  # jobs a retention transaction removes: a writer waits for at most one batch (docs/scale.md)

@@ -25,10 +25,10 @@ import time
 from typing import Any
 
 from bench_agent.errors import ConfigInvalid, Unreachable
-from bench_agent.jobs import results_read as reads
-from bench_agent.jobs import sql
-from bench_agent.jobs.results_db import autocommit_for, engine_for, health_record, index_names, job_tables, create_tables
-from bench_agent.jobs.results_history import BINARY_SUFFIXES, History
+from bench_agent.results import read as reads
+from bench_agent.results import sql
+from bench_agent.results.db import autocommit_for, engine_for, health_record, index_names, job_tables, create_tables
+from bench_agent.results.history import BINARY_SUFFIXES, History
 
 _ENSURED: set[str] = set()
 

@@ -27,9 +27,9 @@ import threading
 import time
 from typing import Any
 
-from bench_agent.jobs.results_db import health_record as record
-from bench_agent.jobs.results_db import health_tables
-from bench_agent.jobs.sql import Prepared
+from bench_agent.results.db import health_record as record
+from bench_agent.results.db import health_tables
+from bench_agent.results.sql import Prepared
 
 HEALTHS = ("good", "bad", "maintenance", "unknown")
 BLOCKING = ("bad", "maintenance")  # no new job runs on a target in these
@@ -44,7 +44,7 @@ def _create(md, engine, current) -> None:
     add the columns a database made by an older panio lacks."""
     import sqlalchemy as sa
 
-    from bench_agent.jobs.results_db import create_tables
+    from bench_agent.results.db import create_tables
 
     def add_columns(conn) -> None:
         have = {c["name"] for c in sa.inspect(conn).get_columns("panio_health")}
@@ -70,7 +70,7 @@ class HealthStore:
     """Targets' health and its history; every method is one short transaction."""
 
     def __init__(self, url: str) -> None:
-        from bench_agent.jobs.results import ResultStore
+        from bench_agent.results.store import ResultStore
 
         jobs = ResultStore(url)  # the same database (and its tables) as the jobs
         self.engine, self.single = jobs.engine, jobs.single  # single: for reads, one statement, no BEGIN
