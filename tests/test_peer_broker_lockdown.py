@@ -184,6 +184,21 @@ def test_the_workers_user_cannot_administer_redis_or_leave_panios_keys(broker):
         r.eval("return redis.call('set', KEYS[1], 'x')", 1, "elsewhere")
 
 
+def test_the_workers_user_cannot_flush_load_or_delete_redis_functions(broker):
+    """Issue 45: FUNCTION FLUSH, DELETE, LOAD and RESTORE are data commands (``@write``), not ``@dangerous``:
+    the role names them apart, so a broker user cannot wipe or plant what another user's FCALL would run."""
+    import redis
+
+    r = redis.Redis.from_url(broker.url("panio-worker", PASSWORDS["panio_redis_worker_password"]))
+    lib = "#!lua name=panio_probe\nredis.register_function('probe', function() return 1 end)"
+    for argv in (("FUNCTION", "FLUSH"), ("FUNCTION", "FLUSH", "SYNC"), ("FUNCTION", "DELETE", "panio_probe"),
+                 ("FUNCTION", "LOAD", lib), ("FUNCTION", "RESTORE", b"x"), ("FUNCTION", "DUMP"),
+                 ("FCALL", "probe", "0")):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            r.execute_command(*argv)
+    assert r.ping() and r.set("panio:probe", "2")  # its data commands still work
+
+
 def test_doctor_warns_about_a_broker_anyone_can_use(panio):
     panio("init")
     panio.env.update({"PANIO_BROKER": SHARED_REDIS})
