@@ -340,3 +340,40 @@ def test_a_prompt_left_unterminated_by_a_stopped_capture_never_runs_into_the_nex
     texts = [line["text"] for line in panio("serial", "log", "pico", "--json").json()["lines"]]
     sent = next(i for i, t in enumerate(texts) if "uname -a" in t)
     assert (texts[sent - 1], texts[sent]) == ("root@sim:~# ", "uname -a"), texts[sent - 2:]
+
+
+def test_panio_sim_down_without_dir_stops_the_one_bench_started_with_dir(panio, tmp_path):
+    bench_dir = tmp_path / "mybench"
+    sim("up", "--dir", str(bench_dir), "--no-screen", "--boot-s", "0", "--countdown-s", "0", env=panio.env)
+    pid = json.loads((bench_dir / "sim.pids").read_text())[0]["pid"]
+    try:
+        status = sim("status", "--json", env=panio.env)
+        assert [b["name"] for b in json.loads(status.stdout)] == ["board0"], status.stdout
+        down = sim("down", env=panio.env, check=False)
+        assert down.returncode == 0 and str(bench_dir) in down.stdout, down.stderr
+        assert wait_for(lambda: not _cmdline(pid), 20), "the board outlived panio-sim down"
+        again = sim("down", env=panio.env, check=False)
+        assert again.returncode == 10 and "no simulated bench" in again.stderr
+    finally:
+        sim("down", "--dir", str(bench_dir), env=panio.env, check=False)
+
+
+def test_panio_sim_without_dir_names_every_bench_when_several_run(panio, tmp_path):
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    for d in dirs:
+        sim("up", "--dir", str(d), "--no-screen", "--boot-s", "0", "--countdown-s", "0", env=panio.env)
+    try:
+        r = sim("down", env=panio.env, check=False)
+        assert r.returncode == 2 and all(str(d) in r.stderr for d in dirs) and "--dir" in r.stderr, r.stderr
+        assert all((d / "sim.pids").exists() for d in dirs)  # nothing stopped on a guess
+    finally:
+        for d in dirs:
+            sim("down", "--dir", str(d), env=panio.env, check=False)
+
+
+def _cmdline(pid: int) -> bytes:
+    """A process's command line; empty once it is gone (or a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -19,7 +19,9 @@ screen (MJPEG on loopback: the ``video`` channel) and a CH9329 HID rig on a PTY
 kernel (``bench_agent.sim.qemu``: serial, power, screen and input).
 ``down`` stops exactly the processes listed there, and the daemons (of this
 state directory) that use their devices: serial and video captures, netboot
-servers. Not part of ``panio --help``.
+servers. A bench started with ``--dir`` is noted in the state directory
+(``sim.benches``), so ``status``, ``down`` and ``inject`` without ``--dir`` find
+it when it is the only one running. Not part of ``panio --help``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any
 from bench_agent.errors import Busy, DeviceError, NotRunning, UsageError
 
 PIDFILE = "sim.pids"
+BENCHES = "sim.benches"  # in the state directory: the benches started with --dir (JSON list of paths)
 BOARD_MODULE = "bench_agent.sim.board"
 READY_TIMEOUT_S = 10.0
 
@@ -82,7 +85,47 @@ def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: flo
     _write_json(directory / PIDFILE, described)
     (directory / "lab.toml").write_text(lab_toml(described, password))
     copy_jobs(directory)
+    if directory != default_dir().resolve():
+        _note_bench(directory, keep=True)
     return described
+
+
+def _benches_file() -> Path:
+    return default_dir().parent / BENCHES
+
+
+def _note_bench(directory: Path, keep: bool) -> None:
+    """Add ``directory`` to (``keep``) or drop it from the state directory's list of benches started with --dir."""
+    path = _benches_file()
+    try:
+        known = [d for d in json.loads(path.read_text()) if isinstance(d, str)]
+    except (OSError, ValueError, TypeError):
+        known = []
+    known = [d for d in known if d != str(directory)] + ([str(directory)] if keep else [])
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_json(path, known)
+    except OSError:
+        pass  # a note for convenience only: `--dir` still finds the bench
+
+
+def find_bench() -> Path:
+    """The bench a command without ``--dir`` means: the default directory's, else the one bench started with
+    ``--dir`` that still runs; several such benches is a usage error that lists them."""
+    default = default_dir().resolve()
+    if read_pids(default):
+        return default
+    try:
+        noted = [Path(d) for d in json.loads(_benches_file().read_text()) if isinstance(d, str)]
+    except (OSError, ValueError, TypeError):
+        noted = []
+    running = [d for d in noted if alive(read_pids(d), d) or any(b.get("kind") == "qemu" for b in read_pids(d))]
+    if len(running) == 1:
+        return running[0]
+    if len(running) > 1:
+        raise UsageError(f"{len(running)} simulated benches run: " + ", ".join(map(str, running)),
+                         hint="say which with --dir DIR")
+    return default
 
 
 JOBS = Path(__file__).resolve().parent / "jobs"
@@ -202,6 +245,7 @@ def down(directory: Path) -> tuple[int, list[dict]]:
             qemu.stop(directory, b["name"])
     _stop([b["pid"] for b in boards if b.get("kind") != "qemu"], directory)
     (directory / PIDFILE).unlink(missing_ok=True)
+    _note_bench(directory, keep=False)
     return len(boards), captures
 
 
@@ -324,7 +368,10 @@ def parser() -> argparse.ArgumentParser:
 
 def run(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    directory = (args.dir or default_dir()).expanduser().resolve()
+    if args.dir is not None:
+        directory = args.dir.expanduser().resolve()
+    else:
+        directory = default_dir().resolve() if args.verb == "up" else find_bench()
     if args.verb == "up":
         if not (0 if args.qemu else 1) <= args.boards <= 16:
             raise UsageError(f"--boards must be 1..16 (0..16 with --qemu), not {args.boards}")
