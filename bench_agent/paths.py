@@ -27,7 +27,10 @@ LABS_DIR = "labs"
 _KEY_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")  # a key: a ``[lab] name`` (the lab file's name
 _KEY_CHARS = _KEY_FIRST | {"_", "-"}  # rule, [a-z0-9][a-z0-9_-]{0,63}) or ``p-<hash>``; no ``re`` at start-up
 _PROCESS_LAB: list[str | None] = [None]  # the lab this process works for (the controller's CLI sets it)
-_CALL_LAB = None  # a ContextVar, made on first use (a reading command need not import contextvars)
+# The current lab's ContextVar, made on first use (a reading command need not import contextvars), by
+# ``dict.setdefault``: atomic, so threads entering their first lab at once all get the one variable. (A plain
+# global set when None let two threads each make their own: a wrong lab and a ValueError, issue 41.)
+_CALL_LAB: dict = {}  # "lab" -> contextvars.ContextVar[str | None]
 
 
 def state_dir() -> Path:
@@ -88,29 +91,29 @@ def set_process_lab(key: str | None) -> None:
 
 def current_lab() -> str | None:
     """The lab of the operation running in this thread, else this process's lab, else None (legacy)."""
-    key = _CALL_LAB.get() if _CALL_LAB is not None else None
-    return key or _PROCESS_LAB[0]
+    var = _CALL_LAB.get("lab")
+    return (var.get() if var is not None else None) or _PROCESS_LAB[0]
 
 
 class _LabScope:
     """``with using_lab(key):`` the thread's current lab is ``key`` (a ContextVar: one per thread and task)."""
 
     def __init__(self, key: str | None) -> None:
-        self.key, self.token = key, None
+        self.key, self.var, self.token = key, None, None
 
     def __enter__(self) -> None:
-        global _CALL_LAB
         if self.key is None:
             return
-        if _CALL_LAB is None:
+        var = _CALL_LAB.get("lab")
+        if var is None:
             import contextvars
 
-            _CALL_LAB = contextvars.ContextVar("panio_lab", default=None)
-        self.token = _CALL_LAB.set(check_lab_key(self.key))
+            var = _CALL_LAB.setdefault("lab", contextvars.ContextVar("panio_lab", default=None))
+        self.var, self.token = var, var.set(check_lab_key(self.key))
 
     def __exit__(self, *exc: object) -> None:
         if self.token is not None:
-            _CALL_LAB.reset(self.token)
+            self.var.reset(self.token)
 
 
 def using_lab(key: str | None) -> _LabScope:
