@@ -142,6 +142,26 @@ def fence_table():
                         sa.Column("high", sa.BigInteger, nullable=False))
 
 
+@functools.cache  # once per process, like the job tables
+def token_table():
+    """The controller API's tokens (``controller.api.tokens``): only a hash of each secret, never the secret."""
+    import sqlalchemy as sa
+
+    md = sa.MetaData()
+    return md, sa.Table("panio_api_tokens", md,
+                        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+                        sa.Column("name", sa.String(64), nullable=False, index=True),
+                        sa.Column("scope", sa.String(16), nullable=False),
+                        sa.Column("targets", sa.Text, nullable=False),  # JSON lists: a submitter's allow list
+                        sa.Column("tags", sa.Text, nullable=False),
+                        sa.Column("hash", sa.String(64), nullable=False, unique=True),
+                        sa.Column("created_at", sa.Float, nullable=False),
+                        sa.Column("created_by", sa.String(200)),
+                        sa.Column("expires_at", sa.Float),
+                        sa.Column("revoked_at", sa.Float),
+                        sa.Column("last_used_at", sa.Float))
+
+
 def engine_for(url: str, relaxed: bool = False):
     """The engine of ``url`` (one per process). ``relaxed``: on PostgreSQL, a pool of its own whose commits do
     not wait for the WAL to reach the disk (``synchronous_commit = off``; what a job writes on its way to its

@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "lease": ("controller.cli.lease", "operate", "list and break exclusive target leases held by jobs"),
     "worker": ("controller.cli.worker", "operate", "run a control host's bench worker (Celery, queue host.NAME)"),
     "keys": ("controller.cli.keys", "operate", "the keys that sign broker messages: init, trust, untrust, list"),
+    "token": ("controller.cli.token", "operate", "API tokens for people and CI: add (secret shown once), list, rm (revoke)"),
     "dashboard": ("controller.cli.dashboard", "operate", "serve the operator's web dashboard: hosts, targets, jobs (loopback)"),
     "setup": ("controller.cli.setup", "operate", "provision a control host: venv, worker unit, devices (Ansible)"),
     "skill": ("controller.cli.skill", "learn", "print the panio skill: mental model, command map, traps (start here)"),
@@ -99,12 +100,11 @@ INTENTS = {
 
 def near_command(word: str) -> str | None:
     """The command a mistyped or guessed top-level word most likely meant, or None."""
-    import difflib
+    from bench_agent.nearmiss import closest
 
     if word in INTENTS:
         return INTENTS[word]
-    close = difflib.get_close_matches(word, list(COMMANDS), n=1, cutoff=0.75)
-    return close[0] if close else None
+    return closest(word, COMMANDS, cutoff=0.75)
 
 
 def is_runtime(command: str, subcommand: str | None) -> bool:
