@@ -110,3 +110,36 @@ def test_a_huge_serial_send_is_refused_and_not_echoed(panio):
     assert reply["id"] == 8 and reply["error"]["code"] == -32602
     assert "at most 65536" in reply["error"]["message"]
     assert len(json.dumps(reply)) < 2000 and text not in log
+
+
+def test_a_deeply_nested_line_is_refused_and_the_next_request_answered(panio):
+    """Issue 45, hole 6: 975 arrays inside a ping's params passed json.loads, then the SDK's own
+    validation recursed past Python's limit and `panio mcp` exited 70 (RecursionError)."""
+    panio("init")
+    deep = {"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {"x": "@"}}
+    deep_line = json.dumps(deep).replace('"@"', "[" * 975 + "]" * 975).encode()
+    nested = json.dumps({"jsonrpc": "2.0", "id": 6, "method": "ping",  # 20 levels, and brackets in a string
+                         "params": {"x": [[[{"a": "[" * 5000}]]] * 1, "y": [[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]}}).encode()
+    listing = b'{"jsonrpc":"2.0","id":7,"method":"tools/list"}'
+    replies, log = converse(panio, [json.dumps(INIT).encode(),
+                                    b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+                                    deep_line, nested, listing], wait_for=(7,))
+    by_id = {r.get("id"): r for r in replies}
+    assert by_id[None]["error"]["code"] == -32700 and "nested" in by_id[None]["error"]["message"], replies
+    assert by_id[6] == {"jsonrpc": "2.0", "id": 6, "result": {}}  # brackets inside a string are text, not depth
+    assert "target_list" in {t["name"] for t in by_id[7]["result"]["tools"]}
+    assert "Traceback" not in log and "internal" not in log
+
+
+def test_a_line_over_the_size_bound_is_refused_and_the_next_request_answered(panio):
+    """A 5 MiB line is refused before anything parses it (the bound was 64 MiB); the server reads past it."""
+    panio("init")
+    huge = json.dumps({"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {"x": "y" * (5 << 20)}}).encode()
+    listing = b'{"jsonrpc":"2.0","id":7,"method":"tools/list"}'
+    replies, log = converse(panio, [json.dumps(INIT).encode(),
+                                    b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+                                    huge, listing], wait_for=(7,))
+    assert [(r.get("id"), r.get("error", {}).get("code")) for r in replies] == [(0, None), (None, -32600), (7, None)]
+    assert "longer than 4194304 bytes" in replies[1]["error"]["message"]
+    assert "target_list" in {t["name"] for t in replies[2]["result"]["tools"]}
+    assert "Traceback" not in log

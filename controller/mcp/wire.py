@@ -11,7 +11,9 @@ Two kinds of request the SDK cannot survive or answer are refused here too: a
 string holding a lone UTF-16 surrogate (``"\ud800"`` is valid JSON but not
 Unicode text; the SDK's reply could not be encoded and the failed write ended
 the server, exit 70), and a request whose ``id`` is ``null`` (MCP forbids it;
-the SDK took it for a notification and never answered). ``checked_stdin`` sits between stdin and
+the SDK took it for a notification and never answered), and a line nested more than ``MAX_DEPTH``
+arrays or objects deep (json.loads took 975 levels, then the SDK's validation recursed past Python's
+limit and the server exited 70: the depth is counted before anything parses the line). ``checked_stdin`` sits between stdin and
 the SDK: it answers malformed lines itself, through the same writer as every
 other reply (so frames never interleave), and passes the rest on unchanged.
 """
@@ -19,6 +21,7 @@ other reply (so frames never interleave), and passes the rest on unchanged.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, AsyncIterator
 
 import anyio
@@ -26,11 +29,35 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
-MAX_LINE_BYTES = 64 << 20
+# a line: two text arguments of args.MAX_TEXT_CHARS (65536) each, every character escaped, fit in 1.5 MiB
+MAX_LINE_BYTES = 4 << 20
+MAX_DEPTH = 64  # arrays and objects, the message's own object included; panio's tools take flat arguments
+# a string, or an unterminated one up to the line's end: the first try always matches, so the scan is linear
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_PAIRS = str.maketrans("[]{}", "()()")
+
+
+def too_deep(line: str) -> bool:
+    """Whether ``line`` nests arrays and objects more than ``MAX_DEPTH`` deep, counted without parsing it.
+
+    Strings are cut out first (a bracket in a string is text); then each pass
+    removes the innermost pairs, so a pair left after ``MAX_DEPTH`` passes sits
+    deeper. Unbalanced brackets are not judged here: json.loads refuses them.
+    """
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", line)).translate(_PAIRS)
+    for _ in range(MAX_DEPTH):
+        shorter = brackets.replace("()", "")
+        if shorter == brackets:
+            return False
+        brackets = shorter
+    return "()" in brackets
 
 
 def problem(line: str) -> tuple[int, str, Any] | None:
     """``(code, message, id)`` for a malformed message, or ``None`` when the SDK may have it."""
+    if too_deep(line):
+        return PARSE_ERROR, f"Parse error: nested more than {MAX_DEPTH} arrays or objects deep", None
     try:
         msg = json.loads(line)
     except RecursionError:
