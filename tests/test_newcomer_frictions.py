@@ -377,3 +377,20 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_a_swapped_pair_of_letters_is_named_as_the_key_it_spells(panio, tmp_path):
+    panio("init")
+    job = tmp_path / "j.toml"
+    job.write_text('name = "x"\ntraget = "board0"\n[[steps]]\nname = "a"\nrun = "ping ${target}"\n')
+    r = panio.fails("job", "check", str(job), code=5)
+    assert "did you mean 'target'?" in r.error["message"], r.error
+
+
+def test_the_near_miss_prefers_one_edit_and_stays_strict_where_a_guess_could_type():
+    from bench_agent.nearmiss import closest
+
+    assert closest("traget", ["name", "target", "tags", "steps", "triage"]) == "target"
+    assert closest("pwoer", ["power", "ping"]) == "power"
+    assert closest("serial_read", ["serial_send", "serial_log"], cutoff=0.85) is None
+    assert closest("zzzz", ["power", "ping"]) is None

@@ -33,11 +33,11 @@ def listing() -> list[dict[str, str]]:
 
 def runner(name: str) -> Callable[[list[str]], int]:
     if name not in HELPERS:
-        import difflib
+        from bench_agent.nearmiss import closest
 
         known = ", ".join(HELPERS)
-        close = difflib.get_close_matches(name, list(HELPERS), n=1)
-        near = f"did you mean `panio helper {close[0]}`? " if close else ""
+        close = closest(name, HELPERS)
+        near = f"did you mean `panio helper {close}`? " if close else ""
         raise NotConfigured(f"no bundled helper {name!r} (helpers: {known})",
                             hint=f"{near}list them with `panio helper`", helper=name)
     import importlib

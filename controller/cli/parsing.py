@@ -79,10 +79,10 @@ class Parser(argparse.ArgumentParser):
         wrong = f"{self.prog} {m.group(1)}"
         if wrong in MOVED:
             return f"did you mean `{MOVED[wrong]}`? see `{self.prog} --help`"
-        import difflib
+        from bench_agent.nearmiss import closest
 
-        close = difflib.get_close_matches(m.group(1), list(subs[0].choices), n=1)
-        return f"did you mean `{self.prog} {close[0]}`? see `{self.prog} --help`" if close else None
+        close = closest(m.group(1), subs[0].choices)
+        return f"did you mean `{self.prog} {close}`? see `{self.prog} --help`" if close else None
 
 
 class Subcommands(argparse._SubParsersAction):

@@ -70,10 +70,10 @@ def _table(spec: TableSpec) -> Callable[[KeyPath, Any], None]:
 def check_table(path: KeyPath, value: dict, spec: TableSpec) -> None:
     for key in value:
         if key not in spec.fields:
-            import difflib
+            from bench_agent.nearmiss import closest
 
-            close = difflib.get_close_matches(key, list(spec.fields), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; allowed: {', '.join(spec.fields)}"
+            close = closest(key, spec.fields)
+            hint = f"; did you mean {close!r}?" if close else f"; allowed: {', '.join(spec.fields)}"
             raise Problem(path + (key,), f"unknown key {key!r} in {spec.what} {_dotted(path)}{hint}")
     for key, fld in spec.fields.items():
         if key in value:

@@ -16,11 +16,10 @@ CHANNELS = ("serial", "netboot", "power", "video", "hid", "adb")
 def _unknown_hint(name: str, known: Any, add: str, kind: str) -> str:
     """A hint for an unknown name: the near miss if there is one, else how to add it (only for a valid name,
     so no unchecked input ever lands in a line meant to be pasted into a shell)."""
-    import difflib
-
+    from bench_agent.nearmiss import closest
     from controller.lab.schema import NAME_RE
 
-    close = [k for k in known if k == name.lower()] or difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    close = [k for k in known if k == name.lower()] or [c for c in [closest(name, known, cutoff=0.75)] if c]
     if close:
         return f"did you mean {close[0]!r}?" + (f" {kind} names are lowercase" if close[0] == name.lower() else "")
     if NAME_RE.match(name):

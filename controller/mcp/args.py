@@ -27,10 +27,10 @@ def did_you_mean(wrong: str, names: list[str]) -> str:
 
     Only close misses: a looser match would point `serial_read` at `serial_send`, a tool that types.
     """
-    import difflib
+    from bench_agent.nearmiss import closest
 
-    close = difflib.get_close_matches(wrong, names, n=1, cutoff=0.85) or [n for n in names if n.startswith(wrong + "_")]
-    return f"; did you mean {close[0]!r}?" if close else ""
+    close = closest(wrong, names, cutoff=0.85) or next((n for n in names if n.startswith(wrong + "_")), None)
+    return f"; did you mean {close!r}?" if close else ""
 
 
 def check(tool: ToolSpec, given: dict[str, Any] | None) -> dict[str, Any]:
