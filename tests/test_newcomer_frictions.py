@@ -394,3 +394,11 @@ def test_the_near_miss_prefers_one_edit_and_stays_strict_where_a_guess_could_typ
     assert closest("pwoer", ["power", "ping"]) == "power"
     assert closest("serial_read", ["serial_send", "serial_log"], cutoff=0.85) is None
     assert closest("zzzz", ["power", "ping"]) is None
+
+
+def test_a_mistyped_panio_lab_says_where_the_path_came_from_and_does_not_lead_to_init(panio, tmp_path):
+    missing = panio.lab  # the fixture's PANIO_LAB, never created here
+    r = panio.fails("power-state", "board0", code=3)
+    assert "$PANIO_LAB" in r.error["message"] and r.error["source"] == "PANIO_LAB", r.error
+    assert r.error["hint"].startswith("check $PANIO_LAB"), r.error
+    assert not missing.exists()

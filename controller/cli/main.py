@@ -244,7 +244,15 @@ def run(argv: list[str]) -> int:
         status = args.func(args)
     except PanioError as err:
         err.hint = _target_first_hint(err, argv, name, getattr(args, "subcommand", None)) or err.hint
-        if args.lab_source == "default" and "target" in err.details and (err.hint or "").startswith("add it with"):
+        if args.lab_source in ("PANIO_LAB", "--lab") and err.message == f"no lab file at {args.lab_path}":
+            # a mistyped path: `panio init` would make an empty lab there, so the fix of the path comes first
+            err.message += f" (the path came from {'$PANIO_LAB' if args.lab_source == 'PANIO_LAB' else '--lab'})"
+            err.hint = ("check $PANIO_LAB (`panio-sim status --lab` prints a simulated bench's), or unset it for the "
+                        "default lab; `panio init` creates a new, empty lab file at that path"
+                        if args.lab_source == "PANIO_LAB" else
+                        "check the path given to --lab; `panio init` creates a new, empty lab file at that path")
+            err.details["source"] = args.lab_source
+        elif args.lab_source == "default" and "target" in err.details and (err.hint or "").startswith("add it with"):
             # a new shell without the simulator's `export PANIO_LAB=...` reads the default lab, not the bench's
             err.hint += "; or, if it is in another lab file than this default one, give --lab PATH or set $PANIO_LAB"
         raise
