@@ -37,6 +37,7 @@ import serial
 
 from bench_agent.errors import Busy, DeviceError, Unreachable
 from bench_agent.serial.opening import KeepsInputOnOpen
+from bench_agent.serial.urls import refuse_unsupported
 from bench_agent.procinfo import command_line  # noqa: F401 - re-exported for the serial modules
 
 if "bench_agent.sim" not in serial.protocol_handler_packages:
@@ -60,6 +61,7 @@ def open_port(cfg: dict[str, Any], timeout: float | None = 0.2) -> serial.Serial
     its socket's own 5 s timeout bounds those writes instead.
     """
     device = cfg["device"]
+    refuse_unsupported(device, f"serial interface {cfg.get('name', 'console')!r}")
     scheme = urlsplit(device).scheme if "://" in device else ""
     if scheme in ("rfc2217", "socket"):
         _refuse_if_captured(device)

@@ -13,6 +13,8 @@ from controller.cli.common import add_json, check_name, command, counted, load_l
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
+    from controller.jobs.schedules import EVERY_HELP
+
     p.description = ("Schedules run a suite at a time of day (--at 02:00) or every so often (--every 6h).\n"
                      "They are kept in the results database; `panio schedule serve` fires them, and only\n"
                      "one scheduler may run (a second is refused naming the first).")
@@ -25,7 +27,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--suite", required=True, type=Path, metavar="FILE", help="the suite file (checked now)")
     when = c.add_mutually_exclusive_group(required=True)
     when.add_argument("--at", metavar="HH:MM", help="every day at this local time")
-    when.add_argument("--every", metavar="DURATION", help="every DURATION: 30s, 15m, 6h, 1d")
+    when.add_argument("--every", metavar="DURATION", help=EVERY_HELP)
     c = command(sub, "list", "list schedules: when, next run, last run and its jobs", func=list_,
                 example="panio schedule list --json", see_also="panio schedule add, panio job list")
     add_json(c)
@@ -51,8 +53,8 @@ def add(args: argparse.Namespace) -> None:
     from controller.jobs import schedules, suite
 
     check_name("schedule", args.name)
-    at = schedules.parse_at(args.at) if args.at else None
-    every_s = schedules.parse_every(args.every) if args.every else None
+    at = schedules.parse_at(args.at) if args.at is not None else None  # '' is refused, not taken for "not given"
+    every_s = schedules.parse_every(args.every) if args.every is not None else None
     path = args.suite.resolve()
     data, entries = suite.matrix(path, load_lab(args))  # reject a bad suite now, not at 2 a.m.
     row = _store().add(args.name, path, at, every_s)
@@ -69,6 +71,9 @@ def list_(args: argparse.Namespace) -> None:
     if not rows:
         say("no schedules (add one with `panio schedule add NAME --suite FILE --at HH:MM`)")
     for r in rows:
+        if r["problem"]:
+            say(f"{r['name']:<16} never runs: {r['problem']} (remove it with `panio schedule rm NAME`)")
+            continue
         when = f"at {r['at']}" if r["at"] else f"every {r['every_s']:g}s"
         nxt = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["next_due"]))
         last = f"last jobs {r['last_jobs']}" if r["last_jobs"] else "never ran"

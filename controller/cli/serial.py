@@ -96,12 +96,21 @@ def _find(ifaces, target: str, name: str | None):
     return names.index(name)
 
 
+def _check_device(device: str) -> None:
+    """The rule the lab file and the host apply (``bench_agent.serial.urls``), said about --device."""
+    from bench_agent.serial.urls import device_problem
+
+    if why := device_problem(device):
+        raise UsageError(f"--device: {why}", argument="device")
+
+
 def add(args: argparse.Namespace) -> None:
     import tomlkit
 
     from controller.lab import edits
 
     check_name("interface", args.name)
+    _check_device(args.device)
     with edit(args.lab_path) as doc:
         t = edits.target(doc, args.target, args.lab_path)
         ifaces = t.get("serial")
@@ -125,6 +134,8 @@ def set_(args: argparse.Namespace) -> None:
         raise UsageError("--sense and --no-sense contradict each other")
     if args.power_button and args.no_power_button:
         raise UsageError("--power-button and --no-power-button contradict each other")
+    if args.device is not None:
+        _check_device(args.device)
     with edit(args.lab_path) as doc:
         t = edits.target(doc, args.target, args.lab_path)
         ifaces = t.get("serial", [])

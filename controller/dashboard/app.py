@@ -284,7 +284,10 @@ def _int(text: str | None) -> int | None:
 
 
 def _when(ts: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else ""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else ""
+    except (OverflowError, ValueError, OSError):  # a stored time past year 9999 (a row written by hand)
+        return "?"
 
 
 def _duration(seconds: float | None) -> str:

@@ -27,22 +27,46 @@ from bench_agent.errors import AlreadyExists, NotConfigured, UsageError
 
 DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
 UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+EVERY_MIN_S, EVERY_MAX_S = 1, 365 * 86400  # a schedule fires at most once a second, at least once a year
+EVERY_HELP = "every DURATION, from 1s to 365d: 30s, 15m, 6h, 1d"
 
 
 def parse_every(text: str) -> float:
     m = DURATION_RE.match(text.strip())
-    if m and float(m.group(1)) <= 0:
-        raise UsageError(f"--every {text!r}: must be more than zero, e.g. 30s, 15m, 6h, 1d")
     if not m:
-        raise UsageError(f"--every {text!r}: use a number and a unit, e.g. 30s, 15m, 6h, 1d")
-    return float(m.group(1)) * UNITS_S[m.group(2)]
+        raise UsageError(f"--every {text!r}: use a number and a unit, e.g. 30s, 15m, 6h, 1d", argument="every")
+    every_s = float(m.group(1)) * UNITS_S[m.group(2)]
+    if not EVERY_MIN_S <= every_s <= EVERY_MAX_S:
+        raise UsageError(f"--every {text!r}: must be from 1s to 365d, e.g. 30s, 15m, 6h, 1d", argument="every")
+    return every_s
 
 
 def parse_at(text: str) -> str:
     m = re.fullmatch(r"([01]?\d|2[0-3]):([0-5]\d)", text.strip())
     if not m:
-        raise UsageError(f"--at {text!r}: use a 24-hour local time, e.g. 02:30")
+        raise UsageError(f"--at {text!r}: use a 24-hour local time, e.g. 02:30", argument="at")
     return f"{int(m.group(1)):02d}:{m.group(2)}"
+
+
+def row_problem(row: dict) -> str | None:
+    """Why a stored schedule cannot fire (a row written by hand or by an older panio), or None.
+
+    ``schedule list`` and the dashboard show such a row with its problem; the scheduler never fires it."""
+    import math
+
+    at, every_s, due = row.get("at"), row.get("every_s"), row.get("next_due")
+    if (at is None) == (every_s is None):
+        return "it needs exactly one of a time (at) and an interval (every_s)"
+    try:
+        if at is not None and parse_at(str(at)) != at:
+            raise UsageError(f"at {at!r}")
+    except UsageError:
+        return f"its time {at!r} is not HH:MM"
+    if every_s is not None and not (isinstance(every_s, (int, float)) and EVERY_MIN_S <= every_s <= EVERY_MAX_S):
+        return f"its interval {every_s!r} s is not from 1 s to 365 days"
+    if not isinstance(due, (int, float)) or not math.isfinite(due) or not 0 < due < time.time() + 2 * EVERY_MAX_S:
+        return f"its next run {due!r} is not a time"
+    return None
 
 
 def next_due(at: str | None, every_s: float | None, now: float) -> float:
@@ -102,15 +126,16 @@ class ScheduleStore:
                 raise NotConfigured(f"no schedule {name!r}", hint="see `panio schedule list`", schedule=name)
 
     def list(self) -> list[dict]:
+        """Every schedule; one the scheduler cannot fire has ``problem`` (``row_problem``) and is listed all the same."""
         with self.engine.connect() as c:
             rows = c.execute(self.t.select().order_by(self.t.c.name)).mappings().all()
-        return [{**r, "last_jobs": json.loads(r["last_jobs"] or "[]")} for r in rows]
+        return [_readable(dict(r)) for r in rows]
 
     def claim_due(self, now: float) -> list[dict]:
         """Schedules due now, each moved to its next slot atomically; only the winner of a slot gets it."""
         fired = []
         for s in self.list():
-            if s["next_due"] > now:
+            if s["problem"] or s["next_due"] > now:
                 continue
             new = next_due(s["at"], s["every_s"], now)
             with self.engine.begin() as c:
@@ -123,6 +148,22 @@ class ScheduleStore:
     def record(self, name: str, job_ids: list[int]) -> None:
         with self.engine.begin() as c:
             c.execute(self.t.update().where(self.t.c.name == name).values(last_jobs=json.dumps(job_ids)))
+
+
+def _readable(row: dict) -> dict:
+    """A stored row as ``list`` gives it: ``last_jobs`` a list, a number that is not finite None, ``problem``."""
+    import math
+
+    try:
+        jobs = json.loads(row["last_jobs"] or "[]")
+    except ValueError:
+        jobs = []
+    row["last_jobs"] = [j for j in jobs if isinstance(j, int)] if isinstance(jobs, list) else []
+    for key in ("every_s", "next_due", "last_fired"):
+        if isinstance(row[key], float) and not math.isfinite(row[key]):
+            row[key] = None
+    row["problem"] = row_problem(row)
+    return row
 
 
 SCHEDULER_LEASE = "_scheduler"  # not a valid target name, so it never collides with one

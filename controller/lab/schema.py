@@ -144,6 +144,23 @@ def _ssh_destination(path: KeyPath, value: Any) -> None:
         raise Problem(path, f"{_dotted(path)} = {why}")
 
 
+def _serial_device(path: KeyPath, value: Any) -> None:
+    """A port pyserial opens: a path or a scheme panio supports (``bench_agent.serial.urls``, the host's rule too)."""
+    from bench_agent.serial.urls import device_problem
+
+    _nonempty_string(path, value)
+    if why := device_problem(value):
+        raise Problem(path, f"{_dotted(path)}: {why}")
+
+
+def _hid_device(path: KeyPath, value: Any) -> None:
+    """A CH9329 rig's port is opened by pyserial too: a URL must pass the serial rule (a path, a QMP socket or a
+    gadget are not URLs)."""
+    _nonempty_string(path, value)
+    if "://" in value:
+        _serial_device(path, value)
+
+
 def _netboot_value(rule_name: str) -> Callable[[KeyPath, Any], None]:
     """A netboot value checked by ``bench_agent.netboot.values.<rule_name>``, the rule the host applies too."""
 
@@ -168,7 +185,7 @@ POWER = TableSpec({**_HOOK_FIELDS, "levels": Field(_named_tables(LEVEL))}, "powe
 SERIAL = TableSpec(
     {
         "name": Field(_name, required=True),
-        "device": Field(_nonempty_string, required=True),
+        "device": Field(_serial_device, required=True),
         "baud": Field(_bounded_int(MAX_BAUD)),
         "power_sense_signal": Field(_one_of(SENSE_SIGNALS)),
         "power_button": Field(_bool),
@@ -199,7 +216,7 @@ VIDEO = TableSpec(
     "video table",
 )
 HID = TableSpec(
-    {"device": Field(_nonempty_string, required=True), "protocol": Field(_one_of(HID_PROTOCOLS)), "baud": Field(_bounded_int(MAX_BAUD)),
+    {"device": Field(_hid_device, required=True), "protocol": Field(_one_of(HID_PROTOCOLS)), "baud": Field(_bounded_int(MAX_BAUD)),
      "reply_timeout_ms": Field(_bounded_int(60_000))},
     "hid table",
 )

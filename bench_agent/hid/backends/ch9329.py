@@ -89,6 +89,9 @@ class Ch9329Backend(HidBackend):
     def __init__(self, device: str, baud: int = 9600, reply_timeout_s: float | None = None) -> None:
         import serial
 
+        from bench_agent.serial.urls import refuse_unsupported
+
+        refuse_unsupported(device, "HID rig")
         self.device, self.reply_timeout_s = device, reply_timeout_s or REPLY_TIMEOUT_S
         try:
             self._port = serial.serial_for_url(device, baudrate=baud, timeout=self.reply_timeout_s, exclusive=True)
