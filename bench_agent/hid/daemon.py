@@ -62,7 +62,9 @@ class Server:
 
         self.target, self.backend = target, hid.open_backend(config)
         self.path = socket_path(target, state)
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        from bench_agent.private import private_dir
+
+        private_dir(os.path.dirname(self.path))  # no other user may swap the socket for theirs (issue 45)
         try:
             os.unlink(self.path)
         except FileNotFoundError:

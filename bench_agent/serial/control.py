@@ -77,8 +77,10 @@ class ControlServer:
 
     def __init__(self, address: str, handler: Handler) -> None:
         self.address, self.handler = address, handler
-        os.makedirs(os.path.dirname(address), exist_ok=True)
-        if os.path.exists(address):
+        from bench_agent.private import private_dir
+
+        private_dir(os.path.dirname(address))  # no other user may swap the socket for theirs (issue 45)
+        if os.path.lexists(address):
             os.unlink(address)  # left by a supervisor that was killed
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(address)

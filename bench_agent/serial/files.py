@@ -7,6 +7,9 @@
     <state>/daemons/serial-<target>.json      discovery file of a running supervisor
     <state>/run/serial-<target>.sock          control socket (/tmp/panio-<uid>/serial-<hash>.sock if too long)
 
+The socket's directory is private (``bench_agent.private``: 0700, ours, checked before use): a ``/tmp/panio-<uid>``
+that another user made first is refused, never used.
+
 ``PANIO_STATE_DIR`` overrides the state directory, as on the controller side.
 """
 
@@ -64,24 +67,25 @@ _SOCKETS: dict[tuple[str, str, str], str] = {}
 
 
 def socket_address(target: str, state: Path | None = None, kind: str = "serial") -> str:
-    """The control socket's path; when that would be too long for a unix socket, a short one in a private /tmp dir."""
+    """The control socket's path; when that would be too long for a unix socket, a short one in a private /tmp dir.
+    Its directory is made private and checked first (``Refused`` if another user could reach it)."""
     base = str(state) if state is not None else lab_state_dir_name()
     path = _SOCKETS.get((base, kind, target))  # asked at every request to a daemon: a join less
     if path is not None:
         return path
     path = os.path.join(base, "run", f"{kind}-{target}.sock")
-    if len(path) <= MAX_SOCKET_PATH:
-        if len(_SOCKETS) >= 256:
-            _SOCKETS.clear()
-        _SOCKETS[base, kind, target] = path
-        return path
-    import hashlib
-    from pathlib import Path
+    if len(path) > MAX_SOCKET_PATH:
+        import hashlib
 
-    digest = hashlib.sha256(path.encode()).hexdigest()[:24]
-    private = Path(os.environ.get("TMPDIR", "/tmp")) / f"panio-{os.getuid()}"
-    private.mkdir(mode=0o700, exist_ok=True)
-    return str(private / f"{kind}-{digest}.sock")
+        digest = hashlib.sha256(path.encode()).hexdigest()[:24]
+        path = os.path.join(os.environ.get("TMPDIR") or "/tmp", f"panio-{os.getuid()}", f"{kind}-{digest}.sock")
+    from bench_agent.private import private_dir
+
+    private_dir(os.path.dirname(path))  # once a process and path: what we checked, no one else can replace
+    if len(_SOCKETS) >= 256:
+        _SOCKETS.clear()
+    _SOCKETS[base, kind, target] = path
+    return path
 
 
 def discovery(target: str, state: Path | None = None) -> dict | None:

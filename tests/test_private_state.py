@@ -1,0 +1,125 @@
+"""Another local user and panio's files (issue 45): sockets, logs, caches and the results database are this user's
+alone, a directory another user could reach is refused, and a cache another user planted is never believed.
+
+Tests run as root; the other user is ``nobody``, a forked child that gave up root (``os.setuid``)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import select
+import shutil
+import socket
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from serial_fixtures import Bench
+
+NOBODY = 65534
+LONG = "a-very-long-target-name-so-the-socket-goes-to-tmp"
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to act as another user (nobody) too")
+
+
+def as_nobody(work, *keep: int) -> int:
+    """Run ``work()`` in a forked child as user nobody; its exit status (0: it returned)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            work()
+            code = 0
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+class Listener:
+    """A unix socket nobody listens on at ``path``: what root would send to a socket swapped in for its own."""
+
+    def __init__(self, path: str) -> None:
+        self.ready_r, ready_w = os.pipe()
+        self.got_r, got_w = os.pipe()
+        self.stop_r, self.stop_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            code = 1
+            try:
+                os.close(self.stop_w)  # the parent's close of its end is the signal to stop
+                os.setgroups([])
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.bind(path)
+                os.chmod(path, 0o777)
+                s.listen(4)
+                os.write(ready_w, b"1")
+                got = b""
+                while select.select([s, self.stop_r], [], [], 60)[0] == [s]:
+                    conn, _ = s.accept()
+                    conn.settimeout(5)
+                    got += b"<connection>" + conn.recv(65536)
+                    conn.sendall(b'{"ok": true, "result": {}}\n')
+                os.write(got_w, got or b"-")
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(ready_w)
+        os.close(got_w)
+        assert os.read(self.ready_r, 1) == b"1", "nobody could not listen"
+
+    def received(self) -> bytes:
+        os.close(self.stop_w)
+        got = os.read(self.got_r, 1 << 20)
+        os.waitpid(self.pid, 0)
+        return b"" if got == b"-" else got
+
+
+@pytest.fixture
+def shared_tmp(panio):
+    """A TMPDIR like /tmp (every user may make a directory in it, sticky), for panio's short socket paths."""
+    path = Path(tempfile.mkdtemp(prefix="panio-shared-tmp-", dir="/tmp"))
+    path.chmod(0o1777)
+    panio.env["TMPDIR"] = str(path)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@needs_root
+def test_a_socket_directory_another_user_made_first_is_refused_and_gets_no_console_input(panio, tmp_path, shared_tmp):
+    bench = Bench(panio, tmp_path)
+    try:
+        bench.board(LONG)
+        theirs = shared_tmp / f"panio-{os.getuid()}"
+        assert as_nobody(lambda: (os.mkdir(theirs), os.chmod(theirs, 0o777))) == 0
+        r = panio.fails("serial", "watch", LONG, code=13)  # refused, with the directory named: never used
+        assert str(theirs) in r.error["message"] and "uid 65534" in r.error["message"]
+        assert bench.discovery(LONG) is None and os.listdir(theirs) == []
+        # nobody listens where root's socket would be; root's console input must not reach it
+        long_path = f"{bench.state}/run/serial-{LONG}.sock"
+        listener = Listener(str(theirs / f"serial-{hashlib.sha256(long_path.encode()).hexdigest()[:24]}.sock"))
+        sent = panio("serial", "send", LONG, "secret-password", check=False)
+        assert listener.received() == b"", sent
+        assert sent.code == 13, sent  # refused the same way, not sent elsewhere
+    finally:
+        bench.close()
+
+
+@needs_root
+def test_a_private_socket_directory_is_used_and_stays_private(panio, tmp_path, shared_tmp):
+    bench = Bench(panio, tmp_path)
+    try:
+        bench.board(LONG)
+        panio("serial", "watch", LONG)
+        ours = shared_tmp / f"panio-{os.getuid()}"
+        st = os.lstat(ours)
+        assert stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
+        assert as_nobody(lambda: os.listdir(ours)) != 0  # nobody can neither look in nor swap the socket
+        assert panio("serial", "send", LONG, "echo hi").code == 0
+    finally:
+        bench.close()
