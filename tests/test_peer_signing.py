@@ -98,7 +98,7 @@ def test_unsigned_and_foreign_signed_messages_run_nothing(lab, host, marks, app_
     wait_for(lambda: log_says(host, "refused a message that is not signed by a trusted key", before + 2),
              timeout_s=30)
     logs = host.logs()
-    assert task_id in logs and "untrusted content of type json" in logs  # the unsigned one
+    assert task_id in logs and "untrusted content of type 'application/json'" in logs  # the unsigned one
     assert forged_id in logs and "Unknown certificate" in logs  # signed, but by a key it does not know
     time.sleep(1)
     assert not evil.exists(), "a message nobody trusted signed ran a command"

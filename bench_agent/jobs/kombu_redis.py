@@ -20,17 +20,85 @@ about 0.9 ms of the consumer thread's CPU a job on the shared 2-core machine
 (docs/performance.md). A client over a pool is stateless and safe to share; the
 pool is the same one kombu would have used, and a new pool (kombu drops it when
 the connection goes) gets a new client.
+
+And what a broker user writes is read as data, never as a fault of the worker's
+(issue 45): kombu parses each list item as it comes off the queue, inside the
+consumer's event loop, where any exception is Celery's "Unrecoverable error".
+An item that is not JSON, or JSON that is not a kombu message (its properties,
+delivery tag and info, headers, body and body encoding: what kombu and its
+unacknowledged-message bookkeeping read), is dropped and logged here, before
+kombu makes a message of it: BRPOP has taken it off the list and nothing
+records it as unacknowledged, so nothing restores it on the next start. An
+entry of the unacknowledged hash that is none is dropped when it is restored.
+Whether a well-formed message is one the worker takes (its content type, its
+signature) is the consumer's to say (``bench_agent.jobs.intake``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+import logging
+from queue import Empty
+
 from kombu.transport import redis as kombu_redis
+from kombu.utils.encoding import bytes_to_str
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 PATH = "bench_agent.jobs.kombu_redis:Transport"
+_STR = (str, type(None))
+
+
+def fault(raw) -> str | None:
+    """Why ``raw`` (a list item, parsed) is not a message kombu can take, or None."""
+    props = raw.get("properties") if isinstance(raw, dict) else None
+    if not isinstance(props, dict):
+        return "not a message (no properties)"
+    info = props.get("delivery_info")
+    if not (isinstance(props.get("delivery_tag"), str) and props["delivery_tag"] and isinstance(info, dict)
+            and isinstance(info.get("exchange"), str) and isinstance(info.get("routing_key"), str)):
+        return "not a message (no delivery tag or delivery info)"
+    if not (isinstance(raw.get("headers"), (dict, type(None))) and isinstance(raw.get("body"), _STR)
+            and all(isinstance(raw.get(k), _STR) for k in ("content-type", "content-encoding"))):
+        return "not a message (headers, body or content type of the wrong kind)"
+    encoding = props.get("body_encoding")
+    if encoding == "base64":
+        try:
+            base64.b64decode(raw.get("body") or "", validate=True)
+        except (binascii.Error, ValueError):
+            return "its base64 body does not decode"
+    elif encoding not in (None, "utf-8"):
+        return f"unknown body encoding {str(encoding)[:40]!r}"
+    return None
+
+
+def dropped(where: str, why: str, raw: object = None) -> None:
+    """One line in the worker's log for a broker item dropped unread."""
+    logging.getLogger("panio.intake").warning("dropped a message that is not a signed task (%s): %s%s", where, why,
+                                              "" if raw is None else f": {repr(raw)[:200]}")
+
+
+class QoS(kombu_redis.QoS):
+    def restore_by_tag(self, tag, client=None, leftmost=False):
+        try:
+            return super().restore_by_tag(tag, client, leftmost)
+        except (ValueError, TypeError, RecursionError) as exc:  # an entry that is no [message, exchange, key]
+            dropped("unacknowledged", f"its entry {bytes_to_str(tag)[:80]!r} is not one kombu wrote ({type(exc).__name__})")
+            with self.channel.conn_or_acquire(client) as c, c.pipeline() as pipe:
+                self._remove_from_indices(tag, pipe).execute()
 
 
 class Channel(kombu_redis.Channel):
+    QoS = QoS
+
+    def _brpop_read(self, **options):
+        try:
+            return super()._brpop_read(**options)
+        except (json.JSONDecodeError, RecursionError) as exc:  # kombu's loads of the item, before any message
+            dropped("a queue of this worker's", f"not JSON ({type(exc).__name__})", getattr(exc, "doc", None))
+            raise Empty() from None  # as if BRPOP had found nothing: the event loop polls again
+
     def _connparams(self, asynchronous: bool = False):
         if self.connection is None or self.connection.client is None:
             raise RedisConnectionError("the broker connection was closed (Redis restarted?)")
@@ -51,3 +119,10 @@ class Channel(kombu_redis.Channel):
 
 class Transport(kombu_redis.Transport):
     Channel = Channel
+
+    def _deliver(self, message, queue):
+        why = fault(message)
+        if why:
+            dropped(f"queue {queue}", why, message)
+            return
+        super()._deliver(message, queue)

@@ -40,13 +40,19 @@ def _serve(app: Any, host: str, call_op, pool: ThreadPoolExecutor, log) -> None:
     name = ops_queue_name(host)
     queue = Queue(name, Exchange(name), routing_key=name)
 
+    from bench_agent.jobs.intake import accepts, refused, unwanted
+
+    accepted = accepts(app)
+
     def on_message(message: Any) -> None:
         message.ack()  # run at most once (as the pool's ``acks_late=False`` op task was)
+        why = unwanted(message, accepted)  # kombu would decode application/text unverified
+        if why:
+            refused(message, why)
+            return
         try:
             body = message.decode()  # verified: only what the app accepts (signed by a trusted key)
         except Exception as exc:  # noqa: BLE001 - dropped, and said, as Celery's own consumer does
-            from bench_agent.jobs.signing import refused
-
             refused(message, exc)
             return
         pool.submit(_run, app, message.headers or {}, body, call_op, log)

@@ -5,7 +5,7 @@ Celery's remote-control commands — is signed with the sender's private key
 (RSA-PSS over SHA-256), and a receiver decodes only messages whose signer's
 certificate is in its *certificate store* (a folder of PEM files). A message
 that is not signed, or is signed by a key whose certificate is not there, is
-refused before it is decoded (and logged, ``refusing_consumer``).
+refused before it is decoded (and logged, ``bench_agent.jobs.intake``).
 
 Where the keys are: ``PANIO_SIGNING_KEY``, ``PANIO_SIGNING_CERT`` and
 ``PANIO_CERT_STORE``, else ``STATE_DIR/keys/signing.key``, ``signing.crt`` and
@@ -136,7 +136,7 @@ def apply(app: Any, keys: Keys | None) -> None:
     app.conf.update(task_serializer="auth", result_serializer="auth", accept_content=["auth"],
                     result_accept_content=["auth"], event_serializer="json", security_key=str(keys.key),
                     security_certificate=str(keys.cert), security_cert_store=str(keys.store),
-                    security_digest=DIGEST, worker_consumer=refusing_consumer())
+                    security_digest=DIGEST)
     # Registers the auth serializer with these keys for this process (Celery keeps one registry per process)
     # and stops decoding anything else where a caller does not name what it accepts.
     app.setup_security(allowed_serializers=[], digest=DIGEST)
@@ -153,29 +153,3 @@ def _warn_unsigned() -> None:
         logging.getLogger("panio.signing").warning(
             "INSECURE: broker messages are NOT signed (--insecure-unsigned / %s=1): anyone who can publish to the "
             "broker can drive every target this process serves", INSECURE_ENV)
-
-
-def refused(message: Any, exc: Exception) -> None:
-    """Say in panio's words that a message that could not be verified was dropped."""
-    import logging
-
-    headers = getattr(message, "headers", None) or {}
-    logging.getLogger("panio.signing").warning(
-        "refused a message that is not signed by a trusted key (task %s, id %s, content type %s): %s",
-        headers.get("task"), headers.get("id"), getattr(message, "content_type", None), exc)
-
-
-def refusing_consumer():
-    """Celery's worker consumer, saying in panio's words when it drops a message it cannot verify."""
-    from celery.worker.consumer import Consumer
-
-    class RefusingConsumer(Consumer):
-        def on_decode_error(self, message, exc):
-            refused(message, exc)
-            return super().on_decode_error(message, exc)
-
-        def on_invalid_task(self, body, message, exc):
-            refused(message, exc)
-            return super().on_invalid_task(body, message, exc)
-
-    return RefusingConsumer

@@ -3,7 +3,8 @@
 Configured for hardware, not throughput:
 
 * signed JSON only (``bench_agent.jobs.signing``): a payload is plain data, never pickle, and a
-  message nobody trusted signed is refused before it is decoded;
+  message nobody trusted signed is refused before it is decoded; one that is not even a message is
+  dropped, never the worker's end (``bench_agent.jobs.intake``);
 * prefetch 1 and ``acks_late``: a worker reserves no more than it can start;
 * timeouts are enforced inside the task by the job runner (Celery's own time
   limits do not fire in the solo or thread pools);
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
 TASK = "panio.run_job"
 OP_TASK = "panio.op"
 DEFAULT_VISIBILITY_S = 300
+INTAKE = "bench_agent.jobs.intake:GuardedConsumer"  # Celery imports it in the worker only
 
 
 def queue_name(host: str) -> str:
@@ -89,6 +91,7 @@ def make_app(broker_url: str, prefix: str = "panio:", visibility_timeout_s: floa
         },
         task_publish_retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
         worker_hijack_root_logger=False, worker_send_task_events=False, result_expires=300,
+        worker_consumer=INTAKE,  # a message it cannot take is dropped and logged, never the worker's end
         result_backend_transport_options={"global_keyprefix": f"{prefix}celery:"},
     )
     signing.apply(app, signing.required(insecure))
