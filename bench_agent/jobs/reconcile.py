@@ -29,6 +29,13 @@ such as ``panio job status``), but only what is proven:
 Each action is a compare-and-set in the results database, so when several
 reconcilers see the same death only one acts. A copy sent twice is harmless:
 the results database's claim lets exactly one copy run a job.
+
+"Sent again" is always the message the controller signed when it queued the
+job, kept with it (``bench_agent.jobs.sealed``), published as it is: a
+reconciler never signs a job. A queued row without such a message (one that
+someone wrote into the results database), or whose message is not the
+controller's for this very job, is refused: logged, ended ``incomplete``
+(refused, exit 13), never sent.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import threading
 import time
 from typing import Callable
 
-from bench_agent.errors import Unreachable
+from bench_agent.errors import Refused, Unreachable
 
 BEAT_S = 1.0  # a runner's heartbeat period
 SKEW_S = 1.0  # tolerated clock difference between machines
@@ -167,10 +174,11 @@ def _job_of(message: bytes) -> int | None:
 
 
 class Reconciler:
-    """One pass settles what is proven. ``resend(payload)`` publishes a job again (None: cannot);
-    ``broker`` (a ``BrokerView``) lets it find vanished messages. ``host``: send again only the jobs of
-    that host (a worker's reconciler: the other hosts' workers trust only the controller's signature and
-    their own, docs/security.md)."""
+    """One pass settles what is proven. ``resend(job)`` publishes a job (its row) again (None: cannot): the
+    message the controller sealed, kept with the job (``bench_agent.jobs.sealed.send_again``), never one it signs
+    itself; it raises ``Refused`` for a row without one (the job then ends refused, and nothing is sent).
+    ``broker`` (a ``BrokerView``) lets it find vanished messages. ``host``: send again only the jobs of that host
+    (a worker's reconciler)."""
 
     def __init__(self, store, leases, resend: Callable[[dict], None] | None = None,
                  broker: BrokerView | None = None, fail_unsendable: bool = False,
@@ -235,8 +243,7 @@ class Reconciler:
         elif self._sends(job) and job["spec"].get("via") == "broker":
             stale_before = float("inf") if _gone(job) else now - dead_after_s(job["spec"])
             if self.store.release(job["id"], job["worker"], stale_before):
-                self.log(f"job {job['id']}: {_who(job)} died before it started; sent again")
-                self.resend({**job["spec"], "job_id": job["id"]})
+                self._send(job, f"{_who(job)} died before it started")
         elif self.fail_unsendable:
             self.store.finish(job["id"], "incomplete", None, f"{_who(job)} died before the job started",
                               LOST, only_if_queued=True)
@@ -302,8 +309,19 @@ class Reconciler:
 
     def _send_again(self, job: dict, why: str) -> None:
         if self.store.mark_sent(job["id"], job["sent_at"]):
-            self.log(f"job {job['id']}: {why}; sent again")
-            self.resend({**job["spec"], "job_id": job["id"]})
+            self._send(job, why)
+
+    def _send(self, job: dict, why: str) -> None:
+        """Publish the job's kept message again; one that is not the controller's for this job is refused: the
+        job ends incomplete (refused) and nothing is sent (whoever wrote the row cannot make a host run it)."""
+        try:
+            self.resend(job)
+        except Refused as err:
+            self.log(f"job {job['id']}: refused to send it again: {err.message} (due: {why})")
+            self.store.finish(job["id"], "incomplete", None, f"not sent again: {err.message}", err.to_json(),
+                              only_if_queued=True)
+            return
+        self.log(f"job {job['id']}: {why}; sent again")
 
 
 def _expired(job: dict, now: float) -> bool:

@@ -17,7 +17,8 @@ Configured for hardware, not throughput:
   again a job whose worker died while it waited for its lease (it starts as
   soon as the target is free, not after the visibility timeout) or whose
   message vanished with a Redis that lost its data, and ends a job whose
-  runner is proven dead;
+  runner is proven dead. It sends again only the message the controller
+  signed, kept with the job (``bench_agent.jobs.sealed``): it never signs one;
 * operations (``panio.op``) come on a queue of their own, ``host.<name>.ops``, served by a thread
   apart from the job pool (``bench_agent.jobs.op_server``): never behind running jobs;
 * ``--events`` (``panio worker --events``) turns on Celery's task events and
@@ -44,7 +45,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -193,13 +193,15 @@ class WorkerContext:
 
     def start_reconciler(self, app) -> threading.Thread:
         """Look for dead runners and vanished messages every ``RECONCILE_S`` while the worker lives."""
+        from bench_agent.jobs import sealed, signing
         from bench_agent.jobs.reconcile import RECONCILE_S, BrokerView, Reconciler
         from celery.utils.log import get_logger
 
         log = get_logger("panio.reconcile")
         store, leases = self.stores()
-        rec = Reconciler(store, leases, resend=lambda p: resend(app, p), broker=BrokerView(self.redis_url, self.prefix),
-                         log=log.warning, host=self.host)
+        keys = signing.configured()  # what a job's kept message must be signed by: it sends again, never signs
+        rec = Reconciler(store, leases, resend=lambda job: sealed.send_again(app, store, job, keys),
+                         broker=BrokerView(self.redis_url, self.prefix), log=log.warning, host=self.host)
 
         def loop() -> None:
             while True:
@@ -289,9 +291,3 @@ def submit(app, payload: dict, host: str, task_id: str | None = None) -> str:
     result = app.send_task(TASK, args=[payload], queue=queue_name(host), ignore_result=True,
                            task_id=task_id or f"panio-job-{payload['job_id']}")
     return result.id
-
-
-def resend(app, payload: dict) -> str:
-    """Publish a job again (its worker died or its message vanished); the task id tells the copies apart."""
-    host = payload.get("target_config", {}).get("host") or "local"
-    return submit(app, payload, host, task_id=f"panio-job-{payload['job_id']}-again-{uuid.uuid4().hex[:6]}")

@@ -1,10 +1,10 @@
 """The results database itself: its tables, its engines and their creation (SQLAlchemy Core).
 
-One schema (``job_tables``: jobs, steps, artifacts), built once per process; one engine per URL and commit mode
-(``engine_for``: SQLite in WAL mode, or PostgreSQL, whose *relaxed* pool does not wait for the disk on commit;
-``autocommit_for``: for a statement that is a transaction by itself); and ``create_tables``, which every store
-of this database (``ResultStore``, ``FenceStore``, the health and schedule stores) runs the first time it
-opens one, safe against other processes doing the same at the same moment. Nothing here opens a connection
+One schema (``job_tables``: jobs, steps, artifacts, the jobs' sealed messages), built once per process; one engine
+per URL and commit mode (``engine_for``: SQLite in WAL mode, or PostgreSQL, whose *relaxed* pool does not wait for
+the disk on commit; ``autocommit_for``: for a statement that is a transaction by itself); and ``create_tables``,
+which every store of this database (``ResultStore``, ``FenceStore``, the health and schedule stores) runs the first
+time it opens one, safe against other processes doing the same at the same moment. Nothing here opens a connection
 on import.
 """
 
@@ -81,9 +81,19 @@ def job_tables():
         sa.Column("name", sa.String(200), primary_key=True),
         sa.Column("content", sa.Text, nullable=False),
     )
+    # A job's broker message as the controller sealed it (``bench_agent.jobs.sealed``): the only thing a reconciler
+    # sends again. Its own table: a few kB a job that no read of the history needs.
+    sa.Table("panio_job_messages", md,
+             sa.Column("job_id", sa.Integer, primary_key=True, autoincrement=False),
+             sa.Column("message", sa.Text, nullable=False))
     # the reads that skip SQLAlchemy (results_read) name the columns in this order
     assert tuple(jobs.c.keys()) == reads.JOB_COLUMNS and tuple(steps.c.keys()) == reads.STEP_COLUMNS
     return md, jobs, steps, artifacts
+
+
+def message_table():
+    """``panio_job_messages`` (in ``job_tables``'s metadata: created with the job tables)."""
+    return job_tables()[0].tables["panio_job_messages"]
 
 
 _HEALTH_TABLES: tuple | None = None

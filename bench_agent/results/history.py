@@ -34,6 +34,8 @@ class History:
         on the rows and the WAL) for minutes while every runner waits to record a step (docs/scale.md)."""
         import sqlalchemy as sa
 
+        from bench_agent.results.db import message_table
+
         j, a = self.jobs.c, self.artifacts.c
         ended = sa.func.coalesce(j.finished_at, j.created_at)
         old = sa.select(j.id).where(j.state == "done", ended < before)
@@ -54,6 +56,7 @@ class History:
                                   .where(a.job_id.in_(ids))).scalar()
                 counts["artifact_chars"] += int(chars)
                 counts["artifacts"] += c.execute(self.artifacts.delete().where(a.job_id.in_(ids))).rowcount
+                c.execute(message_table().delete().where(message_table().c.job_id.in_(ids)))  # never sent again
                 if not artifacts_only:
                     counts["steps"] += c.execute(self.steps.delete().where(self.steps.c.job_id.in_(ids))).rowcount
                     counts["jobs"] += c.execute(self.jobs.delete().where(j.id.in_(ids))).rowcount

@@ -11,7 +11,8 @@ deliver a verdict: complete, incomplete, canceled, timed_out) and ``result``
 an atomic claim decide who runs a job, so a redelivered task never runs it twice.
 ``worker`` and ``beat_at`` say who holds a job and when its runner last showed
 signs of life (``bench_agent.jobs.reconcile``); ``sent_at`` is when its broker
-message was last published.
+message was last published, and ``panio_job_messages`` keeps that message as the
+controller signed it (``keep_messages``): all a reconciler may send again.
 
 Three modules: this one writes (``ResultStore``), ``results_history`` reads back and prunes (``History``,
 which ``ResultStore`` is too), ``results_db`` holds the tables and engines both use.
@@ -135,6 +136,22 @@ class ResultStore(History):
                 name=name, target=target, host=host, state="queued", spec=json.dumps(spec), cancel_requested=False,
                 created_at=now, sent_at=now if sent else None)).inserted_primary_key[0])
                 for name, target, host, spec in jobs]
+
+    def keep_messages(self, messages: list[tuple[int, str]]) -> None:
+        """Keep each job's broker message ``(job_id, sealed)`` as its sender sealed it (``bench_agent.jobs.sealed``),
+        in one transaction, before it is published: what a reconciler may send again. Durable, like the job."""
+        from bench_agent.results.db import message_table
+
+        with (self.single if len(messages) == 1 else self.engine).begin() as c:
+            c.execute(message_table().insert(), [{"job_id": i, "message": m} for i, m in messages])
+
+    def message(self, job_id: int) -> str | None:
+        """Job ``job_id``'s kept message (``keep_messages``); None when there is none."""
+        from bench_agent.results.db import message_table
+
+        m = message_table()
+        with self._reading() as c:
+            return c.execute(m.select().with_only_columns(m.c.message).where(m.c.job_id == job_id)).scalar()
 
     def take(self, job_id: int, worker: str, stale_before: float) -> bool:
         """Hold a queued job for ``worker`` (it waits for its lease); False if a live runner holds it,

@@ -25,23 +25,38 @@ EXPIRE_GRACE_S = 10.0  # after the deadline, how long a running job's runner has
 
 
 def reconciler(app=None):
-    """The controller's reconciler: it may send a job again and look for vanished broker messages."""
+    """The controller's reconciler: it may send a job again (the message its own key sealed, kept with the job:
+    ``bench_agent.jobs.sealed``) and look for vanished broker messages."""
+    from bench_agent.jobs import sealed, signing
     from bench_agent.jobs.reconcile import BrokerView, Reconciler
-    from bench_agent.jobs.worker import resend
 
-    app = app or backends.celery_app()
-    return Reconciler(backends.results_store(), backends.lease_store(), resend=lambda p: resend(app, p),
+    app, store, keys = app or backends.celery_app(), backends.results_store(), signing.configured()
+    return Reconciler(store, backends.lease_store(),
+                      resend=lambda job: sealed.send_again(app, store, job, keys, own_only=True),
                       broker=BrokerView(backends.broker_url(), backends.redis_prefix()))
 
 
-def publish(app, store, payload: dict) -> str:
-    """Send a recorded job to its host's queue; a broker that does not take it ends the job unreachable. (The job
-    was recorded as sent when it was created: ``ResultStore.create_job``.)"""
-    from bench_agent.jobs.worker import queue_name, submit as send
+def keep_sealed(app, store, payloads: list[dict]) -> list[str]:
+    """Seal each recorded job's message (signed with this controller's key) and keep them with the jobs, in one
+    transaction, before any is published: the only messages a reconciler may send again."""
+    from bench_agent.jobs import sealed
+
+    messages = [sealed.seal(app, p) for p in payloads]
+    store.keep_messages([(p["job_id"], m) for p, m in zip(payloads, messages)])
+    return messages
+
+
+def publish(app, store, payload: dict, message: str | None = None) -> str:
+    """Send a recorded job to its host's queue, its message sealed and kept first (``keep_sealed``, unless
+    ``message`` is the one kept); a broker that does not take it ends the job unreachable. (The job was recorded
+    as sent when it was created: ``ResultStore.create_job``.)"""
+    from bench_agent.jobs import sealed
+    from bench_agent.jobs.worker import queue_name
 
     host = payload["target_config"].get("host") or LOCAL_HOST
+    message = message or keep_sealed(app, store, [payload])[0]
     try:
-        send(app, payload, host)
+        sealed.publish(app, payload, message, f"panio-job-{payload['job_id']}")
     except Exception as exc:  # kombu/redis errors: the broker is the boundary
         store.finish(payload["job_id"], "incomplete", None, f"not queued: broker unreachable: {exc}",
                      Unreachable("broker unreachable").to_json())
@@ -50,13 +65,15 @@ def publish(app, store, payload: dict) -> str:
 
 
 def publish_all(app, store, payloads: list[dict]) -> list[str]:
-    """``publish`` each of ``payloads`` (recorded together, not yet sent: ``local.create_many``), then mark them
-    sent in one statement; their queues. A broker that refuses one ends it and every one after it unreachable
-    (not queued), and raises ``Unreachable``; the ones it took are marked sent first."""
+    """``publish`` each of ``payloads`` (recorded together, not yet sent: ``local.create_many``; their messages
+    kept in one transaction first), then mark them sent in one statement; their queues. A broker that refuses one
+    ends it and every one after it unreachable (not queued), and raises ``Unreachable``; the ones it took are
+    marked sent first."""
     queues: list[str] = []
+    messages = keep_sealed(app, store, payloads)
     try:
-        for payload in payloads:
-            queues.append(publish(app, store, payload))
+        for payload, message in zip(payloads, messages):
+            queues.append(publish(app, store, payload, message))
     except Unreachable as err:
         for payload in payloads[len(queues) + 1:]:
             store.finish(payload["job_id"], "incomplete", None, f"not queued: {err.message}",
