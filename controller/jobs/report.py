@@ -181,6 +181,30 @@ def markdown(*jobs: dict, title: str = "panio report", triage: dict[int, dict] |
             lines += ["", f"`{s['command']}`", ""]
             lines += [f"- {'ok' if c['ok'] else 'FAILED'}: {c['check']}" for c in s.get("checks", [])]
             if s.get("output"):
-                lines += ["", "```", s["output"].rstrip("\n")[-4000:], "```"]
+                lines += ["", *readable(s["output"])]
             lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def readable(output: str, keep: int = 4000) -> list[str]:
+    """A step's output for a person: text as it came (its last ``keep`` characters); a JSON reply (`serial wait`
+    prints one) as its short fields on one line and the console text it carries, without the base64 copy of the
+    same bytes. JUnit's system-out and `panio job logs` keep the output whole."""
+    reply = None
+    if output.lstrip().startswith("{"):
+        import json
+
+        try:
+            reply = json.loads(output)
+        except ValueError:
+            pass
+    if not isinstance(reply, dict):
+        return ["```", output.rstrip("\n")[-keep:], "```"]
+    short = [f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in reply.items() if k not in ("text", "data_b64") and
+             isinstance(v, (str, int, float, bool)) and len(str(v)) <= 60]
+    lines = [f"*{', '.join(short)}*"] if short else []
+    text = reply.get("text")
+    if isinstance(text, str) and text:
+        body = text.replace("\r\n", "\n").rstrip("\n")
+        lines += ["", "```", ("..." if len(body) > keep else "") + body[-keep:], "```"]
+    return lines
