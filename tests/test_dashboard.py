@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import struct
 import subprocess
 import time
@@ -337,3 +338,61 @@ def test_an_operator_sets_maintenance_and_lifts_it(dashboard, lab):
     assert [e["health"] for e in store.history("lonely")][-2:] == ["maintenance", "good"]  # oldest first
     assert operator.post("/targets/lonely/health", {"csrf": operator.csrf("/"), "health": "bad"})[0] == 400
     assert operator.post(f"/jobs/{'9' * 23}/cancel", {"csrf": operator.csrf("/")})[0] == 404  # not a 500
+
+
+def test_superscript_digits_and_characters_outside_ascii_are_no_server_error(dashboard):
+    """Issue 45: `"²".isdigit()` is true and `int("²")` fails, so `?limit=²` was a 500; so were a message
+    signature, a CSRF field or a cookie holding a character outside ASCII (hmac.compare_digest refuses them)."""
+    c = signed_in(dashboard, OP)
+    for path in ("/jobs?limit=%C2%B2", "/jobs?before=%C2%B3", "/jobs?limit=1%C2%B3", "/?message=hi&sig=%C2%B2"):
+        status, _, page = c.get(path)
+        assert status == 200, (path, page)
+    status, _, body = c.post("/jobs/1/cancel", {"csrf": "\u00b2"})
+    assert status == 403 and "stale or forged" in body
+    status, headers, _ = Client(dashboard.url).get("/jobs", Cookie="panio_dashboard=operator:\u00b2")
+    assert status == 303 and headers["location"] == "/login"
+    assert "Traceback" not in dashboard.log.read_text()
+
+
+def _raw_http(url: str, request: bytes) -> bytes:
+    """Send ``request`` as is on a new connection; what the server answers until it closes the connection."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=20) as s:
+        s.sendall(request)
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_an_oversize_body_is_refused_before_it_is_read_and_the_dashboard_serves_on(dashboard):
+    """Issue 45: a body over the bound was a 500 (the bound's exception crossed the auth middleware as an
+    exception group). It is a 413 with the connection closed, answered before the body is read: here the body
+    is never sent in full."""
+    declared = (b"POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                b"Content-Length: 10485760\r\n\r\n")  # 10 MB announced, not one byte of it sent
+    answer = _raw_http(dashboard.url, declared)
+    assert answer.startswith(b"HTTP/1.1 413") and b"connection: close" in answer.lower(), answer[:300]
+    chunk = b"token=" + b"x" * 100_000
+    chunked = (b"POST /jobs/1/cancel HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + OP.encode()
+               + b"\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\n\r\n"
+               + b"%x\r\n" % len(chunk) + chunk + b"\r\n")  # and no last chunk: the body never ends
+    answer = _raw_http(dashboard.url, chunked)
+    assert answer.startswith(b"HTTP/1.1 413") and b"connection: close" in answer.lower(), answer[:300]
+    assert signed_in(dashboard, OP).get("/jobs")[0] == 200
+    status, headers, _ = Client(dashboard.url).post("/login", {"token": OP, "pad": "x" * 1000})  # a form in bounds
+    assert status == 303 and headers["location"] == "/"
+    assert "Traceback" not in dashboard.log.read_text()
+
+
+def test_logging_out_ends_the_session_on_the_server(dashboard):
+    """Issue 45: the cookie was an HMAC of the role under its token, so logging out only asked the browser to
+    forget it; a copy of it kept working. Now a session is the server's, and logging out ends it."""
+    c, other = signed_in(dashboard, OP), signed_in(dashboard, OP)
+    cookie = next(k.value for k in c.jar if k.name == "panio_dashboard")
+    assert Client(dashboard.url).get("/jobs", Cookie=f"panio_dashboard={cookie}")[0] == 200
+    status, headers, _ = c.post("/logout", {})
+    assert status == 303 and headers["location"] == "/login"
+    status, headers, _ = Client(dashboard.url).get("/jobs", Cookie=f"panio_dashboard={cookie}")
+    assert status == 303 and headers["location"] == "/login"
+    assert other.get("/jobs")[0] == 200  # another sign-in of the same token goes on

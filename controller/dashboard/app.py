@@ -25,12 +25,14 @@ from starlette.templating import Jinja2Templates
 from bench_agent.errors import NotConfigured, PanioError
 from controller.dashboard import reads, triage_page
 from controller.dashboard.auth import COOKIE, Auth, is_loopback
+from controller.dashboard.bodylimit import BodyLimit
 
 HERE = Path(__file__).parent
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 PUBLIC = ("/login", "/static/")
 PAGE = 50  # jobs a page
 MAX_ID = 2**63 - 1  # the largest job id a results database (SQLite, PostgreSQL BIGINT) can hold
+MAX_BODY_BYTES = 64 * 1024  # a page's form (a route may have its own bound: the controller API's job files)
 HEADERS = {"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
            "Cache-Control": "no-store",
            "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'"}
@@ -112,9 +114,10 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
         text = f"panio: {err.message}" + (f" ({err.hint})" if err.hint else "")
         return PlainTextResponse(text, status_code=503, headers=HEADERS)
 
-    # A form or token larger than this is not one of ours.
-    return Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)],
-                     exception_handlers={PanioError: lab_failed}, max_body_size=64 * 1024)
+    # A form or token larger than MAX_BODY_BYTES is not one of ours: refused before it is read (bodylimit.py).
+    return Starlette(routes=routes, middleware=[Middleware(BodyLimit, routes=routes, max_bytes=MAX_BODY_BYTES),
+                                                Middleware(BaseHTTPMiddleware, dispatch=guard)],
+                     exception_handlers={PanioError: lab_failed})
 
 
 def overview(d: Dashboard, request: Request) -> Response:
@@ -143,6 +146,7 @@ async def login(d: Dashboard, request: Request) -> Response:
 
 
 async def logout(d: Dashboard, request: Request) -> Response:
+    d.auth.end(request.cookies.get(COOKIE))  # the server forgets the session: a copy of the cookie is worth nothing
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(COOKIE, path="/")
     return response
@@ -280,7 +284,8 @@ def schedules(d: Dashboard, request: Request) -> Response:
 
 
 def _int(text: str | None) -> int | None:
-    return int(text) if text and text.isdigit() and int(text) <= MAX_ID else None
+    # isdigit() alone takes "²", which int() refuses
+    return int(text) if text and text.isascii() and text.isdigit() and int(text) <= MAX_ID else None
 
 
 def _when(ts: float | None) -> str:

@@ -5,8 +5,12 @@ Tokens come from the environment (``PANIO_DASHBOARD_TOKEN`` for operators,
 ``PANIO_DASHBOARD_READ_TOKEN`` for readers), never from the command line,
 where any local user could read them in the process list. With no token at
 all the dashboard only binds to loopback and everyone on this machine is an
-operator. The session cookie is an HMAC of the role under its token, so it
-stays valid across restarts and dies when the token changes.
+operator. Signing in starts a session: a random cookie value the server
+keeps in memory (its hash, with the role and an end), so logging out ends it
+on the server and a copy of the cookie is then worth nothing (issue 45: the
+cookie was an HMAC of the role under its token, and outlived the logout).
+A session lasts at most ``SESSION_TTL_S``, a restart ends them all, and at
+most ``MAX_SESSIONS`` are kept (the oldest goes first).
 
 A token is at least ``MIN_TOKEN_CHARS`` printable ASCII characters with no
 whitespace. A variable that is set to anything else (empty, blank, short) is
@@ -21,11 +25,14 @@ import hashlib
 import hmac
 import os
 import secrets
+import time
 
 COOKIE = "panio_dashboard"
 ROLES = ("reader", "operator")
 VARIABLES = {"operator": "PANIO_DASHBOARD_TOKEN", "reader": "PANIO_DASHBOARD_READ_TOKEN"}
 MIN_TOKEN_CHARS = 16
+SESSION_TTL_S = 7 * 24 * 3600
+MAX_SESSIONS = 10_000
 MAKE_ONE = "make a token: python3 -c 'import secrets; print(secrets.token_hex(32))'"
 
 
@@ -50,6 +57,7 @@ class Auth:
                 raise NotConfigured(f"{VARIABLES[role]} {why}: the dashboard does not start with a token "
                                     "anyone could guess", hint=f"{MAKE_ONE}, or unset it", variable=VARIABLES[role])
         self.csrf_key = secrets.token_bytes(32)  # per process: a form from a previous run must be reloaded
+        self.sessions: dict[str, tuple[str, float]] = {}  # sha256 of the cookie -> (role, monotonic end)
 
     @classmethod
     def from_env(cls) -> "Auth":
@@ -70,7 +78,18 @@ class Auth:
         return None
 
     def session(self, role: str) -> str:
-        return f"{role}:{_mac(self.tokens[role].encode(), 'session:' + role)}"
+        """A new session's cookie value."""
+        now = time.monotonic()
+        while self.sessions and (len(self.sessions) >= MAX_SESSIONS or next(iter(self.sessions.values()))[1] <= now):
+            del self.sessions[next(iter(self.sessions))]  # oldest first: every session lives as long
+        cookie = secrets.token_urlsafe(32)
+        self.sessions[_digest(cookie)] = (role, now + SESSION_TTL_S)
+        return cookie
+
+    def end(self, cookie: str | None) -> None:
+        """Log out: the session of ``cookie`` is over, whoever holds a copy."""
+        if cookie:
+            self.sessions.pop(_digest(cookie), None)
 
     def role(self, cookie: str | None, authorization: str | None) -> str | None:
         """The caller's role, or None: no token, a wrong one, or a session from another token."""
@@ -78,27 +97,36 @@ class Auth:
             return "operator"
         if authorization and authorization.lower().startswith("bearer "):
             return self.role_for_token(authorization[7:].strip())
-        if cookie and ":" in cookie:
-            role = cookie.split(":", 1)[0]
-            if role in self.tokens and hmac.compare_digest(cookie, self.session(role)):
-                return role
+        found = self.sessions.get(_digest(cookie)) if cookie else None
+        if found and found[1] > time.monotonic():
+            return found[0]
         return None
 
     def csrf(self, cookie: str | None) -> str:
         return _mac(self.csrf_key, cookie or "open")
 
     def csrf_ok(self, cookie: str | None, presented: str | None) -> bool:
-        return bool(presented) and hmac.compare_digest(presented, self.csrf(cookie))
+        return bool(presented) and hmac.compare_digest(_bytes(presented), _bytes(self.csrf(cookie)))
 
     def sign(self, text: str) -> str:
         return _mac(self.csrf_key, "message:" + text)
 
     def signed(self, text: str, sig: str) -> bool:
-        return hmac.compare_digest(sig, self.sign(text))
+        return hmac.compare_digest(_bytes(sig), _bytes(self.sign(text)))
 
 
 def _mac(key: bytes, text: str) -> str:
-    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+    return hmac.new(key, _bytes(text), hashlib.sha256).hexdigest()
+
+
+def _digest(cookie: str) -> str:
+    """What the session table keys on: a lookup by hash reveals nothing of the cookies it holds."""
+    return hashlib.sha256(_bytes(cookie)).hexdigest()
+
+
+def _bytes(text: str) -> bytes:
+    # compare_digest refuses str outside ASCII ("²" in a field was a 500); a lone surrogate still encodes
+    return text.encode("utf-8", "surrogatepass")
 
 
 def is_loopback(host: str) -> bool:
