@@ -182,3 +182,34 @@ def test_an_unacknowledged_entry_that_is_no_message_does_not_stop_a_worker_start
         assert "Unrecoverable error" not in proc.log.read_text()
     finally:
         host.kill(proc)
+
+
+def test_a_captured_operation_runs_once_whatever_redis_forgets_and_across_a_restart(lab, host, marks, controller,
+                                                                                    redis_of):
+    """Issue 45, hole 3: the replay guard is the host's own. A signed `action run` taken off the broker before
+    the worker saw it runs once; pushed again after every Redis key under panio's prefix is deleted, and again
+    after the worker restarted, it is refused as a replay and runs no more."""
+    from bench_agent.jobs.op_server import ops_queue_name
+    from bench_agent.jobs.worker import OP_TASK, op_message
+
+    runs = marks / "runs"
+    runs.unlink(missing_ok=True)
+    raw = redis_of.captured(controller, OP_TASK, op_message("action.run", {"target": "t1", "name": "count"}, 120))
+    ops = redis_of.key(ops_queue_name("h1"))
+    replays = "refused an operation message: it was seen before (a replay)"
+    proc = host.start("h1")
+    try:
+        redis_of.r.lpush(ops, raw)
+        wait_for(lambda: runs.exists() and runs.read_text() == "run\n", timeout_s=60)
+        for restart in (False, True):
+            if restart:
+                host.kill(proc)
+                proc = host.start("h1")
+            drop_keys(SHARED_REDIS, host.env["PANIO_REDIS_PREFIX"])  # every key Redis holds for panio
+            before = host.logs().count(replays)
+            redis_of.r.lpush(ops, raw)
+            wait_for(lambda: host.logs().count(replays) > before or runs.read_text() != "run\n", timeout_s=60)
+            assert runs.read_text() == "run\n", f"a captured operation ran again (restarted: {restart})"
+            assert redis_of.r.llen(ops) == 0
+    finally:
+        host.kill(proc)

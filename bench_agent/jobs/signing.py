@@ -18,8 +18,9 @@ distribution: docs/security.md.
 A signature does not say *when*: a captured ``panio.op`` could be sent again.
 So each one carries a stamp inside its signed body (``op_stamp``: when it was
 sent, how long its sender waits, a nonce), and a worker runs it only within
-that window and only once (``check_fresh``; the nonces it has seen live in
-Redis for the window). A job needs none: the results database runs it once.
+that window and only once (``check_fresh``; the nonces it has seen are kept on
+the host, where no broker user can erase them: ``bench_agent.jobs.replay``). A
+job needs none: the results database runs it once.
 
 Without keys nothing is sent or served: a process that would use the broker
 fails as not configured, unless it is told to run unsigned on purpose
@@ -98,7 +99,8 @@ def check_fresh(stamp: Any, first_time: Any) -> None:
     from bench_agent.errors import Refused
 
     why = None
-    if not (isinstance(stamp, dict) and isinstance(stamp.get("nonce"), str) and len(stamp["nonce"]) >= 16
+    nonce = stamp.get("nonce") if isinstance(stamp, dict) else None
+    if not (isinstance(nonce, str) and 16 <= len(nonce) <= 128 and nonce.isascii() and nonce.isalnum()
             and all(isinstance(stamp.get(k), (int, float)) for k in ("sent_at", "wait_s"))):
         why = "it carries no valid stamp (sent_at, wait_s, nonce)"
     else:

@@ -105,8 +105,11 @@ class WorkerContext:
     def __init__(self, host: str, results_url: str, redis_url: str, prefix: str, state_dir: Path,
                  config: HostConfig) -> None:
         self.host, self.results_url, self.redis_url, self.prefix = host, results_url, redis_url, prefix
+        from bench_agent.jobs.replay import SeenNonces
+
         self.state_dir, self.config = Path(state_dir), config
         self._in_flight: set[int] = set()
+        self._seen = SeenNonces(self.state_dir / "ops-seen")
         self._stores = None
         self._heartbeat = None
         self._lock = threading.Lock()
@@ -181,8 +184,7 @@ class WorkerContext:
         return reply(run)
 
     def _first_time(self, nonce: str, ttl_s: int) -> bool:
-        _, leases = self.stores()
-        return bool(leases.call(lambda: leases.r.set(f"{self.prefix}op-seen:{nonce}", 1, nx=True, ex=ttl_s)))
+        return self._seen.first_time(nonce, ttl_s)  # on the host: a broker user cannot erase it (issue 45)
 
     def _as_configured(self, payload: dict) -> dict:
         """``payload`` with the target's configuration and the notification channels of this host's own file
