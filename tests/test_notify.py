@@ -3,8 +3,13 @@ format, retries, and a receiver that hangs never holds up a job."""
 
 from __future__ import annotations
 
+import email
+import email.policy
+import logging
 import socket
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -182,3 +187,83 @@ def test_a_health_check_the_lab_stopped_is_told_as_job_incomplete(panio, tmp_pat
     panio("target", "health", "pico", "--set", "maintenance", "--reason", "cable")
     wait_for(lambda: len(receiver.bodies("/w")) == 3, 10)
     assert [b["event"] for b in receiver.bodies("/w")][2:] == ["health_changed"]
+
+
+def test_a_failed_job_is_mailed_with_its_triage_in_a_one_line_subject(panio, tmp_path, smtp):
+    """Issue 45: a failed job's text carries its triage on a second line; EmailMessage refuses a line break in
+    the Subject, so every e-mail for a failed job was given up. The subject is now the text on one line."""
+    panio("init")
+    panio("target", "add", "pico")
+    with panio.lab.open("a") as f:
+        f.write(f'\n[[notify]]\nsmtp = "127.0.0.1:{smtp.port}"\nto = ["ops@lab.test"]\non = ["job_failed"]\n'
+                'retries = 0\n')
+    panio.fails("job", "run", job_file(tmp_path, FAIL, "fail.toml"), code=14)
+    wait_for(lambda: len(smtp.mails) == 1, 10)
+    mail = email.message_from_string(smtp.mails[0][1], policy=email.policy.default)
+    assert mail["Subject"].startswith("panio: job 1 ") and "failed (the board)" in mail["Subject"]
+    assert "triage:" in mail["Subject"] and "\n" not in mail["Subject"]
+    assert "\ntriage:" in mail.get_content()  # the body keeps the lines
+
+
+def test_a_line_break_in_a_subject_cannot_add_a_header_or_a_recipient(smtp):
+    from bench_agent.jobs import notify
+
+    text = "panio: job 9 x on pico failed (the board): boom\r\nBcc: thief@elsewhere.test\nX-Evil: 1"
+    notify._mail({"smtp": f"127.0.0.1:{smtp.port}", "to": ["ops@lab.test"]}, {"event": "job_failed", "text": text})
+    (rcpt, content), = smtp.mails
+    mail = email.message_from_string(content, policy=email.policy.default)
+    assert rcpt == ["ops@lab.test"] and mail["Bcc"] is None and mail["X-Evil"] is None
+    assert mail["Subject"] == "panio: job 9 x on pico failed (the board): boom Bcc: thief@elsewhere.test X-Evil: 1"
+
+
+class _Recorder:
+    """An HTTP server on loopback that records every request (method, path) and answers ``status`` with
+    ``location``."""
+
+    def __init__(self, status: int, location: str = "") -> None:
+        self.requests: list[tuple[str, str]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _any(self):
+                outer.requests.append((self.command, self.path))
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(status)
+                if location:
+                    self.send_header("Location", location)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_POST = do_PUT = do_HEAD = _any  # noqa: N815 - http.server's names
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_webhook_that_redirects_is_a_failed_delivery_and_the_redirect_is_not_followed(caplog):
+    """Issue 45: urllib followed a 302, so a webhook could send panio's request to an internal address (here a
+    second server, which must hear nothing). A 3xx is now a failed delivery, logged."""
+    from bench_agent.jobs import notify
+
+    internal = _Recorder(200)
+    hook = _Recorder(302, f"{internal.url}/admin/reset")
+    try:
+        with caplog.at_level(logging.WARNING, logger="panio.notify"):
+            notify.send([{"name": "chat", "webhook": f"{hook.url}/hook", "retries": 0}], "health_changed",
+                        {"target": "pico", "health": "bad", "previous": "good", "reason": "x"})
+            assert notify.drain(10)
+        assert hook.requests == [("POST", "/hook")]
+        assert internal.requests == []
+        given_up = [r.getMessage() for r in caplog.records if "given up" in r.getMessage()]
+        assert len(given_up) == 1 and "302" in given_up[0] and "not followed" in given_up[0], given_up
+    finally:
+        hook.close()
+        internal.close()

@@ -168,14 +168,41 @@ def _url(config: dict) -> str:
 
 
 def _post(config: dict, message: dict) -> None:
+    """POST the message; any answer but 2xx is a failed delivery. A redirect is never followed: the lab file
+    names the receiver, and a 302 must not send panio's request to an address it never named (an internal one)."""
+    import urllib.error
     import urllib.request
 
     data = json.dumps(body(config, message)).encode()
     req = urllib.request.Request(_url(config), data=data, method="POST",
                                  headers={"Content-Type": "application/json", "User-Agent": "panio-notify"})
-    with urllib.request.urlopen(req, timeout=ATTEMPT_TIMEOUT_S) as resp:  # noqa: S310 - http(s) only (schema)
-        if resp.status >= 300:
-            raise OSError(f"HTTP {resp.status}")
+    try:
+        with _opener().open(req, timeout=ATTEMPT_TIMEOUT_S) as resp:  # http(s) only (the lab schema checks)
+            if resp.status >= 300:
+                raise OSError(f"HTTP {resp.status}")
+    except urllib.error.HTTPError as err:
+        if 300 <= err.code < 400:
+            raise OSError(f"HTTP {err.code} (a redirect to {err.headers.get('Location', '?')!r}, not followed)") \
+                from None
+        raise
+
+
+def _one_line(text: str) -> str:
+    """``text`` with every run of white space (CR, LF and the other line breaks included) as one space: a header
+    value holds no line break (EmailMessage refuses one, so the mail was never sent), and none can start a
+    header of its own."""
+    return " ".join(text.split())
+
+
+def _opener():
+    """urlopen's opener (the environment's proxies included) that never follows a redirect."""
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None  # urllib then raises the 3xx as an HTTPError
+
+    return urllib.request.build_opener(NoRedirect)
 
 
 def _mail(config: dict, message: dict) -> None:
@@ -184,7 +211,7 @@ def _mail(config: dict, message: dict) -> None:
 
     host, _, port = config["smtp"].rpartition(":") if ":" in config["smtp"] else (config["smtp"], "", "25")
     mail = EmailMessage()
-    mail["Subject"] = message["text"][:200]
+    mail["Subject"] = _one_line(message["text"])[:200]  # a failed job's text has its triage on a second line
     mail["From"] = config.get("from", "panio@localhost")
     mail["To"] = ", ".join(config["to"])
     mail.set_content(message["text"] + "\n\n" + json.dumps(message, indent=2, default=str) + "\n")
