@@ -402,3 +402,18 @@ def test_a_mistyped_panio_lab_says_where_the_path_came_from_and_does_not_lead_to
     assert "$PANIO_LAB" in r.error["message"] and r.error["source"] == "PANIO_LAB", r.error
     assert r.error["hint"].startswith("check $PANIO_LAB"), r.error
     assert not missing.exists()
+
+
+def test_a_watch_from_another_state_directory_is_refused_at_once_with_a_stop_that_works(panio, sim_bench, tmp_path):
+    panio("serial", "watch", "board0")
+    other = {**panio.env, "PANIO_STATE_DIR": str(tmp_path / "other-state")}
+    p = subprocess.run([str(BIN / "panio"), "serial", "watch", "board0"], capture_output=True, text=True,
+                       env=other, timeout=60)
+    assert p.returncode == 8, p.stderr
+    error = json.loads(p.stderr.strip().splitlines()[-1])
+    state = panio.env["PANIO_STATE_DIR"]
+    assert f"PANIO_STATE_DIR={state} panio serial stop board0" in error["hint"], error
+    stop = subprocess.run(["sh", "-c", error["hint"].split("`")[1]], capture_output=True, text=True,
+                          env={**panio.env, "PANIO_STATE_DIR": "/nonexistent",
+                               "PATH": f"{BIN}:{panio.env['PATH']}"}, timeout=60)
+    assert stop.returncode == 0 and "stopped serial capture of board0" in stop.stdout, stop.stderr

@@ -89,7 +89,9 @@ def watch(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
                 "interfaces": [i["name"] for i in info["interfaces"]]}
     try:
         reply = client.start(target, interfaces)
-    except Busy:  # another watch started at the same instant won the lock: once it is ready, it is ours too
+    except Busy as err:  # another watch started at the same instant won the lock: once it is ready, it is ours too
+        if "holders" in err.details:  # the device itself is held (by another lab's or state directory's capture)
+            raise
         info = _await_discovery(target)
         if info is None:
             raise

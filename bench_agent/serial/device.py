@@ -283,8 +283,18 @@ def busy(device: str, who: list[dict[str, Any]] | None = None) -> Busy:
         first = who[0]
         names = "; ".join(_holder_name(h) for h in who)
         target = _watch_target(first["command"])
-        hint = (f"`panio serial stop {target}` frees it; while it runs use `panio serial log` and `panio serial send`"
-                if target else "stop that program, or find panio's own holders with `panio daemons`")
+        elsewhere = _elsewhere(first["command"]) if target else None
+        if elsewhere:
+            import shlex
+
+            state = shlex.quote(os.path.dirname(os.path.dirname(elsewhere)))
+            hint = (f"that capture belongs to another lab or state directory ({elsewhere}): stop it there, with "
+                    f"`PANIO_STATE_DIR={state} panio serial stop {target}` and that lab's PANIO_LAB, "
+                    f"or end pid {first['pid']}")
+        else:
+            hint = (f"`panio serial stop {target}` frees it; while it runs use `panio serial log` and "
+                    "`panio serial send`" if target else
+                    "stop that program, or find panio's own holders with `panio daemons`")
         return Busy(f"serial device {device} is in use by {names}", hint=hint, device=device, holders=who)
     return Busy(f"serial device {device} is in use by another program",
                 hint="`panio daemons` lists panio's holders", device=device, holders=[])
@@ -296,6 +306,18 @@ def _holder_name(holder: dict[str, Any]) -> str:
         return f"panio's serial capture of {target} (pid {holder['pid']})"
     command = holder["command"]
     return f"pid {holder['pid']} ({command if len(command) <= 80 else command[:77] + '...'})"
+
+
+def _elsewhere(command: str) -> str | None:
+    """The lab state directory of a capture's command line (``--state-dir``), when it is not this process's lab's:
+    `panio serial stop` here would not find that capture."""
+    from bench_agent.paths import lab_state_dir_name
+
+    words = command.split()
+    if "--state-dir" not in words[:-1]:
+        return None
+    theirs = words[words.index("--state-dir") + 1]
+    return None if os.path.realpath(theirs) == os.path.realpath(lab_state_dir_name()) else theirs
 
 
 def _watch_target(command: str) -> str | None:
