@@ -3,7 +3,7 @@
 One controller pair and one worker pair per test process (an RSA key takes a
 moment to make), and one certificate store that trusts both: what `panio
 setup` arranges between a controller and its hosts (the controller trusts the
-workers' replies, a worker trusts the controller and its own resends). Give
+workers' replies, a worker trusts the controller and itself). Give
 ``CONTROLLER`` to the commands a test runs and ``WORKER`` to the workers it
 starts (``peerhelp.Workers`` does both).
 """

@@ -12,8 +12,9 @@ Where the keys are: ``PANIO_SIGNING_KEY``, ``PANIO_SIGNING_CERT`` and
 ``trusted/``. ``panio keys init`` makes a pair (``controller.keys``); ``panio
 setup`` makes one on each control host and exchanges the certificates: the
 controller trusts every worker (their results), a worker trusts the
-controller and itself (its own reconciler sends its jobs again). Rotation and
-distribution: docs/security.md.
+controller and itself. A reconciler never signs a job: it sends again only the
+message the controller signed, kept with the job (``bench_agent.jobs.sealed``).
+Rotation and distribution: docs/security.md.
 
 A signature does not say *when*: a captured ``panio.op`` could be sent again.
 So each one carries a stamp inside its signed body (``op_stamp``: when it was

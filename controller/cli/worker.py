@@ -35,7 +35,10 @@ Every worker also reconciles: a job whose worker died while it waited for its
 lease is sent again (it starts once the target is free), so is a job whose
 broker message vanished with a Redis that lost its data or was delivered to a
 worker that never started it, and a job whose runner is proven dead ends
-incomplete. --events lets Flower see the workers."""
+incomplete. What it sends again is the message the controller signed, kept
+with the job in the results database, never one it signs itself: a queued job
+without one is refused (it ends incomplete). --events lets Flower see the
+workers."""
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
