@@ -53,6 +53,13 @@ def private_dir(path: str | os.PathLike) -> str:
     return path
 
 
+def state_dir() -> str:
+    """panio's state directory (``bench_agent.paths``; followed if a symlink), made private and checked."""
+    from bench_agent.paths import state_dir_name
+
+    return private_dir(os.path.realpath(state_dir_name()))
+
+
 def open_private(path: str | os.PathLike, flags: int) -> int:
     """``os.open(path, flags | O_CREAT)`` for a file only this user may read: made 0600 (an existing one of ours
     is brought to 0600), never through a symlink."""
@@ -68,9 +75,9 @@ def open_private(path: str | os.PathLike, flags: int) -> int:
 
 
 def write_private(path: str | os.PathLike, data: bytes) -> None:
-    """Replace ``path`` by ``data`` atomically (a 0600 temporary renamed over it)."""
-    path = os.fspath(path)
-    tmp = f"{path}.{os.getpid()}.tmp"
+    """Replace ``path`` by ``data`` atomically (a 0600 temporary ``.<name>.<pid>.tmp`` renamed over it)."""
+    folder, name = os.path.split(os.fspath(path))
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
     fd = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -345,11 +345,12 @@ def start_daemon(module: str, what: str, *, state: Path, target: str, config: An
     import json
 
     from bench_agent.errors import from_json
+    from bench_agent.private import open_private
 
     r, w = os.pipe()
     argv = [*module_argv(module), "--state-dir", str(state), "--target", target,
             "--config", json.dumps(config), "--ready-fd", str(w)]
-    with open(log, "ab") as err:
+    with os.fdopen(open_private(log, os.O_WRONLY | os.O_APPEND), "ab") as err:  # a log: 0600 (bench_agent.private)
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=(w,),
                                 start_new_session=True, close_fds=True, cwd="/")
     os.close(w)

@@ -6,16 +6,21 @@ Tests run as root; the other user is ``nobody``, a forked child that gave up roo
 from __future__ import annotations
 
 import hashlib
+import marshal
 import os
 import select
 import shutil
 import socket
 import stat
+import subprocess
 import tempfile
+import tomllib
 from pathlib import Path
 
 import pytest
 
+from conftest import PANIO
+from jobhelp import job_file
 from serial_fixtures import Bench
 
 NOBODY = 65534
@@ -106,20 +111,79 @@ def test_a_socket_directory_another_user_made_first_is_refused_and_gets_no_conso
         sent = panio("serial", "send", LONG, "secret-password", check=False)
         assert listener.received() == b"", sent
         assert sent.code == 13, sent  # refused the same way, not sent elsewhere
-    finally:
-        bench.close()
-
-
-@needs_root
-def test_a_private_socket_directory_is_used_and_stays_private(panio, tmp_path, shared_tmp):
-    bench = Bench(panio, tmp_path)
-    try:
-        bench.board(LONG)
+        shutil.rmtree(theirs)  # the fix the refusal names: panio then makes its own, private
         panio("serial", "watch", LONG)
-        ours = shared_tmp / f"panio-{os.getuid()}"
-        st = os.lstat(ours)
+        st = os.lstat(theirs)
         assert stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
-        assert as_nobody(lambda: os.listdir(ours)) != 0  # nobody can neither look in nor swap the socket
+        assert as_nobody(lambda: os.listdir(theirs)) != 0  # nobody can neither look in nor swap the socket
         assert panio("serial", "send", LONG, "echo hi").code == 0
     finally:
         bench.close()
+
+
+def panio_umask0(panio, *args: str) -> subprocess.CompletedProcess:
+    """``panio ARGS`` run with umask 000: what panio makes private must be private whatever the umask."""
+    p = subprocess.run(["sh", "-c", 'umask 000; exec "$0" "$@"', PANIO, *args], env=panio.env, capture_output=True,
+                       text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, (args, p.stdout, p.stderr)
+    return p
+
+
+@needs_root
+def test_logs_caches_sockets_and_results_are_this_users_alone_whatever_the_umask(panio, tmp_path):
+    os.chmod(tmp_path, 0o755)  # nobody may walk to the state directory: only panio's own modes keep it out
+    bench = Bench(panio, tmp_path)
+    try:
+        bench.board("pico")
+        panio_umask0(panio, "target", "list")  # parses the lab: its parse is cached
+        panio_umask0(panio, "serial", "watch", "pico")
+        body = "[[steps]]\nname = 'hello'\nrun = 'serial send ${target} \"echo secret-words\"'\n"
+        panio_umask0(panio, "job", "run", job_file(tmp_path, body), "--target", "pico")
+        state = Path(panio.env["PANIO_STATE_DIR"])
+        cache = Path(lab_cache_path_in(state, panio.lab))
+        log = bench.state / "serial" / "pico" / "console.log"
+        kept = {"parse cache": cache, "console log": log, "results database": state / "results.db"}
+        for what, path in kept.items():
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, what
+            assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, what
+            assert as_nobody(lambda path=path: path.read_bytes()) != 0, f"nobody read the {what}"
+        sockets = Path(bench.discovery("pico")["socket"]).parent
+        assert stat.S_IMODE(sockets.stat().st_mode) == 0o700 and sockets.stat().st_uid == os.geteuid()
+        for path in [state, *state.rglob("*")]:  # all of it: daemons, leases, epochs, gap counts, the daemon's log
+            mode = stat.S_IMODE(path.lstat().st_mode)
+            assert mode == (0o700 if path.is_dir() else 0o600), f"{path} is {mode:o}"
+        panio("serial", "stop", "pico")
+    finally:
+        bench.close()
+
+
+def lab_cache_path_in(state: Path, lab: Path) -> str:
+    """Where panio caches the parse of ``lab`` (``bench_agent.paths.lab_cache_path``) for state directory ``state``."""
+    return str(state / "cache" / ("lab-" + os.path.abspath(lab).replace(os.sep, "%") + ".marshal"))
+
+
+@needs_root
+def test_a_parse_cache_another_user_planted_is_ignored(panio, shared_tmp):
+    state, pwned = shared_tmp / "state", shared_tmp / "pwned"
+    state.mkdir()
+    state.chmod(0o777)  # a state directory another user can write: what they put there must not run as us
+    panio.env["PANIO_STATE_DIR"] = str(state)
+    panio("init")
+    panio("target", "add", "pico")
+    panio("target", "list")
+    text = panio.lab.read_text()
+    data = tomllib.loads(text)
+    data["targets"]["pico"]["power"] = {"on_cmd": f"touch {pwned}"}
+    planted = marshal.dumps({"text": text, "data": data})
+    cache = Path(lab_cache_path_in(state, panio.lab))
+
+    def plant() -> None:
+        if (state / "cache").exists():
+            os.rename(state / "cache", state / "cache-was-roots")
+        os.mkdir(state / "cache", 0o755)
+        cache.write_bytes(planted)
+
+    assert as_nobody(plant) == 0
+    panio.fails("power", "on", "pico", code=3)  # the lab has no power hook: the planted one is not believed
+    assert not pwned.exists()
+    assert cache.read_bytes() == planted  # and panio wrote nothing of its own where another user can reach

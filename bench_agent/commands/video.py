@@ -106,11 +106,11 @@ def default_shot_path(target: str) -> Path:
     import time
 
     from bench_agent.paths import state_dir
+    from bench_agent.private import private_dir
 
     moment = time.time()
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(moment)) + f".{int(moment * 1000) % 1000:03d}Z"
-    folder = state_dir() / "shots"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = Path(private_dir(state_dir() / "shots"))
     return folder / f"{target}-{stamp}.png"
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_agent.errors import PanioError, Timeout, from_json
+from bench_agent.private import open_private, private_dir, write_private
 
 START_TIMEOUT_S = 15.0
 
@@ -69,10 +70,10 @@ def reap(pids: list[int], what: str) -> None:
 
 def start(module: str, target: str, config: dict[str, Any], log: Path) -> int:
     """Spawn the detached daemon and wait for its ready line; its start-up error is raised as ours."""
-    log.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(log.parent)
     argv = [sys.executable, "-P", "-m", module, "--state-dir", str(state_dir()), "--target", target,
             "--config", json.dumps(config)]
-    with open(log, "ab") as err:
+    with os.fdopen(open_private(log, os.O_WRONLY | os.O_APPEND), "ab") as err:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
                                 start_new_session=True, close_fds=True, cwd="/")
     try:
@@ -107,9 +108,7 @@ def _ready_line(proc: subprocess.Popen) -> bytes:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    write_private(path, json.dumps(data).encode())
 
 
 def serve(module: str, kind: str, open_daemon: Callable[[Path, str, dict[str, Any]], Any],
@@ -136,7 +135,7 @@ def serve(module: str, kind: str, open_daemon: Callable[[Path, str, dict[str, An
 
     set_on(daemon.stop)
     disc = discovery_path(a.target, a.state_dir)
-    disc.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(disc.parent)
     write_json(disc, {"name": f"{kind}-{a.target}", "kind": kind, "target": a.target, "pid": os.getpid(),
                       "started": time.time(), "device": config["device"], **{k: config.get(k) for k in described}})
     _say({"ok": True, "pid": os.getpid()})

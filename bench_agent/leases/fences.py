@@ -39,10 +39,14 @@ def results_url() -> str:
     url = os.environ.get("PANIO_RESULTS_URL")
     if url:
         return url
-    from bench_agent.paths import state_dir
+    from bench_agent.private import open_private, state_dir
 
-    state_dir().mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{state_dir() / 'results.db'}"
+    path = os.path.join(state_dir(), "results.db")
+    for name in (path, f"{path}-wal", f"{path}-shm"):  # SQLite gives its -wal and -shm the database's mode
+        if name == path or os.path.exists(name):
+            os.close(open_private(name, os.O_RDWR))  # this user's alone, made so or brought to 0600 (issue 45)
+    return f"sqlite:///{path}"
+
 
 
 class FenceStore:

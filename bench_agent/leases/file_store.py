@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from bench_agent.errors import Refused
+from bench_agent.private import private_dir
 from bench_agent.leases.base import Claim, Lease
 
 
@@ -50,7 +51,7 @@ class FileLeaseStore:
 
     def try_acquire(self, target: str, info: dict, ttl_s: float, durable_fence: bool = True,
                     claim: Claim | None = None) -> Lease | None:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.dir)
         fd = os.open(self._path(target), os.O_RDWR | os.O_CREAT, 0o600)  # it holds the lease's secret
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -117,7 +117,9 @@ def forget(url: str) -> bool:
 
 def _write(stores: list[dict[str, Any]]) -> None:
     path = record_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from bench_agent.private import state_dir as private_state_dir
+
+    private_state_dir()  # the record is the state directory's (record_path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # a URL may carry the broker's password
     with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -44,7 +44,9 @@ def grant(store: Any, target: str, op: str, by: str, reason: str) -> str:
         pipe.expire(key, GRANT_TTL_S)
         store.call(pipe.execute)
     else:
-        store.dir.mkdir(parents=True, exist_ok=True)
+        from bench_agent.private import private_dir
+
+        private_dir(store.dir)
         fd = os.open(_path(store, nonce), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(fields, f)

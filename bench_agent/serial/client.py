@@ -12,6 +12,7 @@ from bench_agent.errors import NotRunning, PanioError, Timeout
 from bench_agent.serial import files
 from bench_agent.serial.files import discovery  # noqa: F401 - re-exported: the daemon's callers ask it here
 from bench_agent.serial.control import ControlClient
+from bench_agent.private import private_dir
 from bench_agent.process import pid_alive, start_daemon
 from bench_agent.serial.supervisor import MODULE
 
@@ -32,7 +33,7 @@ def start(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
     """Spawn the detached supervisor and wait until it reports ready (or its start-up error)."""
     state = files.state_dir()
     log = files.target_dir(target, state) / "supervisor.err"
-    log.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(log.parent)  # the target's logs: this user's alone (bench_agent.private)
     _rotate(log)
     return start_daemon(MODULE, "the serial supervisor", state=state, target=target, config=interfaces, log=log,
                         timeout_s=START_TIMEOUT_S)

@@ -40,6 +40,8 @@ import struct
 import time
 from collections import namedtuple
 
+from bench_agent.private import open_private, private_dir, write_private
+
 TYPE_CHECKING = False  # a read (`serial log`) imports neither typing, pathlib nor json (benchmarks/startup.py)
 if TYPE_CHECKING:
     from pathlib import Path
@@ -236,9 +238,7 @@ def _mark_holds(mark: dict, buf) -> bool:
 def _write_mark(seg: Path, mark: dict) -> None:
     import json
 
-    tmp = seg.with_name(f".{seg.name}{GAPS_SUFFIX}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(mark))
-    os.replace(tmp, gaps_path(seg))
+    write_private(gaps_path(seg), json.dumps(mark).encode())
 
 
 def repair_sidecars(path: Path) -> dict | None:
@@ -277,12 +277,12 @@ class LogWriter:
 
     def __init__(self, path: Path, segment_bytes: int = SEGMENT_BYTES, keep: int = KEEP_SEGMENTS) -> None:
         self.path, self.segment_bytes, self.keep = path, segment_bytes, keep
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)  # a console log is the lab's: this user's alone, 0700 / 0600
         self._truncate_torn_tail()
         self._mark = repair_sidecars(path)
         self.last = last_record(path)
         self.cursor, self.seq, self.col = self.last.end_state() if self.last else (0, 0, 0)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = open_private(path, os.O_WRONLY | os.O_APPEND)
         self._size = os.fstat(self._fd).st_size
 
     def _truncate_torn_tail(self) -> None:
@@ -346,7 +346,7 @@ class LogWriter:
         else:
             self.path.unlink()
             gaps_path(self.path).unlink(missing_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = open_private(self.path, os.O_WRONLY | os.O_APPEND)
         self._size, self._mark = 0, None
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from bench_agent.errors import Busy, NotConfigured, PanioError, UsageError
+from bench_agent.private import private_dir, write_private
 from bench_agent.serial import device, files, matcher
 from bench_agent.serial.channel import SEND_LOCK_WAIT_S, Channel
 from bench_agent.serial.control import ControlServer, Sent
@@ -74,8 +75,8 @@ class Supervisor:
 
     def _lock(self) -> None:
         path = files.target_dir(self.target, self.state) / "supervisor.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        private_dir(path.parent)
+        self._lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -114,7 +115,7 @@ class Supervisor:
                 "interfaces": [{"name": c["name"], "device": c["device"], "baud": c.get("baud"),
                                 "log": str(files.log_path(self.target, c["name"], self.state))} for c in self.configs]}
         path = files.discovery_path(self.target, self.state)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         _write_atomic(path, json.dumps(info, indent=2) + "\n")
 
     def run_until_stopped(self) -> None:
@@ -223,9 +224,7 @@ class Supervisor:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_private(path, text.encode())
 
 
 def _report(fd: int | None, obj: dict[str, Any]) -> None:

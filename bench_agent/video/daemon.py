@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_agent.daemons.per_target import serve, write_json
+from bench_agent.private import private_dir
 
 MODULE = "bench_agent.video.daemon"
 HEARTBEAT_S = 0.25
@@ -44,7 +45,7 @@ class Watcher:
     def __init__(self, state: Path, target: str, config: dict[str, Any]) -> None:
         self.state, self.target, self.config = state, target, config
         self.dir = video_dir(target, state)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.dir)  # the board's screen: this user's alone (bench_agent.private)
         self.stop = threading.Event()
         self._published_grey = None
         self._last_raw = None

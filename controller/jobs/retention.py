@@ -141,7 +141,9 @@ def auto(lab, store=None, now: float | None = None) -> dict[str, Any] | None:
         record["error"] = err.to_json()
     except Exception as exc:  # noqa: BLE001 - a database error mid-prune, likewise (documented above)
         record["error"] = {"error": "internal", "message": f"{type(exc).__name__}: {exc}"}
-    stamp.parent.mkdir(parents=True, exist_ok=True)
+    from bench_agent.private import state_dir as private_state_dir
+
+    private_state_dir()
     tmp = stamp.with_name(f".{STAMP}.{os.getpid()}")
     tmp.write_text(json.dumps(record, indent=2), encoding="utf-8")
     os.replace(tmp, stamp)

@@ -69,15 +69,19 @@ def _cache_file(path: LabPath) -> str | None:
     return lab_cache_path(path)
 
 
-# marshal, not json: it is built in (no import cost) and the cache is private to this user.
+# marshal, not json: it is built in (no import cost) and the cache is private to this user: a parse holds the lab's
+# hooks, so a cache is believed only if this user wrote it and no one else could have (``private.trusted_read``),
+# and written 0600 in a 0700 directory (a 0600 lab file must not leak through it).
 def _cache_get(cache: str | None, text: str) -> dict | None:
     import marshal
+
+    from bench_agent.private import trusted_read
 
     if cache is None:
         return None
     try:
-        with open(cache, "rb") as f:
-            entry = marshal.load(f)
+        raw = trusted_read(cache)
+        entry = None if raw is None else marshal.loads(raw)
     except (OSError, ValueError, EOFError, TypeError):
         return None
     if isinstance(entry, dict) and entry.get("text") == text and isinstance(entry.get("data"), dict):
@@ -88,19 +92,16 @@ def _cache_get(cache: str | None, text: str) -> dict | None:
 def _cache_put(cache: str | None, text: str, data: dict) -> None:
     import marshal
 
+    from bench_agent.errors import Refused
+    from bench_agent.private import private_dir, write_private
+
     if cache is None:
         return
-    tmp = f"{cache}.{os.getpid()}.tmp"
     try:
-        os.makedirs(os.path.dirname(cache), exist_ok=True)
-        with open(tmp, "wb") as f:
-            marshal.dump({"text": text, "data": data}, f)
-        os.replace(tmp, cache)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        private_dir(os.path.dirname(cache))
+        write_private(cache, marshal.dumps({"text": text, "data": data}))
+    except (OSError, Refused):  # a cache that cannot be kept (full disk, a directory not ours): parse each time
+        pass
 
 
 class locked:  # noqa: N801 - used as a function (`with locked(path):`)

@@ -91,7 +91,9 @@ def record_host_key(host: dict, key, replace: bool = False) -> Path:
     _, hostname, port = destination(host)
     name = key_name(hostname, port)
     path = known_hosts_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from bench_agent.private import private_dir
+
+    private_dir(path.parent.resolve())  # a symlinked config folder is followed, then checked
     keys = paramiko.HostKeys()
     if path.exists():
         keys.load(str(path))
