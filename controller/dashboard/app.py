@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from bench_agent.errors import NotConfigured, PanioError
-from controller.dashboard import reads, triage_page
+from controller.dashboard import api, reads, triage_page
 from controller.dashboard.auth import COOKIE, Auth, is_loopback
 from controller.dashboard.bodylimit import BodyLimit
 
@@ -87,10 +87,15 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
         Route("/targets/{name:str}/break-lease", partial(break_lease, d), methods=["POST"]),
         Route("/targets/{name:str}/health", partial(set_health, d), methods=["POST"]),
         Route("/schedules", partial(schedules, d)),
+        *api.routes(d),  # the controller API for people and CI: bearer tokens of its own (docs/ci.md)
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
 
     async def guard(request: Request, call_next):
+        if request.url.path.startswith(api.PREFIX + "/"):  # each API handler checks its own bearer token
+            response = await call_next(request)
+            response.headers.update(HEADERS)
+            return response
         if d.auth.open and not is_loopback(request.url.hostname or ""):
             # No token: only a page this machine asked for by a loopback name. A web page that rebinds its own
             # DNS name to 127.0.0.1 must not be able to read the dashboard or post to it.

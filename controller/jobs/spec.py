@@ -127,14 +127,21 @@ def load(path: Path) -> dict:
     """Parse and validate a job file; ``ConfigInvalid`` names file, line and column."""
     from controller.lab import tomlfile
 
+    return parse(path, tomlfile.read(path, "job file"))
+
+
+def parse(path: Path | str, text: str) -> dict:
+    """A job from its text, as ``load`` makes it from a file (the controller API gets the text and the file's
+    name, ``path``, which its errors name as ``job check``'s do)."""
+    from controller.lab import tomlfile
+
     def validate(data: dict) -> None:
         check_table((), data, JOB)
         if not data["steps"]:
             raise Problem(("steps",), "a job needs at least one [[steps]]")
 
-    text = tomlfile.read(path, "job file")
     data = tomlfile.parse(path, text, validate, "fix the job file; nothing was queued")
-    data.setdefault("name", path.stem)
+    data.setdefault("name", Path(path).stem)
     return {"data": data, "text": text, "path": path}
 
 

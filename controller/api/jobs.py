@@ -1,0 +1,138 @@
+"""What the controller API does with jobs, below HTTP: submit (checked by ``controller.jobs.spec`` as `panio job
+check` checks a file), read, cancel and list artifacts, each under a token's scope (``controller.api.tokens``).
+
+A submitted job goes where `panio job submit` sends it: with ``PANIO_BROKER``, to the queue of the host that
+owns its target; without one (the embedded default), it runs in the controller's own process, on a thread of
+its own, as `panio job run` would run it (the same ``JobRunner``, leases and results database).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from bench_agent.errors import Refused, UsageError
+from controller import backends
+from controller.api import tokens as tk
+
+EMBEDDED = "embedded"  # the queue of a job the controller runs itself (no broker)
+HIDDEN_SPEC = ("target_config", "inputs")  # a target's hooks and table: the lab's, not a reader's
+
+
+def may_submit(token: dict) -> None:
+    if token["scope"] == "reader":
+        raise Refused(f"token {token['name']!r} is a reader: it may read jobs, not submit or cancel them",
+                      hint="ask an operator for a submitter token (`panio token add NAME --scope submitter ...`)",
+                      token=token["name"])
+
+
+def submit(lab, token: dict, body: dict) -> dict:
+    """Check the job in ``body`` (``toml``: the job file's text, ``file``: its name, ``target``, ``deadline_s``)
+    against ``lab``, refuse it outside the token's allow list, record and queue (or start) it."""
+    from controller.jobs import local, spec
+
+    may_submit(token)
+    text, name, target, deadline_s = _fields(body)
+    job = spec.parse(name, text)
+    steps = spec.compile_steps(job)
+    targets = spec.select_targets(job, lab, target)
+    allowed = [t for t in targets if tk.allows(token, t, lab.target(t).get("tags", []))]
+    if not allowed:
+        raise Refused(f"token {token['name']!r} may submit only to {tk.allow_list(token)}; "
+                      f"this job is for {', '.join(targets)}", token=token["name"], targets=targets)
+    store = backends.results_store()
+    chosen = local.pick_target(backends.lease_store(lab.key), allowed)
+    deadline_at = local.deadline_at(deadline_s)
+    if backends.broker_url():
+        from controller.jobs import remote
+
+        app = backends.celery_app()
+        payload = local.create(store, lab, job, steps, chosen, deadline_at, for_worker=True)
+        queue = remote.publish(app, store, payload)
+    else:
+        payload = local.create(store, lab, job, steps, chosen, deadline_at)
+        _run_here(store, lab, payload)
+        queue = EMBEDDED
+    return {"job_id": payload["job_id"], "name": payload["name"], "target": chosen, "queue": queue,
+            "deadline_at": deadline_at}
+
+
+def _fields(body: dict) -> tuple[str, str, str | None, float | None]:
+    if not isinstance(body, dict):
+        raise UsageError("the body must be a JSON object: {\"toml\": \"<the job file>\", \"file\": \"smoke.toml\"}")
+    text, name = body.get("toml"), body.get("file", "job.toml")
+    target, deadline_s = body.get("target"), body.get("deadline_s")
+    if not isinstance(text, str) or not text.strip():
+        raise UsageError("\"toml\" must be the job file's text (TOML), as `panio job submit` reads it")
+    if not isinstance(name, str) or not name or len(name) > 200 or not name.isprintable():
+        raise UsageError("\"file\" must be the job file's name (printable, at most 200 characters)")
+    if target is not None and not isinstance(target, str):
+        raise UsageError("\"target\" must be a target's name")
+    if deadline_s is not None and (isinstance(deadline_s, bool) or not isinstance(deadline_s, (int, float))
+                                   or not 0 < deadline_s < 10**9):
+        raise UsageError("\"deadline_s\" must be a number of seconds above 0")
+    return text, name, target, deadline_s
+
+
+def _run_here(store, lab, payload: dict) -> None:
+    """Run the job on a thread of this process, as `panio job run` does in its own."""
+    from bench_agent.jobs.runner import JobRunner
+    from bench_agent.leases.base import holder_name
+    from controller.jobs import local, spec
+
+    runner = JobRunner(store, backends.lease_store(lab.key), holder_name("panio dashboard"), lambda e, d: None,
+                       caller=local.dispatch_caller(lab), planner=spec.planner(lab))
+
+    def run() -> None:
+        try:
+            runner.run(payload)
+        except BaseException as exc:  # noqa: BLE001 - the verdict is the record; nothing else waits for this thread
+            store.finish(payload["job_id"], "incomplete", None, f"the controller's runner failed: {exc}",
+                         {"error": "internal", "exit": 70, "message": str(exc)})
+
+    threading.Thread(target=run, name=f"panio-job-{payload['job_id']}", daemon=True).start()
+
+
+def read(job_id: int) -> dict:
+    """The job with its steps (their output too) and the overrides under its lease, as `panio job status`
+    shows it; its spec without the target's configuration."""
+    from controller.jobs import control, overrides
+
+    job = control.reconciled(backends.results_store(), job_id)
+    job["overrides"] = overrides.for_job(job_id)
+    if isinstance(job.get("spec"), dict):
+        job["spec"] = {k: v for k, v in job["spec"].items() if k not in HIDDEN_SPEC}
+    return job
+
+
+def listed(target: str | None, state: str | None, limit: int) -> list[dict]:
+    from controller.jobs.control import list_settled
+
+    jobs = list_settled(backends.results_store(), state=state, target=target, limit=limit)
+    return [{k: v for k, v in j.items() if k not in ("spec", "steps")} for j in jobs]
+
+
+def cancel(lab, token: dict, job_id: int) -> str:
+    from controller.jobs import control
+
+    may_submit(token)
+    store = backends.results_store()
+    target = store.job(job_id)["target"]
+    tags = lab.targets.get(target, {}).get("tags", [])
+    if not tk.allows(token, target, tags):
+        raise Refused(f"token {token['name']!r} may cancel only jobs on {tk.allow_list(token)}; job {job_id} is "
+                      f"on {target}", token=token["name"], job=job_id)
+    return control.cancel(store, job_id)
+
+
+def artifacts(job_id: int) -> dict[str, str | bytes]:
+    """Name -> content of the job's artifacts, as `panio job artifacts` lists them (step logs, the results
+    store's artifacts, its JUnit once done)."""
+    from controller.jobs import report
+
+    store = backends.results_store()
+    job = store.job(job_id)
+    out: dict[str, str | bytes] = {f"step-{s['idx'] + 1:02d}.log": s["output"] for s in job["steps"] if s.get("output")}
+    out.update(store.list_artifacts(job_id))
+    if job["state"] == "done":
+        out["junit.xml"] = report.junit(job)
+    return out

@@ -1,0 +1,155 @@
+"""The controller's HTTP API for people and CI, served beside the dashboard's pages (docs/ci.md).
+
+Every request carries ``Authorization: Bearer TOKEN``: a token from ``panio token add`` (its scope and allow
+list: ``controller.api.tokens``), or one of the dashboard's own tokens (``PANIO_DASHBOARD_TOKEN``: operator,
+``PANIO_DASHBOARD_READ_TOKEN``: reader). The dashboard's session cookie does not count here: a cross-site form
+could carry it, a header it cannot. JSON in and out; an error is panio's JSON error object (``error``, ``exit``,
+``message``, ``hint``) with its HTTP status: 400 bad input (the message `panio job check` gives), 401 no or an
+unknown token, 403 refused (revoked, expired, a reader submitting, a target outside the allow list), 404 no
+such job, 413 a body over ``MAX_JOB_BYTES``, 503 the lab failed (database, broker).
+
+    POST /api/v1/jobs                      {"toml": "...", "file": "smoke.toml", "target": null, "deadline_s": null}
+    GET  /api/v1/jobs?target=&state=&limit=
+    GET  /api/v1/jobs/{id}                 the job, its steps and their output
+    POST /api/v1/jobs/{id}/cancel
+    GET  /api/v1/jobs/{id}/artifacts       [{"name", "bytes"}]
+    GET  /api/v1/jobs/{id}/artifacts/{name}
+"""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from bench_agent.errors import (AuthFailed, ConfigInvalid, InvalidName, NotConfigured, PanioError, Refused,
+                                UsageError)
+from controller.api import MAX_JOB_BYTES
+from controller.api import jobs as api_jobs
+
+PREFIX = "/api/v1"
+MAX_ID = 2**63 - 1
+STATUS = {UsageError: 400, ConfigInvalid: 400, InvalidName: 400, AuthFailed: 401, Refused: 403}
+
+
+def routes(d) -> list[Route]:
+    return [
+        Route(f"{PREFIX}/jobs", partial(jobs, d), methods=["GET", "POST"], max_body_size=MAX_JOB_BYTES),
+        Route(f"{PREFIX}/jobs/{{id:int}}", partial(job, d)),
+        Route(f"{PREFIX}/jobs/{{id:int}}/cancel", partial(cancel, d), methods=["POST"]),
+        Route(f"{PREFIX}/jobs/{{id:int}}/artifacts", partial(artifacts, d)),
+        Route(f"{PREFIX}/jobs/{{id:int}}/artifacts/{{name:str}}", partial(artifact, d)),
+    ]
+
+
+def token(d, request: Request) -> dict:
+    """The caller's token record (scope, allow list), or ``AuthFailed`` / ``Refused``."""
+    header = request.headers.get("authorization", "")
+    if not header.lower().startswith("bearer ") or not header[7:].strip():
+        raise AuthFailed("no token: send Authorization: Bearer TOKEN",
+                         hint="make one on the controller with `panio token add NAME --scope ...` (docs/ci.md)")
+    secret = header[7:].strip()
+    role = d.auth.role_for_token(secret) if d.auth.tokens else None
+    if role is not None:  # the dashboard's own tokens work here too
+        return {"name": f"dashboard {role}", "scope": role, "targets": [], "tags": []}
+    from controller.api.tokens import TokenStore
+
+    return TokenStore().check(secret)
+
+
+def _error(err: PanioError, status: int | None = None) -> JSONResponse:
+    status = status or next((code for cls, code in STATUS.items() if isinstance(err, cls)), 503)
+    if isinstance(err, NotConfigured):
+        status = 404 if {"job", "artifact"} & err.details.keys() else 400
+        if "job" in err.details:  # never the database's URL (a password may be in it)
+            err = NotConfigured(f"no job {err.details['job']}", hint="see GET /api/v1/jobs", job=err.details["job"])
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(err.to_json(), status_code=status, headers=headers)
+
+
+async def _answer(d, request: Request, func, *args) -> Response:
+    """``func(token, *args)`` in the thread pool, its result as JSON, a ``PanioError`` as its status."""
+    try:
+        caller = await run_in_threadpool(token, d, request)
+        result = await run_in_threadpool(func, caller, *args)
+    except PanioError as err:
+        return _error(err)
+    return result if isinstance(result, Response) else JSONResponse(result)
+
+
+def _job_id(request: Request) -> int:
+    job_id = request.path_params["id"]
+    if job_id > MAX_ID:
+        raise NotConfigured(f"no job {job_id}", job=job_id)
+    return job_id
+
+
+async def jobs(d, request: Request) -> Response:
+    if request.method == "GET":
+        q = request.query_params
+        limit = q.get("limit", "50")
+        if not limit.isdigit() or not 1 <= int(limit) <= 500:
+            return _error(UsageError("limit must be a whole number from 1 to 500"))
+        state = q.get("state") or None
+        if state not in (None, "queued", "running", "done"):
+            return _error(UsageError("state must be queued, running or done"))
+        return await _answer(d, request, lambda _t: api_jobs.listed(q.get("target") or None, state, int(limit)))
+    too_large = UsageError(f"the body is over {MAX_JOB_BYTES} bytes; a job file is not this large")
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_JOB_BYTES:
+        return _error(too_large, status=413)  # said before a byte of it is read
+    try:
+        body = json.loads(await request.body())
+    except (ValueError, UnicodeDecodeError) as exc:
+        return _error(UsageError(f"the body is not JSON: {exc}"))
+    except Exception as exc:  # the route's max_body_size, on a body sent without its length
+        if not _too_large(exc):
+            raise
+        return _error(too_large, status=413)
+    return await _answer(d, request, lambda t: _submitted(api_jobs.submit(d.load_lab(), t, body)))
+
+
+def _too_large(exc: BaseException) -> bool:
+    """Whether ``exc`` is Starlette's 413, raised as it is or in a group (through ``BaseHTTPMiddleware``)."""
+    if isinstance(exc, HTTPException):
+        return exc.status_code == 413
+    return isinstance(exc, BaseExceptionGroup) and any(_too_large(e) for e in exc.exceptions)
+
+
+def _submitted(queued: dict) -> Response:
+    return JSONResponse(queued, status_code=201, headers={"Location": f"{PREFIX}/jobs/{queued['job_id']}"})
+
+
+async def job(d, request: Request) -> Response:
+    return await _answer(d, request, lambda _t: api_jobs.read(_job_id(request)))
+
+
+async def cancel(d, request: Request) -> Response:
+    return await _answer(d, request,
+                         lambda t: {"message": api_jobs.cancel(d.load_lab(), t, _job_id(request))})
+
+
+async def artifacts(d, request: Request) -> Response:
+    def listing(_t) -> list[dict]:
+        items = api_jobs.artifacts(_job_id(request))
+        return [{"name": n, "bytes": len(c) if isinstance(c, bytes) else len(c.encode())} for n, c in items.items()]
+
+    return await _answer(d, request, listing)
+
+
+async def artifact(d, request: Request) -> Response:
+    def content(_t) -> Response:
+        name = request.path_params["name"]
+        items = api_jobs.artifacts(_job_id(request))
+        if name not in items:
+            raise NotConfigured(f"job {request.path_params['id']} has no artifact {name!r}", artifact=name)
+        data = items[name]
+        return Response(data if isinstance(data, bytes) else data.encode(), media_type="application/octet-stream",
+                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    return await _answer(d, request, content)
