@@ -4,11 +4,19 @@
 from __future__ import annotations
 
 import hashlib
+import http.client
+import json
 import sqlite3
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 
+import pytest
+
 from conftest import Panio
+from dashhelp import DashboardProc
+from jobhelp import job_file, wait_for
 
 PING = "name = 'smoke'\ntarget = 'pico'\n[[steps]]\nname = 'ping it'\nrun = 'ping ${target} --count 2'\n"
 
@@ -42,3 +50,125 @@ def test_a_token_is_shown_once_listed_without_its_secret_and_stored_as_a_hash(pa
     assert panio("token", "list", "--all", "--json").json()[0]["revoked_at"]
     panio.fails("token", "rm", "ci-fw", code=3)
     assert panio("token", "add", "ci-fw", "--scope", "reader", "--json").json()["token"] != secret  # rotated
+
+
+FAILING = "name = 'expects-more'\ntarget = 'pico'\n[[steps]]\nname = 'wrong'\nrun = 'ping ${target}'\nexpect_output = 'seq=9'\n"
+NO_SECRETS = ("PANIO_BROKER", "PANIO_RESULTS_URL", "PANIO_REDIS_URL", "PANIO_SIGNING_KEY", "PANIO_SIGNING_CERT",
+              "PANIO_CERT_STORE", "PANIO_LAB", "PANIO_DASHBOARD_TOKEN", "PANIO_DASHBOARD_READ_TOKEN")
+
+
+@pytest.fixture(scope="module")
+def controller(tmp_path_factory):
+    """A real `panio dashboard` over the embedded default (no broker: the controller runs jobs itself), with a
+    lab of pico (tag pi5) and qemu, and a token of each kind."""
+    root = tmp_path_factory.mktemp("apilab")
+    (root / "home").mkdir()
+    lab = Panio(root)
+    for name in NO_SECRETS[:6]:
+        lab.env.pop(name, None)
+    lab("init")
+    lab("target", "add", "pico", "--tag", "pi5")
+    lab("target", "add", "qemu", "--tag", "sim")
+    made = {name: lab("token", "add", name, *how, "--json").json()["token"] for name, how in {
+        "ci-fw": ("--scope", "submitter", "--tag", "pi5"), "ci-qemu": ("--scope", "submitter", "--target", "qemu"),
+        "reader": ("--scope", "reader",), "gone": ("--scope", "operator",)}.items()}
+    lab("token", "rm", "gone")
+    d = DashboardProc(lab.env, root / "dashboard.log")
+    yield d, lab, made
+    d.stop()
+
+
+def ci(tmp_path: Path, url: str, token: str) -> Panio:
+    """A CI job's `panio`: a fresh home and state, none of the lab's variables, only the controller and a token."""
+    (tmp_path / "home").mkdir(exist_ok=True)
+    p = Panio(tmp_path)
+    for name in NO_SECRETS:
+        p.env.pop(name, None)
+    p.env.update(PANIO_CONTROLLER=url, PANIO_TOKEN=token, PANIO_LAB=str(tmp_path / "no-lab.toml"))
+    return p
+
+
+def call(url: str, method: str, path: str, token: str | None = None, body: bytes | None = None):
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+    request = urllib.request.Request(url + path, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        text = e.read()
+        return e.code, json.loads(text) if text.startswith(b"{") else text
+
+
+def test_ci_submits_and_follows_a_job_with_nothing_but_the_controller_url_and_a_token(controller, tmp_path):
+    d, lab, tokens = controller
+    runner = ci(tmp_path, d.url, tokens["ci-fw"])
+    path = job_file(tmp_path, PING, "smoke.toml")
+    queued = runner("job", "submit", path, "--json").json()
+    assert queued["target"] == "pico"
+    job_id = str(queued["job_id"])
+    done = wait_for(lambda: (j := runner("job", "status", job_id, "--json").json())["state"] == "done" and j)
+    assert (done["health"], done["result"]) == ("complete", "passed")
+    assert "passed" in runner("job", "status", job_id).out
+    assert queued["job_id"] in [j["id"] for j in runner("job", "list", "--json").json()]
+    assert "step-01.log" in runner("job", "artifacts", job_id).out
+    # the same job, seen on the controller itself
+    assert lab("job", "status", job_id, "--json").json()["result"] == "passed"
+
+    # --wait and `job run` exit as they do without a controller: 0 passed, 14 the board failed, with JUnit
+    junit = tmp_path / "junit.xml"
+    runner("job", "run", path, "--controller", d.url, "--junit", str(junit))
+    assert "<testcase" in junit.read_text()
+    failed = runner.fails("job", "submit", job_file(tmp_path, FAILING, "fail.toml"), "--wait", code=14)
+    assert "seq=9" in failed.out + failed.err
+    # nothing of the lab was made or needed here: no results database, no keys
+    assert not (tmp_path / "state" / "results.db").exists() and not (tmp_path / "state" / "keys").exists()
+
+
+def test_a_token_is_refused_outside_its_scope_with_the_reason(controller, tmp_path):
+    d, _, tokens = controller
+    path = job_file(tmp_path, PING, "smoke.toml")
+    r = ci(tmp_path, d.url, tokens["reader"]).fails("job", "submit", path, code=13)
+    assert "reader" in r.error["message"]
+    r = ci(tmp_path, d.url, tokens["ci-qemu"]).fails("job", "submit", path, code=13)
+    assert "may submit only to targets qemu" in r.error["message"] and "pico" in r.error["message"]
+    r = ci(tmp_path, d.url, tokens["gone"]).fails("job", "submit", path, code=13)
+    assert "revoked" in r.error["message"]
+    r = ci(tmp_path, d.url, "panio_" + "x" * 43).fails("job", "list", code=11)
+    assert r.error["error"] == "auth_failed"
+    body = json.dumps({"toml": (tmp_path / "smoke.toml").read_text()}).encode()
+    assert call(d.url, "POST", "/api/v1/jobs", tokens["reader"], body)[0] == 403
+    assert call(d.url, "POST", "/api/v1/jobs", tokens["gone"], body)[0] == 403
+    status, answer = call(d.url, "POST", "/api/v1/jobs", None, body)
+    assert status == 401 and answer["error"] == "auth_failed"
+    # a submitter cancels only on its own targets; a reader never
+    queued = ci(tmp_path, d.url, tokens["ci-fw"])("job", "submit", path, "--json").json()
+    for who in ("ci-qemu", "reader"):
+        r = ci(tmp_path, d.url, tokens[who]).fails("job", "cancel", str(queued["job_id"]), code=13)
+
+
+def test_bad_input_gets_the_message_job_check_gives_and_a_status(controller, tmp_path):
+    d, lab, tokens = controller
+    bad = job_file(tmp_path, "name = 'x'\ntarget = 'pico'\n[[steps]]\nrun = 'panio target add other'\n", "bad.toml")
+    here = lab.fails("job", "check", bad, code=5)
+    there = ci(tmp_path, d.url, tokens["ci-fw"]).fails("job", "submit", bad, code=5)
+    assert there.err == here.err
+    typo = job_file(tmp_path, "name = 'x'\ntarget = 'pico'\n[[steps]]\nrun = 'ping ${target}'\ntimeout = 3\n", "t.toml")
+    assert (ci(tmp_path, d.url, tokens["ci-fw"]).fails("job", "submit", typo, code=5).err
+            == lab.fails("job", "check", typo, code=5).err)
+    status, answer = call(d.url, "POST", "/api/v1/jobs", tokens["ci-fw"], b"{not json")
+    assert status == 400 and "not JSON" in answer["message"]
+    # 10 MB announced: refused on its length alone, before a byte of it is read
+    conn = http.client.HTTPConnection(d.url.removeprefix("http://"), timeout=30)
+    conn.putrequest("POST", "/api/v1/jobs")
+    for name, value in (("Authorization", f"Bearer {tokens['ci-fw']}"), ("Content-Length", str(10 << 20))):
+        conn.putheader(name, value)
+    conn.endheaders()
+    assert conn.getresponse().status == 413
+    conn.close()
+    huge = job_file(tmp_path, PING + "#" * (2 << 20) + "\n", "huge.toml")
+    assert "more than the controller takes" in ci(tmp_path, d.url, tokens["ci-fw"]).fails(
+        "job", "submit", huge, code=2).error["message"]
+    assert call(d.url, "GET", "/api/v1/jobs/999999", tokens["reader"])[0] == 404
+    ci(tmp_path, d.url, tokens["reader"]).fails("job", "status", "999999", code=3)
+    # the controller keeps serving
+    assert call(d.url, "GET", "/api/v1/jobs?limit=1", tokens["reader"])[0] == 200

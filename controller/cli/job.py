@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from controller.cli import job_remote
 from controller.cli.common import add_json, command, load_lab, positive_float, positive_int, print_json, say, subcommands
 
 DETAILS_RUN = """\
@@ -64,19 +65,24 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--report", metavar="FILE", type=Path, help="write a readable Markdown report to FILE")
     _queue_timeout(c)
     _deadline(c)
+    job_remote.add_flag(c)
     add_json(c)
 
     c = command(sub, "submit", "queue a job file to the worker of the host that owns its target", func=submit,
-                example=["panio job submit smoke.toml --target pico", "panio job submit smoke.toml --wait --junit j.xml"],
+                example=["panio job submit smoke.toml --target pico", "panio job submit smoke.toml --wait --junit j.xml",
+                         "PANIO_TOKEN=... panio job submit smoke.toml --controller https://lab.example:8080 --wait"],
                 see_also="panio worker, panio job status, panio job cancel, docs/jobs.md",
-                details="Needs PANIO_BROKER (redis://...). Everything is checked first; a rejected job\n"
-                        "queues nothing. With --wait it follows the job and exits like `job run`.")
+                details="Needs PANIO_BROKER (redis://...), or --controller URL (PANIO_CONTROLLER) with a token\n"
+                        "in PANIO_TOKEN: then the controller checks and queues it, and this machine needs\n"
+                        "no broker, database or key (docs/ci.md). Everything is checked first; a rejected\n"
+                        "job queues nothing. With --wait it follows the job and exits like `job run`.")
     _file_target(c)
     c.add_argument("--wait", action="store_true", help="follow the job to its verdict and exit like `job run`")
     c.add_argument("--junit", metavar="FILE", type=Path, help="with --wait: write JUnit XML to FILE")
     c.add_argument("--report", metavar="FILE", type=Path, help="with --wait: write a readable Markdown report")
     _queue_timeout(c)
     _deadline(c)
+    job_remote.add_flag(c)
     add_json(c)
 
     c = command(sub, "check", "validate a job file and its steps without running anything", func=check,
@@ -87,6 +93,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c = command(sub, "status", "show one job: health, result, each step", func=status,
                 example="panio job status 12 --json", see_also="panio job logs, panio job list")
     c.add_argument("id", type=positive_int, metavar="JOB")
+    job_remote.add_flag(c)
     add_json(c)
 
     c = command(sub, "list", "list recent jobs, newest first", func=list_,
@@ -94,6 +101,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--target", metavar="TARGET", help="only jobs on TARGET")
     c.add_argument("--state", choices=("queued", "running", "done"), help="only jobs in this state")
     c.add_argument("--limit", type=positive_int, default=20, help="how many (default 20)")
+    job_remote.add_flag(c)
     add_json(c)
 
     c = command(sub, "logs", "print each step's command line and output", func=logs,
@@ -107,6 +115,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 see_also="panio job logs")
     c.add_argument("id", type=positive_int, metavar="JOB")
     c.add_argument("--out", type=Path, metavar="DIR", help="write every artifact into DIR")
+    job_remote.add_flag(c)
     add_json(c)
 
     from controller.cli import job_triage
@@ -116,6 +125,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c = command(sub, "cancel", "cancel a queued or running job (its running step is stopped)", func=cancel,
                 example="panio job cancel 12", see_also="panio job status, panio lease list")
     c.add_argument("id", type=positive_int, metavar="JOB")
+    job_remote.add_flag(c)
 
     c = command(sub, "prune", "remove finished jobs older than a duration, with their steps and artifacts",
                 func=prune, example=["panio job prune --older-than 30d --dry-run",
@@ -191,6 +201,10 @@ def run(args: argparse.Namespace) -> None:
     from controller import backends
     from controller.jobs import local, progress, retention
 
+    if api := job_remote.controller(args):
+        args.wait = True
+        job_remote.submit(args, api)
+        return
     _check_outputs(args)
     lab = load_lab(args)
     retention.auto(lab)  # the lab's [retention], at most once an hour; never fails the job
@@ -213,6 +227,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
 def submit(args: argparse.Namespace) -> None:
     from controller.jobs import progress, remote
 
+    if api := job_remote.controller(args):
+        job_remote.submit(args, api)
+        return
     if args.wait:
         _check_outputs(args)
     queued = remote.submit(args.file, load_lab(args), args.target, args.deadline_s)
@@ -245,6 +262,9 @@ def status(args: argparse.Namespace) -> None:
     from controller import backends
     from controller.jobs import control, overrides, report
 
+    if api := job_remote.controller(args):
+        job_remote.status(args, api)
+        return
     job = control.quick_status(backends.results_url(), args.id)  # a finished job: no SQLAlchemy (docs/scale.md)
     if job is None:
         job = _reconciled(_store(), args.id)
@@ -260,8 +280,9 @@ def list_(args: argparse.Namespace) -> None:
     from controller.jobs.control import list_settled, quick_list
 
     filters = {"limit": args.limit, "target": args.target, "state": args.state}
-    jobs = quick_list(backends.results_url(), **filters)  # a page of finished jobs: no SQLAlchemy (docs/scale.md)
-    if jobs is None:
+    if api := job_remote.controller(args):
+        jobs = job_remote.list_(args, api)
+    elif (jobs := quick_list(backends.results_url(), **filters)) is None:  # finished jobs: no SQLAlchemy
         jobs = list_settled(_store(), **filters)
     if args.json:
         print_json([{k: v for k, v in j.items() if k not in ("spec", "steps")} for j in jobs])
@@ -304,6 +325,9 @@ def _artifact_map(store, job_id: int) -> dict[str, str | bytes]:
 
 
 def artifacts(args: argparse.Namespace) -> None:
+    if api := job_remote.controller(args):
+        _show_artifacts(args, job_remote.artifacts(args, api))
+        return
     items = _artifact_map(_store(), args.id)
     if args.out:
         from controller.jobs import report
@@ -314,18 +338,24 @@ def artifacts(args: argparse.Namespace) -> None:
                 (args.out / name).write_bytes(content)
             else:
                 report.write_text(args.out / name, content)
-    sizes = {n: len(c) if isinstance(c, bytes) else len(c.encode()) for n, c in items.items()}
+    _show_artifacts(args, {n: len(c) if isinstance(c, bytes) else len(c.encode()) for n, c in items.items()})
+
+
+def _show_artifacts(args: argparse.Namespace, sizes: dict[str, int]) -> None:
     if args.json:
         print_json([{"name": n, "bytes": sizes[n], **({"path": str(args.out / n)} if args.out else {})}
-                    for n in items])
+                    for n in sizes])
         return
-    for n in items:
+    for n in sizes:
         say(f"{n}  {sizes[n]} bytes" + (f"  -> {args.out / n}" if args.out else ""))
 
 
 def cancel(args: argparse.Namespace) -> None:
     from controller.jobs.control import cancel as cancel_job
 
+    if api := job_remote.controller(args):
+        job_remote.cancel(args, api)
+        return
     say(cancel_job(_store(), args.id))
 
 

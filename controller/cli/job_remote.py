@@ -1,0 +1,139 @@
+"""`panio job run|submit|status|list|artifacts|cancel --controller URL`: the same commands through the controller's
+HTTP API (``controller.api.client``), for CI and people who hold a token and nothing else: no broker, results
+database, signing key or lab file in this process. Output and exit statuses are the commands' own
+(``controller.cli.job``)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from controller.api import MAX_JOB_BYTES
+from controller.cli.common import print_json, say
+
+POLL_S = 0.5
+
+
+def add_flag(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--controller", metavar="URL",
+                   help="through the controller's HTTP API at URL (default $PANIO_CONTROLLER; token in "
+                        "$PANIO_TOKEN); then this machine needs no broker, database or key (docs/ci.md)")
+
+
+def controller(args: argparse.Namespace):
+    """The ``Controller`` to talk to, or None when the command runs here as before."""
+    from controller.api.client import Controller, url_of
+
+    url = url_of(getattr(args, "controller", None))
+    return None if url is None else Controller(url)
+
+
+def submit(args: argparse.Namespace, api) -> None:
+    from controller.lab import tomlfile
+
+    if args.wait:
+        from controller.cli.job import _check_outputs
+
+        _check_outputs(args)
+    text = tomlfile.read(args.file, "job file")
+    if len(text.encode()) > MAX_JOB_BYTES:  # the controller would refuse it (413) before reading it
+        from bench_agent.errors import UsageError
+
+        raise UsageError(f"{args.file} is over {MAX_JOB_BYTES} bytes, more than the controller takes in a job file",
+                         file=str(args.file))
+    body = {"toml": text, "file": str(args.file), "target": args.target, "deadline_s": args.deadline_s}
+    queued = api.call("POST", "/jobs", body)
+    if not args.wait:
+        if args.json:
+            print_json({"job_id": queued["job_id"], "target": queued["target"], "queue": queued["queue"]})
+        else:
+            say(f"queued job {queued['job_id']} ({queued['name']}) for {queued['target']} on {queued['queue']}")
+        return
+    if not args.json:
+        say(f"queued job {queued['job_id']} for {queued['target']} on {queued['queue']}")
+    job = follow(api, queued["job_id"], args.json, args.queue_timeout_s, queued.get("deadline_at"))
+    finish(job, args)
+
+
+def follow(api, job_id: int, quiet: bool, queue_timeout_s: float | None, deadline_at: float | None) -> dict:
+    """Poll the job until it is done, showing each step as `job submit --wait` does; a job no worker took
+    within ``queue_timeout_s`` is canceled and ``Unreachable``; past the deadline (and a grace) it is canceled."""
+    from bench_agent.errors import Unreachable
+    from controller.jobs import progress
+    from controller.jobs.remote import EXPIRE_GRACE_S, _Shown
+
+    shown = _Shown((lambda e, d: None) if quiet else progress.PlainProgress())
+    since = time.monotonic()
+    while True:
+        job = api.call("GET", f"/jobs/{job_id}")
+        waited_s = time.monotonic() - since
+        shown.update(job, waited_s)
+        if job["state"] == "done":
+            return job
+        if job["state"] == "queued" and queue_timeout_s is not None and waited_s >= queue_timeout_s:
+            api.call("POST", f"/jobs/{job_id}/cancel")
+            raise Unreachable(f"no worker started job {job_id} within {queue_timeout_s:g} s; it was canceled",
+                              hint="is the target's host's worker running? ask the lab's operator", job=job_id)
+        if deadline_at is not None and time.time() >= deadline_at + EXPIRE_GRACE_S:
+            api.call("POST", f"/jobs/{job_id}/cancel")
+            return api.call("GET", f"/jobs/{job_id}")
+        time.sleep(POLL_S)
+
+
+def finish(job: dict, args: argparse.Namespace) -> None:
+    """What `job run` prints and writes for a finished job (without the triage notes, which read the database)."""
+    from controller.cli.job import _brief
+    from controller.jobs import report
+
+    if getattr(args, "junit", None):
+        report.write_junit(job, args.junit)
+    if getattr(args, "report", None):
+        report.write_text(args.report, report.markdown(job, title=f"job {job['id']} {job['name']}"))
+    if args.json:
+        print_json(_brief(job))
+    else:
+        say("\n".join(report.summary_lines(job)))
+        if getattr(args, "junit", None):
+            say(f"JUnit XML written to {args.junit}")
+    err = report.ci_error(job)
+    if err is not None:
+        raise err
+
+
+def status(args: argparse.Namespace, api) -> None:
+    from controller.cli.job import _brief
+    from controller.jobs import overrides, report
+
+    job = api.call("GET", f"/jobs/{args.id}")
+    if args.json:
+        print_json(_brief(job))
+    else:
+        say("\n".join(report.summary_lines(job) + [overrides.line(o) for o in job.get("overrides", [])]))
+
+
+def list_(args: argparse.Namespace, api) -> list[dict]:
+    from urllib.parse import urlencode
+
+    query = {"limit": args.limit, **{k: v for k, v in (("target", args.target), ("state", args.state)) if v}}
+    return api.call("GET", f"/jobs?{urlencode(query)}")
+
+
+def artifacts(args: argparse.Namespace, api) -> dict[str, bytes]:
+    """Name -> size, and with ``--out`` each artifact written there."""
+    from urllib.parse import quote
+
+    items = api.call("GET", f"/jobs/{args.id}/artifacts")
+    if args.out:
+        from controller.jobs import report
+
+        report.check_output(args.out, "--out", folder=True)
+        for item in items:
+            if "/" in item["name"] or item["name"].startswith("."):  # a name, never a path out of --out
+                continue
+            data = api.call("GET", f"/jobs/{args.id}/artifacts/{quote(item['name'])}", raw=True)
+            (args.out / item["name"]).write_bytes(data)
+    return {item["name"]: item["bytes"] for item in items}
+
+
+def cancel(args: argparse.Namespace, api) -> None:
+    say(api.call("POST", f"/jobs/{args.id}/cancel")["message"])
