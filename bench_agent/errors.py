@@ -71,10 +71,50 @@ class PanioError(Exception):
         return said == "unknown" or (said != "none" and self.unknown_outcome)
 
     def human(self) -> str:
+        """The line for a person: what echoes input (a TOML key, a name, a device) shows its control characters
+        escaped, so a carriage return or a terminal escape in a lab file cannot rewrite the terminal's line."""
         line = f"panio: {self.message}"
         if self.hint:
             line += f" ({self.hint})"
-        return line
+        return line if line.isprintable() else escape_controls(line)
+
+
+# What a terminal acts on or a line breaks at: C0 and C1 controls, DEL, lone surrogates (bytes that were not UTF-8),
+# the Unicode line and paragraph separators and the bidirectional overrides (text shown in another order than read).
+_ESCAPED_FORMATS = frozenset("\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with each control character written as Python writes it in a string literal (``\\r``, ``\\x1b``,
+    ``\\udcff``); every other character as it is."""
+    return "".join(c if c.isprintable() or not _control(c) else repr(c)[1:-1] for c in text)
+
+
+def _control(c: str) -> bool:
+    n = ord(c)
+    return n < 0x20 or 0x7F <= n <= 0x9F or 0xD800 <= n <= 0xDFFF or c in _ESCAPED_FORMATS
+
+
+NO_SPACE_ERRNOS = (28, 122, 27)  # ENOSPC, EDQUOT, EFBIG (RLIMIT_FSIZE): what a full filesystem or quota says
+
+
+def no_space(exc: BaseException | None, path: object = None, what: str | None = None) -> PanioError | None:
+    """``DeviceError`` for a write that failed because a filesystem (or quota) is full, else None.
+
+    Looks through the chain (``__cause__``, ``__context__``, a database driver's ``orig``): SQLite says
+    "database or disk is full" in an exception of its own. ``path`` is the file being written, ``what`` names it."""
+    seen = 0
+    while exc is not None and seen < 8:
+        errno_ = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
+        if errno_ in NO_SPACE_ERRNOS or "database or disk is full" in str(exc):
+            path = path or getattr(exc, "filename", None)
+            where = what or (str(path) if path else "panio's state (a database or a file)")
+            reason = getattr(exc, "strerror", None) or "the database or disk is full"
+            return DeviceError(f"cannot write {where}: {reason}", hint="free space on that filesystem and run the "
+                               "command again; a lab file panio was editing is as it was", reason="no_space",
+                               file=str(path) if path else None)
+        exc, seen = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__, seen + 1
+    return None
 
 
 class UsageError(PanioError):

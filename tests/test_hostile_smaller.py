@@ -139,3 +139,85 @@ def test_a_stored_bad_schedule_never_breaks_the_list_nor_the_dashboard(board, su
         assert status == 200 and "never runs" in page and "daily at 02:00" in page
     finally:
         dash.stop()
+
+
+# -- a full filesystem --------------------------------------------------------------------------------------
+
+@pytest.fixture
+def full(tmp_path):
+    """A 512 KiB tmpfs of the test's own (the tests run as root in CI); unmounted at the end."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("mounts a tmpfs (CI runs as root)")
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def fill(folder) -> None:
+    with open(folder / "filler", "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+
+
+def test_a_full_filesystem_is_device_error_and_the_lab_file_stays_as_it_was(panio, full):
+    panio.lab = full / "lab.toml"
+    panio.env.update(PANIO_LAB=str(panio.lab), PANIO_STATE_DIR=str(full / "state"),
+                     PANIO_RESULTS_URL=f"sqlite:///{full / 'results.db'}")
+    panio("init")
+    panio("target", "add", "board0")
+    panio("schedule", "list")  # the results database exists, empty
+    fill(full)
+    before = sorted(p.name for p in full.iterdir())
+    for argv in (("target", "add", "board1"), ("serial", "add", "console", "-t", "board0", "--device", "/dev/null")):
+        r = unchanged(panio, *argv, code=12)
+        assert r.error["reason"] == "no_space" and r.error["file"] == str(panio.lab)
+        assert "No space left on device" in r.err and "internal" not in r.err
+    assert sorted(p.name for p in full.iterdir()) == before  # no temporary left behind
+    r = unchanged(panio, "keys", "init", code=12)
+    assert r.error["reason"] == "no_space"
+    suite = full.parent / "suite.toml"  # beside the full filesystem: the schedule's row is what does not fit
+    (full.parent / "quick.toml").write_text("[[steps]]\nrun = 'target show ${target}'\n")
+    suite.write_text("name = 'nightly'\njobs = ['quick.toml']\ntargets = ['board0']\n")
+    r = unchanged(panio, "schedule", "add", "often", "--suite", str(suite), "--every", "1h", code=12)
+    assert r.error["reason"] == "no_space" and "disk is full" in r.err
+    assert "board1" not in panio("target", "list").out
+
+
+# -- bytes that are not UTF-8, control characters echoed back --------------------------------------------------
+
+@pytest.mark.parametrize("argv", [[b"serial", b"send", b"board0", b"\xff"], [b"target", b"show", b"b\xffoard"],
+                                  [b"--lab", b"/tmp/l\xe9b.toml", b"target", b"list"]],
+                         ids=["send", "target name", "lab path"])
+def test_an_argument_that_is_not_utf8_is_a_usage_error(board, argv):
+    import subprocess
+
+    from conftest import PANIO
+
+    before = board.lab.read_bytes()
+    p = subprocess.run([PANIO.encode(), *argv], capture_output=True, env=board.env, timeout=60)
+    lines = p.stderr.decode().strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 2 and "Traceback" not in p.stderr.decode(), p.stderr
+    assert "is not UTF-8 text" in lines[0] and "\\udc" in lines[0] and '"error": "usage"' in lines[1]
+    assert board.lab.read_bytes() == before
+
+
+@pytest.mark.parametrize("text", ['[targets.board0]\n"bad\\rkey" = 1\n', '[targets."b\\r\\u001b[2Jx"]\n',
+                                  '[targets.board0]\nserial = [{name = "c", device = "/dev/x", "b\\u001b]0;x\\u0007" = 1}]\n',
+                                  '[targets.board0]\ndescription = "\\u202e"\n"\\u2028" = 1\n'],
+                         ids=["carriage return", "escape in a name", "osc in a key", "line separator"])
+def test_control_characters_in_a_lab_file_are_escaped_in_the_error(panio, text):
+    panio.lab.write_text(text)
+    r = panio.fails("target", "list", code=5)  # exactly two lines, the first starting "panio: "
+    human = r.err.splitlines()[0]
+    assert not any(c in human for c in "\r\x1b\x07\u2028") and ("\\r" in human or "\\x1b" in human or "\\u2028" in human)
+    assert r.error["error"] == "config_invalid"

@@ -211,6 +211,7 @@ def _find_command(argv: list[str]) -> str | None:
 
 
 def run(argv: list[str]) -> int:
+    _refuse_undecodable(argv)
     name = _find_command(argv)
     if name is None:
         if "--version" in argv:
@@ -257,6 +258,17 @@ def run(argv: list[str]) -> int:
             err.hint += "; or, if it is in another lab file than this default one, give --lab PATH or set $PANIO_LAB"
         raise
     return 0 if status is None else int(status)
+
+
+def _refuse_undecodable(argv: list[str]) -> None:
+    """Bytes that are not UTF-8 reach Python as lone surrogates (``\\udcff``), which no file, socket or message can
+    carry: refused here, where the argument is still known, not as a crash where it is first encoded."""
+    for i, arg in enumerate(argv, 1):
+        try:
+            arg.encode()
+        except UnicodeEncodeError:
+            raise UsageError(f"argument {i} is not UTF-8 text: {arg!r}", hint="panio takes its arguments as UTF-8",
+                             argument=i) from None
 
 
 def _target_first_hint(err: PanioError, argv: list[str], name: str, subcommand: str | None) -> str | None:
@@ -377,6 +389,11 @@ def run_reported(argv: list[str]) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as exc:  # noqa: BLE001 - the one place a bug becomes a report
+        from bench_agent.errors import no_space
+
+        full = no_space(exc)  # state written anywhere (a lease, a log, the results database) on a full disk
+        if full is not None:
+            return report(full)
         if os.environ.get("PANIO_DEBUG"):
             import traceback
 

@@ -14,7 +14,7 @@ import os
 
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
 
-from bench_agent.errors import ConfigInvalid, NotConfigured, Refused, UsageError
+from bench_agent.errors import ConfigInvalid, NotConfigured, Refused, UsageError, no_space
 
 from controller.lab.model import Lab
 
@@ -120,7 +120,7 @@ class locked:  # noqa: N801 - used as a function (`with locked(path):`)
         except FileNotFoundError:
             raise _missing(self.path) from None
         except OSError as exc:
-            raise ConfigInvalid(f"cannot take the lab file's lock {lock_path}: {exc.strerror}",
+            raise no_space(exc, lock_path) or ConfigInvalid(f"cannot take the lab file's lock {lock_path}: {exc.strerror}",
                                 hint="it must be a writable regular file beside the lab file (remove it if it is not)",
                                 file=str(self.path)) from None
         try:
@@ -151,12 +151,18 @@ def write_atomic(path: LabPath, text: str) -> None:
         if not os.access(real, os.W_OK) or not mode & 0o222:
             raise Refused(f"the lab file {path} is read-only, so panio does not change it",
                           hint="make it writable (chmod u+w) if the edit is meant", file=str(path))
+        if info.st_nlink > 1:  # the rename would leave the other links with the old content (issue 45)
+            raise Refused(f"the lab file {path} has {info.st_nlink} hard links, and an edit would split them (this name "
+                          "would get the new file, the others keep the old one), so panio does not change it",
+                          hint=f"make it a file of its own: cp {real} {real}.copy && mv {real}.copy {real} (link it "
+                               "elsewhere with a symlink)", file=str(path))
     folder, name = os.path.split(real)
     _remove_stale_temporaries(folder, name)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}.", suffix=".tmp", dir=folder)
     except OSError as exc:
-        raise ConfigInvalid(f"cannot write beside the lab file in {folder}: {exc.strerror}", file=str(path)) from None
+        raise no_space(exc, path, f"the lab file {path}") or ConfigInvalid(
+            f"cannot write beside the lab file in {folder}: {exc.strerror}", file=str(path)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -167,9 +173,12 @@ def write_atomic(path: LabPath, text: str) -> None:
             with contextlib.suppress(PermissionError):
                 os.chown(tmp, *owner)
         os.replace(tmp, real)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        full = no_space(exc, path, f"the lab file {path}")  # the file is as it was: only the temporary was written
+        if full is not None:
+            raise full from None
         raise
 
 
