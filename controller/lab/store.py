@@ -156,11 +156,6 @@ def write_atomic(path: LabPath, text: str) -> None:
                           "would get the new file, the others keep the old one), so panio does not change it",
                           hint=f"make it a file of its own: cp -p {real} {real}.copy && mv {real}.copy {real} (link it "
                                "elsewhere with a symlink)", file=str(path))
-        if info.st_nlink > 1:  # the rename would leave the other links with the old content (issue 45)
-            raise Refused(f"the lab file {path} has {info.st_nlink} hard links, and an edit would split them (this name "
-                          "would get the new file, the others keep the old one), so panio does not change it",
-                          hint=f"make it a file of its own: cp -p {real} {real}.copy && mv {real}.copy {real} (link it "
-                               "elsewhere with a symlink)", file=str(path))
     folder, name = os.path.split(real)
     _remove_stale_temporaries(folder, name)
     try:
