@@ -86,3 +86,43 @@ def test_a_row_written_into_the_results_database_runs_nothing_and_a_lost_job_sti
                          (forged["unsigned"], "not signed"),
                          (forged["another job's message"], f"is job {genuine}'s")):
         assert text in store.job(job_id)["reason"], (text, store.job(job_id)["reason"])
+
+
+def test_the_controllers_reconciler_sends_again_only_what_its_own_key_signed_and_byte_for_byte(
+        panio, host, tmp_path, monkeypatch):
+    """The controller trusts every worker's certificate (their replies): a row whose kept message a worker's key
+    signed is still refused by the controller's reconciler, and nothing reaches the host's queue. A job it queued
+    whose message vanished is published again as it was kept, byte for byte, under a new task id."""
+    import base64
+    import json
+
+    import redis
+
+    from controller import backends
+    from controller.jobs import remote
+
+    worker_lab(panio, host, "h9", ("t9",))  # no worker serves h9: what reaches its queue stays there to be read
+    body = "[[steps]]\nrun = 'ping ${target} --count 1'\n"
+    genuine = panio("job", "submit", job_file(tmp_path, body), "--target", "t9", "--json").json()["job_id"]
+    r = redis.Redis.from_url(SHARED_REDIS)
+    queue = f"{host.env['PANIO_REDIS_PREFIX']}celery:host.h9"
+    assert r.delete(queue) == 1  # its message vanished
+
+    store = host.store()
+    spec = store.job(genuine)["spec"]
+    forged = store.create_job("forged", "t9", "h9", spec)
+    store.keep_messages([(forged, sealed_by(keyhelp.worker_env(), {**spec, "job_id": forged}, host, monkeypatch,
+                                            tmp_path))])
+    for name, value in host.env.items():  # this process is the controller now
+        monkeypatch.setenv(name, value)
+    rec = remote.reconciler(backends.celery_app())
+    wait_for(lambda: rec.pass_() or (store.job(forged)["state"] == "done" and r.llen(queue) > 0), timeout_s=30,
+             every_s=0.2)
+
+    assert (store.job(forged)["health"], store.job(forged)["error"]["error"]) == ("incomplete", "refused")
+    assert "not signed by this process's own key" in store.job(forged)["reason"]
+    assert store.job(genuine)["state"] == "queued"
+    [sent] = [json.loads(m) for m in r.lrange(queue, 0, -1)]  # the genuine job's, and nothing of the forged row
+    assert sent["headers"]["id"].startswith(f"panio-job-{genuine}-again-")
+    assert sent["content-type"] == "application/data"
+    assert base64.b64decode(sent["body"]).decode() == json.loads(store.message(genuine))["body"]
