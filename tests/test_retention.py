@@ -92,6 +92,16 @@ def test_artifacts_only_keeps_the_history(history):
     assert "serial-console.log" not in names and "step-01.log" in names  # the step's own output stays
 
 
+def test_prune_removes_a_finished_jobs_kept_message_never_a_queued_ones(history):
+    """The signed message kept with each job (all a reconciler may send again, issue 45) goes with its artifacts;
+    a queued job keeps it, however old."""
+    panio, ids = history
+    store = _store(panio)
+    store.keep_messages([(ids[k], f"sealed {k}") for k in ("old", "young", "old_queued")])
+    panio("job", "prune", "--older-than", "30d", "--artifacts-only")
+    assert [store.message(ids[k]) for k in ("old", "young", "old_queued")] == [None, "sealed young", "sealed old_queued"]
+
+
 @pytest.mark.parametrize("argv, code, words", [
     (["--older-than", "30"], 2, "use a number and a unit"),
     (["--older-than=-3d"], 2, "use a number and a unit"),
