@@ -14,6 +14,7 @@ import json
 import os
 import pickle
 import uuid
+import zlib
 
 import pytest
 
@@ -95,10 +96,11 @@ def redis_of(host):
     return Broker()
 
 
-def forged(signed: bytes, content_type: str, body: bytes | None = None) -> bytes:
-    """``signed``'s envelope with another content type (and body): what a broker user can write."""
+def forged(signed: bytes, content_type: str, body: bytes | None = None, **headers) -> bytes:
+    """``signed``'s envelope with another content type (body, headers): what a broker user can write."""
     envelope = json.loads(signed)
     envelope["content-type"] = content_type
+    envelope["headers"].update(headers)
     envelope["properties"]["delivery_tag"] = str(uuid.uuid4())
     if body is not None:
         envelope["body"] = base64.b64encode(body).decode()
@@ -133,15 +135,25 @@ def test_messages_that_do_not_parse_or_are_not_signed_are_dropped_and_the_worker
     for signed in (signed_job, signed_op):
         hostile += [forged(signed, "application/text"), forged(signed, "text/plain", b"hello"),
                     forged(signed, "application/x-python-serialize", pickle.dumps(Touch(unpickled))),
-                    forged(signed, "application/data", b"not a signature")]
+                    forged(signed, "application/data", b"not a signature"),
+                    # a body kombu would inflate (100 MB) before any signature is checked
+                    forged(signed, "application/data", zlib.compress(bytes(100 << 20)), compression="application/x-gzip")]
+    # and Celery's remote-control channel, where the worker listens too (garbage there kombu itself skips)
+    control = [b"[]", *(forged(signed_op, kind, body) for kind, body in (
+        ("application/text", None), ("application/x-python-serialize", pickle.dumps(Touch(unpickled))),
+        ("application/data", b"not a signature")))]
     before = dropped(host)
     for queue in (queue_name("h1"), ops_queue_name("h1")):
         for raw in hostile:
             redis_of.r.lpush(redis_of.key(queue), raw)
-    pushed = 2 * len(hostile)
+    channel = f"{host.env['PANIO_REDIS_PREFIX']}celery:/{SHARED_REDIS.rsplit('/', 1)[1]}.celery.pidbox"
+    for raw in control:
+        assert redis_of.r.publish(channel, raw) >= 1, "the worker does not listen on its control channel"
+    pushed = 2 * len(hostile) + len(control)
 
     def all_dropped() -> bool:
         assert worker.poll() is None, f"the worker died:\n{worker.log.read_text()[-3000:]}"
+        assert "Control command error" not in worker.log.read_text(), "a control message was decoded unverified"
         return dropped(host) >= before + pushed
 
     wait_for(all_dropped, timeout_s=60)

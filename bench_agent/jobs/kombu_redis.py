@@ -30,8 +30,10 @@ unacknowledged-message bookkeeping read), is dropped and logged here, before
 kombu makes a message of it: BRPOP has taken it off the list and nothing
 records it as unacknowledged, so nothing restores it on the next start. An
 entry of the unacknowledged hash that is none is dropped when it is restored.
-Whether a well-formed message is one the worker takes (its content type, its
-signature) is the consumer's to say (``bench_agent.jobs.intake``).
+A message is decoded only if its content type is one its consumer accepts:
+kombu lets ``application/text`` through whatever the consumer said. Whether a
+message is one the worker takes (its signature, its task) is the consumer's to
+say (``bench_agent.jobs.intake``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import json
 import logging
 from queue import Empty
 
+from kombu.exceptions import ContentDisallowed
 from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -62,6 +65,8 @@ def fault(raw) -> str | None:
     if not (isinstance(raw.get("headers"), (dict, type(None))) and isinstance(raw.get("body"), _STR)
             and all(isinstance(raw.get(k), _STR) for k in ("content-type", "content-encoding"))):
         return "not a message (headers, body or content type of the wrong kind)"
+    if "compression" in (raw.get("headers") or {}):  # unsigned, and inflated before any signature is checked
+        return "a compressed body (panio never compresses one)"
     encoding = props.get("body_encoding")
     if encoding == "base64":
         try:
@@ -79,6 +84,16 @@ def dropped(where: str, why: str, raw: object = None) -> None:
                                               "" if raw is None else f": {repr(raw)[:200]}")
 
 
+class Message(kombu_redis.Channel.Message):
+    def _decode(self):
+        # kombu decodes application/text and application/data whatever a consumer's accept list says ("trusted"
+        # content): the first hands Celery a text body no signature covers. A consumer that names what it
+        # accepts gets that only.
+        if self.accept is not None and self.content_type not in self.accept:
+            raise ContentDisallowed(f"Refusing to deserialize untrusted content of type {self.content_type!r}")
+        return super()._decode()
+
+
 class QoS(kombu_redis.QoS):
     def restore_by_tag(self, tag, client=None, leftmost=False):
         try:
@@ -91,6 +106,7 @@ class QoS(kombu_redis.QoS):
 
 class Channel(kombu_redis.Channel):
     QoS = QoS
+    Message = Message
 
     def _brpop_read(self, **options):
         try:
