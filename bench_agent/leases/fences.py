@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 _ENSURED: set[str] = set()
+_PRIVATE: set[str] = set()  # results.db files made private by this process (``results_url``)
 
 
 def results_url() -> str:
@@ -42,9 +43,14 @@ def results_url() -> str:
     from bench_agent.private import open_private, state_dir
 
     path = os.path.join(state_dir(), "results.db")
-    for name in (path, f"{path}-wal", f"{path}-shm"):  # SQLite gives its -wal and -shm the database's mode
-        if name == path or os.path.exists(name):
-            os.close(open_private(name, os.O_RDWR))  # this user's alone, made so or brought to 0600 (issue 45)
+    # Once a process, before it opens the database: closing any descriptor of a file drops every POSIX lock this
+    # process holds on it, so an open-and-close while its SQLite connections hold locks (a dashboard running a
+    # job on a thread, a page a second) let another process's writer in and gave "disk I/O error".
+    if path not in _PRIVATE:
+        for name in (path, f"{path}-wal", f"{path}-shm"):  # SQLite gives its -wal and -shm the database's mode
+            if name == path or os.path.exists(name):
+                os.close(open_private(name, os.O_RDWR))  # this user's alone, made so or brought to 0600 (issue 45)
+        _PRIVATE.add(path)
     return f"sqlite:///{path}"
 
 
