@@ -77,7 +77,7 @@ def opened(sealed: str | None, job: dict, keys, own_only: bool = False) -> dict:
     except (ValueError, KeyError, TypeError):
         raise Refused("its kept message is not one panio sealed") from None
     if content_type != SIGNED:
-        raise Refused(f"its kept message is not signed (content type {content_type})")
+        raise Refused(f"its kept message is not signed (content type {str(content_type)[:80]!r})")
     if keys is None:
         raise Refused("this process has no signing keys to check its kept message with")
     payload = _payload(_verified(body, keys, own_only))
@@ -104,7 +104,7 @@ def _verified(body: str, keys, own_only: bool) -> Any:
         return SecureSerializer(cert_store=store, digest=DIGEST).deserialize(body)
     except Exception as exc:  # noqa: BLE001 - celery's SecurityError, or a body that is no signed message at all
         who = "this process's own key" if own_only else "a key this process trusts"
-        raise Refused(f"its kept message is not signed by {who}: {exc}") from None
+        raise Refused(f"its kept message is not signed by {who}: {str(exc)[:300]}") from None
 
 
 def _payload(body: Any) -> dict:
