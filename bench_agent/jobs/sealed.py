@@ -41,9 +41,8 @@ def publish(app, payload: dict, sealed: str, task_id: str) -> str:
 
     kept = json.loads(sealed)
     message = _message(app, payload, task_id)._replace(body=kept["body"])  # headers made here, the body as kept
-    host = payload.get("target_config", {}).get("host") or "local"
     with app.producer_or_acquire() as producer:
-        app.amqp.send_task_message(producer, TASK, message, queue=queue_name(host),
+        app.amqp.send_task_message(producer, TASK, message, queue=queue_name(_host(payload)),
                                    content_type=kept["content_type"], content_encoding=kept["content_encoding"])
     return task_id
 
