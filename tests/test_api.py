@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import re
 import sqlite3
 import urllib.error
 import urllib.request
@@ -53,6 +54,7 @@ def test_a_token_is_shown_once_listed_without_its_secret_and_stored_as_a_hash(pa
 
 
 FAILING = "name = 'expects-more'\ntarget = 'pico'\n[[steps]]\nname = 'wrong'\nrun = 'ping ${target}'\nexpect_output = 'seq=9'\n"
+OPERATOR = "op-" + "0123456789abcdef" * 2  # the dashboard's own operator token
 NO_SECRETS = ("PANIO_BROKER", "PANIO_RESULTS_URL", "PANIO_REDIS_URL", "PANIO_SIGNING_KEY", "PANIO_SIGNING_CERT",
               "PANIO_CERT_STORE", "PANIO_LAB", "PANIO_DASHBOARD_TOKEN", "PANIO_DASHBOARD_READ_TOKEN")
 
@@ -73,7 +75,7 @@ def controller(tmp_path_factory):
         "ci-fw": ("--scope", "submitter", "--tag", "pi5"), "ci-qemu": ("--scope", "submitter", "--target", "qemu"),
         "reader": ("--scope", "reader",), "gone": ("--scope", "operator",)}.items()}
     lab("token", "rm", "gone")
-    d = DashboardProc(lab.env, root / "dashboard.log")
+    d = DashboardProc({**lab.env, "PANIO_DASHBOARD_TOKEN": OPERATOR}, root / "dashboard.log")
     yield d, lab, made
     d.stop()
 
@@ -172,3 +174,30 @@ def test_bad_input_gets_the_message_job_check_gives_and_a_status(controller, tmp
     ci(tmp_path, d.url, tokens["reader"]).fails("job", "status", "999999", code=3)
     # the controller keeps serving
     assert call(d.url, "GET", "/api/v1/jobs?limit=1", tokens["reader"])[0] == 200
+
+
+def test_the_dashboards_tokens_work_on_the_api_and_an_api_token_opens_no_page(controller):
+    d, _, tokens = controller
+    assert call(d.url, "GET", "/api/v1/jobs?limit=1", OPERATOR)[0] == 200
+    page = urllib.request.Request(d.url + "/jobs", headers={"Authorization": f"Bearer {tokens['reader']}"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(page, timeout=30)
+    assert refused.value.code == 401
+    # breaking a lease is an operator's: a submitter is refused, an unknown target is 404
+    status, answer = call(d.url, "POST", "/api/v1/targets/pico/break-lease", tokens["ci-fw"])
+    assert status == 403 and "only an operator" in answer["message"]
+    assert call(d.url, "POST", "/api/v1/targets/nope/break-lease", OPERATOR)[0] == 404
+    status, answer = call(d.url, "POST", "/api/v1/targets/pico/break-lease", OPERATOR)
+    assert status == 200 and answer["message"] == "pico is not leased"
+
+
+def test_the_openapi_description_is_the_routes_served(controller):
+    from controller.dashboard.api import routes
+
+    d, _, _ = controller
+    with urllib.request.urlopen(d.url + "/api/v1/openapi.json", timeout=30) as r:
+        described = json.loads(r.read())
+    assert described["openapi"].startswith("3.1")
+    served = {(re.sub(r"\{(\w+):\w+\}", r"{\1}", route.path), method.lower())
+              for route in routes(None) for method in route.methods if method != "HEAD"}
+    assert served == {(path, method) for path, ops in described["paths"].items() for method in ops}

@@ -14,6 +14,8 @@ such job, 413 a body over ``MAX_JOB_BYTES``, 503 the lab failed (database, broke
     POST /api/v1/jobs/{id}/cancel
     GET  /api/v1/jobs/{id}/artifacts       [{"name", "bytes"}]
     GET  /api/v1/jobs/{id}/artifacts/{name}
+    POST /api/v1/targets/{name}/break-lease   operators only
+    GET  /api/v1/openapi.json              this, as OpenAPI 3.1 (``controller.api.openapi``), without a token
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ def routes(d) -> list[Route]:
         Route(f"{PREFIX}/jobs/{{id:int}}/cancel", partial(cancel, d), methods=["POST"]),
         Route(f"{PREFIX}/jobs/{{id:int}}/artifacts", partial(artifacts, d)),
         Route(f"{PREFIX}/jobs/{{id:int}}/artifacts/{{name:str}}", partial(artifact, d)),
+        Route(f"{PREFIX}/targets/{{name:str}}/break-lease", partial(break_lease, d), methods=["POST"]),
+        Route(f"{PREFIX}/openapi.json", openapi),
     ]
 
 
@@ -63,11 +67,11 @@ def token(d, request: Request) -> dict:
 
 
 def _error(err: PanioError, status: int | None = None) -> JSONResponse:
-    status = status or next((code for cls, code in STATUS.items() if isinstance(err, cls)), 503)
-    if isinstance(err, NotConfigured):
+    if status is None and isinstance(err, NotConfigured):
         status = 404 if {"job", "artifact"} & err.details.keys() else 400
-        if "job" in err.details:  # never the database's URL (a password may be in it)
-            err = NotConfigured(f"no job {err.details['job']}", hint="see GET /api/v1/jobs", job=err.details["job"])
+    status = status or next((code for cls, code in STATUS.items() if isinstance(err, cls)), 503)
+    if isinstance(err, NotConfigured) and "job" in err.details:  # never the database's URL (a password may be in it)
+        err = NotConfigured(f"no job {err.details['job']}", hint="see GET /api/v1/jobs", job=err.details["job"])
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(err.to_json(), status_code=status, headers=headers)
 
@@ -153,3 +157,26 @@ async def artifact(d, request: Request) -> Response:
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
     return await _answer(d, request, content)
+
+
+async def break_lease(d, request: Request) -> Response:
+    """An operator breaks a target's lease, as `panio lease break` and the dashboard's button do (recorded)."""
+    def act(t) -> Response | dict:
+        target = request.path_params["name"]
+        if t["scope"] != "operator":
+            raise Refused(f"token {t['name']!r} is a {t['scope']}: only an operator may break a lease",
+                          token=t["name"])
+        if target not in d.load_lab().targets:
+            return _error(NotConfigured(f"no target {target!r} in the controller's lab", target=target), status=404)
+        from controller.dashboard.reads import break_lease as break_
+
+        return {"message": break_(target, f"api ({t['name']})")}
+
+    return await _answer(d, request, act)
+
+
+async def openapi(request: Request) -> Response:
+    """The API's description: public, like any API reference (it holds no lab data)."""
+    from controller.api.openapi import describe
+
+    return JSONResponse(describe())

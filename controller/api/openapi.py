@@ -1,0 +1,107 @@
+"""The controller API as OpenAPI 3.1 (served at ``/api/v1/openapi.json``). A test holds it to the routes
+``controller.dashboard.api`` serves, method by method, so the two cannot drift apart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+ERRORS = {
+    "400": "bad JSON, or a job `panio job check` refuses (its message, file, line and column)",
+    "401": "no token, or an unknown one",
+    "403": "refused, with the reason: revoked, expired, a reader submitting, a target outside the allow list",
+    "404": "no such job, artifact or target",
+    "503": "the lab failed: the results database or the broker",
+}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _answers(ok: str, schema: dict[str, Any], description: str, *errors: str) -> dict[str, Any]:
+    out = {ok: _json(schema, description)}
+    for code in errors:
+        out[code] = _json(_ref("Error"), ERRORS[code])
+    return out
+
+
+JOB_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {"type": "object", "required": ["error", "exit", "message"], "properties": {
+        "error": {"type": "string", "description": "the error's name (docs/exit-status.md): auth_failed, refused, ..."},
+        "exit": {"type": "integer", "description": "the exit status the CLI gives for it"},
+        "message": {"type": "string"}, "hint": {"type": "string"}}, "additionalProperties": True},
+    "Submit": {"type": "object", "required": ["toml"], "properties": {
+        "toml": {"type": "string", "description": "the job file's text (docs/jobs.md), at most 1 MiB"},
+        "file": {"type": "string", "description": "its name, as errors name it (default job.toml)"},
+        "target": {"type": ["string", "null"], "description": "run on this target instead of the file's"},
+        "deadline_s": {"type": ["number", "null"], "exclusiveMinimum": 0}}},
+    "Queued": {"type": "object", "properties": {
+        "job_id": {"type": "integer"}, "name": {"type": "string"}, "target": {"type": "string"},
+        "queue": {"type": "string", "description": "the host's queue, or `embedded`: the controller runs it"},
+        "deadline_at": {"type": ["number", "null"]}}},
+    "Job": {"type": "object", "additionalProperties": True, "properties": {
+        "id": {"type": "integer"}, "name": {"type": "string"}, "target": {"type": "string"},
+        "state": {"enum": ["queued", "running", "done"]},
+        "health": {"type": ["string", "null"], "description": "complete, incomplete, canceled, timed_out"},
+        "result": {"type": ["string", "null"], "description": "passed, failed"},
+        "reason": {"type": ["string", "null"]},
+        "steps": {"type": "array", "items": {"type": "object", "additionalProperties": True}},
+        "overrides": {"type": "array", "items": {"type": "object", "additionalProperties": True}}}},
+    "Message": {"type": "object", "properties": {"message": {"type": "string"}}},
+    "Artifact": {"type": "object", "properties": {"name": {"type": "string"}, "bytes": {"type": "integer"}}},
+}
+
+PATHS: dict[str, Any] = {
+    "/api/v1/jobs": {
+        "get": {"summary": "jobs, newest first, without their steps", "parameters": [
+            {"name": "target", "in": "query", "schema": {"type": "string"}},
+            {"name": "state", "in": "query", "schema": {"enum": ["queued", "running", "done"]}},
+            {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}}],
+            "responses": _answers("200", {"type": "array", "items": _ref("Job")}, "the jobs", "400", "401", "403")},
+        "post": {"summary": "submit a job (reader: 403; submitter: only on its allow list)",
+                 "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("Submit")}}},
+                 "responses": {**_answers("201", _ref("Queued"), "queued (or started by the controller)",
+                                          "400", "401", "403", "503"),
+                               "413": {"description": "a body over 1 MiB, refused before it is read"}}},
+    },
+    "/api/v1/jobs/{id}": {"get": {"summary": "a job with its steps (and their output) and overrides",
+                                  "parameters": [JOB_ID],
+                                  "responses": _answers("200", _ref("Job"), "the job", "401", "403", "404")}},
+    "/api/v1/jobs/{id}/cancel": {"post": {
+        "summary": "cancel a queued or running job (submitter: only on its allow list)", "parameters": [JOB_ID],
+        "responses": _answers("200", _ref("Message"), "what happened", "401", "403", "404")}},
+    "/api/v1/jobs/{id}/artifacts": {"get": {
+        "summary": "a job's artifacts: step logs, the results store's, junit.xml once done", "parameters": [JOB_ID],
+        "responses": _answers("200", {"type": "array", "items": _ref("Artifact")}, "names and sizes",
+                              "401", "403", "404")}},
+    "/api/v1/jobs/{id}/artifacts/{name}": {"get": {
+        "summary": "one artifact's bytes",
+        "parameters": [JOB_ID, {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+        "responses": {"200": {"description": "the artifact",
+                              "content": {"application/octet-stream": {"schema": {"type": "string",
+                                                                                  "format": "binary"}}}},
+                      **{c: _json(_ref("Error"), ERRORS[c]) for c in ("401", "403", "404")}}}},
+    "/api/v1/targets/{name}/break-lease": {"post": {
+        "summary": "break a target's lease (operators only; recorded as `panio lease break` records it)",
+        "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+        "responses": _answers("200", _ref("Message"), "what happened", "401", "403", "404")}},
+    "/api/v1/openapi.json": {"get": {"summary": "this description", "security": [],
+                                     "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+}
+
+
+def describe() -> dict[str, Any]:
+    from controller.cli.main import version
+
+    return {"openapi": "3.1.0",
+            "info": {"title": "panio controller API", "version": version(),
+                     "description": "Jobs for people and CI, with tokens from `panio token add` (docs/ci.md)."},
+            "security": [{"bearer": []}],
+            "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}, "schemas": SCHEMAS},
+            "paths": PATHS}
