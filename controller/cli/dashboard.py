@@ -21,6 +21,10 @@ PANIO_DASHBOARD_READ_TOKEN (read-only). Without a token it serves loopback only;
 --bind beyond loopback without PANIO_DASHBOARD_TOKEN is refused (exit 3). A
 token is at least {MIN_TOKEN_CHARS} printable ASCII characters, no whitespace: a variable set
 to anything else (empty, blank, short) is refused at start (exit 3).
+The same server answers the controller's HTTP API under /api/v1/ (jobs: submit,
+status, list, cancel, artifacts) for tokens made with `panio token add`: CI then
+runs `panio job run FILE --controller URL` with PANIO_TOKEN and nothing else
+(docs/ci.md).
 {MAKE_ONE[0].upper() + MAKE_ONE[1:]}"""
 
 
@@ -28,7 +32,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     p.description = "Serve the operator's web dashboard (loopback by default).\n\n" + DETAILS
     p.epilog = ("example:\n  panio dashboard                      # http://127.0.0.1:8765/\n"
                 "  PANIO_DASHBOARD_TOKEN=$(cat ~/.config/panio/dashboard-token) panio dashboard --bind 0.0.0.0 --port 8080\n\n"
-                "see also: panio job list, panio lease list, panio schedule list, docs/dashboard.md")
+                "see also: panio job list, panio lease list, panio schedule list, panio token, docs/dashboard.md, docs/ci.md")
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDR",
                    help="address to listen on (default 127.0.0.1; anything else needs PANIO_DASHBOARD_TOKEN)")
