@@ -8,6 +8,7 @@ BIN    := $(VENV)/bin
 .PHONY: demo test test-loaded install system-deps bench scale clean
 
 $(BIN)/panio: pyproject.toml
+	@echo "make: installing panio and its test dependencies into $(VENV) (a minute or two on a fresh clone)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'
@@ -34,6 +35,7 @@ TEST_WORKERS ?= 4
 test: system-deps install
 	$(BIN)/ruff check .
 	$(BIN)/python -m compileall -q -j 0 bench_agent controller scenarios skills > /dev/null
+	@echo "make: running the test suite ($(TEST_WORKERS) workers; about 10 minutes on 2 quiet cores; a dot a test)"
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The suite beside one CPU-bound busy loop per core (scripts/loaded.sh): it must pass there too.

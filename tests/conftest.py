@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import sessionhome  # noqa: I001  first: the suite's own HOME and XDG directories, before anything reads them
 import forkserver
 
 BIN = Path(sys.executable).parent
@@ -75,6 +76,10 @@ class Panio:
         assert "Traceback" not in r.err
         assert r.error["exit"] == code
         return r
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    sessionhome.finish()
 
 
 # Fixtures the tests share: ``receiver`` (jobhelp), ``prefix`` (peerhelp), ``fresh`` (freshhost). Registered

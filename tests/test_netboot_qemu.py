@@ -20,7 +20,7 @@ import netboot_board
 pytestmark = pytest.mark.skipif(not shutil.which("qemu-system-x86_64") or not shutil.which("busybox"),
                                 reason="needs qemu-system-x86 and busybox-static (scripts/system-deps.sh installs them)")
 
-KERNEL_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "panio-tests" / "kernel"
+KERNEL_CACHE = Path(os.environ["PANIO_TEST_CACHE"]) / "kernel"  # kept between runs (tests/sessionhome.py)
 
 
 def free_udp_port() -> int:
