@@ -12,12 +12,24 @@ stop capturing. panio matches with the ``regex`` package instead, which
   ``PatternTooSlow`` (a usage error: the pattern must change) instead of
   burning a core until the wait's own deadline.
 
-The syntax is Python's ``re`` syntax (``regex``'s VERSION0 is compatible).
+The syntax is Python's ``re`` syntax (``regex``'s VERSION0 is compatible), and only that: a pattern is
+parsed by ``re`` first, so the ``regex`` package's own additions are refused, ``(?R)`` among them (a recursive
+pattern that fills half a gigabyte before ``regex`` gives up). A pattern longer than ``MAX_CHARS`` or nested
+deeper than ``MAX_DEPTH`` is refused before any parser sees it (a parser recurses once a level).
+
+A pattern read from a file (a job file's ``expect_output``, ``capture``, ``[triage] ignore``; a lab profile's
+cue) is ``check``-ed when the file is loaded: besides the above, it is tried on inputs made to make it
+backtrack (``bench_agent.backtracking``), and refused if one of them takes more than ``PROBE_S``. That
+refuses the exponential and high-degree patterns (``(a|aa)+b``, ``(\\w+\\s?)+$``) with the key named, before
+anything runs; what gets past it (a merely quadratic pattern on a long log) still meets ``MATCH_BUDGET_S``.
 """
 
 from __future__ import annotations
 
+import re
+import warnings
 from functools import lru_cache
+
 TYPE_CHECKING = False  # a capture need not import typing (docs/scale.md: every supervisor pays for it)
 if TYPE_CHECKING:
     from typing import Any
@@ -25,6 +37,10 @@ if TYPE_CHECKING:
 from bench_agent.errors import UsageError
 
 MATCH_BUDGET_S = 2.0  # one search over at most 1 MiB: a sane pattern needs milliseconds
+MAX_CHARS = 4096  # a pattern in a job file, a lab file or on a command line
+MAX_DEPTH = 64  # groups inside groups
+PROBE_S = 0.5  # one probe of ``check`` (1,000 characters): a sane or quadratic pattern needs < 0.05 s
+PROBES_S = 1.0  # all the probes of one pattern (at most 64): a sane one needs a few ms
 
 
 class PatternTooSlow(UsageError):
@@ -94,12 +110,76 @@ class LiteralMatch:
 
 
 def _compile(pattern: str | bytes, multiline: bool):
+    shown = pattern.decode("utf-8", "replace") if isinstance(pattern, bytes) else pattern
+    parse(shown)
     rx = _regex()
     try:
         return rx.compile(pattern, rx.MULTILINE if multiline else 0)
-    except (rx.error, ValueError, OverflowError, RecursionError) as exc:
-        shown = pattern.decode("utf-8", "replace") if isinstance(pattern, bytes) else pattern
-        raise UsageError(f"invalid regular expression {shown!r}: {exc}", pattern=shown) from exc
+    except (rx.error, ValueError, OverflowError, RecursionError, MemoryError) as exc:
+        raise UsageError(f"invalid regular expression {_short(shown)}: {exc}", pattern=_short(shown, 200)) from exc
+
+
+@lru_cache(maxsize=64)
+def compile_fuzzy(pattern: str, max_distance: int):
+    """``pattern`` (refused as ``compile_text`` refuses) matched with up to ``max_distance`` edits, the fewest
+    first (``regex``'s fuzzy matching): how ``video wait`` reads through OCR's mistakes. The wrapper is panio's,
+    the only pattern outside ``re``'s syntax that is compiled."""
+    compile_text(pattern, True)
+    rx = _regex()
+    try:
+        return rx.compile(f"(?b)(?:{pattern}){{e<={int(max_distance)}}}", rx.MULTILINE)
+    except (rx.error, ValueError, OverflowError, RecursionError, MemoryError) as exc:
+        raise UsageError(f"invalid regular expression {_short(pattern)} with fuzzy matching: {exc}",
+                         pattern=_short(pattern, 200)) from exc
+
+
+# What nests: a group's parenthesis outside a character class (an escaped character and a class are skipped whole).
+_NESTING = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|[()]", re.S)
+
+
+def parse(pattern: str):
+    """``pattern`` parsed by Python's ``re`` (its syntax tree), or a ``UsageError`` saying why it is refused:
+    too long, nested too deep, or not ``re`` syntax (a recursive ``(?R)`` is not)."""
+    depth = deepest = 0
+    for m in _NESTING.finditer(pattern):
+        depth += {"(": 1, ")": -1}.get(m.group(), 0)
+        deepest = max(deepest, depth)
+    if deepest > MAX_DEPTH:
+        raise UsageError(f"the regular expression {_short(pattern)} nests groups {deepest} deep: at most {MAX_DEPTH}",
+                         pattern=_short(pattern, 200))
+    if len(pattern) > MAX_CHARS:
+        raise UsageError(f"the regular expression {_short(pattern)} is {len(pattern)} characters long: "
+                         f"at most {MAX_CHARS}", pattern=_short(pattern, 200))
+    try:
+        with warnings.catch_warnings():  # re's FutureWarning on "[[" would be a third line on stderr
+            warnings.simplefilter("ignore")
+            return re._parser.parse(pattern)
+    except (re.error, ValueError, OverflowError, RecursionError, MemoryError) as exc:
+        why = "a recursive pattern" if re.search(r"unknown extension \?(?:R|&|P>|[+-]?\d)", str(exc)) else exc
+        raise UsageError(f"invalid regular expression {_short(pattern)}: {why} (panio takes Python's re syntax)",
+                         pattern=_short(pattern, 200)) from None
+
+
+def _short(pattern: str, most: int = 60) -> str:
+    """``pattern`` as a message shows it: quoted, cut after ``most`` characters."""
+    return repr(pattern) if len(pattern) <= most else repr(pattern[:most]) + f"... ({len(pattern)} characters)"
+
+
+@lru_cache(maxsize=256)
+def check(pattern: str, multiline: bool = True):
+    """``pattern`` compiled for ``str`` input once it has passed the probes of ``bench_agent.backtracking``;
+    else a ``UsageError`` (``PatternTooSlow`` when a probe ran out of time) that says why."""
+    from bench_agent import backtracking
+
+    compiled = compile_text(pattern, multiline)
+    slow = backtracking.slow_input(parse(pattern), compiled, PROBE_S, PROBES_S)
+    if slow is not None:
+        raise PatternTooSlow(
+            f"the regular expression {_short(pattern)} backtracks catastrophically (over {PROBE_S:g} s on a text of "
+            f"{len(slow)} characters such as {slow[:12]!r}...)",
+            hint="avoid a repetition whose body can match the same text in two ways, such as (a|aa)+ or (\\w+\\s?)+",
+            pattern=_short(pattern, 200))
+    return compiled
 
 
 def search(compiled, data: Any, pos: int = 0, budget_s: float = MATCH_BUDGET_S):
@@ -107,12 +187,24 @@ def search(compiled, data: Any, pos: int = 0, budget_s: float = MATCH_BUDGET_S):
     try:
         return compiled.search(data, pos, concurrent=True, timeout=budget_s)
     except TimeoutError:
-        shown = compiled.pattern.decode("utf-8", "replace") if isinstance(compiled.pattern, bytes) else compiled.pattern
-        raise PatternTooSlow(
-            f"the regular expression {shown!r} took more than {budget_s:g} s on an input of length {len(data)} "
-            "(it backtracks catastrophically)",
-            hint="avoid nested repetition such as (a+)* or (x|x)*; match a literal prefix first",
-            pattern=shown) from None
+        raise _too_slow(compiled, budget_s, len(data)) from None
+
+
+def _too_slow(compiled, budget_s: float, length: int) -> PatternTooSlow:
+    shown = compiled.pattern.decode("utf-8", "replace") if isinstance(compiled.pattern, bytes) else compiled.pattern
+    return PatternTooSlow(
+        f"the regular expression {_short(shown)} took more than {budget_s:g} s on an input of length {length} "
+        "(it backtracks catastrophically)",
+        hint="avoid nested repetition such as (a+)* or (x|x)*; match a literal prefix first",
+        pattern=_short(shown, 200))
+
+
+def sub(compiled, repl: str, text: str, budget_s: float = MATCH_BUDGET_S) -> str:
+    """``compiled.sub(repl, text)``, bounded by ``budget_s`` in all and without holding the GIL."""
+    try:
+        return compiled.sub(repl, text, concurrent=True, timeout=budget_s)
+    except TimeoutError:
+        raise _too_slow(compiled, budget_s, len(text)) from None
 
 
 def find(pattern: str, text: str, multiline: bool = True):

@@ -87,3 +87,7 @@ def test_invalid_pattern_is_a_usage_error(bench, panio):
     r = panio.fails("serial", "wait", "pico", "--epoch", "1", "--since", "0", "--pattern", "(unclosed",
                     "--timeout-ms", "100", code=2)
     assert "invalid regular expression" in r.err
+    # a recursive pattern (the regex package's own syntax) took the capture to 555 MB before a MemoryError
+    r = panio.fails("serial", "wait", "pico", "--epoch", "1", "--since", "0", "--pattern", "x(?R)",
+                    "--timeout-ms", "100", code=2)
+    assert "a recursive pattern" in r.err

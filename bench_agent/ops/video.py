@@ -221,7 +221,7 @@ def _matcher(text: str | None, image_b64: str | None, threshold: float, box: Any
     if text is not None:
         rx = patterns.compile_text(text, True)  # a bad pattern is a usage error before the first frame
         # BESTMATCH: the fewest edits anywhere on the screen, so the stated distance is the closest reading
-        fuzzy = patterns.compile_text(f"(?b)(?:{text}){{e<={max_distance}}}", True) if max_distance else None
+        fuzzy = patterns.compile_fuzzy(text, max_distance) if max_distance else None
         tolerance = {"max_distance": max_distance} if max_distance else {}
 
         def by_text(frame: Any) -> tuple[bool, dict[str, Any]]:

@@ -29,6 +29,7 @@ import hashlib
 import json
 from typing import Any
 
+from bench_agent.errors import UsageError
 from bench_agent.triage import logalign
 
 CONTEXT = 3  # lines of context each side of a divergence
@@ -102,10 +103,15 @@ def triage(store, job_id: int, flaky: dict | None = None, context: int = CONTEXT
         return out
     base = store.job(base["id"])
     out["baseline"] = _brief(base)
-    rules = logalign.Rules((job["spec"].get("triage") or {}).get("ignore", ()))
     out["step"] = first_step(base, job)
     arts = (store.list_artifacts(base["id"]), store.list_artifacts(job["id"]))  # read once: logs and screenshots
-    out["logs"] = _log_diffs(arts, base, job, out["step"], rules, context)
+    try:
+        rules = logalign.Rules((job["spec"].get("triage") or {}).get("ignore", ()))
+        out["logs"] = _log_diffs(arts, base, job, out["step"], rules, context)
+    except UsageError as err:  # a pattern `job check` now refuses, or one too slow on these logs
+        raise UsageError(f"job {job_id}'s [triage] ignore: {err.message}",
+                         hint="fix [triage] ignore in the job file; its later runs are triaged with the fixed one",
+                         job=job_id) from None
     out["inputs"] = input_diff(base, job)
     out["screenshots"] = _screenshots(arts, out["step"])
     # The board's own words first (its serial log), then what the step printed about it.

@@ -27,6 +27,8 @@ import difflib
 import re
 from typing import Iterable, NamedTuple
 
+from bench_agent import patterns
+
 GAP_MAX = 2000  # lines on each side that SequenceMatcher aligns between two anchors; beyond: replaced
 
 # (pattern, placeholder): what always changes between two runs, in the order they apply. The serial log's own
@@ -60,7 +62,9 @@ class Rules:
     call costs more than its scan, and 100,000 lines must take well under a second."""
 
     def __init__(self, ignore: Iterable[str] = ()) -> None:
-        self.ignore = [(re.compile(p, re.M), "<ignored>") for p in ignore]
+        # The job's own patterns: checked as `job check` checks them (a job recorded before it did, or a database
+        # row, may hold a catastrophic one) and matched with a time bound, GIL released (bench_agent.patterns).
+        self.ignore = [patterns.check(p) for p in ignore]
 
     def __call__(self, line: str) -> str:
         return self.text(line.rstrip("\r\n").replace("\n", " ")).rstrip(" ")
@@ -70,8 +74,10 @@ class Rules:
         for pattern, repl in _FIRST:
             text = pattern.sub(repl, text)
         text = _WORDS.sub(lambda m: _PLACEHOLDERS[m.lastindex], text)
-        for pattern, repl in _AFTER + self.ignore:
+        for pattern, repl in _AFTER:
             text = pattern.sub(repl, text)
+        for pattern in self.ignore:
+            text = patterns.sub(pattern, "<ignored>", text)
         return text
 
 

@@ -4,9 +4,9 @@ log excerpts side by side and the two screenshots at the divergent step."""
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 
-from bench_agent.errors import NotConfigured
+from bench_agent.errors import NotConfigured, UsageError
 
 
 def page(d, request: Request) -> Response:
@@ -21,5 +21,8 @@ def page(d, request: Request) -> Response:
         job = None
     if job is None:
         return d.page(request, "missing.html", status_code=404, what=f"job {job_id}")
-    t = triage.triage(store, job_id, flaky.for_job(store, job))
+    try:  # bounded: the job's [triage] ignore patterns are checked, then matched with a time limit
+        t = triage.triage(store, job_id, flaky.for_job(store, job))
+    except UsageError as err:  # one of them is refused: say which, as `panio job triage` does
+        return PlainTextResponse(f"panio: {err.message} ({err.hint})", status_code=422)
     return d.page(request, "triage.html", t=t, job=job)

@@ -14,8 +14,6 @@ instead of assuming panio's simulated board. Validated with the rest of the lab 
 
 from __future__ import annotations
 
-import re
-
 from controller.lab.fields import Field, Problem, TableSpec, _dotted, _nonempty_string
 
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
@@ -39,11 +37,14 @@ def _regex(path: KeyPath, value: Any) -> None:
         raise Problem(path, f"{_dotted(path)} must be one line (write a line break as \\n)")
     if "${" in value:
         raise Problem(path, f"{_dotted(path)} = {value!r}: '${{' reads as a job variable; write \\$\\{{ to match it")
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise Problem(path, f"{_dotted(path)} = {value!r} is not a regular expression ({exc}); "
-                            "escape literal characters such as $ ( [ with a backslash") from None
+    from bench_agent import patterns
+    from bench_agent.errors import UsageError
+
+    try:  # as a job step matches it: Python's syntax, bounded, tried on inputs that make a bad one backtrack
+        patterns.check(value)
+    except UsageError as err:
+        raise Problem(path, f"{_dotted(path)} is not a regular expression panio can use: {err.message}; escape literal characters such as $ ( [ with a "
+                            "backslash") from None
 
 
 def _key(path: KeyPath, value: Any) -> None:
