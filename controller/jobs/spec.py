@@ -45,6 +45,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from bench_agent import shellwords
 from bench_agent.errors import ConfigInvalid, NotConfigured, UsageError
 from bench_agent.jobs.steps import VAR_RE
 from controller.lab.locate import locate
@@ -58,17 +59,27 @@ BUILTIN_VARS = {"target", "job_id"}
 
 def _exit_codes(path, value: Any) -> None:
     items = value if isinstance(value, list) else [value]
+    if not items:
+        raise Problem(path, f"{_dotted(path)} = [] can never pass: give an exit status 0-255 or a list of them")
     for i, item in enumerate(items):
         if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item <= 255:
             raise Problem(path, f"{_dotted(path)} must be an exit status 0-255 or a list of them, not {item!r}")
 
 
 def _regex(path, value: Any) -> None:
+    _compiled(path, value)
+
+
+def _compiled(path, value: Any):
+    """``value`` as the job runner matches it (``bench_agent.patterns``: Python's syntax, bounded, and tried on
+    inputs that make a catastrophic pattern backtrack), or the ``Problem`` that names the key."""
+    from bench_agent import patterns
+
     _nonempty_string(path, value)
     try:
-        re.compile(value)
-    except re.error as exc:
-        raise Problem(path, f"{_dotted(path)} is not a valid regular expression: {exc}")
+        return patterns.check(value)
+    except UsageError as err:
+        raise Problem(path, f"{_dotted(path)}: {err.message}") from None
 
 
 def _captures(path, value: Any) -> None:
@@ -77,8 +88,7 @@ def _captures(path, value: Any) -> None:
     for var, pattern in value.items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var) or var in BUILTIN_VARS:
             raise Problem(path + (var,), f"{_dotted(path + (var,))}: {var!r} is not a usable variable name")
-        _regex(path + (var,), pattern)
-        if re.compile(pattern).groups > 1:
+        if _compiled(path + (var,), pattern).groups > 1:
             raise Problem(path + (var,), f"{_dotted(path + (var,))} has several groups; keep one (group 1 is captured)")
 
 
@@ -149,7 +159,7 @@ def _check_step(job: dict, idx: int, step: dict, known_vars: set[str], parser) -
     """Tokens of the step's command line, after checking them against the CLI tree."""
     where = ("steps", idx, "run")
     try:
-        argv = shlex.split(step["run"])
+        argv = shellwords.split(step["run"])  # shlex's own split is quadratic in a word's length
     except ValueError as exc:
         raise _invalid(job["path"], job["text"], where, f"steps[{idx}].run: cannot split the command line: {exc}")
     if argv and argv[0] == "panio":
