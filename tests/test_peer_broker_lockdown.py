@@ -242,7 +242,7 @@ def test_task_events_reach_a_monitor_through_the_acl(workers, monkeypatch):
     def a_ping_is_seen() -> bool:
         # the monitor subscribes in its own time (seconds on a loaded machine): an event published before
         # that is gone, so ping until one is seen
-        reply = app.send_task(OP_TASK, args=op_message("system.ping", {"payload": 7}, 30),
+        reply = app.send_task(OP_TASK, args=op_message("system.ping", {"payload": 7}, 30, "h2"),
                               queue=queue_name("h2")).get(timeout=30)
         assert reply == {"ok": True, "result": {"pong": 7}}
         watching.join(timeout=2)

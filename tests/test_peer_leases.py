@@ -216,14 +216,16 @@ def test_a_raw_celery_message_cannot_act_on_a_leased_target(panio, tmp_path, pre
         recorded = json.loads((state / "lease-stores.json").read_text())["stores"]
         assert recorded[0]["url"] == SHARED_REDIS and recorded[0]["prefix"] == prefix
         lease = store.try_acquire("b1a", {"holder": "job runner", "job": 3}, ttl_s=600)
-        reply = app.send_task(OP_TASK, args=op_message("action.run", request, 30), queue=queue_name("bench1")).get(timeout=30)
+        reply = app.send_task(OP_TASK, args=op_message("action.run", request, 30, "bench1"),
+                              queue=queue_name("bench1")).get(timeout=30)
         assert not reply["ok"] and reply["error"]["error"] == "busy" and reply["error"]["job"] == 3
         assert not flashed.exists(), "a message on the broker ran a command on a leased target"
         shell = {**panio.env, "PANIO_STATE_DIR": str(state)}  # a shell on that host, no PANIO_BROKER
         listed = subprocess.run([PANIO, "lease", "list", "--json"], env=shell, capture_output=True, text=True)
         assert json.loads(listed.stdout)[0]["target"] == "b1a"
         lease.release()
-        reply = app.send_task(OP_TASK, args=op_message("action.run", request, 30), queue=queue_name("bench1")).get(timeout=30)
+        reply = app.send_task(OP_TASK, args=op_message("action.run", request, 30, "bench1"),
+                              queue=queue_name("bench1")).get(timeout=30)
         assert reply["ok"] and flashed.exists()  # the road itself works once the target is free
     finally:
         stop_group(worker)

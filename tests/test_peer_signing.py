@@ -80,7 +80,7 @@ def send_op(app, op: str, args: dict, wait: bool = True, message: list | None = 
     from bench_agent.jobs.op_server import ops_queue_name
     from bench_agent.jobs.worker import OP_TASK, op_message
 
-    pending = app.send_task(OP_TASK, args=message or op_message(op, args, 30), queue=ops_queue_name("h1"))
+    pending = app.send_task(OP_TASK, args=message or op_message(op, args, 30, "h1"), queue=ops_queue_name("h1"))
     return pending.get(timeout=30) if wait else pending.id
 
 
@@ -139,12 +139,12 @@ def test_a_signed_operation_runs_once_and_only_in_its_window(lab, host, marks, a
 
     app = app_signed_by(keyhelp.controller_env())
     request = {"target": "t1", "name": "flash", "command": f"touch {marks / 'flashed'}"}
-    message = ["action.run", request, op_stamp(30)]
+    message = ["action.run", request, op_stamp(30, "h1")]
     assert send_op(app, "", {}, message=message)["ok"]
     (marks / "flashed").unlink()
     replayed = send_op(app, "", {}, message=message)
     assert replayed["error"]["error"] == "refused" and "seen before" in replayed["error"]["message"]
-    old = {**op_stamp(30), "sent_at": time.time() - 3600}
+    old = {**op_stamp(30, "h1"), "sent_at": time.time() - 3600}
     for stale in (["action.run", request, old], ["action.run", request]):
         reply = send_op(app, "", {}, message=stale)
         assert reply["error"]["error"] == "refused", reply

@@ -129,7 +129,7 @@ def test_messages_that_do_not_parse_or_are_not_signed_are_dropped_and_the_worker
     from bench_agent.jobs.worker import OP_TASK, TASK, op_message, queue_name
 
     signed_job = redis_of.captured(controller, TASK, [{"job_id": 0, "target": "t1", "steps": []}])
-    signed_op = redis_of.captured(controller, OP_TASK, op_message("system.ping", {}, 30))
+    signed_op = redis_of.captured(controller, OP_TASK, op_message("system.ping", {}, 30, "h1"))
     unpickled = marks / "unpickled"
     hostile = [b"garbage", b"\xff\xfe not even text", b"[]", b'{"body": "x"}', b'{"properties": {}, "headers": 7}']
     for signed in (signed_job, signed_op):
@@ -166,7 +166,7 @@ def test_messages_that_do_not_parse_or_are_not_signed_are_dropped_and_the_worker
     # the worker still serves: a signed operation and a signed job run
     from bench_agent.jobs.worker import OP_TASK as op
 
-    reply = controller.send_task(op, args=op_message("system.ping", {"payload": 3}, 30),
+    reply = controller.send_task(op, args=op_message("system.ping", {"payload": 3}, 30, "h1"),
                                  queue=ops_queue_name("h1")).get(timeout=30)
     assert reply == {"ok": True, "result": {"pong": 3}}
     runs = marks / "runs"
@@ -206,7 +206,7 @@ def test_a_captured_operation_runs_once_whatever_redis_forgets_and_across_a_rest
 
     runs = marks / "runs"
     runs.unlink(missing_ok=True)
-    raw = redis_of.captured(controller, OP_TASK, op_message("action.run", {"target": "t1", "name": "count"}, 120))
+    raw = redis_of.captured(controller, OP_TASK, op_message("action.run", {"target": "t1", "name": "count"}, 120, "h1"))
     ops = redis_of.key(ops_queue_name("h1"))
     replays = "refused an operation message: it was seen before (a replay)"
     proc = host.start("h1")
@@ -223,5 +223,25 @@ def test_a_captured_operation_runs_once_whatever_redis_forgets_and_across_a_rest
             wait_for(lambda: host.logs().count(replays) > before or runs.read_text() != "run\n", timeout_s=60)
             assert runs.read_text() == "run\n", f"a captured operation ran again (restarted: {restart})"
             assert redis_of.r.llen(ops) == 0
+    finally:
+        host.kill(proc)
+
+
+def test_an_operation_signed_for_another_host_is_refused(lab, host, marks, controller, redis_of):
+    """Each host keeps its own guard, so the host an operation is for is inside its signature: a message captured
+    on its way to h2 (a host-wide `daemons.stop`, say) does not run on h1, whose guard never saw it."""
+    from bench_agent.jobs.op_server import ops_queue_name
+    from bench_agent.jobs.worker import OP_TASK, op_message
+
+    runs = marks / "runs"
+    runs.unlink(missing_ok=True)
+    proc = host.start("h1")
+    try:
+        for stamped_for in ("h2", None):
+            message = op_message("action.run", {"target": "t1", "name": "count"}, 30, stamped_for)
+            reply = controller.send_task(OP_TASK, args=message, queue=ops_queue_name("h1")).get(timeout=30)
+            assert reply["error"]["error"] == "refused", reply
+            assert "not to this one (h1)" in reply["error"]["message"], reply
+        assert not runs.exists(), "an operation signed for another host ran"
     finally:
         host.kill(proc)

@@ -1,8 +1,10 @@
 """The operation messages a control host has run, kept on the host: a replay guard no broker user can erase.
 
 A signature does not say when: a captured ``panio.op`` could be sent again, so each one carries a stamp
-inside its signed body (``signing.op_stamp``: when it was sent, how long its sender waits, a nonce) and a
-worker runs it only within that window and only once (``signing.check_fresh``). Which nonces were seen
+inside its signed body (``signing.op_stamp``: the host it is for, when it was sent, how long its sender
+waits, a nonce) and only that host's worker runs it, only within that window and only once
+(``signing.check_fresh``). The host in the stamp is what makes a guard per host enough: a message captured
+on its way to one host is refused by every other. Which nonces were seen
 used to live in Redis, where anyone with a Redis password could delete them and push the captured message
 again (issue 45: one power-cycle ran 61 times in two minutes). They live on the host now, in the worker's
 state directory (``STATE/worker-<host>/ops-seen/``, 0700): one empty file per nonce, created with

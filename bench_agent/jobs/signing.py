@@ -16,10 +16,11 @@ controller and itself. A reconciler never signs a job: it sends again only the
 message the controller signed, kept with the job (``bench_agent.jobs.sealed``).
 Rotation and distribution: docs/security.md.
 
-A signature does not say *when*: a captured ``panio.op`` could be sent again.
-So each one carries a stamp inside its signed body (``op_stamp``: when it was
-sent, how long its sender waits, a nonce), and a worker runs it only within
-that window and only once (``check_fresh``; the nonces it has seen are kept on
+A signature does not say *when* or *where*: a captured ``panio.op`` could be
+sent again, or to another host. So each one carries a stamp inside its signed
+body (``op_stamp``: the host it is for, when it was sent, how long its sender
+waits, a nonce), and only that host's worker runs it, only within that window
+and only once (``check_fresh``; the nonces it has seen are kept on
 the host, where no broker user can erase them: ``bench_agent.jobs.replay``). A
 job needs none: the results database runs it once.
 
@@ -83,17 +84,18 @@ def configured() -> Keys | None:
 SKEW_S = 60.0  # clocks of the controller and the hosts may differ this much (NTP keeps them far closer)
 
 
-def op_stamp(wait_s: float) -> dict[str, Any]:
-    """What a ``panio.op`` message says about itself, inside its signature: sent now, waited for ``wait_s``."""
+def op_stamp(wait_s: float, host: str) -> dict[str, Any]:
+    """What a ``panio.op`` message says about itself, inside its signature: for ``host``, sent now, waited for
+    ``wait_s``."""
     import time
     import uuid
 
-    return {"sent_at": time.time(), "wait_s": float(wait_s), "nonce": uuid.uuid4().hex}
+    return {"host": host, "sent_at": time.time(), "wait_s": float(wait_s), "nonce": uuid.uuid4().hex}
 
 
-def check_fresh(stamp: Any, first_time: Any) -> None:
-    """Refuse an op message without a stamp, sent outside its window, or seen before. ``first_time(nonce, ttl_s)``
-    records a nonce and says whether it was new."""
+def check_fresh(stamp: Any, first_time: Any, host: str) -> None:
+    """Refuse an op message without a stamp, for another host than ``host``, sent outside its window, or seen
+    before. ``first_time(nonce, ttl_s)`` records a nonce and says whether it was new."""
     import logging
     import time
 
@@ -103,7 +105,9 @@ def check_fresh(stamp: Any, first_time: Any) -> None:
     nonce = stamp.get("nonce") if isinstance(stamp, dict) else None
     if not (isinstance(nonce, str) and 16 <= len(nonce) <= 128 and nonce.isascii() and nonce.isalnum()
             and all(isinstance(stamp.get(k), (int, float)) for k in ("sent_at", "wait_s"))):
-        why = "it carries no valid stamp (sent_at, wait_s, nonce)"
+        why = "it carries no valid stamp (host, sent_at, wait_s, nonce)"
+    elif stamp.get("host") != host:  # each host keeps its own replay guard: a message runs on its host only
+        why = f"it was sent to host {str(stamp.get('host'))[:80]!r}, not to this one ({host})"
     else:
         age_s = time.time() - stamp["sent_at"]
         if not -SKEW_S <= age_s <= min(stamp["wait_s"], 86400.0) + SKEW_S:

@@ -178,7 +178,7 @@ class WorkerContext:
         from bench_agent.jobs.signing import check_fresh
 
         def run() -> Any:
-            check_fresh(stamp, self._first_time)
+            check_fresh(stamp, self._first_time, self.host)
             return ops.call(op, args)
 
         return reply(run)
@@ -253,11 +253,12 @@ def register_task(app, ctx: WorkerContext) -> None:
         return ctx.call_op(op, args, stamp)
 
 
-def op_message(op: str, args: dict, wait_s: float) -> list:
-    """The arguments of a ``panio.op`` task: the operation, its arguments and the stamp a worker checks."""
+def op_message(op: str, args: dict, wait_s: float, host: str) -> list:
+    """The arguments of a ``panio.op`` task for ``host``: the operation, its arguments and the stamp a worker
+    checks."""
     from bench_agent.jobs.signing import op_stamp
 
-    return [op, args, op_stamp(wait_s)]
+    return [op, args, op_stamp(wait_s, host)]
 
 
 def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeout_s: float,

@@ -44,7 +44,8 @@ class CeleryTransport:
         pending, failure, reply = None, None, {}
         waited_s = wait_s(request)
         try:
-            pending = self.app.send_task(OP_TASK, args=op_message(request["op"], request.get("args", {}), waited_s),
+            pending = self.app.send_task(OP_TASK, args=op_message(request["op"], request.get("args", {}), waited_s,
+                                                                   self.host),
                                          queue=queue_name(self.host))
             reply = pending.get(timeout=waited_s, propagate=True)
         except Exception as exc:  # celery/kombu/redis errors end here, translated
