@@ -142,14 +142,19 @@ def test_messages_that_do_not_parse_or_are_not_signed_are_dropped_and_the_worker
     control = [b"[]", *(forged(signed_op, kind, body) for kind, body in (
         ("application/text", None), ("application/x-python-serialize", pickle.dumps(Touch(unpickled))),
         ("application/data", b"not a signature")))]
+    # signed by the controller, but with headers (outside the signature) that make no task of it
+    mangled = [forged(signed_job, "application/data", None, **h) for h in
+               ({"task": ["panio.run_job"]}, {"task": "panio.nosuch"}, {"eta": "garbage"}, {"expires": "x"})]
     before = dropped(host)
     for queue in (queue_name("h1"), ops_queue_name("h1")):
         for raw in hostile:
             redis_of.r.lpush(redis_of.key(queue), raw)
+    for raw in mangled:
+        redis_of.r.lpush(redis_of.key(queue_name("h1")), raw)
     channel = f"{host.env['PANIO_REDIS_PREFIX']}celery:/{SHARED_REDIS.rsplit('/', 1)[1]}.celery.pidbox"
     for raw in control:
         assert redis_of.r.publish(channel, raw) >= 1, "the worker does not listen on its control channel"
-    pushed = 2 * len(hostile) + len(control)
+    pushed = 2 * len(hostile) + len(control) + len(mangled)
 
     def all_dropped() -> bool:
         assert worker.poll() is None, f"the worker died:\n{worker.log.read_text()[-3000:]}"

@@ -30,6 +30,7 @@ import logging
 from typing import Any
 
 from celery.worker.consumer import Consumer
+from kombu.exceptions import ContentDisallowed
 
 
 def accepts(app: Any) -> frozenset[str]:
@@ -98,8 +99,11 @@ class GuardedConsumer(Consumer):
         self._settle(message)
 
     def on_invalid_task(self, body, message, exc):
-        refused(message, exc)
-        self._settle(message)
+        if isinstance(exc, ContentDisallowed):
+            refused(message, exc)
+            self._settle(message)
+        else:  # signed, but its headers make no task (an ETA that is no date, ...)
+            self._drop(message, f"not a valid task: {str(exc)[:200]}")
 
     def _drop(self, message, why: str) -> None:
         dropped(message, why)
