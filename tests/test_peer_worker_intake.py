@@ -131,7 +131,8 @@ def test_messages_that_do_not_parse_or_are_not_signed_are_dropped_and_the_worker
     signed_job = redis_of.captured(controller, TASK, [{"job_id": 0, "target": "t1", "steps": []}])
     signed_op = redis_of.captured(controller, OP_TASK, op_message("system.ping", {}, 30, "h1"))
     unpickled = marks / "unpickled"
-    hostile = [b"garbage", b"\xff\xfe not even text", b"[]", b'{"body": "x"}', b'{"properties": {}, "headers": 7}']
+    hostile = [b"garbage", b"\xff\xfe not even text", b"[]", b'{"body": "x"}', b'{"properties": {}, "headers": 7}',
+               b"[" * 100_000 + b"]" * 100_000]  # deeper than Python's JSON parser recurses
     for signed in (signed_job, signed_op):
         hostile += [forged(signed, "application/text"), forged(signed, "text/plain", b"hello"),
                     forged(signed, "application/x-python-serialize", pickle.dumps(Touch(unpickled))),
