@@ -201,3 +201,22 @@ def test_the_openapi_description_is_the_routes_served(controller):
     served = {(re.sub(r"\{(\w+):\w+\}", r"{\1}", route.path), method.lower())
               for route in routes(None) for method in route.methods if method != "HEAD"}
     assert served == {(path, method) for path, ops in described["paths"].items() for method in ops}
+
+
+def test_ci_runs_a_suite_through_the_controller(controller, tmp_path):
+    d, lab, tokens = controller
+    runner = ci(tmp_path, d.url, tokens["ci-fw"])
+    job_file(tmp_path, PING.replace("target = 'pico'\n", ""), "smoke.toml")
+    mine = job_file(tmp_path, "name = 'night'\njobs = ['smoke.toml']\ntags = ['pi5']\n", "mine.toml")
+    junit = tmp_path / "suite.xml"
+    out = runner("suite", "run", mine, "--junit", str(junit)).out
+    assert "suite night: 1 job" in out and "complete, passed" in out
+    assert junit.read_text().count("<testcase") == 1
+    # a suite that reaches outside the token's allow list queues nothing
+    before = len(lab("job", "list", "--json", "--limit", "500").json())
+    wide = job_file(tmp_path, "name = 'wide'\njobs = ['smoke.toml']\ntargets = ['pico', 'qemu']\n", "wide.toml")
+    assert "qemu" in runner.fails("suite", "run", wide, code=13).error["message"]
+    assert len(lab("job", "list", "--json", "--limit", "500").json()) == before
+    # a job file it names that is missing: the suite file's error, as `suite check` says it
+    gone = job_file(tmp_path, "name = 'gone'\njobs = ['nope.toml']\ntags = ['pi5']\n", "gone.toml")
+    assert runner.fails("suite", "run", gone, code=5).err == lab.fails("suite", "check", gone, code=5).err

@@ -56,6 +56,46 @@ def submit(lab, token: dict, body: dict) -> dict:
             "deadline_at": deadline_at}
 
 
+def submit_suite(lab, token: dict, body: dict) -> dict:
+    """Check the suite in ``body`` (``toml``, ``file``, ``jobs``: each job file's text by the name the suite gives
+    it, ``deadline_s``) as `panio suite check` does; refuse it if any of its jobs falls outside the token's allow
+    list; record every job and queue them (or run them here, a thread a target, as `panio suite run` would)."""
+    from pathlib import Path
+
+    from controller.jobs import local, suite
+
+    may_submit(token)
+    text, name, _, deadline_s = _fields(body)
+    texts = body.get("jobs")
+    if not isinstance(texts, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in texts.items()):
+        raise UsageError("\"jobs\" must map each job file the suite names to its text")
+    data, entries = suite.matrix(Path(name), lab, (text, texts))
+    outside = sorted({t for _, _, t in entries if not tk.allows(token, t, lab.target(t).get("tags", []))})
+    if outside:
+        raise Refused(f"token {token['name']!r} may submit only to {tk.allow_list(token)}; suite {data['name']} "
+                      f"runs on {', '.join(outside)} too", token=token["name"], targets=outside)
+    at, on_unhealthy = local.deadline_at(deadline_s), data.get("on_unhealthy") or suite.ON_UNHEALTHY
+    store = backends.results_store()
+    if backends.broker_url():
+        from controller.jobs import remote
+
+        payloads = local.create_many(store, lab, entries, at, for_worker=True, on_unhealthy=on_unhealthy)
+        queues = remote.publish_all(backends.celery_app(), store, payloads)
+    else:
+        recorded = suite.record_here(lab, entries, at, on_unhealthy, me="panio dashboard")
+        payloads = [p for ps in recorded[0].values() for p in ps]
+        queues = [EMBEDDED] * len(payloads)
+
+        def run() -> None:
+            jobs = suite.run_recorded(lab, recorded, lambda target: lambda e, d: None)
+            suite.tell(lab, data["name"], jobs)
+
+        threading.Thread(target=run, name=f"panio-suite-{data['name']}", daemon=True).start()
+    return {"suite": data["name"], "deadline_at": at,
+            "jobs": [{"job_id": p["job_id"], "name": p["name"], "target": p["target"], "queue": q}
+                     for p, q in zip(payloads, queues)]}
+
+
 def _fields(body: dict) -> tuple[str, str, str | None, float | None]:
     if not isinstance(body, dict):
         raise UsageError("the body must be a JSON object: {\"toml\": \"<the job file>\", \"file\": \"smoke.toml\"}")

@@ -53,6 +53,15 @@ SCHEMAS: dict[str, Any] = {
         "reason": {"type": ["string", "null"]},
         "steps": {"type": "array", "items": {"type": "object", "additionalProperties": True}},
         "overrides": {"type": "array", "items": {"type": "object", "additionalProperties": True}}}},
+    "SubmitSuite": {"type": "object", "required": ["toml", "jobs"], "properties": {
+        "toml": {"type": "string", "description": "the suite file's text (docs/jobs.md#suites)"},
+        "file": {"type": "string", "description": "its name; job files are relative to it"},
+        "jobs": {"type": "object", "additionalProperties": {"type": "string"},
+                 "description": "each job file's text, by the name the suite's `jobs` gives it"},
+        "deadline_s": {"type": ["number", "null"], "exclusiveMinimum": 0}}},
+    "QueuedSuite": {"type": "object", "properties": {
+        "suite": {"type": "string"}, "deadline_at": {"type": ["number", "null"]},
+        "jobs": {"type": "array", "items": _ref("Queued")}}},
     "Message": {"type": "object", "properties": {"message": {"type": "string"}}},
     "Artifact": {"type": "object", "properties": {"name": {"type": "string"}, "bytes": {"type": "integer"}}},
 }
@@ -70,6 +79,12 @@ PATHS: dict[str, Any] = {
                                           "400", "401", "403", "503"),
                                "413": {"description": "a body over 1 MiB, refused before it is read"}}},
     },
+    "/api/v1/suites": {"post": {
+        "summary": "submit a suite: every job of its matrix (reader: 403; submitter: all on its allow list)",
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("SubmitSuite")}}},
+        "responses": {**_answers("201", _ref("QueuedSuite"), "every job recorded and queued (or started)",
+                                 "400", "401", "403", "503"),
+                      "413": {"description": "a body over 1 MiB, refused before it is read"}}}},
     "/api/v1/jobs/{id}": {"get": {"summary": "a job with its steps (and their output) and overrides",
                                   "parameters": [JOB_ID],
                                   "responses": _answers("200", _ref("Job"), "the job", "401", "403", "404")}},

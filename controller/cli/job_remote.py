@@ -1,7 +1,7 @@
-"""`panio job run|submit|status|list|artifacts|cancel --controller URL`: the same commands through the controller's
-HTTP API (``controller.api.client``), for CI and people who hold a token and nothing else: no broker, results
-database, signing key or lab file in this process. Output and exit statuses are the commands' own
-(``controller.cli.job``)."""
+"""`panio job run|submit|status|list|artifacts|cancel` and `panio suite run` with `--controller URL`: the same
+commands through the controller's HTTP API (``controller.api.client``), for CI and people who hold a token and
+nothing else: no broker, results database, signing key or lab file in this process. Output and exit statuses are
+the commands' own (``controller.cli.job``, ``controller.cli.suite``)."""
 
 from __future__ import annotations
 
@@ -36,11 +36,7 @@ def submit(args: argparse.Namespace, api) -> None:
 
         _check_outputs(args)
     text = tomlfile.read(args.file, "job file")
-    if len(text.encode()) > MAX_JOB_BYTES:  # the controller would refuse it (413) before reading it
-        from bench_agent.errors import UsageError
-
-        raise UsageError(f"{args.file} is over {MAX_JOB_BYTES} bytes, more than the controller takes in a job file",
-                         file=str(args.file))
+    _bounded(args.file, text)
     body = {"toml": text, "file": str(args.file), "target": args.target, "deadline_s": args.deadline_s}
     queued = api.call("POST", "/jobs", body)
     if not args.wait:
@@ -53,6 +49,54 @@ def submit(args: argparse.Namespace, api) -> None:
         say(f"queued job {queued['job_id']} for {queued['target']} on {queued['queue']}")
     job = follow(api, queued["job_id"], args.json, args.queue_timeout_s, queued.get("deadline_at"))
     finish(job, args)
+
+
+def suite_run(args: argparse.Namespace, api, progress_for) -> tuple[str, list[dict]]:
+    """`suite run --controller`: send the suite and the job files it names, follow every job to its verdict
+    (each target's progress through ``progress_for(target)``); (the suite's name, its jobs, steps and all)."""
+    from bench_agent.errors import UsageError
+    from controller.jobs import suite
+    from controller.jobs.remote import EXPIRE_GRACE_S
+    from controller.lab import tomlfile
+
+    text = tomlfile.read(args.file, "suite file")
+    texts = {}
+    for rel in suite.parse(args.file, text)["jobs"]:
+        try:
+            texts[rel] = tomlfile.read(args.file.parent / rel, "job file")
+        except UsageError:
+            pass  # a missing job file: the controller says so, at the suite file's line
+    _bounded(args.file, text, *texts.values())
+    queued = api.call("POST", "/suites", {"toml": text, "file": str(args.file), "jobs": texts,
+                                          "deadline_s": args.deadline_s})
+    for q in queued["jobs"]:
+        progress_for(q["target"])("queued", q)
+    waiting, done = {q["job_id"]: q["target"] for q in queued["jobs"]}, {}
+    deadline_at = queued.get("deadline_at")
+    while waiting:
+        for job_id in list(waiting):
+            job = api.call("GET", f"/jobs/{job_id}")
+            if job["state"] == "done":
+                progress_for(waiting.pop(job_id))("job_end", {"job_id": job_id, "health": job["health"],
+                                                              "result": job["result"], "reason": job["reason"]})
+                done[job_id] = job
+        if waiting and deadline_at is not None and time.time() >= deadline_at + EXPIRE_GRACE_S:
+            for job_id in waiting:
+                api.call("POST", f"/jobs/{job_id}/cancel")
+            done.update({i: api.call("GET", f"/jobs/{i}") for i in waiting})
+            break
+        if waiting:
+            time.sleep(POLL_S)
+    return queued["suite"], [done[q["job_id"]] for q in queued["jobs"]]
+
+
+def _bounded(path, *texts: str) -> None:
+    """Refuse here what the controller would refuse (413) before reading it."""
+    if sum(len(t.encode()) for t in texts) > MAX_JOB_BYTES:
+        from bench_agent.errors import UsageError
+
+        raise UsageError(f"{path} is over {MAX_JOB_BYTES} bytes (with its job files), more than the controller "
+                         "takes", file=str(path))
 
 
 def follow(api, job_id: int, quiet: bool, queue_timeout_s: float | None, deadline_at: float | None) -> dict:

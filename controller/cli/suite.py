@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from controller.cli import job_remote
 from controller.cli.common import add_json, command, counted, load_lab, positive_float, print_json, say, subcommands
 
 DETAILS = """\
@@ -27,6 +28,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--report", type=Path, metavar="FILE", help="write a readable Markdown report: verdicts, steps, output")
     c.add_argument("--deadline-s", type=positive_float, metavar="S",
                    help="give up after S seconds: jobs not started are withdrawn, running ones stop; exit 22 (timeout)")
+    job_remote.add_flag(c)
     add_json(c)
     c = command(sub, "check", "validate a suite, its job files and targets without running anything",
                 func=check, example="panio suite check nightly.toml", see_also="panio suite run")
@@ -44,26 +46,39 @@ def run(args: argparse.Namespace) -> None:
 
     report.check_output(args.junit, "--junit")
     report.check_output(args.report, "--report")
+    if api := job_remote.controller(args):
+        name, jobs = job_remote.suite_run(args, api, progress_for)
+        show(args, name, jobs, jobs)
+        return
     lab = load_lab(args)
     retention.auto(lab)  # the lab's [retention], at most once an hour; never fails the suite
     data, jobs = suite.run(args.file, lab, progress_for, args.deadline_s)
-    if args.junit:
-        report.write_text(args.junit, report.junit(*jobs, name=data["name"]))
+    store = None
     if args.report:
         from controller import backends
 
         store = backends.results_store()  # with the steps' output
-        report.write_text(args.report, report.markdown(*[store.job(j["id"]) for j in jobs], title=f"suite {data['name']}",
-                                                       triage=report.triage_notes(store, jobs)))
+    show(args, data["name"], jobs, [store.job(j["id"]) for j in jobs] if store else jobs, store)
+
+
+def show(args: argparse.Namespace, name: str, jobs: list[dict], full: list[dict], store=None) -> None:
+    """A finished suite's JUnit, report (``full``: its jobs with their steps' output), summary and exit status."""
+    from controller.jobs import report, suite
+
+    if args.junit:
+        report.write_text(args.junit, report.junit(*jobs, name=name))
+    if args.report:
+        report.write_text(args.report, report.markdown(*full, title=f"suite {name}",
+                                                       triage=report.triage_notes(store, jobs) if store else None))
     if args.json:
-        print_json({"suite": data["name"], "jobs": [{k: v for k, v in j.items() if k not in ("spec", "steps")}
+        print_json({"suite": name, "jobs": [{k: v for k, v in j.items() if k not in ("spec", "steps")}
                                                     for j in jobs]})
     else:
-        say(f"suite {data['name']}: {counted(len(jobs), 'job')}")
+        say(f"suite {name}: {counted(len(jobs), 'job')}")
         for j in jobs:
             verdict = (j["health"] or j["state"]) + (f", {j['result']}" if j["result"] else "")
             say(f"  job {j['id']:>4}  {j['name']:<20} {j['target']:<12} {verdict}")
-    err = suite.ci_error(data["name"], jobs)
+    err = suite.ci_error(name, jobs)
     if err is not None:
         raise err
 

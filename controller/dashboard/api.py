@@ -10,6 +10,7 @@ such job, 413 a body over ``MAX_JOB_BYTES``, 503 the lab failed (database, broke
 
     POST /api/v1/jobs                      {"toml": "...", "file": "smoke.toml", "target": null, "deadline_s": null}
     GET  /api/v1/jobs?target=&state=&limit=
+    POST /api/v1/suites                    {"toml": "...", "file": "nightly.toml", "jobs": {"smoke.toml": "..."}}
     GET  /api/v1/jobs/{id}                 the job, its steps and their output
     POST /api/v1/jobs/{id}/cancel
     GET  /api/v1/jobs/{id}/artifacts       [{"name", "bytes"}]
@@ -42,6 +43,7 @@ STATUS = {UsageError: 400, ConfigInvalid: 400, InvalidName: 400, AuthFailed: 401
 def routes(d) -> list[Route]:
     return [
         Route(f"{PREFIX}/jobs", partial(jobs, d), methods=["GET", "POST"], max_body_size=MAX_JOB_BYTES),
+        Route(f"{PREFIX}/suites", partial(suites, d), methods=["POST"], max_body_size=MAX_JOB_BYTES),
         Route(f"{PREFIX}/jobs/{{id:int}}", partial(job, d)),
         Route(f"{PREFIX}/jobs/{{id:int}}/cancel", partial(cancel, d), methods=["POST"]),
         Route(f"{PREFIX}/jobs/{{id:int}}/artifacts", partial(artifacts, d)),
@@ -95,27 +97,46 @@ def _job_id(request: Request) -> int:
 
 async def jobs(d, request: Request) -> Response:
     if request.method == "GET":
-        q = request.query_params
-        limit = q.get("limit", "50")
-        if not limit.isdigit() or not 1 <= int(limit) <= 500:
-            return _error(UsageError("limit must be a whole number from 1 to 500"))
-        state = q.get("state") or None
-        if state not in (None, "queued", "running", "done"):
-            return _error(UsageError("state must be queued, running or done"))
-        return await _answer(d, request, lambda _t: api_jobs.listed(q.get("target") or None, state, int(limit)))
+        return await _list(d, request)
+    body = await _body(request)
+    if isinstance(body, Response):
+        return body
+    return await _answer(d, request, lambda t: _submitted(api_jobs.submit(d.load_lab(), t, body)))
+
+
+async def suites(d, request: Request) -> Response:
+    body = await _body(request)
+    if isinstance(body, Response):
+        return body
+    return await _answer(d, request, lambda t: JSONResponse(api_jobs.submit_suite(d.load_lab(), t, body),
+                                                             status_code=201))
+
+
+async def _list(d, request: Request) -> Response:
+    q = request.query_params
+    limit = q.get("limit", "50")
+    if not (limit.isascii() and limit.isdigit()) or not 1 <= int(limit) <= 500:  # isdigit() alone takes "²"
+        return _error(UsageError("limit must be a whole number from 1 to 500"))
+    state = q.get("state") or None
+    if state not in (None, "queued", "running", "done"):
+        return _error(UsageError("state must be queued, running or done"))
+    return await _answer(d, request, lambda _t: api_jobs.listed(q.get("target") or None, state, int(limit)))
+
+
+async def _body(request: Request):
+    """The request's JSON, or the error response (413, 400) to send instead."""
     too_large = UsageError(f"the body is over {MAX_JOB_BYTES} bytes; a job file is not this large")
     length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > MAX_JOB_BYTES:
+    if length.isascii() and length.isdigit() and int(length) > MAX_JOB_BYTES:
         return _error(too_large, status=413)  # said before a byte of it is read
     try:
-        body = json.loads(await request.body())
+        return json.loads(await request.body())
     except (ValueError, UnicodeDecodeError) as exc:
         return _error(UsageError(f"the body is not JSON: {exc}"))
     except Exception as exc:  # the route's max_body_size, on a body sent without its length
         if not _too_large(exc):
             raise
         return _error(too_large, status=413)
-    return await _answer(d, request, lambda t: _submitted(api_jobs.submit(d.load_lab(), t, body)))
 
 
 def _too_large(exc: BaseException) -> bool:

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench_agent.errors import NotConfigured, PanioError, TestFailed
+from bench_agent.errors import ConfigInvalid, NotConfigured, PanioError, TestFailed
 from controller import backends
 from controller.jobs import local, report, spec
 from controller.lab.model import Lab
@@ -48,7 +48,13 @@ ON_UNHEALTHY = "skip"
 def load(path: Path) -> dict:
     from controller.lab import tomlfile
 
-    text = tomlfile.read(path, "suite file")
+    return parse(path, tomlfile.read(path, "suite file"))
+
+
+def parse(path: Path, text: str) -> dict:
+    """A suite from its text (the controller API gets it with its file's name, ``path``, which errors name)."""
+    from controller.lab import tomlfile
+
     data = tomlfile.parse(path, text, lambda d: check_table((), d, SUITE), "fix the suite file; nothing ran")
     data.setdefault("name", path.stem)
     return data
@@ -68,13 +74,20 @@ def _suite_targets(data: dict, lab: Lab) -> list[str] | None:
     return None
 
 
-def matrix(path: Path, lab: Lab) -> tuple[dict, list[tuple[dict, list[dict], str]]]:
-    """(suite, [(job, steps, target)]): everything checked, nothing run."""
-    data = load(path)
+def matrix(path: Path, lab: Lab, texts: tuple[str, dict[str, str]] | None = None
+           ) -> tuple[dict, list[tuple[dict, list[dict], str]]]:
+    """(suite, [(job, steps, target)]): everything checked, nothing run. ``texts``: the suite's text and its job
+    files' by the names its ``jobs`` gives them (the controller API's), instead of reading the files."""
+    data = load(path) if texts is None else parse(path, texts[0])
     targets = _suite_targets(data, lab)
     entries = []
     for i, rel in enumerate(data["jobs"]):
-        job = _load_job(path, i, (path.parent / rel).resolve())
+        if texts is None:
+            job = _load_job(path, i, (path.parent / rel).resolve())
+        elif rel in texts[1]:
+            job = spec.parse(path.parent / rel, texts[1][rel])
+        else:
+            raise _no_job_file(path, texts[0], i, path.parent / rel)
         steps = spec.compile_steps(job)
         for target in targets or spec.select_targets(job, lab, None):
             entries.append((job, steps, target))
@@ -83,18 +96,24 @@ def matrix(path: Path, lab: Lab) -> tuple[dict, list[tuple[dict, list[dict], str
 
 def _load_job(suite_path: Path, idx: int, job_path: Path) -> dict:
     """A job file the suite names; a missing one is the suite file's error (5, at its line), not the command line's."""
-    from bench_agent.errors import ConfigInvalid, UsageError
-    from controller.lab.locate import locate
+    from bench_agent.errors import UsageError
 
     try:
         return spec.load(job_path)
     except UsageError as err:
         if err.details.get("file") != str(job_path):
             raise
-        line, col = locate(suite_path.read_text(errors="replace"), ("jobs", idx))
-        raise ConfigInvalid(f"{suite_path}:{line}:{col}: jobs[{idx}]: no job file at {job_path}",
-                            hint="job files are relative to the suite file; fix the suite file; nothing ran",
-                            file=str(suite_path), line=line, column=col) from None
+        raise _no_job_file(suite_path, suite_path.read_text(errors="replace"), idx, job_path) from None
+
+
+def _no_job_file(suite_path: Path, text: str, idx: int, job_path) -> ConfigInvalid:
+    """A job file the suite names is missing: the suite file's error (5, at its line)."""
+    from controller.lab.locate import locate
+
+    line, col = locate(text, ("jobs", idx))
+    return ConfigInvalid(f"{suite_path}:{line}:{col}: jobs[{idx}]: no job file at {job_path}",
+                         hint="job files are relative to the suite file; fix the suite file; nothing ran",
+                         file=str(suite_path), line=line, column=col)
 
 
 def run(path: Path, lab: Lab, progress_for, deadline_s: float | None = None) -> tuple[dict, list[dict]]:
@@ -104,11 +123,11 @@ def run(path: Path, lab: Lab, progress_for, deadline_s: float | None = None) -> 
     at = local.deadline_at(deadline_s)
     run_ = _run_queued if backends.broker_url() else _run_here
     jobs = run_(lab, entries, progress_for, at, data.get("on_unhealthy") or ON_UNHEALTHY)
-    _tell(lab, data["name"], jobs)
+    tell(lab, data["name"], jobs)
     return data, jobs
 
 
-def _tell(lab: Lab, name: str, jobs: list[dict]) -> None:
+def tell(lab: Lab, name: str, jobs: list[dict]) -> None:
     """suite_finished, to the lab's [[notify]] channels (queued; never holds up the suite's verdict)."""
     from bench_agent.jobs import notify
 
@@ -125,19 +144,33 @@ def _tell(lab: Lab, name: str, jobs: list[dict]) -> None:
 
 def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
               on_unhealthy: str | None = None) -> list[dict]:
+    return run_recorded(lab, record_here(lab, entries, deadline_at, on_unhealthy), progress_for)
+
+
+def record_here(lab: Lab, entries: list, deadline_at: float | None, on_unhealthy: str | None = None,
+                me: str = "panio suite run") -> tuple[dict[str, list[dict]], Any, str]:
+    """Record every job as queued (one commit: all of the suite is visible at once), held by this process; (the
+    payloads by target, the heartbeat that keeps them held, the holder) for ``run_recorded``."""
     from bench_agent.leases.base import holder_name
     from bench_agent.jobs.reconcile import Heartbeat
-    from bench_agent.jobs.runner import JobRunner
 
-    store, me = backends.results_store(), holder_name("panio suite run")
+    store, me = backends.results_store(), holder_name(me)
     heartbeat = Heartbeat(store)
     by_target: dict[str, list[dict]] = {}
-    # record every job as queued first (one commit): all of the suite is visible at once
     for payload in local.create_many(store, lab, entries, deadline_at, on_unhealthy=on_unhealthy):
         target = payload["target"]
         store.take(payload["job_id"], me, 0.0)  # held by this process: if it dies, a reader can tell
         heartbeat.add(payload["job_id"])
         by_target.setdefault(target, []).append(payload)
+    return by_target, heartbeat, me
+
+
+def run_recorded(lab: Lab, recorded: tuple[dict[str, list[dict]], Any, str], progress_for) -> list[dict]:
+    """Run ``record_here``'s jobs in this process: a thread a target, its jobs one after the other."""
+    from bench_agent.jobs.runner import JobRunner
+
+    by_target, heartbeat, me = recorded
+    store = backends.results_store()
     lock = threading.Lock()
 
     def one_target(payloads: list[dict]) -> None:
