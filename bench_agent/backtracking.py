@@ -79,7 +79,7 @@ def examples(seq: list, most: int = 4) -> list[str]:
     """Up to ``most`` short strings that ``seq`` matches (a best effort; see the module's docstring)."""
     out = [""]
     for op, av in seq:
-        out = [head + tail for head in out for tail in _item(op, av, most)][:most]
+        out = [(head + tail)[:PROBE_CHARS] for head in out for tail in _item(op, av, most)][:most]
     return out
 
 
@@ -99,8 +99,8 @@ def _item(op, av, most: int) -> list[str]:
     if op is c.ATOMIC_GROUP:
         return examples(list(av), most)
     if op in _REPEATS or op is c.POSSESSIVE_REPEAT:
-        least = av[0]
-        return [e * least for e in examples(list(av[2]), most)] if least else [""]
+        least = av[0]  # at most what a probe holds: a{60000}{60000} must not make a 3.6 GB example
+        return [e * min(least, PROBE_CHARS // max(len(e), 1) + 1) for e in examples(list(av[2]), most)] if least else [""]
     return [""]  # anchors, look-arounds, back-references: nothing of their own
 
 

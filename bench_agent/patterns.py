@@ -27,7 +27,6 @@ anything runs; what gets past it (a merely quadratic pattern on a long log) stil
 from __future__ import annotations
 
 import re
-import warnings
 from functools import lru_cache
 
 TYPE_CHECKING = False  # a capture need not import typing (docs/scale.md: every supervisor pays for it)
@@ -39,6 +38,7 @@ from bench_agent.errors import UsageError
 MATCH_BUDGET_S = 2.0  # one search over at most 1 MiB: a sane pattern needs milliseconds
 MAX_CHARS = 4096  # a pattern in a job file, a lab file or on a command line
 MAX_DEPTH = 64  # groups inside groups
+MAX_UNROLLED = 100_000  # items once counted repetitions are written out: regex unrolls (ab{1000}){1000} to 263 MB
 PROBE_S = 0.5  # one probe of ``check`` (1,000 characters): a sane or quadratic pattern needs < 0.05 s
 PROBES_S = 1.0  # all the probes of one pattern (at most 64): a sane one needs a few ms
 
@@ -150,14 +150,45 @@ def parse(pattern: str):
     if len(pattern) > MAX_CHARS:
         raise UsageError(f"the regular expression {_short(pattern)} is {len(pattern)} characters long: "
                          f"at most {MAX_CHARS}", pattern=_short(pattern, 200))
+    import warnings  # only here: a capture supervisor that compiles no pattern never loads it
+
     try:
         with warnings.catch_warnings():  # re's FutureWarning on "[[" would be a third line on stderr
             warnings.simplefilter("ignore")
-            return re._parser.parse(pattern)
+            tree = re._parser.parse(pattern)
     except (re.error, ValueError, OverflowError, RecursionError, MemoryError) as exc:
         why = "a recursive pattern" if re.search(r"unknown extension \?(?:R|&|P>|[+-]?\d)", str(exc)) else exc
         raise UsageError(f"invalid regular expression {_short(pattern)}: {why} (panio takes Python's re syntax)",
                          pattern=_short(pattern, 200)) from None
+    size = _unrolled(tree)
+    if size > MAX_UNROLLED:
+        raise UsageError(f"the regular expression {_short(pattern)} repeats to {size:,} items: at most "
+                         f"{MAX_UNROLLED:,} regex writes them out as it compiles: (a{{60000}}){{60000}} filled the memory",
+                         pattern=_short(pattern, 200))
+    return tree
+
+
+def _unrolled(seq) -> int:
+    """How many items ``seq`` (an ``re`` parse) has once each repetition's least count is written out."""
+    from re import _constants as c
+
+    total = 0
+    for op, av in seq:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            total += max(av[0], 1) * _unrolled(av[2])
+        elif op is c.SUBPATTERN:
+            total += _unrolled(av[3])
+        elif op is c.BRANCH:
+            total += sum(_unrolled(branch) for branch in av[1])
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            total += _unrolled(av[1])
+        elif op is c.ATOMIC_GROUP:
+            total += _unrolled(av)
+        else:
+            total += 1
+        if total > MAX_UNROLLED:
+            return total
+    return total
 
 
 def _short(pattern: str, most: int = 60) -> str:

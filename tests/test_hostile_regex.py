@@ -52,6 +52,7 @@ def test_a_catastrophic_pattern_in_a_job_file_is_refused_when_it_is_loaded(pico,
     ("capture = { v = 'a(?1)(b)' }\n", "a recursive pattern"),
     ("expect_output = '" + "(" * 10_000 + "a" + ")" * 10_000 + "'\n", "nests groups 10000 deep: at most 64"),
     ("reject_output = '" + "x" * 5000 + "'\n", "is 5000 characters long: at most 4096"),
+    ("expect_output = '(ab{1000}){1000}'\n", "repeats to 1,001,000 items: at most 100,000"),
     ("expect_exit = []\n", "expect_exit = [] can never pass"),
 ])
 def test_job_check_refuses_recursive_deep_long_and_empty_expectations_in_one_line(pico, tmp_path, body, says):
@@ -93,6 +94,13 @@ def test_the_engine_refuses_a_recursive_pattern_before_it_fills_memory():
             compile_("x(?R)")
     with pytest.raises(patterns.UsageError, match="a recursive pattern"):
         patterns.compile_fuzzy("(?&name)", 1)
+
+
+def test_the_engine_refuses_a_repetition_it_would_write_out_into_gigabytes():
+    """`regex` unrolls counted repetitions as it compiles: (a{60000}){60000} was killed for its memory."""
+    with pytest.raises(patterns.UsageError, match="repeats to 3,600,000,000 items"):
+        patterns.compile_bytes("(a{60000}){60000}b")
+    patterns.compile_bytes("a{65535}")  # one long count is fine: 17 MB
 
 
 def test_a_sane_or_quadratic_pattern_passes_the_probes():
