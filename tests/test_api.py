@@ -7,6 +7,7 @@ import hashlib
 import http.client
 import json
 import re
+import socket
 import sqlite3
 import urllib.error
 import urllib.request
@@ -18,6 +19,7 @@ import pytest
 from conftest import Panio
 from dashhelp import DashboardProc
 from jobhelp import job_file, wait_for
+from peerhelp import SHARED_REDIS, Workers, drop_keys, worker_lab
 
 PING = "name = 'smoke'\ntarget = 'pico'\n[[steps]]\nname = 'ping it'\nrun = 'ping ${target} --count 2'\n"
 
@@ -82,7 +84,7 @@ def controller(tmp_path_factory):
 
 def ci(tmp_path: Path, url: str, token: str) -> Panio:
     """A CI job's `panio`: a fresh home and state, none of the lab's variables, only the controller and a token."""
-    (tmp_path / "home").mkdir(exist_ok=True)
+    (tmp_path / "home").mkdir(parents=True, exist_ok=True)
     p = Panio(tmp_path)
     for name in NO_SECRETS:
         p.env.pop(name, None)
@@ -172,8 +174,14 @@ def test_bad_input_gets_the_message_job_check_gives_and_a_status(controller, tmp
         "job", "submit", huge, code=2).error["message"]
     assert call(d.url, "GET", "/api/v1/jobs/999999", tokens["reader"])[0] == 404
     ci(tmp_path, d.url, tokens["reader"]).fails("job", "status", "999999", code=3)
-    # the controller keeps serving
-    assert call(d.url, "GET", "/api/v1/jobs?limit=1", tokens["reader"])[0] == 200
+    # a client that sends half a request and waits ties up nothing: the controller keeps serving others
+    slow = socket.create_connection(("127.0.0.1", int(d.url.rsplit(":", 1)[1])), timeout=30)
+    try:
+        slow.sendall(b"POST /api/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 900\r\n\r\n{\"toml\": ")
+        assert call(d.url, "GET", "/api/v1/jobs?limit=1", tokens["reader"])[0] == 200
+        assert call(d.url, "GET", "/api/v1/jobs?limit=%C2%B2", tokens["reader"])[0] == 400  # "²" is no number
+    finally:
+        slow.close()
 
 
 def test_the_dashboards_tokens_work_on_the_api_and_an_api_token_opens_no_page(controller):
@@ -220,3 +228,25 @@ def test_ci_runs_a_suite_through_the_controller(controller, tmp_path):
     # a job file it names that is missing: the suite file's error, as `suite check` says it
     gone = job_file(tmp_path, "name = 'gone'\njobs = ['nope.toml']\ntags = ['pi5']\n", "gone.toml")
     assert runner.fails("suite", "run", gone, code=5).err == lab.fails("suite", "check", gone, code=5).err
+
+
+def test_with_a_broker_the_controller_queues_to_the_hosts_worker(panio, tmp_path):
+    workers = Workers(tmp_path / "lab", SHARED_REDIS)
+    (tmp_path / "lab").mkdir()
+    worker_lab(panio, workers, host="h1", targets=("t1",))
+    panio("target", "set", "t1", "--tag", "pi5")
+    token = panio("token", "add", "ci-fw", "--scope", "submitter", "--tag", "pi5", "--json").json()["token"]
+    workers.start("h1")
+    d = DashboardProc(panio.env, tmp_path / "dashboard.log")
+    try:
+        runner = ci(tmp_path / "ci", d.url, token)
+        junit = tmp_path / "ci" / "junit.xml"
+        out = runner("job", "run", job_file(tmp_path, PING.replace("'pico'", "'t1'")), "--junit", str(junit)).out
+        assert "on host.h1" in out  # exit 0: passed
+        job = workers.store().job(int(out.split("queued job ")[1].split()[0]))
+        assert job["worker"].startswith("worker h1@") and (job["health"], job["result"]) == ("complete", "passed")
+        assert "<testcase" in junit.read_text()
+    finally:
+        d.stop()
+        workers.stop_all()
+        drop_keys(SHARED_REDIS, workers.env["PANIO_REDIS_PREFIX"])
