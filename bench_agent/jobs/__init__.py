@@ -4,8 +4,8 @@
 the controller (``controller.jobs.spec``), so the same payload runs in the
 embedded in-process worker and in ``panio worker`` on a control host.
 
-The names below cross process boundaries (environment variables, request
-arguments). They are said here, in a package module that imports nothing, so a
+The names below cross process boundaries (environment variables, request arguments, task and queue names).
+They are said here, in a package module that imports nothing, so a
 reading command (`panio serial log`) can look for them without importing the
 lease or step machinery; ``leases.base``, ``leases.guard`` and ``steps`` re-export them.
 """
@@ -16,3 +16,9 @@ ORIGIN_ARG = "lease_store"  # ... and the store that issued it (``store_key``)
 OVERRIDE_ENV = "PANIO_LEASE_OVERRIDE"  # an operator's override grant (``lease_override``), in the CLI's environment
 OVERRIDE_ARG = "lease_override"  # ... and the request argument that carries it to the host
 JOB_STARTED_ENV, PREVIOUS_STEP_ENV = "PANIO_JOB_STARTED_AT", "PANIO_PREVIOUS_STEP_STARTED_AT"
+TASK, OP_TASK = "panio.run_job", "panio.op"  # the Celery task names of a job and of an operation
+
+
+def queue_name(host: str) -> str:
+    """The broker queue of control host ``host``'s worker."""
+    return f"host.{host}"

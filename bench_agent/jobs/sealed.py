@@ -37,7 +37,7 @@ def seal(app, payload: dict) -> str:
 
 def publish(app, payload: dict, sealed: str, task_id: str) -> str:
     """Publish the sealed body of ``payload``'s job, as it was sealed, to its host's queue under ``task_id``."""
-    from bench_agent.jobs.worker import TASK, queue_name
+    from bench_agent.jobs import TASK, queue_name
 
     kept = json.loads(sealed)
     message = _message(app, payload, task_id)._replace(body=kept["body"])  # headers made here, the body as kept
@@ -48,7 +48,7 @@ def publish(app, payload: dict, sealed: str, task_id: str) -> str:
 
 
 def _message(app, payload: dict, task_id: str):
-    from bench_agent.jobs.worker import TASK
+    from bench_agent.jobs import TASK
 
     # ignore_result: the results database says how a job ended; without it Celery would subscribe to a result
     # that never comes, one more Redis round trip per job (and a subscription kept in a long-lived controller)

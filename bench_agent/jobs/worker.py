@@ -48,17 +48,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench_agent.jobs import OP_TASK, TASK, queue_name
+
 if TYPE_CHECKING:
     from bench_agent.jobs.host_config import HostConfig
 
-TASK = "panio.run_job"
-OP_TASK = "panio.op"
 DEFAULT_VISIBILITY_S = 300
 INTAKE = "bench_agent.jobs.intake:GuardedConsumer"  # Celery imports it in the worker only
-
-
-def queue_name(host: str) -> str:
-    return f"host.{host}"
 
 
 def make_app(broker_url: str, prefix: str = "panio:", visibility_timeout_s: float = DEFAULT_VISIBILITY_S,
