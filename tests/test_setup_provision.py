@@ -110,3 +110,22 @@ def test_setup_provisions_a_fresh_host_that_then_runs_a_job(panio, fresh, tmp_pa
     assert code["stats"]["changed"] == 0 and code["stats"]["failures"] == 0, code
 
 
+@needs_root
+def test_an_install_that_failed_is_installed_again_by_the_next_run(panio, fresh):
+    """Issue 45: the install ran only when the venv was new or the wheelhouse changed, so after a failed install
+    neither was true and the next run skipped it. The venv now records what it holds only once an install
+    succeeded. The failure here: a venv whose site-packages its user cannot write."""
+    venv = fresh.home / ".local" / "share" / "panio" / "venv"
+    subprocess.run(["runuser", "-u", fresh.user, "--", "sh", "-c", f"mkdir -p {venv.parent} && "
+                    f"/usr/bin/python3 -m venv {venv}"], check=True, cwd="/")
+    site = next(venv.glob("lib/python3*/site-packages"))
+    os.chmod(site, 0o555)
+    r = panio.fails("setup", "--host", "fresh", "--no-sudo", code=16, timeout=900)
+    assert "Install panio and its dependencies" in r.err, r.err
+    os.chmod(site, 0o755)
+    report = panio("setup", "--host", "fresh", "--no-sudo", "--json", timeout=900).json()
+    assert report["stats"]["failures"] == 0, report
+    assert any("Install panio and its dependencies" in t for t in report["changed"]), report["changed"]
+    version = subprocess.run([str(venv / "bin" / "python"), "-P", "-c", "import importlib.metadata as m; "
+                              "print(m.version('panio'))"], capture_output=True, text=True, check=True).stdout.strip()
+    assert version == panio("--version").out.split()[1]
