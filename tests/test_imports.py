@@ -13,7 +13,7 @@
     transports  controller.transport, controller.transports: how an operation reaches a host
     dispatch    controller.dispatch, controller.power: the one road to a transport
     jobs        controller.jobs: job files, running, queueing, following, reports, operator overrides
-    front ends  controller.mcp, controller.dashboard, controller.plugin, controller.provision
+    front ends  controller.mcp, controller.dashboard, controller.api, controller.plugin, controller.provision
     cli         controller.cli
 
   A module imports modules of its own layer or lower ones, never a higher one: a transport never
@@ -44,7 +44,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("controller.transport", "controller.transports"),
     ("controller.dispatch", "controller.power"),
     ("controller.jobs",),
-    ("controller.mcp", "controller.dashboard", "controller.plugin", "controller.provision"),
+    ("controller.mcp", "controller.dashboard", "controller.api", "controller.plugin", "controller.provision"),
     ("controller.cli",),
 )
 # The only imports that go up a layer: job steps are CLI command lines (see the docstring).

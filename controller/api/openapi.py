@@ -112,10 +112,14 @@ PATHS: dict[str, Any] = {
 
 
 def describe() -> dict[str, Any]:
-    from controller.cli.main import version
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:
+        installed = version("panio")
+    except PackageNotFoundError:  # a source tree that was never installed
+        installed = "unknown"
     return {"openapi": "3.1.0",
-            "info": {"title": "panio controller API", "version": version(),
+            "info": {"title": "panio controller API", "version": installed,
                      "description": "Jobs for people and CI, with tokens from `panio token add` (docs/ci.md)."},
             "security": [{"bearer": []}],
             "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}, "schemas": SCHEMAS},

@@ -162,10 +162,6 @@ def _reconciled(store, job_id: int, job: dict | None = None) -> dict:
     return reconciled(store, job_id, job)
 
 
-def _brief(job: dict) -> dict:
-    return {**job, "steps": [{k: v for k, v in s.items() if k != "output"} for s in job.get("steps", [])]}
-
-
 def _queue_timeout(c: argparse.ArgumentParser) -> None:
     c.add_argument("--queue-timeout-s", type=positive_float, metavar="S",
                    help="with a broker: if no worker has started the job after S seconds, withdraw it and exit 4 "
@@ -187,7 +183,7 @@ def _finish(job: dict, args: argparse.Namespace) -> None:
         report.write_text(args.report, report.markdown(job, title=f"job {job['id']} {job['name']}",
                                                        triage=report.triage_notes(_store(), [job])))
     if args.json:
-        print_json(_brief(job))
+        print_json(report.brief(job))
     else:
         say("\n".join(report.summary_lines(job)))
         if getattr(args, "junit", None):
@@ -270,7 +266,7 @@ def status(args: argparse.Namespace) -> None:
         job = _reconciled(_store(), args.id)
         job["overrides"] = overrides.for_job(args.id)  # operators who acted under this job's lease, and why
     if args.json:
-        print_json(_brief(job))
+        print_json(report.brief(job))
     else:
         say("\n".join(report.summary_lines(job) + [overrides.line(o) for o in job["overrides"]]))
 

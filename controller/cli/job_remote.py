@@ -32,9 +32,10 @@ def submit(args: argparse.Namespace, api) -> None:
     from controller.lab import tomlfile
 
     if args.wait:
-        from controller.cli.job import _check_outputs
+        from controller.jobs import report
 
-        _check_outputs(args)
+        report.check_output(args.junit, "--junit")
+        report.check_output(args.report, "--report")
     text = tomlfile.read(args.file, "job file")
     _bounded(args.file, text)
     body = {"toml": text, "file": str(args.file), "target": args.target, "deadline_s": args.deadline_s}
@@ -126,7 +127,6 @@ def follow(api, job_id: int, quiet: bool, queue_timeout_s: float | None, deadlin
 
 def finish(job: dict, args: argparse.Namespace) -> None:
     """What `job run` prints and writes for a finished job (without the triage notes, which read the database)."""
-    from controller.cli.job import _brief
     from controller.jobs import report
 
     if getattr(args, "junit", None):
@@ -134,7 +134,7 @@ def finish(job: dict, args: argparse.Namespace) -> None:
     if getattr(args, "report", None):
         report.write_text(args.report, report.markdown(job, title=f"job {job['id']} {job['name']}"))
     if args.json:
-        print_json(_brief(job))
+        print_json(report.brief(job))
     else:
         say("\n".join(report.summary_lines(job)))
         if getattr(args, "junit", None):
@@ -145,12 +145,11 @@ def finish(job: dict, args: argparse.Namespace) -> None:
 
 
 def status(args: argparse.Namespace, api) -> None:
-    from controller.cli.job import _brief
     from controller.jobs import overrides, report
 
     job = api.call("GET", f"/jobs/{args.id}")
     if args.json:
-        print_json(_brief(job))
+        print_json(report.brief(job))
     else:
         say("\n".join(report.summary_lines(job) + [overrides.line(o) for o in job.get("overrides", [])]))
 

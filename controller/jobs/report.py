@@ -38,6 +38,11 @@ def ci_error(job: dict) -> PanioError | None:
                hint=err.get("hint") or f"see `panio job logs {job['id']}`")  # what fixes the lab, when it is known
 
 
+def brief(job: dict) -> dict:
+    """The job as `job status --json` prints it: its steps without their output."""
+    return {**job, "steps": [{k: v for k, v in s.items() if k != "output"} for s in job.get("steps", [])]}
+
+
 def summary_lines(job: dict) -> list[str]:
     verdict = job["health"] if job["health"] != "complete" else f"complete, {job['result']}"
     lines = [f"job {job['id']} {job['name']} on {job['target']}: {job['state']}"
