@@ -67,6 +67,26 @@ def test_a_lab_file_holding_a_spy_device_is_refused_at_load(board, tmp_path):
     assert not mark.exists()
 
 
+def test_a_parse_an_older_panio_cached_does_not_let_a_spy_device_past_the_new_rule(board, monkeypatch):
+    """The parse cache is keyed by the file's text: one made before the rule existed must not be believed."""
+    import marshal
+    import os
+    import tomllib
+
+    from bench_agent.paths import lab_cache_path
+    from bench_agent.private import private_dir, write_private
+
+    text = board.lab.read_text() + '[[targets.board0.serial]]\nname = "console"\ndevice = "spy:///dev/null?file=x"\n'
+    board.lab.write_text(text)
+    monkeypatch.setenv("PANIO_STATE_DIR", board.env["PANIO_STATE_DIR"])
+    cache = lab_cache_path(str(board.lab))
+    private_dir(os.path.dirname(os.path.dirname(cache)))
+    private_dir(os.path.dirname(cache))
+    write_private(cache, marshal.dumps({"text": text, "data": tomllib.loads(text)}))  # as an older panio wrote it
+    r = unchanged(board, "target", "list", code=5)
+    assert "targets.board0.serial[0].device" in r.err
+
+
 def test_the_host_refuses_a_spy_device_where_it_opens_the_port(tmp_path):
     """Defence in depth: an interface table that did not come through the lab file's schema."""
     from bench_agent.hid.backends.ch9329 import Ch9329Backend

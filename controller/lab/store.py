@@ -69,6 +69,12 @@ def _cache_file(path: LabPath) -> str | None:
     return lab_cache_path(path)
 
 
+# The generation of the rules a cached parse was validated by: a parse an older panio validated is not believed
+# (a lab file it accepted may hold what the rules now refuse, such as a spy:// device). Bump it with every rule
+# that refuses what was accepted before.
+RULES = 2
+
+
 # marshal, not json: it is built in (no import cost) and the cache is private to this user: a parse holds the lab's
 # hooks, so a cache is believed only if this user wrote it and no one else could have (``private.trusted_read``),
 # and written 0600 in a 0700 directory (a 0600 lab file must not leak through it).
@@ -84,7 +90,8 @@ def _cache_get(cache: str | None, text: str) -> dict | None:
         entry = None if raw is None else marshal.loads(raw)
     except (OSError, ValueError, EOFError, TypeError):
         return None
-    if isinstance(entry, dict) and entry.get("text") == text and isinstance(entry.get("data"), dict):
+    if (isinstance(entry, dict) and entry.get("text") == text and entry.get("rules") == RULES
+            and isinstance(entry.get("data"), dict)):
         return entry["data"]
     return None
 
@@ -99,7 +106,7 @@ def _cache_put(cache: str | None, text: str, data: dict) -> None:
         return
     try:
         private_dir(os.path.dirname(cache))
-        write_private(cache, marshal.dumps({"text": text, "data": data}))
+        write_private(cache, marshal.dumps({"text": text, "rules": RULES, "data": data}))
     except (OSError, Refused):  # a cache that cannot be kept (full disk, a directory not ours): parse each time
         pass
 
