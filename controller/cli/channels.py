@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from bench_agent.errors import NotConfigured, UsageError
-from controller.cli.common import add_json, command, load_lab, positive_int, print_json, say, subcommands
+from controller.cli.common import add_field, add_json, command, load_lab, print_json, say, subcommands
 from controller.cli.runtime import Step, runtime, static
 from controller.lab import edit, edits
 from controller.lab.schema import HID_PROTOCOLS
@@ -32,17 +32,21 @@ class Channel:
 
 def _video_flags(c: argparse.ArgumentParser, first: bool) -> None:
     c.add_argument("--device", help="capture device, e.g. /dev/video0 or /dev/v4l/by-id/...")
-    c.add_argument("--width", type=positive_int, help="capture width in pixels")
-    c.add_argument("--height", type=positive_int, help="capture height in pixels")
+    from controller.lab.schema import VIDEO
+
+    add_field(c, VIDEO, "width", help="capture width in pixels")
+    add_field(c, VIDEO, "height", help="capture height in pixels")
 
 
 def _hid_flags(c: argparse.ArgumentParser, first: bool) -> None:
     c.add_argument("--device", help="the rig: a CH9329 serial port, a /dev/hidg gadget, or a QMP socket")
     c.add_argument("--protocol", choices=HID_PROTOCOLS, help="rig protocol (default ch9329)")
-    c.add_argument("--baud", type=positive_int, help="line rate of a CH9329 rig (default 9600)")
-    c.add_argument("--reply-timeout-ms", type=positive_int, metavar="MS",
-                   help="how long a CH9329 rig's reply to each command may take (default 500; more for a rig\n"
-                        "reached over the network, e.g. rfc2217:// or ser2net)")
+    from controller.lab.schema import HID
+
+    add_field(c, HID, "baud", help="line rate of a CH9329 rig (default 9600)")
+    add_field(c, HID, "reply_timeout_ms", metavar="MS",
+              help="how long a CH9329 rig's reply to each command may take, in ms (default 500; more for a rig\n"
+                   "reached over the network, e.g. rfc2217:// or ser2net)")
 
 
 def _adb_flags(c: argparse.ArgumentParser, first: bool) -> None:

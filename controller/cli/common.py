@@ -138,6 +138,24 @@ positive_float = _number(float, "a number", allow_zero=False)
 non_negative_float = _number(float, "a number", allow_zero=True)
 
 
+def add_field(p: argparse.ArgumentParser, spec: Any, key: str, *flags: str, **kw: Any) -> argparse.Action:
+    """Add a config command's flag for the whole-number lab field ``key`` of table ``spec`` (a
+    ``controller.lab.schema`` TableSpec): its bounds come from the field's own check, are checked as the flag
+    is parsed and are shown in its help, so the command, the lab file and ``--help`` say one thing."""
+    maximum = spec.fields[key].check.maximum
+
+    def parse(text: str) -> int:
+        from controller.cli.parsing import argparse
+
+        value = positive_int(text)
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"{text} must be from 1 to {maximum}")
+        return value
+
+    kw["help"] = kw.get("help", key) + f" (1 to {maximum})"
+    return p.add_argument(*(flags or (f"--{key.replace('_', '-')}",)), type=parse, **kw)
+
+
 def param_kind(param: Any) -> tuple[Callable[[str], Any], str]:
     """How a parameter's text becomes its kind (``int``, ``float``, else the text), and the kind's name."""
     return {int: (int, "a whole number"), float: (float, "a number")}.get(param.kind, (str, "text"))

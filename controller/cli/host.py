@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from bench_agent.errors import Refused
-from controller.cli.common import static, add_json, check_name, command, load_lab, positive_int, print_json, say, subcommands
+from controller.cli.common import static, add_field, add_json, check_name, command, load_lab, print_json, say, subcommands
 from controller.lab import edit, edits
 from controller.lab.describe import host_line
 
@@ -58,7 +58,9 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 
 def _fields(c: argparse.ArgumentParser, required: bool) -> None:
     c.add_argument("--ssh", required=required, metavar="[USER@]HOST", help="SSH destination")
-    c.add_argument("--port", type=positive_int, help="SSH port (default 22)")
+    from controller.lab.schema import HOST
+
+    add_field(c, HOST, "port", help="SSH port (default 22)")
     c.add_argument("--description", help="free text")
     c.add_argument("--python", metavar="PATH", help="python on the host that runs the bench agent")
     c.add_argument("--transport", choices=("ssh", "celery"),

@@ -10,7 +10,7 @@ import argparse
 
 from bench_agent.errors import AlreadyExists, NotConfigured, UsageError
 from controller.cli.runtime import Step, runtime
-from controller.cli.common import (Unbuilt, add_json, add_target_option, check_name, command, positive_int, say,
+from controller.cli.common import (Unbuilt, add_field, add_json, add_target_option, check_name, command, say,
                                    subcommands)
 from controller.lab import edit
 
@@ -30,6 +30,8 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def _register_config(sub: argparse._SubParsersAction) -> None:
+    from controller.lab.schema import SERIAL
+
     c = command(sub, "add", "add a named serial interface to a target", func=add,
                 example=["panio serial add console -t pico --device /dev/ttyUSB0 --baud 115200",
                          "panio serial add bmc -t pico --device /dev/ttyUSB1 --baud 9600",
@@ -42,7 +44,7 @@ def _register_config(sub: argparse._SubParsersAction) -> None:
     c.add_argument("name", metavar="NAME", help="interface name, e.g. console or bmc")
     add_target_option(c)
     c.add_argument("--device", required=True, help="port: /dev/..., rfc2217://HOST:PORT or socket://HOST:PORT")
-    c.add_argument("--baud", type=positive_int, default=115200, help="line rate (default 115200)")
+    add_field(c, SERIAL, "baud", default=115200, help="line rate (default 115200)")
     _common_flags(c)
 
     c = command(sub, "set", "change a serial interface's settings", func=set_,
@@ -51,7 +53,7 @@ def _register_config(sub: argparse._SubParsersAction) -> None:
     c.add_argument("name", metavar="NAME", nargs="?", help="interface name (optional when the target has one)")
     add_target_option(c)
     c.add_argument("--device", help="new port path or URL")
-    c.add_argument("--baud", type=positive_int, help="new line rate")
+    add_field(c, SERIAL, "baud", help="new line rate")
     _common_flags(c)
     c.add_argument("--no-sense", action="store_true", help="forget the power sense line")
     c.add_argument("--no-power-button", action="store_true", help="opt out of DTR reset/hard-off")

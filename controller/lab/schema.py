@@ -47,15 +47,19 @@ def _bool(path: KeyPath, value: Any) -> None:
     _type(bool, "true or false")(path, value)
 
 
-def _bounded_int(maximum: int) -> Callable[[KeyPath, Any], None]:
-    """A whole number from 1 to ``maximum`` (ports, bauds, pixels: each field says its own ceiling)."""
+class _bounded_int:  # noqa: N801  a field's check, named as the other checks are
+    """A whole number from 1 to ``maximum`` (ports, bauds, pixels: each field says its own ceiling). The one
+    statement of the bound: the config command's flag (``controller.cli.common.add_field``) reads it too."""
 
-    def check(path: KeyPath, value: Any) -> None:
+    __slots__ = ("maximum",)
+
+    def __init__(self, maximum: int) -> None:
+        self.maximum = maximum
+
+    def __call__(self, path: KeyPath, value: Any) -> None:
         _type(int, "a whole number")(path, value)
-        if not 0 < value <= maximum:
-            raise Problem(path, f"{_dotted(path)} must be from 1 to {maximum}, not {value}")
-
-    return check
+        if not 0 < value <= self.maximum:
+            raise Problem(path, f"{_dotted(path)} must be from 1 to {self.maximum}, not {value}")
 
 
 
