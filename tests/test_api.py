@@ -13,12 +13,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-
 import pytest
 
+from bench_agent.errors import Refused
 from conftest import Panio
 from dashhelp import DashboardProc
-from jobhelp import job_file, wait_for
+from jobhelp import drop_pg_schema, job_file, pg_schema, wait_for
 from peerhelp import SHARED_REDIS, Workers, drop_keys, worker_lab
 
 PING = "name = 'smoke'\ntarget = 'pico'\n[[steps]]\nname = 'ping it'\nrun = 'ping ${target} --count 2'\n"
@@ -250,3 +250,24 @@ def test_with_a_broker_the_controller_queues_to_the_hosts_worker(panio, tmp_path
         d.stop()
         workers.stop_all()
         drop_keys(SHARED_REDIS, workers.env["PANIO_REDIS_PREFIX"])
+
+
+def test_tokens_live_in_postgresql_too(panio):
+    url = pg_schema()
+    try:
+        panio.env["PANIO_RESULTS_URL"] = url
+        secret = panio("token", "add", "ci-pg", "--scope", "reader", "--json").json()["token"]
+        from controller.api.tokens import TokenStore, digest
+
+        store = TokenStore(url)
+        assert store.check(secret)["name"] == "ci-pg"
+        with store.engine.connect() as c:
+            assert [tuple(r) for r in c.exec_driver_sql("SELECT hash FROM panio_api_tokens")] == [(digest(secret),)]
+        panio("token", "rm", "ci-pg")
+        with pytest.raises(Refused, match="revoked"):
+            store.check(secret)
+    finally:
+        from bench_agent.results.db import dispose
+
+        dispose(url)
+        drop_pg_schema(url)
