@@ -78,6 +78,12 @@ class Panio:
         return r
 
 
+def cpu_s(pid: int) -> float:
+    """CPU time (user + system) process ``pid`` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     sessionhome.finish()
 

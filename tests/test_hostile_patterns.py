@@ -7,23 +7,16 @@ other clients' sends were lost (issue 12, item 1).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from pathlib import Path
 
 from bench_agent.errors import PanioError, UsageError
 from bench_agent.serial.control import ControlClient
+from conftest import cpu_s
 from jobhelp import wait_for
 
 PROMPT = r"root@sim:~# "
 EVIL = r"(\d+)+$"  # backtracks catastrophically on a long line of digits (and never matches empty)
-
-
-def cpu_s(pid: int) -> float:
-    """CPU time (user + system) process ``pid`` has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def test_catastrophic_pattern_is_refused_and_capture_keeps_running(bench, panio):

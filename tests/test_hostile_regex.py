@@ -23,7 +23,7 @@ from bench_agent import patterns
 from bench_agent.shellwords import split
 from dashhelp import DashboardProc
 from jobhelp import job_file, wait_for
-from test_hostile_patterns import cpu_s
+from conftest import cpu_s
 
 STEP = 'target = "pico"\n[[steps]]\nrun = "panio serial send pico hi"\n'
 SLOW_TO_CHECK_S = 20  # a refusal needs about a second of CPU; the rest is a busy machine starting a CLI

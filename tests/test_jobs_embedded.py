@@ -159,7 +159,7 @@ run = "panio ping ${target}"
     ("target = 'pico'\n[[steps]]\nrun = 'panio flash pico'\n", 5, "unknown panio command 'flash'"),
     ("target = 'pico'\n[[steps]]\nrun = 'ping pico --count x'\n", 5, "is not a whole number"),
     ("target = 'pico'\n[[steps]]\nrun = 'ping ${kernel}'\n", 5, "${kernel} is not captured"),
-    ("target = 'pico'\n[[steps]]\nrun = 'ping pico'\nexpect_output = '(unclosed'\n", 5, "not a valid regular expression"),
+    ("target = 'pico'\n[[steps]]\nrun = 'ping pico'\nexpect_output = '(unclosed'\n", 5, "invalid regular expression"),
     ("target = 'pico'\n[[steps]]\nrun = 'job run x.toml'\n", 5, "cannot run inside a job"),
     ("target = 'nosuch'\n[[steps]]\nrun = 'ping pico'\n", 5, "job.toml:1:1: no target 'nosuch'"),
     ("target = 'pico'\nsteps = []\n", 5, "at least one"),

@@ -92,7 +92,7 @@ def test_the_reader_returns_what_the_store_returns(results):
 
 def test_job_list_and_status_print_what_the_stores_rows_render_to(panio, results):
     from bench_agent.results.store import ResultStore
-    from controller.cli.job import _brief
+    from controller.jobs.report import brief as _brief
     from controller.jobs import overrides, report
 
     ids = history(results)
