@@ -271,3 +271,24 @@ def test_tokens_live_in_postgresql_too(panio):
 
         dispose(url)
         drop_pg_schema(url)
+
+
+def test_without_a_broker_a_targets_jobs_run_on_one_thread_in_the_order_they_came(controller, tmp_path):
+    d, lab, tokens = controller
+    runner = ci(tmp_path, d.url, tokens["ci-qemu"])
+    slow = job_file(tmp_path, "target = 'qemu'\n[[steps]]\nrun = 'ping ${target} --count 10 --interval 0.1'\n")
+
+    def threads() -> int:
+        status = Path(f"/proc/{d.proc.pid}/status").read_text()
+        return int(status.split("Threads:")[1].split()[0])
+
+    runner("job", "list", "--limit", "1")  # the server's request threads are up
+    before = threads()
+    ids = [runner("job", "submit", slow, "--json").json()["job_id"] for _ in range(10)]
+    # qemu's runner, its lease's keeper, the heartbeat, a request thread or two: not a runner (and more) a job
+    assert threads() - before <= 5
+    jobs = wait_for(lambda: all((j := [lab("job", "status", str(i), "--json").json() for i in ids])[k]["state"]
+                                == "done" for k in range(len(ids))) and j, timeout_s=120, every_s=0.5)
+    assert [(j["health"], j["result"]) for j in jobs] == [("complete", "passed")] * 10
+    starts = [j["started_at"] for j in jobs]
+    assert starts == sorted(starts)  # in the order they came

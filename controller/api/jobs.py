@@ -2,13 +2,12 @@
 check` checks a file), read, cancel and list artifacts, each under a token's scope (``controller.api.tokens``).
 
 A submitted job goes where `panio job submit` sends it: with ``PANIO_BROKER``, to the queue of the host that
-owns its target; without one (the embedded default), it runs in the controller's own process, on a thread of
-its own, as `panio job run` would run it (the same ``JobRunner``, leases and results database).
+owns its target; without one (the embedded default), it runs in the controller's own process, as `panio job
+run` would run it (the same ``JobRunner``, leases and results database), on its target's thread
+(``controller.api.embedded``).
 """
 
 from __future__ import annotations
-
-import threading
 
 from bench_agent.errors import Refused, UsageError
 from controller import backends
@@ -49,8 +48,10 @@ def submit(lab, token: dict, body: dict) -> dict:
         payload = local.create(store, lab, job, steps, chosen, deadline_at, for_worker=True)
         queue = remote.publish(app, store, payload)
     else:
+        from controller.api import embedded
+
         payload = local.create(store, lab, job, steps, chosen, deadline_at)
-        _run_here(store, lab, payload)
+        embedded.runner().run(store, lab, [payload])
         queue = EMBEDDED
     return {"job_id": payload["job_id"], "name": payload["name"], "target": chosen, "queue": queue,
             "deadline_at": deadline_at}
@@ -82,15 +83,11 @@ def submit_suite(lab, token: dict, body: dict) -> dict:
         payloads = local.create_many(store, lab, entries, at, for_worker=True, on_unhealthy=on_unhealthy)
         queues = remote.publish_all(backends.celery_app(), store, payloads)
     else:
-        recorded = suite.record_here(lab, entries, at, on_unhealthy, me="panio dashboard")
-        payloads = [p for ps in recorded[0].values() for p in ps]
+        from controller.api import embedded
+
+        payloads = local.create_many(store, lab, entries, at, on_unhealthy=on_unhealthy)
+        embedded.runner().run(store, lab, payloads)
         queues = [EMBEDDED] * len(payloads)
-
-        def run() -> None:
-            jobs = suite.run_recorded(lab, recorded, lambda target: lambda e, d: None)
-            suite.tell(lab, data["name"], jobs)
-
-        threading.Thread(target=run, name=f"panio-suite-{data['name']}", daemon=True).start()
     return {"suite": data["name"], "deadline_at": at,
             "jobs": [{"job_id": p["job_id"], "name": p["name"], "target": p["target"], "queue": q}
                      for p, q in zip(payloads, queues)]}
@@ -111,25 +108,6 @@ def _fields(body: dict) -> tuple[str, str, str | None, float | None]:
                                    or not 0 < deadline_s < 10**9):
         raise UsageError("\"deadline_s\" must be a number of seconds above 0")
     return text, name, target, deadline_s
-
-
-def _run_here(store, lab, payload: dict) -> None:
-    """Run the job on a thread of this process, as `panio job run` does in its own."""
-    from bench_agent.jobs.runner import JobRunner
-    from bench_agent.leases.base import holder_name
-    from controller.jobs import local, spec
-
-    runner = JobRunner(store, backends.lease_store(lab.key), holder_name("panio dashboard"), lambda e, d: None,
-                       caller=local.dispatch_caller(lab), planner=spec.planner(lab))
-
-    def run() -> None:
-        try:
-            runner.run(payload)
-        except BaseException as exc:  # noqa: BLE001 - the verdict is the record; nothing else waits for this thread
-            store.finish(payload["job_id"], "incomplete", None, f"the controller's runner failed: {exc}",
-                         {"error": "internal", "exit": 70, "message": str(exc)})
-
-    threading.Thread(target=run, name=f"panio-job-{payload['job_id']}", daemon=True).start()
 
 
 def read(job_id: int) -> dict:

@@ -123,11 +123,11 @@ def run(path: Path, lab: Lab, progress_for, deadline_s: float | None = None) -> 
     at = local.deadline_at(deadline_s)
     run_ = _run_queued if backends.broker_url() else _run_here
     jobs = run_(lab, entries, progress_for, at, data.get("on_unhealthy") or ON_UNHEALTHY)
-    tell(lab, data["name"], jobs)
+    _tell(lab, data["name"], jobs)
     return data, jobs
 
 
-def tell(lab: Lab, name: str, jobs: list[dict]) -> None:
+def _tell(lab: Lab, name: str, jobs: list[dict]) -> None:
     """suite_finished, to the lab's [[notify]] channels (queued; never holds up the suite's verdict)."""
     from bench_agent.jobs import notify
 
@@ -144,33 +144,19 @@ def tell(lab: Lab, name: str, jobs: list[dict]) -> None:
 
 def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
               on_unhealthy: str | None = None) -> list[dict]:
-    return run_recorded(lab, record_here(lab, entries, deadline_at, on_unhealthy), progress_for)
-
-
-def record_here(lab: Lab, entries: list, deadline_at: float | None, on_unhealthy: str | None = None,
-                me: str = "panio suite run") -> tuple[dict[str, list[dict]], Any, str]:
-    """Record every job as queued (one commit: all of the suite is visible at once), held by this process; (the
-    payloads by target, the heartbeat that keeps them held, the holder) for ``run_recorded``."""
     from bench_agent.leases.base import holder_name
     from bench_agent.jobs.reconcile import Heartbeat
+    from bench_agent.jobs.runner import JobRunner
 
-    store, me = backends.results_store(), holder_name(me)
+    store, me = backends.results_store(), holder_name("panio suite run")
     heartbeat = Heartbeat(store)
     by_target: dict[str, list[dict]] = {}
+    # record every job as queued first (one commit): all of the suite is visible at once
     for payload in local.create_many(store, lab, entries, deadline_at, on_unhealthy=on_unhealthy):
         target = payload["target"]
         store.take(payload["job_id"], me, 0.0)  # held by this process: if it dies, a reader can tell
         heartbeat.add(payload["job_id"])
         by_target.setdefault(target, []).append(payload)
-    return by_target, heartbeat, me
-
-
-def run_recorded(lab: Lab, recorded: tuple[dict[str, list[dict]], Any, str], progress_for) -> list[dict]:
-    """Run ``record_here``'s jobs in this process: a thread a target, its jobs one after the other."""
-    from bench_agent.jobs.runner import JobRunner
-
-    by_target, heartbeat, me = recorded
-    store = backends.results_store()
     lock = threading.Lock()
 
     def one_target(payloads: list[dict]) -> None:
