@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from scenarios.scenario import EvalUsage, load_all, select
 
@@ -32,7 +33,12 @@ def cmd_grade(args) -> int:
     return 0 if g.verdict == "pass" else 1
 
 
+ADVERSARIAL = Path(__file__).resolve().parent.parent / "tests" / "eval" / "labelled" / "adversarial.toml"
+
+
 def cmd_calibrate(args) -> int:
+    if not (args.corpus or args.labels or args.run) and ADVERSARIAL.is_file():
+        args.corpus = ADVERSARIAL  # a source checkout: the adversarial corpus (issue 40)
     if args.corpus:
         return _calibrate_corpus(args)
     if not (args.labels and args.run):
@@ -59,6 +65,11 @@ def cmd_calibrate(args) -> int:
 
 def _print_agreement(name: str, a: dict) -> None:
     cm = a["confusion"]
+    if "pass" in cm:  # three categories: pass, fail, undetermined
+        rows = " · ".join(f"human {h}: " + " / ".join(f"{n} {g}" for g, n in cm[h].items()) for h in cm)
+        print(f"{name:9} n={a['n']}  kappa={a['kappa']}  accuracy={a['accuracy']}  false passes={a['false_pass']}  "
+              f"[{rows}]")
+        return
     print(f"{name:9} n={a['n']}  kappa={a['kappa']}  accuracy={a['accuracy']}  "
           f"[human pass: {cm['tp']} pass / {cm['fn']} fail · human fail: {cm['fp']} pass / {cm['tn']} fail]"
           + (f"  undetermined={a['undetermined']}" if a.get("undetermined") else ""))
