@@ -115,6 +115,7 @@ def test_ci_submits_and_follows_a_job_with_nothing_but_the_controller_url_and_a_
     assert "passed" in runner("job", "status", job_id).out
     assert queued["job_id"] in [j["id"] for j in runner("job", "list", "--json").json()]
     assert "step-01.log" in runner("job", "artifacts", job_id).out
+    assert "seq=2" in runner("job", "logs", job_id, "--step", "1").out
     # the same job, seen on the controller itself
     assert lab("job", "status", job_id, "--json").json()["result"] == "passed"
 

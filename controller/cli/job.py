@@ -108,6 +108,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 example="panio job logs 12 --step 2", see_also="panio job artifacts, panio job status")
     c.add_argument("id", type=positive_int, metavar="JOB")
     c.add_argument("--step", type=positive_int, metavar="N", help="only step N (1-based)")
+    job_remote.add_flag(c)
     add_json(c)
 
     c = command(sub, "artifacts", "list a job's artifacts (step outputs, logs, screenshots) or save them to a folder",
@@ -291,7 +292,8 @@ def list_(args: argparse.Namespace) -> None:
 
 
 def logs(args: argparse.Namespace) -> None:
-    job = _store().job(args.id)
+    api = job_remote.controller(args)
+    job = api.call("GET", f"/jobs/{args.id}") if api else _store().job(args.id)
     steps = job["steps"]
     if args.step:
         if args.step > len(steps):
