@@ -41,8 +41,10 @@ RunCheck = Callable[[dict, str], dict]  # (the check's payload, why it runs) -> 
 class HealthGate:
     """The health side of one runner: ``progress`` hears of health changes, holds and checks (``job_start``..)."""
 
-    def __init__(self, url: str, worker: str, progress: Callable[[str, dict[str, Any]], None]) -> None:
-        self.store, self.worker, self.progress = h.HealthStore(url), worker, progress
+    def __init__(self, url: str | Any, worker: str, progress: Callable[[str, dict[str, Any]], None]) -> None:
+        """``url``: the results database, or a health store itself (a reporting host's, ``ReportedHealth``)."""
+        self.store = h.HealthStore(url) if isinstance(url, str) else url
+        self.worker, self.progress = worker, progress
         self.last: dict | None = None  # the target's health record ``blocked`` read last (it let the job through)
 
     def blocked(self, payload: dict, wait_s: float, should_stop: Callable[[], bool],

@@ -145,7 +145,8 @@ class JobRunner:
         from bench_agent.health.gate import HealthGate
 
         if self._health is None:
-            self._health = HealthGate(self.store.url, self.worker, self.progress)
+            # a reporting host's store carries the health it reads and reports (``ReportedHealth``)
+            self._health = HealthGate(getattr(self.store, "health", None) or self.store.url, self.worker, self.progress)
         return self._health
 
     def _run(self, payload: dict, left_s: float | None, seen: dict | None = None) -> dict | None:

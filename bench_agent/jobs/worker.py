@@ -98,7 +98,7 @@ class WorkerContext:
     """What a running worker needs to run a job: passed in by ``panio worker``; the targets it serves and
     their configuration come from ``config``, the host's own lab file, never from a message."""
 
-    def __init__(self, host: str, results_url: str, redis_url: str, prefix: str, state_dir: Path,
+    def __init__(self, host: str, results_url: str | None, redis_url: str, prefix: str, state_dir: Path,
                  config: HostConfig) -> None:
         self.host, self.results_url, self.redis_url, self.prefix = host, results_url, redis_url, prefix
         from bench_agent.jobs.replay import SeenNonces
@@ -124,16 +124,42 @@ class WorkerContext:
                 self._in_flight.discard(payload["job_id"])
 
     def stores(self):
-        """One database engine, one Redis client and one heartbeat per worker, shared by its threads."""
+        """One database engine, one Redis client and one heartbeat per worker, shared by its threads. Without a
+        results URL the store reports to the controller instead (``reporting_stores``)."""
         from bench_agent.leases.redis_store import RedisLeaseStore
         from bench_agent.jobs.reconcile import Heartbeat
-        from bench_agent.results.store import ResultStore
 
         with self._lock:
             if self._stores is None:
-                self._stores = (ResultStore(self.results_url), RedisLeaseStore(self.redis_url, self.prefix))
+                if self.results_url:
+                    from bench_agent.results.store import ResultStore
+
+                    self._stores = (ResultStore(self.results_url), RedisLeaseStore(self.redis_url, self.prefix))
+                else:
+                    self._stores = self.reporting_stores()
                 self._heartbeat = Heartbeat(self._stores[0])
         return self._stores
+
+    def reporting_stores(self):
+        """A host without the results database (issue 38): its runner's writes are signed reports to the
+        controller's recorder, and the fencing marks are kept in its own state directory (``reporting``)."""
+        from bench_agent.jobs import signing
+        from bench_agent.leases.fences import FenceStore
+        from bench_agent.leases.redis_store import RedisLeaseStore
+        from bench_agent.private import open_private, private_dir
+        from bench_agent.results.reporting import ReportingStore
+
+        keys = signing.configured()
+        if keys is None:
+            from bench_agent.errors import NotConfigured
+
+            raise NotConfigured("a worker without PANIO_RESULTS_URL signs its reports, and has no signing key",
+                                hint=signing.HINT)
+        fences = Path(private_dir(self.state_dir)) / "fences.db"
+        os.close(open_private(fences, os.O_RDWR))
+        marks = FenceStore(f"sqlite:///{fences}")
+        store = ReportingStore(self.host, self.redis_url, self.prefix, self.state_dir, keys.key, marks)
+        return store, RedisLeaseStore(self.redis_url, self.prefix, fences=marks)
 
     @property
     def name(self) -> str:
@@ -189,7 +215,7 @@ class WorkerContext:
         table = self.config.target(payload.get("target"))
         return {**payload, "target_config": table, "notify": self.config.notify()}
 
-    def start_reconciler(self, app) -> threading.Thread:
+    def start_reconciler(self, app) -> threading.Thread | None:
         """Look for dead runners and vanished messages every ``RECONCILE_S`` while the worker lives."""
         from bench_agent.jobs import sealed, signing
         from bench_agent.jobs.reconcile import RECONCILE_S, BrokerView, Reconciler
@@ -197,6 +223,8 @@ class WorkerContext:
 
         log = get_logger("panio.reconcile")
         store, leases = self.stores()
+        if not self.results_url:  # a reporting host reads no job rows: the controller's side reconciles (issue 38)
+            return None
         keys = signing.configured()  # what a job's kept message must be signed by: it sends again, never signs
         rec = Reconciler(store, leases, resend=lambda job: sealed.send_again(app, store, job, keys),
                          broker=BrokerView(self.redis_url, self.prefix), log=log.warning, host=self.host)

@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "schedule": ("controller.cli.schedule", "operate", "run suites at set times (exactly one scheduler)"),
     "lease": ("controller.cli.lease", "operate", "list and break exclusive target leases held by jobs"),
     "worker": ("controller.cli.worker", "operate", "run a control host's bench worker (Celery, queue host.NAME)"),
+    "recorder": ("controller.cli.recorder", "operate", "record the control hosts' signed reports (workers without a results URL)"),
     "keys": ("controller.cli.keys", "operate", "the keys that sign broker messages: init, trust, untrust, list"),
     "token": ("controller.cli.token", "operate", "API tokens for people and CI: add (secret shown once), list, rm (revoke)"),
     "dashboard": ("controller.cli.dashboard", "operate", "serve the operator's web dashboard: hosts, targets, jobs (loopback)"),

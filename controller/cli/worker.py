@@ -26,12 +26,17 @@ PANIO_CERT_STORE, default: STATE_DIR/keys, made by `panio keys init`). Without
 keys it does not start; --insecure-unsigned runs it on plain JSON anyway, for
 a private test broker only.
 
-Needs PANIO_BROKER (redis://HOST:6379/N) and, so the controller sees the
-results, the same PANIO_RESULTS_URL as the controller (PostgreSQL across
-machines). PANIO_REDIS_PREFIX must match the controller's. Stop it with
-SIGTERM (waits for running jobs) or Ctrl-C.
+Needs PANIO_BROKER (redis://HOST:6379/N); PANIO_REDIS_PREFIX must match the
+controller's. Without PANIO_RESULTS_URL (the way to run a host) the worker
+holds no results database: it sends its steps, artifacts, verdicts, health
+and heartbeats as reports signed with its own key (`panio keys init --name
+NAME`) on the stream PREFIXreports:NAME, and the controller's `panio
+recorder` records them; it keeps the jobs it took and the fencing marks in
+its state directory. With PANIO_RESULTS_URL (the controller's database) it
+writes the results itself, as before. Stop it with SIGTERM (waits for
+running jobs) or Ctrl-C.
 
-Every worker also reconciles: a job whose worker died while it waited for its
+A worker with PANIO_RESULTS_URL also reconciles: a job whose worker died while it waited for its
 lease is sent again (it starts once the target is free), so is a job whose
 broker message vanished with a Redis that lost its data or was delivered to a
 worker that never started it, and a job whose runner is proven dead ends
@@ -70,9 +75,12 @@ def run(args: argparse.Namespace) -> None:
     config = _host_config(args)
     app_check = backends.celery_app  # fails with not_configured when there is no broker (or no keys)
     app_check(insecure=args.insecure_unsigned)
-    ctx = WorkerContext(args.host, backends.results_url(), backends.redis_url(), backends.redis_prefix(),
+    import os
+
+    results_url = os.environ.get("PANIO_RESULTS_URL") or None  # none: the host reports to the recorder (issue 38)
+    ctx = WorkerContext(args.host, results_url, backends.redis_url(), backends.redis_prefix(),
                         state_dir() / f"worker-{args.host}", config)
-    backends.results_store()  # fail now, not on the first job, if the database is unreachable
+    ctx.stores()  # fail now, not on the first job, if the database is unreachable (or, reporting, there is no key)
     from bench_agent.leases.guard import remember
 
     # This host checks this lease store for every side effect from now on, whatever a caller's environment says.

@@ -78,14 +78,27 @@ def _error(err: PanioError, status: int | None = None) -> JSONResponse:
     return JSONResponse(err.to_json(), status_code=status, headers=headers)
 
 
-async def _answer(d, request: Request, func, *args) -> Response:
-    """``func(token, *args)`` in the thread pool, its result as JSON, a ``PanioError`` as its status."""
+async def _answer(d, request: Request, func, caller: dict | None = None) -> Response:
+    """``func(token)`` in the thread pool, its result as JSON, a ``PanioError`` as its status."""
     try:
-        caller = await run_in_threadpool(token, d, request)
-        result = await run_in_threadpool(func, caller, *args)
+        caller = caller or await run_in_threadpool(token, d, request)
+        result = await run_in_threadpool(func, caller)
     except PanioError as err:
         return _error(err)
     return result if isinstance(result, Response) else JSONResponse(result)
+
+
+async def _with_body(d, request: Request, work) -> Response:
+    """``work(token, body)`` for a caller whose token holds, the body read only then (a stranger's megabyte
+    is never read)."""
+    try:
+        caller = await run_in_threadpool(token, d, request)
+    except PanioError as err:
+        return _error(err)
+    body = await _body(request)
+    if isinstance(body, Response):
+        return body
+    return await _answer(d, request, lambda t: work(t, body), caller)
 
 
 def _job_id(request: Request) -> int:
@@ -98,18 +111,12 @@ def _job_id(request: Request) -> int:
 async def jobs(d, request: Request) -> Response:
     if request.method == "GET":
         return await _list(d, request)
-    body = await _body(request)
-    if isinstance(body, Response):
-        return body
-    return await _answer(d, request, lambda t: _submitted(api_jobs.submit(d.load_lab(), t, body)))
+    return await _with_body(d, request, lambda t, body: _submitted(api_jobs.submit(d.load_lab(), t, body)))
 
 
 async def suites(d, request: Request) -> Response:
-    body = await _body(request)
-    if isinstance(body, Response):
-        return body
-    return await _answer(d, request, lambda t: JSONResponse(api_jobs.submit_suite(d.load_lab(), t, body),
-                                                             status_code=201))
+    return await _with_body(d, request, lambda t, body: JSONResponse(api_jobs.submit_suite(d.load_lab(), t, body),
+                                                                      status_code=201))
 
 
 async def _list(d, request: Request) -> Response:

@@ -1,0 +1,103 @@
+"""panio recorder: record the control hosts' signed reports in the results database (issue 38)."""
+
+from __future__ import annotations
+
+import argparse
+
+DETAILS = """\
+Run this once per lab, on the controller (beside `panio schedule serve` and
+the dashboard). A worker started without PANIO_RESULTS_URL holds no results
+database: it reports the job it started, each step, its artifacts, its
+verdict, heartbeats and the target's health on a Redis Stream of its own
+(PREFIXreports:HOST), each report signed with the host's key. The recorder
+reads every host's stream and records a report only if its signature is
+the host's (a certificate named HOST in this machine's store, as `panio
+setup` trusts it), the job was queued for that host, the job's target is
+that host's in this lab file, its fencing token is the job's current one
+and it was not recorded before. Anything else is refused, logged with the
+host's name, and changes nothing. A report is acknowledged only once it is
+committed: stop or kill the recorder at any time, the reports wait in Redis.
+
+It also publishes what those hosts read instead of the database: each
+target's health, and the cancel of every job someone asked to cancel.
+
+Needs PANIO_BROKER (or PANIO_REDIS_URL), PANIO_REDIS_PREFIX as the workers',
+PANIO_RESULTS_URL (default: SQLite in the state directory) and the trusted
+certificates (PANIO_CERT_STORE, default STATE_DIR/keys/trusted). SIGTERM or
+Ctrl-C stops it."""
+
+
+def register(p: argparse.ArgumentParser, name: str) -> None:
+    p.description = "Record the control hosts' signed reports in the results database.\n\n" + DETAILS
+    p.epilog = ("example:\n  panio recorder --lab ~/.config/panio/lab.toml\n\n"
+                "see also: panio worker, panio keys, docs/security.md (Hosts report, the controller records)")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("--lab", metavar="PATH", default=argparse.SUPPRESS,
+                   help="the lab file that says which host owns each target (default: $PANIO_LAB, else "
+                        "~/.config/panio/lab.toml)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> None:
+    import signal
+    import sys
+
+    from bench_agent.errors import NotConfigured
+    from bench_agent.jobs.signing import default_keys
+    from controller import backends
+    from controller.cli.common import load_lab
+    from controller.jobs.recorder import Certificates, Recorder
+
+    redis_url = backends.redis_url()
+    if not redis_url:
+        raise NotConfigured("the recorder reads the hosts' reports from the broker, and PANIO_BROKER is not set",
+                            hint="set PANIO_BROKER=redis://HOST:6379/N (the workers' broker)")
+    trusted = default_keys().store
+    if not trusted.is_dir():
+        raise NotConfigured(f"no trusted certificates at {trusted}: no host's report could be verified",
+                            hint="`panio setup --host H` trusts each host's certificate; see `panio keys list`")
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    lab = _LabHosts(args, load_lab(args))
+    rec = Recorder(backends.results_store(), redis_url, backends.redis_prefix(), Certificates(trusted), lab.host_of)
+    stop: list[bool] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.append(True))
+    print(f"recorder: recording the reports of {backends.redis_prefix()}reports:* (lab {args.lab_path})",
+          flush=True)
+    rec.run(lambda: bool(stop))
+    sys.stdout.write("recorder: stopped\n")
+
+
+class _LabHosts:
+    """Which host owns a target, from the lab file as it is now (re-read when it changes)."""
+
+    def __init__(self, args: argparse.Namespace, lab) -> None:
+        self.args, self.lab = args, lab
+        self.stamp = self._stamp()
+
+    def _stamp(self):
+        import os
+
+        try:
+            st = os.stat(self.args.lab_path)
+            return st.st_mtime_ns, st.st_size
+        except OSError:
+            return None
+
+    def host_of(self, target: str) -> str | None:
+        from bench_agent.jobs.host_config import LOCAL
+        from controller.cli.common import load_lab
+
+        stamp = self._stamp()
+        if stamp != self.stamp:
+            try:
+                self.lab, self.stamp = load_lab(self.args), stamp
+            except Exception:  # noqa: BLE001 - a lab file being edited: keep the last good one, say so
+                import logging
+
+                logging.getLogger("panio.recorder").warning("recorder: the lab file %s does not load; kept the "
+                                                            "last good one", self.args.lab_path)
+        table = self.lab.targets.get(target)
+        return None if table is None else (table.get("host") or LOCAL)

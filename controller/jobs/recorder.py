@@ -1,0 +1,387 @@
+"""The recorder: the controller's side of the hosts' reports (``bench_agent.results.reports``).
+
+A control host without a results-database URL reports what its runner does (the job it started, each step,
+its artifacts, its verdict, heartbeats, the target's health) on a Redis Stream of its own,
+``PREFIX reports:HOST``, each report signed with the host's key. ``panio recorder`` reads every host's stream
+through the consumer group ``recorder`` and, for each report:
+
+1. verifies its signature with a certificate of this machine's store whose name (CN) is the host the stream
+   is for (``panio setup`` trusts ``HOST-SERIAL.crt``, made by ``panio keys init --name HOST``); a body that
+   names another host than its stream is refused;
+2. checks the job was queued for that host (its row's ``host``) and the job's target is that host's in the
+   lab file; a health report's target too;
+3. checks the fencing token: a ``started`` report's must be above the target's mark in the results database
+   (the claim raises it, ``ResultStore.claim_fenced``); every later report of the job must carry the job's;
+4. checks the sequence number is above the last one recorded for the job (``PREFIX recorded:HOST``), so a
+   report delivered twice or replayed changes nothing;
+
+then writes it with ``ResultStore`` / ``HealthStore``, records the sequence number, and only then ``XACK``s
+(and deletes) the entry: a recorder killed at any point loses nothing, as the entry is delivered again
+(its pending entries first) and applied idempotently. A report that fails a check is refused: logged with the
+host's name and why, nothing written, acknowledged (never retried forever).
+
+Between reads the recorder publishes what reporting hosts read instead of the database: every target's
+health record (``PREFIX health:TARGET``) and the cancel of every job not done (``PREFIX cancel:JOB``).
+Run exactly one recorder per lab (like the scheduler).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from bench_agent.results import reports
+
+GROUP = "recorder"
+CONSUMER = "recorder"  # one recorder: its own pending entries are the ones it must finish after a restart
+MIRROR_S = 0.5  # how often health and cancels are published for the hosts
+DISCOVER_S = 2.0  # how often new hosts' streams are looked for
+CANCEL_TTL_S = 7 * 86400
+
+log = logging.getLogger("panio.recorder")
+
+
+class Refused(Exception):
+    """A report the recorder does not record; its message says why."""
+
+
+class Certificates:
+    """The trusted certificates by their name (CN), re-read when the store's folder changes."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self._stamp, self._by_name = Path(folder), None, {}
+
+    def of(self, host: str) -> list:
+        stamp = self._look()
+        if stamp != self._stamp:
+            self._by_name, self._stamp = self._load(), stamp
+        return self._by_name.get(host, [])
+
+    def _look(self):
+        try:
+            return tuple(sorted((p.name, p.stat().st_mtime_ns) for p in self.folder.iterdir()))
+        except OSError:
+            return None
+
+    def _load(self) -> dict[str, list]:
+        from cryptography import x509
+        from cryptography.x509.oid import NameOID
+
+        found: dict[str, list] = {}
+        for path in sorted(self.folder.glob("*")):
+            try:
+                cert = x509.load_pem_x509_certificate(path.read_bytes())
+            except (OSError, ValueError):
+                continue
+            for name in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME):
+                found.setdefault(name.value, []).append(cert)
+        return found
+
+
+class Recorder:
+    """Reads, checks and records the hosts' reports (one pass: ``step``)."""
+
+    def __init__(self, store, redis_url: str, prefix: str, certs: Certificates,
+                 target_host: Callable[[str], str | None]) -> None:
+        import redis
+
+        self.store, self.prefix, self.certs, self.target_host = store, prefix, certs, target_host
+        self.r = redis.Redis.from_url(redis_url, socket_timeout=10, socket_connect_timeout=5)
+        self._streams: dict[str, str] = {}  # stream -> the id to read from ("0": this consumer's pending first)
+        self._next_discover = self._next_mirror = 0.0
+        self._health = None
+
+    # --- the loop ------------------------------------------------------
+
+    def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
+        while not should_stop():
+            try:
+                self.step()
+            except Exception as exc:  # noqa: BLE001 - Redis or the database away: say so, try again
+                log.warning("recorder: %s: %s (trying again)", type(exc).__name__, exc)
+                time.sleep(1.0)
+
+    def step(self, block_ms: int = 1000) -> int:
+        """Read and settle what the streams hold (waiting up to ``block_ms``); how many entries were settled."""
+        now = time.monotonic()
+        if now >= self._next_discover:
+            self._discover()
+            self._next_discover = now + DISCOVER_S
+        if now >= self._next_mirror:
+            self.mirror()
+            self._next_mirror = now + MIRROR_S
+        if not self._streams:
+            time.sleep(block_ms / 1000)
+            return 0
+        pending = {s: i for s, i in self._streams.items() if i != ">"}
+        got = self.r.xreadgroup(GROUP, CONSUMER, pending or dict(self._streams), count=100,
+                                block=None if pending else block_ms)
+        settled = 0
+        for name, entries in got or []:
+            name = name.decode()
+            if pending and not entries:
+                self._streams[name] = ">"  # this consumer's pending entries are all settled: new ones from now on
+            for entry_id, fields in entries:
+                self._settle(name, entry_id, fields)
+                settled += 1
+        return settled
+
+    def _discover(self) -> None:
+        import redis
+
+        head = reports.stream(self.prefix, "")
+        for key in self.r.scan_iter(match=f"{_glob_escape(head)}*", count=1000, _type="stream"):
+            name = key.decode()
+            if name in self._streams:
+                continue
+            try:
+                self.r.xgroup_create(name, GROUP, id="0", mkstream=True)
+            except redis.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+            self._streams[name] = "0"
+
+    # --- one report ----------------------------------------------------
+
+    def _settle(self, stream: str, entry_id: bytes, fields: dict) -> None:
+        host = stream[len(reports.stream(self.prefix, "")):]
+        try:
+            report = self._checked(host, fields)
+            self._apply(host, report)
+            self._mark(host, report)
+        except Refused as why:
+            log.warning("recorder: refused report from %s: %s", host, why)
+        self.r.pipeline().xack(stream, GROUP, entry_id).xdel(stream, entry_id).execute()
+
+    def _checked(self, host: str, fields: dict) -> dict[str, Any]:
+        try:
+            body, sig, report = reports.parse(fields)
+        except reports.Malformed as err:
+            raise Refused(f"malformed: {err}") from None
+        if not sig:
+            raise Refused(f"unsigned {report['kind']} report (job {report.get('job')})")
+        if report["host"] != host:
+            raise Refused(f"its body names host {report['host'][:80]!r}, not the stream's (job {report.get('job')})")
+        certs = self.certs.of(host)
+        if not any(reports.verify(c, body, sig) for c in certs):
+            raise Refused(f"{report['kind']} report of job {report.get('job')}: its signature is not {host}'s"
+                          + ("" if certs else f" (no trusted certificate is named {host})"))
+        key, last = self._last(host, report)
+        if last is not None and report["seq"] <= last:
+            raise Refused(f"{report['kind']} report of job {report.get('job')}: sequence {report['seq']} was "
+                          f"recorded before (a replay)")
+        return report
+
+    def _last(self, host: str, report: dict) -> tuple[str, int | None]:
+        key = _mark_field(report)
+        last = self.r.hget(f"{self.prefix}recorded:{host}", key)
+        return key, None if last is None else int(last)
+
+    def _mark(self, host: str, report: dict) -> None:
+        self.r.hset(f"{self.prefix}recorded:{host}", _mark_field(report), report["seq"])
+
+    def _job(self, host: str, report: dict) -> dict:
+        """The report's job, if it was given to ``host`` and its target is ``host``'s."""
+        from bench_agent.errors import PanioError
+
+        job_id = report.get("job")
+        if job_id is None:
+            raise Refused(f"{report['kind']} report names no job")
+        try:
+            job = self.store.job(job_id)
+        except PanioError:
+            raise Refused(f"{report['kind']} report of job {job_id}: no such job") from None
+        if (job["host"] or "local") != host:
+            raise Refused(f"{report['kind']} report of job {job_id}: the job was queued for host "
+                          f"{job['host'] or 'local'}, not {host}")
+        self._target(host, job["target"], f"{report['kind']} report of job {job_id}")
+        return job
+
+    def _target(self, host: str, target: Any, what: str) -> None:
+        owner = self.target_host(target) if isinstance(target, str) else None
+        if owner != host:
+            raise Refused(f"{what}: target {str(target)[:80]!r} is "
+                          + (f"host {owner}'s" if owner else "in no lab file here") + f", not {host}'s")
+
+    def _apply(self, host: str, report: dict) -> None:
+        kind, data = report["kind"], report["data"]
+        if kind in ("health", "health_postpone"):
+            return self._apply_health(host, report)
+        job = self._job(host, report)
+        job_id, fence = job["id"], report.get("fence")
+        try:
+            if kind == "started":
+                return self._started(host, job, fence, data)
+            if kind == "finish" and data.get("only_if_queued"):
+                if job["state"] != "queued":
+                    raise Refused(f"finish of job {job_id} before its start: the job is {job['state']}")
+                self.store.finish(job_id, *_verdict(data), only_if_queued=True)
+                return None
+            if job["fence"] is None or fence != job["fence"]:
+                raise Refused(f"{kind} report of job {job_id}: fencing token {fence} is not the job's current "
+                              f"one ({job['fence']})")
+            if kind == "fence":  # a lease Redis lost, retaken: the job's new token, above the old
+                new = data.get("token")
+                if not isinstance(new, int) or new <= fence:
+                    raise Refused(f"fence report of job {job_id}: token {new!r} is not above {fence}")
+                self._raise_mark(job["target"], new)
+                self.store.set_fence(job_id, new)
+            elif kind == "beat":
+                self.store.beat([job_id])
+            elif kind == "step_start":
+                self.store.start_step(job_id, _int(data.get("idx")), _step(data.get("step")), _steps(data.get("done")))
+            elif kind == "steps":
+                self.store.record_steps(job_id, _steps(data.get("steps")))
+            elif kind == "artifact":
+                for name, content in _artifacts(data.get("artifacts")):
+                    self.store.add_artifact(job_id, name, content)
+            elif kind == "finish":
+                arts = [(n, c) for n, c in _artifacts(data.get("artifacts")) if isinstance(c, str)]
+                self.store.finish(job_id, *_verdict(data), only_if_running=True, steps=_steps(data.get("steps")),
+                                  artifacts=arts)
+                for name, content in _artifacts(data.get("artifacts")):
+                    if isinstance(content, bytes):
+                        self.store.add_artifact(job_id, name, content)
+        except (KeyError, TypeError, ValueError) as err:
+            raise Refused(f"{kind} report of job {job_id}: malformed: {type(err).__name__}: {err}") from None
+        return None
+
+    def _started(self, host: str, job: dict, fence: Any, data: dict) -> None:
+        worker = data.get("worker")
+        if not isinstance(worker, str) or not worker.startswith(f"worker {host}@"):
+            raise Refused(f"started report of job {job['id']}: worker {str(worker)[:80]!r} is not one of {host}'s")
+        if not isinstance(fence, int):
+            raise Refused(f"started report of job {job['id']}: no fencing token")
+        if job["state"] == "running" and job["worker"] == worker and job["fence"] == fence:
+            return  # recorded already (a recorder that died before its mark): nothing to do
+        if job["state"] != "queued":
+            raise Refused(f"started report of job {job['id']}: the job is {job['state']}, not queued")
+        from bench_agent.leases.fences import FenceStore
+
+        fences = FenceStore(self.store.url)
+        raised, claimed = self.store.claim_fenced(job["id"], worker, job["target"], fence)
+        if not raised and fences.high(job["target"]) == 0 and fences.claim(job["target"], fence):
+            raised, claimed = True, self.store.claim(job["id"], worker, fence=fence)
+        if not raised:
+            raise Refused(f"started report of job {job['id']}: fencing token {fence} is not above target "
+                          f"{job['target']}'s mark ({fences.high(job['target'])}): an old token")
+        if not claimed:
+            raise Refused(f"started report of job {job['id']}: the job was no longer queued")
+
+    def _raise_mark(self, target: str, token: int) -> None:
+        from bench_agent.leases.fences import FenceStore
+
+        FenceStore(self.store.url).claim(target, token)
+
+    def _apply_health(self, host: str, report: dict) -> None:
+        data, kind = report["data"], report["kind"]
+        target = data.get("target")
+        self._target(host, target, f"{kind} report")
+        health = self._health_store()
+        job_id = report.get("job")
+        if job_id is not None:
+            job = self._job(host, report)
+            if job["target"] != target:
+                raise Refused(f"{kind} report of job {job_id}: the job's target is {job['target']}, not {target}")
+            if data.get("health") == "unknown" and self.store.later_job_started(job):
+                return  # a later job of the target started: it speaks for the board now (``JobRunner._after``)
+        try:
+            if kind == "health_postpone":
+                health.postpone(target, str(data["reason"]), float(data["recheck_at"]))
+            else:
+                auto = data.get("auto") or {}
+                health.set(target, data["health"], str(data["reason"]), f"worker {host}", job_id,
+                           bool(data.get("checked")), recheck_at=auto.get("recheck_at"),
+                           failures=int(auto.get("failures") or 0))
+        except (KeyError, TypeError, ValueError) as err:
+            raise Refused(f"{kind} report: malformed: {type(err).__name__}: {err}") from None
+        except Exception as err:  # noqa: BLE001 - a UsageError (a health that is none) is the host's fault
+            from bench_agent.errors import PanioError
+
+            if isinstance(err, PanioError):
+                raise Refused(f"{kind} report: {err.message}") from None
+            raise
+        self._publish_health(target, health.get(target))
+
+    # --- what reporting hosts read ---------------------------------------
+
+    def _health_store(self):
+        if self._health is None:
+            from bench_agent.health.state import HealthStore
+
+            self._health = HealthStore(self.store.url)
+        return self._health
+
+    def _publish_health(self, target: str, record: dict) -> None:
+        self.r.set(reports.health_key(self.prefix, target), json.dumps(record, default=str))
+
+    def mirror(self) -> None:
+        """Publish every target's health and the cancel of every job not done that someone asked to cancel."""
+        pipe = self.r.pipeline(transaction=False)
+        for target, record in self._health_store().all().items():
+            pipe.set(reports.health_key(self.prefix, target), json.dumps(record, default=str))
+        for job in self.store.active_jobs():
+            if job.get("cancel_requested"):
+                pipe.set(reports.cancel_key(self.prefix, job["id"]), 1, ex=CANCEL_TTL_S)
+        pipe.execute()
+
+
+def _glob_escape(text: str) -> str:
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
+
+
+def _mark_field(report: dict) -> str:
+    if report["kind"] in ("health", "health_postpone") and report.get("job") is None:
+        return f"health:{report['data'].get('target')}"
+    return str(report.get("job"))
+
+
+def _int(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{value!r} is not a step index")
+    return value
+
+
+def _step(step: Any) -> dict:
+    if not isinstance(step, dict) or not all(isinstance(step.get(k), str) for k in ("name", "command", "status")):
+        raise ValueError("a step record needs name, command and status")
+    return step
+
+
+def _steps(steps: Any) -> list[tuple[int, dict]]:
+    if not isinstance(steps, list):
+        raise ValueError("steps is not a list")
+    return [(_int(i), _step(s)) for i, s in steps]
+
+
+def _artifacts(items: Any) -> list[tuple[str, str | bytes]]:
+    import base64
+
+    from bench_agent.results.history import BINARY_SUFFIXES
+
+    if not isinstance(items, list):
+        raise ValueError("artifacts is not a list")
+    out: list[tuple[str, str | bytes]] = []
+    for item in items:
+        name = item.get("name") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ValueError(f"artifact name {name!r}")
+        if "b64" in item and name.endswith(BINARY_SUFFIXES):
+            out.append((name, base64.b64decode(item["b64"], validate=True)))
+        elif isinstance(item.get("text"), str) and not name.endswith(BINARY_SUFFIXES):
+            out.append((name, item["text"]))
+        else:
+            raise ValueError(f"artifact {name!r}: bytes go with a binary name, text with the others")
+    return out
+
+
+def _verdict(data: dict) -> tuple[str, str | None, str, dict | None]:
+    health, result = data["health"], data.get("result")
+    if health not in ("complete", "incomplete", "canceled", "timed_out") or result not in (None, "passed", "failed",
+                                                                                            "skipped"):
+        raise ValueError(f"verdict {health!r}/{result!r}")
+    error = data.get("error")
+    return health, result, str(data.get("reason") or ""), error if isinstance(error, dict) else None

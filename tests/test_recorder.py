@@ -1,0 +1,220 @@
+"""Issue 38 item 1: a control host holds no results-database URL; it reports, the controller's recorder records.
+
+Real parts: the machine's Redis, a real `panio worker --host bench1` whose environment has no PANIO_RESULTS_URL
+(its own signing key, CN bench1), a real `panio recorder` process, `panio job submit` / `job status` as an
+operator runs them. A job's steps and verdict reach the results database only through the recorder; the
+recorder killed with SIGKILL in the middle of a job loses nothing; reports forged with another host's key, for
+another host's job or target, unsigned, replayed, with an old fencing token or malformed are refused, logged with
+the host's name, and change nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import PANIO
+from jobhelp import job_file, wait_for
+from peerhelp import SHARED_REDIS, Workers, drop_keys, use_lab
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/redis-server"), reason="redis-server not installed")
+
+QUICK = "[[steps]]\nname = 'quick'\nrun = 'ping ${target} --count 3'\nexpect_output = 'seq=3'\n"
+
+
+def make_keys(root: Path, name: str, store: Path) -> dict[str, str]:
+    """A key pair whose certificate is named ``name`` (as `panio keys init --name HOST` makes it), trusted by
+    ``store``."""
+    from bench_agent.jobs.signing import CERT_ENV, KEY_ENV, STORE_ENV, Keys
+    from controller import keys
+
+    k = Keys(root / name / "signing.key", root / name / "signing.crt", store)
+    keys.create(name, k)
+    return {KEY_ENV: str(k.key), CERT_ENV: str(k.cert), STORE_ENV: str(k.store)}
+
+
+class Peers(Workers):
+    """Workers that hold no results URL, each with its host's own key, and the controller's recorder."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root, SHARED_REDIS)
+        store = root / "trusted"
+        self.keys = {name: make_keys(root / "keys", name, store) for name in ("controller", "bench1", "bench2")}
+        self.env.update(self.keys["controller"])
+        self.recorder: subprocess.Popen | None = None
+
+    def start(self, host: str, *extra: str, concurrency: int = 3) -> subprocess.Popen:
+        log = self.root / f"worker-{host}-{len(self.procs)}.log"
+        env = {**os.environ, **self.env, **self.keys[host], "PANIO_STATE_DIR": str(self.root / "wstate"),
+               "HOME": str(self.root)}
+        del env["PANIO_RESULTS_URL"]  # the point: a host without the results database
+        proc = subprocess.Popen([PANIO, "worker", "--host", host, "--lab", str(self.lab), "--concurrency",
+                                 str(concurrency), *extra], env=env,
+                                stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+        proc.log = log
+        self.procs.append(proc)
+        wait_for(lambda: "ready." in log.read_text() or proc.poll() is not None, timeout_s=60)
+        assert proc.poll() is None, log.read_text()
+        return proc
+
+    def start_recorder(self) -> subprocess.Popen:
+        self.rlog = self.root / "recorder.log"
+        env = {**os.environ, **self.env, "PANIO_STATE_DIR": str(self.root / "cstate"), "HOME": str(self.root)}
+        proc = subprocess.Popen([PANIO, "recorder", "--lab", str(self.lab)], env=env,
+                                stdout=open(self.rlog, "a"), stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(lambda: "recorder: recording" in self.rlog.read_text() or proc.poll() is not None, timeout_s=30)
+        assert proc.poll() is None, self.rlog.read_text()
+        self.recorder = proc
+        return proc
+
+    def kill_recorder(self) -> None:
+        os.killpg(self.recorder.pid, signal.SIGKILL)
+        self.recorder.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        if self.recorder and self.recorder.poll() is None:
+            os.killpg(self.recorder.pid, signal.SIGTERM)
+            self.recorder.wait(timeout=20)
+        super().stop_all()
+
+    def refusals(self) -> list[str]:
+        return [line for line in self.rlog.read_text().splitlines() if "refused report" in line]
+
+
+@pytest.fixture(scope="module")
+def peers(tmp_path_factory):
+    p = Peers(tmp_path_factory.mktemp("reporting"))
+    p.lab.write_text("")
+    p.start("bench1")
+    p.start_recorder()
+    yield p
+    p.stop_all()
+    drop_keys(SHARED_REDIS, p.env["PANIO_REDIS_PREFIX"])
+
+
+@pytest.fixture
+def lab(panio, peers):
+    use_lab(panio, peers)
+    for host in ("bench1", "bench2"):
+        panio("host", "add", host, "--ssh", f"ops@{host}.invalid")
+    for target, host in (("b1a", "bench1"), ("b1b", "bench1"), ("b2a", "bench2")):
+        panio("target", "add", target, "--host", host)
+    return panio
+
+
+def submit(panio, tmp_path, body: str, target: str) -> int:
+    return panio("job", "submit", job_file(tmp_path, body, f"{uuid.uuid4().hex[:6]}.toml"), "--target", target,
+                 "--json").json()["job_id"]
+
+
+def done(panio, job_id: int, timeout_s: float = 60) -> dict:
+    return wait_for(lambda: (j := panio("job", "status", str(job_id), "--json").json())["state"] == "done" and j,
+                    timeout_s=timeout_s, every_s=0.2)
+
+
+def test_a_worker_without_a_results_url_runs_a_job_the_recorder_records(lab, peers, tmp_path):
+    worker = peers.procs[0]
+    environ = Path(f"/proc/{worker.pid}/environ").read_bytes().split(b"\0")
+    assert not any(v.startswith(b"PANIO_RESULTS_URL=") for v in environ)
+    job_id = submit(lab, tmp_path, QUICK, "b1a")
+    job = done(lab, job_id)
+    assert (job["health"], job["result"]) == ("complete", "passed"), job
+    assert job["worker"].startswith("worker bench1@") and job["fence"] is not None
+    assert [(s["name"], s["status"]) for s in job["steps"]] == [("quick", "pass")]
+    assert "b1a (bench1): seq=3" in lab("job", "logs", str(job_id)).out
+    assert not (peers.root / "wstate" / "results.db").exists()  # the host made no database of its own
+    assert peers.refusals() == []
+
+
+def test_the_recorder_killed_mid_job_loses_nothing(lab, peers, tmp_path):
+    store = peers.store()
+    steps = "".join(f"[[steps]]\nname = 's{i}'\nrun = 'ping ${{target}} --count 15 --interval 0.05'\n"
+                    for i in range(3))
+    job_id = submit(lab, tmp_path, steps, "b1b")
+    wait_for(lambda: store.job(job_id)["steps"], timeout_s=60)  # recorded: the first step runs
+    peers.kill_recorder()
+    wait_for(lambda: f"job {job_id}: complete passed" in peers.logs(), timeout_s=60)  # the host is done
+    assert store.job(job_id)["state"] == "running"  # nothing recorded it: the reports wait in Redis
+    peers.start_recorder()
+    job = done(lab, job_id)
+    assert (job["health"], job["result"]) == ("complete", "passed"), job
+    assert [(s["name"], s["status"]) for s in job["steps"]] == [("s0", "pass"), ("s1", "pass"), ("s2", "pass")]
+    assert all("seq=15" in s["output"] for s in store.job(job_id)["steps"])
+
+
+def forge(peers: Peers, stream_host: str, key_host: str | None, job: int | None, kind: str, data: dict,
+          fence: int | None = None, seq: int | None = None, body_host: str | None = None) -> None:
+    """XADD a report on ``stream_host``'s stream, signed with ``key_host``'s key (None: unsigned)."""
+    import redis
+    import time
+
+    from bench_agent.results import reports
+
+    body = reports.body(body_host or stream_host, job, seq or time.time_ns() // 1000, kind, fence, data)
+    entry = {"body": body}
+    if key_host:
+        entry["sig"] = reports.Signer(Path(peers.keys[key_host]["PANIO_SIGNING_KEY"])).sign(body)
+    redis.Redis.from_url(SHARED_REDIS).xadd(reports.stream(peers.env["PANIO_REDIS_PREFIX"], stream_host), entry)
+
+
+def test_forged_reports_are_refused_logged_and_change_nothing(lab, peers, tmp_path):
+    import redis
+
+    from bench_agent.results import reports
+
+    store = peers.store()
+    mine = submit(lab, tmp_path, QUICK, "b1a")
+    mine_job = done(lab, mine)
+    theirs = submit(lab, tmp_path, QUICK, "b2a")  # bench2 has no worker: it stays queued
+    # a row for bench1 whose target is bench2's (only a database writer could make it)
+    crossed = store.create_job("crossed", "b2a", "bench1", {"steps": []})
+    before = {j: store.job(j) for j in (mine, theirs, crossed)}
+    verdict = {"health": "complete", "result": "failed", "reason": "forged", "error": None, "steps": [],
+               "artifacts": []}
+    step = {"idx": 0, "step": {"name": "x", "command": "x", "status": "running"}, "done": []}
+    started = {"worker": "worker bench1@forger:1"}
+    cases = [
+        (dict(stream_host="bench1", key_host="bench1", job=theirs, kind="started", data=started, fence=99),
+         "queued for host bench2"),
+        (dict(stream_host="bench2", key_host="bench1", job=theirs, kind="started",
+              data={"worker": "worker bench2@forger:1"}, fence=99), "not bench2's"),
+        (dict(stream_host="bench2", key_host=None, job=theirs, kind="finish", data=verdict), "unsigned"),
+        (dict(stream_host="bench1", key_host="bench1", job=crossed, kind="started", data=started, fence=99),
+         "host bench2's, not bench1's"),
+        (dict(stream_host="bench1", key_host="bench1", job=mine, kind="finish", data=verdict,
+              fence=mine_job["fence"], seq=1), "a replay"),
+        (dict(stream_host="bench1", key_host="bench1", job=mine, kind="step_start", data=step,
+              fence=mine_job["fence"] - 1), "not the job's current one"),
+        (dict(stream_host="bench2", key_host="bench1", job=theirs, kind="finish", data=verdict,
+              body_host="bench1"), "names host 'bench1', not the stream's"),
+    ]
+    for n, (kw, why) in enumerate(cases, 1):
+        forge(peers, **kw)
+        wait_for(lambda: len(peers.refusals()) >= n, timeout_s=20)
+        line = peers.refusals()[n - 1]
+        assert why in line and f"from {kw['stream_host']}:" in line, (why, line)
+    r = redis.Redis.from_url(SHARED_REDIS)
+    r.xadd(reports.stream(peers.env["PANIO_REDIS_PREFIX"], "bench1"), {"body": b"{not json", "sig": b"x"})
+    wait_for(lambda: len(peers.refusals()) > len(cases), timeout_s=20)
+    assert "malformed" in peers.refusals()[-1]
+    assert {j: store.job(j) for j in (mine, theirs, crossed)} == before
+    for host in ("bench1", "bench2"):  # every entry acknowledged (and deleted): nothing retried forever
+        name = reports.stream(peers.env["PANIO_REDIS_PREFIX"], host)
+        wait_for(lambda: r.xlen(name) == 0 and r.xpending(name, "recorder")["pending"] == 0, timeout_s=20)
+
+
+def test_a_cancel_reaches_a_host_without_the_database(lab, peers, tmp_path):
+    body = "[[steps]]\nname = 'long'\nrun = 'ping ${target} --count 600 --interval 0.05'\n"
+    job_id = submit(lab, tmp_path, body, "b1a")
+    store = peers.store()
+    wait_for(lambda: store.job(job_id)["steps"], timeout_s=60)
+    lab("job", "cancel", str(job_id))
+    job = done(lab, job_id, timeout_s=30)
+    assert job["health"] == "canceled", job
+    assert json.loads(json.dumps(job["steps"]))[0]["status"] in ("error", "timeout", "canceled"), job["steps"]
