@@ -42,10 +42,11 @@ def make_keys(root: Path, name: str, store: Path) -> dict[str, str]:
 class Peers(Workers):
     """Workers that hold no results URL, each with its host's own key, and the controller's recorder."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, hosts: tuple[str, ...] = ("bench1", "bench2")) -> None:
+        root.mkdir(exist_ok=True)
         super().__init__(root, SHARED_REDIS)
         store = root / "trusted"
-        self.keys = {name: make_keys(root / "keys", name, store) for name in ("controller", "bench1", "bench2")}
+        self.keys = {name: make_keys(root / "keys", name, store) for name in ("controller", *hosts)}
         self.env.update(self.keys["controller"])
         self.recorder: subprocess.Popen | None = None
 
@@ -218,3 +219,32 @@ def test_a_cancel_reaches_a_host_without_the_database(lab, peers, tmp_path):
     job = done(lab, job_id, timeout_s=30)
     assert job["health"] == "canceled", job
     assert json.loads(json.dumps(job["steps"]))[0]["status"] in ("error", "timeout", "canceled"), job["steps"]
+
+
+def test_a_job_on_the_simulated_board_records_its_steps_and_serial_log(panio, tmp_path):
+    from simbench import sim_bench
+
+    peers = Peers(tmp_path / "peers", hosts=("local",))
+    with sim_bench(panio, tmp_path / "sim", booted=True) as bench:
+        peers.lab = bench.lab  # the host's configuration and the controller's: the simulated bench's lab file
+        panio.env.update(peers.env)
+        try:
+            peers.start("local")
+            peers.start_recorder()
+            body = ("[[steps]]\nname = 'watch'\nrun = 'serial watch ${target}'\n"
+                    "[[steps]]\nname = 'uname'\nrun = \"serial transact ${target} 'uname -a' --until '# $'\"\n"
+                    "expect_output = 'Linux'\n")
+            job_id = submit(panio, tmp_path, body, "board0")
+            job = done(panio, job_id, timeout_s=90)
+            assert (job["health"], job["result"]) == ("complete", "passed"), (job, peers.logs()[-3000:])
+            assert [(s["name"], s["status"]) for s in job["steps"]] == [("watch", "pass"), ("uname", "pass")]
+            arts = peers.store().list_artifacts(job_id)
+            assert any("Linux" in text for name, text in arts.items() if isinstance(text, str)), sorted(arts)
+            listed = panio("job", "artifacts", str(job_id)).out  # what an operator sees: the serial log, recorded
+            assert all(name in listed for name in arts), (listed, sorted(arts))
+        finally:
+            peers.stop_all()
+            host_env = {**os.environ, **peers.env, "PANIO_STATE_DIR": str(peers.root / "wstate"),
+                        "HOME": str(peers.root), "PANIO_LAB": str(bench.lab)}
+            subprocess.run([PANIO, "serial", "stop", "board0"], env=host_env, capture_output=True, timeout=60)
+            drop_keys(SHARED_REDIS, peers.env["PANIO_REDIS_PREFIX"])
