@@ -194,6 +194,8 @@ def test_forged_reports_are_refused_logged_and_change_nothing(lab, peers, tmp_pa
               fence=mine_job["fence"] - 1), "not the job's current one"),
         (dict(stream_host="bench2", key_host="bench1", job=theirs, kind="finish", data=verdict,
               body_host="bench1"), "names host 'bench1', not the stream's"),
+        (dict(stream_host="bench1", key_host="bench1", job=mine, kind="finish", data=verdict),
+         "without a fencing token: the job is done"),
     ]
     for n, (kw, why) in enumerate(cases, 1):
         forge(peers, **kw)
@@ -219,6 +221,23 @@ def test_a_cancel_reaches_a_host_without_the_database(lab, peers, tmp_path):
     job = done(lab, job_id, timeout_s=30)
     assert job["health"] == "canceled", job
     assert json.loads(json.dumps(job["steps"]))[0]["status"] in ("error", "timeout", "canceled"), job["steps"]
+
+
+def test_health_reaches_the_host_and_its_changes_come_back(lab, peers, tmp_path):
+    lab("target", "health", "b1b", "--set", "maintenance", "--reason", "reflashing", "--no-check")
+    skip = 'on_unhealthy = "skip"\n' + QUICK
+    # the recorder publishes the health the host's gate reads: a job on a target in maintenance is skipped there
+    held = done(lab, submit(lab, tmp_path, skip, "b1b"))
+    assert (held["health"], held["result"]) == ("incomplete", "skipped") and "maintenance" in held["reason"], held
+    lab("target", "health", "b1b", "--set", "good", "--no-check")
+    wait_for(lambda: (j := done(lab, submit(lab, tmp_path, skip, "b1b")))["result"] == "passed" or print(j),
+             timeout_s=60)
+    # a job that ends incomplete (a lab failure: the target has no power hook) makes the target unknown, reported
+    broken = done(lab, submit(lab, tmp_path, "[[steps]]\nrun = 'power on ${target}'\n", "b1b"))
+    assert broken["health"] == "incomplete", broken
+    health = wait_for(lambda: (h := lab("target", "health", "b1b", "--json").json())["health"] == "unknown" and h,
+                      timeout_s=30)
+    assert f"job {broken['id']} ended incomplete" in health["reason"] and "bench1" in health["set_by"], health
 
 
 def test_a_job_on_the_simulated_board_records_its_steps_and_serial_log(panio, tmp_path):

@@ -215,10 +215,14 @@ class Recorder:
         try:
             if kind == "started":
                 return self._started(host, job, fence, data)
-            if kind == "finish" and data.get("only_if_queued"):
+            if fence is None and kind in ("finish", "steps"):  # a job the host ends unstarted (refused, held)
                 if job["state"] != "queued":
-                    raise Refused(f"finish of job {job_id} before its start: the job is {job['state']}")
-                self.store.finish(job_id, *_verdict(data), only_if_queued=True)
+                    raise Refused(f"{kind} report of job {job_id} without a fencing token: the job is "
+                                  f"{job['state']}, not queued")
+                if kind == "steps":
+                    self.store.record_steps(job_id, _steps(data.get("steps")))
+                else:
+                    self.store.finish(job_id, *_verdict(data), only_if_queued=True, steps=_steps(data.get("steps")))
                 return None
             if job["fence"] is None or fence != job["fence"]:
                 raise Refused(f"{kind} report of job {job_id}: fencing token {fence} is not the job's current "
