@@ -29,6 +29,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists(REDIS), reason="redis-server 
 ROLE = Path(__file__).resolve().parent.parent / "ansible" / "roles" / "redis"
 PASSWORDS = {"panio_redis_controller_password": "controller-secret-0123456789",
              "panio_redis_worker_password": "worker-secret-0123456789"}
+HOSTS = {"hx": {"password": "host-x-secret-0123456789", "targets": ["t1"]}}  # a control host's own user (issue 38)
 QUICK = "[[steps]]\nrun = 'ping ${target} --count 2'\nexpect_output = 'seq=2'\n[[steps]]\nrun = 'action run ${target} hi'\n"
 
 
@@ -69,7 +70,8 @@ def render(template: str, variables: dict) -> str:
     import jinja2
     import yaml
 
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True,
+                             loader=jinja2.FileSystemLoader(ROLE / "templates"))  # as Ansible's template module
     env.filters["hash"] = lambda text, kind: hashlib.new(kind, text.encode()).hexdigest()
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     values = {**defaults, **variables}
@@ -79,12 +81,12 @@ def render(template: str, variables: dict) -> str:
 
 
 class LockedRedis:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, **role_vars) -> None:
         self.root, self.port = root, free_port()
         self.tls = tls_files(root / "tls")
         variables = {**PASSWORDS, "panio_redis_bind": "127.0.0.1", "panio_redis_acl_file": str(root / "users.acl"),
                      "panio_redis_tls_cert": str(self.tls["cert"]), "panio_redis_tls_key": str(self.tls["key"]),
-                     "panio_redis_tls_ca": str(self.tls["ca"]), "panio_redis_tls_port": self.port}
+                     "panio_redis_tls_ca": str(self.tls["ca"]), "panio_redis_tls_port": self.port, **role_vars}
         (root / "users.acl").write_text(render("panio-users.acl.j2", variables))
         (root / "panio.conf").write_text(render("panio.conf.j2", variables))
         self.proc = subprocess.Popen([REDIS, str(root / "panio.conf"), "--dir", str(root), "--save", ""],
@@ -272,7 +274,7 @@ def provisioned(tmp_path):
     sshd = Sshd(tmp_path / "sshd", tmp_path / "ops")  # the operator's key and home (not the panio fixture's)
     known = tmp_path / "known_hosts"
     known.write_text(f"[127.0.0.1]:{sshd.port} {sshd.host_pub}")
-    variables = {**PASSWORDS, "panio_redis_bind": "127.0.0.1", "panio_redis_tls_port": port,
+    variables = {**PASSWORDS, "panio_redis_bind": "127.0.0.1", "panio_redis_tls_port": port, "panio_redis_hosts": HOSTS,
                  "panio_redis_acl_file": str(scratch / "users.acl"), "panio_redis_conf": str(scratch / "panio.conf"),
                  "panio_redis_main_conf": str(main_conf), "panio_redis_tls_cert": str(tls["cert"]),
                  "panio_redis_tls_key": str(tls["key"]), "panio_redis_tls_ca": str(tls["ca"])}
@@ -348,3 +350,8 @@ def test_the_ansible_role_run_end_to_end_gives_a_broker_for_workers_and_the_cont
         assert "NOPERM" not in worker.log.read_text() and "NoPermission" not in worker.log.read_text()
     finally:
         workers.stop_all()
+    # a control host's own user, as the role wrote it: its own lease keys, not the lab's queues
+    host = redis.Redis.from_url(provisioned.url("panio-host-hx", HOSTS["hx"]["password"]))
+    assert host.hgetall("panio:lease:t1") == {} and host.xadd("panio:reports:hx", {"body": "{}"})
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        host.lrange("panio:celery:host.h1", 0, -1)

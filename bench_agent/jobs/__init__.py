@@ -17,8 +17,20 @@ OVERRIDE_ENV = "PANIO_LEASE_OVERRIDE"  # an operator's override grant (``lease_o
 OVERRIDE_ARG = "lease_override"  # ... and the request argument that carries it to the host
 JOB_STARTED_ENV, PREVIOUS_STEP_ENV = "PANIO_JOB_STARTED_AT", "PANIO_PREVIOUS_STEP_STARTED_AT"
 TASK, OP_TASK = "panio.run_job", "panio.op"  # the Celery task names of a job and of an operation
+# "1": each host's Celery keys and channels live under a prefix of its own (``celery_keyprefix``), so a Redis ACL
+# user per host can be limited to them (docs/security.md, "One identity per host"); the controller and every worker
+# of the lab must say the same
+PER_HOST_ENV = "PANIO_BROKER_PER_HOST"
 
 
 def queue_name(host: str) -> str:
     """The broker queue of control host ``host``'s worker."""
     return f"host.{host}"
+
+
+def celery_keyprefix(prefix: str, host: str | None, per_host: bool) -> str:
+    """Where Celery (kombu's queues, its unacknowledged-message hash, bindings, control and event channels, the
+    result backend) keeps its keys for host ``host``: ``PREFIX h.HOST:celery:`` with ``per_host``, else the lab's
+    one ``PREFIX celery:``. kombu keeps every consumer's unacknowledged messages in one hash and every worker's
+    control bindings in one set: only a prefix per host lets a Redis user be limited to one host's part."""
+    return f"{prefix}h.{host}:celery:" if per_host and host else f"{prefix}celery:"

@@ -136,23 +136,49 @@ def runner_dead(job: dict, leases, now: float) -> bool:
 
 
 class BrokerView:
-    """Which jobs have a message in the broker: waiting in a ``host.*`` queue or reserved by a worker."""
+    """Which jobs have a message in the broker: waiting in a ``host.*`` queue or reserved by a worker. ``host``
+    (a worker's view, with keys per host: ``PANIO_BROKER_PER_HOST``): that host's own queue and unacknowledged
+    messages only, the keys its broker user may read, by name (no SCAN)."""
 
-    def __init__(self, redis_url: str, prefix: str) -> None:
+    def __init__(self, redis_url: str, prefix: str, host: str | None = None) -> None:
         import redis
 
+        from bench_agent.jobs import celery_keyprefix
+        from bench_agent.jobs.worker import per_host_keys
+
         self.r = redis.Redis.from_url(redis_url, socket_timeout=3, socket_connect_timeout=3)
-        self.base = f"{prefix}celery:"
+        self.per_host = per_host_keys()
+        self.base = celery_keyprefix(prefix, host, self.per_host)
+        self.host, self.prefix = (host if self.per_host else None), prefix
         self._errors = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+    def _read(self) -> tuple[list[bytes], dict, dict]:
+        """The queued messages, the delivered ones (tag -> message) and when each was delivered (tag -> time)."""
+        if self.host is not None:  # kombu's queue and its priority lists (sep \x06\x16, steps 3, 6, 9)
+            queue = f"{self.base}host.{self.host}"
+            queues = [queue, *(f"{queue}\x06\x16{step}" for step in (3, 6, 9))]
+            hashes = [f"{self.base}unacked"]
+        elif self.per_host:  # the controller: every host's part
+            queues = list(self.r.scan_iter(match=f"{self.prefix}h.*:celery:host.*", count=500))
+            hashes = list(self.r.scan_iter(match=f"{self.prefix}h.*:celery:unacked", count=500))
+        else:
+            queues = list(self.r.scan_iter(match=f"{self.base}host.*", count=500))
+            hashes = [f"{self.base}unacked"]
+        raw = [m for key in queues for m in self.r.lrange(key, 0, -1)]
+        delivered, at = {}, {}
+        for key in hashes:
+            found = self.r.hgetall(key)
+            if found:
+                delivered.update(found)
+                index = key.decode() if isinstance(key, bytes) else key
+                at.update(self.r.zrange(f"{index}_index", 0, -1, withscores=True))
+        return raw, delivered, at
 
     def pending(self) -> dict[int, float | None]:
         """Job id -> None for a message waiting in a queue, else when its newest copy was delivered to a
         worker (kombu's unacked set: the delivering worker's clock); a queued copy outweighs a delivered one."""
         try:
-            raw = [m for key in self.r.scan_iter(match=f"{self.base}host.*", count=500)
-                   for m in self.r.lrange(key, 0, -1)]
-            delivered = self.r.hgetall(f"{self.base}unacked")
-            at = dict(self.r.zrange(f"{self.base}unacked_index", 0, -1, withscores=True)) if delivered else {}
+            raw, delivered, at = self._read()
         except self._errors as exc:
             raise Unreachable(f"broker unreachable: {exc}") from None
         out: dict[int, float | None] = {}
@@ -191,6 +217,8 @@ class Reconciler:
     def pass_(self, ids: list[int] | None = None) -> None:
         now, pending, waiting = time.time(), None, set()
         for job in self.store.active_jobs(ids):
+            if self._foreign(job):
+                continue
             if job["state"] == "queued" and not job.get("worker") and _expired(job, now):
                 self.store.request_cancel(job["id"])  # a copy still in the broker is dropped when it arrives
                 self.store.finish(job["id"], "timed_out", None, "the run's deadline passed before the job started",
@@ -216,6 +244,12 @@ class Reconciler:
         for job_id in looked:
             if job_id not in waiting:
                 del self._suspects[job_id]
+
+    def _foreign(self, job: dict) -> bool:
+        """Another host's job, for a worker whose broker user may not read that host's leases or queue (keys per
+        host): that host's worker and the controller settle it."""
+        own = getattr(self.broker, "host", None)
+        return own is not None and (job.get("host") or "local") != own
 
     def _sends(self, job: dict) -> bool:
         return self.resend is not None and (self.host is None or (job.get("host") or "local") == self.host)

@@ -38,8 +38,9 @@ def seal(app, payload: dict) -> str:
 def publish(app, payload: dict, sealed: str, task_id: str) -> str:
     """Publish the sealed body of ``payload``'s job, as it was sealed, to its host's queue under ``task_id``."""
     from bench_agent.jobs import TASK, queue_name
+    from bench_agent.jobs.worker import for_host
 
-    kept = json.loads(sealed)
+    app, kept = for_host(app, _host(payload)), json.loads(sealed)
     message = _message(app, payload, task_id)._replace(body=kept["body"])  # headers made here, the body as kept
     with app.producer_or_acquire() as producer:
         app.amqp.send_task_message(producer, TASK, message, queue=queue_name(_host(payload)),

@@ -32,10 +32,11 @@ def wait_s(request: dict[str, Any]) -> float:
 
 class CeleryTransport:
     def __init__(self, host: str) -> None:
+        from bench_agent.jobs.worker import for_host
         from controller.backends import celery_app
 
         self.host = host
-        self.app = celery_app()
+        self.app = for_host(celery_app(), host)  # its replies too come back under the host's own keys
 
     def call(self, request: dict[str, Any]) -> Any:
         from bench_agent.jobs.op_server import ops_queue_name as queue_name
