@@ -23,6 +23,13 @@ made if missing (`panio keys init`), the host makes its own pair, and each
 side trusts the other's certificate. Run setup again after editing the lab
 (--config-only does just that).
 
+With PANIO_BROKER_PER_HOST=1 (set on the controller: each host's Celery keys
+under a prefix of its own) the worker connects as a Redis user of its own,
+panio-host-NAME, allowed only that host's queues, its reports and its own
+targets' leases: its random password is made on the first setup and kept in
+STATE_DIR/setup/redis-hosts.json (0600; the redis role's panio_redis_hosts),
+and --broker-admin (the role's panio-admin user) installs it in Redis at once.
+
 Run it again at any time: it changes only what is not yet right (a second run
 reports 0 changed). The host key must be trusted first (`panio host trust`).
 Tasks that need root use sudo without a password; --no-sudo skips them and
@@ -46,6 +53,9 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                    help="skip the tasks that need root (packages, udev, groups); the worker becomes a user unit")
     p.add_argument("--broker", metavar="URL", help="the broker the worker uses, with the workers' Redis user "
                    "(default: $PANIO_BROKER)")
+    p.add_argument("--broker-admin", metavar="URL",
+                   help="with PANIO_BROKER_PER_HOST=1: a Redis user allowed ACL SETUSER (the redis role's panio-admin) "
+                        "that installs the host's own broker user now (default: $PANIO_BROKER_ADMIN)")
     p.add_argument("--broker-ca", metavar="FILE", help="the CA certificate of a rediss:// broker: installed on the "
                    "host and named in the worker's broker URL")
     p.add_argument("--results-url", metavar="URL", help="the results database (default: $PANIO_RESULTS_URL)")
@@ -67,6 +77,7 @@ def run(args: argparse.Namespace) -> None:
     host = lab.host(args.host)
     root = wheelhouse.source_root()
     play_vars = _play_vars(args)
+    play_vars.update(_broker_identity(args, lab, play_vars))
     with tempfile.TemporaryDirectory(prefix="panio-setup-") as tmp:
         play_vars.update(_host_files(args, lab, Path(tmp)))
         inv = inventory.write(Path(tmp) / "inventory.json", args.host, host, play_vars)
@@ -116,6 +127,32 @@ def _play_vars(args: argparse.Namespace) -> dict:
             "panio_results_url": args.results_url or os.environ.get("PANIO_RESULTS_URL", ""),
             "panio_redis_prefix": os.environ.get("PANIO_REDIS_PREFIX", "panio:"),
             "panio_sudo": not args.no_sudo, "panio_offline": args.offline}
+
+
+def _broker_identity(args: argparse.Namespace, lab, play_vars: dict) -> dict:
+    """With keys per host (``PANIO_BROKER_PER_HOST=1``): the worker connects as the host's own Redis user, made the
+    first time and kept here (``broker_users``), limited to the targets the host serves; installed in the running
+    Redis now with ``--broker-admin``, else by the redis role from the file it names."""
+    import os
+    from urllib.parse import urlsplit
+
+    from bench_agent.jobs.worker import per_host_keys
+    from controller.provision import broker_users, hostlab
+
+    if not per_host_keys() or args.code_only:
+        return {}
+    targets = [name for name, t in lab.targets.items() if hostlab.serves(t, args.host)]
+    entry = broker_users.identity(_cache(), args.host, targets)
+    url = broker_users.worker_url(play_vars["panio_broker_url"], args.host, entry["password"])
+    user, admin = broker_users.user_name(args.host), args.broker_admin or os.environ.get("PANIO_BROKER_ADMIN")
+    if admin and not (args.check or args.inventory):
+        db = int(urlsplit(url).path.strip("/") or 0)
+        broker_users.install(admin, args.host, entry, play_vars["panio_redis_prefix"], db)
+        _progress(args, f"Redis user {user} installed (its targets: {', '.join(sorted(targets)) or 'none'})")
+    elif not (args.check or args.inventory):
+        _progress(args, f"Redis user {user}: install it with `ansible-playbook ansible/controller.yml "
+                        f"-e @{_cache() / broker_users.USERS_FILE}` (or pass --broker-admin)")
+    return {"panio_broker_url": url, "panio_broker_per_host": True}
 
 
 def _with_ca(url: str) -> str:

@@ -1,0 +1,98 @@
+"""Issue 38, item 2: `panio setup --host` makes the host's own broker user and installs it (a real redis-server).
+
+With keys per host (``PANIO_BROKER_PER_HOST=1``), setup gives the host's worker a Redis user of its own
+(``panio-host-NAME``, a random password kept 0600 on the controller and in the host's worker.env only) and,
+with the redis role's ``panio-admin`` (``--broker-admin``), installs it in the running Redis at once: its own
+targets' leases and reports, nothing of another host's. The rules are the role's: what setup installs is the line
+``ansible-playbook ansible/controller.yml -e @STATE/setup/redis-hosts.json`` writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from peerhelp import REDIS
+from test_peer_broker_lockdown import PASSWORDS, LockedRedis, render
+
+pytestmark = pytest.mark.skipif(not os.path.exists(REDIS), reason="redis-server not installed")
+ADMIN = "admin-secret-0123456789"
+
+
+@pytest.fixture
+def broker(tmp_path):
+    redis = LockedRedis(tmp_path / "redis", panio_redis_admin_password=ADMIN)
+    yield redis
+    redis.stop()
+
+
+@pytest.fixture
+def lab(panio, broker):
+    panio("init")
+    for host, target in (("ha", "ta"), ("hb", "tb")):
+        panio("host", "add", host, "--ssh", f"ops@{host}.invalid")
+        panio("target", "add", target, "--host", host)
+    panio.env.update({"PANIO_BROKER_PER_HOST": "1", "PANIO_REDIS_PREFIX": "panio:",
+                      "PANIO_BROKER": broker.url("panio-controller", PASSWORDS["panio_redis_controller_password"])})
+    return panio
+
+
+def users_file(panio) -> Path:
+    return Path(panio.env["PANIO_STATE_DIR"]) / "setup" / "redis-hosts.json"
+
+
+def test_setup_gives_the_worker_its_own_user_kept_on_the_controller_only(lab, broker):
+    worker_url = broker.url("panio-worker", "not-used")  # the broker as the host reaches it: the user is replaced
+    inventory = json.loads(lab("setup", "--host", "ha", "--broker", worker_url, "--inventory", "--json").out)
+    play = inventory["all"]["vars"]
+    kept = json.loads(users_file(lab).read_text())["panio_redis_hosts"]
+    assert oct(users_file(lab).stat().st_mode & 0o777) == "0o600"
+    assert kept["ha"]["targets"] == ["ta"] and len(kept["ha"]["password"]) >= 16
+    assert play["panio_broker_url"].startswith(f"rediss://panio-host-ha:{kept['ha']['password']}@127.0.0.1:")
+    assert play["panio_broker_per_host"] is True and "not-used" not in json.dumps(inventory)
+    again = json.loads(lab("setup", "--host", "ha", "--broker", worker_url, "--inventory", "--json").out)
+    assert again["all"]["vars"]["panio_broker_url"] == play["panio_broker_url"]  # made once, kept
+    import redis
+
+    with pytest.raises(redis.exceptions.AuthenticationError):  # --inventory only prints: nothing installed yet
+        redis.Redis.from_url(broker.url("panio-host-ha", kept["ha"]["password"])).ping()
+
+
+def test_the_admin_user_installs_the_hosts_user_as_the_role_writes_it(lab, broker, monkeypatch):
+    import redis
+
+    from controller.provision import broker_users
+
+    lab("setup", "--host", "ha", "--broker", broker.url("x", "y"), "--inventory", "--json")
+    entry = json.loads(users_file(lab).read_text())["panio_redis_hosts"]["ha"]
+    broker_users.install(broker.url("panio-admin", ADMIN), "ha", entry, "panio:", 0)
+    a = redis.Redis.from_url(broker.url("panio-host-ha", entry["password"]))
+    assert a.hgetall("panio:lease:ta") == {} and a.xadd("panio:reports:ha", {"body": "{}"})
+    for refused in (lambda: a.hgetall("panio:lease:tb"), lambda: a.xadd("panio:reports:hb", {"body": "{}"}),
+                    lambda: a.lpop("panio:h.hb:celery:host.hb"), lambda: a.lpop("panio:celery:host.hb")):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            refused()
+    assert "user panio-host-ha on" in (broker.root / "users.acl").read_text()  # ACL SAVE: it outlives a restart
+
+    # the same rules as the role's file made from setup's record
+    role = render("panio-users.acl.j2", {**PASSWORDS, **json.loads(users_file(lab).read_text())})
+    line = next(x for x in role.splitlines() if x.startswith("user panio-host-ha "))
+    assert line.split(" ", 4)[4] == broker_users.rules("ha", ["ta"], "panio:", 0)
+
+    # a target moved to ha: the next setup installs it in ha's rules
+    lab("target", "set", "tb", "--host", "ha")
+    lab("setup", "--host", "ha", "--broker", broker.url("x", "y"), "--inventory", "--json")
+    entry = json.loads(users_file(lab).read_text())["panio_redis_hosts"]["ha"]
+    assert entry["targets"] == ["ta", "tb"]
+    broker_users.install(broker.url("panio-admin", ADMIN), "ha", entry, "panio:", 0)
+    assert a.hgetall("panio:lease:tb") == {}
+
+
+def test_a_wrong_admin_password_is_one_clear_error(lab, broker):
+    r = lab.fails("setup", "--host", "ha", "--broker", broker.url("x", "y"),
+                  "--broker-admin", broker.url("panio-admin", "wrong-password"), code=3)
+    assert "could not install Redis user panio-host-ha" in r.err and "wrong-password" not in r.err
+    assert "Traceback" not in r.err and len(r.err.strip().splitlines()) == 2
