@@ -224,12 +224,19 @@ def test_a_cancel_reaches_a_host_without_the_database(lab, peers, tmp_path):
 
 
 def test_health_reaches_the_host_and_its_changes_come_back(lab, peers, tmp_path):
+    import redis
+
+    from bench_agent.results import reports
+
+    r, key = redis.Redis.from_url(SHARED_REDIS), reports.health_key(peers.env["PANIO_REDIS_PREFIX"], "b1b")
     lab("target", "health", "b1b", "--set", "maintenance", "--reason", "reflashing", "--no-check")
+    wait_for(lambda: b"maintenance" in (r.get(key) or b""), timeout_s=10)  # published within a second
     skip = 'on_unhealthy = "skip"\n' + QUICK
     # the recorder publishes the health the host's gate reads: a job on a target in maintenance is skipped there
     held = done(lab, submit(lab, tmp_path, skip, "b1b"))
     assert (held["health"], held["result"]) == ("incomplete", "skipped") and "maintenance" in held["reason"], held
     lab("target", "health", "b1b", "--set", "good", "--no-check")
+    wait_for(lambda: b"good" in (r.get(key) or b""), timeout_s=10)
     wait_for(lambda: (j := done(lab, submit(lab, tmp_path, skip, "b1b")))["result"] == "passed" or print(j),
              timeout_s=60)
     # a job that ends incomplete (a lab failure: the target has no power hook) makes the target unknown, reported

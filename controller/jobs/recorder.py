@@ -34,12 +34,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench_agent.results import reports
+from bench_agent.results.read import NOT_DONE
 
 GROUP = "recorder"
 CONSUMER = "recorder"  # one recorder: its own pending entries are the ones it must finish after a restart
 MIRROR_S = 0.5  # how often health and cancels are published for the hosts
 DISCOVER_S = 2.0  # how often new hosts' streams are looked for
 CANCEL_TTL_S = 7 * 86400
+REPUBLISH_S = 60.0
 
 log = logging.getLogger("panio.recorder")
 
@@ -93,13 +95,16 @@ class Recorder:
         self._streams: dict[str, str] = {}  # stream -> the id to read from ("0": this consumer's pending first)
         self._next_discover = self._next_mirror = 0.0
         self._health = None
+        self._published: dict[str, str] = {}  # target -> the health record last published
+        self._canceled: set[int] = set()  # the jobs whose cancel is published
+        self._republish_at = 0.0
 
     # --- the loop ------------------------------------------------------
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
         while not should_stop():
             try:
-                self.step()
+                self.step(block_ms=int(MIRROR_S * 1000))
             except Exception as exc:  # noqa: BLE001 - Redis or the database away: say so, try again
                 log.warning("recorder: %s: %s (trying again)", type(exc).__name__, exc)
                 time.sleep(1.0)
@@ -320,16 +325,30 @@ class Recorder:
         return self._health
 
     def _publish_health(self, target: str, record: dict) -> None:
-        self.r.set(reports.health_key(self.prefix, target), json.dumps(record, default=str))
+        text = json.dumps(record, default=str)
+        self.r.set(reports.health_key(self.prefix, target), text)
+        self._published[target] = text
 
     def mirror(self) -> None:
-        """Publish every target's health and the cancel of every job not done that someone asked to cancel."""
+        """Publish each target's health and the cancel of each job not done that someone asked to cancel: what
+        changed since the last look (everything again every ``REPUBLISH_S``, in case Redis lost it)."""
+        import sqlalchemy as sa
+
+        if time.monotonic() >= self._republish_at:
+            self._published, self._canceled = {}, set()
+            self._republish_at = time.monotonic() + REPUBLISH_S
         pipe = self.r.pipeline(transaction=False)
         for target, record in self._health_store().all().items():
-            pipe.set(reports.health_key(self.prefix, target), json.dumps(record, default=str))
-        for job in self.store.active_jobs():
-            if job.get("cancel_requested"):
-                pipe.set(reports.cancel_key(self.prefix, job["id"]), 1, ex=CANCEL_TTL_S)
+            text = json.dumps(record, default=str)
+            if self._published.get(target) != text:
+                pipe.set(reports.health_key(self.prefix, target), text)
+                self._published[target] = text
+        with self.store._reading() as c:  # the jobs not done (their partial index), asked to stop
+            canceled = {r[0] for r in c.execute(sa.text(f"SELECT id FROM panio_jobs WHERE {NOT_DONE} "
+                                                        "AND cancel_requested"))}
+        for job_id in canceled - self._canceled:
+            pipe.set(reports.cancel_key(self.prefix, job_id), 1, ex=CANCEL_TTL_S)
+        self._canceled = canceled
         pipe.execute()
 
 
