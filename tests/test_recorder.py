@@ -149,6 +149,32 @@ def test_the_recorder_killed_mid_job_loses_nothing(lab, peers, tmp_path):
     assert all("seq=15" in s["output"] for s in store.job(job_id)["steps"])
 
 
+
+def test_a_job_settled_as_lost_while_the_recorder_was_down_gets_its_real_verdict(lab, peers, tmp_path):
+    """The host finished the job while the recorder was down, then died: a reader (`job status`) proves its runner
+    dead (process gone, lease released) and settles the job as lost. The host's reports, recorded later under the
+    job's fencing token, say what really happened, and win."""
+    store = peers.store()
+    body = "[[steps]]\nname = 'a'\nrun = 'ping ${target} --count 60 --interval 0.05'\n"
+    job_id = submit(lab, tmp_path, body, "b1b")
+    wait_for(lambda: store.job(job_id)["steps"], timeout_s=60)
+    peers.kill_recorder()
+    wait_for(lambda: f"job {job_id}: complete passed" in peers.logs(), timeout_s=60)
+    worker = peers.procs[0]
+    peers.kill(worker)
+    try:
+        lost = lab("job", "status", str(job_id), "--json").json()
+        assert (lost["state"], lost["health"]) == ("done", "incomplete") and "lost" in lost["reason"], lost
+        peers.start_recorder()
+        job = wait_for(lambda: (j := store.job(job_id))["health"] == "complete" and j, timeout_s=30)
+        assert (job["state"], job["result"]) == ("done", "passed"), job
+        assert [(s["name"], s["status"]) for s in job["steps"]] == [("a", "pass")]
+        assert "was settled as lost" in peers.rlog.read_text()
+    finally:
+        peers.procs.remove(worker)
+        peers.start("bench1")  # for the tests after this one
+
+
 def forge(peers: Peers, stream_host: str, key_host: str | None, job: int | None, kind: str, data: dict,
           fence: int | None = None, seq: int | None = None, body_host: str | None = None) -> None:
     """XADD a report on ``stream_host``'s stream, signed with ``key_host``'s key (None: unsigned)."""

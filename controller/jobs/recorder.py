@@ -217,6 +217,8 @@ class Recorder:
             return self._apply_health(host, report)
         job = self._job(host, report)
         job_id, fence = job["id"], report.get("fence")
+        if fence is not None and fence == job["fence"] and self._reopened(host, job):
+            job = self.store.job(job_id)
         try:
             if kind == "started":
                 return self._started(host, job, fence, data)
@@ -257,6 +259,23 @@ class Recorder:
         except (KeyError, TypeError, ValueError) as err:
             raise Refused(f"{kind} report of job {job_id}: malformed: {type(err).__name__}: {err}") from None
         return None
+
+    def _reopened(self, host: str, job: dict) -> bool:
+        """A job a reconciler settled as lost (its runner silent, its lease gone) while its host's reports waited
+        for this recorder: the host's own record, under the job's fencing token, says what happened. The job is
+        running again, for its reports to write it as it went; True if it was."""
+        from bench_agent.jobs.reconcile import LOST
+
+        if job["state"] != "done" or job["error"] != LOST:
+            return False
+        j = self.store.jobs.c
+        reopened = self.store._one(self.store.jobs.update().where(
+            j.id == job["id"], j.state == "done", j.fence == job["fence"], j.error == json.dumps(LOST))
+            .values(state="running", health=None, result=None, reason=None, error=None, finished_at=None)) == 1
+        if reopened:
+            log.warning("recorder: job %s was settled as lost while %s's reports waited; recording what %s reported",
+                        job["id"], host, host)
+        return reopened
 
     def _started(self, host: str, job: dict, fence: Any, data: dict) -> None:
         worker = data.get("worker")
