@@ -21,6 +21,7 @@ commands, MCP tool calls, files read, the final answer, token usage and turns.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,6 +242,64 @@ def parse_pi(stdout: str) -> Evidence:
     ev.turns, ev.tokens = (turns or None), tokens
     ev.add_answer(last_text)
     return ev
+
+
+# --- limits ------------------------------------------------------------------------------------------------
+
+CONTEXT_RE = re.compile(r"context[ _](?:window|length)|prompt is too long|maximum context", re.I)
+
+
+def limit_of(name: str, stdout: str, status: int | None) -> tuple[str, str] | None:
+    """The limit the harness says it stopped at, as (kind, what): ``turns`` or ``tokens`` (None: no limit).
+
+    Claude Code ends with a ``result`` of subtype ``error_max_turns`` (``--max-turns``) or
+    ``error_max_budget_usd`` (``--max-budget-usd``); Gemini CLI exits 53 when its turn limit
+    is exceeded (docs/cli/headless.md); pi's last assistant message stops for ``length`` (its
+    output-token limit); any harness that reports running out of its context window hit a token
+    limit. (The time limit, ``--timeout-s``, is the runner's own.)"""
+    events = _lines(stdout)
+    if name == "cmd":  # a custom command: whichever format it printed
+        types = {e.get("type") for e in events}
+        name = ("claude" if "result" in types and ("assistant" in types or "system" in types) else
+                "codex" if types & {"item.completed", "thread.started", "turn.completed"} else
+                "pi" if types & {"tool_execution_start", "message_end", "agent_start"} else
+                "gemini" if types & {"init", "tool_use", "message"} and "result" in types else "cmd")
+    results = [e for e in events if e.get("type") == "result"]
+    if name == "claude" and results:
+        sub = str(results[-1].get("subtype") or "")
+        if sub == "error_max_turns":
+            return "turns", f"claude stopped at its turn limit after {results[-1].get('num_turns', '?')} turn(s)"
+        if sub == "error_max_budget_usd":
+            return "tokens", "claude stopped at its spending limit (--max-budget-usd)"
+    if name == "gemini" and status == 53:
+        return "turns", "gemini exited 53: its turn limit was exceeded"
+    if name == "pi":
+        ends = [e["message"] for e in events if e.get("type") == "message_end"
+                and isinstance(e.get("message"), dict) and e["message"].get("role") == "assistant"]
+        if ends and ends[-1].get("stopReason") == "length":
+            return "tokens", "pi's last reply stopped at its output-token limit (stopReason length)"
+    errors = [_error_text(e) for e in events if e.get("type") in ("turn.failed", "error")
+              or (e.get("type") == "result" and (e.get("is_error") or e.get("status") == "error"))]
+    for text in errors:
+        if CONTEXT_RE.search(text):
+            return "tokens", f"{name} ran out of its context window: {text.strip()[:200]}"
+    return None
+
+
+def stream_version(stdout: str) -> str | None:
+    """The harness version its own stream states (Claude Code's ``system``/``init`` event carries
+    ``claude_code_version``); None where the format has no such field."""
+    for e in _lines(stdout):
+        if e.get("type") == "system" and e.get("subtype") == "init" and e.get("claude_code_version"):
+            return str(e["claude_code_version"])[:200]
+    return None
+
+
+def _error_text(e: dict) -> str:
+    err = e.get("error")
+    if isinstance(err, dict):
+        return str(err.get("message") or "")
+    return str(e.get("result") or e.get("message") or err or "")
 
 
 def sniff(stdout: str) -> Evidence:

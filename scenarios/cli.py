@@ -4,6 +4,8 @@
   panio-eval list                          the catalog, with pending scenarios named
   panio-eval run --all --reference         golden self-test (references pass, known-bad fail)
   panio-eval run --agent claude --condition cold --n 3 [--scenario C1 ...]
+  panio-eval run --resume RUN.json         continue an interrupted run (finished trials kept)
+  panio-eval regrade RUN.json              grade a run's recorded answers again with the current checker
   panio-eval report RUN.json [--previous OLD.json] [--format md|html|json]
   panio-eval loopback                      serial loopback scenarios against a PTY fake DUT
   panio-eval hardware                      references as jobs on the simulated board (or --lab LAB --target T)
@@ -52,23 +54,44 @@ def build() -> Parser:
     r.add_argument("--no-bad", action="store_true", help="--reference only: skip the known-bad variants")
     r.add_argument("--planned", action="store_true", help="preview: treat announced commands as present (not a valid result)")
     r.add_argument("--agent", metavar="claude|codex|gemini|pi|CMD", help="the harness, or a command (prompt on stdin)")
-    r.add_argument("--condition", nargs="+", default=["cold"], metavar="C",
-                   help="cold, warm, preloaded (or all of these), mcp (panio mcp instead of the CLI)")
-    r.add_argument("--n", type=int, default=3, help="trials per cell (default 3)")
-    r.add_argument("--parallel", type=int, default=2, help="trials running at once (default 2)")
-    r.add_argument("--timeout-s", type=float, default=600, help="time limit per trial (default 600)")
+    r.add_argument("--condition", nargs="+", metavar="C",
+                   help="cold (default), warm, preloaded (or all of these), mcp (panio mcp instead of the CLI)")
+    r.add_argument("--n", type=int, help="trials per cell (default 3)")
+    r.add_argument("--parallel", type=int, help="trials running at once (default 2)")
+    r.add_argument("--timeout-s", type=float, help="time limit per trial (default 600)")
+    r.add_argument("--retry", type=int, metavar="N",
+                   help="run a trial again up to N times when its harness failed (crashed, could not start); "
+                        "never for a wrong answer or a limit (default 0)")
+    r.add_argument("--resume", type=Path, metavar="RUN.json",
+                   help="continue an interrupted run: the trials it finished are kept, the rest run "
+                        "(with the run's own parameters; --parallel and --retry may change)")
     r.add_argument("--judge", metavar="CMD", help="judge command: prompt on stdin, verdict on stdout (not the model under test)")
     r.add_argument("--judge2", metavar="CMD", help="an optional second rater (its agreement with the first is reported)")
     r.add_argument("--model", help="the agent's model (passed to the harness; recorded in run.json)")
     r.add_argument("--provider", help="pi: the model provider (e.g. openrouter)")
     r.add_argument("--agent-arg", action="append", default=[], metavar="ARG",
                    help="pass ARG through to the harness (repeatable; --agent-arg=--flag for a dash)")
-    r.add_argument("--isolation", choices=["home", "light"], default="home", help="home: sandbox HOME (valid); light: smoke test")
-    r.add_argument("--link-auth", nargs="*", default=[], metavar="PATH", help="files under your HOME to link into the sandbox HOME")
+    r.add_argument("--isolation", choices=["home", "light"], help="home: sandbox HOME (valid; default); light: smoke test")
+    r.add_argument("--link-auth", nargs="*", metavar="PATH", help="files under your HOME to link into the sandbox HOME")
     r.add_argument("--out", type=Path, help="run directory (default ./panio-eval-runs/<time>)")
     r.add_argument("--previous", type=Path, help="a previous run.json to diff against")
     r.add_argument("--jobs", type=int, default=4, help="--reference: parallel sandboxes (default 4)")
     r.add_argument("--json", action="store_true")
+    rg = sub.add_parser("regrade", help="grade a whole run's recorded answers again with the current checker",
+                        description="Grade every trial of a run again from what it recorded (event stream, argv log,\n"
+                                    "lab end state) with the current checker and catalog; no agent runs. Writes a new\n"
+                                    "run.json and reports that say they were regraded, from which run, and which\n"
+                                    "verdicts changed. Judge verdicts are kept as recorded unless --judge is given.",
+                        epilog="example:\n  panio-eval regrade runs/claude-1/run.json\n"
+                               "  panio-eval regrade runs/claude-1/run.json --out runs/claude-1-regraded\n\n"
+                               "see also: panio-eval report, docs/evals.md",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rg.add_argument("run", type=Path, metavar="RUN.json")
+    rg.add_argument("--out", type=Path, help="directory for the new run.json and reports (default: beside RUN.json, "
+                                             "regraded-<time>/)")
+    rg.add_argument("--judge", metavar="CMD", help="judge the transcripts again with this command")
+    rg.add_argument("--judge2", metavar="CMD", help="and a second rater")
+    rg.add_argument("--json", action="store_true")
     rep = sub.add_parser("report", help="render a run (json, md, html), optionally diffed against a previous one")
     rep.add_argument("run", type=Path)
     rep.add_argument("--previous", type=Path)
@@ -153,6 +176,8 @@ def dispatch(args: argparse.Namespace) -> int:
         return cmd_run(args)
     if args.cmd == "report":
         return cmd_report(args)
+    if args.cmd == "regrade":
+        return cmd_regrade(args)
     if args.cmd == "judge-prompt":
         return cmd_judge_prompt(args)
     if args.cmd in ("grade", "calibrate"):
@@ -214,11 +239,27 @@ def _scenarios(args):
     return scs
 
 
+RESUME_FIXED = ("agent", "condition", "n", "timeout_s", "scenario", "core", "model", "provider", "agent_arg", "judge",
+                "judge2", "isolation", "link_auth", "out", "planned", "reference", "all")
+
+
 def cmd_run(args) -> int:
+    if args.resume:
+        return _resume(args)
     if args.reference:
         return _reference(args)
     if not args.agent:
         raise EvalUsage("panio-eval run: give --reference or --agent")
+    if args.retry is not None and args.retry < 0:
+        raise EvalUsage("panio-eval run: --retry must be 0 or more")
+    args.condition = args.condition or ["cold"]
+    args.n = 3 if args.n is None else args.n
+    args.parallel = 2 if args.parallel is None else args.parallel
+    args.timeout_s = 600 if args.timeout_s is None else args.timeout_s
+    args.isolation = args.isolation or "home"
+    args.link_auth = args.link_auth or []
+    if args.parallel < 1 or args.timeout_s <= 0:
+        raise EvalUsage("panio-eval run: --parallel must be at least 1 and --timeout-s above 0")
     conds = list(CONDITIONS) if args.condition == ["all"] else [c for x in args.condition for c in x.split(",")]
     bad = [c for c in conds if c not in ALL_CONDITIONS]
     if bad:
@@ -231,21 +272,55 @@ def cmd_run(args) -> int:
         why = _judge_is_agent(j, args.agent, args.model)
         if why:
             raise EvalUsage(f"panio-eval run: the judge may not be the model under test ({why})")
-    from scenarios import report, runner
+    from scenarios import runner
 
     out = args.out or Path("panio-eval-runs") / time.strftime("%Y%m%dT%H%M%S")
     cfg = runner.RunConfig(agent=args.agent, conditions=conds, n=args.n, out=out, parallel=args.parallel,
                            timeout_s=args.timeout_s, judge_cmd=args.judge, isolation=args.isolation,
                            link_auth=args.link_auth, planned=args.planned, model=args.model, provider=args.provider,
-                           agent_args=args.agent_arg, judge2_cmd=args.judge2)
+                           agent_args=args.agent_arg, judge2_cmd=args.judge2, retry=args.retry or 0)
     run = runner.run(_scenarios(args), cfg)
-    write_reports(run, out, args.previous)
+    return _finish(run, out, args)
+
+
+def _finish(run: dict, out: Path, args) -> int:
+    from scenarios import report
+
+    write_reports(run, out, getattr(args, "previous", None))
     agg = report.aggregate(run)
     if args.json:
         print(json.dumps(agg, indent=1))
     else:
         print(report.markdown(agg))
         print(f"run directory: {out}")
+    return 0
+
+
+def _resume(args) -> int:
+    from scenarios import runner
+
+    given = [f"--{k.replace('_', '-')}" for k in RESUME_FIXED if getattr(args, k, None) not in (None, False, [])]
+    if given:
+        raise EvalUsage(f"panio-eval run --resume: {', '.join(given)} cannot change: a resumed run keeps the "
+                        "parameters it was started with (only --parallel and --retry may change)")
+    if (args.retry is not None and args.retry < 0) or (args.parallel is not None and args.parallel < 1):
+        raise EvalUsage("panio-eval run --resume: --retry must be 0 or more and --parallel at least 1")
+    run, out = runner.resume(args.resume, parallel=args.parallel, retry=args.retry)
+    return _finish(run, out, args)
+
+
+def cmd_regrade(args) -> int:
+    from scenarios import report
+    from scenarios.regrade import regrade
+
+    run, out = regrade(args.run, args.out, args.judge, args.judge2)
+    write_reports(run, out, args.run)
+    agg = report.aggregate(run)
+    if args.json:
+        print(json.dumps(agg, indent=1))
+    else:
+        print(report.markdown(agg))
+        print(f"regraded run: {out / 'run.json'}")
     return 0
 
 

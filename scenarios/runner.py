@@ -53,6 +53,7 @@ class RunConfig:
     provider: str | None = None  # pi: --provider (004's reference agent: pi over OpenRouter)
     agent_args: list[str] = field(default_factory=list)  # passed through to the harness as-is
     judge2_cmd: str | None = None  # an optional second rater
+    retry: int = 0  # a trial whose harness failed (crashed, could not start) is run again up to this many times
 
 
 def prompt_for(sc: Scenario, condition: str = "cold") -> str:
@@ -76,7 +77,8 @@ class AgentRun:
     err: str
     seconds: float
     timed_out: bool
-    status: int | None  # the harness's exit status (None: killed at the time limit)
+    status: int | None  # the harness's exit status (None: killed at the time limit, or never started)
+    start_error: str | None = None  # the harness could not be started at all (no such executable, not executable)
 
 
 def run_agent(ad: Adapter, sc: Scenario, condition: str, box: Sandbox, cfg: RunConfig,
@@ -95,21 +97,37 @@ def run_agent(ad: Adapter, sc: Scenario, condition: str, box: Sandbox, cfg: RunC
         env["PANIO_EVAL_MCP_CONFIG"] = str(mcp_config)
     from bench_agent.process import Child
 
-    done = Child(argv, cwd=str(box.cwd), env=env, input=stdin.encode() if stdin is not None else None).wait(cfg.timeout_s)
+    try:
+        child = Child(argv, cwd=str(box.cwd), env=env, input=stdin.encode() if stdin is not None else None)
+    except OSError as exc:
+        return AgentRun("", "", 0.0, False, None, start_error=f"{argv[0]}: {exc.strerror or exc}")
+    done = child.wait(cfg.timeout_s)
     return AgentRun(done.out, done.err, done.elapsed_s, done.timed_out, None if done.timed_out else done.code)
+
+
+def limit_hit(run: AgentRun, ad: Adapter, cfg: RunConfig) -> tuple[str, str] | None:
+    """The limit this trial stopped at, as (kind, what): ``time`` (killed at ``--timeout-s``), ``turns`` or
+    ``tokens`` (the harness says it stopped at its own limit). None: it finished on its own.
+
+    A trial that hit a limit is neither a fail nor a harness error: it is reported as such (status
+    ``limit``), never scored, so a cell is not put down to the commands the agent never reached."""
+    if run.timed_out:
+        return "time", (f"{ad.name} hit the time limit (--timeout-s {cfg.timeout_s:g}) and was killed after "
+                        f"{run.seconds:.0f} s")
+    from scenarios.adapters import limit_of
+
+    return limit_of(ad.name, run.out, run.status)
 
 
 def harness_failure(run: AgentRun, ev: Evidence, ad: Adapter) -> str | None:
     """Why this trial measured the harness, not the agent (None: it measured the agent).
 
-    A harness that exits non-zero, reports an error, or prints no final answer did not
-    do the thing: the trial is an error, shown as a gap, never a score (004 §6). A harness
-    killed at ``--timeout-s`` is the same: a hung agent (or a hung harness) measured nothing,
-    and grading what it had printed so far would blame its cells on the commands it never
-    reached.
+    A harness that could not start, exits non-zero, reports an error, or prints no final answer
+    did not do the thing: the trial is an error, shown as a gap, never a score (004 §6), and
+    ``--retry`` runs it again.
     """
-    if run.timed_out:
-        return f"{ad.name} hit the time limit (--timeout-s) and was killed after {run.seconds:.0f} s"
+    if run.start_error:
+        return f"{ad.name} could not start: {run.start_error}"
     if run.status != 0:
         tail = " ".join(run.err.strip().splitlines()[-2:])[:300]
         return f"{ad.name} exited {run.status}" + (f": {tail}" if tail else "")
@@ -141,9 +159,44 @@ def add_mcp(ev: Evidence, surface) -> Evidence:
     return ev
 
 
-def one_trial(sc: Scenario, condition: str, index: int, cfg: RunConfig, guard: Guard, skill: Path | None) -> dict:
+def trial_id(sc: Scenario, condition: str, index: int) -> str:
+    return f"{sc.id}-{condition}-{index}"
+
+
+def set_aside(root: Path, label: str) -> str | None:
+    """Move a trial directory out of the way (an earlier attempt, or one an interrupted run left): kept for
+    reading as ``<id>.<label>-N``; returns its path relative to the run directory (None: nothing there)."""
+    if not root.exists():
+        return None
+    n = 1
+    while (dest := root.with_name(f"{root.name}.{label}-{n}")).exists():
+        n += 1
+    root.rename(dest)
+    return f"{root.parent.name}/{dest.name}"
+
+
+def one_trial(sc: Scenario, condition: str, index: int, cfg: RunConfig, guard: Guard, skill: Path | None,
+              earlier: list[dict] | None = None) -> dict:
+    """A trial, run again while its harness fails (``--retry``): every failed attempt is recorded in
+    ``attempts`` with its reason, and its directory kept as ``trials/<id>.attempt-N``. ``earlier``: the
+    failed attempts of a run being resumed."""
+    root = cfg.out / "trials" / trial_id(sc, condition, index)
+    attempts = list(earlier or [])
+    set_aside(root, "interrupted")  # a trial an interrupted run had started: its leftovers, kept for reading
+    for left in range(cfg.retry, -1, -1):
+        rec = attempt(sc, condition, index, cfg, guard, skill)
+        if rec["status"] != "error" or left == 0:
+            break
+        attempts.append({"attempt": len(attempts) + 1, "status": rec["status"], "reason": rec.get("reason"),
+                         "seconds": rec.get("seconds"), "exit": rec.get("exit"), "dir": set_aside(root, "attempt")})
+    if attempts:
+        rec.update(attempt=len(attempts) + 1, attempts=attempts)
+    return rec
+
+
+def attempt(sc: Scenario, condition: str, index: int, cfg: RunConfig, guard: Guard, skill: Path | None) -> dict:
     ad = adapter(cfg.agent)
-    tid = f"{sc.id}-{condition}-{index}"
+    tid = trial_id(sc, condition, index)
     box = Sandbox(cfg.out / "trials" / tid, cli=condition != "mcp").create(sc.fixture_lab, guard.groups())
     rec: dict = {"id": tid, "scenario": sc.id, "condition": condition, "trial": index, "tier": sc.tier}
     why_not = ad.register(box.home, condition, skill, box.mcp_server() if condition == "mcp" else None)
@@ -157,21 +210,34 @@ def one_trial(sc: Scenario, condition: str, index: int, cfg: RunConfig, guard: G
     (box.root / "stderr.txt").write_text(run.err)
     surface = guard.planned if cfg.planned else guard.live
     ev = add_mcp(merge_shim(ad.parse(run.out), box.records()), surface)
+    from scenarios.adapters import stream_version
+
+    version = stream_version(run.out)
+    rec.update(seconds=round(run.seconds, 2), exit=run.status, **({"agent_version": version} if version else {}))
+    limit = limit_hit(run, ad, cfg)
+    if limit:
+        return {**rec, "status": "limit", "limit": limit[0], "reason": limit[1],
+                "model": ev.model, "tokens": ev.tokens, "turns": ev.turns}
     failure = harness_failure(run, ev, ad)
     if failure:
-        return {**rec, "status": "timeout" if run.timed_out else "error", "reason": failure,
-                "seconds": round(run.seconds, 2), "exit": run.status}
+        return {**rec, "status": "error", "reason": failure}
     graded = score(sc, ev, surface, condition, box, cfg, run.out)
-    return {**rec, "status": "done", "seconds": round(run.seconds, 2),
-            "exit": run.status, **graded, "model": ev.model, "tokens": ev.tokens, "turns": ev.turns,
-            "mcp_calls": len(ev.mcp_calls),
+    return {**rec, "status": "done", **graded, **evidence_fields(ev)}
+
+
+def evidence_fields(ev: Evidence) -> dict:
+    return {"model": ev.model, "tokens": ev.tokens, "turns": ev.turns, "mcp_calls": len(ev.mcp_calls),
             "commands": [{"argv": c.argv, "source": c.source, "exit": c.exit, "refused": c.refused,
                           **({"rejected": True} if c.rejected else {}), **({"hook": True} if c.hook else {})}
                          for c in ev.commands]}
 
 
-def score(sc: Scenario, ev: Evidence, surface, condition: str, box: Sandbox | None, cfg: RunConfig, raw: str = "") -> dict:
-    """Checker (with the T1 end state), then the judge(s) given the checker's verdict; checker first, disagreements kept."""
+def score(sc: Scenario, ev: Evidence, surface, condition: str, box: Sandbox | None, cfg: RunConfig, raw: str = "",
+          recorded: dict | None = None) -> dict:
+    """Checker (with the T1 end state), then the judge(s) given the checker's verdict; checker first, disagreements kept.
+
+    ``recorded`` (regrade): a trial as a run recorded it; a judge with no command in ``cfg`` keeps the verdict it
+    gave then (it read the same transcript), merged with the checker's new one."""
     t1_res, lab = None, None
     if sc.tier == "t1" and box is not None:
         t1_res = t1.grade(sc, box, surface)
@@ -190,6 +256,13 @@ def score(sc: Scenario, ev: Evidence, surface, condition: str, box: Sandbox | No
     out: dict = {"checker": {**res.to_json(), "verdict": checker_verdict}, "t1": t1_res.to_json() if t1_res else None}
     jv = None
     for key, cmd in (("judge", cfg.judge_cmd), ("judge2", cfg.judge2_cmd)):
+        kept = (recorded or {}).get(key)
+        if not cmd and kept:
+            v = judge.Verdict(**kept["verdict"]) if kept.get("verdict") else None
+            out[key] = {**kept, "kept": True, "alone": judge.alone(v, sc, condition) if v else "undetermined",
+                        "disagreements": judge.disagreements(scores, [t.to_json() for t in res.traps], v)}
+            jv = jv or v
+            continue
         if not cmd:
             continue
         prompt = judge.build_prompt(sc, _transcript(ev, raw), condition, judge.help_tree(real_panio()),
@@ -253,10 +326,10 @@ def _link_auth(home: Path, files: list[str]) -> None:
 class RunLog:
     """run.json, rewritten after every trial: a killed run keeps the trials it finished (004 §9)."""
 
-    def __init__(self, path: Path, head: dict) -> None:
+    def __init__(self, path: Path, head: dict, trials: list[dict] | None = None) -> None:
         import threading
 
-        self.path, self.head, self.trials, self.lock = path, head, [], threading.Lock()
+        self.path, self.head, self.trials, self.lock = path, head, list(trials or []), threading.Lock()
         self.write("running")
 
     def add(self, trial: dict) -> dict:
@@ -286,7 +359,34 @@ def harness_version(ad: Adapter) -> str | None:
     return line[0][:200] if p.returncode == 0 and line else None
 
 
-def run(scenarios: list[Scenario], cfg: RunConfig) -> dict:
+def panio_version() -> str | None:
+    """The version of the panio under test, as its binary reports it (`panio --version`)."""
+    try:
+        p = subprocess.run([real_panio(), "--version"], capture_output=True, text=True, timeout=30,
+                           stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired, FileNotFoundError):
+        return None
+    line = p.stdout.strip().splitlines()[:1]
+    return line[0][:200] if p.returncode == 0 and line else None
+
+
+def provenance(cfg: RunConfig, ad: Adapter) -> dict:
+    """What a run was made with, for run.json: its own parameters, and the versions and hashes that decide
+    whether two runs compare (the methodology over rubric, catalog and graders; the catalog alone)."""
+    from scenarios.report import catalog_hash, methodology_hash
+
+    version = harness_version(ad)
+    return {"adapter": ad.name, "agent_command": ad.exe, "agent_version": version, "harness_version": version,
+            "panio_version": panio_version(), "panio": real_panio(), "methodology": methodology_hash(),
+            "catalog": catalog_hash(), "timeout_s": cfg.timeout_s, "parallel": cfg.parallel, "retry": cfg.retry,
+            "n": cfg.n, "model": cfg.model, "provider": cfg.provider, "agent_args": cfg.agent_args,
+            "conditions": cfg.conditions, "isolation": cfg.isolation, "link_auth": cfg.link_auth,
+            "judge": cfg.judge_cmd, "judge2": cfg.judge2_cmd, "planned_preview": cfg.planned}
+
+
+def run(scenarios: list[Scenario], cfg: RunConfig, resume_from: dict | None = None) -> dict:
+    """Every trial of scenarios × conditions × N. ``resume_from`` (a run.json an interrupted run left): its
+    head is kept, the trials it finished are kept and not run again, the rest (and its harness errors) run."""
     guard = Guard()
     drift = guard.run(scenarios)
     pending = {} if cfg.planned else drift.pending
@@ -294,17 +394,68 @@ def run(scenarios: list[Scenario], cfg: RunConfig) -> dict:
     cfg.out.mkdir(parents=True, exist_ok=True)
     work = [(sc, cond, i) for sc in scenarios if sc.id not in pending
             for cond in cfg.conditions if cond in sc.conditions for i in range(1, cfg.n + 1)]
-    from scenarios.report import methodology_hash
-
     ad = adapter(cfg.agent)
-    head = {"run_id": uuid.uuid4().hex[:12], "started": time.time(), "agent": cfg.agent,
-            "harness_version": harness_version(ad), "model": cfg.model, "provider": cfg.provider,
-            "agent_args": cfg.agent_args, "conditions": cfg.conditions, "n": cfg.n, "isolation": cfg.isolation,
-            "judge": cfg.judge_cmd, "judge2": cfg.judge2_cmd, "methodology": methodology_hash(),
-            "planned_preview": cfg.planned, "scenarios": [s.id for s in scenarios], "core": [s.id for s in scenarios if s.core],
-            "pending": {k: v for k, v in pending.items() if k in {s.id for s in scenarios}},
-            "traps": {s.id: {t.id: t.central for t in s.traps} for s in scenarios}}
-    log = RunLog(cfg.out / "run.json", head)
+    kept: list[dict] = []
+    earlier: dict[str, list[dict]] = {}
+    if resume_from is None:
+        head = {"run_id": uuid.uuid4().hex[:12], "started": time.time(), "agent": cfg.agent, **provenance(cfg, ad),
+                "trials_planned": len(work), "scenarios": [s.id for s in scenarios],
+                "core": [s.id for s in scenarios if s.core],
+                "pending": {k: v for k, v in pending.items() if k in {s.id for s in scenarios}},
+                "traps": {s.id: {t.id: t.central for t in s.traps} for s in scenarios}}
+    else:
+        head = {k: v for k, v in resume_from.items() if k not in ("trials", "state", "seconds")}
+        for t in resume_from.get("trials", []):
+            if t.get("status") == "error":  # a harness error: run again, the failed attempt recorded
+                root = cfg.out / "trials" / t["id"]
+                earlier[t["id"]] = [*t.get("attempts", []), {
+                    "attempt": len(t.get("attempts", [])) + 1, "status": "error", "reason": t.get("reason"),
+                    "seconds": t.get("seconds"), "exit": t.get("exit"), "dir": set_aside(root, "attempt")}]
+            else:
+                kept.append(t)
+        done = {t["id"] for t in kept}
+        work = [w for w in work if trial_id(*w) not in done]
+        head["parallel"], head["retry"] = cfg.parallel, cfg.retry
+        head["resumed"] = [*head.get("resumed", []), {"at": time.time(), "kept": len(kept), "ran": len(work)}]
+    log = RunLog(cfg.out / "run.json", head, kept)
     with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
-        list(pool.map(lambda w: log.add(one_trial(w[0], w[1], w[2], cfg, guard, skill)), work))
+        list(pool.map(lambda w: log.add(one_trial(w[0], w[1], w[2], cfg, guard, skill, earlier.get(trial_id(*w)))),
+                      work))
     return log.write("complete")
+
+
+def config_of(head: dict, out: Path, parallel: int | None = None, retry: int | None = None) -> RunConfig:
+    """The RunConfig a recorded run was made with (run.json's head)."""
+    return RunConfig(agent=head["agent"], conditions=list(head["conditions"]), n=int(head["n"]), out=out,
+                     parallel=int(parallel if parallel is not None else head.get("parallel", 2)),
+                     timeout_s=float(head.get("timeout_s", 600)), judge_cmd=head.get("judge"),
+                     isolation=head.get("isolation", "home"), link_auth=list(head.get("link_auth", [])),
+                     planned=bool(head.get("planned_preview")), model=head.get("model"), provider=head.get("provider"),
+                     agent_args=list(head.get("agent_args", [])), judge2_cmd=head.get("judge2"),
+                     retry=int(retry if retry is not None else head.get("retry", 0)))
+
+
+def resume(path: Path, parallel: int | None = None, retry: int | None = None) -> tuple[dict, Path]:
+    """Continue the run recorded in ``path`` (run.json) in its own directory: the trials it finished are kept,
+    not run again; the others (and those whose harness failed) run as it would have run them. Refused when
+    this panio-eval would grade them otherwise (another methodology or catalog) or the panio under test is
+    another version: one run's trials must compare."""
+    from scenarios.report import catalog_hash, methodology_hash
+    from scenarios.scenario import EvalUsage, load_all, select
+
+    try:
+        data = json.loads(path.read_text())
+        head_ok = isinstance(data, dict) and all(k in data for k in ("agent", "conditions", "n", "scenarios"))
+    except ValueError as exc:
+        raise EvalUsage(f"panio-eval run --resume: {path} is not a run.json ({exc})") from None
+    if not head_ok:
+        raise EvalUsage(f"panio-eval run --resume: {path} is not a run.json (no agent, conditions, n, scenarios)")
+    if data.get("regraded_from"):
+        raise EvalUsage(f"panio-eval run --resume: {path} is a regraded run; resume the run it was regraded from")
+    now = {"methodology": methodology_hash(), "catalog": catalog_hash(), "panio_version": panio_version()}
+    for key, what in (("methodology", "methodology hash"), ("catalog", "catalog hash"), ("panio_version", "panio version")):
+        if key in data and data[key] != now[key]:
+            raise EvalUsage(f"panio-eval run --resume: run {data.get('run_id')} was made under {what} {data[key]}, "
+                            f"this one is {now[key]}: its trials would not compare (start a new run, or regrade it)")
+    cfg = config_of(data, path.parent, parallel, retry)
+    return run(select(load_all(), data["scenarios"]), cfg, resume_from=data), path.parent

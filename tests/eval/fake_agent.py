@@ -9,7 +9,10 @@ $FAKE_AGENT_SCRIPT (JSON: {scenario: {mode: {"run": [...], "answer": "..."}}}),
 the mode from $FAKE_AGENT_MODE (good/bad). Like the real harnesses it can fail:
 $FAKE_AGENT_CRASH=N exits N at once, $FAKE_AGENT_SILENT exits 0 saying nothing,
 $FAKE_AGENT_HANG (claude) runs its commands and then hangs before its final answer,
-and the fake codex refuses the removed `--full-auto` flag.
+and the fake codex refuses the removed `--full-auto` flag. $FAKE_AGENT_LIMIT=turns|tokens
+ends the run the way each harness reports its own limit (Claude's error_max_turns /
+error_max_budget_usd result, Gemini CLI's exit 53, pi's stopReason "length", Codex's
+turn.failed "ran out of room in the model's context window").
 """
 
 import json
@@ -53,7 +56,8 @@ def sh(cmd):
 
 
 if fmt == "claude":
-    emit({"type": "system", "subtype": "init", "session_id": "s1", "tools": ["Bash", "Read"], "model": "fake"})
+    emit({"type": "system", "subtype": "init", "session_id": "s1", "tools": ["Bash", "Read"], "model": "fake",
+          "claude_code_version": "9.9.9"})
     for i, cmd in enumerate(plan["run"]):
         mid = f"msg_{i}"
         usage = {"input_tokens": 100, "output_tokens": 10, "cache_read_input_tokens": 5}
@@ -76,7 +80,12 @@ if fmt == "claude":
         time.sleep(3600)
     emit({"type": "assistant", "message": {"id": "msg_final", "role": "assistant",
           "usage": {"input_tokens": 50, "output_tokens": 20}, "content": [{"type": "text", "text": plan["answer"]}]}})
-    if not os.environ.get("FAKE_AGENT_NO_RESULT"):
+    limit = os.environ.get("FAKE_AGENT_LIMIT")
+    if limit:
+        emit({"type": "result", "subtype": "error_max_turns" if limit == "turns" else "error_max_budget_usd",
+              "is_error": True, "num_turns": len(plan["run"]) + 1, "total_cost_usd": 0.5,
+              "usage": {"input_tokens": 1234, "output_tokens": 321}})
+    elif not os.environ.get("FAKE_AGENT_NO_RESULT"):
         emit({"type": "result", "subtype": "success", "is_error": False, "num_turns": len(plan["run"]) + 1,
               "result": plan["answer"], "total_cost_usd": 0.0123,
               "usage": {"input_tokens": 1234, "output_tokens": 321, "cache_read_input_tokens": 99}})
@@ -90,6 +99,10 @@ elif fmt == "codex":
         code, out = sh(cmd)
         emit({"type": "item.completed", "item": {"id": f"item_{i}", "type": "command_execution", "command": wrapped,
               "aggregated_output": out, "exit_code": code, "status": "completed" if code == 0 else "failed"}})
+    if os.environ.get("FAKE_AGENT_LIMIT"):
+        emit({"type": "turn.failed", "error": {"message": "Codex ran out of room in the model's context window. Start a "
+                                                          "new conversation or clear earlier history before retrying."}})
+        sys.exit(1)
     emit({"type": "item.completed", "item": {"id": "item_r", "type": "reasoning", "text": "**Thinking**"}})
     emit({"type": "item.completed", "item": {"id": "item_m", "type": "agent_message", "text": plan["answer"]}})
     emit({"type": "turn.completed", "usage": {"input_tokens": 2000, "cached_input_tokens": 500, "output_tokens": 300}})
@@ -102,6 +115,11 @@ elif fmt == "gemini":
         code, out = sh(cmd)
         emit({"type": "tool_result", "timestamp": "t", "tool_id": f"t{i}", "status": "success" if code == 0 else "error",
               "output": out})
+    if os.environ.get("FAKE_AGENT_LIMIT"):
+        emit({"type": "result", "timestamp": "t", "status": "error",
+              "error": {"type": "FatalTurnLimitedError", "message": "Reached max session turns for this session."},
+              "stats": {"total_tokens": 900, "input_tokens": 800, "output_tokens": 100}})
+        sys.exit(53)
     half = len(plan["answer"]) // 2
     emit({"type": "message", "timestamp": "t", "role": "assistant", "content": plan["answer"][:half], "delta": True})
     emit({"type": "message", "timestamp": "t", "role": "assistant", "content": plan["answer"][half:], "delta": True})
@@ -121,7 +139,8 @@ elif fmt == "pi":
               "result": {"content": [{"type": "text", "text": out}]}, "isError": code != 0})
         emit({"type": "turn_end"})
     emit({"type": "message_end", "message": {"role": "assistant", "content": [{"type": "text", "text": plan["answer"]}],
-          "usage": {"input": 400, "output": 60, "cacheRead": 0, "cacheWrite": 0, "cost": {"total": 0.002}}}})
+          "usage": {"input": 400, "output": 60, "cacheRead": 0, "cacheWrite": 0, "cost": {"total": 0.002}},
+          "stopReason": "length" if os.environ.get("FAKE_AGENT_LIMIT") else "stop"}})
     emit({"type": "agent_end", "messages": []})
 else:  # a custom agent command: plain final answer on stdout
     for cmd in plan["run"]:

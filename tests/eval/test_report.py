@@ -52,7 +52,8 @@ def runs(tmp_path_factory):
 def test_report_counts_lab_traps_says_why_and_names_invented_commands(runs):
     good, bad = runs
     agg = json.loads((bad / "report.json").read_text())
-    assert agg["traps"]["C2:named-interfaces"] == {"central": True, "walked": 4, "decided": 4, "failure_rate": 1.0}
+    assert agg["traps"]["C2:named-interfaces"] == {"central": True, "walked": 4, "decided": 4, "failure_rate": 1.0,
+                                                   "failure_rate_ci": [0.5101, 1.0]}  # Wilson 95 %: 4/4 is 51-100 %
     cell = agg["cells"]["C7"]["cold"]
     assert cell["invented"] == ["panio adb reboot tablet"]
     whats = {w["what"] for w in cell["why"]}

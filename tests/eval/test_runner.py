@@ -121,8 +121,8 @@ def test_claude_usage_is_deduplicated_by_message_id_without_a_result_event():
 
 
 def test_a_trial_over_its_time_limit_is_killed_and_never_scored(panio_eval, agent_env, tmp_path):
-    """A hung agent (killed at --timeout-s) measured nothing: a gap like a crash, not 0 % blamed on the commands
-    it never reached (issue 23 item 6)."""
+    """A hung agent (killed at --timeout-s) measured nothing: not 0 % blamed on the commands it never reached
+    (issue 23 item 6), and not a harness error either: a trial that hit a limit is reported as such (issue 40)."""
     slow = tmp_path / "agents" / "slowagent"
     slow.write_text("#!/bin/sh\nsleep 30\n")
     slow.chmod(0o755)
@@ -130,20 +130,21 @@ def test_a_trial_over_its_time_limit_is_killed_and_never_scored(panio_eval, agen
                    "--out", str(tmp_path / "slow"), env=agent_env, timeout=20)
     assert r.code == 0, r.err
     t = json.loads((tmp_path / "slow" / "run.json").read_text())["trials"][0]
-    assert t["status"] == "timeout" and t["seconds"] < 10 and "time limit" in t["reason"]
+    assert t["status"] == "limit" and t["limit"] == "time" and t["seconds"] < 10 and "time limit" in t["reason"]
     # a claude that ran two of C1's commands, printed "Let me check." and hung before its answer
     out = tmp_path / "hung"
     r = panio_eval("run", "--agent", "claude", "--n", "1", "--scenario", "C1", "--timeout-s", "8",
                    "--out", str(out), env={**agent_env, "FAKE_AGENT_MODE": "good", "FAKE_AGENT_HANG": "1"}, timeout=60)
     assert r.code == 0, r.err
     t = json.loads((out / "run.json").read_text())["trials"][0]
-    assert t["status"] == "timeout" and "claude hit the time limit (--timeout-s)" in t["reason"], t
+    assert t["status"] == "limit" and "claude hit the time limit (--timeout-s 8)" in t["reason"], t
     assert "pass" not in t and "scores" not in t and "why" not in t, t  # no score, no blame
     agg = json.loads((out / "report.json").read_text())
     cell = agg["cells"]["C1"]["cold"]
-    assert cell["rate"] is None and cell["n"] == 0 and cell["errors"] == 1, cell
-    assert cell["gap"].startswith("harness failed: claude hit the time limit"), cell
-    assert agg["by_condition"]["cold"]["rate"] is None and agg["by_condition"]["cold"]["harness_errors"] == 1
+    assert cell["rate"] is None and cell["n"] == 0 and cell["errors"] == 0 and cell["limits"] == {"time": 1}, cell
+    assert cell["gap"].startswith("hit a limit (time): claude hit the time limit"), cell
+    cold = agg["by_condition"]["cold"]
+    assert cold["rate"] is None and cold["harness_errors"] == 0 and cold["limits"] == {"time": 1}
     assert agg["timeouts"] == 1 and agg["traps"] == {}  # no trap was walked into by a trial that never finished
 
 
