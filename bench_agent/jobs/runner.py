@@ -51,6 +51,7 @@ from typing import Any, Callable
 from bench_agent.errors import Busy, Canceled, PanioError, Refused, Timeout, Unreachable
 from bench_agent.leases import base as leasing
 from bench_agent.jobs import lab_probe, reconcile, screens, serial_window
+from bench_agent.jobs.started import AlreadyStarted
 from bench_agent.results.store import ResultStore
 from bench_agent.jobs.steps import OUTPUT_LIMIT, bind, command_line, execute, judge, known_variables, planned
 
@@ -107,8 +108,11 @@ def lab_caller(lab_key: str | None) -> Caller:
 class JobRunner:
     def __init__(self, store: ResultStore, leases: leasing.LeaseStore, worker: str, progress: Progress = _quiet,
                  heartbeat: reconcile.Heartbeat | None = None, caller: Caller = local_caller,
-                 planner: Callable[[str, list[str]], dict] | None = None) -> None:
+                 planner: Callable[[str, list[str]], dict] | None = None, once: Any = None) -> None:
+        """``once``: a worker's record of the job on its host (``started.JobRecord``), made as the job is claimed:
+        a job the host started before is refused there, whatever the results database says."""
         self.store, self.leases, self.caller, self.planner = store, leases, caller, planner
+        self.once = once
         self.worker, self.progress = worker, progress
         self.heartbeat = heartbeat or reconcile.Heartbeat(store)
         self._health = None
@@ -141,6 +145,27 @@ class JobRunner:
         finally:
             self.heartbeat.discard(job_id)
 
+    def _claiming(self, claim: Callable[[], Any], mine: Callable[[Any], bool]) -> Any:
+        """``claim()`` the job, recorded first on the host (``once``): ``AlreadyStarted`` if it started there before.
+        The record is withdrawn when ``mine(answer)`` says the claim was not this runner's (nothing ran); one that
+        raises keeps it (it may have been made: the job then ends refused, never runs twice)."""
+        if self.once is None:
+            return claim()
+        if not self.once.record():
+            raise AlreadyStarted(self.once.name)
+        answer = claim()
+        if not mine(answer):
+            self.once.forget()
+        return answer
+
+    def _refused(self, payload: dict) -> None:
+        """Another copy of this very message started the job on this host, between its intake and this claim."""
+        err = Refused("not run: this host started it before, from this very message: a job runs at most once on "
+                      "its host, whatever the results database says", job=payload["job_id"])
+        self.progress("job_refused", {"job_id": payload["job_id"], "reason": err.message})
+        self.store.finish(payload["job_id"], "incomplete", None, err.message, err.to_json(), only_if_queued=True)
+        return None
+
     def _gate(self):
         from bench_agent.health.gate import HealthGate
 
@@ -166,7 +191,10 @@ class JobRunner:
                 {"holder": self.worker, "job": job_id, "name": payload["name"]},
                 payload.get("lease_ttl_s", 30), wait_s if left_s is None else min(wait_s, left_s),
                 should_stop=stopped, durable_fence=False,  # the claim below is durable, and comes first
-                claim=lambda target, token: self.store.claim_fenced(job_id, self.worker, target, token))
+                claim=lambda target, token: self._claiming(
+                    lambda: self.store.claim_fenced(job_id, self.worker, target, token), lambda done: done[1]))
+        except AlreadyStarted:
+            return self._refused(payload)
         except (Busy, Unreachable) as err:
             if self.store.state(job_id) != "queued":
                 return None
@@ -180,7 +208,10 @@ class JobRunner:
             # store claimed it already with the token's fencing mark when it could (one statement).
             claimed = lease.claimed
             if claimed is None:
-                claimed = self.store.claim(job_id, self.worker, fence=lease.token)
+                try:
+                    claimed = self._claiming(lambda: self.store.claim(job_id, self.worker, fence=lease.token), bool)
+                except AlreadyStarted:
+                    return self._refused(payload)
             if not claimed:
                 return None
             lease.on_retake = lambda: self._retaken(job_id, lease)

@@ -11,7 +11,8 @@ process trusts (the controller's reconciler: by its own key), be a ``panio.run_j
 target and host) and nothing else. A queued row without one, or whose message fails a check, is refused
 (``Refused``): never sent. Whoever can write the results database therefore cannot make a host run a job the
 controller did not queue (docs/security.md). A host runs a copy sent again at most once, like any copy: the job's
-claim in the results database and the target's lease decide.
+claim in the results database and the target's lease decide, and the host's own record of the jobs it started
+(``bench_agent.jobs.started``): a job that ran, set back to queued in the database, is sent again and refused.
 """
 
 from __future__ import annotations
@@ -25,14 +26,24 @@ from bench_agent.errors import Refused
 SIGNED = "application/data"  # the content type of Celery's auth serializer
 
 
-def seal(app, payload: dict) -> str:
+def seal(app, payload: dict, sealed_at: float | None = None) -> str:
     """``payload``'s ``panio.run_job`` body as ``app`` signs it (with no keys, ``--insecure-unsigned``: plain JSON,
-    which no reconciler sends again), as text to keep."""
+    which no reconciler sends again), as text to keep. The body says when it was sealed (``sealed_at``, default
+    now): a host runs a job message only within ``started.WINDOW_S`` of it, the time it remembers having started
+    the job (``bench_agent.jobs.started``)."""
     from kombu.serialization import dumps
 
-    content_type, encoding, body = dumps(_message(app, payload, "").body, serializer=app.conf.task_serializer)
+    body = _message(app, stamped(payload, sealed_at), "").body
+    content_type, encoding, body = dumps(body, serializer=app.conf.task_serializer)
     return json.dumps({"content_type": content_type, "content_encoding": encoding,
                        "body": body.decode(encoding) if isinstance(body, bytes) else body})
+
+
+def stamped(payload: dict, sealed_at: float | None = None) -> dict:
+    """``payload`` with the time its message is sealed (``sealed_at``, default now)."""
+    import time
+
+    return {**payload, "sealed_at": time.time() if sealed_at is None else float(sealed_at)}
 
 
 def publish(app, payload: dict, sealed: str, task_id: str) -> str:

@@ -122,10 +122,12 @@ class WorkerContext:
                  config: HostConfig) -> None:
         self.host, self.results_url, self.redis_url, self.prefix = host, results_url, redis_url, prefix
         from bench_agent.jobs.replay import SeenNonces
+        from bench_agent.jobs.started import StartedJobs
 
         self.state_dir, self.config = Path(state_dir), config
         self._in_flight: set[int] = set()
         self._seen = SeenNonces(self.state_dir / "ops-seen")
+        self._started = StartedJobs(self.state_dir / "jobs-started")  # on the host: the database cannot erase it
         self._stores = None
         self._heartbeat = None
         self._lock = threading.Lock()
@@ -190,6 +192,9 @@ class WorkerContext:
         from bench_agent.jobs.runner import JobRunner
 
         store, leases = self.stores()
+        once = self._once(store, payload)
+        if once is None:
+            return None
         try:
             payload = self._as_configured(payload)
         except PanioError as err:  # not this host's target: the job ends saying so, nothing ran
@@ -201,7 +206,7 @@ class WorkerContext:
         lab = payload.get("lab_key")  # the job's lab: its target's leases and captures are that lab's
         try:
             return JobRunner(store, leases.for_lab(lab), self.name, _log_event, self._heartbeat,
-                             caller=lab_caller(lab)).run(payload)
+                             caller=lab_caller(lab), once=once).run(payload)
         except Exception as exc:  # a bug or a dead database: say so in the job rather than leave it running
             from bench_agent.errors import InternalError
 
@@ -211,6 +216,32 @@ class WorkerContext:
             except Exception:  # noqa: BLE001 - the database itself is away: a reconciler settles it later
                 pass
             raise
+
+    def _once(self, store, payload: dict):
+        """The host's record of ``payload``'s job (``started.JobRecord``), which the runner makes as it claims the
+        job; None when the job is refused here, whatever the results database says: its message is past its window,
+        or this host started the job before (a job that ran, set back to queued). A refused job that nobody else
+        holds ends refused, so it is not sent again; nothing of it runs."""
+        from bench_agent.errors import PanioError, Refused
+        from bench_agent.jobs.reconcile import dead_after_s
+        from bench_agent.jobs.started import too_old
+
+        why = too_old(payload)
+        once = None if why else self._started.of(payload)
+        try:
+            started = once is not None and once.before()
+        except PanioError as err:  # its folder is not this user's alone: no record can be trusted, nothing runs
+            started, why = False, err.message
+        if started:
+            why = (f"host {self.host} started it before, from this very message (its own record, "
+                   f"{once.jobs.folder}/): a job runs at most once on its host, whatever the results database says")
+        if not why:
+            return once
+        err = Refused(f"not run: {why}", job=payload["job_id"])
+        _log_event("job_refused", {"job_id": payload["job_id"], "reason": err.message})
+        if store.take(payload["job_id"], self.name, time.time() - dead_after_s(payload)):  # not a live runner's
+            store.finish(payload["job_id"], "incomplete", None, err.message, err.to_json(), only_if_queued=True)
+        return None
 
     def call_op(self, op: str, args: dict, stamp: Any) -> dict[str, Any]:
         """One operation for the Celery transport, run once and in its window (``signing.check_fresh``); errors
@@ -335,6 +366,8 @@ def submit(app, payload: dict, host: str, task_id: str | None = None) -> str:
     """Queue ``payload`` for ``host``'s worker; returns the task id."""
     # ignore_result: the results database says how a job ended; without it Celery would subscribe to a result
     # that never comes, one more Redis round trip per job (and a subscription kept in a long-lived controller)
-    result = for_host(app, host).send_task(TASK, args=[payload], queue=queue_name(host), ignore_result=True,
+    from bench_agent.jobs.sealed import stamped
+
+    result = for_host(app, host).send_task(TASK, args=[stamped(payload)], queue=queue_name(host), ignore_result=True,
                            task_id=task_id or f"panio-job-{payload['job_id']}")
     return result.id
