@@ -22,7 +22,9 @@ body (``op_stamp``: the host it is for, when it was sent, how long its sender
 waits, a nonce), and only that host's worker runs it, only within that window
 and only once (``check_fresh``; the nonces it has seen are kept on
 the host, where no broker user can erase them: ``bench_agent.jobs.replay``). A
-job needs none: the results database runs it once.
+job runs once by the results database's claim and the host's own record of the
+jobs it started (``bench_agent.jobs.started``); its message says when it was
+sealed, and a host refuses one sealed over 30 days ago.
 
 Without keys nothing is sent or served: a process that would use the broker
 fails as not configured, unless it is told to run unsigned on purpose
