@@ -425,11 +425,12 @@ def cmd_hardware(args) -> int:
         import os
 
         table, err = hardware.target_table(args.lab, args.target, dict(os.environ))
-        why = err or (hardware.why_not(sc, args.target, table, hardware.steps_of(sc, False)[0]) if sc.hardware
+        power = table.get("power") or {}
+        why = err or (hardware.why_not(sc, args.target, table, hardware.steps_of(sc, False, power)[0]) if sc.hardware
                       else hardware.no_form(sc))
         if why:
             raise EvalUsage(f"panio-eval hardware: {sc.id} {why if why.startswith('cannot run') else 'cannot run: ' + why}")
-        sys.stdout.write(hardware.job_toml(sc, table.get("profile") or {}, own_bench=False))
+        sys.stdout.write(hardware.job_toml(sc, table.get("profile") or {}, own_bench=False, power=power))
         return 0
     scs = select(load_all(), args.scenario) if args.scenario else load_all()
     with tempfile.TemporaryDirectory(prefix="panio-eval-hw-") as tmp:

@@ -68,14 +68,39 @@ SHELL_PREAMBLE = [
      "run": "panio serial wait ${target} --epoch ${boot_epoch} --since ${boot_cursor} "
             "--pattern ${profile.prompt} --timeout-ms 30000"},
 ]
+# A board that cannot be switched off and on (only a cycle hook, or no power control at all) is asked for
+# no power: the scenario types into the shell that is running now. The cursor is noted first, then an
+# empty line is sent, and only a prompt printed after it counts (an old prompt in the log cannot).
+RUNNING_SHELL = [
+    {"name": "capture the console", "run": "panio serial watch ${target}"},
+    {"name": "note the cursor", "run": "panio serial status ${target}",
+     "capture": {"boot_epoch": '"epoch": (\\d+)', "boot_cursor": '"cursor": (\\d+)'}},
+    {"name": "wake the running shell", "run": "panio serial send ${target} ''"},
+    {"name": "the running shell answers", "timeout_s": 20,
+     "run": "panio serial wait ${target} --epoch ${boot_epoch} --since ${boot_cursor} "
+            "--pattern ${profile.prompt} --timeout-ms 10000"},
+]
 PROFILE_RE = re.compile(r"\$\{profile\.(\w+)\}")
 STEP_KEYS = ("run", "expect_output", "reject_output")
 
 
-def steps_of(sc: Scenario, own_bench: bool) -> tuple[list[dict], list[dict]]:
-    """(the steps this bench runs, the steps left out for the other kind of bench)."""
+def switchable(power: dict | None) -> bool:
+    """The board can be switched off and on (``power off``/``power on`` work): both hooks are configured.
+    None: panio's simulated board, which can."""
+    return power is None or bool(power.get("on_cmd") and power.get("off_cmd"))
+
+
+def preamble(power: dict | None) -> list[dict]:
+    """How a ``shell = true`` scenario reaches a shell on this board: a known-state boot where the board can be
+    switched off and on, else the shell running now (no power asked for)."""
+    return SHELL_PREAMBLE if switchable(power) else RUNNING_SHELL
+
+
+def steps_of(sc: Scenario, own_bench: bool, power: dict | None = None) -> tuple[list[dict], list[dict]]:
+    """(the steps this bench runs, the steps left out for the other kind of bench). ``power``: the target's
+    power table ({} when it has none; None: panio's simulated board)."""
     hw = sc.hardware or {}
-    steps = (SHELL_PREAMBLE if hw.get("shell") else []) + list(hw.get("steps", []))
+    steps = (preamble(power) if hw.get("shell") else []) + list(hw.get("steps", []))
     here = "sim" if own_bench else "lab"
     return ([st for st in steps if st.get("bench", here) == here], [st for st in steps if st.get("bench", here) != here])
 
@@ -138,13 +163,15 @@ def bind(steps: list[dict], profile: dict) -> list[dict]:
 
 
 
-def job_toml(sc: Scenario, profile: dict | None = None, own_bench: bool = True, drop: tuple[str, ...] = ()) -> str:
+def job_toml(sc: Scenario, profile: dict | None = None, own_bench: bool = True, drop: tuple[str, ...] = (),
+             power: dict | None = None) -> str:
     """The job file for a scenario's hardware table (target given on the command line), for a board described by
-    ``profile`` (default: panio's simulated board's), leaving out the ``run`` lines in ``drop``."""
+    ``profile`` (default: panio's simulated board's) and powered by ``power`` (its power table; None: the
+    simulated board's), leaving out the ``run`` lines in ``drop``."""
     hw = sc.hardware or {}
     lines = [f"name = {json.dumps('eval-' + sc.id)}", f"description = {json.dumps(sc.title)}",
              f"timeout_s = {int(hw.get('timeout_s', 120))}", ""]
-    steps = bind(steps_of(sc, own_bench)[0], SIM_PROFILE if profile is None else profile)
+    steps = bind(steps_of(sc, own_bench, power)[0], SIM_PROFILE if profile is None else profile)
     for i, step in enumerate([st for st in steps if st.get("run") not in drop], 1):
         lines.append("[[steps]]")
         lines.append(f"name = {json.dumps(step.get('name', f'step {i}'))}")
@@ -251,14 +278,14 @@ def run(sc: Scenario, root: Path, guard: Guard, lab: Path | None = None, target:
         if lab is None or target is None:
             return HwResult(sc.id, "fail", ["no bench: give --lab and --target, or install panio-sim"])
         table, err = target_table(lab, target, env)
-        steps, left_out = steps_of(sc, own)
+        steps, left_out = steps_of(sc, own, table.get("power") or {})
         why = err or why_not(sc, target, table, steps)
         if why:
             return HwResult(sc.id, "cannot_run", [why if why.startswith("cannot run") else f"cannot run: {why}"])
         if not own:
             before = running(lab, target, env)
         drop = tuple(f"panio {kind} stop ${{target}}" for kind in sorted(before))
-        job.write_text(job_toml(sc, table.get("profile") or {}, own, drop))
+        job.write_text(job_toml(sc, table.get("profile") or {}, own, drop, table.get("power") or {}))
         ran = True
         r = _panio(lab, env, "job", "run", str(job), "--target", target,
                    timeout=int((sc.hardware or {}).get("timeout_s", 120)) + 60)
