@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import copy
+from dataclasses import replace as dc_replace
+
+from scenarios import meaning
 
 from scenarios.evidence import Command, Evidence
 from scenarios.matching import TrapResult, any_match, check_trap
@@ -33,23 +36,34 @@ class CheckResult:
     matched: list[str] = field(default_factory=list)
     unmatched: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    contradictions: list[str] = field(default_factory=list)  # what a command means against what the answer says
+    unsettled: list[str] = field(default_factory=list)  # what the answer leaves open (the judge decides)
     verdict: str = "undetermined"  # pass | fail | undetermined (a judge must decide)
     reasons: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"scores": self.scores, "traps": [t.to_json() for t in self.traps], "invented": self.invented,
                 "malformed": self.malformed, "matched": self.matched, "unmatched": self.unmatched,
-                "notes": self.notes, "verdict": self.verdict, "reasons": self.reasons}
+                "notes": self.notes, "contradictions": self.contradictions, "unsettled": self.unsettled,
+                "verdict": self.verdict, "reasons": self.reasons}
 
 
 def check(sc: Scenario, ev: Evidence, surface: Surface, condition: str = "cold", lab: dict | None = None) -> CheckResult:
     role, fixed = role_of(sc, surface)
     ev = copy.copy(ev)
-    ev.commands = bind(ev.commands, surface, role, fixed)  # the target is a role, bound once per answer
+    ev.commands = [dc_replace(c) for c in bind(ev.commands, surface, role, fixed)]  # the target is a role
+    meaning.mark_corrected(ev.commands, surface)  # a failed call fixed at once is not graded
+    ev.commands = meaning.expand(ev.commands, sc, surface)  # off + on means power-cycle, where the traps allow
     cmds = [c for c in ev.acted if parse(surface, c.argv, strict=False).status != "shorthand"]
+    given = [c for c in cmds if not c.means]  # what the agent wrote, without the commands equivalences made
     res = CheckResult(scores={d: None for d in DIMS}, traps=[check_trap(surface, t, ev, lab) for t in sc.traps])
-    _invent_and_form(res, cmds, surface, ev.hooks)
+    _invent_and_form(res, given, surface, ev.hooks)
+    passing = meaning.flags_in_passing(ev, surface)
+    if passing:
+        res.invented += [f"{x} (named in passing)" for x in passing]
+        res.scores["d4"] = 0
     _reference(res, sc, cmds, surface)
+    _meaning(res, sc, ev, given, surface)
     _gotchas(res)
     if ev.from_stream:
         _discovery(res, ev, condition)
@@ -57,7 +71,22 @@ def check(sc: Scenario, ev: Evidence, surface: Surface, condition: str = "cold",
     if condition in NO_D1:
         res.scores["d1"] = None
     res.verdict, res.reasons = verdict(res.scores, res.traps, condition)
+    if res.verdict != "pass":
+        res.reasons = res.contradictions + res.reasons + (res.unsettled if res.verdict == "undetermined" else [])
     return res
+
+
+def _meaning(res: CheckResult, sc: Scenario, ev: Evidence, given: list[Command], surface: Surface) -> None:
+    """Units against what the answer says, and results claimed from failed commands: a contradiction is a
+    goal not met (D6 = 0, which no judge can lift); a unit left open leaves D3 to the judge."""
+    wrong, open_ = meaning.units(sc, ev, given, surface)
+    claims = meaning.failed_claims(sc, ev, surface) if sc.tier == "t0" else []
+    res.contradictions += wrong + claims
+    if res.contradictions:
+        res.scores["d6"] = 0
+    elif open_:
+        res.unsettled += open_
+        res.scores["d3"] = None
 
 
 def _mention(c: Command, p) -> bool:

@@ -119,11 +119,22 @@ class Guard:
             scenarios = load_all()
             ids = {s.id for s in scenarios}
             report.errors += [f"catalog: seed scenario {sid} has no fixture" for sid in SEED_IDS if sid not in ids]
+            self.check_equivalences(report)
         for sc in scenarios:
             self.check_scenario(sc, report)
             report.checked += 1
         self.check_safe(report)
         return report
+
+    def check_equivalences(self, report: DriftReport) -> None:
+        """catalog/_equivalences.toml: each `means` and step is a real command (issue 40)."""
+        from scenarios.meaning import equivalences
+
+        for eq in equivalences():
+            for label, argv in [("means", list(eq.means))] + [("sequence", list(s)) for s in eq.sequence]:
+                miss = self.check_line(f"equivalence {eq.id} ({label})", [t for t in argv if t != "*"], False, report)
+                if miss:
+                    report.errors.append(f"equivalence {eq.id}: `panio {miss}` has not landed")
 
     def groups(self) -> list[str]:
         """Commands with subcommands (live or announced): the shim needs them to find a path."""

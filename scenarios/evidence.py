@@ -38,6 +38,9 @@ class Command:
     rejected: bool = False  # named only to say not to use it ("there is no `panio flash`")
     hook: bool = False  # a panio command line inside another's argument (a power hook): checked, not run
     inline: bool = False  # from an inline span in prose: without its arguments it is a mention (`panio serial watch`)
+    corrected: bool = False  # ran, failed, and the next panio command ran the same command right (not graded)
+    means: str = ""  # made by an equivalence of the catalog (its id) from the commands before it: graded, not run
+    pos: int = -1  # where a stated command is in the answer's text
 
     @property
     def is_help(self) -> bool:
@@ -69,11 +72,13 @@ class Evidence:
     turns: int | None = None
     harness_error: str = ""  # the harness itself reported a failure (not the agent's answer)
     model: str | None = None  # the model the stream says answered
+    flag_mentions: list[tuple[str, int, bool]] = field(default_factory=list)  # (`--flag` alone in prose, where, rejected)
 
     @property
     def acted(self) -> list[Command]:
-        """The commands the agent ran or recommends (not the ones it names only to reject, nor hook lines)."""
-        return [c for c in self.commands if not c.rejected and not c.hook]
+        """The commands the agent ran or recommends (not the ones it names only to reject, nor hook lines, nor a
+        failed call it corrected at once)."""
+        return [c for c in self.commands if not c.rejected and not c.hook and not c.corrected]
 
     @property
     def hooks(self) -> list[Command]:
@@ -103,17 +108,40 @@ class Evidence:
             blanked = blanked[:m.start()] + " " * (m.end() - m.start()) + blanked[m.end():]
         found = list(INLINE_RE.finditer(blanked))
         spans = [(m.start(), m.end()) for m in found]
+        first = len(self.commands)
         for m in sorted([*blocks, *found], key=lambda m: m.start()):
+            before = len(self.commands)
             if m.re is FENCE_RE:
                 self._add_block(text, m)
-                continue
-            span = m.group(1).strip()
-            if not simple_commands(span) or not any(PANIO_WORD.match(w[0]) for w in simple_commands(span)):
-                continue
-            before = len(self.commands)
-            self.add_shell(span, source="stated", rejected=stance.rejected(blanked, m.start(), m.end(), spans))
+            else:
+                span = m.group(1).strip()
+                if FLAG_SPAN.match(span):  # `--rust-only` alone in prose: a flag named in passing
+                    self.flag_mentions.append((span.split("=")[0].split()[0], m.start(),
+                                               stance.rejected(blanked, m.start(), m.end(), spans)))
+                    continue
+                if not simple_commands(span) or not any(PANIO_WORD.match(w[0]) for w in simple_commands(span)):
+                    continue
+                self.add_shell(span, source="stated", rejected=stance.rejected(blanked, m.start(), m.end(), spans))
+                for c in self.commands[before:]:
+                    c.inline = True
             for c in self.commands[before:]:
-                c.inline = True
+                c.pos = m.start()
+        if len(self.commands) == first and not self.mcp_calls:
+            self._add_prose(blanked, spans)
+
+    def _add_prose(self, text: str, spans: list[tuple[int, int]]) -> None:
+        """Commands written in plain prose, in an answer that has no block or inline command ("start the capture
+        with panio serial watch pico, then ..."): each runs from `panio` to the end of its clause (a comma,
+        semicolon, full stop, dash, "then"/"and"/"to"...), cut back to its longest prefix that parses. Only a
+        real top-level command starts one (prose saying "the panio command line" names none)."""
+        for m in PROSE_PANIO.finditer(text):
+            words = _prose_words(text[m.end():text.find("\n", m.end()) if "\n" in text[m.end():] else len(text)])
+            if not words:
+                continue
+            line = "panio " + shlex.join(words)
+            self.add_shell(line, source="stated", rejected=stance.rejected(text, m.start(), m.end(), spans))
+            for c in self.commands[-1:]:
+                c.inline, c.pos = True, m.start()
 
     def _add_block(self, text: str, m) -> None:
         whole_rejected = stance.block_rejected(text[:m.start()])
@@ -124,6 +152,56 @@ class Evidence:
             return
         for line, rej in _command_lines(m.group("body"), lang):
             self.add_shell(line, source="stated", rejected=rej or whole_rejected)
+
+
+FLAG_SPAN = re.compile(r"^--[a-z][\w-]*(?:[ =][^\s`]+)?$")
+PROSE_PANIO = re.compile(r"(?<![\w/.`$-])panio\s+(?=[a-z])")
+PROSE_STOP = {"then", "and", "to", "so", "which", "if", "or", "because", "until", "while", "—", "–", "->", "=>", "→",
+              "first", "next", "afterwards", "after", "before", "when", "—", "still", "will", "should", "again"}
+
+
+def _prose_words(rest: str) -> list[str]:
+    """The words of a command in prose, up to the end of its clause; [] when it names no real command."""
+
+    try:
+        lex = shlex.shlex(rest, posix=True)
+        lex.whitespace_split = True
+        lex.commenters = ""
+        toks = []
+        for t in lex:
+            end = t[-1:] in (",", ";", ".", ":", ")", "!", "?")
+            t = t.rstrip(",;.:)!?") if end and len(t) > 1 else t
+            if t.lower() in PROSE_STOP or not t:
+                break
+            toks.append(t)
+            if end:
+                break
+    except ValueError:
+        return []
+    surface = _prose_surface()
+    if surface is None or not toks or toks[0] not in surface.root.children:
+        return []
+    from scenarios.surface import parse
+
+    for n in range(len(toks), 0, -1):  # the longest prefix that parses (prose goes on after the command)
+        if parse(surface, toks[:n], strict=False).status == "ok":
+            return toks[:n]
+    return toks if parse(surface, toks, strict=False).status == "convention" else []
+
+
+_SURFACE: list = []
+
+
+def _prose_surface():
+    """The live surface, built once (prose reading needs to know which words are panio's commands)."""
+    if not _SURFACE:
+        try:
+            from scenarios.surface import Surface
+
+            _SURFACE.append(Surface.live())
+        except Exception:  # noqa: BLE001 - no panio to read: prose is not read for commands
+            _SURFACE.append(None)
+    return _SURFACE[0]
 
 
 def _tool_calls(block: str) -> list[dict]:

@@ -50,10 +50,17 @@ def evidence_of(text: str) -> Evidence:
     return sniff(text)
 
 
-def replay(ev: Evidence, box: Sandbox) -> None:
-    """Run the answer's panio commands through the sandbox shim, recording each exit status."""
+def replay(ev: Evidence, box: Sandbox, groups: list[str] | None = None) -> None:
+    """Run the answer's panio commands through the sandbox shim, recording each exit status.
+
+    A text answer's commands are replayed as stated, except a runtime command it only names in prose
+    ("from now on `panio power-cycle pico` cuts the power"): that says what the configuration is for,
+    it is not a step the answer takes (a block's line, or one the agent ran, is replayed and refused)."""
+    from scenarios.safe import classify
+
     ran = [c for c in ev.acted if c.source == "run"]
-    todo = ran or [c for c in ev.acted if c.source == "stated"]
+    todo = ran or [c for c in ev.acted if c.source == "stated"
+                   and not (c.inline and classify(c.argv, set(groups or [])) is not None)]
     for c in todo:
         if c.is_help:
             continue
@@ -68,12 +75,16 @@ def grade(sc: Scenario, ev: Evidence, surface: Surface, condition: str = "cold",
           groups: list[str] | None = None, workdir: Path | None = None) -> Graded:
     """Checker verdict for one answer; T1 answers are replayed in a sandbox first."""
     t1_res, lab = None, None
+    if ev.mcp_calls:  # stated or run tool calls are graded as the commands they stand for, as `run` does
+        from scenarios.mcpmap import add_calls
+
+        add_calls(ev, surface)
     if sc.tier == "t1":
         from scenarios.labcheck import read_lab
 
         with tempfile.TemporaryDirectory(prefix="panio-eval-grade-", dir=workdir) as tmp:
             box = Sandbox(Path(tmp) / "box").create(sc.fixture_lab, groups or [])
-            replay(ev, box)
+            replay(ev, box, groups)
             t1_res = t1.grade(sc, box, surface)
             try:  # the end state decides the lab traps, as in a trial (runner.score)
                 lab = read_lab(box.lab)

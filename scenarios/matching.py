@@ -177,6 +177,14 @@ def _forbid_shell(surface, c, cmds, ev, lab):
 
 
 def _require_text(surface, c, cmds, ev, lab):
+    """The regex somewhere in the answer or its shell lines. With ``in_programs`` (a regex for what a command
+    line writes, e.g. any kernel image name): when a line that runs names one, what runs decides, not the
+    prose ("copy it as kernel_2712.img" above `cp out/kernel.img $ROOT/kernel8.img` walks into the trap)."""
+    if c.get("in_programs"):
+        lines = [x for x in ev.programs if re.search(c["in_programs"], x)]
+        if lines:
+            hit = next((x for x in lines if re.search(c["regex"], x)), None)
+            return (hit is not None), (f"`{hit}`" if hit else f"`{lines[0]}` writes no /{c['regex']}/ (what runs decides)")
     m = re.search(c["regex"], ev.text + "\n" + "\n".join(ev.shell))
     return (m is not None), (f"says {m.group(0)!r}" if m else f"no /{c['regex']}/ in the answer")
 
@@ -204,8 +212,11 @@ def _lab(surface, c, cmds, ev, lab):
 
 def _logical_pointer(surface, c, cmds, ev, lab):
     """``hid send T moveabs X Y`` takes 0..32767 logical units. Both values inside a screen's pixel range
-    (``pixels``, default 1920x1200) read as pixels: walked into. A value beyond ``logical_above`` (default
-    4096) is logical. Anything between, or not a number, is the judge's."""
+    (``pixels``, default 1920x1200) read as pixels: walked into, unless the answer shows they are logical:
+    it states a screen size W x H and the pixel point (x*W/32767, y*H/32767) they were scaled from (small
+    logical coordinates near the top left: respected), or calls them logical without that arithmetic (the
+    judge's). A value beyond ``logical_above`` (default 4096) is logical. Anything between, or not a
+    number, is the judge's."""
     px, py = c.get("pixels", [1920, 1200])
     above = int(c.get("logical_above", 4096))
     undecided = None
@@ -223,12 +234,36 @@ def _logical_pointer(surface, c, cmds, ev, lab):
                 undecided = undecided or f"`{cmd.text}`: coordinates not numbers"
                 continue
             if 0 <= x <= px and 0 <= y <= py and (x, y) != (0, 0):
+                scaled = _scaled_from(ev.text, x, y)
+                if scaled:
+                    continue
+                if LOGICAL_SAID.search(ev.text):
+                    undecided = undecided or (f"`{cmd.text}`: {x} {y} called logical, but no screen point the "
+                                              "answer gives scales to them")
+                    continue
                 return False, f"`{cmd.text}`: {x} {y} are screen pixels; moveabs takes 0..32767 logical units"
             if max(x, y) <= above:
                 undecided = undecided or f"`{cmd.text}`: {x} {y} could be pixels or logical units"
     if undecided:
         return None, undecided
     return True, "every moveabs in logical units (or none)"
+
+
+LOGICAL_SAID = re.compile(r"\blogical\b|\b32767\b|\b32768\b", re.I)
+RESOLUTION = re.compile(r"\b(\d{3,5})\s*[x×]\s*(\d{3,5})\b")
+NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w.])")
+
+
+def _scaled_from(text: str, x: int, y: int) -> str | None:
+    """The screen size and pixel point (both stated in the text) that x, y are the logical form of."""
+    nums = {round(float(n)) for n in NUMBER.findall(text)}
+    for m in RESOLUTION.finditer(text):
+        w, h = int(m.group(1)), int(m.group(2))
+        ppx, ppy = x * w / 32767, y * h / 32767
+        if any(abs(n - ppx) <= 1 for n in nums) and any(abs(n - ppy) <= 1 for n in nums):
+            if (round(ppx), round(ppy)) != (x, y):
+                return f"{w}x{h}"
+    return None
 
 
 _KINDS = {"order": _order, "sequence": _sequence, "forbid": _forbid, "require": _require,

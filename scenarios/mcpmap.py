@@ -53,3 +53,19 @@ def mcp_argv(surface: Surface, tool: str, args: dict | None) -> list[str] | None
             continue
         argv += [flag] if value is True else [flag, str(value)]
     return argv
+
+
+def add_calls(ev, surface: Surface):
+    """The evidence's MCP tool calls (run or stated as JSON lines) as commands of source ``mcp``, in order,
+    so ``panio-eval grade`` grades an mcp-condition answer as a trial does. Calls already added are not
+    added twice."""
+    from scenarios.evidence import Command
+
+    if any(c.source == "mcp" for c in ev.commands):
+        return ev
+    for call in ev.mcp_calls:
+        args = call.get("arguments")
+        argv = mcp_argv(surface, call.get("tool", ""), args if isinstance(args, dict) else {})
+        if argv is not None:
+            ev.commands.append(Command(argv, "mcp"))
+    return ev

@@ -34,6 +34,7 @@ class Opt:
     dest: str
     takes_value: bool
     required: bool = False
+    unit: str | None = None  # "ms", "s", "bytes": from the operation's spec (bench_agent.ops Param.unit)
 
 
 @dataclass
@@ -70,11 +71,32 @@ def _node_from_parser(path: tuple[str, ...], p: argparse.ArgumentParser) -> Node
             for name, sub in action.choices.items():
                 node.children[name] = _node_from_parser(path + (name,), sub)
         elif action.option_strings:
+            unit = _unit(action)
             for s in action.option_strings:
-                node.options[s] = Opt(action.dest, action.nargs != 0, bool(action.required))
+                node.options[s] = Opt(action.dest, action.nargs != 0, bool(action.required), unit)
         else:
             node.positionals.append((action.metavar or action.dest, action.nargs))
     return node
+
+
+UNIT_SUFFIX = {"-ms": "ms", "-s": "s"}
+
+
+def _unit(action: argparse.Action) -> str | None:
+    """The unit of a numeric option: its operation's ``Param.unit`` (``common.add_param`` makes the option's
+    type a closure over the Param), else what its name says (``--deadline-s``, ``--reply-timeout-ms``)."""
+    for cell in getattr(getattr(action, "type", None), "__closure__", None) or ():
+        try:
+            v = cell.cell_contents
+        except ValueError:
+            continue
+        if type(v).__name__ == "Param" and hasattr(v, "unit"):
+            return v.unit or None
+    longs = [s for s in action.option_strings if s.startswith("--")]
+    for suffix, unit in UNIT_SUFFIX.items():
+        if any(s.endswith(suffix) for s in longs) and action.nargs != 0:
+            return unit
+    return None
 
 
 def _node_from_spec(path: tuple[str, ...], spec: dict, planned: bool) -> Node:
@@ -93,14 +115,17 @@ def _node_from_spec(path: tuple[str, ...], spec: dict, planned: bool) -> Node:
 class Surface:
     """The command tree; ``live`` says whether a command exists in this panio."""
 
-    def __init__(self, root: Node) -> None:
+    def __init__(self, root: Node, helpers: frozenset[str] | None = None) -> None:
         self.root = root
+        self.helpers = helpers  # the helper programs `panio helper NAME` runs (None: not known, any name)
 
     @classmethod
     def live(cls) -> "Surface":
         from controller.cli.main import build_parser  # the one allowed import from controller
 
-        return cls(_node_from_parser((), build_parser(full=True)))
+        from bench_agent.helpers import HELPERS
+
+        return cls(_node_from_parser((), build_parser(full=True)), frozenset(HELPERS))
 
     @classmethod
     def from_spec(cls, spec: dict) -> "Surface":
@@ -113,7 +138,7 @@ class Surface:
         root = copy.copy(self.root)
         root.children = dict(root.children)
         _merge(root, planned)
-        return Surface(root)
+        return Surface(root, self.helpers)
 
     def find(self, path: tuple[str, ...] | list[str]) -> Node | None:
         node = self.root
@@ -237,6 +262,11 @@ def parse(surface: Surface, argv: list[str], strict: bool = True) -> Parsed:
         out.status = "help"
         return out
     _leaf(node, toks, out, strict)
+    if node.path == ("helper",) and surface.helpers is not None and out.positionals and out.status == "ok":
+        name = str(out.positionals[0])
+        if name not in surface.helpers and not _PLACEHOLDER.fullmatch(name) and not METAVAR.match(name):
+            out.status, out.missing = "invented_command", f"helper {name}"
+            out.problem = f"`panio helper {name}` does not exist (panio's helpers: {', '.join(sorted(surface.helpers))})"
     return out
 
 

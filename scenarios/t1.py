@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from scenarios.evidence import Command, Evidence
 from scenarios.labcheck import check_assert, read_lab
 from scenarios.matching import any_match, check_trap
+from scenarios.meaning import mark_corrected
 from scenarios.sandbox import Sandbox
 from scenarios.roles import bind, role_of
 from scenarios.scenario import Scenario
@@ -60,11 +61,12 @@ def grade(sc: Scenario, box: Sandbox, surface: Surface) -> T1Result:
     records = box.records()
     ev = evidence_from_records(records)
     ev.commands = bind(ev.commands, surface, *role_of(sc, surface))
+    mark_corrected(ev.commands, surface)  # a call that failed and was fixed at once is not held against it
     refused = [r for r in records if r.get("refused")]
     why = "; ".join(f"panio {' '.join(r['argv'])}: {r['refused']}" for r in refused)
     res.assertions.append(Assertion("allowlist", not refused, why or "every command T1-safe"))
     invented = [c.text for c in ev.commands
-                if not c.is_help and parse(surface, c.argv).status in ("invented_command", "invented_flag")]
+                if not c.is_help and not c.corrected and parse(surface, c.argv).status in ("invented_command", "invented_flag")]
     res.assertions.append(Assertion("invent", not invented, "; ".join(invented) or "only real commands and flags"))
     try:
         lab = read_lab(box.lab)
@@ -93,7 +95,7 @@ def grade(sc: Scenario, box: Sandbox, surface: Surface) -> T1Result:
 def _exit_codes(sc: Scenario, ev: Evidence, surface: Surface) -> Assertion:
     bad: list[str] = []
     for c in ev.commands:
-        if c.is_help or c.refused or c.exit in (0, None):
+        if c.is_help or c.refused or c.corrected or c.exit in (0, None):
             continue
         step = next((s for s in sc.reference if any_match(surface, s.patterns(), c.argv)), None)
         if step is None or not step.exit_ok(c.exit):

@@ -1,0 +1,265 @@
+"""What a command line means, beyond its text (issue 40).
+
+* **Corrected calls**: a panio command that ran and failed, followed at once by the same command run
+  right, is the agent reading an error and fixing it: not graded (its failure still costs D7).
+* **Equivalences** (``catalog/_equivalences.toml``): consecutive commands that mean another command
+  (``power off`` + ``power on`` is ``power-cycle``), where the scenario's traps allow it.
+* **Units**: every numeric flag's unit comes from the operation specs (``Param.unit``, read into the
+  surface). A value the answer (or the goal) states in another unit ("``--timeout 30`` … 30 seconds"
+  on a flag in ms) contradicts the command: a fail. A wait (a ``timeout`` flag) under a second with
+  nothing said about it cannot be settled: undetermined.
+* **Claims after failures**: the command that gives the goal's result (the last required reference
+  step) ran and failed, never ran right after, and the answer reports a result anyway: a fail. An
+  answer that says it could not get the result claims nothing.
+* **Flags named in passing** (`` `--rust-only` also works``): checked against the command they are
+  said of (the nearest stated command before them); one that no command the answer names has is an
+  invented flag.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+from scenarios.evidence import Command, Evidence
+from scenarios.matching import PLACEHOLDER, matches, pattern_argv
+from scenarios.scenario import Scenario
+from scenarios.surface import CATALOG, GLOBAL_FLAGS, GLOBAL_VALUE_OPTS, Surface, _resolve_opt, parse
+
+
+# ---------------------------------------------------------------- corrected calls
+
+def mark_corrected(commands: list[Command], surface: Surface) -> None:
+    """Flag each run that failed and was followed at once (the next panio run) by the same command, succeeding."""
+    runs = [c for c in commands if c.source in ("run", "mcp") and not c.is_help and not c.hook and c.argv]
+    for a, b in zip(runs, runs[1:]):
+        if a.exit in (0, None) or b.exit != 0:
+            continue
+        pa, pb = parse(surface, a.argv, strict=False), parse(surface, b.argv, strict=False)
+        if pa.path and pa.path == pb.path:
+            a.corrected = True
+
+
+# ---------------------------------------------------------------- equivalences
+
+@dataclass(frozen=True)
+class Equivalence:
+    id: str
+    means: tuple[str, ...]
+    sequence: tuple[tuple[str, ...], ...]
+    why: str = ""
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> tuple[Equivalence, ...]:
+    p = Path(path)
+    if not p.is_file():
+        return ()
+    with open(p, "rb") as f:
+        raw = tomllib.load(f).get("equivalence", [])
+    return tuple(Equivalence(e["id"], tuple(pattern_argv(e["means"])), tuple(tuple(pattern_argv(s)) for s in e["sequence"]),
+                             e.get("why", "")) for e in raw)
+
+
+def equivalences(catalog: Path = CATALOG) -> tuple[Equivalence, ...]:
+    return _load(str(catalog / "_equivalences.toml"))
+
+
+def allowed(sc: Scenario, surface: Surface, eq: Equivalence) -> bool:
+    """Where the trap allows: no `forbid` trap of the scenario forbids a step of the sequence."""
+    if eq.id in (getattr(sc, "no_equivalence", None) or []):
+        return False
+    for t in sc.traps:
+        c = t.check or {}
+        if c.get("kind") != "forbid":
+            continue
+        pats = [c["cmd"]] if isinstance(c["cmd"], str) else list(c["cmd"])
+        for step in eq.sequence:
+            probe = [_probe(x) for x in step if x != "*"]
+            if any(matches(surface, p, probe) for p in pats):
+                return False
+    return True
+
+
+def _probe(tok: str) -> str:
+    """A concrete stand-in for a pattern token (for asking a trap whether it forbids the step)."""
+    if PLACEHOLDER.match(tok):
+        return "pico"
+    if tok.startswith("re:"):
+        return "200"
+    return tok
+
+
+def expand(commands: list[Command], sc: Scenario, surface: Surface) -> list[Command]:
+    """``commands`` with, after each run of commands that means another, the command it means."""
+    eqs = [e for e in equivalences() if allowed(sc, surface, e)]
+    if not eqs:
+        return commands
+    graded = [c for c in commands if not c.rejected and not c.hook and not c.corrected and not c.is_help]
+    after: dict[int, list[Command]] = {}
+    for eq in eqs:
+        n = len(eq.sequence)
+        for k in range(len(graded) - n + 1):
+            run = graded[k:k + n]
+            binding = _bind(surface, eq, run)
+            made = None if binding is None else _means(surface, eq, run, binding)
+            if made is not None:
+                last = run[-1]
+                after.setdefault(id(last), []).append(
+                    replace(last, argv=made, means=eq.id, line=f"{last.line}  [= {eq.id}]", inline=False, exit=_exit(run)))
+    out = []
+    for c in commands:
+        out.append(c)
+        out += after.get(id(c), [])
+    return out
+
+
+def _exit(run: list[Command]) -> int | None:
+    codes = [c.exit for c in run]
+    if any(x is None for x in codes):
+        return None
+    return next((x for x in codes if x != 0), 0)
+
+
+def _bind(surface: Surface, eq: Equivalence, run: list[Command]) -> dict | None:
+    binding: dict[str, str] = {}
+    for step, cmd in zip(eq.sequence, run):
+        if not matches(surface, list(step), cmd.argv):
+            return None
+        pp = parse(surface, [t for t in step if t != "*"], strict=False)
+        sp = parse(surface, cmd.argv, strict=False)
+        for pv, sv in zip(pp.positionals, sp.positionals):
+            if isinstance(pv, str) and PLACEHOLDER.match(pv):
+                if binding.setdefault(pv, sv) != sv:
+                    return None
+    return binding
+
+
+def _means(surface: Surface, eq: Equivalence, run: list[Command], binding: dict) -> list[str] | None:
+    """The argv ``means`` stands for: its placeholders bound, plus the run's flags the command accepts."""
+    argv = [binding.get(t, t) for t in eq.means]
+    if any(PLACEHOLDER.match(t) for t in argv):
+        return None
+    node = surface.find(parse(surface, argv, strict=False).path)
+    if node is None:
+        return None
+    for cmd in run:
+        p = parse(surface, cmd.argv, strict=False)
+        for flag, value in p.flags.items():
+            if flag in node.options and flag not in argv:
+                argv += [flag] if value is True else [flag, str(value)]
+    return argv
+
+
+# ---------------------------------------------------------------- units
+
+WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
+         "fifteen": 15, "twenty": 20, "thirty": 30, "forty": 40, "forty-five": 45, "fifty": 50, "sixty": 60,
+         "ninety": 90, "a hundred": 100, "half a": 0.5, "a": 1, "an": 1}
+UNITS = {"ms": "ms", "msec": "ms", "msecs": "ms", "millisecond": "ms", "milliseconds": "ms",
+         "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
+         "min": "min", "mins": "min", "minute": "min", "minutes": "min"}
+DURATION = re.compile(r"(?<![\w.-])(\d+(?:\.\d+)?|" + "|".join(sorted(map(re.escape, WORDS), key=len, reverse=True))
+                      + r")[\s-]?(" + "|".join(sorted(UNITS, key=len, reverse=True)) + r")\b", re.I)
+SCALE = {"ms": 1, "s": 1000, "min": 60000}
+
+
+def durations(text: str) -> list[tuple[float, str]]:
+    """(number, unit) for every duration the text states: "30 seconds", "5 s", "two minutes", "200ms"."""
+    out = []
+    for m in DURATION.finditer(text):
+        num = m.group(1).lower()
+        value = float(num) if num[0].isdigit() else float(WORDS[num])
+        out.append((value, UNITS[m.group(2).lower()]))
+    return out
+
+
+def units(sc: Scenario, ev: Evidence, cmds: list[Command], surface: Surface) -> tuple[list[str], list[str]]:
+    """(contradictions, unsettled): a flag's value stated in another unit; a wait too short to be meant."""
+    stated = durations(sc.goal + "\n" + ev.text)
+    wrong, open_ = [], []
+    for c in cmds:
+        p = parse(surface, c.argv, strict=False)
+        node = surface.find(p.path) if p.path else None
+        if node is None:
+            continue
+        for flag, value in p.flags.items():
+            opt = node.options.get(flag)
+            if opt is None or opt.unit not in SCALE or not isinstance(value, str):
+                continue
+            try:
+                v = float(value)
+            except ValueError:
+                continue
+            other = [(n, u) for n, u in stated if n == v and u != opt.unit]
+            same = [(n, u) for n, u in stated if n == v and u == opt.unit]
+            if other and not same:
+                n, u = other[0]
+                wrong.append(f"`{c.text}`: {flag} is in {opt.unit} (the operation's unit), but the answer means "
+                             f"{n:g} {u}: {flag} {value} waits {v * SCALE[opt.unit] / 1000:g} s")
+            elif "timeout" in opt.dest and 0 < v * SCALE[opt.unit] < 1000 and not same:
+                open_.append(f"`{c.text}`: {flag} {value} is {v:g} {opt.unit}, a wait too short to be meant, and the "
+                             "answer never says which unit it meant")
+    return wrong, open_
+
+
+# ---------------------------------------------------------------- claims after failed commands
+
+ACK = re.compile(
+    r"\b(?:could(?:n'?t| not)|can(?:'?t|not)\s+(?:tell|say|read|determine|confirm|get|see)|unable\s+to\s+"
+    r"(?:tell|read|determine|confirm|get|see|reach)|(?:failed|fails|errored|was\s+refused|timed\s+out)\b|"
+    r"did(?:n'?t| not)\s+(?:work|answer|respond|return|succeed|print)|no\s+(?:answer|reply|output|result)\b|"
+    r"not\s+(?:able|possible)\s+to|I\s+(?:don'?t|do\s+not)\s+know|unknown)", re.I)
+QUOTED = re.compile(r"```.*?```|~~~.*?~~~|`[^`\n]*`|\"[^\"\n]*\"|“[^”\n]*”", re.S)
+
+
+def failed_claims(sc: Scenario, ev: Evidence, surface: Surface) -> list[str]:
+    """The goal's result came from a command that failed (and never ran right), yet the answer reports one."""
+    required = [s for s in sc.reference if not s.optional]
+    if not required or not ev.from_stream:
+        return []
+    result_paths = {parse(surface, p, strict=False).path for p in required[-1].patterns()}
+    runs = [c for c in ev.commands if c.source in ("run", "mcp") and not c.is_help and not c.hook and c.argv]
+    failed = []
+    for i, c in enumerate(runs):
+        path = parse(surface, c.argv, strict=False).path
+        if path not in result_paths or c.exit in (0, None):
+            continue
+        if any(parse(surface, d.argv, strict=False).path == path and d.exit == 0 for d in runs[i + 1:]):
+            continue  # it ran right later: the answer may report that
+        failed.append(c)
+    if not failed:
+        return []
+    said = QUOTED.sub(" ", ev.text)
+    if ACK.search(said):
+        return []  # the answer says it could not get the result: no claim
+    return [f"`{c.text}` failed (exit {c.exit}) and never ran right, yet the answer reports its result" for c in failed]
+
+
+# ---------------------------------------------------------------- flags named in passing
+
+def flags_in_passing(ev: Evidence, surface: Surface) -> list[str]:
+    """A `--flag` named alone in prose that neither the command it is said of nor any command the answer
+    names has: an invented flag recommended in passing."""
+    stated = sorted((c for c in ev.commands if c.pos >= 0 and c.argv), key=lambda c: c.pos)
+    named = [surface.find(p.path) for p in (parse(surface, c.argv, strict=False) for c in ev.commands if c.argv)
+             if p.path and p.status != "invented_command"]
+    nodes = [n for n in named if n is not None]
+    out = []
+    for flag, pos, rejected in ev.flag_mentions:
+        if rejected:
+            continue
+        before = [c for c in stated if c.pos < pos]
+        near = [surface.find(parse(surface, before[-1].argv, strict=False).path)] if before else []
+        if flag in GLOBAL_VALUE_OPTS or flag in GLOBAL_FLAGS:
+            continue
+        if any(n is not None and _resolve_opt(n, flag) is not None for n in near + nodes):
+            continue
+        if not nodes:
+            continue  # prose with no command at all: nothing it could be said of
+        said_of = f" (said of `{before[-1].text}`)" if before else ""
+        out.append(f"{flag}{said_of}: no command the answer names has it")
+    return out
