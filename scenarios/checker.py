@@ -81,7 +81,8 @@ def _meaning(res: CheckResult, sc: Scenario, ev: Evidence, given: list[Command],
     goal not met (D6 = 0, which no judge can lift); a unit left open leaves D3 to the judge."""
     wrong, open_ = meaning.units(sc, ev, given, surface)
     claims = meaning.failed_claims(sc, ev, surface) if sc.tier == "t0" else []
-    res.contradictions += wrong + claims
+    refused = [f"panio would refuse {x}" for x in res.malformed]  # it does nothing: no goal reached through it
+    res.contradictions += wrong + claims + refused
     if res.contradictions:
         res.scores["d6"] = 0
     elif open_:

@@ -353,8 +353,8 @@ def _check_arity(node: Node, out: Parsed, strict: bool) -> None:
         out.status, out.problem = "malformed", f"`panio {node.name}` needs {lo} positional argument(s), got {n}"
     elif missing_req:
         out.status, out.problem = "malformed", f"`panio {node.name}` requires {', '.join(missing_req)}"
-    elif strict and node.parser is not None and not any(_PLACEHOLDER.search(t) for t in out.argv):
-        _argparse_check(node, out)  # a stated `<seq>` is a placeholder, not a bad value
+    elif strict and node.parser is not None and not any(_PLACEHOLDER.search(t) or "$" in t for t in out.argv):
+        _argparse_check(node, out)  # a stated `<seq>` or `$SEQ` (a shell expansion) is a placeholder, not a bad value
 
 
 def _argparse_check(node: Node, out: Parsed) -> None:
