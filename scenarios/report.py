@@ -19,7 +19,7 @@ PKG = Path(__file__).parent
 # every file that changes grading or the agent's brief (its prompt, sandbox, harness command line)
 GRADER_FILES = ("rubric.py", "checker.py", "matching.py", "t1.py", "safe.py", "judge.py", "labcheck.py", "evidence.py",
                 "surface.py", "runner.py", "adapters.py", "mcpmap.py", "shell.py", "stance.py", "roles.py", "grade.py",
-                "sandbox.py", "scenario.py")
+                "sandbox.py", "scenario.py", "meaning.py")
 CONDS = ("cold", "warm", "preloaded")
 
 

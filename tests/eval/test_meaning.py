@@ -157,3 +157,15 @@ def test_a_claim_is_read_from_what_the_answer_says_outside_quotes_and_output():
     assert meaning.failed_claims(_sc("R8"), grade.evidence_of(stream_of(ran, says)), Surface.live()) == []
     ok = [{"cmd": "panio power-state pico", "exit": 0, "out": "on"}]
     assert meaning.failed_claims(_sc("R8"), grade.evidence_of(stream_of(ran + ok, "pico is on.")), Surface.live()) == []
+
+
+def test_the_meaning_rules_are_part_of_the_methodology_hash(tmp_path, monkeypatch):
+    """Two runs compare only under the same hash: a change to scenarios/meaning.py changes grading."""
+    from scenarios import report
+
+    pkg = tmp_path / "scenarios"
+    shutil.copytree(report.PKG, pkg, ignore=shutil.ignore_patterns("__pycache__", "catalog"))
+    monkeypatch.setattr(report, "PKG", pkg)
+    before = report.methodology_hash()
+    (pkg / "meaning.py").write_text((pkg / "meaning.py").read_text() + "\n# a rule changed\n")
+    assert report.methodology_hash() != before
