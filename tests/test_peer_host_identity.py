@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from jobhelp import job_file
+from jobhelp import job_file, wait_for
 from peerhelp import REDIS, Workers, use_lab
 from test_peer_broker_lockdown import PASSWORDS, QUICK, LockedRedis
 
@@ -43,6 +43,18 @@ def lab(broker, tmp_path_factory):
     workers.stop_all()
 
 
+def two_hosts(panio, lab: Workers) -> None:
+    """Point ``panio`` at the module's lab, made once: host ha with target ta, host hb with target tb."""
+    if lab.lab.exists() and "[targets.tb]" in lab.lab.read_text():
+        panio.env.update({**lab.env, "PANIO_LAB": str(lab.lab)})
+        panio.lab = lab.lab
+        return
+    use_lab(panio, lab)
+    for host, target in (("ha", "ta"), ("hb", "tb")):
+        panio("host", "add", host, "--ssh", f"ops@{host}.invalid")
+        panio("target", "add", target, "--host", host)
+
+
 def controller_client(broker):
     import redis
 
@@ -56,10 +68,7 @@ def test_a_host_runs_its_own_job_and_cannot_touch_another_hosts_queue_leases_or_
 
     from bench_agent.leases.redis_store import RedisLeaseStore
 
-    use_lab(panio, lab)
-    for host, target in (("ha", "ta"), ("hb", "tb")):
-        panio("host", "add", host, "--ssh", f"ops@{host}.invalid")
-        panio("target", "add", target, "--host", host)
+    two_hosts(panio, lab)
     panio("action", "add", "hi", "-t", "ta", "--command", f"touch {tmp_path / 'hi'}")
     worker = lab.start("ha")
 
@@ -126,3 +135,70 @@ def test_a_host_runs_its_own_job_and_cannot_touch_another_hosts_queue_leases_or_
     lease.release()
     assert own.holder("ta") is None
     hb_lease.release()
+
+
+def test_each_hosts_reconciler_finds_its_own_messages_and_sends_a_vanished_one_again(panio, broker, lab, tmp_path,
+                                                                                     monkeypatch):
+    """The controller's view of the broker reads every host's part; host hb's worker, as hb's own user, reads its
+    own queue by name and sends again, into its own queue, a job whose message Redis lost."""
+    from bench_agent.jobs.reconcile import BrokerView
+
+    two_hosts(panio, lab)
+    job = panio("job", "submit", job_file(tmp_path, "[[steps]]\nrun = 'ping ${target} --count 1'\n"), "--target",
+                "tb", "--json").json()["job_id"]
+    ctl_url = broker.url("panio-controller", PASSWORDS["panio_redis_controller_password"])
+    monkeypatch.setenv("PANIO_BROKER_PER_HOST", "1")
+    assert job in BrokerView(ctl_url, "panio:").pending()  # the controller's reconciler sees hb's queue
+    ctl = controller_client(broker)
+    ctl.delete("panio:h.hb:celery:host.hb")  # Redis lost hb's queue: only the results database knows the jobs
+    assert job not in BrokerView(ctl_url, "panio:").pending()
+
+    hb = Workers(tmp_path, lab.env["PANIO_BROKER"], worker_broker=broker.url("panio-host-hb", HOSTS["hb"]["password"]),
+                 PANIO_REDIS_PREFIX="panio:", PANIO_BROKER_PER_HOST="1", PANIO_RESULTS_URL=lab.env["PANIO_RESULTS_URL"])
+    hb.lab = lab.lab
+    try:
+        worker = hb.start("hb")
+        done = wait_for(lambda: (j := lab.store().job(job))["state"] == "done" and j, timeout_s=90, every_s=0.3)
+        assert (done["health"], done["result"]) == ("complete", "passed"), done
+        log = worker.log.read_text()
+        assert "sent again" in log and "NOPERM" not in log and "NoPermission" not in log, log[-3000:]
+    finally:
+        hb.stop_all()
+
+
+def test_a_monitor_follows_one_hosts_events_through_the_controllers_user(lab, monkeypatch):
+    """What Flower reads, with keys per host: the controller's user subscribes to host ha's event channel."""
+    import threading
+
+    import keyhelp
+    from bench_agent.jobs.worker import OP_TASK, for_host, make_app, op_message, queue_name
+
+    lab.stop_all()  # ha's worker without events would take the pings below
+    lab.start("ha", "--events")
+    for name, value in {**keyhelp.controller_env(), "PANIO_BROKER_PER_HOST": "1"}.items():
+        monkeypatch.setenv(name, value)
+    app = for_host(make_app(lab.env["PANIO_BROKER"], "panio:"), "ha")
+    got: list[dict] = []
+
+    def monitor() -> None:
+        def seen(event: dict) -> None:
+            if event["type"] == "task-succeeded":
+                got.append(event)
+                receiver.should_stop = True
+
+        with app.connection_for_read() as conn:
+            receiver = app.events.Receiver(conn, handlers={"*": seen})
+            receiver.capture(limit=None, timeout=60)
+
+    watching = threading.Thread(target=monitor, daemon=True)
+    watching.start()
+
+    def a_ping_is_seen() -> bool:
+        reply = app.send_task(OP_TASK, args=op_message("system.ping", {"payload": 7}, 30, "ha"),
+                              queue=queue_name("ha")).get(timeout=30)  # the job pool's consumer sends events
+        assert reply == {"ok": True, "result": {"pong": 7}}
+        watching.join(timeout=2)
+        return bool(got)
+
+    wait_for(a_ping_is_seen, timeout_s=90, every_s=0)
+    assert got and got[0]["hostname"].startswith("ha."), got
