@@ -1,7 +1,7 @@
 """The suite's own home: `make test` writes nothing into the home of the user who runs it.
 
 Imported first by conftest, before anything reads ``HOME``: the session gets a fresh directory as ``HOME``
-and ``XDG_CONFIG_HOME``/``XDG_CACHE_HOME``/``XDG_STATE_HOME``/``XDG_DATA_HOME`` beneath it (the default
+with the XDG directories unset, so they follow it (the default
 results database, parse caches, Chromium's profile, Ansible's temp files land there), shared by the xdist
 workers (they inherit the environment) and removed when the session ends. What is worth keeping between
 runs is kept on purpose, outside any home: the QEMU board's kernel where `scripts/qemu-board-image.sh` put
@@ -32,9 +32,8 @@ if "PANIO_TEST_HOME" not in os.environ:
     OWNED = tempfile.mkdtemp(prefix="panio-test-home-")
     os.chmod(OWNED, 0o711)  # a test's fresh user (tests/freshhost.py) may pass through, not list
     os.environ["PANIO_TEST_HOME"] = os.environ["HOME"] = OWNED
-    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_CACHE_HOME", ".cache"),
-                     ("XDG_STATE_HOME", ".local/state"), ("XDG_DATA_HOME", ".local/share")):
-        os.environ[var] = os.path.join(OWNED, sub)
+    for var in ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME"):
+        os.environ.pop(var, None)  # each follows HOME, the session's or a test's own (tests set HOME, not these)
 
 
 def _listened(path: str) -> bool:

@@ -17,7 +17,7 @@ import pytest
 
 from jobhelp import job_file, wait_for
 from peerhelp import REDIS, Workers, use_lab
-from test_peer_broker_lockdown import PASSWORDS, QUICK, LockedRedis
+from brokerhelp import PASSWORDS, QUICK, LockedRedis
 
 pytestmark = pytest.mark.skipif(not os.path.exists(REDIS), reason="redis-server not installed")
 HOSTS = {"ha": {"password": "host-a-secret-0123456789", "targets": ["ta"]},

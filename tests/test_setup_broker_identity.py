@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from peerhelp import REDIS
-from test_peer_broker_lockdown import PASSWORDS, LockedRedis, render
+from brokerhelp import PASSWORDS, LockedRedis, render
 
 pytestmark = pytest.mark.skipif(not os.path.exists(REDIS), reason="redis-server not installed")
 ADMIN = "admin-secret-0123456789"

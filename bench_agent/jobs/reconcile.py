@@ -144,7 +144,7 @@ class BrokerView:
         import redis
 
         from bench_agent.jobs import celery_keyprefix
-        from bench_agent.jobs.worker import per_host_keys
+        from bench_agent.jobs.celery_app import per_host_keys
 
         self.r = redis.Redis.from_url(redis_url, socket_timeout=3, socket_connect_timeout=3)
         self.per_host = per_host_keys()

@@ -49,7 +49,7 @@ def stamped(payload: dict, sealed_at: float | None = None) -> dict:
 def publish(app, payload: dict, sealed: str, task_id: str) -> str:
     """Publish the sealed body of ``payload``'s job, as it was sealed, to its host's queue under ``task_id``."""
     from bench_agent.jobs import TASK, queue_name
-    from bench_agent.jobs.worker import for_host
+    from bench_agent.jobs.celery_app import for_host
 
     app, kept = for_host(app, _host(payload)), json.loads(sealed)
     message = _message(app, payload, task_id)._replace(body=kept["body"])  # headers made here, the body as kept
