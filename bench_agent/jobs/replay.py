@@ -70,10 +70,16 @@ class SeenNonces:
         if now < self._next_purge:
             return
         self._next_purge = now + PURGE_S
-        with os.scandir(self.folder) as entries:
-            for entry in entries:
-                try:
-                    if entry.stat(follow_symlinks=False).st_mtime < now - PURGE_S:
-                        os.unlink(entry.path)
-                except FileNotFoundError:  # another of the host's workers purged it first
-                    pass
+        remove_older(self.folder, now - PURGE_S)
+
+
+def remove_older(folder: Path, before: float) -> None:
+    """Remove the files of ``folder`` (a host's record of nonces or started jobs) whose mtime is before
+    ``before``; one that another of the host's workers removed first is no error."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_mtime < before:
+                    os.unlink(entry.path)
+            except FileNotFoundError:
+                pass

@@ -74,13 +74,9 @@ class StartedJobs:
         if now < self._next_purge:
             return
         self._next_purge = now + PURGE_S
-        with os.scandir(self.folder) as entries:
-            for entry in entries:
-                try:
-                    if entry.stat(follow_symlinks=False).st_mtime < now:
-                        os.unlink(entry.path)
-                except FileNotFoundError:  # another of the host's workers purged it first
-                    pass
+        from bench_agent.jobs.replay import remove_older
+
+        remove_older(self.folder, now)
 
 
 class JobRecord:
