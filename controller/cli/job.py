@@ -176,22 +176,12 @@ def _deadline(c: argparse.ArgumentParser) -> None:
 
 
 def _finish(job: dict, args: argparse.Namespace) -> None:
-    from controller.jobs import report
-
-    if getattr(args, "junit", None):
-        report.write_junit(job, args.junit)
+    triage = None
     if getattr(args, "report", None):
-        report.write_text(args.report, report.markdown(job, title=f"job {job['id']} {job['name']}",
-                                                       triage=report.triage_notes(_store(), [job])))
-    if args.json:
-        print_json(report.brief(job))
-    else:
-        say("\n".join(report.summary_lines(job)))
-        if getattr(args, "junit", None):
-            say(f"JUnit XML written to {args.junit}")
-    err = report.ci_error(job)
-    if err is not None:
-        raise err
+        from controller.jobs import report
+
+        triage = report.triage_notes(_store(), [job])
+    job_remote.finish(job, args, triage=triage)
 
 
 def run(args: argparse.Namespace) -> None:

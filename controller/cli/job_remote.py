@@ -125,14 +125,16 @@ def follow(api, job_id: int, quiet: bool, queue_timeout_s: float | None, deadlin
         time.sleep(POLL_S)
 
 
-def finish(job: dict, args: argparse.Namespace) -> None:
-    """What `job run` prints and writes for a finished job (without the triage notes, which read the database)."""
+def finish(job: dict, args: argparse.Namespace, triage: dict | None = None) -> None:
+    """What `job run` prints and writes for a finished job, here or through the controller; ``triage``: the notes
+    of `--report` (the local road reads them from the database, the controller's road has none)."""
     from controller.jobs import report
 
     if getattr(args, "junit", None):
         report.write_junit(job, args.junit)
     if getattr(args, "report", None):
-        report.write_text(args.report, report.markdown(job, title=f"job {job['id']} {job['name']}"))
+        report.write_text(args.report, report.markdown(job, title=f"job {job['id']} {job['name']}",
+                                                       triage=triage))
     if args.json:
         print_json(report.brief(job))
     else:
