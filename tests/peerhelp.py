@@ -92,13 +92,8 @@ class Workers:
                "HOME": str(self.root)}
         if not self.lab.exists():
             self.lab.write_text("")  # an empty lab: the worker serves no target until the test adds some
-        proc = subprocess.Popen([PANIO, "worker", "--host", host, "--lab", str(self.lab), "--concurrency",
-                                 str(concurrency), *extra], env=env,
-                                stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
-        proc.log = log
+        proc = start_worker(host, self.lab, env, log, concurrency, *extra)
         self.procs.append(proc)
-        wait_for(lambda: "ready." in log.read_text() or proc.poll() is not None, timeout_s=60)
-        assert proc.poll() is None, log.read_text()
         return proc
 
     def kill(self, proc: subprocess.Popen) -> None:
@@ -166,3 +161,13 @@ def agent_call(env: dict, op: str, args: dict) -> dict:
     p = subprocess.run([sys.executable, "-P", "-m", "bench_agent.agent"], input=line, capture_output=True,
                        text=True, env=env, timeout=30)
     return json.loads(p.stdout.splitlines()[1])
+
+
+def start_worker(host: str, lab: Path, env: dict, log: Path, concurrency: int, *extra: str) -> subprocess.Popen:
+    """A real `panio worker --host HOST` in a session of its own, its output in ``log``, once it says it is ready."""
+    proc = subprocess.Popen([PANIO, "worker", "--host", host, "--lab", str(lab), "--concurrency", str(concurrency),
+                             *extra], env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    proc.log = log
+    wait_for(lambda: "ready." in log.read_text() or proc.poll() is not None, timeout_s=60)
+    assert proc.poll() is None, log.read_text()
+    return proc

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import PANIO
 from jobhelp import job_file, wait_for
-from peerhelp import SHARED_REDIS, Workers, drop_keys, use_lab
+from peerhelp import SHARED_REDIS, Workers, drop_keys, start_worker, use_lab
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/redis-server"), reason="redis-server not installed")
 
@@ -55,13 +55,8 @@ class Peers(Workers):
         env = {**os.environ, **self.env, **self.keys[host], "PANIO_STATE_DIR": str(self.root / "wstate"),
                "HOME": str(self.root)}
         del env["PANIO_RESULTS_URL"]  # the point: a host without the results database
-        proc = subprocess.Popen([PANIO, "worker", "--host", host, "--lab", str(self.lab), "--concurrency",
-                                 str(concurrency), *extra], env=env,
-                                stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
-        proc.log = log
+        proc = start_worker(host, self.lab, env, log, concurrency, *extra)
         self.procs.append(proc)
-        wait_for(lambda: "ready." in log.read_text() or proc.poll() is not None, timeout_s=60)
-        assert proc.poll() is None, log.read_text()
         return proc
 
     def start_recorder(self) -> subprocess.Popen:
