@@ -90,7 +90,7 @@ def test_internal_errors_are_reported_without_traceback(panio, tmp_path):
     panio("init")
     code = ("import sys\nfrom controller.cli import main as m\n"
             "def boom(args): raise RuntimeError('kaboom')\n"
-            "import controller.cli.target as t\nt.list_ = boom\nsys.exit(m.main(['target','list']))\n")
+            "import controller.cli.lab.target as t\nt.list_ = boom\nsys.exit(m.main(['target','list']))\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=panio.env)
     assert p.returncode == 70
     assert "Traceback" not in p.stderr and "kaboom" in p.stderr

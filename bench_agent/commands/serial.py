@@ -2,7 +2,7 @@
 
 ``opts`` carries ``target``, the resolved interface (``iface``, the lab's table)
 or all of them (``interfaces``), ``interface`` (the name the user gave, for
-hints), ``json`` and the command's own flags (see ``controller.cli.serial_runtime``).
+hints), ``json`` and the command's own flags (see ``controller.cli.channels.serial_runtime``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The bodies of ``panio video show|watch|stop|shot|read|wait`` and ``describe``, the daemon line of ``show``.
 
 ``opts`` carries ``target``, ``json`` and the command's own flags (see
-``controller.cli.video_runtime``): ``video`` (the lab's table) for ``watch``,
+``controller.cli.channels.video_runtime``): ``video`` (the lab's table) for ``watch``,
 ``timeout_ms``/``stable``/``stable_ms``/``changed_since`` for ``shot`` and
 ``read``, ``output`` (a file, ``-`` for stdout, None for ``STATE/shots/TARGET-TIME.png``),
 ``region``, and ``text``/``image``/``threshold`` for ``wait``. ``show``

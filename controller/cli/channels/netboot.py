@@ -1,7 +1,7 @@
 """panio netboot set|rm|tftp-root: the network-boot channel of a target.
 
 The runtime commands (netboot start|stop|status) register from
-``controller.cli.netboot_runtime``; ``tftp-root`` is planned here, its body is
+``controller.cli.channels.netboot_runtime``; ``tftp-root`` is planned here, its body is
 ``bench_agent.commands.netboot``.
 """
 
@@ -60,7 +60,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     add_target_positional(c)
     add_json(c)
 
-    from controller.cli import netboot_runtime
+    from controller.cli.channels import netboot_runtime
 
     netboot_runtime.register(sub)
 

@@ -2,7 +2,7 @@
 
 A hook is a command line run without a shell (e.g. ``shellyplug -d 192.0.2.41
 cycle``). The runtime commands (power on/off, power-cycle, power-state)
-register from ``controller.cli.power_runtime``.
+register from ``controller.cli.channels.power_runtime``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ HOOK_FLAGS = (("on_cmd", "--on-cmd"), ("off_cmd", "--off-cmd"), ("cycle_cmd", "-
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
     if name != "power":
-        from controller.cli import power_runtime
+        from controller.cli.channels import power_runtime
 
         power_runtime.register_top(p, name)
         return
@@ -46,7 +46,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 example="panio power rm -t pico --level hard", see_also="panio power set")
     add_target_option(c)
     c.add_argument("--level", metavar="LEVEL", help="remove only this level")
-    from controller.cli import power_runtime
+    from controller.cli.channels import power_runtime
 
     power_runtime.register(sub)
 

@@ -1,7 +1,7 @@
 """`panio job run|submit|status|list|artifacts|cancel` and `panio suite run` with `--controller URL`: the same
 commands through the controller's HTTP API (``controller.api.client``), for CI and people who hold a token and
 nothing else: no broker, results database, signing key or lab file in this process. Output and exit statuses are
-the commands' own (``controller.cli.job``, ``controller.cli.suite``)."""
+the commands' own (``controller.cli.jobs.job``, ``controller.cli.jobs.suite``)."""
 
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("target_pos", nargs="?", metavar="TARGET")
     c.add_argument("-t", "--target", metavar="TARGET", help=argparse.SUPPRESS)
     add_json(c)
-    from controller.cli import action_runtime
+    from controller.cli.channels import action_runtime
 
     action_runtime.register(sub)
 

@@ -9,7 +9,7 @@ import argparse
 from typing import Any
 
 from controller.cli.common import add_json, check_name
-from controller.cli.discover import host_step, with_host
+from controller.cli.lab.discover import host_step, with_host
 from controller.cli.runtime import Step, runtime
 
 

@@ -1,12 +1,12 @@
 """panio job run|check|submit|status|list|logs|artifacts|triage|history|cancel|prune: bench jobs and their results
-(triage and history: ``controller.cli.job_triage``)."""
+(triage and history: ``controller.cli.jobs.job_triage``)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from controller.cli import job_remote
+from controller.cli.jobs import job_remote
 from controller.cli.common import add_json, command, load_lab, positive_float, positive_int, print_json, say, subcommands
 
 DETAILS_RUN = """\
@@ -119,7 +119,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     job_remote.add_flag(c)
     add_json(c)
 
-    from controller.cli import job_triage
+    from controller.cli.jobs import job_triage
 
     job_triage.register(sub)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from controller.cli import job_remote
+from controller.cli.jobs import job_remote
 from controller.cli.common import add_json, command, counted, load_lab, positive_float, print_json, say, subcommands
 
 DETAILS = """\

@@ -1,7 +1,7 @@
 """panio serial: configure serial interfaces (add|set|rm) and list this host's ports (devices).
 
 The runtime console commands (watch, log, send, ...) register from
-``controller.cli.serial_runtime`` into the same group.
+``controller.cli.channels.serial_runtime`` into the same group.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     p.description = GROUP_HELP
     sub = subcommands(p)
     _register_config(sub)
-    from controller.cli import serial_runtime
+    from controller.cli.channels import serial_runtime
 
     serial_runtime.register(sub)
 

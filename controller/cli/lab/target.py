@@ -57,7 +57,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 example="panio target list --json", see_also="panio target show, panio config show")
     add_json(c)
 
-    from controller.cli import target_health
+    from controller.cli.lab import target_health
 
     target_health.register(sub)
 

@@ -84,11 +84,11 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("-t", "--target", metavar="TARGET", help=argparse.SUPPRESS)
     add_json(c)
     if name == "video":
-        from controller.cli import video_runtime
+        from controller.cli.channels import video_runtime
 
         video_runtime.register(sub)
     elif name == "hid":
-        from controller.cli import hid_runtime
+        from controller.cli.channels import hid_runtime
 
         hid_runtime.register(sub)
 

@@ -1,0 +1,1 @@
+"""Provisioning and access: setup of a control host, signing keys, API tokens, bundled helpers and skills."""
