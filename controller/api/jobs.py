@@ -80,12 +80,13 @@ def submit_suite(lab, token: dict, body: dict) -> dict:
     if backends.broker_url():
         from controller.jobs import remote
 
-        payloads = local.create_many(store, lab, entries, at, for_worker=True, on_unhealthy=on_unhealthy)
+        payloads = local.create_many(store, lab, entries, at, for_worker=True, on_unhealthy=on_unhealthy,
+                                     suite=data["name"])
         queues = remote.publish_all(backends.celery_app(), store, payloads)
     else:
         from controller.api import embedded
 
-        payloads = local.create_many(store, lab, entries, at, on_unhealthy=on_unhealthy)
+        payloads = local.create_many(store, lab, entries, at, on_unhealthy=on_unhealthy, suite=data["name"])
         embedded.runner().run(store, lab, payloads)
         queues = [EMBEDDED] * len(payloads)
     return {"suite": data["name"], "deadline_at": at,

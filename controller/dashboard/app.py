@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from bench_agent.errors import NotConfigured, PanioError
-from controller.dashboard import api, reads, triage_page
+from controller.dashboard import api, board_page, reads, triage_page
 from controller.dashboard.auth import COOKIE, Auth, is_loopback
 from controller.dashboard.bodylimit import BodyLimit
 
@@ -84,6 +84,7 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
         Route("/jobs/{id:int}/serial/live", partial(serial, d, fragment=True)),
         Route("/jobs/{id:int}/artifacts/{name:str}", partial(artifact, d)),
         Route("/jobs/{id:int}/cancel", partial(cancel, d), methods=["POST"]),
+        Route("/targets/{name:str}", partial(board_page.page, d)),
         Route("/targets/{name:str}/break-lease", partial(break_lease, d), methods=["POST"]),
         Route("/targets/{name:str}/health", partial(set_health, d), methods=["POST"]),
         Route("/schedules", partial(schedules, d)),

@@ -28,11 +28,16 @@ def create(store, lab: Lab, job: dict, steps: list[dict], target: str, deadline_
 
 
 def create_many(store, lab: Lab, entries: list[tuple[dict, list[dict], str]], deadline_at: float | None = None,
-                for_worker: bool = False, on_unhealthy: str | None = None, sent: bool = False) -> list[dict]:
+                for_worker: bool = False, on_unhealthy: str | None = None, sent: bool = False,
+                suite: str | None = None) -> list[dict]:
     """``create`` for several ``(job, steps, target)`` at once (a suite's), recorded in one transaction;
-    ``sent``: they are published right now (else ``remote.publish_all`` marks them sent)."""
+    ``sent``: they are published right now (else ``remote.publish_all`` marks them sent); ``suite``: the suite's
+    name, recorded with one run id for all of them (the dashboard shows a suite run as one unit)."""
+    import uuid
+
     from controller.jobs import health
 
+    run = {"name": suite, "run": uuid.uuid4().hex[:12]} if suite else None
     drafts = []
     for job, steps, target in entries:
         draft = {**spec.payload(job, steps, target, 0, lab, for_worker),
@@ -41,6 +46,8 @@ def create_many(store, lab: Lab, entries: list[tuple[dict, list[dict], str]], de
             draft["deadline_at"] = deadline_at
         if for_worker:
             draft["via"] = "broker"  # a reconciler may send it again to the host's queue
+        if run:
+            draft["suite"] = run
         drafts.append((job["data"]["name"], target, lab.target(target).get("host"), draft))
     ids = store.create_jobs(drafts, sent=sent)
     return [{**draft, "job_id": job_id} for (_, _, _, draft), job_id in zip(drafts, ids)]

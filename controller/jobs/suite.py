@@ -122,7 +122,7 @@ def run(path: Path, lab: Lab, progress_for, deadline_s: float | None = None) -> 
     data, entries = matrix(path, lab)
     at = local.deadline_at(deadline_s)
     run_ = _run_queued if backends.broker_url() else _run_here
-    jobs = run_(lab, entries, progress_for, at, data.get("on_unhealthy") or ON_UNHEALTHY)
+    jobs = run_(lab, entries, progress_for, at, data.get("on_unhealthy") or ON_UNHEALTHY, data["name"])
     _tell(lab, data["name"], jobs)
     return data, jobs
 
@@ -143,7 +143,7 @@ def _tell(lab: Lab, name: str, jobs: list[dict]) -> None:
 
 
 def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
-              on_unhealthy: str | None = None) -> list[dict]:
+              on_unhealthy: str | None = None, suite: str | None = None) -> list[dict]:
     from bench_agent.leases.base import holder_name
     from bench_agent.jobs.reconcile import Heartbeat
     from bench_agent.jobs.runner import JobRunner
@@ -152,7 +152,7 @@ def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
     heartbeat = Heartbeat(store)
     by_target: dict[str, list[dict]] = {}
     # record every job as queued first (one commit): all of the suite is visible at once
-    for payload in local.create_many(store, lab, entries, deadline_at, on_unhealthy=on_unhealthy):
+    for payload in local.create_many(store, lab, entries, deadline_at, on_unhealthy=on_unhealthy, suite=suite):
         target = payload["target"]
         store.take(payload["job_id"], me, 0.0)  # held by this process: if it dies, a reader can tell
         heartbeat.add(payload["job_id"])
@@ -173,12 +173,13 @@ def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
 
 
 def _run_queued(lab: Lab, entries: list, progress_for, deadline_at: float | None,
-                on_unhealthy: str | None = None) -> list[dict]:
+                on_unhealthy: str | None = None, suite: str | None = None) -> list[dict]:
     from controller.jobs import remote
 
     app, store = backends.celery_app(), backends.results_store()
     # every job recorded at once (one commit), then sent
-    payloads = local.create_many(store, lab, entries, deadline_at, for_worker=True, on_unhealthy=on_unhealthy)
+    payloads = local.create_many(store, lab, entries, deadline_at, for_worker=True, on_unhealthy=on_unhealthy,
+                                suite=suite)
     ids = []
     for payload, queue in zip(payloads, remote.publish_all(app, store, payloads)):
         progress_for(payload["target"])("queued", {"job_id": payload["job_id"], "target": payload["target"],
