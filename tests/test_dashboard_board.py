@@ -71,3 +71,60 @@ def test_a_board_page_shows_its_jobs_rate_last_good_health_trend_and_suite_runs(
     assert len(re.findall(r'class="job-duration">\d+\.\d s<', page)) == 4
     assert "no job ran on this board" in c.get("/targets/spare")[2]
     assert c.get("/targets/nosuch")[0] == 404 and c.get("/targets/a..b")[0] == 404
+
+
+def _serial_log(store, job_id: int, lines: int = 2500) -> list[str]:
+    """A long saved serial window for job ``job_id``: its lines stamped a second apart up to its step's start,
+    then at it (as the capture stamps them: local time of day)."""
+    import time
+
+    step = store.job(job_id)["steps"][0]
+    start = step["started_at"]
+    out = []
+    for i in range(lines):
+        at = start - (lines // 2 - i) * 0.01 if i < lines // 2 else start + (i - lines // 2) * 0.01
+        stamp = time.strftime("%H:%M:%S", time.localtime(at)) + f".{int(at % 1 * 1000):03d}"
+        text = "Kernel panic - not syncing: VFS" if i == 2200 else f"boot line {i}"
+        out.append(f"[{stamp}] #{i + 1} {text}")
+    store.add_artifact(job_id, "serial-console.log", "\n".join(out) + "\n")
+    return out
+
+
+def test_a_job_page_shows_its_definition_and_its_serial_log_paged_searchable_with_step_anchors(dashboard, lab):
+    from bench_agent.results.store import ResultStore
+
+    store = ResultStore(f"sqlite:///{lab.env['PANIO_STATE_DIR']}/results.db")
+    _serial_log(store, 1)
+    c = signed_in(dashboard, READ)
+    page = c.get("/jobs/1")[2]
+    assert "# the file as submitted, comments too" in page.split('id="definition"')[1]
+    assert 'id="rerun"' not in page  # a reader may not rerun
+    assert 'href="/jobs/1/serial?step=1#step-1"' in page
+    first = c.get("/jobs/1/serial")[2]
+    assert "2500 lines" in first and ">boot line 999<" not in first  # not the whole log at once
+    assert 'id="L1"' in first and 'id="L1000"' in first and 'id="L1001"' not in first
+    step = c.get("/jobs/1/serial?step=1")[2]  # the page holding step 1's first line (line 1251), anchored
+    assert re.search(r'<span class="step-start" id="step-1">.*?</span><span id="L1251">', step)
+    assert 'class="step-link" href="?iface=console&amp;page=2#step-1"' in step
+    found = c.get("/jobs/1/serial?q=kernel+PANIC")[2]
+    hits = found.split('id="serial-hits"')[1].split("</div>")[0]
+    assert 'href="?iface=console&amp;page=3#L2201">line 2201</a>' in hits and hits.count("<li>") == 1
+    assert "no line holds" in c.get("/jobs/1/serial?q=%3Cscript%3E")[2]
+    assert c.get("/jobs/1/serial?page=99")[0] == 200 and c.get("/jobs/1/serial?page=%C2%B2")[0] == 200
+
+
+def test_an_operator_reruns_a_job_by_a_form_with_its_csrf(dashboard, lab):
+    from jobhelp import wait_for
+
+    reader = signed_in(dashboard, READ)
+    assert reader.post("/jobs/1/rerun", {"csrf": reader.csrf("/jobs/1")})[0] == 403
+    op = signed_in(dashboard, OP)
+    assert 'id="rerun"' in op.get("/jobs/1")[2]
+    assert op.post("/jobs/1/rerun", {"csrf": "forged"})[0] == 403
+    status, headers, _ = op.post("/jobs/1/rerun", {"csrf": op.csrf("/jobs/1")})
+    assert status == 303
+    new = int(re.match(r"/jobs/(\d+)\?message=rerun%20of%20job%201%20", headers["location"]).group(1))
+    assert new > 1
+    wait_for(lambda: "complete, passed" in op.get(f"/jobs/{new}")[2], timeout_s=30)
+    page = op.get(headers["location"])[2]
+    assert "rerun of job 1 on pico" in page and "# the file as submitted, comments too" in page

@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from bench_agent.errors import NotConfigured, PanioError
-from controller.dashboard import api, board_page, reads, triage_page
+from controller.dashboard import api, board_page, reads, serial_page, triage_page
 from controller.dashboard.auth import COOKIE, Auth, is_loopback
 from controller.dashboard.bodylimit import BodyLimit
 
@@ -84,6 +84,7 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
         Route("/jobs/{id:int}/serial/live", partial(serial, d, fragment=True)),
         Route("/jobs/{id:int}/artifacts/{name:str}", partial(artifact, d)),
         Route("/jobs/{id:int}/cancel", partial(cancel, d), methods=["POST"]),
+        Route("/jobs/{id:int}/rerun", partial(rerun, d), methods=["POST"]),
         Route("/targets/{name:str}", partial(board_page.page, d)),
         Route("/targets/{name:str}/break-lease", partial(break_lease, d), methods=["POST"]),
         Route("/targets/{name:str}/health", partial(set_health, d), methods=["POST"]),
@@ -190,7 +191,8 @@ def serial(d: Dashboard, request: Request, fragment: bool = False) -> Response:
     if found is None:
         return d.page(request, "missing.html", status_code=404, what=f"job {request.path_params['id']}")
     logs = reads.serial_log(d.load_lab(), found)
-    return d.page(request, "serial_live.html" if fragment else "serial.html", job=found, logs=logs)
+    paged = serial_page.view(logs, found["steps"], request.query_params) if found["state"] != "running" else None
+    return d.page(request, "serial_live.html" if fragment else "serial.html", job=found, logs=logs, paged=paged)
 
 
 def artifact(d: Dashboard, request: Request) -> Response:
@@ -242,6 +244,29 @@ async def cancel(d: Dashboard, request: Request) -> Response:
 
     message = await _act(control.cancel, d.store(), job_id)
     return _redirect(d, f"/jobs/{job_id}", message)
+
+
+async def rerun(d: Dashboard, request: Request) -> Response:
+    """Submit the job file of job ID again, as submitted, on the same target (LAVA's resubmit, Jenkins' rebuild)."""
+    job_id = request.path_params["id"]
+    refused = await _operator_form(d, request, "rerun jobs")
+    if refused:
+        return refused
+    found = _job_or_404(d, job_id)
+    text = ((found or {}).get("spec", {}).get("inputs") or {}).get("job_file")
+    if found is None or not text:
+        return d.page(request, "missing.html", status_code=404, what=f"job {job_id}'s job file")
+    from controller.api import jobs as api_jobs
+
+    by = {"name": f"dashboard ({request.client.host if request.client else '?'})", "scope": "operator"}
+    body = {"toml": text, "file": f"{found['name']}.toml", "target": found["target"]}
+    try:
+        from starlette.concurrency import run_in_threadpool
+
+        queued = await run_in_threadpool(api_jobs.submit, d.load_lab(), by, body)
+    except PanioError as err:
+        return _redirect(d, f"/jobs/{job_id}", "not rerun: " + err.message + (f" ({err.hint})" if err.hint else ""))
+    return _redirect(d, f"/jobs/{queued['job_id']}", f"rerun of job {job_id} on {queued['target']}")
 
 
 async def break_lease(d: Dashboard, request: Request) -> Response:
