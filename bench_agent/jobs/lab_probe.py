@@ -32,6 +32,7 @@ import time
 from typing import Any, Callable
 
 from bench_agent.errors import NotRunning, PanioError
+from bench_agent.jobs.steps import kind, reads_console, switches_power
 
 PROBE_TIMEOUT_S = 20.0  # each question's bound; $PANIO_PROBE_TIMEOUT_S changes it (docs/jobs.md)
 POWER_POLL_S = 2.0  # how often a running step's target power is read (a state_cmd is a process: not too often)
@@ -78,12 +79,8 @@ def probe_timeout_s() -> float:
 
 def expects_off(steps: list[dict], upto: int) -> bool:
     """Did the job's own last power step before ``upto`` switch the target off?"""
-    last = None
-    for step in steps[:upto]:
-        argv = step["argv"]
-        if argv[:2] == ["power", "off"] or argv[:2] == ["power", "on"] or argv[:1] == ["power-cycle"]:
-            last = argv[:2]
-    return last == ["power", "off"]
+    switched = [verb for verb in map(switches_power, steps[:upto]) if verb is not None]
+    return bool(switched) and switched[-1] == "off"
 
 
 def faults(call: Call, target: str, target_config: dict, used_serial: bool, expect_off: bool,
@@ -112,11 +109,10 @@ def check_blockers(call: Call, target: str, target_config: dict, steps: list[dic
     """The lab faults a health check of ``steps`` would only stumble on now, so it must not run (never burn a
     check on the lab): the host silent; the power off, unless the check switches it on; the capture stopped,
     when the check reads the console and does not start the capture itself."""
-    argvs = [step["argv"] for step in steps]
-    starts_capture = any(a[:2] == ["serial", "watch"] for a in argvs)
-    switches_on = any(a[:2] in (["power", "on"], ["power", "cycle"]) or a[:1] == ["power-cycle"] for a in argvs)
-    reads_console = any(a[:1] == ["serial"] for a in argvs) and not starts_capture
-    return faults(call, target, target_config, reads_console, expect_off=switches_on)
+    starts_capture = any(kind(step) == "serial.watch" for step in steps)
+    switches_on = any(switches_power(step) in ("on", "cycle") for step in steps)
+    console = any(map(reads_console, steps)) and not starts_capture
+    return faults(call, target, target_config, console, expect_off=switches_on)
 
 
 def _sense(target_config: dict) -> dict | None:
@@ -144,7 +140,7 @@ class PowerWatch:
         power, sense = config.get("power"), _sense(config)
         if not ((power or {}).get("state_cmd") or sense):
             return None
-        if steps[idx]["argv"][:1] in (["power"], ["power-cycle"]) or expects_off(steps, idx):
+        if switches_power(steps[idx]) or expects_off(steps, idx):
             return None  # the step switches power itself, or the job switched the target off
         watch = cls(road, payload["target"], power, sense)
         _STARTER.add(watch, watch._began + POWER_POLL_S)  # its thread starts at its first read, if the step runs on

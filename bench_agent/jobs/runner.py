@@ -53,7 +53,8 @@ from bench_agent.leases import base as leasing
 from bench_agent.jobs import lab_probe, reconcile, screens, serial_window
 from bench_agent.jobs.started import AlreadyStarted
 from bench_agent.results.store import ResultStore
-from bench_agent.jobs.steps import OUTPUT_LIMIT, bind, command_line, execute, judge, known_variables, planned
+from bench_agent.jobs.steps import (OUTPUT_LIMIT, bind, command_line, execute, judge, known_variables, planned,
+                                    reads_console)
 
 Progress = Callable[[str, dict[str, Any]], None]
 Call = Callable[[str, dict[str, Any]], Any]
@@ -362,6 +363,7 @@ class JobRunner:
 
         def body() -> None:
             run = planned(payload["target"], step.get("run") or {}, variables, self.planner)
+            step["run"] = run  # a deferred step's kind (``steps.kind``) is known once it is planned
             commands.run(run["command"], step_call, bind(run, variables), out, began)
 
         try:
@@ -382,7 +384,7 @@ class JobRunner:
         """A step failed or timed out: if the lab is at fault (power, capture, host), or the target's power was
         seen off while the step ran, the lab failed, not the board."""
         steps = payload["steps"]
-        used_serial = any(s["argv"][:1] == ["serial"] for s in steps[:idx + 1])
+        used_serial = any(map(reads_console, steps[:idx + 1]))
         found = lab_probe.faults(call, payload["target"], payload.get("target_config") or {}, used_serial,
                                  lab_probe.expects_off(steps, idx), seen_off)
         if not found:

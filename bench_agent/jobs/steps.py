@@ -35,6 +35,28 @@ _CONVERT = {"int": int, "float": float}
 _KIND_WORDS = {"int": "a whole number", "float": "a number"}
 
 
+POWER_SWITCHES = {"power.on": "on", "power.off": "off", "power.cycle": "cycle"}
+
+
+def kind(step: dict) -> str | None:
+    """What a planned step does: the runtime command its command line compiled to (``power.off``,
+    ``serial.watch``: ``run["command"]``, the body named as its operation), never its words. The one place a
+    job step's kind is read (the lab probe, the power watch, the health gate). None while it is ``deferred``
+    (a captured value names what only the lab resolves: it is planned when it runs, ``planned``)."""
+    run = step.get("run") or {}
+    return None if "deferred" in run else run.get("command")
+
+
+def switches_power(step: dict) -> str | None:
+    """"on", "off" or "cycle" when the step switches its target's power, else None."""
+    return POWER_SWITCHES.get(kind(step) or "")
+
+
+def reads_console(step: dict) -> bool:
+    """The step works a serial console (``serial.*``): a stopped capture or a closed port can fail it."""
+    return (kind(step) or "").startswith("serial.")
+
+
 def substitute(text: str, variables: dict[str, str]) -> str:
     return VAR_RE.sub(lambda m: variables.get(m.group(1), m.group(0)), text)
 
