@@ -222,9 +222,19 @@ def serial_log(lab, job: dict) -> dict[str, str]:
              if n.startswith("serial-") and n.endswith(".log")}
     if job["state"] != "running" or saved:
         return saved
-    from controller import dispatch
+    return capture_window(lab, job, tail=2000)
 
+
+CAPTURE_CHUNK = 5000  # lines a serial.log call returns at most
+CAPTURE_MAX_LINES = 100_000  # how far back a dead runner's window is looked for
+
+
+def capture_window(lab, job: dict, tail: int | None = None) -> dict[str, str]:
+    """The target's capture over the job's window (from its lease to its end, or to now), per interface, read from
+    the host that owns the target. ``tail``: only the newest lines (a running job's live view); else as far back
+    as the window began (a job whose runner died saved none: the capture still holds it)."""
     since = job.get("leased_at") or job.get("started_at") or job["created_at"]
+    until = job.get("finished_at") if job["state"] == "done" else None
     out = {}
     try:
         config = lab.target(job["target"])
@@ -232,13 +242,41 @@ def serial_log(lab, job: dict) -> dict[str, str]:
         return {}
     for iface in config.get("serial", []):
         try:
-            r = dispatch.call_host(lab, config.get("host"), "serial.log",
-                                   {"target": job["target"], "iface": dict(iface), "tail": 2000})
+            lines = _capture_lines(lab, config, job["target"], dict(iface), since, tail)
         except PanioError as err:
             out[iface["name"]] = f"(serial log unavailable: {err.message})\n"
             continue
-        out[iface["name"]] = "".join(_line(item) for item in _window(r["lines"], since))
+        window = [item for item in _window(lines, since) if until is None or _when(item) <= until]
+        if window or tail:
+            out[iface["name"]] = "".join(_line(item) for item in window)
     return out
+
+
+def keep_capture(store, job: dict, logs: dict[str, str]) -> None:
+    """Keep what the capture held over a finished job's window as the job's serial artifacts (what its runner
+    would have saved had it lived), before the capture's files rotate it away; triage reads them too."""
+    for iface, text in logs.items():
+        if text and not text.startswith("(serial log unavailable"):
+            store.add_artifact(job["id"], f"serial-{iface}.log", text)
+
+
+def _capture_lines(lab, config: dict, target: str, iface: dict, since: float, tail: int | None) -> list[dict]:
+    """The capture's newest lines (``tail``), or back in chunks until a line older than ``since``."""
+    from controller import dispatch
+
+    def call(args: dict) -> dict:
+        return dispatch.call_host(lab, config.get("host"), "serial.log", {"target": target, "iface": iface, **args})
+
+    lines = call({"tail": tail or CAPTURE_CHUNK})["lines"]
+    while not tail and len(lines) < CAPTURE_MAX_LINES:
+        oldest = next((item for item in lines if "seq" in item), None)
+        if oldest is None or _when(oldest) < since or oldest["seq"] == 0:
+            break
+        older = call({"first": max(0, oldest["seq"] - CAPTURE_CHUNK), "last": oldest["seq"] - 1})["lines"]
+        if not older:
+            break
+        lines = older + lines
+    return lines
 
 
 def _window(lines: list[dict], since: float) -> list[dict]:
