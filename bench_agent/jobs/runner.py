@@ -252,7 +252,13 @@ class JobRunner:
         """Run the target's health check (``check``, from ``HealthGate.health_check``) as a job of its own, under
         this job's lease; its summary."""
         host = (payload.get("target_config") or {}).get("host")
-        check["job_id"] = self.store.create_job(check["name"], payload["target"], host, check)
+        check["check_of"] = payload["job_id"]  # under its lease (a reporting host's store reports the check so)
+        try:
+            check["job_id"] = self.store.create_job(check["name"], payload["target"], host, check)
+        except PanioError as err:  # a reporting host's recorder did not answer: the check did not start
+            held = Busy(f"target {payload['target']}'s health check could not start: {err.message}", hint=err.hint,
+                        target=payload["target"])
+            return {"job_id": None, "health": "incomplete", "result": "skipped", "reason": held.message, "held": held}
         self.store.take(check["job_id"], self.worker, 0.0)
         self.store.claim(check["job_id"], self.worker, fence=lease.token)
         self.progress("health_check", {"job_id": check["job_id"], "target": payload["target"], "why": why})

@@ -13,8 +13,11 @@ is answered here, without the database:
 * the fencing marks: ``fences.db`` in the same folder (``FenceStore`` on a private SQLite file);
 * the target's health: ``PREFIX health:TARGET``, the record the recorder publishes (``ReportedHealth``).
 
-A health check the runner would make a job of its own needs a job id, which only the controller gives:
-not supported on such a host yet (``create_job`` says so; the job ends incomplete with the reason).
+A health check the runner makes a job of its own needs a job id, which only the controller gives: the host
+reports ``check`` under the job it holds the lease for (its fencing token), and the recorder makes the check's
+job (for that host, that target, claimed under that token) and answers with its id at ``PREFIX check:HOST:SEQ``;
+the runner waits up to ``CHECK_WAIT_S`` for it (``create_job``). A take is reported too (``taken``, with the
+runner's beats while it waits for its lease), so the controller's reconciler sees who holds a queued job.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from bench_agent.results import reports
+
+CHECK_WAIT_S = 60.0  # how long a runner waits for the recorder to give its health check a job id
+CHECK_POLL_S = 0.05
 
 
 class ReportingStore:
@@ -48,17 +54,19 @@ class ReportingStore:
 
     # --- the reports ---------------------------------------------------
 
-    def _report(self, kind: str, job: int | None, data: dict[str, Any]) -> None:
-        """Append one signed report to the host's stream (riding out a Redis restart of a few seconds)."""
+    def _report(self, kind: str, job: int | None, data: dict[str, Any]) -> int:
+        """Append one signed report to the host's stream (riding out a Redis restart of a few seconds); its
+        sequence number."""
         import redis
 
         with self._seq.lock:  # numbered in the order they are appended
-            body = reports.body(self.host, job, self._seq.next(), kind, self._fences.get(job), data)
+            seq = self._seq.next()
+            body = reports.body(self.host, job, seq, kind, self._fences.get(job), data)
             entry = {"body": body, "sig": self._signer.sign(body)}
             for attempt in range(50):
                 try:
                     self.r.xadd(reports.stream(self.prefix, self.host), entry)
-                    return
+                    return seq
                 except (redis.ConnectionError, redis.TimeoutError):
                     if attempt == 49:
                         raise
@@ -80,6 +88,7 @@ class ReportingStore:
         if self.state(job_id) != "queued" or self.cancel_requested(job_id):
             return False
         _touch(self._mark(job_id, "taken"))
+        self._report("taken", job_id, {"worker": worker})  # who holds it, for the controller's reconciler
         return True
 
     def take_reading_health(self, job_id: int, worker: str, stale_before: float,
@@ -116,10 +125,24 @@ class ReportingStore:
         self._fences[job_id] = int(fence)
 
     def create_job(self, name: str, target: str, host: str | None, spec: dict) -> int:
-        from bench_agent.errors import NotConfigured
+        """A health check's job (``spec["check_of"]``: the job whose lease it runs under): reported as ``check``
+        under that job's fencing token; the recorder makes the job and answers with its id (``reports.check_key``).
+        ``Unreachable`` when no answer comes within ``CHECK_WAIT_S`` (the recorder is down: nothing ran)."""
+        from bench_agent.errors import NotConfigured, Unreachable
 
-        raise NotConfigured(f"target {target}'s health check cannot run on a worker without a results database yet",
-                            hint="run this worker with PANIO_RESULTS_URL, or remove the target's health_check")
+        parent = spec.get("check_of")
+        if spec.get("kind") != "health_check" or parent not in self._fences:
+            raise NotConfigured(f"a worker without a results database makes no job of its own ({name!r} on {target})",
+                                hint="queue it from the controller (`panio job submit`)")
+        seq = self._report("check", parent, {"name": name, "target": target, "spec": spec})
+        key, end = reports.check_key(self.prefix, self.host, seq), time.monotonic() + CHECK_WAIT_S
+        while time.monotonic() < end:
+            found = self.r.get(key)
+            if found is not None:  # (read-only to the host: it expires)
+                return int(found)
+            time.sleep(CHECK_POLL_S)
+        raise Unreachable(f"target {target}'s health check got no job id from the controller's recorder within "
+                          f"{CHECK_WAIT_S:g} s", hint="is `panio recorder` running on the controller?")
 
     # --- the writes, reported ------------------------------------------
 

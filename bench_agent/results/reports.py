@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 VERSION = 1
-KINDS = ("started", "step_start", "steps", "artifact", "finish", "fence", "beat", "health", "health_postpone")
+KINDS = ("taken", "started", "step_start", "steps", "artifact", "finish", "fence", "beat", "health", "health_postpone",
+         "check")
 MAX_BODY = 32 * 1024 * 1024  # a report with a screenshot or a serial log; a larger entry is refused unread
 
 
@@ -39,6 +40,12 @@ def stream(prefix: str, host: str) -> str:
 def cancel_key(prefix: str, job_id: int) -> str:
     """Set (by the controller) when someone asked to cancel job ``job_id``: what a reporting host reads."""
     return f"{prefix}cancel:{job_id}"
+
+
+def check_key(prefix: str, host: str, seq: int) -> str:
+    """Set (by the recorder) to the id of the health-check job it made for ``host``'s ``check`` report ``seq``: what
+    the host's runner waits for before the check's first report (only the controller gives job ids)."""
+    return f"{prefix}check:{host}:{seq}"
 
 
 def health_key(prefix: str, target: str) -> str:

@@ -41,6 +41,7 @@ CONSUMER = "recorder"  # one recorder: its own pending entries are the ones it m
 MIRROR_S = 0.5  # how often health and cancels are published for the hosts
 DISCOVER_S = 2.0  # how often new hosts' streams are looked for
 CANCEL_TTL_S = 7 * 86400
+CHECK_TTL_S = 600  # how long a health check's job id waits for its host (which waits ``CHECK_WAIT_S`` at most)
 REPUBLISH_S = 60.0
 
 log = logging.getLogger("panio.recorder")
@@ -220,6 +221,10 @@ class Recorder:
         if fence is not None and fence == job["fence"] and self._reopened(host, job):
             job = self.store.job(job_id)
         try:
+            if kind in ("taken", "beat") and fence is None:  # a runner that waits for the job's lease
+                return self._held(host, job, kind, data)
+            if kind == "check":
+                return self._check(host, job, fence, report["seq"])
             if kind == "started":
                 return self._started(host, job, fence, data)
             if fence is None and kind in ("finish", "steps"):  # a job the host ends unstarted (refused, held)
@@ -276,6 +281,53 @@ class Recorder:
             log.warning("recorder: job %s was settled as lost while %s's reports waited; recording what %s reported",
                         job["id"], host, host)
         return reopened
+
+    def _held(self, host: str, job: dict, kind: str, data: dict) -> None:
+        """A host's runner holds a queued job while it waits for its lease (``taken``, then its ``beat``s): the row
+        says who, so a reconciler sends it again only once that runner is dead. Late ones (the job started or
+        ended since) change nothing."""
+        from bench_agent.jobs.reconcile import dead_after_s
+
+        if job["state"] != "queued":
+            return
+        if kind == "beat":
+            return self.store.beat([job["id"]])
+        worker = data.get("worker")
+        if not isinstance(worker, str) or not worker.startswith(f"worker {host}@"):
+            raise Refused(f"taken report of job {job['id']}: worker {str(worker)[:80]!r} is not one of {host}'s")
+        self.store.take(job["id"], worker, time.time() - dead_after_s(job["spec"]))
+        return None
+
+    def _check(self, host: str, job: dict, fence: Any, seq: int) -> None:
+        """A host's runner runs the target's health check under job ``job``'s lease: the check's job, made here
+        from what the controller compiled into ``job`` (never from the report), claimed under the same fencing
+        token, its id published for the host (``reports.check_key``). Made once per report (``check_ref``)."""
+        if job["state"] != "running" or fence is None or fence != job["fence"]:
+            raise Refused(f"check report of job {job['id']}: the job is {job['state']} under fencing token "
+                          f"{job['fence']}, not running under {fence}")
+        parent = job["spec"]
+        if not isinstance(parent.get("health_check"), dict):
+            raise Refused(f"check report of job {job['id']}: its target {job['target']} names no health check")
+        ref = f"{host}.{seq}"
+        check_id = self._made_check(job["target"], ref)
+        if check_id is None:
+            spec = {**parent["health_check"], "target": job["target"], "kind": "health_check", "auto": True,
+                    "notify": parent.get("notify", []), "lease_ttl_s": parent.get("lease_ttl_s", 30),
+                    "check_of": job["id"], "check_ref": ref,
+                    **({"lab_key": parent["lab_key"]} if parent.get("lab_key") else {})}
+            check_id = self.store.create_job(spec["name"], job["target"], job["host"], spec)
+        if self.store.job(check_id)["state"] == "queued":
+            self.store.take(check_id, job["worker"], 0.0)
+            self.store.claim(check_id, job["worker"], fence=fence)
+        self.r.set(reports.check_key(self.prefix, host, seq), check_id, ex=CHECK_TTL_S)
+
+    def _made_check(self, target: str, ref: str) -> int | None:
+        """The health-check job made for report ``ref`` before (a recorder that died before its mark)."""
+        import sqlalchemy as sa
+
+        with self.store._reading() as c:
+            return c.execute(sa.text("SELECT id FROM panio_jobs WHERE target = :t AND spec LIKE :p ORDER BY id "
+                                     "DESC LIMIT 1"), {"t": target, "p": f'%"check_ref": "{ref}"%'}).scalar()
 
     def _started(self, host: str, job: dict, fence: Any, data: dict) -> None:
         worker = data.get("worker")

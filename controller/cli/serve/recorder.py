@@ -19,7 +19,14 @@ host's name, and changes nothing. A report is acknowledged only once it is
 committed: stop or kill the recorder at any time, the reports wait in Redis.
 
 It also publishes what those hosts read instead of the database: each
-target's health, and the cancel of every job someone asked to cancel.
+target's health, the cancel of every job someone asked to cancel, and the
+job id of a health check a host runs under a job's lease (made here from
+the check the controller compiled into that job). And it reconciles every
+half second, as a worker with the results database does for its host: a
+job whose runner is proven dead is settled (or sent again if it had not
+started), a job whose broker message vanished is sent again (the message
+the controller sealed, never one the recorder signs), with this machine's
+signing keys; without them it records and does not reconcile (said once).
 
 Needs PANIO_BROKER (or PANIO_REDIS_URL), PANIO_REDIS_PREFIX as the workers',
 PANIO_RESULTS_URL (default: SQLite in the state directory) and the trusted
@@ -66,8 +73,43 @@ def run(args: argparse.Namespace) -> None:
         signal.signal(sig, lambda *_: stop.append(True))
     print(f"recorder: recording the reports of {backends.redis_prefix()}reports:* (lab {args.lab_path})",
           flush=True)
+    _reconciling(lambda: bool(stop))
     rec.run(lambda: bool(stop))
     sys.stdout.write("recorder: stopped\n")
+
+
+def _reconciling(stopped) -> None:
+    """The controller's reconciler in a thread of its own, a pass every ``RECONCILE_S``: the reporting hosts'
+    workers run none (they read no job rows)."""
+    import logging
+    import threading
+    import time
+
+    from bench_agent.errors import PanioError
+    from bench_agent.jobs import signing
+    from bench_agent.jobs.reconcile import RECONCILE_S
+    from controller.jobs import remote
+
+    log = logging.getLogger("panio.recorder")
+    if signing.configured() is None:  # it could send no kept message again (it checks them against these)
+        log.warning("recorder: not reconciling: no signing keys here (%s)", signing.HINT)
+        return
+    try:
+        rec = remote.reconciler()
+    except PanioError as err:
+        log.warning("recorder: not reconciling: %s", err.message)
+        return
+    rec.log = lambda line: log.warning("reconcile: %s", line)
+
+    def loop() -> None:
+        while not stopped():
+            time.sleep(RECONCILE_S)
+            try:
+                rec.pass_()
+            except Exception as exc:  # noqa: BLE001 - the database or the broker away: the next pass tries again
+                log.info("reconcile pass failed: %s: %s", type(exc).__name__, exc)
+
+    threading.Thread(target=loop, name="panio-reconcile", daemon=True).start()
 
 
 class _LabHosts:
