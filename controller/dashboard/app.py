@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from bench_agent.errors import NotConfigured, PanioError
-from controller.dashboard import api, board_page, reads, serial_page, triage_page
+from controller.dashboard import api, board_page, reads, serial_page, triage_page, unreachable
 from controller.dashboard.auth import COOKIE, Auth, is_loopback
 from controller.dashboard.bodylimit import BodyLimit
 
@@ -92,11 +92,13 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
         *api.routes(d),  # the controller API for people and CI: bearer tokens of its own (docs/ci.md)
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
+    watch = unreachable.Watch()  # the database or Redis away: 503 saying since when, never a 500
 
     async def guard(request: Request, call_next):
         if request.url.path.startswith(api.PREFIX + "/"):  # each API handler checks its own bearer token
             response = await call_next(request)
             response.headers.update(HEADERS)
+            watch.served(request, response)
             return response
         if d.auth.open and not is_loopback(request.url.hostname or ""):
             # No token: only a page this machine asked for by a loopback name. A web page that rebinds its own
@@ -114,17 +116,20 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
             return RedirectResponse("/login", status_code=303)
         response = await call_next(request)
         response.headers.update(HEADERS)
+        watch.served(request, response)
         return response
 
     def lab_failed(request: Request, err: PanioError) -> Response:
         """The database, Redis or the lab file failed: say so on the page (and keep serving), no traceback."""
+        if watch.outages.failed(err):
+            return watch.response(request)
         text = f"panio: {err.message}" + (f" ({err.hint})" if err.hint else "")
         return PlainTextResponse(text, status_code=503, headers=HEADERS)
 
     # A form or token larger than MAX_BODY_BYTES is not one of ours: refused before it is read (bodylimit.py).
     return Starlette(routes=routes, middleware=[Middleware(BodyLimit, routes=routes, max_bytes=MAX_BODY_BYTES),
                                                 Middleware(BaseHTTPMiddleware, dispatch=guard)],
-                     exception_handlers={PanioError: lab_failed})
+                     exception_handlers={PanioError: lab_failed, **watch.handlers()})
 
 
 def overview(d: Dashboard, request: Request) -> Response:

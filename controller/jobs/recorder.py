@@ -103,12 +103,19 @@ class Recorder:
     # --- the loop ------------------------------------------------------
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
+        from bench_agent import outage
+
+        outages = outage.Outages(log.warning, "recorder")  # one line when a service goes, one when it is back
         while not should_stop():
             try:
                 self.step(block_ms=int(MIRROR_S * 1000))
-            except Exception as exc:  # noqa: BLE001 - Redis or the database away: say so, try again
-                log.warning("recorder: %s: %s (trying again)", type(exc).__name__, exc)
-                time.sleep(1.0)
+            except Exception as exc:  # noqa: BLE001 - Redis or the database away: said once, tried again
+                if not outages.failed(exc):
+                    log.warning("recorder: %s: %s (trying again)", type(exc).__name__, exc)
+                time.sleep(outages.delay_s() if outages.down else 1.0)
+                continue
+            if outages.down:
+                outages.ok()
 
     def step(self, block_ms: int = 1000) -> int:
         """Read and settle what the streams hold (waiting up to ``block_ms``); how many entries were settled."""

@@ -11,9 +11,11 @@ A target without a host is served by ``panio worker --host local``.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
+from bench_agent import outage
 from bench_agent.errors import Unreachable
 from controller import backends
 from controller.jobs import local, spec
@@ -22,6 +24,7 @@ from controller.lab.model import Lab
 LOCAL_HOST = "local"
 QUEUED_HINT_S = 10.0  # after this long still queued, say which worker the job waits for
 EXPIRE_GRACE_S = 10.0  # after the deadline, how long a running job's runner has to stop it itself
+_log = logging.getLogger("panio.jobs")
 
 
 def reconciler(app=None):
@@ -111,11 +114,20 @@ def follow(job_id: int, progress, poll_s: float = 0.25, queue_timeout_s: float |
 
     store, rec, shown = backends.results_store(), rec or reconciler(), _Shown(progress)
     since, last_pass = time.monotonic(), 0.0
+    outages = outage.Outages(_log.warning, f"following job {job_id}")
     while True:
-        if time.monotonic() - last_pass >= RECONCILE_S:
-            last_pass = time.monotonic()
-            rec.pass_(watch or [job_id])
-        job = store.job(job_id)
+        try:  # the database or Redis away: the jobs go on on their hosts; wait for it (said once), then go on
+            if time.monotonic() - last_pass >= RECONCILE_S:
+                last_pass = time.monotonic()
+                rec.pass_(watch or [job_id])
+            job = store.job(job_id)
+        except Exception as exc:
+            if not outages.failed(exc):
+                raise
+            time.sleep(outages.delay_s())
+            continue
+        if outages.down:
+            outages.ok()
         if job["state"] == "queued" and _withdrawn(store, job, time.monotonic() - since, queue_timeout_s, deadline_at):
             continue
         shown.update(job, time.monotonic() - since)

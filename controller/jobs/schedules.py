@@ -23,6 +23,7 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from bench_agent import outage
 from bench_agent.errors import AlreadyExists, NotConfigured, UsageError
 
 DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
@@ -177,28 +178,29 @@ class Scheduler:
     def __init__(self, store: ScheduleStore, fire, log, ttl_s: float = 15.0, due=None, recheck=None) -> None:
         self.store, self.fire, self.log, self.ttl_s = store, fire, log, ttl_s
         self.due, self.recheck = due, recheck
+        self.outages = outage.Outages(log)  # the database or Redis away: said once, waited out (bench_agent.outage)
         self.running: dict[str, object] = {}
         self.checking: dict[str, object] = {}
         self.stopping = False
         self._looked_at, self._said = 0.0, ""
 
     def serve(self, tick_s: float = 0.5) -> None:
-        import threading
-
         from bench_agent.leases import base as leases
         from controller import backends
 
         from bench_agent.errors import Busy
 
         store = backends.lease_store(backends.NO_LAB)  # one scheduler for every lab: its lease is no lab's
-        lease = store.try_acquire(SCHEDULER_LEASE, {"holder": leases.holder_name("panio schedule serve")}, self.ttl_s)
+        lease = outage.patiently(lambda: store.try_acquire(SCHEDULER_LEASE, {
+            "holder": leases.holder_name("panio schedule serve")}, self.ttl_s), self.outages, lambda: self.stopping)
         if lease is None:
             held = store.current(SCHEDULER_LEASE) or {}
             raise Busy(f"another scheduler is running: {held.get('holder', 'unknown')}",
                        hint="exactly one `panio schedule serve` may run; see `panio lease list`",
                        holder=held.get("holder"))
         self._keep(lease)
-        self.log(f"scheduler running (lease token {lease.token}); {len(self.store.list())} schedules")
+        count = outage.patiently(lambda: len(self.store.list()), self.outages, lambda: self.stopping)
+        self.log(f"scheduler running (lease token {lease.token}); {count} schedules")
         try:
             while not self.stopping:
                 if lease.lost:  # Redis lost its data (a restart without persistence), or the lease expired
@@ -207,20 +209,34 @@ class Scheduler:
                         time.sleep(tick_s)
                         continue
                     lease = again
-                for s in self.store.claim_due(time.time()):
-                    busy = self.running.get(s["name"])
-                    if busy is not None and busy.is_alive():
-                        self.log(f"schedule {s['name']}: previous run still going; this slot is skipped")
-                        continue
-                    th = threading.Thread(target=self._fire, args=(s,), name=f"schedule-{s['name']}")
-                    self.running[s["name"]] = th
-                    th.start()
-                self._heal()
+                try:
+                    self._tick()
+                except Exception as exc:
+                    if not self.outages.failed(exc):
+                        raise
+                    outage._sleep(self.outages.delay_s(), lambda: self.stopping)  # the database or Redis away
+                    continue
+                if self.outages.down:
+                    self.outages.ok()
                 time.sleep(tick_s)
         finally:
             for th in [*self.running.values(), *self.checking.values()]:
                 th.join()
             lease.release()
+
+    def _tick(self) -> None:
+        """Fire the due schedules, start the due re-checks."""
+        import threading
+
+        for s in self.store.claim_due(time.time()):
+            busy = self.running.get(s["name"])
+            if busy is not None and busy.is_alive():
+                self.log(f"schedule {s['name']}: previous run still going; this slot is skipped")
+                continue
+            th = threading.Thread(target=self._fire, args=(s,), name=f"schedule-{s['name']}")
+            self.running[s["name"]] = th
+            th.start()
+        self._heal()
 
     def _retake(self, store, lost):
         """The scheduler lease again after it was lost: the new lease; None while Redis is out of reach (tried
@@ -289,7 +305,7 @@ class Scheduler:
         self.log(f"schedule {s['name']}: running {s['suite']}")
         try:
             job_ids = self.fire(s)
-            self.store.record(s["name"], job_ids)
+            outage.patiently(lambda: self.store.record(s["name"], job_ids), self.outages, lambda: self.stopping)
             self.log(f"schedule {s['name']}: jobs {', '.join(map(str, job_ids)) or 'none'}")
         except Exception as exc:  # noqa: BLE001 - a bad run must not stop the scheduler; it is logged and recorded
             self.log(f"schedule {s['name']}: failed: {getattr(exc, 'message', exc)}")

@@ -86,6 +86,7 @@ def rm(args: argparse.Namespace) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
+    from bench_agent import outage
     from controller.jobs import progress, suite
     from controller.jobs.schedules import Scheduler
 
@@ -99,17 +100,24 @@ def serve(args: argparse.Namespace) -> None:
         _retain(lab, log)
         return [j["id"] for j in jobs]
 
-    scheduler = Scheduler(_store(), fire, log, **_healing(args, log))
+    stopping: list[bool] = []
+
+    def stop(signum, frame) -> None:
+        stopping.append(True)
+        if scheduler is not None:
+            scheduler.stopping = True
+
+    scheduler = None
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    # started while the results database is away: wait for it (said once), as the running scheduler does
+    store = outage.patiently(_store, outage.Outages(log), lambda: bool(stopping))
+    scheduler = Scheduler(store, fire, log, **_healing(args, log))
+    scheduler.stopping = bool(stopping)
     try:
         _retain(load_lab(args), log)
     except PanioError:
         pass  # no lab file yet: nothing to retain by
-
-    def stop(signum, frame) -> None:
-        scheduler.stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     from controller import backends
 
     if backends.broker_url():  # imported here, once: two schedules' threads importing celery's lazy module at the
@@ -149,9 +157,15 @@ def _healing(args: argparse.Namespace, log) -> dict:
 
 def _retain(lab, log) -> None:
     """The lab's [retention] (at most once an hour), said in the scheduler's log."""
+    from bench_agent import outage
     from controller.jobs import retention
 
-    record = retention.auto(lab)
+    try:
+        record = retention.auto(lab)
+    except Exception as exc:
+        if outage.service_down(exc) is None:
+            raise
+        return  # the database away: the next run retains (the scheduler's loop says the database is away)
     if record is None:
         return
     if "error" in record:

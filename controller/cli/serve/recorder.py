@@ -67,7 +67,12 @@ def run(args: argparse.Namespace) -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     lab = _LabHosts(args, load_lab(args))
-    rec = Recorder(backends.results_store(), redis_url, backends.redis_prefix(), Certificates(trusted), lab.host_of)
+    from bench_agent import outage
+
+    # started while the results database is away: wait for it (said once), as the running recorder does
+    store = outage.patiently(backends.results_store, outage.Outages(logging.getLogger("panio.recorder").warning,
+                                                                    "recorder"))
+    rec = Recorder(store, redis_url, backends.redis_prefix(), Certificates(trusted), lab.host_of)
     stop: list[bool] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.append(True))

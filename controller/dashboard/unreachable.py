@@ -1,0 +1,68 @@
+"""The dashboard and its API while the results database or Redis is away: 503 with the reason, never a 500.
+
+A page says "results database unreachable since 02:14:07" (and reloads itself every few seconds, so it is
+back on its own); the API answers 503 with the same reason as panio's JSON error (``unreachable``, exit 4) and
+``Retry-After``. The server's log says it once when the service goes and once when it is back
+(``bench_agent.outage``). Errors that are not a service away are raised as they came (a bug: 500).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+from bench_agent import outage
+
+RETRY_S = 5
+_log = logging.getLogger("panio.dashboard")
+
+
+class Watch:
+    """The services this server found away, for its pages and its log."""
+
+    def __init__(self) -> None:
+        self.outages = outage.Outages(_log.warning, "dashboard")
+
+    def handlers(self) -> dict:
+        """Starlette's exception handlers for the errors that say a service is away (by their classes)."""
+        import sqlalchemy.exc
+
+        classes: list[type] = [sqlalchemy.exc.DBAPIError]
+        try:
+            import redis.exceptions
+
+            classes += [redis.exceptions.ConnectionError, redis.exceptions.TimeoutError]
+        except ImportError:  # no Redis client: no Redis to lose
+            pass
+        return {cls: self.answer for cls in classes}
+
+    def answer(self, request: Request, exc: Exception) -> Response:
+        if not self.outages.failed(exc):
+            raise exc  # a statement of ours failed: a bug, a 500 with its traceback in the log
+        return self.response(request)
+
+    def response(self, request: Request) -> Response:
+        from controller.dashboard.api import PREFIX
+        from controller.dashboard.app import HEADERS
+
+        reason = self.outages.reason() or "the lab's services are unreachable"
+        headers = {**HEADERS, "Retry-After": str(RETRY_S)}
+        if request.url.path.startswith(PREFIX + "/"):
+            body = {"error": "unreachable", "exit": 4, "message": reason,
+                    "hint": f"the controller waits for it and answers again by itself; try again in {RETRY_S} s"}
+            return Response(json.dumps(body), status_code=503, media_type="application/json", headers=headers)
+        text = html.escape(reason)
+        page = (f'<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="{RETRY_S}">'
+                f"<title>panio: {text}</title></head><body><h1>panio dashboard</h1><p><strong>{text}</strong></p>"
+                "<p>The controller waits for it and this page comes back by itself (it reloads every "
+                f"{RETRY_S} s). Running jobs go on on their hosts.</p></body></html>")
+        return HTMLResponse(page, status_code=503, headers=headers)
+
+    def served(self, request: Request, response: Response) -> None:
+        """A page or answer that read the stores was served: the services it needed are back."""
+        if self.outages.down and response.status_code < 500 and not request.url.path.startswith("/static/"):
+            self.outages.ok()

@@ -1,0 +1,109 @@
+"""Issue 43: the controller's processes ride out their own services away (real PostgreSQL, real Redis).
+
+The results database is made unreachable for real (its own database: ``ALLOW_CONNECTIONS false`` and its
+backends terminated): `panio schedule serve` stays up, says so once, and fires again once it is back, also when
+it was started while the database was away; the dashboard's pages say "results database unreachable since ..."
+(503, not 500) and its API answers 503 with that reason, then both serve again by themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import pytest
+
+from conftest import PANIO
+from dashhelp import Client, DashboardProc
+from jobhelp import fixture_lab, job_file, stop, wait_for
+from outagehelp import AwayDatabase
+
+QUICK = "name = 'quick'\n[[steps]]\nrun = 'ping ${target}'\nexpect_output = '${target} \\(local\\)'\n"
+TOKEN = "t" * 32
+
+
+@pytest.fixture
+def away_db():
+    db = AwayDatabase()
+    yield db
+    db.drop()
+
+
+def _jobs(panio) -> int:
+    return len(panio("job", "list", "--json", "--limit", "1000").json())
+
+
+def _serve(panio, log):
+    return subprocess.Popen([PANIO, "schedule", "serve"], env=panio.env, stdout=open(log, "w"),
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def test_scheduler_and_dashboard_ride_out_the_results_database_away(panio, tmp_path, away_db):
+    fixture_lab(panio)
+    panio.env.update(PANIO_RESULTS_URL=away_db.url, PANIO_DASHBOARD_TOKEN=TOKEN)
+    job_file(tmp_path, QUICK, "quick.toml")
+    suite = job_file(tmp_path, "targets = ['pico']\njobs = ['quick.toml']\n", "suite.toml")
+    panio("schedule", "add", "often", "--suite", suite, "--every", "1s")
+    log = tmp_path / "serve.log"
+    serve = _serve(panio, log)
+    dash = DashboardProc(panio.env, tmp_path / "dash.log")
+    web = Client(dash.url)
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        wait_for(lambda: "schedule often: jobs" in log.read_text(), timeout_s=60)
+        assert web.get("/", **bearer)[0] == 200
+
+        away_db.away()
+        wait_for(lambda: "results database unreachable since" in log.read_text() or serve.poll() is not None,
+                 timeout_s=60)
+        status, headers, body = web.get("/jobs", **bearer)
+        assert status == 503 and "results database unreachable since" in body, (status, body[:500])
+        assert headers.get("retry-after")
+        status, _, body = web.get("/api/v1/jobs", **bearer)
+        answer = json.loads(body)
+        assert status == 503 and answer["error"] == "unreachable", (status, body)
+        assert answer["message"].startswith("results database unreachable since"), answer
+        # away for longer than the scheduler's waits grow to (and its tick): it is still there, said once
+        wait_for(lambda: log.read_text().count("results database unreachable since") == 1 and
+                 "waiting for it" in log.read_text() and serve.poll() is None and
+                 web.get("/", **bearer)[0] == 503 and _waited(log) >= 4, timeout_s=60)
+        assert serve.poll() is None, log.read_text()
+
+        away_db.back()
+        wait_for(lambda: "results database back after" in log.read_text(), timeout_s=60)
+        fired = _jobs(panio)
+        wait_for(lambda: _jobs(panio) > fired, timeout_s=60)  # it fires again by itself
+        wait_for(lambda: web.get("/jobs", **bearer)[0] == 200, timeout_s=30)
+        assert "results database back after" in (tmp_path / "dash.log").read_text()
+        assert serve.poll() is None
+        assert "Traceback" not in log.read_text() and "Traceback" not in (tmp_path / "dash.log").read_text()
+
+        # started while the database is away: it waits for it, then fires
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(timeout=60) == 0, log.read_text()
+        away_db.away()
+        log2 = tmp_path / "serve2.log"
+        serve = _serve(panio, log2)
+        wait_for(lambda: "results database unreachable since" in log2.read_text() or serve.poll() is not None,
+                 timeout_s=60)
+        assert serve.poll() is None, log2.read_text()
+        away_db.back()
+        wait_for(lambda: "schedule often: jobs" in log2.read_text() or serve.poll() is not None, timeout_s=90)
+        assert serve.poll() is None and "Traceback" not in log2.read_text(), log2.read_text()
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        try:
+            serve.wait(timeout=30)
+        finally:
+            stop(serve)
+            dash.stop()
+
+
+def _waited(log) -> float:
+    """The seconds since the scheduler said the database went away (0 before it said so)."""
+    import re
+    import time
+
+    m = re.search(r"unreachable since (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", log.read_text())
+    return time.time() - time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) if m else 0.0
