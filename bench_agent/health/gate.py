@@ -131,13 +131,9 @@ class HealthGate:
             self._changed(payload, previous, record)
 
     def _changed(self, payload: dict, previous: str, record: dict) -> None:
-        from bench_agent.jobs import notify
-
         self.progress("health_changed", {"target": record["target"], "previous": previous, "health": record["health"],
                                          "reason": record["reason"]})
-        notify.send(payload.get("notify"), "health_changed",
-                    {"target": record["target"], "previous": previous, "health": record["health"],
-                     "reason": record["reason"], "set_by": record["set_by"], "job_id": record.get("job_id")})
+        changed(payload.get("notify"), previous, record)
 
     def held_for_lab(self, check: dict, faults: list[dict], job_id: int | None) -> str:
         """An automatic check not run: the lab is at fault. The target is held bad (not burned: the failures
@@ -147,8 +143,8 @@ class HealthGate:
             self.set(check, "bad", reason, job_id, recheck_at=again, failures=0)
         return reason
 
-    def after(self, payload: dict, summary: dict) -> None:
-        """Record what a finished job says about its target."""
+    def after(self, payload: dict, summary: dict, jobs: Any = None) -> None:
+        """Record what a finished job says about its target (``jobs``: the results store its verdict is in)."""
         job_id = summary["job_id"]
         if payload.get("kind") == "health_check":
             if summary.get("gated"):
@@ -162,8 +158,34 @@ class HealthGate:
                 auto = {"failures": failures, "recheck_at": time.time() + h.backoff_s(failures, payload)}
             self.set(payload, "good" if passed else "bad", f"health check job {job_id} {verdict}", job_id, True,
                      **auto)
-        elif summary["health"] == "incomplete" and not summary.get("gated") and not summary.get("superseded"):
-            self.set(payload, "unknown", f"job {job_id} ended incomplete: {summary['reason']}", job_id)
+        elif summary["health"] == "incomplete" and not summary.get("gated"):
+            written = after_incomplete(self.store, jobs, jobs.job(job_id), summary["reason"], self.worker,
+                                       payload.get("health_check"), check_runs_now=True)
+            if written is not None and written[0] != "unknown":
+                self._changed(payload, *written)
+
+
+def after_incomplete(health: Any, jobs: Any, job: dict, reason: str, set_by: str, check: dict | None,
+                     check_runs_now: bool) -> tuple[str, dict] | None:
+    """What a job that ended incomplete says about its target, for its runner and for a reconciler alike (the one
+    place): the target's health becomes ``unknown``; unless a job of the target started after it (the job had
+    lost its lease and ended late): that job's gate and verdict speak for the target now, and nothing is written
+    (None). ``check_runs_now``: the runner runs the target's health check at once, under the job's lease; a
+    reconciler cannot, so the automatic re-check is due ``retry_s`` later (``backoff_s``). (previous, record)."""
+    if jobs.later_job_started(job):
+        return None
+    again = {"recheck_at": time.time() + h.backoff_s(1, check)} if check and not check_runs_now else {}
+    return health.set(job["target"], "unknown", f"job {job['id']} ended incomplete: {reason}", set_by, job["id"],
+                      **again)
+
+
+def changed(configs: list[dict] | None, previous: str, record: dict) -> None:
+    """Tell the lab's notify channels that a target's health changed (``record``: the health store's new record)."""
+    from bench_agent.jobs import notify
+
+    notify.send(configs, "health_changed",
+                {"target": record["target"], "previous": previous, "health": record["health"],
+                 "reason": record["reason"], "set_by": record["set_by"], "job_id": record.get("job_id")})
 
 
 def _held(payload: dict, record: dict, how: str) -> Busy:

@@ -54,6 +54,19 @@ SKEW_S = 1.0  # tolerated clock difference between machines
 RECONCILE_S = 0.5  # how often a worker looks for dead runners and vanished messages
 VANISH_GRACE_S = 2.0
 LOST = {"error": "unreachable", "exit": 4, "message": "worker lost"}
+DEADLINE_ERROR = {"error": "timeout", "exit": 22, "message": "deadline reached"}
+
+
+def expire_unstarted(store, job_id: int) -> bool:
+    """The run's deadline (``--deadline-s``) passed before the job started: it never will. The one place this is
+    decided and worded, for the runner its message reached late, a reconciler and a follower (``job run``):
+    the job ends ``timed_out`` if it is still queued, and a copy still in the broker is dropped when it arrives
+    (cancel requested). True if this caller ended it."""
+    if not store.finish(job_id, "timed_out", None, "the run's deadline passed before the job started",
+                        DEADLINE_ERROR, only_if_queued=True):
+        return False
+    store.request_cancel(job_id)
+    return True
 
 
 def dead_after_s(spec: dict) -> float:
@@ -220,9 +233,7 @@ class Reconciler:
             if self._foreign(job):
                 continue
             if job["state"] == "queued" and not job.get("worker") and _expired(job, now):
-                self.store.request_cancel(job["id"])  # a copy still in the broker is dropped when it arrives
-                self.store.finish(job["id"], "timed_out", None, "the run's deadline passed before the job started",
-                                  {"error": "timeout", "exit": 22, "message": "deadline reached"}, only_if_queued=True)
+                expire_unstarted(self.store, job["id"])
             elif job["state"] == "running" or job.get("worker"):
                 try:
                     if runner_dead(job, self.leases, now):
@@ -299,27 +310,21 @@ class Reconciler:
     def _tell(self, job: dict, reason: str) -> None:
         """Like the runner would have: the target's health becomes unknown (its health check runs before the
         next job) and the lab's notify channels hear of it. Settling the job never fails for these."""
+        from bench_agent.health.gate import after_incomplete, changed
+        from bench_agent.health.state import HealthStore
         from bench_agent.jobs import notify
-        from bench_agent.health.state import HealthStore, backoff_s
 
         spec = job["spec"]
-        try:
-            if self.store.later_job_started(job):  # settled late: a job started on the target since holds it
-                self.log(f"job {job['id']}: its target's health is left as it is: a later job has run on it")
-                previous, record = "unknown", None
-            else:
-                check = spec.get("health_check")  # nothing may come after it: `panio schedule serve` checks it
-                again = {"recheck_at": time.time() + backoff_s(1, check)} if check else {}
-                previous, record = HealthStore(self.store.url).set(
-                    job["target"], "unknown", f"job {job['id']} ended incomplete: {reason}", "reconciler", job["id"],
-                    **again)
+        try:  # nothing may come after it: `panio schedule serve` re-checks the target (check_runs_now=False)
+            written = after_incomplete(HealthStore(self.store.url), self.store, job, reason, "reconciler",
+                                       spec.get("health_check"), check_runs_now=False)
         except Exception as exc:  # noqa: BLE001 - the verdict is written; health is best effort here (logged)
             self.log(f"job {job['id']}: could not record its target's health: {exc}")
-            previous, record = "unknown", None
-        if record is not None and previous != "unknown":
-            notify.send(spec.get("notify"), "health_changed", {
-                "target": job["target"], "previous": previous, "health": "unknown", "reason": record["reason"],
-                "set_by": "reconciler", "job_id": job["id"]})
+            written = False
+        if written is None:  # settled late: a job started on the target since holds it
+            self.log(f"job {job['id']}: its target's health is left as it is: a later job has run on it")
+        elif written and written[0] != "unknown":
+            changed(spec.get("notify"), *written)
         notify.send(spec.get("notify"), "job_incomplete", {  # a health check's too: the lab failed under it
             "job_id": job["id"], "name": job["name"], "target": job["target"], "health": "incomplete",
             "result": None, "reason": reason, "kind": spec.get("kind") or "job"})

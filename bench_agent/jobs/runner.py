@@ -59,7 +59,7 @@ from bench_agent.jobs.steps import (OUTPUT_LIMIT, bind, command_line, execute, j
 Progress = Callable[[str, dict[str, Any]], None]
 Call = Callable[[str, dict[str, Any]], Any]
 Caller = Callable[[str, int, Any], Call]  # (target, lease token, lease store) -> call(op, args)
-DEADLINE_ERROR = {"error": "timeout", "exit": 22, "message": "deadline reached"}
+DEADLINE_ERROR = reconcile.DEADLINE_ERROR
 # The first step's lease check reads nothing while the grant's own read-back is younger than this: the lease
 # was confirmed held an instant before (``RedisLeaseStore.try_acquire``); every later step reads the store, and
 # the host checks the token before any side effect whatever the runner did (``lease_guard``).
@@ -126,8 +126,7 @@ class JobRunner:
         job_id = payload["job_id"]
         left_s = _deadline_left_s(payload)
         if left_s is not None and left_s <= 0:
-            self.store.finish(job_id, "timed_out", None, "the run's deadline passed before the job started",
-                              DEADLINE_ERROR, only_if_queued=True)
+            reconcile.expire_unstarted(self.store, job_id)
             return None
         stale = time.time() - reconcile.dead_after_s(payload)
         if payload.get("kind") == "health_check":  # its gate reads no health
@@ -480,11 +479,7 @@ class JobRunner:
         from bench_agent.jobs import notify
 
         try:
-            if summary["health"] == "incomplete" and not summary["gated"]:
-                # a job that lost its lease (Redis lost it, it expired) may end after the target's next job started:
-                # that job's gate and verdict speak for the board now (as the reconciler's, ``later_job_started``)
-                summary = {**summary, "superseded": self.store.later_job_started(self.store.job(payload["job_id"]))}
-            self._gate().after(payload, summary)
+            self._gate().after(payload, summary, self.store)  # a later job may speak for the target (gate.after_incomplete)
         except Exception as exc:  # noqa: BLE001 - a health write failing must not turn a verdict into a crash
             self.progress("health_error", {"job_id": summary["job_id"], "message": f"{type(exc).__name__}: {exc}"})
         notify.job_ended(payload, summary, self._notice)

@@ -169,16 +169,11 @@ def _withdrawn(store, job: dict, waited_s: float, queue_timeout_s: float | None,
         _withdraw(store, job, queue_timeout_s)
         return True
     if deadline_at is not None and time.time() >= deadline_at:
-        _expire(store, job)
+        from bench_agent.jobs.reconcile import expire_unstarted
+
+        expire_unstarted(store, job["id"])
         return True
     return False
-
-
-def _expire(store, job: dict) -> None:
-    """The run's deadline passed before a worker started the job: it never will (cancel requested)."""
-    store.request_cancel(job["id"])
-    store.finish(job["id"], "timed_out", None, "the run's deadline passed before the job started",
-                 {"error": "timeout", "exit": 22, "message": "deadline reached"}, only_if_queued=True)
 
 
 def _withdraw(store, job: dict, waited_s: float) -> None:
