@@ -159,7 +159,8 @@ class HealthGate:
             self.set(payload, "good" if passed else "bad", f"health check job {job_id} {verdict}", job_id, True,
                      **auto)
         elif summary["health"] == "incomplete" and not summary.get("gated"):
-            written = after_incomplete(self.store, jobs, jobs.job(job_id), summary["reason"], self.worker,
+            job = {**jobs.job(job_id), "id": job_id, "target": payload["target"]}  # a reporting host's: its id only
+            written = after_incomplete(self.store, jobs, job, summary["reason"], self.worker,
                                        payload.get("health_check"), check_runs_now=True)
             if written is not None and written[0] != "unknown":
                 self._changed(payload, *written)
