@@ -96,6 +96,8 @@ def triage(store, job_id: int, flaky: dict | None = None, context: int = CONTEXT
     job = store.job(job_id)
     out: dict[str, Any] = {"job": _brief(job), "baseline": None, "match": None, "step": None, "logs": [],
                            "inputs": {}, "screenshots": [], "first_divergence": None, "flaky": flaky}
+    mine = store.list_artifacts(job["id"])  # read once: logs, last words and screenshots
+    out["last_words"] = last_words(job, mine)
     base, how = find_baseline(store, job)
     out["match"] = how
     if base is None:
@@ -104,7 +106,7 @@ def triage(store, job_id: int, flaky: dict | None = None, context: int = CONTEXT
     base = store.job(base["id"])
     out["baseline"] = _brief(base)
     out["step"] = first_step(base, job)
-    arts = (store.list_artifacts(base["id"]), store.list_artifacts(job["id"]))  # read once: logs and screenshots
+    arts = (store.list_artifacts(base["id"]), mine)
     try:
         rules = logalign.Rules((job["spec"].get("triage") or {}).get("ignore", ()))
         out["logs"] = _log_diffs(arts, base, job, out["step"], rules, context)
@@ -119,6 +121,49 @@ def triage(store, job_id: int, flaky: dict | None = None, context: int = CONTEXT
     out["first_divergence"] = {**ranked[0]["first"], "source": ranked[0]["source"]} if ranked else None
     out["summary"] = summary(out)
     return out
+
+
+TIMEOUT_EXIT = 22  # a wait that ran out (panio's exit status for timeout): the prompt never came
+LAST_WORDS = 5
+
+
+def prompt_never_came(step: dict) -> bool:
+    """A step that waited for the board and ran out: the step's own timeout, or a wait's (exit 22)."""
+    return step["status"] == "timeout" or (step["status"] in ("fail", "error")
+                                           and step.get("exit_status") == TIMEOUT_EXIT)
+
+
+def last_words(job: dict, artifacts: dict) -> dict | None:
+    """What the board said last before the step that waited for it in vain: the last lines of its serial log while
+    that step ran (else of the whole saved window), else of the text the step received. None when no step of
+    ``job`` waited in vain (its failure is then what the step's checks and the divergent lines say)."""
+    step = next((s for s in job["steps"] if s["status"] in ("fail", "timeout", "error")), None)
+    if step is None or not prompt_never_came(step):
+        return None
+    for name in sorted(n for n in artifacts if n.startswith("serial-") and n.endswith(".log")):
+        lines = artifacts[name].splitlines()
+        window = step_window(lines, step) if step.get("started_at") else []
+        words = [_bare(x).rstrip() for x in (window or lines) if _bare(x).strip()]
+        if words:
+            return {"source": name, "step": step["idx"] + 1, "line": words[-1].strip(), "lines": words[-LAST_WORDS:]}
+    words = [x.rstrip() for x in received(step.get("output") or "").splitlines() if x.strip()]
+    if words:
+        return {"source": f"step {step['idx'] + 1} output", "step": step["idx"] + 1, "line": words[-1].strip(),
+                "lines": words[-LAST_WORDS:]}
+    return None
+
+
+def received(output: str) -> str:
+    """The board's text in a step's output: a wait's JSON reply's ``text`` (``output`` for a command's), else the
+    output itself."""
+    try:
+        data, _ = json.JSONDecoder().raw_decode(output.lstrip())
+    except ValueError:
+        return output
+    if isinstance(data, dict):
+        text = data.get("text", data.get("output"))
+        return text if isinstance(text, str) else ""
+    return ""
 
 
 def _brief(job: dict) -> dict:
@@ -161,12 +206,12 @@ def _log_diffs(arts: tuple[dict, dict], base: dict, job: dict, step: dict | None
     for name in sorted(n for n in mine_art if n.startswith("serial-") and n.endswith(".log")):
         if name in theirs_art:
             passing, failing = theirs_art[name].splitlines(), mine_art[name].splitlines()
-            d = compare(passing, failing, rules, timed=True, context=context)
+            d = compare(passing, failing, rules, timed=True, context=context, began=(_began(base), _began(job)))
             out.append({"source": name, **d})
             if step is not None and theirs is not None and mine.get("started_at") and theirs.get("started_at"):
                 # the same comparison over the step's own window of each run's log (its start to its end)
                 d = compare(step_window(passing, theirs), step_window(failing, mine), rules, timed=True,
-                            context=context)
+                            context=context, began=(_began(base), _began(job)))
                 windows.append({"source": f"step {step['idx'] + 1} {name}", **d})
     return out + windows
 
@@ -224,9 +269,11 @@ def output_lines(output: str) -> list[str]:
 
 
 def compare(passing: list[str], failing: list[str], rules: logalign.Rules | None = None, timed: bool = False,
-            context: int = CONTEXT) -> dict:
+            context: int = CONTEXT, began: tuple[float | None, float | None] = (None, None)) -> dict:
     """Two runs' lines: the first divergence, context from both, the passing lines never reached, and (``timed``:
-    serial-log lines carry their time) the first line that came late."""
+    serial-log lines carry their time) the first line that came late. ``began``: when each run's first step
+    started (epoch seconds): a wait that began before it is the board sitting idle before the job (its window
+    opens with the line it was left at), not a slow boot, and is never called late."""
     rules = rules or logalign.Rules()
     na, nb = logalign.normalise(passing, rules), logalign.normalise(failing, rules)
     blocks = logalign.align(na, nb)
@@ -242,7 +289,7 @@ def compare(passing: list[str], failing: list[str], rules: logalign.Rules | None
         out["never_reached"] = passing[last.a0:last.a0 + 20]
         out["never_reached_count"] = last.a1 - last.a0
     if timed:
-        out["late"] = _late(blocks, passing, failing)
+        out["late"] = _late(blocks, passing, failing, tuple(_clock(t) for t in began))
     return out
 
 
@@ -298,7 +345,29 @@ def _seconds(line: str) -> float | None:
         return None
 
 
-def _late(blocks: list[logalign.Block], a: list[str], b: list[str]) -> dict | None:
+def _began(job: dict) -> float | None:
+    """When ``job`` began to act on its board: its first step's start (its lease may have come long before)."""
+    return min((s["started_at"] for s in job.get("steps") or () if s.get("started_at")), default=None)
+
+
+def _clock(ts: float | None) -> float | None:
+    """Epoch seconds as seconds of the local day (what a serial line's stamp says)."""
+    import time
+
+    if ts is None:
+        return None
+    local = time.localtime(ts)
+    return local.tm_hour * 3600 + local.tm_min * 60 + local.tm_sec + (ts % 1)
+
+
+def _before(line: str, start: float | None) -> bool:
+    """Whether ``line`` came before ``start`` (seconds of the day; within 12 h either way, across midnight)."""
+    at = _seconds(line)
+    return start is not None and at is not None and 0 < (start - at) % 86400 < 43200
+
+
+def _late(blocks: list[logalign.Block], a: list[str], b: list[str],
+          began: tuple[float | None, float | None] = (None, None)) -> dict | None:
     """The first matched line whose wait after the previous matched line grew by ``LATE_MIN_S`` and threefold.
     A wait of a second or more crosses a second on the clock: only those lines are timed (a dense log has
     many lines a second, and this runs over every matched pair)."""
@@ -308,7 +377,8 @@ def _late(blocks: list[logalign.Block], a: list[str], b: list[str]) -> dict | No
             continue
         for j in range(blk.b0, blk.b1):
             i = blk.a0 + (j - blk.b0)
-            if prev is not None and b[j][1:9] != b[prev[1]][1:9]:
+            idle = prev is not None and (_before(a[prev[0]], began[0]) or _before(b[prev[1]], began[1]))
+            if prev is not None and not idle and b[j][1:9] != b[prev[1]][1:9]:
                 ta, tb = _gap(a, prev[0], i), _gap(b, prev[1], j)
                 if ta is not None and tb is not None and tb - ta >= LATE_MIN_S and tb >= 3 * max(ta, 0.05):
                     return {"line": b[j], "after": b[prev[1]], "wait_s": round(tb, 3), "passing_wait_s": round(ta, 3),
@@ -380,14 +450,21 @@ def _images_differ(a: bytes, b: bytes) -> bool:
 
 def summary(t: dict) -> str:
     """One line: what a notification, a suite report and ``job list`` users read first."""
+    words = t.get("last_words")
+    said = f"the board's last words: {words['line'][:200]!r}" if words else None
     if t.get("baseline") is None:
-        text = f"job {t['job']['id']}: {t['match']}"
+        text = f"job {t['job']['id']}: " + (f"{said} (step {words['step']} waited in vain); " if said else "") \
+            + t["match"]
     else:
         parts = [f"job {t['job']['id']} vs last pass {t['baseline']['id']}"]
+        if said:  # the headline: what the board said, not the wait's JSON (`status: timeout`)
+            parts.insert(0, said)
         if t.get("step"):
             s = t["step"]
             parts.append(f"step {s['idx'] + 1} {s['name']!r} {s['status']}: {'; '.join(s['how'])}")
         d = t.get("first_divergence")
+        if d and said and not d["source"].startswith("serial-"):
+            d = None  # a wait's reply diverging (its status) says less than the board's words
         if d:
             parts.append(f"first divergent line ({d['kind']}): {d.get('text', d['line']).strip()[:200]!r}")
         late = next((x["late"] for x in t.get("logs", []) if x.get("late")), None)
@@ -397,7 +474,7 @@ def summary(t: dict) -> str:
                          f"before it (passing run: {late['passing_wait_s']:g} s)")
         if never and not d:
             parts.append(f"never reached: {_bare(never).strip()[:120]!r}")
-        if not (d or late or never):
+        if not (d or late or never or said):
             parts.append("no divergent line")
         changed = [k for k in ("job_file", "lab", "panio", "captured") if k in (t.get("inputs") or {})]
         if changed:
@@ -421,4 +498,5 @@ def notice(store, job_id: int) -> dict:
         return {"triage": f"no triage: {type(exc).__name__}: {exc}"}
     first = t.get("first_divergence")
     return {"triage": t["summary"], "first_divergent_line": first.get("text", first["line"]) if first else None,
-            "last_pass": (t.get("baseline") or {}).get("id"), "flaky": bool(label.get("flaky"))}
+            "last_pass": (t.get("baseline") or {}).get("id"), "flaky": bool(label.get("flaky")),
+            "last_words": (t.get("last_words") or {}).get("line")}

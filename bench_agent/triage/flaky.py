@@ -1,16 +1,21 @@
 """Flakiness and outlier boards, from the results database's job history.
 
-A job is **flaky** on a target when its runs with identical inputs (same job
-file, same lab table for the target, same panio) both pass and fail, and the
-verdict changes more than once: pass, fail, pass. A single change (passes,
-then only failures) is a **regression**: something changed that the inputs do
-not show (the board, its firmware, the network), and triage says what.
+A job is **flaky** on a target only on evidence: among its runs with identical
+inputs (same job file, same lab table for the target, same panio: the same
+build of the same job), at least ``FLAKY_MIN_FAILURES`` separate failures with
+passes between them (pass, fail, pass, fail). One failure among passes is not
+enough, nor is an outage then a fix (passes, a run of failures, passes again:
+one cause, mended). A single change (passes, then only failures) is a
+**regression**: something changed that the inputs do not show (the board, its
+firmware, the network), and triage says what.
 
 Only verdicts on the board count (health ``complete``); a run the lab failed
 (incomplete, timed out, canceled) says nothing about the board and is counted
 apart. A board whose jobs or health checks fail more than its peers' (its
 failure rate at least ``OUTLIER_MARGIN`` above the median of the other boards,
-with ``OUTLIER_MIN`` failures) is named.
+with ``OUTLIER_MIN`` failures) is named; each board is judged on its own last
+``PEERS_WINDOW`` jobs, not on its share of the lab's newest jobs (a board the
+lab used little would otherwise hardly count).
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ import statistics
 from typing import Any
 
 DEFAULT_RUNS = 20
+FLAKY_MIN_FAILURES = 2  # separate failures (passes between them) among identical runs before "flaky"
 OUTLIER_MARGIN = 0.25
 OUTLIER_MIN = 2
-PEERS_WINDOW = 500  # recent finished jobs looked at for outlier boards
+LAB_WINDOW = 500  # the lab's recent finished jobs: which boards (and kinds of job) there are to compare
+PEERS_WINDOW = 50  # each board's own last finished jobs, its rate's window
 
 
 def _key(job: dict) -> tuple:
@@ -43,10 +50,17 @@ def verdicts(runs: list[dict]) -> dict[str, Any]:
     same = [r for r in judged if _key(r) == _key(judged[0])]  # the newest run's inputs
     seq = [r["result"] == "passed" for r in reversed(same)]  # oldest first
     changes = sum(a != b for a, b in zip(seq, seq[1:]))
-    if changes >= 2:
+    spells = sum(not ok and (i == 0 or seq[i - 1]) for i, ok in enumerate(seq))  # separate runs of failures
+    if spells >= FLAKY_MIN_FAILURES and any(seq):
         out["flaky"] = True
-        out["why"] = (f"identical inputs, {sum(seq)} passed and {len(seq) - sum(seq)} failed of the last {len(seq)}, "
-                      f"the verdict changed {changes} times")
+        out["why"] = (f"identical inputs, {sum(seq)} passed and {len(seq) - sum(seq)} failed of the last {len(seq)}: "
+                      f"{spells} separate failures with passes between them, the verdict changed {changes} times")
+    elif spells == 1 and seq[-1] and changes == 2:
+        first_fail = next(r for r in reversed(same) if r["result"] == "failed")
+        failed = len(seq) - sum(seq)
+        out["why"] = ("one failure among passes (job {0}): not flaky on one failure".format(first_fail["id"])
+                      if failed == 1 else f"{failed} failures in a row since job {first_fail['id']}, then passes "
+                      "again: an outage then a fix, not flaky")
     elif changes == 1 and not seq[-1]:
         first_fail = next(r for r in reversed(same) if r["result"] == "failed")
         out["regression_since"] = first_fail["id"]
@@ -73,16 +87,19 @@ def for_job(store, job: dict, runs: int = DEFAULT_RUNS) -> dict[str, Any]:
     return verdicts(rs)
 
 
-def outliers(store, window: int = PEERS_WINDOW) -> list[dict[str, Any]]:
-    """Boards whose jobs (or health checks) fail more than their peers', over the last ``window`` finished jobs."""
+def outliers(store, window: int = PEERS_WINDOW, lab_window: int = LAB_WINDOW) -> list[dict[str, Any]]:
+    """Boards whose jobs (or health checks) fail more than their peers': each board's rate over its own last
+    ``window`` finished jobs (the boards: those of the lab's last ``lab_window``)."""
     out = []
-    recent = _finished(store, limit=window)
+    boards = sorted({j["target"] for j in _finished(store, limit=lab_window)})
+    own = {t: _finished(store, limit=window, target=t) for t in boards}
     for kind in ("job", "health_check"):
         rates: dict[str, list[int]] = {}
-        for j in recent:
-            if (j["spec"].get("kind") or "job") != kind or j["health"] != "complete":
-                continue
-            rates.setdefault(j["target"], []).append(j["result"] == "failed")
+        for t in boards:
+            for j in own[t]:
+                if (j["spec"].get("kind") or "job") != kind or j["health"] != "complete":
+                    continue
+                rates.setdefault(t, []).append(j["result"] == "failed")
         if len(rates) < 2:
             continue
         for target, fails in sorted(rates.items()):

@@ -67,6 +67,10 @@ def lines(t: dict) -> list[str]:
     """The triage for people, in the order an operator reads it."""
     j = t["job"]
     out = [f"job {j['id']} {j['name']} on {j['target']}: {j['health']}, {j['result'] or '-'}: {j['reason'] or ''}"]
+    words = t.get("last_words")
+    if words:
+        out.append(f"  the board's last words (step {words['step']} waited in vain; {words['source']}):")
+        out += [f"    {line}" for line in words["lines"]]
     base = t.get("baseline")
     if base is None:
         out.append(f"  no baseline: {t['match']}")
