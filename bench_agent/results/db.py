@@ -11,6 +11,8 @@ on import.
 from __future__ import annotations
 
 import functools
+import os
+import threading
 from typing import Any
 
 from bench_agent.errors import ConfigInvalid
@@ -18,6 +20,7 @@ from bench_agent.results import read as reads
 from bench_agent.results.read import JOB_FILTERS, NOT_DONE
 
 _ENGINES: dict[tuple[str, bool], Any] = {}
+_ENGINES_LOCK = threading.RLock()
 _AUTOCOMMIT: dict[tuple[str, bool], Any] = {}
 
 
@@ -172,40 +175,89 @@ def token_table():
                         sa.Column("last_used_at", sa.Float))
 
 
+POOL_ENV, POOL_DEFAULT = "PANIO_RESULTS_POOL", 4
+POOL_WAIT_S = 30.0  # how long a caller waits for a connection of a full pool before ``sa.exc.TimeoutError``
+
+
+def pool_size() -> int:
+    """Connections this process may hold to a PostgreSQL results database: ``PANIO_RESULTS_POOL`` (default 4).
+
+    One pool a process and URL, shared by every store, both commit modes, reads and writes; a caller that finds
+    it full waits for a connection (up to ``POOL_WAIT_S``) and never opens one more. Only the controller's
+    processes connect (a worker without ``PANIO_RESULTS_URL`` holds none): the database sees at most this many
+    a controller process, whatever the number of hosts (docs/scale.md)."""
+    raw = os.environ.get(POOL_ENV, "")
+    if not raw:
+        return POOL_DEFAULT
+    try:
+        size = int(raw)
+    except ValueError:
+        size = 0
+    if not 1 <= size <= 1000:
+        raise ConfigInvalid(f"{POOL_ENV}={raw!r}: want a whole number of connections from 1 to 1000",
+                            hint=f"unset it for the default ({POOL_DEFAULT})")
+    return size
+
+
 def engine_for(url: str, relaxed: bool = False):
-    """The engine of ``url`` (one per process). ``relaxed``: on PostgreSQL, a pool of its own whose commits do
-    not wait for the WAL to reach the disk (``synchronous_commit = off``; what a job writes on its way to its
-    verdict, ``ResultStore``); elsewhere the same engine (SQLite in WAL mode with ``synchronous=NORMAL`` never
-    waits for the disk on commit)."""
+    """The engine of ``url``: one per process and URL, over one pool (``pool_size``). ``relaxed``: on PostgreSQL,
+    the same pool, whose connection is switched for the statement to commits that do not wait for the WAL to
+    reach the disk (``synchronous_commit = off``; what a job writes on its way to its verdict, ``ResultStore``),
+    and back for the other engine's; elsewhere the same engine (SQLite in WAL mode with ``synchronous=NORMAL``
+    never waits for the disk on commit)."""
     if relaxed and not url.startswith("postgresql"):
         return engine_for(url)
-    if (url, relaxed) not in _ENGINES:
-        import sqlalchemy as sa
+    if (url, relaxed) in _ENGINES:
+        return _ENGINES[url, relaxed]
+    with _ENGINES_LOCK:  # the first requests of a server come at once, on threads: one engine (one pool) for all
+        return _ENGINES.get((url, relaxed)) or _new_engine(url, relaxed)
 
-        if url.startswith("postgresql://"):
-            url_eff = "postgresql+psycopg://" + url[len("postgresql://"):]
-        else:
-            url_eff = url
-        kwargs: dict[str, Any] = {}
-        if url_eff.startswith("sqlite"):
-            kwargs["connect_args"] = {"timeout": 30}
-        try:
-            engine = sa.create_engine(url_eff, **kwargs)
-        except (sa.exc.ArgumentError, ImportError) as exc:
-            raise ConfigInvalid(f"results database URL {url!r} is not usable: {exc}",
-                                hint="use sqlite:///PATH or postgresql://USER@HOST/DB") from None
-        if url_eff.startswith("sqlite"):
-            sa.event.listen(engine, "connect", _sqlite_pragmas)
-        if relaxed:  # once per pooled connection (an `options` argument would replace the URL's own)
-            sa.event.listen(engine, "connect", _relaxed_commits)
-        _ENGINES[url, relaxed] = engine
-    return _ENGINES[url, relaxed]
+
+def _new_engine(url: str, relaxed: bool):
+    if relaxed:  # a view of the same pool: ``_commit_mode`` switches the connection it is given
+        engine = _ENGINES[url, relaxed] = engine_for(url).execution_options(panio_relaxed=True)
+        return engine
+    import sqlalchemy as sa
+
+    if url.startswith("postgresql://"):
+        url_eff = "postgresql+psycopg://" + url[len("postgresql://"):]
+    else:
+        url_eff = url
+    kwargs: dict[str, Any] = {}
+    if url_eff.startswith("sqlite"):
+        kwargs["connect_args"] = {"timeout": 30}
+    elif url_eff.startswith("postgresql"):
+        # bounded: a caller of a full pool waits (pool_timeout), none opens an overflow connection
+        kwargs.update(pool_size=pool_size(), max_overflow=0, pool_timeout=POOL_WAIT_S)
+        from bench_agent.results.libpq import application_name  # libpq's, as the light reader's
+
+        kwargs["connect_args"] = {"fallback_application_name": application_name()}
+    try:
+        engine = sa.create_engine(url_eff, **kwargs)
+    except (sa.exc.ArgumentError, ImportError) as exc:
+        raise ConfigInvalid(f"results database URL {url!r} is not usable: {exc}",
+                            hint="use sqlite:///PATH or postgresql://USER@HOST/DB") from None
+    if url_eff.startswith("sqlite"):
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+    elif engine.dialect.name == "postgresql":
+        sa.event.listen(engine, "engine_connect", _commit_mode)
+    _ENGINES[url, relaxed] = engine
+    return engine
 
 
 def dispose(url: str) -> None:
     """Close this process's pooled connections to ``url`` (before its database is dropped, say)."""
+    with _ENGINES_LOCK:
+        _dispose(url)
+
+
+def _dispose(url: str) -> None:
     for key in [k for k in _ENGINES if k[0] == url]:
-        _ENGINES.pop(key).dispose()
+        engine = _ENGINES.pop(key)
+        if not key[1]:  # the relaxed engine is a view of the same pool
+            engine.dispose()
+    for key in [k for k in _AUTOCOMMIT if k[0] == url]:
+        del _AUTOCOMMIT[key]
 
 
 def autocommit_for(url: str, relaxed: bool = False):
@@ -215,19 +267,29 @@ def autocommit_for(url: str, relaxed: bool = False):
     the engine itself (switching a connection's mode costs more than it saves). The same pool either way."""
     if (url, relaxed) not in _AUTOCOMMIT:
         engine = engine_for(url, relaxed)
-        _AUTOCOMMIT[url, relaxed] = (engine.execution_options(isolation_level="AUTOCOMMIT")
-                                     if engine.dialect.name == "postgresql" else engine)
+        with _ENGINES_LOCK:
+            if (url, relaxed) not in _AUTOCOMMIT:
+                _AUTOCOMMIT[url, relaxed] = (engine.execution_options(isolation_level="AUTOCOMMIT")
+                                             if engine.dialect.name == "postgresql" else engine)
     return _AUTOCOMMIT[url, relaxed]
 
 
-def _relaxed_commits(dbapi_conn, _record) -> None:
-    """A relaxed pool's new PostgreSQL connection: its commits do not wait for the WAL to reach the disk."""
+def _commit_mode(conn) -> None:
+    """A PostgreSQL connection taken from the pool: its commits relaxed for the relaxed engine, durable for the
+    others. A session setting, changed outside any transaction and only when the connection's last user wanted
+    the other mode (one round trip then; measured in benchmarks/results_writes.py)."""
+    want = bool(conn.get_execution_options().get("panio_relaxed"))
+    pooled = conn.connection
+    if pooled.info.get("relaxed", False) == want:
+        return
+    dbapi_conn = pooled.dbapi_connection
     autocommit = dbapi_conn.autocommit
-    dbapi_conn.autocommit = True  # a session setting, outside any transaction
-    cur = dbapi_conn.cursor()
-    cur.execute("SET synchronous_commit = off")
-    cur.close()
-    dbapi_conn.autocommit = autocommit
+    dbapi_conn.autocommit = True
+    try:
+        dbapi_conn.execute("SET synchronous_commit = " + ("off" if want else "on"))
+    finally:
+        dbapi_conn.autocommit = autocommit
+    pooled.info["relaxed"] = want
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:

@@ -37,6 +37,22 @@ def _candidates():
         yield from sorted(glob.glob(os.path.join(entry, "psycopg_binary*.libs", "libpq*")))
 
 
+def application_name(argv: list[str] | None = None) -> str:
+    """The name a panio process's PostgreSQL connections show in ``pg_stat_activity.application_name``:
+    ``panio-`` and its command's words (``panio-recorder``, ``panio-schedule-serve``, ``panio-dashboard``,
+    ``panio-job-status``), so each process's connections can be counted apart. Passed as libpq's
+    ``fallback_application_name`` (by this reader and by the results pool, ``results.db.engine_for``): an
+    ``application_name`` in the URL or ``PGAPPNAME`` wins."""
+    argv = sys.argv if argv is None else argv
+    words = [os.path.basename(argv[0]) if argv else "python"]
+    for arg in argv[1:3]:
+        if arg.startswith("-") or not arg.replace("-", "").isalpha():
+            break
+        words.append(arg)
+    name = "-".join(words)
+    return (name if name.startswith("panio") else f"panio-{name}")[:63]
+
+
 _LIB: list = []
 
 
@@ -84,8 +100,9 @@ class LibpqConnection:
         lib = _lib()
         if lib is None:
             return None
-        keys = [b"dbname", b"client_encoding", None]
-        conn = lib.PQconnectdbParams(_strings(keys), _strings([url.encode(), b"UTF8", None]), 1)
+        keys = [b"dbname", b"client_encoding", b"fallback_application_name", None]
+        values = [url.encode(), b"UTF8", application_name().encode(), None]
+        conn = lib.PQconnectdbParams(_strings(keys), _strings(values), 1)
         if not conn:
             return None
         if lib.PQstatus(conn) != _OK or lib.PQserverVersion(conn) < 120000:
