@@ -96,3 +96,24 @@ def test_a_wrong_admin_password_is_one_clear_error(lab, broker):
                   "--broker-admin", broker.url("panio-admin", "wrong-password"), code=3)
     assert "could not install Redis user panio-host-ha" in r.err and "wrong-password" not in r.err
     assert "Traceback" not in r.err and len(r.err.strip().splitlines()) == 2
+
+
+def test_a_host_set_up_by_panio_reports_and_never_holds_the_results_url(lab, broker):
+    """Issue 38: setup used to copy PANIO_RESULTS_URL (write access to every host's jobs and health) into the host's
+    worker environment when the operator's shell had it. Now the host gets its broker user and its own key only."""
+    import jinja2
+
+    secret = "postgresql://panio:db-secret-42@ctl.lab/panio"
+    lab.env["PANIO_RESULTS_URL"] = secret
+    inventory = lab("setup", "--host", "ha", "--broker", broker.url("x", "y"), "--inventory", "--json").out
+    assert "db-secret-42" not in inventory and "panio_results_url" not in inventory
+    play = json.loads(inventory)["all"]["vars"]
+    # the worker's environment file as the role writes it, even from an inventory that names a results URL
+    worker = Path(__file__).resolve().parent.parent / "ansible" / "roles" / "worker" / "templates"
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             loader=jinja2.FileSystemLoader(worker))
+    text = env.get_template("worker.env.j2").render({**play, "panio_results_url": secret, "panio_keys_env": {}})
+    assert "PANIO_RESULTS_URL" not in text and "db-secret-42" not in text
+    assert "PANIO_BROKER=rediss://panio-host-ha:" in text and "PANIO_BROKER_PER_HOST=1" in text
+    r = lab.fails("setup", "--host", "ha", "--results-url", "sqlite:///x.db", "--inventory", code=2)  # no such door
+    assert "--results-url" in r.err and "Traceback" not in r.err

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import PANIO
 from jobhelp import job_file, stop_group, wait_for
 from serial_fixtures import processes
 
@@ -80,6 +81,7 @@ def test_setup_provisions_a_fresh_host_that_then_runs_a_job(panio, fresh, tmp_pa
     trusted = panio("keys", "list", "--json").json()["trusted"]
     assert sorted(t["name"] for t in trusted) == ["controller", "fresh"]
     assert "PANIO_SIGNING_KEY=" in env_file.read_text()
+    assert "PANIO_RESULTS_URL" not in env_file.read_text()  # the host reports (issue 38): the recorder records
 
     # doctor --host sees the controller's version and the installed unit (systemd is not PID 1 here)
     rows = {r["item"]: r for r in panio("doctor", "--host", "fresh", "--json", check=False).json()["targets"]["fresh (host)"]}
@@ -91,6 +93,9 @@ def test_setup_provisions_a_fresh_host_that_then_runs_a_job(panio, fresh, tmp_pa
     worker = subprocess.Popen(["runuser", "-u", fresh.user, "--", "env", "-i", f"HOME={fresh.home}",
                                "PATH=/usr/bin:/bin", *(f"{k}={v}" for k, v in env.items()), *argv],
                               cwd=fresh.home, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    recorder = subprocess.Popen([PANIO, "recorder", "--lab", str(panio.lab)], env=panio.env,
+                                stdout=open(tmp_path / "recorder.log", "w"), stderr=subprocess.STDOUT,
+                                start_new_session=True)
     try:
         wait_for(lambda: "ready." in (tmp_path / "worker.log").read_text() or worker.poll() is not None,
                  timeout_s=90)
@@ -100,8 +105,10 @@ def test_setup_provisions_a_fresh_host_that_then_runs_a_job(panio, fresh, tmp_pa
                         timeout_s=90, every_s=0.3)
         assert (done["health"], done["result"]) == ("complete", "passed"), done
         assert done["worker"].startswith("worker fresh@")
+        assert "refused" not in (tmp_path / "recorder.log").read_text()
     finally:
         stop_group(worker)
+        stop_group(recorder)
 
     # idempotent: the same setup again changes nothing; --code-only too
     again = panio("setup", "--host", "fresh", "--no-sudo", "--json", timeout=600).json()

@@ -12,9 +12,13 @@ Installs on the host, over SSH as the lab file says ([hosts.NAME] ssh, port):
 panio in a venv under the SSH user's home (the exact version and dependency
 versions this machine runs, from a wheelhouse built here; with --offline the
 host needs no package index), the bench worker as a systemd unit (`panio worker --host NAME`
-with PANIO_BROKER, PANIO_RESULTS_URL and PANIO_REDIS_PREFIX from this shell or
-the flags), udev rules and device groups, tesseract (OCR) and dnsmasq (netboot,
-installed, not enabled). Then it points the lab's host at the new venv's python.
+with PANIO_BROKER and PANIO_REDIS_PREFIX from this shell or the flags), udev
+rules and device groups, tesseract (OCR) and dnsmasq (netboot, installed, not
+enabled). Then it points the lab's host at the new venv's python.
+
+The host gets no results-database URL (PANIO_RESULTS_URL in your shell stays
+here): its worker signs its reports with its own key and `panio recorder` on
+the controller records them, so one host cannot write another's results.
 
 It also installs the host's own configuration, its part of this lab file
 (~/.local/share/panio/lab.toml there: the worker runs only the hooks and
@@ -29,6 +33,10 @@ panio-host-NAME, allowed only that host's queues, its reports and its own
 targets' leases: its random password is made on the first setup and kept in
 STATE_DIR/setup/redis-hosts.json (0600; the redis role's panio_redis_hosts),
 and --broker-admin (the role's panio-admin user) installs it in Redis at once.
+It is the lab's choice, not a host's (the controller and every worker must
+agree on the key layout), so setup follows the controller's setting and, when
+it is off, says once that any host's credentials then reach every host's
+queues and leases.
 
 Run it again at any time: it changes only what is not yet right (a second run
 reports 0 changed). The host key must be trusted first (`panio host trust`).
@@ -58,7 +66,6 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                         "that installs the host's own broker user now (default: $PANIO_BROKER_ADMIN)")
     p.add_argument("--broker-ca", metavar="FILE", help="the CA certificate of a rediss:// broker: installed on the "
                    "host and named in the worker's broker URL")
-    p.add_argument("--results-url", metavar="URL", help="the results database (default: $PANIO_RESULTS_URL)")
     p.add_argument("--offline", action="store_true",
                    help="the host has no package index: install from the wheelhouse alone (same Python as here)")
     p.add_argument("--inventory", action="store_true", help="print the generated Ansible inventory and stop")
@@ -105,7 +112,8 @@ def run(args: argparse.Namespace) -> None:
         say(f"{args.host}: {stats.get('ok', 0)} ok, {stats.get('changed', 0)} changed, "
             f"{stats.get('skipped', 0)} skipped{' (check mode: nothing was changed)' if args.check else ''}")
         if not args.check:
-            say(f"next: panio doctor --host {args.host}")
+            say(f"next: panio doctor --host {args.host} (and `panio recorder` on the controller: the worker "
+                "reports its jobs there)")
 
 
 def _play_vars(args: argparse.Namespace) -> dict:
@@ -124,7 +132,6 @@ def _play_vars(args: argparse.Namespace) -> dict:
         broker = _with_ca(broker or "")
         out["panio_broker_ca_src"] = os.path.abspath(args.broker_ca)
     return {**out, "panio_version": version(), "panio_broker_url": broker or "",
-            "panio_results_url": args.results_url or os.environ.get("PANIO_RESULTS_URL", ""),
             "panio_redis_prefix": os.environ.get("PANIO_REDIS_PREFIX", "panio:"),
             "panio_sudo": not args.no_sudo, "panio_offline": args.offline}
 
@@ -139,7 +146,13 @@ def _broker_identity(args: argparse.Namespace, lab, play_vars: dict) -> dict:
     from bench_agent.jobs.worker import per_host_keys
     from controller.provision import broker_users, hostlab
 
-    if not per_host_keys() or args.code_only:
+    if args.code_only:
+        return {}
+    if not per_host_keys():
+        if not (args.check or args.inventory):
+            _progress(args, f"{args.host}'s worker uses the shared panio-worker Redis user: it can reach every "
+                            "host's queues and leases (set PANIO_BROKER_PER_HOST=1 on the controller and run setup "
+                            "for every host: docs/security.md, \"One identity per host\")")
         return {}
     targets = [name for name, t in lab.targets.items() if hostlab.serves(t, args.host)]
     entry = broker_users.identity(_cache(), args.host, targets)
