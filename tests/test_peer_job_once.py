@@ -140,3 +140,30 @@ def test_the_hosts_record_of_started_jobs_on_the_real_filesystem(tmp_path):
     os.chmod(loose, 0o777)
     with pytest.raises(Refused):
         StartedJobs(loose).of(payload).record()
+
+
+def test_a_reporting_hosts_take_claim_and_verdict_live_in_the_one_pruned_record(tmp_path, prefix):
+    """Issue 38: a host without a results database kept its takes, claims and verdicts in a folder of their own
+    (``jobs/``) that nothing ever pruned. They are the record of the jobs it started now: one folder, kept for the
+    messages' window and pruned with them."""
+    from pathlib import Path
+
+    import keyhelp
+    from bench_agent.jobs.signing import KEY_ENV
+    from bench_agent.jobs.started import WINDOW_S, StartedJobs
+    from bench_agent.results.reporting import ReportingStore
+
+    key = Path(keyhelp.worker_env()[KEY_ENV])
+    one, two = (ReportingStore("h1", SHARED_REDIS, prefix, tmp_path, key) for _ in range(2))
+    assert one.take(7, "worker h1@x:1", 0.0) and one.claim(7, "worker h1@x:1", fence=3)
+    assert not two.claim(7, "worker h1@x:2", fence=3)  # one claim among the host's workers
+    assert two.state(7) == "running" and one.finish(7, "complete", "passed") and two.state(7) == "done"
+    folder = tmp_path / "jobs-started"
+    marks = sorted(p.name for p in folder.iterdir())
+    assert marks == ["7.done", "7.started", "7.taken"] and not (tmp_path / "jobs").exists()
+    assert all(p.stat().st_mtime >= time.time() + WINDOW_S - 60 for p in folder.iterdir())
+    for p in folder.iterdir():  # their window is over
+        os.utime(p, (time.time() - 1, time.time() - 1))
+    StartedJobs(folder).of({"job_id": 8, "sealed_at": time.time()}).record()  # the next record prunes them
+    assert [p.name.split(".")[0] for p in folder.iterdir()] == ["8"]
+    assert one.take(7, "worker h1@x:1", 0.0)  # (a message of job 7 is past its window by then: refused at intake)

@@ -11,10 +11,16 @@ health gate included. The record is withdrawn only when the claim said the job w
 ran); a claim that fails half-way keeps it (the job then ends refused, never runs twice). A job whose worker died
 while it waited for its lease has no record yet: sent again, it runs, once.
 
+A host without a results database (``bench_agent.results.reporting``) decides its take, claim and verdict here
+too, in the same folder: ``<job id>.taken`` while its runner waits for the lease, ``<job id>.started`` (``O_EXCL``:
+one claim among all the host's workers, remembered across a restart), ``<job id>.done`` at its verdict
+(``StartedJobs.mark``). One record, one folder, one pruning.
+
 Bounded: a job message carries ``sealed_at``, when the controller sealed it, inside its signature
 (``sealed.seal``), and a worker refuses one sealed more than ``WINDOW_S`` (30 days) ago (``too_old``). A record
 is kept until its message's window is over (its mtime), and removed after (at most once a minute): by then the
-message is refused by its signed time anyway. The files are not synced one by one: a host that loses power may
+message is refused by its signed time anyway. A job's marks are kept as long from when they are made (a message
+is run only within its window of its sealing, and so before its marks are made). The files are not synced one by one: a host that loses power may
 forget the jobs of its last seconds, as ``bench_agent.jobs.replay`` says of operations.
 """
 
@@ -29,6 +35,7 @@ from pathlib import Path
 WINDOW_S = 30 * 86400.0  # a job message is run at most this long after it was sealed; its record kept as long
 SKEW_S = 86400.0  # kept this much longer: a host's clock may lag the controller's
 PURGE_S = 60.0
+MARKS = ("taken", "started", "done")  # a reporting host's own record of a job (``bench_agent.results.reporting``)
 
 
 class AlreadyStarted(Exception):
@@ -68,6 +75,19 @@ class StartedJobs:
             self._ready = True
         return self.folder / name
 
+    def mark(self, job_id: int, what: str, exclusive: bool = False) -> bool:
+        """Mark job ``job_id`` ``what`` (``MARKS``: a reporting host's take, claim and verdict), kept for the window
+        like a record; whether it was made (``exclusive``: False when it was there already)."""
+        if what not in MARKS:
+            raise ValueError(f"not a mark: {what[:40]!r}")
+        made = _create(self.path(f"{int(job_id)}.{what}"), time.time() + WINDOW_S + SKEW_S, exclusive)
+        if made:
+            self.purge()
+        return made
+
+    def marked(self, job_id: int, what: str) -> bool:
+        return self.path(f"{int(job_id)}.{what}").exists()
+
     def purge(self) -> None:
         """Remove the records whose window is over (at most once every ``PURGE_S``)."""
         now = time.time()
@@ -91,15 +111,8 @@ class JobRecord:
 
     def record(self) -> bool:
         """Record the job as started; whether it was new (False: started before)."""
-        try:
-            fd = os.open(self.jobs.path(self.name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        except FileExistsError:
+        if not _create(self.jobs.path(self.name), max(time.time(), self.sealed_at) + WINDOW_S + SKEW_S, True):
             return False
-        try:
-            until = max(time.time(), self.sealed_at) + WINDOW_S + SKEW_S
-            os.utime(fd, (until, until))
-        finally:
-            os.close(fd)
         self.jobs.purge()
         return True
 
@@ -109,6 +122,21 @@ class JobRecord:
             os.unlink(self.jobs.path(self.name))
         except FileNotFoundError:
             pass
+
+
+def _create(path: Path, until: float, exclusive: bool) -> bool:
+    """Make ``path`` (0600, never through a link), kept until ``until`` (its mtime); False if ``exclusive`` and it
+    was there."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_EXCL if exclusive else 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        return False
+    try:
+        os.utime(fd, (until, until))
+    finally:
+        os.close(fd)
+    return True
 
 
 def _name(payload: dict) -> str:

@@ -5,10 +5,11 @@ write into a signed report on the host's stream (``bench_agent.results.reports``
 recorder checks and records (docs/security.md, "Hosts report, the controller records"). What needs an answer
 is answered here, without the database:
 
-* take and claim: the host's own record of the jobs it took, one file per job in ``STATE/worker-HOST/jobs/``
-  (0700): ``N.taken`` while its runner waits for the lease, ``N.started`` (made with ``O_EXCL``: one runner
-  among all the host's workers, and a restarted worker remembers it) once claimed, ``N.done`` at its verdict.
-  A job is claimed once, whatever the broker delivers; the claim is reported as ``started`` with its fence;
+* take and claim: the host's own record of the jobs it started (``bench_agent.jobs.started``, the folder
+  ``STATE/worker-HOST/jobs-started/`` whose message records its intake checks, pruned with them): ``N.taken``
+  while its runner waits for the lease, ``N.started`` (made with ``O_EXCL``: one runner among all the host's
+  workers, and a restarted worker remembers it) once claimed, ``N.done`` at its verdict. A job is claimed once,
+  whatever the broker delivers; the claim is reported as ``started`` with its fence;
 * a cancel: the controller sets ``PREFIX cancel:N`` in Redis when someone asks;
 * the fencing marks: ``fences.db`` in the same folder (``FenceStore`` on a private SQLite file);
 * the target's health: ``PREFIX health:TARGET``, the record the recorder publishes (``ReportedHealth``).
@@ -23,7 +24,6 @@ runner's beats while it waits for its lease), so the controller's reconciler see
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -42,10 +42,11 @@ class ReportingStore:
     def __init__(self, host: str, redis_url: str, prefix: str, folder: Path, key_path: Path, fences=None) -> None:
         import redis
 
+        from bench_agent.jobs.started import StartedJobs
         from bench_agent.private import private_dir
 
         self.host, self.prefix, self.fences = host, prefix, fences  # fences: the host's own ``FenceStore``
-        self.folder = Path(private_dir(Path(private_dir(folder)) / "jobs"))
+        self.jobs = StartedJobs(Path(private_dir(folder)) / "jobs-started")  # the worker's record (intake) too
         self.r = redis.Redis.from_url(redis_url, socket_timeout=10, socket_connect_timeout=5)
         self._signer = reports.Signer(key_path)
         self._seq = reports.Sequence()
@@ -74,20 +75,17 @@ class ReportingStore:
 
     # --- what the host decides on its own --------------------------------
 
-    def _mark(self, job_id: int, what: str) -> Path:
-        return self.folder / f"{int(job_id)}.{what}"
-
     def state(self, job_id: int) -> str | None:
         """queued (or waiting for its lease), running, or done, as this host knows it."""
-        if self._mark(job_id, "done").exists():
+        if self.jobs.marked(job_id, "done"):
             return "done"
-        return "running" if self._mark(job_id, "started").exists() else "queued"
+        return "running" if self.jobs.marked(job_id, "started") else "queued"
 
     def take(self, job_id: int, worker: str, stale_before: float) -> bool:
         """Hold the job for this host's runner, unless it started (here) or someone asked to cancel it."""
         if self.state(job_id) != "queued" or self.cancel_requested(job_id):
             return False
-        _touch(self._mark(job_id, "taken"))
+        self.jobs.mark(job_id, "taken")
         self._report("taken", job_id, {"worker": worker})  # who holds it, for the controller's reconciler
         return True
 
@@ -105,9 +103,7 @@ class ReportingStore:
         """Queued -> running, once on this host (``O_EXCL``); reported as ``started`` with the lease's token."""
         if self.cancel_requested(job_id):
             return False
-        try:
-            os.close(os.open(self._mark(job_id, "started"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        except FileExistsError:
+        if not self.jobs.mark(job_id, "started", exclusive=True):
             return False
         self._fences[job_id] = None if fence is None else int(fence)
         self._report("started", job_id, {"worker": worker})
@@ -172,7 +168,7 @@ class ReportingStore:
         state = self.state(job_id)
         if (only_if_running and state != "running") or (only_if_queued and state != "queued") or state == "done":
             return False
-        _touch(self._mark(job_id, "done"))
+        self.jobs.mark(job_id, "done")
         self._report("finish", job_id, {
             "health": health, "result": result, "reason": reason, "error": error, "only_if_running": only_if_running,
             "only_if_queued": only_if_queued, "steps": [[i, s] for i, s in steps],
@@ -230,7 +226,3 @@ def _artifact(name: str, content: str | bytes) -> dict[str, Any]:
     if isinstance(content, bytes):
         return {"name": name, "b64": base64.b64encode(content).decode()}
     return {"name": name, "text": content}
-
-
-def _touch(path: Path) -> None:
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
