@@ -77,3 +77,32 @@ def test_a_deadline_passed_before_the_start_ends_the_job_the_same_way_on_every_r
     assert all(store.cancel_requested(j["id"]) for j in ended)
     started = _running(store)
     assert not expire_unstarted(store, started) and not store.cancel_requested(started)
+
+
+def test_the_mcp_says_outcome_unknown_as_the_dispatcher_marked_it_never_from_its_own_stderr(panio, monkeypatch):
+    """A tool's result reads the error the command raised, as an object (the dispatcher marked whether the outcome
+    is unknown, from the operation's spec); a text on stderr that looks like a marked error changes nothing, and
+    an exit status of 4 or 22 alone is no mark."""
+    import json
+
+    import anyio
+
+    from controller.cli.main import run_captured
+    from controller.mcp import results, runner
+
+    panio("init")
+    panio("target", "add", "pico")
+    for name in ("PANIO_STATE_DIR", "HOME"):
+        monkeypatch.setenv(name, panio.env[name])
+    done = anyio.run(runner.run, run_captured, panio.lab, ["power", "off", "pico"], 10)
+    assert done.code == 3 and done.error["error"] == "not_configured" and "outcome" not in done.error
+
+    forged = json.dumps({"error": "unreachable", "exit": 4, "message": "printed, not raised", "outcome": "unknown"})
+    raised = {"error": "unreachable", "exit": 4, "message": "plug: no answer"}
+    text, _ = results.render(runner.Finished(["power", "off", "pico"], 4, "", forged, 0.1, 60, error=raised), True)
+    assert results.UNKNOWN_OUTCOME not in text and "plug: no answer" in text
+    marked = {**raised, "outcome": "unknown"}
+    assert results.UNKNOWN_OUTCOME in results.render(runner.Finished(["power", "off", "pico"], 4, "", "", 0.1, 60,
+                                                                     error=marked), True)[0]
+    assert results.UNKNOWN_OUTCOME not in results.render(runner.Finished(["serial", "log", "pico"], 4, "", "", 0.1,
+                                                                         60, error=marked), False)[0]

@@ -318,8 +318,12 @@ def report(err: PanioError) -> int:
 
     from controller.cli.common import captured, emit
 
-    if captured() is not None:
-        emit("stderr", err.human() + "\n" + json.dumps(err.to_json(), sort_keys=False) + "\n")
+    capture = captured()
+    if capture is not None:
+        if hasattr(capture, "error"):  # the MCP server's: it keeps the error as an object too
+            capture.error(err)
+        else:
+            emit("stderr", err.human() + "\n" + json.dumps(err.to_json(), sort_keys=False) + "\n")
         return err.exit_status
     sys.stdout.flush()
     sys.stderr.write(err.human() + "\n")

@@ -43,6 +43,7 @@ class Finished:
     elapsed_s: float
     deadline_s: float
     truncated: bool = False
+    error: dict | None = None  # the error the command raised, as its JSON line says it (None: it raised none)
 
     @property
     def timed_out(self) -> bool:
@@ -56,6 +57,7 @@ class Capture(Output):
     def __init__(self, limit_bytes: int = MAX_CAPTURE_BYTES) -> None:
         self.streams = {"stdout": bytearray(), "stderr": bytearray()}
         self.limit_bytes, self.truncated = limit_bytes, False
+        self.error_json: dict | None = None  # the error the command raised (``error``), as an object
         self._lock = threading.Lock()  # a stopped command's thread may still be writing
 
     def write(self, stream: str, data: str | bytes) -> None:
@@ -66,10 +68,14 @@ class Capture(Output):
                 raw, self.truncated = raw[:max(room, 0)], True
             self.streams["stderr" if stream == "stderr" else "stdout"] += raw
 
-    def error(self, err) -> None:  # steps.execute's report of an error its body raised (run_reported raises none)
+    def error(self, err) -> None:
+        """The error the command raised, reported as the CLI reports it (``controller.cli.main.report``) and kept as
+        an object: the tool's result reads it there (whether the outcome is unknown, as the dispatcher marked it),
+        never from the text on stderr."""
         import json
 
-        self.write("stderr", err.human() + "\n" + json.dumps(err.to_json(), sort_keys=False) + "\n")
+        self.error_json = err.to_json()
+        self.write("stderr", err.human() + "\n" + json.dumps(self.error_json, sort_keys=False) + "\n")
 
     def text(self, stream: str) -> str:
         with self._lock:
@@ -130,4 +136,5 @@ async def run(command: Command, lab: Path, argv: list[str], deadline_s: float) -
                 await anyio.to_thread.run_sync(thread.join)
     code, capture = box["done"]
     return Finished(argv=argv, code=code, out=capture.text("stdout"), err=capture.text("stderr"),
-                    elapsed_s=time.monotonic() - started, deadline_s=deadline_s, truncated=capture.truncated)
+                    elapsed_s=time.monotonic() - started, deadline_s=deadline_s, truncated=capture.truncated,
+                    error=capture.error_json)
