@@ -84,9 +84,11 @@ def expects_off(steps: list[dict], upto: int) -> bool:
 
 
 def faults(call: Call, target: str, target_config: dict, used_serial: bool, expect_off: bool,
-           seen_off: str | None = None) -> list[dict]:
+           seen_off: str | None = None, since: float | None = None, boots_expected: int = 0) -> list[dict]:
     """The lab's faults right now, each ``{"what", "message", "error", "exit"}``; empty when the lab looks fine.
-    ``seen_off``: how a ``PowerWatch`` saw the target off during the step (``PowerWatch.stop``)."""
+    ``seen_off``: how a ``PowerWatch`` saw the target off during the step (``PowerWatch.stop``); ``since``: when
+    the step began (epoch seconds): a boot its serial log shows since then that the board did not announce, beyond
+    ``boots_expected`` (a power or reset step's own), is a power event the reads missed."""
     out = []
     try:
         _ask(lambda: call("system.ping", {"payload": 1}), "the target's host")
@@ -99,10 +101,44 @@ def faults(call: Call, target: str, target_config: dict, used_serial: bool, expe
     if seen_off and not any(f["what"] == "power" for f in out):
         out.append({"what": "power", "message": f"the target was powered off during the step ({seen_off}); it "
                     "reads on now", "error": "unreachable", "exit": 4})
+    if used_serial and since is not None and not any(f["what"] == "power" for f in out):
+        out += _rebooted(call, target, target_config, since, boots_expected)
     if used_serial:
         for iface in target_config.get("serial", []):
             out += _capture(call, target, dict(iface))
     return out
+
+
+BOOT_RESETS = ("serial.reset",)  # steps that restart the board without switching its power
+
+
+def boots_expected(steps: list[dict], idx: int) -> int:
+    """Boots a console may show while step ``idx`` runs: one when it, or the step just before it (whose boot goes
+    on printing), switches the power on, cycles it or resets the board; else none."""
+    return int(any(switches_power(s) in ("on", "cycle") or kind(s) in BOOT_RESETS
+                   for s in steps[max(0, idx - 1):idx + 1]))
+
+
+def _rebooted(call: Call, target: str, target_config: dict, since: float, expected: int) -> list[dict]:
+    """A boot in the console's lines since ``since`` that nobody asked for and the board did not announce."""
+    from datetime import datetime
+
+    from bench_agent.triage import reboots
+
+    for iface in target_config.get("serial", []):
+        try:
+            r = _ask(lambda i=iface: call("serial.log", {"target": target, "iface": dict(i), "tail": 2000}),
+                     "the target's serial log")
+        except (PanioError, _Stopped):
+            continue  # the capture's own question says why
+        lines = [x["text"] for x in r.get("lines", [])
+                 if "text" in x and datetime.fromisoformat(x["time"]).timestamp() >= since]
+        boot = reboots.unasked(lines, expected)
+        if boot:
+            return [{"what": "power", "message": f"the board booted again during the step ({boot['text'][:120]!r} "
+                     f"on {iface['name']}) though no step asked and it announced no reboot: a power event the "
+                     "power reads missed", "error": "unreachable", "exit": 4}]
+    return []
 
 
 def check_blockers(call: Call, target: str, target_config: dict, steps: list[dict]) -> list[dict]:

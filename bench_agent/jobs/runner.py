@@ -45,9 +45,11 @@ says when the job and the previous step began (``serial wait --since-step``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from typing import Any, Callable
 
+from bench_agent import outage
 from bench_agent.errors import Busy, Canceled, PanioError, Refused, Timeout, Unreachable
 from bench_agent.leases import base as leasing
 from bench_agent.jobs import lab_probe, reconcile, screens, serial_window
@@ -64,6 +66,15 @@ DEADLINE_ERROR = reconcile.DEADLINE_ERROR
 # was confirmed held an instant before (``RedisLeaseStore.try_acquire``); every later step reads the store, and
 # the host checks the token before any side effect whatever the runner did (``lease_guard``).
 GRANT_FRESH_S = 0.5
+LEASE_WAIT_S = 30.0  # at least this long a runner waits for a lease store out of reach before it calls its lease lost
+
+
+@functools.cache
+def _waits() -> outage.Outages:
+    """This process's runners' waits for Redis (one line when it goes, one when it is back)."""
+    import logging
+
+    return outage.Outages(logging.getLogger("panio.worker").warning, "lease store")
 
 
 def _deadline_left_s(payload: dict) -> float | None:
@@ -331,8 +342,9 @@ class JobRunner:
         if deadline is not None and time.monotonic() >= deadline:
             why = ("timed_out", "job timeout reached", Timeout("job timed out").to_json())
         else:
-            try:
-                lease.check(GRANT_FRESH_S)
+            try:  # Redis restarting (its data kept) is not a lost lease: wait for it, then ask (issue 43)
+                outage.patiently(lambda: lease.check(GRANT_FRESH_S), _waits(),
+                                 give_up_s=max(2 * (lease.ttl_s or 30), LEASE_WAIT_S))
             except (Refused, Unreachable) as err:
                 why = ("incomplete", f"lease lost: {err.message}", err.to_json())
         if why is not None and self.store.cancel_requested(job_id):
@@ -391,7 +403,9 @@ class JobRunner:
         steps = payload["steps"]
         used_serial = any(map(reads_console, steps[:idx + 1]))
         found = lab_probe.faults(call, payload["target"], payload.get("target_config") or {}, used_serial,
-                                 lab_probe.expects_off(steps, idx), seen_off)
+                                 lab_probe.expects_off(steps, idx), seen_off,
+                                 since=time.time() - record["duration_s"] - 0.5,
+                                 boots_expected=lab_probe.boots_expected(steps, idx))
         if not found:
             return outcome
         first = found[0]
