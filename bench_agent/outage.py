@@ -22,12 +22,14 @@ reads the exception's classes by name, so nothing here imports SQLAlchemy, psyco
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Callable
 
 DB, REDIS = "results database", "Redis"
-BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)  # the waits between tries; the last one repeats
+BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 5.0)  # the waits between tries; the last one repeats (a board idles at most that
+PATIENCE_S = 3600.0  # long after its service is back); how long a job's runner waits for the database to come back
 
 # (module prefix, class name) of the errors that say a service is out of reach (not what a statement did wrong)
 _DOWN = {
@@ -139,3 +141,41 @@ def _sleep(seconds: float, should_stop: Callable[[], bool]) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end and not should_stop():
         time.sleep(min(0.1, max(0.0, end - time.monotonic())))
+
+
+class Patient:
+    """``obj`` (a results store) whose every method call waits out the lab's services away (``patiently``), for up
+    to ``give_up_s``: a job's runner keeps its lease and its job while the database is away, and goes on after,
+    instead of dropping the job half-recorded (which a reconciler then had to call "worker lost").
+
+    A write whose commit was cut off by the outage is tried again: the runner's writes are upserts and
+    compare-and-sets, so a second try changes nothing more (a claim that did commit reads back as not won:
+    the job is then left to the reconciler, never run twice)."""
+
+    def __init__(self, obj, outages: Outages, give_up_s: float = PATIENCE_S, meanwhile: dict | None = None) -> None:
+        """``meanwhile``: methods that answer a value at once while the service is away instead of waiting (a
+        poll made while a step runs, such as whether the job was canceled: the step's own timeout must still
+        fire)."""
+        self._obj, self._outages, self._give_up_s = obj, outages, give_up_s
+        self._meanwhile = meanwhile or {}
+
+    def __getattr__(self, name: str):
+        value = getattr(self._obj, name)
+        if not callable(value):
+            return value
+        if name in self._meanwhile:
+            return functools.partial(_or_else, value, self._outages, self._meanwhile[name])
+
+        def call(*args, **kwargs):
+            return patiently(lambda: value(*args, **kwargs), self._outages, give_up_s=self._give_up_s)
+
+        return call
+
+
+def _or_else(func: Callable, outages: Outages, default, *args, **kwargs):
+    try:
+        return func(*args, **kwargs)
+    except Exception as exc:
+        if not outages.failed(exc):
+            raise
+        return default

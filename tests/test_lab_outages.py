@@ -102,8 +102,97 @@ def test_scheduler_and_dashboard_ride_out_the_results_database_away(panio, tmp_p
 
 def _waited(log) -> float:
     """The seconds since the scheduler said the database went away (0 before it said so)."""
+    return _waited_in(log.read_text())
+
+
+LONG = ("lease_ttl_s = 2\n[[steps]]\nname = 'first'\nrun = 'ping ${target} --count 1'\n"
+        "[[steps]]\nname = 'long'\nrun = 'ping ${target} --count 60 --interval 0.1'\n"
+        "[[steps]]\nname = 'after'\nrun = 'ping ${target} --count 1'\n")
+
+
+def test_a_worker_rides_out_the_results_database_away_mid_job(panio, tmp_path, away_db):
+    """The database away while a job runs, for longer than a runner may stay silent: the job is not 'worker
+    lost'; its runner keeps its lease, waits, records its steps and its verdict once the database is back."""
+    import os
+
+    from peerhelp import REDIS, PrivateRedis, Workers, use_lab
+
+    if not os.path.exists(REDIS):
+        pytest.skip("redis-server not installed (scripts/system-deps.sh)")
+    redis = PrivateRedis(tmp_path)
+    redis.start()
+    workers = Workers(tmp_path, redis.url, PANIO_RESULTS_URL=away_db.url)
+    try:
+        use_lab(panio, workers)
+        panio("host", "add", "h1", "--ssh", "ops@h1.invalid")
+        panio("target", "add", "t1", "--host", "h1")
+        workers.start("h1")
+        job_id = panio("job", "submit", job_file(tmp_path, LONG, "long.toml"), "--target", "t1",
+                       "--json").json()["job_id"]
+        store = workers.store()
+        wait_for(lambda: [s for s in store.job(job_id)["steps"] if s["name"] == "long" and s["status"] == "running"],
+                 timeout_s=60)
+        away_db.away()
+        # away past the step's end (6 s) and three times a silent runner's bound (lease_ttl_s 2: 4 s)
+        wait_for(lambda: "results database unreachable since" in workers.logs() and _waited_in(workers.logs()) >= 13,
+                 timeout_s=60)
+        away_db.back()
+        done = wait_for(lambda: (j := _job(store, job_id)) and j["state"] == "done" and j, timeout_s=60)
+        assert (done["health"], done["result"]) == ("complete", "passed"), done["reason"]
+        assert [s["status"] for s in done["steps"]] == ["pass", "pass", "pass"]
+        assert "results database back after" in workers.logs()
+        assert all(p.poll() is None for p in workers.procs)
+    finally:
+        workers.stop_all()
+        redis.stop()
+
+
+def _job(store, job_id: int) -> dict | None:
+    try:
+        return store.job(job_id)
+    except Exception:  # noqa: BLE001 - the test's own reads while the database comes back
+        return None
+
+
+def _waited_in(text: str) -> float:
     import re
     import time
 
-    m = re.search(r"unreachable since (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", log.read_text())
+    m = re.search(r"unreachable since (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", text)
     return time.time() - time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) if m else 0.0
+
+
+MANY = "".join(f"[[steps]]\nname = 's{i}'\nrun = 'ping ${{target}} --count 4 --interval 0.1'\n" for i in range(24))
+
+
+def test_a_job_keeps_its_lease_across_a_redis_restart_that_kept_its_data(panio, tmp_path):
+    """Redis restarted with AOF while a job runs (down longer than a Redis call retries): the job's lease is in
+    Redis again after the restart, so the job goes on and passes; before, a step boundary inside the restart
+    ended it 'lease lost'."""
+    import os
+
+    from peerhelp import REDIS, PrivateRedis, Workers, use_lab
+
+    if not os.path.exists(REDIS):
+        pytest.skip("redis-server not installed (scripts/system-deps.sh)")
+    redis = PrivateRedis(tmp_path, aof=True)
+    redis.start()
+    workers = Workers(tmp_path, redis.url)
+    try:
+        use_lab(panio, workers)
+        panio("host", "add", "h1", "--ssh", "ops@h1.invalid")
+        panio("target", "add", "t1", "--host", "h1")
+        workers.start("h1")
+        job_id = panio("job", "submit", job_file(tmp_path, MANY, "many.toml"), "--target", "t1",
+                       "--json").json()["job_id"]
+        store = workers.store()
+        wait_for(lambda: [s for s in store.job(job_id)["steps"] if s["name"] == "s2" and s["status"] == "pass"],
+                 timeout_s=60)
+        redis.restart(down_s=5.0)  # step boundaries fall inside it (each step: 0.3 s)
+        done = wait_for(lambda: (j := store.job(job_id))["state"] == "done" and j, timeout_s=120)
+        assert (done["health"], done["result"]) == ("complete", "passed"), done["reason"]
+        assert "lease lost" not in workers.logs()
+        assert "lease store: Redis" in workers.logs() and "back after" in workers.logs()
+    finally:
+        workers.stop_all()
+        redis.stop()

@@ -41,6 +41,7 @@ cannot verify before it is decoded.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import socket
 import threading
@@ -91,15 +92,21 @@ class WorkerContext:
         from bench_agent.leases.redis_store import RedisLeaseStore
         from bench_agent.jobs.reconcile import Heartbeat
 
+        from bench_agent import outage
+
         with self._lock:
             if self._stores is None:
+                # the database or Redis away: the runner waits with its job and its lease, said once (issue 43)
+                waits = outage.Outages(logging.getLogger("panio.worker").warning, f"worker {self.host}")
                 if self.results_url:
                     from bench_agent.results.store import ResultStore
 
-                    self._stores = (ResultStore(self.results_url), RedisLeaseStore(self.redis_url, self.prefix))
+                    store = outage.patiently(lambda: ResultStore(self.results_url), waits)
+                    leases = RedisLeaseStore(self.redis_url, self.prefix)
                 else:
-                    self._stores = self.reporting_stores()
-                self._heartbeat = Heartbeat(self._stores[0])
+                    store, leases = self.reporting_stores()
+                self._stores = (outage.Patient(store, waits, meanwhile={"cancel_requested": False}), leases)
+                self._heartbeat = Heartbeat(store)  # a beat missed is missed: the next one tries again
         return self._stores
 
     def reporting_stores(self):
