@@ -357,10 +357,19 @@ class Reconciler:
             self.resend(job)
         except Refused as err:
             self.log(f"job {job['id']}: refused to send it again: {err.message} (due: {why})")
+            self._note(job, "not_resent", f"{why}; not sent again: {err.message}")
             self.store.finish(job["id"], "incomplete", None, f"not sent again: {err.message}", err.to_json(),
                               only_if_queued=True)
             return
         self.log(f"job {job['id']}: {why}; sent again")
+        self._note(job, "resent", f"{why}; sent again to {job.get('host') or 'local'}'s queue")
+
+    def _note(self, job: dict, event: str, text: str) -> None:
+        """Keep it with the job (its page and `panio job status` show it); a reconciler's log may be nowhere."""
+        try:
+            self.store.add_event(job["id"], event, text)
+        except Exception as exc:  # noqa: BLE001 - the job was sent (or refused) whatever its record says
+            self.log(f"job {job['id']}: could not record {event}: {exc}")
 
 
 def _expired(job: dict, now: float) -> bool:

@@ -89,6 +89,14 @@ def job_tables():
     sa.Table("panio_job_messages", md,
              sa.Column("job_id", sa.Integer, primary_key=True, autoincrement=False),
              sa.Column("message", sa.Text, nullable=False))
+    # What happened to a job besides its steps, for its page (``ResultStore.add_event``): a reconciler sending it
+    # again after its worker was killed or Redis lost its message, or refusing to. A few rows a job at most.
+    sa.Table("panio_job_events", md,
+             sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+             sa.Column("job_id", sa.Integer, nullable=False, index=True),
+             sa.Column("at", sa.Float, nullable=False),
+             sa.Column("event", sa.String(32), nullable=False),
+             sa.Column("text", sa.Text, nullable=False))
     # the reads that skip SQLAlchemy (results_read) name the columns in this order
     assert tuple(jobs.c.keys()) == reads.JOB_COLUMNS and tuple(steps.c.keys()) == reads.STEP_COLUMNS
     return md, jobs, steps, artifacts
@@ -97,6 +105,11 @@ def job_tables():
 def message_table():
     """``panio_job_messages`` (in ``job_tables``'s metadata: created with the job tables)."""
     return job_tables()[0].tables["panio_job_messages"]
+
+
+def event_table():
+    """``panio_job_events`` (in ``job_tables``'s metadata: created with the job tables)."""
+    return job_tables()[0].tables["panio_job_events"]
 
 
 _HEALTH_TABLES: tuple | None = None

@@ -34,7 +34,7 @@ class History:
         on the rows and the WAL) for minutes while every runner waits to record a step (docs/scale.md)."""
         import sqlalchemy as sa
 
-        from bench_agent.results.db import message_table
+        from bench_agent.results.db import event_table, message_table
 
         j, a = self.jobs.c, self.artifacts.c
         ended = sa.func.coalesce(j.finished_at, j.created_at)
@@ -57,6 +57,7 @@ class History:
                 counts["artifact_chars"] += int(chars)
                 counts["artifacts"] += c.execute(self.artifacts.delete().where(a.job_id.in_(ids))).rowcount
                 c.execute(message_table().delete().where(message_table().c.job_id.in_(ids)))  # never sent again
+                c.execute(event_table().delete().where(event_table().c.job_id.in_(ids)))
                 if not artifacts_only:
                     counts["steps"] += c.execute(self.steps.delete().where(self.steps.c.job_id.in_(ids))).rowcount
                     counts["jobs"] += c.execute(self.jobs.delete().where(j.id.in_(ids))).rowcount
@@ -154,6 +155,15 @@ class History:
             q = q.where(self.jobs.c.id.in_(ids))
         with self._reading() as c:
             return [_job_dict(r) for r in c.execute(q).mappings().all()]
+
+    def events(self, job_id: int) -> list[dict]:
+        """What happened to the job besides its steps (``ResultStore.add_event``), oldest first."""
+        from bench_agent.results.db import event_table
+
+        e = event_table()
+        with self._reading() as c:
+            rows = c.execute(e.select().where(e.c.job_id == job_id).order_by(e.c.id)).mappings().all()
+        return [{"at": r["at"], "event": r["event"], "text": r["text"]} for r in rows]
 
     def list_artifacts(self, job_id: int) -> dict[str, str | bytes]:
         """Name -> content: text, or bytes for a binary name (a screenshot)."""

@@ -329,6 +329,12 @@ class ResultStore(History):
                     self._put_step(c, job_id, idx, {**step, "status": "skipped"})
         return True
 
+    def add_event(self, job_id: int, event: str, text: str) -> None:
+        """Record what happened to a job besides its steps (``resent``: a reconciler sent it again, and why)."""
+        from bench_agent.results.db import event_table
+
+        self._one(event_table().insert().values(job_id=job_id, at=time.time(), event=event[:32], text=text))
+
     def add_artifact(self, job_id: int, name: str, content: str | bytes) -> None:
         """Text, or bytes for a binary name (``BINARY_SUFFIXES``: kept base64 in the same text column)."""
         if isinstance(content, bytes) != name.endswith(BINARY_SUFFIXES):

@@ -209,7 +209,7 @@ def job(store, job_id: int) -> dict:
         artifacts["junit.xml"] = report.junit(found)
     known = known_variables(job_id, found["target"])
     planned = [command_line(s, known) for s in found["spec"].get("steps", [])]
-    return {**found, "artifacts": artifacts, "planned": planned}
+    return {**found, "artifacts": artifacts, "planned": planned, "events": store.events(job_id)}
 
 
 def serial_log(lab, job: dict) -> dict[str, str]:

@@ -53,7 +53,7 @@ def step_lines(lines: list[str], steps: list[dict]) -> dict[int, int]:
                 continue
             if s < start_clock - 43200:
                 s += 86400
-            if s >= at - 0.0005:
+            if s > at - 0.001:  # a stamp is cut to the millisecond
                 out[step["idx"] + 1] = i
                 break
     return out
