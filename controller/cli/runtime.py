@@ -114,6 +114,16 @@ def run_step(lab: Any, step: Step, args: argparse.Namespace | None = None, out: 
         commands.run(step.command, acted, {**step.opts, "override": record}, out, context_from_env())
 
 
+def spec_args(args: argparse.Namespace, op: str) -> dict[str, Any]:
+    """The request arguments of operation ``op`` the command line gave: each parameter of its spec that the
+    command declares (``common.add_param`` adds it under the parameter's own name), by that name. A plan passes
+    these on as they are, so the spec names what reaches the operation; a plan adds only what the spec does not
+    have (the target's channel configuration, a flag of the command's own such as --no-newline)."""
+    from bench_agent import ops
+
+    return {p.name: getattr(args, p.name) for p in ops.spec(op).params if hasattr(args, p.name)}
+
+
 def job_target(args: argparse.Namespace) -> str | None:
     """The target of the job a step is planned for (``controller.jobs.spec`` says it), None on the command line.
     A job's operations all run on that target's host (a worker has no other road)."""

@@ -12,7 +12,7 @@ import argparse
 from typing import Any
 
 from controller.cli.common import add_json, add_param, add_target_positional, command
-from controller.cli.runtime import Step, runtime
+from controller.cli.runtime import Step, runtime, spec_args
 
 SEE = "panio netboot set, panio netif, panio daemons, docs/netboot.md"
 REFUSAL = ("Refuses the host's primary NIC (the interface of a default route, or one\n"
@@ -62,9 +62,9 @@ def start(args: argparse.Namespace, lab: Any) -> Step:
 
 @runtime
 def stop(args: argparse.Namespace, lab: Any) -> Step:
-    return _plan(args, lab, "netboot.stop", {"force": args.force})
+    return _plan(args, lab, "netboot.stop", spec_args(args, "netboot.stop"))
 
 
 @runtime
 def status(args: argparse.Namespace, lab: Any) -> Step:
-    return _plan(args, lab, "netboot.status", {"tail": args.tail})
+    return _plan(args, lab, "netboot.status", spec_args(args, "netboot.status"))

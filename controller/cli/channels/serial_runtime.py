@@ -10,7 +10,7 @@ from __future__ import annotations
 from bench_agent.errors import NotConfigured
 from controller.cli.common import (Unbuilt, add_json, add_param, add_target_positional, command, load_lab,
                                    positive_float)
-from controller.cli.runtime import Step, runtime
+from controller.cli.runtime import Step, runtime, spec_args
 
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
 if TYPE_CHECKING:
@@ -228,36 +228,28 @@ def stop(args: argparse.Namespace, lab: Any) -> Step:
 
 @runtime
 def log(args: argparse.Namespace, lab: Any) -> Step:
-    return _plan(args, lab, "serial.log", {"tail": args.tail, "since": args.since, "first": args.first,
-                                           "last": args.last, "raw": args.raw})
+    return _plan(args, lab, "serial.log", spec_args(args, "serial.log"))
 
 
 @runtime
 def send(args: argparse.Namespace, lab: Any) -> Step:
-    return _plan(args, lab, "serial.send", {"text": args.text, "newline": not args.no_newline,
-                                            "pace_ms": args.pace_ms})
+    return _plan(args, lab, "serial.send", {**spec_args(args, "serial.send"), "newline": not args.no_newline})
 
 
 @runtime
 def transact(args: argparse.Namespace, lab: Any) -> Step:
-    return _plan(args, lab, "serial.transact", {"text": args.text, "until": args.until, "timeout_ms": args.timeout_ms,
-                                                "max_bytes": args.max_bytes, "newline": not args.no_newline,
-                                                "pace_ms": args.pace_ms})
+    return _plan(args, lab, "serial.transact", {**spec_args(args, "serial.transact"), "newline": not args.no_newline})
 
 
 @runtime
 def wait(args: argparse.Namespace, lab: Any) -> Step:
-    return _plan(args, lab, "serial.wait", {
-        "since_step": args.since_step, "since_job": args.since_job, "since_time": args.since_time,
-        "since_now": args.since_now,
-        "epoch": args.epoch, "since": args.since, "pattern": args.pattern, "timeout_ms": args.timeout_ms,
-        "max_bytes": args.max_bytes, "max_output_bytes": args.max_output_bytes,
-        "include_pending": args.include_pending, "follow": args.follow})
+    moment = {"since_step": args.since_step, "since_job": args.since_job, "since_time": args.since_time}
+    return _plan(args, lab, "serial.wait", {**moment, **spec_args(args, "serial.wait")})  # the body makes the ns
 
 
 @runtime
 def evidence(args: argparse.Namespace, lab: Any) -> Step:
-    return _plan(args, lab, "serial.evidence", {"epoch": args.epoch, "since": args.since, "max_bytes": args.max_bytes})
+    return _plan(args, lab, "serial.evidence", spec_args(args, "serial.evidence"))
 
 
 @runtime
@@ -280,4 +272,4 @@ def reset(args: argparse.Namespace, lab: Any) -> Step:
 
 @runtime
 def dtr(args: argparse.Namespace, lab: Any) -> Step:
-    return _plan(args, lab, "serial.dtr", {"ms": args.ms})
+    return _plan(args, lab, "serial.dtr", spec_args(args, "serial.dtr"))

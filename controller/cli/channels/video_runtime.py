@@ -15,7 +15,7 @@ import argparse
 from typing import Any
 
 from controller.cli.common import add_json, add_param, add_target_positional, command
-from controller.cli.runtime import Step, runtime
+from controller.cli.runtime import Step, runtime, spec_args
 
 SEE = "docs/video.md, panio skill kvm-puppeting"
 
@@ -96,11 +96,6 @@ def _plan(args: argparse.Namespace, lab: Any, command: str, opts: dict[str, Any]
     return Step(command, args.target, {"target": args.target, "json": args.json, **opts})
 
 
-def _wait_args(args: argparse.Namespace) -> dict[str, Any]:
-    return {"timeout_ms": args.timeout_ms, "stable": args.stable, "stable_ms": args.stable_ms,
-            "changed_since": args.changed_since}
-
-
 @runtime
 def watch(args: argparse.Namespace, lab: Any) -> Step:
     return _plan(args, lab, "video.watch", {"video": dict(lab.channel(args.target, "video"))})
@@ -113,16 +108,15 @@ def stop(args: argparse.Namespace, lab: Any) -> Step:
 
 @runtime
 def shot(args: argparse.Namespace, lab: Any) -> Step:
-    return _plan(args, lab, "video.shot", {**_wait_args(args), "output": args.output})
+    return _plan(args, lab, "video.shot", {**spec_args(args, "video.shot"), "output": args.output})
 
 
 @runtime
 def read(args: argparse.Namespace, lab: Any) -> Step:
-    return _plan(args, lab, "video.read", {**_wait_args(args), "region": args.region})
+    return _plan(args, lab, "video.read", spec_args(args, "video.read"))
 
 
 @runtime
 def wait(args: argparse.Namespace, lab: Any) -> Step:
-    return _plan(args, lab, "video.wait", {"text": args.text, "image": args.image, "region": args.region,
-                                           "timeout_ms": args.timeout_ms, "threshold": args.threshold,
-                                           "max_distance": args.max_distance})
+    # --image is a file's path: the body reads it into the operation's image_b64
+    return _plan(args, lab, "video.wait", {**spec_args(args, "video.wait"), "image": args.image})
