@@ -58,7 +58,7 @@ def service_down(exc: BaseException) -> str | None:
     return None
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(getattr(exc, "message", None) or getattr(exc, "orig", None) or exc).strip()
     return (text.splitlines() or [type(exc).__name__])[0][:300]
 
@@ -84,7 +84,7 @@ class Outages:
             if service in self._since:
                 return True
             self._since[service] = time.time()
-        self.log(f"{self.who}{service} unreachable since {_clock(self._since[service])}: {_first_line(exc)}; "
+        self.log(f"{self.who}{service} unreachable since {_clock(self._since[service])}: {first_line(exc)}; "
                  "waiting for it")
         return True
 

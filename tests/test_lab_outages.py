@@ -64,6 +64,8 @@ def test_scheduler_and_dashboard_ride_out_the_results_database_away(panio, tmp_p
         answer = json.loads(body)
         assert status == 503 and answer["error"] == "unreachable", (status, body)
         assert answer["message"].startswith("results database unreachable since"), answer
+        # a one-shot command says which service is away (4), not "internal error" (70)
+        assert "results database unreachable" in panio.fails("schedule", "list", code=4).err
         # away for longer than the scheduler's waits grow to (and its tick): it is still there, said once
         wait_for(lambda: log.read_text().count("results database unreachable since") == 1 and
                  "waiting for it" in log.read_text() and serve.poll() is None and
@@ -196,3 +198,38 @@ def test_a_job_keeps_its_lease_across_a_redis_restart_that_kept_its_data(panio, 
     finally:
         workers.stop_all()
         redis.stop()
+
+
+def test_the_controllers_units_restart_what_dies(tmp_path):
+    """ansible/roles/controller_services: the scheduler, the dashboard and the recorder as systemd units that
+    `systemd-analyze verify` accepts, each restarted on failure."""
+    import shutil
+    from pathlib import Path
+
+    import jinja2
+    import yaml
+
+    role = Path(__file__).resolve().parent.parent / "ansible" / "roles" / "controller_services"
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, trim_blocks=True)
+    tasks = yaml.safe_load((role / "tasks" / "main.yml").read_text())
+    units = next(t for t in tasks if "ansible.builtin.template" in t)["loop"]
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    os_panio = venv / "bin" / "panio"
+    os_panio.write_text("#!/bin/sh\n")
+    os_panio.chmod(0o755)
+    values = {"panio_sudo": True, "panio_prefix": str(tmp_path), "panio_venv": str(venv),
+              "panio_controller_env": str(tmp_path / "controller.env"), "panio_controller_lab": str(tmp_path / "lab.toml"),
+              "panio_dashboard_port": 8080}
+    assert {u["name"] for u in units} == set(yaml.safe_load((role / "defaults" / "main.yml").read_text())
+                                             ["panio_controller_units"])
+    for unit in units:
+        command = env.from_string(unit["command"]).render(values)
+        text = env.from_string((role / "templates" / "unit.service.j2").read_text()).render(
+            {**values, "panio_unit_description": unit["description"], "panio_unit_command": command})
+        assert "Restart=on-failure" in text and f"bin/panio {command}\n" in text
+        path = tmp_path / f"{unit['name']}.service"
+        path.write_text(text)
+        if shutil.which("systemd-analyze"):
+            verify = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True)
+            assert unit["name"] not in verify.stderr, verify.stderr

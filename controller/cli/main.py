@@ -398,6 +398,14 @@ def run_reported(argv: list[str]) -> int:
         full = no_space(exc)  # state written anywhere (a lease, a log, the results database) on a full disk
         if full is not None:
             return report(full)
+        from bench_agent import outage
+
+        away = outage.service_down(exc)  # the results database or Redis away: the lab's fault (4), not a bug
+        if away is not None:
+            from bench_agent.errors import Unreachable
+
+            return report(Unreachable(f"{away} unreachable: {outage.first_line(exc)}",
+                                      hint="check PANIO_RESULTS_URL" if away == outage.DB else "check PANIO_BROKER"))
         if os.environ.get("PANIO_DEBUG"):
             import traceback
 
