@@ -128,3 +128,15 @@ def test_an_operator_reruns_a_job_by_a_form_with_its_csrf(dashboard, lab):
     wait_for(lambda: "complete, passed" in op.get(f"/jobs/{new}")[2], timeout_s=30)
     page = op.get(headers["location"])[2]
     assert "rerun of job 1 on pico" in page and "# the file as submitted, comments too" in page
+
+
+def test_a_token_in_the_address_is_traded_for_a_session_and_left_out_of_it(dashboard):
+    c = Client(dashboard.url)
+    status, headers, _ = c.get(f"/login?token={READ}&next=/targets/pico")
+    assert status == 303 and headers["location"] == "/targets/pico"  # no token in the address it goes on to
+    status, _, page = c.get("/targets/pico")
+    assert status == 200 and "signed in: reader" in page
+    assert Client(dashboard.url).get("/login?token=not-the-token")[0] == 401
+    for elsewhere in ("//evil.example/", "https://evil.example/", "/\\evil.example"):
+        status, headers, _ = Client(dashboard.url).get(f"/login?token={OP}&next={elsewhere}")
+        assert status == 303 and headers["location"] == "/", elsewhere

@@ -139,3 +139,70 @@ def _step_status(driver, n: int) -> str:
         return rows[n - 1].find_element("css selector", ".step-status").text if len(rows) >= n else ""
     except Exception:  # noqa: BLE001 - the row was swapped out while read: ask again
         return ""
+
+
+BOARD_JOB = """name = "console-check"
+[[steps]]
+name = "say hello"
+run = "panio serial transact ${{target}} 'echo {word}' --until 'root@sim:~# ' --timeout-ms 10000"
+expect_output = "{word}"
+[[steps]]
+name = "waits for the banner"
+run = "panio serial wait ${{target}} --since-step --pattern '{pattern}' --timeout-ms 1500"
+"""
+
+
+def test_an_operator_signs_in_by_address_and_reads_a_board_a_job_its_log_and_its_triage(panio, sim_bench, browser,
+                                                                                          tmp_path):
+    """The operator's morning: a board's page (rate, last good, trend, suite runs), a job's definition and its
+    serial log searched, the triage of the failure headed by the board's last words. Screenshots kept (and
+    scripts/dashboard_screenshots.py puts them in docs/img/)."""
+    good = job_file(tmp_path, BOARD_JOB.format(word=MARKER, pattern="root@sim"), "good.toml")
+    bad = job_file(tmp_path, BOARD_JOB.format(word=MARKER, pattern="never-comes-xyz"), "bad.toml")
+    job_file(tmp_path, "name = 'nightly'\njobs = ['good.toml', 'good.toml']\ntargets = ['board0']\n", "suite.toml")
+    for path in (good, good):
+        subprocess.run([PANIO, "job", "run", path, "--target", "board0"], env=panio.env, check=True,
+                       capture_output=True, timeout=120)
+    subprocess.run([PANIO, "suite", "run", str(tmp_path / "suite.toml")], env=panio.env, check=True,
+                   capture_output=True, timeout=120)
+    failed = subprocess.run([PANIO, "job", "run", bad, "--target", "board0"], env=panio.env, capture_output=True,
+                            timeout=120)
+    assert failed.returncode == 14, failed.stderr
+    panio.env["PANIO_DASHBOARD_TOKEN"] = TOKEN
+    dashboard = DashboardProc(panio.env, tmp_path / "dashboard.log")
+    shots = Shots(browser, tmp_path / "screenshots")
+    try:
+        browser.get(f"{dashboard.url}/login?token={TOKEN}&next=/targets/board0")  # no form to fill
+        wait_for(lambda: "Board board0" in browser.page_source, timeout_s=10)
+        assert browser.current_url == f"{dashboard.url}/targets/board0" and TOKEN not in browser.current_url
+        assert "signed in: operator" in text_of(browser, "header")
+        assert "20 %" in text_of(browser, "#failure-rate") and "#4" in text_of(browser, "#last-good")
+        assert len(browser.find_elements("css selector", "#trend svg rect.bar")) == 5
+        assert "nightly" in text_of(browser, "#suite-runs") and "2 passed" in text_of(browser, "#suite-runs")
+        shots.take("board")
+
+        browser.get(f"{dashboard.url}/jobs/5")
+        browser.find_element("css selector", "#definition summary").click()
+        wait_for(lambda: "never-comes-xyz" in text_of(browser, "#job-file"), timeout_s=10)
+        assert browser.find_elements("id", "rerun")
+        shots.take("job-definition")
+
+        browser.find_element("css selector", "a.step-anchor").click()  # step 1's place in the serial log
+        wait_for(lambda: browser.current_url.endswith("#step-1"), timeout_s=10)
+        assert f"echo {MARKER}" in text_of(browser, "#serial-console")
+        browser.find_element("id", "serial-q").send_keys(MARKER)
+        browser.find_element("id", "serial-search-go").click()
+        wait_for(lambda: "lines hold" in text_of(browser, "#serial-hits"), timeout_s=10)
+        shots.take("serial-search")
+
+        browser.get(f"{dashboard.url}/jobs/5/triage")
+        wait_for(lambda: "the board's last words" in text_of(browser, "#triage-summary"), timeout_s=10)
+        assert "status: timeout" not in text_of(browser, "#triage-summary")
+        assert "root@sim" in text_of(browser, "#last-words")
+        shots.take("triage-last-words")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\ndashboard log:\n{dashboard.log.read_text()}") from exc
+    finally:
+        dashboard.stop()
+    for name in ("board", "job-definition", "serial-search", "triage-last-words"):
+        assert (tmp_path / "screenshots" / f"{name}.png").read_bytes().startswith(b"\x89PNG")

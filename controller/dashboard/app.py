@@ -145,6 +145,8 @@ def queue(d: Dashboard, request: Request) -> Response:
 
 
 async def login(d: Dashboard, request: Request) -> Response:
+    if request.method == "GET" and "token" in request.query_params and not d.auth.open:
+        return _token_exchange(d, request)
     if request.method == "GET":
         return d.templates.TemplateResponse(request, "login.html", {"error": None, "open": d.auth.open})
     form = await request.form()
@@ -153,6 +155,21 @@ async def login(d: Dashboard, request: Request) -> Response:
         return d.templates.TemplateResponse(request, "login.html", {"error": "wrong token", "open": d.auth.open},
                                             status_code=401)
     response = RedirectResponse("/", status_code=303)
+    response.set_cookie(COOKIE, d.auth.session(role), httponly=True, samesite="strict", path="/")
+    return response
+
+
+def _token_exchange(d: Dashboard, request: Request) -> Response:
+    """``/login?token=T&next=/path``: a browser that cannot fill a form or send a header (a headless one, a
+    kiosk) trades its token for a session cookie and is sent on to ``next`` (a path of this dashboard), so the
+    token is left in no address bar, history or later Referer (the dashboard logs no request lines)."""
+    role = d.auth.role_for_token(request.query_params.get("token", ""))
+    if role is None:
+        return d.templates.TemplateResponse(request, "login.html", {"error": "wrong token", "open": d.auth.open},
+                                            status_code=401)
+    wanted = request.query_params.get("next", "/")
+    local = wanted.startswith("/") and not wanted.startswith(("//", "/\\")) and wanted.isprintable()
+    response = RedirectResponse(wanted if local else "/", status_code=303)
     response.set_cookie(COOKIE, d.auth.session(role), httponly=True, samesite="strict", path="/")
     return response
 
