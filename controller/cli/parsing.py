@@ -1,4 +1,4 @@
-"""argparse as panio's commands use it: the parser class, a group's subcommands, argparse imported without gettext.
+"""argparse as panio's commands use it: the parser class and a group's subcommands.
 
 Only a command that builds a parser imports this module (``controller.cli.main``): the commands ``main``
 parses without argparse (``controller.cli.commands.QUICK``) never do, and argparse with the ``re``, ``enum``,
@@ -7,48 +7,16 @@ parses without argparse (``controller.cli.commands.QUICK``) never do, and argpar
 
 from __future__ import annotations
 
+import argparse  # as it is, gettext and all: panio no longer patches it for the process (docs/architecture.md)
 import os
 import sys
 
 from bench_agent.errors import UsageError
 
 
-def _english(message: str) -> str:
-    return message
-
-
-def _english_plural(singular: str, plural: str, n: int) -> str:
-    return singular if n == 1 else plural
-
-
 def UNBUILT(args) -> None:  # noqa: N802 - a marker, compared by identity
     """The handler of a subcommand that was listed but not built (``controller.cli.common.command``); never run."""
     raise AssertionError("an unbuilt subcommand ran")
-
-
-def _import_argparse():
-    """argparse, importing no gettext: panio speaks English only (its own messages are not translated), so its
-    parsers say argparse's words as written. argparse asks gettext for each of its words ("usage: ",
-    "options", ...), a search of the locale catalogues per word with the locale module imported, a tenth of
-    `panio target list`; and merely importing gettext (its module and the plural-formula regex it compiles)
-    was another ~1 ms of every command but `--help`. While argparse is first imported, a stand-in with the
-    two functions it takes is ``gettext``; it is gone again before anything else can import it."""
-    if "argparse" not in sys.modules and "gettext" not in sys.modules:
-        stand_in = type(sys)("gettext")
-        stand_in.gettext, stand_in.ngettext = _english, _english_plural
-        sys.modules["gettext"] = stand_in
-        try:
-            import argparse
-        finally:
-            del sys.modules["gettext"]
-    import argparse
-
-    argparse._ = _english  # type: ignore[attr-defined]
-    argparse.ngettext = _english_plural  # type: ignore[attr-defined]
-    return argparse
-
-
-argparse = _import_argparse()
 
 
 class Parser(argparse.ArgumentParser):
