@@ -302,3 +302,83 @@ def test_without_a_broker_a_targets_jobs_run_on_one_thread_in_the_order_they_cam
     assert [(j["health"], j["result"]) for j in jobs] == [("complete", "passed")] * 10
     starts = [j["started_at"] for j in jobs]
     assert starts == sorted(starts)  # in the order they came
+
+
+def test_reads_honour_the_tokens_allow_list(controller, tmp_path):
+    """Issue 38: every token read every job. A token with an allow list (a submitter's, or a reader's given one) now
+    reads only the jobs on its targets: 403 with the reason otherwise, and its lists hold only those."""
+    d, lab, tokens = controller
+    fw, qemu = ci(tmp_path, d.url, tokens["ci-fw"]), ci(tmp_path, d.url, tokens["ci-qemu"])
+    on_pico = str(fw("job", "submit", job_file(tmp_path, PING, "p.toml"), "--json").json()["job_id"])
+    on_qemu = str(qemu("job", "submit", job_file(tmp_path, PING.replace("'pico'", "'qemu'"), "q.toml"),
+                       "--json").json()["job_id"])
+    for job_id in (on_pico, on_qemu):
+        wait_for(lambda: lab("job", "status", job_id, "--json").json()["state"] == "done", timeout_s=60)
+    r = qemu.fails("job", "status", on_pico, code=13)
+    assert "may read only the jobs on targets qemu" in r.error["message"] and "pico" in r.error["message"]
+    for path in (f"/jobs/{on_pico}", f"/jobs/{on_pico}/artifacts", f"/jobs/{on_pico}/artifacts/step-01.log",
+                 "/jobs?target=pico"):
+        status, answer = call(d.url, "GET", "/api/v1" + path, tokens["ci-qemu"])
+        assert status == 403 and answer["error"] == "refused", (path, status, answer)
+    listed = {j["target"] for j in qemu("job", "list", "--json", "--limit", "500").json()}
+    assert listed == {"qemu"}
+    assert qemu("job", "status", on_qemu, "--json").json()["target"] == "qemu"
+    assert fw.fails("job", "logs", on_qemu, code=13).error["error"] == "refused"
+    # a reader without an allow list reads all; one given a tag reads those targets' jobs only
+    reader = ci(tmp_path, d.url, tokens["reader"])
+    assert {j["target"] for j in reader("job", "list", "--json", "--limit", "500").json()} >= {"pico", "qemu"}
+    sim = ci(tmp_path, d.url, lab("token", "add", "sim-board", "--scope", "reader", "--tag", "sim",
+                                  "--json").json()["token"])
+    assert sim("job", "status", on_qemu, "--json").json()["result"] == "passed"
+    assert "targets tagged sim" in sim.fails("job", "artifacts", on_pico, code=13).error["message"]
+    lab.fails("token", "add", "wide-op", "--scope", "operator", "--target", "pico", code=2)
+
+
+def test_schedules_through_the_controller(controller, tmp_path):
+    """`panio schedule add|list|rm --controller`: the suite and its job files travel to the controller, which keeps
+    them (checked) for `panio schedule serve`; a submitter only for a suite on its allow list, a reader never."""
+    d, lab, tokens = controller
+    runner = ci(tmp_path, d.url, tokens["ci-fw"])
+    job_file(tmp_path, PING.replace("target = 'pico'\n", ""), "smoke.toml")
+    mine = job_file(tmp_path, "name = 'night'\njobs = ['smoke.toml']\ntags = ['pi5']\n", "mine.toml")
+    out = runner("schedule", "add", "fw-nightly", "--suite", mine, "--at", "02:00").out
+    assert "scheduled fw-nightly on the controller: suite night (1 job) daily at 02:00" in out
+    row = next(r for r in lab("schedule", "list", "--json").json() if r["name"] == "fw-nightly")
+    kept = Path(row["suite"])
+    assert kept.is_relative_to(Path(lab.env["PANIO_STATE_DIR"])) and (kept.parent / "smoke.toml").exists()
+    assert oct(kept.parent.stat().st_mode & 0o777) == "0o700" and row["problem"] is None
+    lab("suite", "check", str(kept))  # what the scheduler will fire
+    assert "fw-nightly" in [r["name"] for r in runner("schedule", "list", "--json").json()]
+    assert "every 6h" not in runner("schedule", "list").out and "fw-nightly" in runner("schedule", "list").out
+
+    runner.fails("schedule", "add", "fw-nightly", "--suite", mine, "--every", "6h", code=6)  # its name is taken
+    assert "reader" in ci(tmp_path, d.url, tokens["reader"]).fails(
+        "schedule", "add", "r", "--suite", mine, "--at", "03:00", code=13).error["message"]
+    qemu = ci(tmp_path, d.url, tokens["ci-qemu"])
+    assert "pico" in qemu.fails("schedule", "add", "q", "--suite", mine, "--at", "03:00", code=13).error["message"]
+    assert "pico" in qemu.fails("schedule", "rm", "fw-nightly", code=13).error["message"]
+    qemu.fails("schedule", "rm", "nope", code=3)
+    assert runner("schedule", "rm", "fw-nightly").out.strip() == "removed schedule fw-nightly"
+    assert "fw-nightly" not in [r["name"] for r in lab("schedule", "list", "--json").json()]
+    assert not kept.parent.exists()
+
+
+def test_leases_through_the_controller_for_operators_only(controller, tmp_path):
+    d, lab, tokens = controller
+    fw, op = ci(tmp_path, d.url, tokens["ci-fw"]), ci(tmp_path, d.url, OPERATOR)
+    long = PING.replace("--count 2", "--count 600 --interval 0.05")
+    job_id = fw("job", "submit", job_file(tmp_path, long, "long.toml"), "--json").json()["job_id"]
+    held = wait_for(lambda: [le for le in op("lease", "list", "--json").json() if le["target"] == "pico"],
+                    timeout_s=60)
+    assert held[0]["job"] == job_id and "secret" not in json.dumps(held)
+    assert "only an operator" in fw.fails("lease", "list", code=13).error["message"]
+    assert "only an operator" in fw.fails("lease", "break", "pico", code=13).error["message"]
+    # the operator reaches the lab's store, whose answer it gets: without Redis a lease is a lock its holder (the
+    # controller's own runner here) keeps until it ends, as `panio lease break` says on the controller itself
+    r = op.fails("lease", "break", "pico", code=13)
+    assert "a local lease ends only with its holder" in r.error["message"] and r.error["job"] == job_id
+    fw("job", "cancel", str(job_id))
+    job = wait_for(lambda: (j := lab("job", "status", str(job_id), "--json").json())["state"] == "done" and j,
+                   timeout_s=60)
+    assert job["health"] == "canceled", job
+    assert [le for le in op("lease", "list", "--json").json() if le["target"] == "pico"] == []

@@ -111,22 +111,51 @@ def _fields(body: dict) -> tuple[str, str, str | None, float | None]:
     return text, name, target, deadline_s
 
 
-def read(job_id: int) -> dict:
+def readable(load_lab, token: dict) -> set[str] | None:
+    """The targets whose jobs ``token`` may read (its allow list, its tags by the targets of ``load_lab()``, read
+    only then); None: all."""
+    if tk.reads(token, "", ()):
+        return None
+    targets = load_lab().targets
+    return set(token["targets"]) | {t for t, table in targets.items() if tk.reads(token, t, table.get("tags", []))}
+
+
+def may_read(load_lab, token: dict, target: str, what: str) -> None:
+    """``Refused`` (403) when ``what`` (a job, on ``target``) is outside ``token``'s allow list."""
+    allowed = readable(load_lab, token)
+    if allowed is not None and target not in allowed:
+        raise Refused(f"token {token['name']!r} may read only the jobs on {tk.allow_list(token)}; {what} is on "
+                      f"{target}", token=token["name"], target=target)
+
+
+def read(load_lab, token: dict, job_id: int) -> dict:
     """The job with its steps (their output too) and the overrides under its lease, as `panio job status`
-    shows it; its spec without the target's configuration."""
+    shows it; its spec without the target's configuration. Only on the token's allow list."""
     from controller.jobs import control, overrides
 
-    job = control.reconciled(backends.results_store(), job_id)
+    store = backends.results_store()
+    may_read(load_lab, token, store.job(job_id)["target"], f"job {job_id}")
+    job = control.reconciled(store, job_id)
     job["overrides"] = overrides.for_job(job_id)
     if isinstance(job.get("spec"), dict):
         job["spec"] = {k: v for k, v in job["spec"].items() if k not in HIDDEN_SPEC}
     return job
 
 
-def listed(target: str | None, state: str | None, limit: int) -> list[dict]:
+def listed(load_lab, token: dict, target: str | None, state: str | None, limit: int) -> list[dict]:
+    """The newest ``limit`` jobs (of ``target``, in ``state``) the token may read: a token with an allow list
+    gets its targets' jobs only (one page a target, merged), and a target outside it is refused."""
     from controller.jobs.control import list_settled
 
-    jobs = list_settled(backends.results_store(), state=state, target=target, limit=limit)
+    allowed = readable(load_lab, token)
+    if target is not None:
+        may_read(load_lab, token, target, "that list")
+    store = backends.results_store()
+    if allowed is None or target is not None:
+        jobs = list_settled(store, state=state, target=target, limit=limit)
+    else:
+        pages = [list_settled(store, state=state, target=t, limit=limit) for t in sorted(allowed)]
+        jobs = sorted((j for p in pages for j in p), key=lambda j: j["id"], reverse=True)[:limit]
     return [{k: v for k, v in j.items() if k not in ("spec", "steps")} for j in jobs]
 
 
@@ -143,13 +172,14 @@ def cancel(lab, token: dict, job_id: int) -> str:
     return control.cancel(store, job_id)
 
 
-def artifacts(job_id: int) -> dict[str, str | bytes]:
+def artifacts(load_lab, token: dict, job_id: int) -> dict[str, str | bytes]:
     """Name -> content of the job's artifacts, as `panio job artifacts` lists them (step logs, the results
-    store's artifacts, its JUnit once done)."""
+    store's artifacts, its JUnit once done); only on the token's allow list."""
     from controller.jobs import report
 
     store = backends.results_store()
     job = store.job(job_id)
+    may_read(load_lab, token, job["target"], f"job {job_id}")
     out: dict[str, str | bytes] = {f"step-{s['idx'] + 1:02d}.log": s["output"] for s in job["steps"] if s.get("output")}
     out.update(store.list_artifacts(job_id))
     if job["state"] == "done":

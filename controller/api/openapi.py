@@ -8,8 +8,10 @@ from typing import Any
 ERRORS = {
     "400": "bad JSON, or a job `panio job check` refuses (its message, file, line and column)",
     "401": "no token, or an unknown one",
-    "403": "refused, with the reason: revoked, expired, a reader submitting, a target outside the allow list",
-    "404": "no such job, artifact or target",
+    "403": "refused, with the reason: revoked, expired, a reader submitting, a target outside the allow list "
+           "(submitting to it, cancelling or reading its jobs), not an operator (leases)",
+    "404": "no such job, artifact, target or schedule",
+    "409": "a schedule of that name exists",
     "503": "the lab failed: the results database or the broker",
 }
 
@@ -63,12 +65,29 @@ SCHEMAS: dict[str, Any] = {
         "suite": {"type": "string"}, "deadline_at": {"type": ["number", "null"]},
         "jobs": {"type": "array", "items": _ref("Queued")}}},
     "Message": {"type": "object", "properties": {"message": {"type": "string"}}},
+    "Lease": {"type": "object", "additionalProperties": True, "properties": {
+        "target": {"type": "string"}, "holder": {"type": ["string", "null"]}, "job": {"type": ["integer", "null"]},
+        "token": {"type": "integer", "description": "the fencing token (never the lease's secret)"},
+        "ttl_left_s": {"type": ["number", "null"]}}},
+    "Schedule": {"type": "object", "additionalProperties": True, "properties": {
+        "name": {"type": "string"}, "suite": {"type": "string", "description": "the suite file on the controller"},
+        "at": {"type": ["string", "null"]}, "every_s": {"type": ["number", "null"]},
+        "next_due": {"type": "number"}, "last_jobs": {"type": ["array", "null"]},
+        "problem": {"type": ["string", "null"]}}},
+    "AddSchedule": {"type": "object", "required": ["name", "toml", "jobs"], "properties": {
+        "name": {"type": "string"}, "at": {"type": "string", "description": "HH:MM, every day (or `every`)"},
+        "every": {"type": "string", "description": "a duration: 30m, 6h, 1d (or `at`)"},
+        "toml": {"type": "string", "description": "the suite file's text"},
+        "file": {"type": "string", "description": "its name; job files are relative to it"},
+        "jobs": {"type": "object", "additionalProperties": {"type": "string"},
+                 "description": "each job file's text, by the name the suite's `jobs` gives it"}}},
     "Artifact": {"type": "object", "properties": {"name": {"type": "string"}, "bytes": {"type": "integer"}}},
 }
 
 PATHS: dict[str, Any] = {
     "/api/v1/jobs": {
-        "get": {"summary": "jobs, newest first, without their steps", "parameters": [
+        "get": {"summary": "jobs, newest first, without their steps (a token with an allow list: its targets' "
+                           "only)", "parameters": [
             {"name": "target", "in": "query", "schema": {"type": "string"}},
             {"name": "state", "in": "query", "schema": {"enum": ["queued", "running", "done"]}},
             {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}}],
@@ -85,7 +104,8 @@ PATHS: dict[str, Any] = {
         "responses": {**_answers("201", _ref("QueuedSuite"), "every job recorded and queued (or started)",
                                  "400", "401", "403", "503"),
                       "413": {"description": "a body over 1 MiB, refused before it is read"}}}},
-    "/api/v1/jobs/{id}": {"get": {"summary": "a job with its steps (and their output) and overrides",
+    "/api/v1/jobs/{id}": {"get": {"summary": "a job with its steps (and their output) and overrides (403 outside "
+                                             "the token's allow list)",
                                   "parameters": [JOB_ID],
                                   "responses": _answers("200", _ref("Job"), "the job", "401", "403", "404")}},
     "/api/v1/jobs/{id}/cancel": {"post": {
@@ -106,6 +126,23 @@ PATHS: dict[str, Any] = {
         "summary": "break a target's lease (operators only; recorded as `panio lease break` records it)",
         "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
         "responses": _answers("200", _ref("Message"), "what happened", "401", "403", "404")}},
+    "/api/v1/leases": {"get": {
+        "summary": "the lab's held leases, as `panio lease list` (operators only; `breaks=1`: the recorded breaks)",
+        "parameters": [{"name": "breaks", "in": "query", "schema": {"enum": ["0", "1"]}}],
+        "responses": _answers("200", {"type": "array", "items": _ref("Lease")}, "the leases", "401", "403")}},
+    "/api/v1/schedules": {
+        "get": {"summary": "the schedules, as `panio schedule list`",
+                "responses": _answers("200", {"type": "array", "items": _ref("Schedule")}, "the schedules", "401",
+                                      "403")},
+        "post": {"summary": "schedule a suite (reader: 403; submitter: only a suite on its allow list); kept on the "
+                            "controller, fired by `panio schedule serve`",
+                 "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("AddSchedule")}}},
+                 "responses": {**_answers("201", _ref("Schedule"), "scheduled", "400", "401", "403", "409", "503"),
+                               "413": {"description": "a body over 1 MiB, refused before it is read"}}}},
+    "/api/v1/schedules/{name}": {"delete": {
+        "summary": "remove a schedule (an operator, or a submitter whose allow list covers its suite)",
+        "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+        "responses": _answers("200", _ref("Message"), "removed", "401", "403", "404")}},
     "/api/v1/openapi.json": {"get": {"summary": "this description", "security": [],
                                      "responses": {"200": {"description": "OpenAPI 3.1"}}}},
 }

@@ -2,10 +2,12 @@
 
 Scopes:
 
-- ``reader``: reads jobs, their steps and artifacts;
+- ``reader``: reads jobs, their steps and artifacts; with an allow list
+  (targets, tags), only the jobs on those targets;
 - ``submitter``: also submits jobs and cancels them, only on the targets it
-  names or the targets carrying one of its tags (its allow list);
-- ``operator``: everything, on every target.
+  names or the targets carrying one of its tags (its allow list), and reads
+  only their jobs;
+- ``operator``: everything, on every target (leases too).
 
 A secret is ``panio_`` and 43 characters of ``secrets.token_urlsafe(32)`` (256
 random bits); the database keeps only its SHA-256 (``panio_api_tokens``), so
@@ -52,6 +54,14 @@ def allows(token: dict, target: str, target_tags: list[str] | tuple[str, ...]) -
     return target in token["targets"] or bool(set(token["tags"]) & set(target_tags))
 
 
+def reads(token: dict, target: str, target_tags: list[str] | tuple[str, ...]) -> bool:
+    """Whether ``token`` may read the jobs of ``target``: an operator's or a reader's without an allow list, all;
+    else those of its allow list."""
+    if token["scope"] == "operator" or not (token["targets"] or token["tags"]):
+        return True
+    return target in token["targets"] or bool(set(token["tags"]) & set(target_tags))
+
+
 def allow_list(token: dict) -> str:
     """A submitter's allow list in words, for a refusal."""
     parts = [f"targets {', '.join(token['targets'])}"] if token["targets"] else []
@@ -82,8 +92,8 @@ class TokenStore:
         if scope == "submitter" and not (targets or tags):
             raise UsageError("a submitter token needs an allow list: --target T and/or --tag T",
                              hint="e.g. `panio token add ci-firmware --scope submitter --tag pi5`")
-        if scope != "submitter" and (targets or tags):
-            raise UsageError(f"--target and --tag limit a submitter; a {scope} token has no allow list")
+        if scope == "operator" and (targets or tags):
+            raise UsageError("--target and --tag limit a submitter or a reader; an operator token has no allow list")
         secret, now = new_secret(), time.time()
         row = {"name": name, "scope": scope, "targets": json.dumps(sorted(set(targets))),
                "tags": json.dumps(sorted(set(tags))), "hash": digest(secret), "created_at": now, "created_by": by,

@@ -5,8 +5,9 @@ list: ``controller.api.tokens``), or one of the dashboard's own tokens (``PANIO_
 ``PANIO_DASHBOARD_READ_TOKEN``: reader). The dashboard's session cookie does not count here: a cross-site form
 could carry it, a header it cannot. JSON in and out; an error is panio's JSON error object (``error``, ``exit``,
 ``message``, ``hint``) with its HTTP status: 400 bad input (the message `panio job check` gives), 401 no or an
-unknown token, 403 refused (revoked, expired, a reader submitting, a target outside the allow list), 404 no
-such job, 413 a body over ``MAX_JOB_BYTES``, 503 the lab failed (database, broker).
+unknown token, 403 refused (revoked, expired, a reader submitting, a target outside the allow list: submitting,
+cancelling or reading its jobs; not an operator for leases), 404 no such job, 409 a schedule's name taken, 413 a body over ``MAX_JOB_BYTES``,
+503 the lab failed (database, broker).
 
     POST /api/v1/jobs                      {"toml": "...", "file": "smoke.toml", "target": null, "deadline_s": null}
     GET  /api/v1/jobs?target=&state=&limit=
@@ -16,6 +17,10 @@ such job, 413 a body over ``MAX_JOB_BYTES``, 503 the lab failed (database, broke
     GET  /api/v1/jobs/{id}/artifacts       [{"name", "bytes"}]
     GET  /api/v1/jobs/{id}/artifacts/{name}
     POST /api/v1/targets/{name}/break-lease   operators only
+    GET  /api/v1/leases?breaks=            operators only: held leases (or recorded breaks), as `panio lease list`
+    GET  /api/v1/schedules                 as `panio schedule list`
+    POST /api/v1/schedules                 {"name", "at" | "every", "toml", "file", "jobs"}: submitter on its allow list
+    DELETE /api/v1/schedules/{name}        an operator, or a submitter whose allow list covers its suite
     GET  /api/v1/openapi.json              this, as OpenAPI 3.1 (``controller.api.openapi``), without a token
 """
 
@@ -30,14 +35,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bench_agent.errors import (AuthFailed, ConfigInvalid, InvalidName, NotConfigured, PanioError, Refused,
-                                UsageError)
+from bench_agent.errors import (AlreadyExists, AuthFailed, ConfigInvalid, InvalidName, NotConfigured, PanioError,
+                                Refused, UsageError)
 from controller.api import MAX_JOB_BYTES
 from controller.api import jobs as api_jobs
 
 PREFIX = "/api/v1"
 MAX_ID = 2**63 - 1
-STATUS = {UsageError: 400, ConfigInvalid: 400, InvalidName: 400, AuthFailed: 401, Refused: 403}
+STATUS = {UsageError: 400, ConfigInvalid: 400, InvalidName: 400, AuthFailed: 401, Refused: 403, AlreadyExists: 409}
 
 
 def routes(d) -> list[Route]:
@@ -49,6 +54,9 @@ def routes(d) -> list[Route]:
         Route(f"{PREFIX}/jobs/{{id:int}}/artifacts", partial(artifacts, d)),
         Route(f"{PREFIX}/jobs/{{id:int}}/artifacts/{{name:str}}", partial(artifact, d)),
         Route(f"{PREFIX}/targets/{{name:str}}/break-lease", partial(break_lease, d), methods=["POST"]),
+        Route(f"{PREFIX}/leases", partial(leases, d)),
+        Route(f"{PREFIX}/schedules", partial(schedules, d), methods=["GET", "POST"], max_body_size=MAX_JOB_BYTES),
+        Route(f"{PREFIX}/schedules/{{name:str}}", partial(schedule, d), methods=["DELETE"]),
         Route(f"{PREFIX}/openapi.json", openapi),
     ]
 
@@ -127,7 +135,8 @@ async def _list(d, request: Request) -> Response:
     state = q.get("state") or None
     if state not in (None, "queued", "running", "done"):
         return _error(UsageError("state must be queued, running or done"))
-    return await _answer(d, request, lambda _t: api_jobs.listed(q.get("target") or None, state, int(limit)))
+    return await _answer(d, request, lambda t: api_jobs.listed(d.load_lab, t, q.get("target") or None, state,
+                                                               int(limit)))
 
 
 async def _body(request: Request):
@@ -158,7 +167,7 @@ def _submitted(queued: dict) -> Response:
 
 
 async def job(d, request: Request) -> Response:
-    return await _answer(d, request, lambda _t: api_jobs.read(_job_id(request)))
+    return await _answer(d, request, lambda t: api_jobs.read(d.load_lab, t, _job_id(request)))
 
 
 async def cancel(d, request: Request) -> Response:
@@ -167,17 +176,17 @@ async def cancel(d, request: Request) -> Response:
 
 
 async def artifacts(d, request: Request) -> Response:
-    def listing(_t) -> list[dict]:
-        items = api_jobs.artifacts(_job_id(request))
+    def listing(t) -> list[dict]:
+        items = api_jobs.artifacts(d.load_lab, t, _job_id(request))
         return [{"name": n, "bytes": len(c) if isinstance(c, bytes) else len(c.encode())} for n, c in items.items()]
 
     return await _answer(d, request, listing)
 
 
 async def artifact(d, request: Request) -> Response:
-    def content(_t) -> Response:
+    def content(t) -> Response:
         name = request.path_params["name"]
-        items = api_jobs.artifacts(_job_id(request))
+        items = api_jobs.artifacts(d.load_lab, t, _job_id(request))
         if name not in items:
             raise NotConfigured(f"job {request.path_params['id']} has no artifact {name!r}", artifact=name)
         data = items[name]
@@ -201,6 +210,30 @@ async def break_lease(d, request: Request) -> Response:
         return {"message": break_(target, f"api ({t['name']})")}
 
     return await _answer(d, request, act)
+
+
+async def leases(d, request: Request) -> Response:
+    """The lab's held leases (``?breaks=1``: the recorded breaks), as `panio lease list` shows them: operators only."""
+    from controller.api import schedules as api_schedules
+
+    breaks = request.query_params.get("breaks", "") not in ("", "0")
+    return await _answer(d, request, lambda t: api_schedules.leases(t, lambda: d.load_lab().key, breaks))
+
+
+async def schedules(d, request: Request) -> Response:
+    from controller.api import schedules as api_schedules
+
+    if request.method == "GET":
+        return await _answer(d, request, lambda _t: api_schedules.listed())
+    return await _with_body(d, request, lambda t, body: JSONResponse(api_schedules.add(d.load_lab(), t, body),
+                                                                      status_code=201))
+
+
+async def schedule(d, request: Request) -> Response:
+    from controller.api import schedules as api_schedules
+
+    return await _answer(d, request, lambda t: {"message": api_schedules.remove(d.load_lab(), t,
+                                                                                 request.path_params["name"])})
 
 
 async def openapi(request: Request) -> Response:

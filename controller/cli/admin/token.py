@@ -10,10 +10,12 @@ ABOUT = """\
 The controller's HTTP API (served by `panio dashboard`, under /api/v1/) takes
 `Authorization: Bearer TOKEN`. Each person or CI project gets a token of its own:
 
-  reader     reads jobs, their steps and artifacts
+  reader     reads jobs, their steps and artifacts (with --target/--tag: only
+             the jobs on those targets)
   submitter  also submits and cancels jobs, only on its allow list: the targets
-             named with --target, or carrying a tag named with --tag
-  operator   everything, on every target
+             named with --target, or carrying a tag named with --tag; it reads
+             only their jobs
+  operator   everything, on every target, leases and schedules too
 
 The results database keeps only a SHA-256 of each token: the secret is printed
 once, by `token add`, and never again. Run these commands on the controller (they
@@ -32,13 +34,14 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 details="The secret (panio_...) is shown once: store it in your CI's secret variables\n"
                         "(PANIO_TOKEN). Lost it? `panio token rm NAME`, then add a new one.\n"
                         "A submitter needs an allow list (--target and/or --tag); a job for a target\n"
-                        "outside it is refused with 403.")
+                        "outside it is refused with 403, and so is reading one. A reader may have one.")
     c.add_argument("name", metavar="NAME", help="who holds it: a person or a CI project (a-z, 0-9, - and _)")
     c.add_argument("--scope", required=True, choices=("reader", "submitter", "operator"), help="what it may do")
     c.add_argument("--target", action="append", default=[], metavar="T",
-                   help="submitter: may submit to target T (repeat for more)")
+                   help="allow list: target T (a submitter submits to it and reads its jobs, a reader reads its "
+                        "jobs); repeat for more")
     c.add_argument("--tag", action="append", default=[], metavar="T",
-                   help="submitter: may submit to targets tagged T (repeat for more)")
+                   help="allow list: the targets tagged T (as --target); repeat for more")
     c.add_argument("--expires", metavar="DURATION", help="refused after this long: 90d, 12h, 30m (default: never)")
     add_json(c)
     c = command(sub, "list", "list the tokens: name, scope, allow list, expiry, last use (never a secret)",
@@ -100,11 +103,11 @@ def rm(args: argparse.Namespace) -> None:
 
 
 def _scope(token: dict) -> str:
-    if token["scope"] != "submitter":
+    if not (token["targets"] or token["tags"]):
         return token["scope"]
     from controller.api.tokens import allow_list
 
-    return f"submitter to {allow_list(token)}"
+    return f"{token['scope']} {'to' if token['scope'] == 'submitter' else 'of'} {allow_list(token)}"
 
 
 def _expiry(token: dict) -> str:

@@ -55,19 +55,9 @@ def submit(args: argparse.Namespace, api) -> None:
 def suite_run(args: argparse.Namespace, api, progress_for) -> tuple[str, list[dict]]:
     """`suite run --controller`: send the suite and the job files it names, follow every job to its verdict
     (each target's progress through ``progress_for(target)``); (the suite's name, its jobs, steps and all)."""
-    from bench_agent.errors import UsageError
-    from controller.jobs import suite
     from controller.jobs.remote import EXPIRE_GRACE_S
-    from controller.lab import tomlfile
 
-    text = tomlfile.read(args.file, "suite file")
-    texts = {}
-    for rel in suite.parse(args.file, text)["jobs"]:
-        try:
-            texts[rel] = tomlfile.read(args.file.parent / rel, "job file")
-        except UsageError:
-            pass  # a missing job file: the controller says so, at the suite file's line
-    _bounded(args.file, text, *texts.values())
+    text, texts = _suite_texts(args.file)
     queued = api.call("POST", "/suites", {"toml": text, "file": str(args.file), "jobs": texts,
                                           "deadline_s": args.deadline_s})
     for q in queued["jobs"]:
@@ -89,6 +79,52 @@ def suite_run(args: argparse.Namespace, api, progress_for) -> tuple[str, list[di
         if waiting:
             time.sleep(POLL_S)
     return queued["suite"], [done[q["job_id"]] for q in queued["jobs"]]
+
+
+def _suite_texts(path) -> tuple[str, dict[str, str]]:
+    """The suite file's text and its job files' by the names it gives them (a missing one left out: the controller
+    says so, at the suite file's line)."""
+    from bench_agent.errors import UsageError
+    from controller.jobs import suite
+    from controller.lab import tomlfile
+
+    text = tomlfile.read(path, "suite file")
+    texts = {}
+    for rel in suite.parse(path, text)["jobs"]:
+        try:
+            texts[rel] = tomlfile.read(path.parent / rel, "job file")
+        except UsageError:
+            pass
+    _bounded(path, text, *texts.values())
+    return text, texts
+
+
+def schedule_add(args: argparse.Namespace, api) -> dict:
+    """`schedule add --controller`: the suite and its job files sent; the controller keeps and checks them."""
+    text, texts = _suite_texts(args.suite)
+    when = {"at": args.at} if args.at is not None else {"every": args.every}
+    return api.call("POST", "/schedules", {"name": args.name, **when, "toml": text, "file": str(args.suite),
+                                           "jobs": texts})
+
+
+def schedule_list(api) -> list[dict]:
+    return api.call("GET", "/schedules")
+
+
+def schedule_rm(args: argparse.Namespace, api) -> str:
+    from urllib.parse import quote
+
+    return api.call("DELETE", f"/schedules/{quote(args.name, safe='')}")["message"]
+
+
+def lease_list(args: argparse.Namespace, api) -> list[dict]:
+    return api.call("GET", "/leases" + ("?breaks=1" if args.breaks else ""))
+
+
+def lease_break(args: argparse.Namespace, api) -> dict:
+    from urllib.parse import quote
+
+    return api.call("POST", f"/targets/{quote(args.target, safe='')}/break-lease")
 
 
 def _bounded(path, *texts: str) -> None:

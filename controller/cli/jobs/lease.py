@@ -6,6 +6,7 @@ import argparse
 import time
 
 from controller.cli.common import add_json, command, print_json, say, subcommands
+from controller.cli.jobs import job_remote
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
@@ -15,7 +16,8 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
         "host itself, whatever the caller's environment (see `panio lease store`). Leases\n"
         "live in Redis (PANIO_REDIS_URL or PANIO_BROKER, else the store this host recorded),\n"
         "else in file locks on this machine. Each lab's leases are its own: a lease on one\n"
-        "lab's target never blocks another lab's target of the same name."
+        "lab's target never blocks another lab's target of the same name. list and break take\n"
+        "--controller URL with an operator's token in PANIO_TOKEN (docs/ci.md)."
     )
     sub = subcommands(p)
     c = command(sub, "list", "list held leases: target, holder, job, fencing token, time left", func=list_,
@@ -24,12 +26,14 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                         "pytest session) has it, so the number alone acts for nobody.")
     c.add_argument("--breaks", action="store_true", help="list recorded lease breaks instead (Redis only)")
     add_json(c)
+    job_remote.add_flag(c)
     c = command(sub, "break", "take a lease away from its holder (recorded; the holder's next step is refused)",
                 func=break_, example="panio lease break pico", see_also="panio lease list, panio job cancel",
                 details="Use when a holder is wedged. The job that held it stops before its next step\n"
                         "(the fencing token no longer matches) and ends incomplete.")
     c.add_argument("target", metavar="TARGET")
     add_json(c)
+    job_remote.add_flag(c)
     c = command(sub, "store", "show, record or forget the lease stores this host checks before any side effect",
                 func=store, example=["panio lease store", "panio lease store --set redis://ctl.lab:6379/0"],
                 see_also="panio worker, docs/security.md, docs/jobs.md (Leases)",
@@ -66,9 +70,13 @@ def _scheduler(args: argparse.Namespace) -> list[dict]:
 
 
 def list_(args: argparse.Namespace) -> None:
-    store = _store(args)
+    api = job_remote.controller(args)
+    store = _store(args) if api is None else None
     if args.breaks:
-        records = store.breaks() if hasattr(store, "breaks") else []
+        if api is not None:
+            records = job_remote.lease_list(args, api)
+        else:
+            records = store.breaks() if hasattr(store, "breaks") else []
         if args.json:
             print_json(records)
         elif not records:
@@ -77,7 +85,7 @@ def list_(args: argparse.Namespace) -> None:
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["at"]))
             say(f"{when}  {r['target']:<12} broken by {r['broken_by']} (was {r['was'].get('holder')}, job {r['was'].get('job')})")
         return
-    leases = store.list() + _scheduler(args)
+    leases = store.list() + _scheduler(args) if api is None else job_remote.lease_list(args, api)
     if args.json:
         print_json(leases)
         return
@@ -94,6 +102,14 @@ def break_(args: argparse.Namespace) -> None:
 
     from bench_agent.errors import NotRunning
 
+    api = job_remote.controller(args)
+    if api is not None:
+        answer = job_remote.lease_break(args, api)
+        if args.json:
+            print_json(answer)
+        else:
+            say(answer["message"])
+        return
     record = _store(args).break_(args.target, f"{getpass.getuser()}@{socket.gethostname()}")
     if record is None:
         raise NotRunning(f"target {args.target!r} is not leased", hint="see `panio lease list`", target=args.target)

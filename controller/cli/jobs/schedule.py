@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bench_agent.errors import PanioError
 from controller.cli.common import add_json, check_name, command, counted, load_lab, print_json, say, subcommands
+from controller.cli.jobs import job_remote
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
@@ -17,7 +18,9 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 
     p.description = ("Schedules run a suite at a time of day (--at 02:00) or every so often (--every 6h).\n"
                      "They are kept in the results database; `panio schedule serve` fires them, and only\n"
-                     "one scheduler may run (a second is refused naming the first).")
+                     "one scheduler may run (a second is refused naming the first). add, list and rm take\n"
+                     "--controller URL (token in PANIO_TOKEN): the controller keeps the suite and its job\n"
+                     "files (a submitter token: a suite on its allow list only; docs/ci.md).")
     sub = subcommands(p)
     c = command(sub, "add", "schedule a suite daily at a time, or every so often", func=add,
                 example=["panio schedule add nightly --suite nightly.toml --at 02:00",
@@ -28,12 +31,15 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     when = c.add_mutually_exclusive_group(required=True)
     when.add_argument("--at", metavar="HH:MM", help="every day at this local time")
     when.add_argument("--every", metavar="DURATION", help=EVERY_HELP)
+    job_remote.add_flag(c)
     c = command(sub, "list", "list schedules: when, next run, last run and its jobs", func=list_,
                 example="panio schedule list --json", see_also="panio schedule add, panio job list")
     add_json(c)
+    job_remote.add_flag(c)
     c = command(sub, "rm", "remove a schedule", func=rm, example="panio schedule rm nightly",
                 see_also="panio schedule list")
     c.add_argument("name", metavar="NAME")
+    job_remote.add_flag(c)
     c = command(sub, "serve", "run the scheduler (exactly one may run; SIGTERM stops it after running suites)",
                 func=serve, example="panio schedule serve", see_also="panio schedule list, panio lease list",
                 details="Runs each due suite like `panio suite run` (in this process, or queued to workers\n"
@@ -53,6 +59,13 @@ def add(args: argparse.Namespace) -> None:
     from controller.jobs import schedules, suite
 
     check_name("schedule", args.name)
+    api = job_remote.controller(args)
+    if api is not None:
+        row = job_remote.schedule_add(args, api)
+        when = f"daily at {row['at']}" if row["at"] else f"every {args.every}"
+        say(f"scheduled {row['name']} on the controller: suite {row['suite']} ({counted(row['jobs'], 'job')}) "
+            f"{when}; next run {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(row['next_due']))}")
+        return
     at = schedules.parse_at(args.at) if args.at is not None else None  # '' is refused, not taken for "not given"
     every_s = schedules.parse_every(args.every) if args.every is not None else None
     path = args.suite.resolve()
@@ -64,7 +77,8 @@ def add(args: argparse.Namespace) -> None:
 
 
 def list_(args: argparse.Namespace) -> None:
-    rows = _store().list()
+    api = job_remote.controller(args)
+    rows = _store().list() if api is None else job_remote.schedule_list(api)
     if args.json:
         print_json(rows)
         return
@@ -81,6 +95,10 @@ def list_(args: argparse.Namespace) -> None:
 
 
 def rm(args: argparse.Namespace) -> None:
+    api = job_remote.controller(args)
+    if api is not None:
+        say(job_remote.schedule_rm(args, api))
+        return
     _store().remove(args.name)
     say(f"removed schedule {args.name}")
 
