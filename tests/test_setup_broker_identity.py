@@ -76,6 +76,11 @@ def test_the_admin_user_installs_the_hosts_user_as_the_role_writes_it(lab, broke
         with pytest.raises(redis.exceptions.NoPermissionError):
             refused()
     assert "user panio-host-ha on" in (broker.root / "users.acl").read_text()  # ACL SAVE: it outlives a restart
+    # the job ids the recorder gives its health checks: its own to read, not to write; another host's not at all
+    assert a.get("panio:check:ha:1") is None
+    for refused in (lambda: a.set("panio:check:ha:1", 7), lambda: a.get("panio:check:hb:1")):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            refused()
 
     # the same rules as the role's file made from setup's record
     role = render("panio-users.acl.j2", {**PASSWORDS, **json.loads(users_file(lab).read_text())})
