@@ -142,6 +142,7 @@ def test_forged_reports_are_refused_logged_and_change_nothing(lab, peers, tmp_pa
     # a row for bench1 whose target is bench2's (only a database writer could make it)
     crossed = store.create_job("crossed", "b2a", "bench1", {"steps": []})
     before = {j: store.job(j) for j in (mine, theirs, crossed)}
+    jobs_before = len(store.list_jobs(limit=1000))
     verdict = {"health": "complete", "result": "failed", "reason": "forged", "error": None, "steps": [],
                "artifacts": []}
     step = {"idx": 0, "step": {"name": "x", "command": "x", "status": "running"}, "done": []}
@@ -162,6 +163,8 @@ def test_forged_reports_are_refused_logged_and_change_nothing(lab, peers, tmp_pa
               body_host="bench1"), "names host 'bench1', not the stream's"),
         (dict(stream_host="bench1", key_host="bench1", job=mine, kind="finish", data=verdict),
          "without a fencing token: the job is done"),
+        (dict(stream_host="bench1", key_host="bench1", job=mine, kind="check", data={"name": "x", "target": "b1a"},
+              fence=mine_job["fence"]), "the job is done under fencing token"),  # no check job made
     ]
     for n, (kw, why) in enumerate(cases, 1):
         forge(peers, **kw)
@@ -173,6 +176,7 @@ def test_forged_reports_are_refused_logged_and_change_nothing(lab, peers, tmp_pa
     wait_for(lambda: len(peers.refusals()) > len(cases), timeout_s=20)
     assert "malformed" in peers.refusals()[-1]
     assert {j: store.job(j) for j in (mine, theirs, crossed)} == before
+    assert len(store.list_jobs(limit=1000)) == jobs_before  # (a refused check made no job)
     for host in ("bench1", "bench2"):  # every entry acknowledged (and deleted): nothing retried forever
         name = reports.stream(peers.env["PANIO_REDIS_PREFIX"], host)
         wait_for(lambda: r.xlen(name) == 0 and r.xpending(name, "recorder")["pending"] == 0, timeout_s=20)
