@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import re
-import socket
 import time
 TYPE_CHECKING = False  # a power hook need not import typing (docs/scale.md: a process a power operation)
 from urllib.parse import urlencode
@@ -108,68 +107,19 @@ class ShellyPlug:
         return {"Authorization": f"Basic {token}"}
 
     def _request(self, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], str]:
-        """One GET on a connection of its own (HTTP/1.1, ``Connection: close``): status, headers (names in lower
-        case), body. A plain socket, not ``http.client``: a power hook is a process a power operation, and
-        ``http.client`` imports ``ssl`` and the e-mail parser, half of such a process's CPU (docs/scale.md)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        request = "".join(f"{k}: {v}\r\n" for k, v in {
-            "Host": host if self.port == 80 else f"{host}:{self.port}", "Accept-Encoding": "identity",
-            "Connection": "close", **headers}.items())
-        data = bytearray()
+        """One GET (``bench_agent.helpers.plainhttp``: HTTP on a plain socket, what that buys is said there):
+        status, headers (names in lower case), body; its failures as panio's errors."""
+        from bench_agent.helpers import plainhttp
+
         try:
-            with socket.create_connection((self.host, self.port), timeout=self.timeout_s) as conn:
-                conn.sendall(f"GET {path} HTTP/1.1\r\n{request}\r\n".encode("latin-1"))
-                while not _complete(data) and (chunk := conn.recv(65536)):
-                    data += chunk
-        except (socket.timeout, TimeoutError):
+            return plainhttp.get(self.host, self.port, path, headers, self.timeout_s)
+        except TimeoutError:
             raise Unreachable(f"plug {self.where} did not answer within {self.timeout_s:g} s",
                               hint="the outcome is unknown: check with `shellyplug ... state`", plug=self.where) from None
         except OSError as exc:
             raise Unreachable(f"plug {self.where} unreachable: {exc}", plug=self.where) from None
-        try:
-            return _response(bytes(data))
         except ValueError as exc:
             raise Unreachable(f"plug {self.where} sent no HTTP answer: {exc}", plug=self.where) from None
-
-
-def _complete(data: bytes | bytearray) -> bool:
-    """Whether ``data`` holds a whole response (by its Content-Length, or its last chunk; or it is no HTTP
-    answer); else read on, to the connection's end."""
-    head, sep, body = bytes(data).partition(b"\r\n\r\n")
-    if not sep:
-        return False
-    if not head.startswith(b"HTTP/"):
-        return True  # not an HTTP answer: said at once
-    length = re.search(rb"\r\ncontent-length:[ \t]*(\d+)", head.lower())
-    if length:
-        return len(body) >= int(length.group(1))
-    return b"chunked" in head.lower() and body.endswith(b"0\r\n\r\n")
-
-
-def _response(data: bytes) -> tuple[int, dict[str, str], str]:
-    """A response's status, headers and body (de-chunked, cut at its Content-Length); ValueError: not HTTP."""
-    head, sep, body = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = lines[0].split(None, 2)
-    if not sep or len(status) < 2 or not status[0].startswith("HTTP/") or not status[1].isdigit():
-        raise ValueError(repr(data[:80]))
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        chunks = bytearray()
-        while True:
-            size_line, _, body = body.partition(b"\r\n")
-            size = int(size_line.split(b";")[0].strip(), 16)
-            if size == 0:
-                break
-            chunks += body[:size]
-            body = body[size + 2:]
-        body = bytes(chunks)
-    elif headers.get("content-length", "").isdigit():
-        body = body[:int(headers["content-length"])]
-    return int(status[1]), headers, body.decode("utf-8", "replace")
 
 
 def digest_authorization(challenge: str, user: str, password: str, method: str, uri: str,
