@@ -21,7 +21,7 @@ def test_the_help_shows_the_schemas_bound_and_the_flag_refuses_past_it(panio, co
     maximum = table.fields[key].check.maximum
     text = panio(*command, "--help").out
     entry = text[text.index("\n  " + flag):]  # the flag's own entry under options, not the usage line
-    assert f"(1 to {maximum})" in " ".join(entry.split()[:60]), text
+    assert f"(from 1 to {maximum})" in " ".join(entry.split()[:60]), text
     r = panio.fails(*command, flag, str(maximum + 1), code=2)
     assert f"must be from 1 to {maximum}" in r.error["message"]
 

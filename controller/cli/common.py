@@ -112,8 +112,14 @@ def check_name(kind: str, name: str) -> str:
     return name
 
 
-def _number(convert, noun: str, allow_zero: bool):
-    """An argparse type: ``convert`` the text, then require > 0 (or >= 0 with ``allow_zero``)."""
+def number(convert: Callable[[str], Any], minimum: float | None = None, maximum: float = MAX_NUMBER, *,
+           above: bool = False) -> Callable[[str], Any]:
+    """An argparse type for a number (``convert``: int or float) within its bounds, said once: the function
+    carries them (``minimum``, ``maximum``, ``above``: the minimum itself is refused, as for "greater than 0") and
+    their words (``bounds``), which every ``--help`` shows beside the option (``parsing.Parser``) and which the
+    refusal says (`tests/test_numeric_bounds.py` holds the two equal for every numeric option of every command)."""
+    noun = "a whole number" if convert is int else "a number"
+    words = _bounds_words(minimum, maximum, above)
 
     def parse(text: str):
         from controller.cli.parsing import argparse
@@ -124,18 +130,33 @@ def _number(convert, noun: str, allow_zero: bool):
             raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
         if value != value or value in (float("inf"), float("-inf")):
             raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
-        if value > MAX_NUMBER:
-            raise argparse.ArgumentTypeError(f"{text} is too large (at most {MAX_NUMBER})")
-        if value < 0 or (value == 0 and not allow_zero):
-            raise argparse.ArgumentTypeError(f"{text} must be {'0 or more' if allow_zero else 'greater than 0'}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"{text} is too large (at most {maximum})" if maximum >= MAX_NUMBER
+                                             else f"{text} must be {words}")
+        if minimum is not None and (value < minimum or (above and value == minimum)):
+            raise argparse.ArgumentTypeError(f"{text} must be {words}")
         return value
 
+    parse.__name__ = noun  # argparse names the type in its messages
+    parse.minimum, parse.maximum, parse.above, parse.bounds = minimum, maximum, above, words  # type: ignore[attr-defined]
     return parse
 
 
-positive_int = _number(int, "a whole number", allow_zero=False)
-positive_float = _number(float, "a number", allow_zero=False)
-non_negative_float = _number(float, "a number", allow_zero=True)
+def _bounds_words(minimum: float | None, maximum: float, above: bool) -> str:
+    def n(value: float) -> str:
+        return str(int(value)) if float(value).is_integer() else str(value)
+
+    if maximum >= MAX_NUMBER:  # what every store holds: no bound a reader needs to see
+        return ("greater than " if above else "at least ") + n(minimum or 0)
+    if minimum is None:
+        return f"at most {n(maximum)}"
+    return f"from {n(minimum)} to {n(maximum)}"
+
+
+positive_int = number(int, 0, above=True)
+positive_float = number(float, 0, above=True)
+non_negative_float = number(float, 0)
+tcp_port = number(int, 1, 65535)
 
 
 def add_field(p: argparse.ArgumentParser, spec: Any, key: str, *flags: str, **kw: Any) -> argparse.Action:
@@ -144,16 +165,8 @@ def add_field(p: argparse.ArgumentParser, spec: Any, key: str, *flags: str, **kw
     is parsed and are shown in its help, so the command, the lab file and ``--help`` say one thing."""
     maximum = spec.fields[key].check.maximum
 
-    def parse(text: str) -> int:
-        from controller.cli.parsing import argparse
-
-        value = positive_int(text)
-        if value > maximum:
-            raise argparse.ArgumentTypeError(f"{text} must be from 1 to {maximum}")
-        return value
-
-    kw["help"] = kw.get("help", key) + f" (1 to {maximum})"
-    return p.add_argument(*(flags or (f"--{key.replace('_', '-')}",)), type=parse, **kw)
+    parse = number(int, 1, maximum)
+    return p.add_argument(*(flags or (f"--{key.replace('_', '-')}",)), type=parse, help=kw.pop("help", key), **kw)
 
 
 def param_kind(param: Any) -> tuple[Callable[[str], Any], str]:
@@ -182,6 +195,9 @@ def spec_type(op: str, name: str) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(err.message.removeprefix(param.name + " ")) from None
 
     parse.__name__ = noun  # argparse names the type in its messages
+    if param.minimum is not None or param.maximum is not None:  # shown by add_param with the unit and default
+        parse.minimum, parse.maximum, parse.above = param.minimum, param.maximum, False  # type: ignore[attr-defined]
+        parse.bounds = param.bounds_text()  # type: ignore[attr-defined]
     return parse
 
 

@@ -19,8 +19,30 @@ def UNBUILT(args) -> None:  # noqa: N802 - a marker, compared by identity
     raise AssertionError("an unbuilt subcommand ran")
 
 
+class _ShowsBounds:
+    """A help formatter's mixin: an option whose type carries its bounds (``common.number``, ``common.spec_type``:
+    ``type.bounds``) shows them in its help, unless its help says them already. The bounds are said once, by the
+    type that enforces them."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = super()._get_help_string(action)  # type: ignore[misc]
+        bounds = getattr(action.type, "bounds", None)
+        if not bounds or not text or text == argparse.SUPPRESS or bounds in text:
+            return text
+        return f"{text} ({bounds})"
+
+
+_FORMATTERS: dict[type, type] = {}
+
+
+def _showing_bounds(formatter: type) -> type:
+    if formatter not in _FORMATTERS:
+        _FORMATTERS[formatter] = type(formatter.__name__, (_ShowsBounds, formatter), {})
+    return _FORMATTERS[formatter]
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse that raises ``UsageError`` instead of printing and exiting."""
+    """argparse that raises ``UsageError`` instead of printing and exiting, and shows each option's bounds."""
 
     def _get_formatter(self):  # type: ignore[override]
         # argparse asks shutil for the width, importing shutil, bz2 and lzma: ~3 ms of start-up.
@@ -28,7 +50,7 @@ class Parser(argparse.ArgumentParser):
             width = os.get_terminal_size(sys.stdout.fileno()).columns - 2
         except (OSError, ValueError):
             width = 78
-        return self.formatter_class(prog=self.prog, width=max(40, min(width, 118)))
+        return _showing_bounds(self.formatter_class)(prog=self.prog, width=max(40, min(width, 118)))
 
     def error(self, message: str) -> None:  # type: ignore[override]
         where = "" if self.prog == "panio" else f"{self.prog.removeprefix('panio ')}: "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from controller.cli.common import add_json, command, print_json, say, subcommands
+from controller.cli.common import add_json, command, number, print_json, say, subcommands
 
 WHERE = ("Kept in PANIO_SIGNING_KEY, PANIO_SIGNING_CERT and PANIO_CERT_STORE, else\n"
          "STATE_DIR/keys/signing.key, signing.crt and trusted/ (mode 0600).")
@@ -28,7 +28,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                         "--force makes a new pair (rotation); the old certificate stays trusted\n"
                         "elsewhere until `panio keys untrust` removes it. " + WHERE)
     c.add_argument("--name", default="controller", help="the name in the certificate (default: controller)")
-    c.add_argument("--days", type=int, default=1825, help="how long the certificate is valid (default 1825)")
+    c.add_argument("--days", type=number(int, 1, 36500), default=1825, help="how long the certificate is valid (default 1825)")
     c.add_argument("--force", action="store_true", help="replace an existing key (rotation)")
     c.add_argument("--if-missing", action="store_true", help="do nothing when a key exists (for scripts)")
     add_json(c)

@@ -11,7 +11,8 @@ import argparse
 from typing import Any
 
 from bench_agent.errors import NotConfigured, UsageError
-from controller.cli.common import add_json, add_target_option, add_target_positional, command, say, subcommands
+from controller.cli.common import (add_json, add_target_option, add_target_positional, command, say, subcommands,
+                                   tcp_port)
 from controller.cli.runtime import Step, runtime
 from controller.lab import edit, edits
 
@@ -41,7 +42,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--server", choices=("dnsmasq", "panio"),
                    help="dnsmasq: DHCP+TFTP, needs root (default); panio: panio's own TFTP only, no root")
     c.add_argument("--address", metavar="CIDR", help="the host's address on the link (default 10.233.0.1/24)")
-    c.add_argument("--tftp-port", type=_port, metavar="PORT", help="TFTP port of the panio server (default 69)")
+    c.add_argument("--tftp-port", type=tcp_port, metavar="PORT", help="TFTP port of the panio server (default 69)")
     c.add_argument("--boot-file", metavar="FILE", help="DHCP boot file for PXE/iPXE/U-Boot boards "
                    "(default: none, answer Raspberry Pi firmware)")
     c.add_argument("--hard-down", choices=("usb-sysfs", "uhubctl", "hook"),
@@ -63,12 +64,6 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     from controller.cli.channels import netboot_runtime
 
     netboot_runtime.register(sub)
-
-
-def _port(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535)")
-    return int(text)
 
 
 OPTIONAL = ("tftp_root", "server", "address", "tftp_port", "boot_file", "hard_down", "usb_port", "hard_down_cmd",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from controller.cli.common import say
+from controller.cli.common import number, say
 from controller.dashboard.auth import MAKE_ONE, MIN_TOKEN_CHARS
 
 DETAILS = f"""\
@@ -36,14 +36,9 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDR",
                    help="address to listen on (default 127.0.0.1; anything else needs PANIO_DASHBOARD_TOKEN)")
-    p.add_argument("--port", type=_port, default=8765, metavar="PORT", help="TCP port (default 8765; 0 = any free)")
+    p.add_argument("--port", type=number(int, 0, 65535), default=8765, metavar="PORT",
+                   help="TCP port (default 8765; 0 = any free)")
     p.set_defaults(func=run)
-
-
-def _port(text: str) -> int:
-    if not text.isdigit() or int(text) > 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
-    return int(text)
 
 
 def run(args: argparse.Namespace) -> None:

@@ -1,0 +1,92 @@
+"""Every numeric option of every command says its bounds in `--help`, and the bounds it says are the ones it
+enforces (issue 41 item 3): the type that checks a value carries its bounds (``common.number``, ``spec_type``:
+the operation's spec, ``add_field``: the lab schema's field), and the help shows them from there."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+import pytest
+
+NUMERIC = ("a whole number", "a number")
+HUGE = 1 << 53
+
+
+def _commands():
+    from controller.cli.main import build_parser
+
+    todo = [("", build_parser(full=True))]
+    while todo:
+        name, parser = todo.pop()
+        yield name, parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo += [(f"{name} {word}".strip(), p) for word, p in action.choices.items()]
+
+
+def _numeric_options():
+    for name, parser in _commands():
+        for action in parser._actions:
+            if action.option_strings and (action.type in (int, float)
+                                          or getattr(action.type, "__name__", None) in NUMERIC):
+                yield name, parser, action
+
+
+OPTIONS = list(_numeric_options())
+
+
+def test_there_are_numeric_options_to_check():
+    assert len(OPTIONS) > 40
+
+
+@pytest.mark.parametrize("command, parser, action", OPTIONS,
+                         ids=[f"{c} {a.option_strings[-1]}" for c, _, a in OPTIONS])
+def test_the_help_shows_the_bounds_the_option_enforces(command, parser, action):
+    convert = action.type
+    assert hasattr(convert, "bounds"), f"panio {command} {action.option_strings[-1]}: a number with no bounds"
+    entry = " ".join(_entry(parser.format_help(), action.option_strings).split())
+    shown = re.search(r"\((?:[^()]*?, )?((?:from|at least|at most|greater than) [^,()]+)", entry)
+    assert shown and convert.bounds in entry, (command, entry)
+    lo, hi = _numbers(shown.group(1))
+    assert (lo, hi) == (_shown(convert.minimum), _shown(convert.maximum)), (command, shown.group(1))
+    step = 1 if convert.__name__ == "a whole number" else 0.001
+    if convert.minimum is not None:
+        edge = convert.minimum
+        _passes(convert, edge + step if convert.above else edge)
+        _refused(convert, edge if convert.above else edge - step)
+    if convert.maximum is not None and convert.maximum < HUGE:
+        _passes(convert, convert.maximum)
+        _refused(convert, convert.maximum + step)
+
+
+def _entry(text: str, flags: list[str]) -> str:
+    """The option's own entry under options (not the usage line), up to the next option."""
+    start = min(i for i in (text.find("\n  " + f) for f in flags) if i >= 0)
+    rest = text[start + 3:]
+    end = re.search(r"\n  -", rest)
+    return rest[:end.start()] if end else rest
+
+
+def _numbers(words: str) -> tuple[float | None, float | None]:
+    words = words.removesuffix(" ms").removesuffix(" bytes").removesuffix(" s")
+    if m := re.fullmatch(r"from (\S+) to (\S+)", words):
+        return float(m.group(1)), float(m.group(2))
+    if m := re.fullmatch(r"(?:at least|greater than) (\S+)", words):
+        return float(m.group(1)), None
+    m = re.fullmatch(r"at most (\S+)", words)
+    assert m, words
+    return None, float(m.group(1))
+
+
+def _shown(bound):
+    return None if bound is None or bound >= HUGE else float(bound)
+
+
+def _passes(convert, value) -> None:
+    convert(str(value))
+
+
+def _refused(convert, value) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        convert(str(value))
