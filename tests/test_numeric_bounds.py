@@ -70,7 +70,7 @@ def _entry(text: str, flags: list[str]) -> str:
 
 def _numbers(words: str) -> tuple[float | None, float | None]:
     words = words.removesuffix(" ms").removesuffix(" bytes").removesuffix(" s")
-    if m := re.fullmatch(r"from (\S+) to (\S+)", words):
+    if m := re.fullmatch(r"(?:from|greater than) (\S+) (?:to|and at most) (\S+)", words):
         return float(m.group(1)), float(m.group(2))
     if m := re.fullmatch(r"(?:at least|greater than) (\S+)", words):
         return float(m.group(1)), None
@@ -90,3 +90,18 @@ def _passes(convert, value) -> None:
 def _refused(convert, value) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         convert(str(value))
+
+
+@pytest.mark.parametrize("words, flag, table, key", [
+    (("power", "set"), "--timeout-s", "POWER", "timeout_s"), (("power", "set"), "--cycle-off-s", "POWER", "cycle_off_s"),
+    (("action", "add"), "--timeout-s", "ACTION", "timeout_s"), (("netboot", "set"), "--tftp-port", "NETBOOT", "tftp_port"),
+])
+def test_a_config_flag_has_the_bounds_of_its_lab_field(words, flag, table, key):
+    """The flag and the lab file refuse the same values: the flag's bounds are read from the field's check."""
+    from controller.lab import schema
+
+    parser = dict(_commands())[" ".join(words)]
+    convert = next(a for a in parser._actions if flag in a.option_strings).type
+    check = getattr(schema, table).fields[key].check
+    assert convert.maximum == (schema.MAX_SECONDS if check is schema._positive_number else check.maximum)
+    _refused(convert, convert.maximum + 1)

@@ -150,22 +150,31 @@ def _bounds_words(minimum: float | None, maximum: float, above: bool) -> str:
         return ("greater than " if above else "at least ") + n(minimum or 0)
     if minimum is None:
         return f"at most {n(maximum)}"
+    if above:  # the lab schema's words for seconds (``_positive_number``)
+        return f"greater than {n(minimum)} and at most {n(maximum)}"
     return f"from {n(minimum)} to {n(maximum)}"
 
 
 positive_int = number(int, 0, above=True)
 positive_float = number(float, 0, above=True)
 non_negative_float = number(float, 0)
-tcp_port = number(int, 1, 65535)
 
 
 def add_field(p: argparse.ArgumentParser, spec: Any, key: str, *flags: str, **kw: Any) -> argparse.Action:
-    """Add a config command's flag for the whole-number lab field ``key`` of table ``spec`` (a
-    ``controller.lab.schema`` TableSpec): its bounds come from the field's own check, are checked as the flag
-    is parsed and are shown in its help, so the command, the lab file and ``--help`` say one thing."""
-    maximum = spec.fields[key].check.maximum
+    """Add a config command's flag for the numeric lab field ``key`` of table ``spec`` (a ``controller.lab.schema``
+    TableSpec): its bounds come from the field's own check (a whole number from 1 to its ceiling, or seconds
+    greater than 0 up to ``MAX_SECONDS``), are checked as the flag is parsed and are shown in its help, so the
+    command, the lab file and ``--help`` say one thing. ``spec`` may be the table's name in the schema ("POWER"):
+    the schema is imported only for a command that is built (not for an ``Unbuilt`` sibling of the one that runs)."""
+    if isinstance(p, Unbuilt):
+        return p  # type: ignore[return-value]
+    from controller.lab import schema
 
-    parse = number(int, 1, maximum)
+    check = (getattr(schema, spec) if isinstance(spec, str) else spec).fields[key].check
+    if check is schema._positive_number:
+        parse = number(float, 0, schema.MAX_SECONDS, above=True)
+    else:
+        parse = number(int, 1, check.maximum)
     return p.add_argument(*(flags or (f"--{key.replace('_', '-')}",)), type=parse, help=kw.pop("help", key), **kw)
 
 

@@ -6,7 +6,7 @@ import argparse
 
 from bench_agent.errors import NotConfigured, UsageError
 from controller.cli.runtime import static
-from controller.cli.common import add_json, check_name, command, load_lab, positive_float, print_json, say, subcommands
+from controller.cli.common import add_field, add_json, check_name, command, load_lab, print_json, say, subcommands
 from controller.lab import edit, edits
 
 
@@ -25,7 +25,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--description", help="one line shown by action list")
     c.add_argument("--requires-power", action="store_true", help="refuse to run while the target is powered off")
     c.add_argument("--host", metavar="HOST", help="run it on this control host (default: the target's)")
-    c.add_argument("--timeout-s", type=positive_float, help="how long it may run (default 600)")
+    add_field(c, "ACTION", "timeout_s", help="how long it may run (default 600)")
 
     c = command(sub, "rm", "remove a named action", func=rm,
                 example="panio action rm flash -t pico", see_also="panio action list")

@@ -11,8 +11,8 @@ import argparse
 from typing import Any
 
 from bench_agent.errors import NotConfigured, UsageError
-from controller.cli.common import (add_json, add_target_option, add_target_positional, command, say, subcommands,
-                                   tcp_port)
+from controller.cli.common import (add_field, add_json, add_target_option, add_target_positional, command, say,
+                                   subcommands)
 from controller.cli.runtime import Step, runtime
 from controller.lab import edit, edits
 
@@ -42,7 +42,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--server", choices=("dnsmasq", "panio"),
                    help="dnsmasq: DHCP+TFTP, needs root (default); panio: panio's own TFTP only, no root")
     c.add_argument("--address", metavar="CIDR", help="the host's address on the link (default 10.233.0.1/24)")
-    c.add_argument("--tftp-port", type=tcp_port, metavar="PORT", help="TFTP port of the panio server (default 69)")
+    add_field(c, "NETBOOT", "tftp_port", metavar="PORT", help="TFTP port of the panio server (default 69)")
     c.add_argument("--boot-file", metavar="FILE", help="DHCP boot file for PXE/iPXE/U-Boot boards "
                    "(default: none, answer Raspberry Pi firmware)")
     c.add_argument("--hard-down", choices=("usb-sysfs", "uhubctl", "hook"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from bench_agent.errors import NotConfigured, UsageError
-from controller.cli.common import add_target_option, check_name, command, positive_float, say, subcommands
+from controller.cli.common import add_field, add_target_option, check_name, command, say, subcommands
 from controller.lab import edit, edits
 
 HOOK_FLAGS = (("on_cmd", "--on-cmd"), ("off_cmd", "--off-cmd"), ("cycle_cmd", "--cycle-cmd"), ("state_cmd", "--state-cmd"))
@@ -39,8 +39,8 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--level", metavar="LEVEL", help="a named level (e.g. hard); default: the target's default level")
     for _, flag in HOOK_FLAGS:
         c.add_argument(flag, metavar="CMD", help=f"command for {flag[2:].removesuffix('-cmd')}")
-    c.add_argument("--timeout-s", type=positive_float, help="how long a hook may run (default 30)")
-    c.add_argument("--cycle-off-s", type=positive_float, help="pause between off and on when there is no cycle hook (default 2)")
+    add_field(c, "POWER", "timeout_s", help="how long a hook may run (default 30)")
+    add_field(c, "POWER", "cycle_off_s", help="pause between off and on when there is no cycle hook (default 2)")
 
     c = command(sub, "rm", "remove a target's power hooks (or one named level)", func=rm,
                 example="panio power rm -t pico --level hard", see_also="panio power set")
