@@ -56,3 +56,63 @@ def test_doc_examples_parse_against_the_live_cli(path):
 
 def test_the_docs_have_examples_to_check():
     assert sum(len(examples(p)) for p in DOCS) > 60
+
+
+# What the docs name as *not* a panio command ("There is no `panio shelly`"): each must stay unknown.
+NOT_COMMANDS = {"panio flash", "panio shelly", "panio shellyplug", "panio adb reboot"}
+
+
+def code_spans(path: Path) -> list[str]:
+    """The inline `panio ...` code spans of a page (its fenced blocks are `examples`' to check)."""
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    return [" ".join(span.split()) for span in re.findall(r"`(panio [a-z][^`]*)`", text)
+            if not re.match(r"panio [\w-]+:", span)]  # output quoted in prose ("panio mcp: serving ...")
+
+
+def _subcommands(parser):
+    import argparse
+
+    return next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+
+
+def span_problems(parser, span: str) -> list[str]:
+    """What of ``span`` panio does not have: its command words (down the tree, alternatives `a|b`, `a/b` and
+    `{a,b}` each) and each option it names on that command. Placeholders and values are not checked."""
+    try:
+        words = shlex.split(span.replace("[", " ").replace("]", " "))[1:]
+    except ValueError:
+        words = span.split()[1:]
+    p, path = parser, ["panio"]
+    for i, word in enumerate(words):
+        choices = _subcommands(p)
+        if choices is None or word.startswith("-"):
+            break
+        alternatives = re.split(r"[|/,]", word.strip("{}"))
+        missing = [a for a in alternatives if a not in choices]
+        if missing:
+            return [] if not word.islower() or word in ("...", "…") else [f"no command `{' '.join(path)} {missing[0]}`"]
+        if len(alternatives) > 1:
+            return []  # several commands: their options are not checked
+        p, path = choices[word], path + [word]
+    else:
+        i = len(words)
+    return [f"`{' '.join(path)}` has no option {w.split('=')[0]}" for w in words[i:]
+            if re.fullmatch(r"--?[A-Za-z][\w-]*(=.*)?", w) and w.split("=")[0] not in p._option_string_actions]
+
+
+@pytest.mark.parametrize("path", DOCS, ids=[p.name for p in DOCS])
+def test_every_command_and_option_the_prose_names_exists(path):
+    """An inline `panio ...` in the docs names a command and options panio has (or one it says panio has not)."""
+    parser = build_parser(full=True)
+    bad = [f"`{span}`: {problem}" for span in code_spans(path) if span not in NOT_COMMANDS
+           for problem in span_problems(parser, span)]
+    assert bad == []
+
+
+def test_what_the_docs_say_panio_has_not_it_has_not():
+    parser = build_parser(full=True)
+    assert all(span_problems(parser, span) for span in NOT_COMMANDS)
+    assert sum(len(code_spans(p)) for p in DOCS) > 300
+    assert span_problems(parser, "panio serial wait pico --since-moment") == [
+        "`panio serial wait` has no option --since-moment"]
+    assert span_problems(parser, "panio power cycle pico") == ["no command `panio power cycle`"]
