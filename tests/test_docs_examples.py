@@ -116,3 +116,11 @@ def test_what_the_docs_say_panio_has_not_it_has_not():
     assert span_problems(parser, "panio serial wait pico --since-moment") == [
         "`panio serial wait` has no option --since-moment"]
     assert span_problems(parser, "panio power cycle pico") == ["no command `panio power cycle`"]
+
+
+def test_the_jobs_page_lists_exactly_the_runtime_commands():
+    from controller.cli.commands import runtime_names
+
+    text = " ".join((ROOT / "docs" / "jobs.md").read_text().split())
+    listed = text[text.index("The allowed commands are:"):text.index("(the table is `RUNTIME`")]
+    assert re.findall(r"`([^`]+)`", listed) == runtime_names()
