@@ -124,3 +124,32 @@ def test_the_jobs_page_lists_exactly_the_runtime_commands():
     text = " ".join((ROOT / "docs" / "jobs.md").read_text().split())
     listed = text[text.index("The allowed commands are:"):text.index("(the table is `RUNTIME`")]
     assert re.findall(r"`([^`]+)`", listed) == runtime_names()
+
+
+def _resolves(ref: str) -> bool:
+    """``ref`` (`bench_agent/jobs/steps.py`, `bench_agent.jobs.steps.execute`, `controller/cli/runtime.run_step`)
+    is a file, or a module and the attributes after it."""
+    import importlib
+
+    if (ROOT / ref).exists():
+        return True
+    parts = re.split(r"[./]", ref.removesuffix(".py"))
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for name in parts[i:]:
+            obj = getattr(obj, name, None)
+        return obj is not None
+    return False
+
+
+def test_every_module_function_and_file_of_panio_the_docs_name_exists():
+    """The docs name panio's own modules, functions and files (for contributors and for agents reading them): a
+    rename or a move that leaves a page naming the old place fails here."""
+    named = {ref for p in DOCS for ref in re.findall(
+        r"`((?:bench_agent|controller|tests|benchmarks|scripts)(?:[./][A-Za-z_][\w-]*)+(?:\.[a-z]+)?)(?:\(\))?`",
+        p.read_text())}
+    assert len(named) > 100
+    assert sorted(ref for ref in named if not _resolves(ref)) == []
