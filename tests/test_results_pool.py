@@ -180,3 +180,81 @@ def test_the_database_sees_at_most_the_controllers_pools_and_no_worker(panio, co
     others = {name for name in seen if name not in SERVERS}
     # besides the servers, only the operator's own commands (one connection each while they run)
     assert others <= {"panio-job-submit", "panio-job-status", "panio-token-add"}, seen
+
+
+@pytest.fixture
+def small_pool(monkeypatch, database):
+    """The module's database through a pool of two, made fresh for the test (and closed after it)."""
+    from bench_agent.results import db
+
+    monkeypatch.setenv("PANIO_RESULTS_POOL", "2")
+    url = database + "?connect_timeout=5"  # a URL of its own: a new engine, sized by the variable above
+    yield url
+    db.dispose(url)
+
+
+def test_a_full_pool_makes_callers_wait_and_never_opens_more(small_pool, database):
+    import sqlalchemy as sa
+
+    from bench_agent.results.db import autocommit_for, engine_for
+    from bench_agent.results.libpq import application_name
+
+    me = application_name()  # this process's connections (the module's servers use the database too)
+    engines = [engine_for(small_pool), engine_for(small_pool, relaxed=True), autocommit_for(small_pool),
+               autocommit_for(small_pool, relaxed=True)]
+    most, done, lock = [0], [], threading.Lock()
+
+    def hold(n: int) -> None:
+        with engines[n % 4].connect() as c:
+            c.execute(sa.text("SELECT pg_sleep(0.2)"))
+            with lock:
+                done.append(n)
+
+    def watch(stop: threading.Event) -> None:
+        with admin() as conn:
+            while not stop.is_set():
+                mine = [r for r in backends(conn, database.rsplit("/", 1)[1]) if r[0] == me]
+                most[0] = max(most[0], len(mine))
+                stop.wait(0.02)
+
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch, args=(stop,))
+    watcher.start()
+    callers = [threading.Thread(target=hold, args=(n,)) for n in range(8)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join(timeout=60)
+    stop.set()
+    watcher.join(timeout=10)
+    assert sorted(done) == list(range(8))  # everyone served, in turn
+    assert most[0] == 2  # all four engines of the URL drew on one pool of two
+    assert engine_for(small_pool).pool.size() == 2
+
+
+def test_one_connection_commits_relaxed_for_the_relaxed_engines_and_durably_for_the_others(monkeypatch, database):
+    import sqlalchemy as sa
+
+    from bench_agent.results import db
+
+    monkeypatch.setenv("PANIO_RESULTS_POOL", "1")
+    url = database + "?connect_timeout=6"
+    try:
+        order = [db.autocommit_for(url, relaxed=True), db.engine_for(url), db.engine_for(url, relaxed=True),
+                 db.autocommit_for(url), db.autocommit_for(url)]
+        seen = []
+        for engine in order:
+            with engine.connect() as c:
+                seen.append((c.execute(sa.text("SELECT pg_backend_pid()")).scalar(),
+                             c.execute(sa.text("SHOW synchronous_commit")).scalar()))
+        assert len({pid for pid, _ in seen}) == 1  # one connection throughout
+        assert [mode for _, mode in seen] == ["off", "on", "off", "on", "on"]
+    finally:
+        db.dispose(url)
+
+
+@pytest.mark.parametrize("value", ["0", "many", "-3", "1001"])
+def test_a_pool_size_that_is_not_a_count_is_a_config_error(panio, database, value):
+    panio.env.update({"PANIO_RESULTS_URL": database, "PANIO_RESULTS_POOL": value})
+    r = panio.fails("token", "list", code=5)
+    assert f"PANIO_RESULTS_POOL={value!r}: want a whole number of connections from 1 to 1000" in r.err
