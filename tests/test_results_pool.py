@@ -133,6 +133,7 @@ def test_the_database_sees_at_most_the_controllers_pools_and_no_worker(panio, co
     db = database.rsplit("/", 1)[1]
     worker_sids = [w.pid for w in controller.procs]
     seen: dict[str, int] = {}  # application_name -> most backends at once
+    servers_at_once = [0]
     worker_sockets: list[str] = []
     stop = threading.Event()
 
@@ -144,6 +145,7 @@ def test_the_database_sees_at_most_the_controllers_pools_and_no_worker(panio, co
                     now[name] = now.get(name, 0) + 1
                 for name, count in now.items():
                     seen[name] = max(seen.get(name, 0), count)
+                servers_at_once[0] = max(servers_at_once[0], sum(now.get(name, 0) for name in SERVERS))
                 for sid in worker_sids:
                     worker_sockets.extend(pg_sockets(session_pids(sid)))
                 stop.wait(0.05)
@@ -177,6 +179,7 @@ def test_the_database_sees_at_most_the_controllers_pools_and_no_worker(panio, co
     assert worker_sockets == [], "a worker process connected to PostgreSQL"
     servers = {name: seen.get(name, 0) for name in SERVERS}
     assert all(1 <= n <= POOL for n in servers.values()), (servers, seen)  # each used its pool, never beyond
+    assert servers_at_once[0] <= POOL * len(SERVERS)
     others = {name for name in seen if name not in SERVERS}
     # besides the servers, only the operator's own commands (one connection each while they run)
     assert others <= {"panio-job-submit", "panio-job-status", "panio-token-add"}, seen
@@ -258,3 +261,16 @@ def test_a_pool_size_that_is_not_a_count_is_a_config_error(panio, database, valu
     panio.env.update({"PANIO_RESULTS_URL": database, "PANIO_RESULTS_POOL": value})
     r = panio.fails("token", "list", code=5)
     assert f"PANIO_RESULTS_POOL={value!r}: want a whole number of connections from 1 to 1000" in r.err
+
+
+def test_the_light_reader_names_its_connection_as_the_pool_does(database):
+    from bench_agent.results.libpq import LibpqConnection, application_name
+
+    conn = LibpqConnection.connect(database)
+    try:
+        assert conn.rows("SHOW application_name", []) == [{"application_name": application_name()}]
+    finally:
+        conn.close()
+    assert application_name(["/usr/bin/panio", "schedule", "serve", "--lab", "x"]) == "panio-schedule-serve"
+    assert application_name(["/usr/bin/panio", "job", "status", "12"]) == "panio-job-status"
+    assert application_name(["/opt/x/celery", "-A", "y"]) == "panio-celery"

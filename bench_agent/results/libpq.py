@@ -1,12 +1,19 @@
 """A PostgreSQL read through libpq itself (ctypes): for a new process that only reads a few rows.
 
 psycopg is libpq plus adaptation, pools, async and type machinery; importing it costs a new process about
-0.15 s of CPU, longer than `panio job status` has in all (docs/scale.md). This calls the same C library for
+0.1 s of CPU, more than `panio job status` has in all (docs/scale.md). This calls the same C library for
 one thing: a statement with text parameters whose rows come back as text, converted for the few column
 types the job history has. The connection string is libpq's own (the results URL as given, with
 ``PGPASSWORD``, ``~/.pgpass``, TLS and the rest as psycopg would have them). Anything else (no libpq to
 load, a server before 12, a type not listed) is not this module's: ``connect`` gives None, ``rows`` raises
 ``Unconvertible``, and the caller goes the usual way.
+
+Owned, not borrowed (issue 41 item 4, docs/architecture.md), because of what it buys, measured with
+``benchmarks/results_writes.py`` (a new process reading a finished job and its steps, psycopg and this
+alternating, 18 pairs, load 3.7, 2 cores): CPU 129 -> 24 ms (x0.19), wall 188 -> 46 ms. Its whole surface is
+``LibpqConnection.connect / rows / close`` behind ``results.read.Reader``; writes and every long-lived process go
+through psycopg and SQLAlchemy's bounded pool (``results.db.engine_for``). Tested against the real server:
+tests/test_light_reads.py (the same rows as the store's), tests/test_results_pool.py (its connection's name).
 """
 
 from __future__ import annotations
