@@ -32,6 +32,7 @@ command -v tesseract >/dev/null || need+=(tesseract-ocr)   # video read (OCR)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf ] || need+=(fonts-dejavu-core)   # the simulated screen's font
 [ -x /usr/bin/chromium ] || need+=(chromium)   # tests/test_dashboard_browser.py: the dashboard in a real browser
 [ -x /usr/bin/chromedriver ] || need+=(chromium-driver)   # ... driven by Selenium
+command -v adb >/dev/null || need+=(adb)   # the adb channel's tests: Debian's adb client against the simulated Android device
 if [ ${#need[@]} -gt 0 ]; then
   echo "system-deps: installing ${need[*]}"
   apt_install "${need[@]}"

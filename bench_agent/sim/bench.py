@@ -42,6 +42,7 @@ from bench_agent.errors import Busy, DeviceError, NotRunning, UsageError
 PIDFILE = "sim.pids"
 BENCHES = "sim.benches"  # in the state directory: the benches started with --dir (JSON list of paths)
 BOARD_MODULE = "bench_agent.sim.board"
+ANDROID_MODULE = "bench_agent.sim.android"
 READY_TIMEOUT_S = 10.0
 
 
@@ -54,10 +55,11 @@ def default_dir() -> Path:
 
 def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: float, countdown_s: float,
        qemu: bool = False, qemu_netboot: bool = False, look: list[str] | None = None,
-       one_process: bool = False) -> list[dict]:
+       one_process: bool = False, android: bool = False) -> list[dict]:
     """``look``: ``bench_agent.sim.board`` options giving every board another design's look (``--prompt P``,
     ``--banner B``, ``--no-setup``, ``--no-screen``); the lab's ``profile`` tables describe it.
-    ``one_process``: every board in one process (each still its own console PTY and plug port)."""
+    ``one_process``: every board in one process (each still its own console PTY and plug port).
+    ``android``: add tablet0, a simulated Android device that Debian's `adb` reaches over TCP (sim/android.py)."""
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -69,6 +71,8 @@ def up(directory: Path, boards: int, gen: int, password: str | None, boot_s: flo
     groups = [[f"board{i}" for i in range(boards)]] if one_process and boards else \
         [[f"board{i}"] for i in range(boards)]
     procs = [_spawn(directory, names, gen, password, boot_s, countdown_s, look or []) for names in groups]
+    if android:
+        procs.append(_spawn_android(directory, "tablet0"))
     try:
         described = [_wait_ready(directory, name, proc) for names, proc in procs for name in names]
         if qemu:
@@ -165,6 +169,15 @@ def _spawn(directory: Path, names: list[str], gen: int, password: str | None, bo
     return names, proc
 
 
+def _spawn_android(directory: Path, name: str) -> tuple[list[str], subprocess.Popen]:
+    (directory / f"{name}.json").unlink(missing_ok=True)
+    argv = [sys.executable, "-P", "-m", ANDROID_MODULE, "--dir", str(directory), "--name", name]
+    with open(directory / f"{name}.log", "ab") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    proc.log_name = name
+    return [name], proc
+
+
 def _wait_ready(directory: Path, name: str, proc: subprocess.Popen) -> dict:
     ready, end = directory / f"{name}.json", time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < end:
@@ -190,6 +203,9 @@ def lab_toml(boards: list[dict], password: str | None) -> str:
 
             targets[b["name"]] = lab_table(b)
             continue
+        if b.get("kind") == "android":
+            targets[b["name"]] = android_table(b)
+            continue
         plug = ["shellyplug", "-d", b["plug"]] + (["-p", password] if password else [])
         hook = {verb: shlex.join(plug + [verb]) for verb in ("on", "off", "cycle", "state")}
         t = tomlkit.table()
@@ -212,6 +228,14 @@ def lab_toml(boards: list[dict], password: str | None) -> str:
     return tomlkit.dumps(doc)
 
 
+def android_table(b: dict) -> dict:
+    """The lab entry of a simulated Android device: its adb serial (console, screen and input follow from it)
+    and a reboot hook, as a real tablet's (docs/adb.md)."""
+    reboot = shlex.join(["adb", "-s", b["serial"], "reboot"])
+    return {"description": f"simulated Android device (adb over TCP, {b['size']})", "tags": ["sim", "android"],
+            "adb": {"serial": b["serial"]}, "power": {"cycle_cmd": reboot}}
+
+
 def read_pids(directory: Path) -> list[dict]:
     try:
         return json.loads((directory / PIDFILE).read_text())
@@ -225,11 +249,12 @@ def ours(pid: int, directory: Path) -> bool:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return BOARD_MODULE.encode() in argv and str(directory).encode() in argv
+    return (BOARD_MODULE.encode() in argv or ANDROID_MODULE.encode() in argv) and str(directory).encode() in argv
 
 
 def alive(boards: list[dict], directory: Path | None = None) -> list[dict]:
-    return [b for b in boards if b.get("kind") != "qemu" and ours(b["pid"], directory or Path(b["state_file"]).parent)]
+    return [b for b in boards if b.get("kind") != "qemu"
+            and ours(b["pid"], directory or Path(b.get("state_file") or b.get("state_dir")).parent)]
 
 
 def down(directory: Path) -> tuple[int, list[dict]]:
@@ -258,6 +283,7 @@ def stop_captures(boards: list[dict]) -> list[dict]:
 
     devices = {b.get(key) for b in boards for key in ("device", "tty", "video")}
     devices |= {b["netboot"]["tftp_root"] for b in boards if b.get("netboot")}
+    devices |= {f"{scheme}{b['serial']}" for b in boards if b.get("kind") == "android" for scheme in ("adb://", "adb:")}
     stopped = []
     for lab in [None, *known_labs()]:  # None: the bare state directory (no lab, or from before labs)
         with using_lab(lab):
@@ -303,6 +329,10 @@ def status(directory: Path) -> list[dict[str, Any]]:
                         "plug": "QMP"})
             continue
         running = ours(b["pid"], directory)
+        if b.get("kind") == "android":
+            out.append({**b, "running": running, "power": "on" if running else "off", "pty": "-",
+                        "plug": f"adb {b['serial']}"})
+            continue
         power = Path(b["state_file"]).read_text().strip() if running and Path(b["state_file"]).exists() else "off"
         out.append({**b, "running": running, "power": power})
     return out
@@ -340,6 +370,8 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--boot-s", type=float, default=1.0, help="seconds of boot log (default 1)")
     u.add_argument("--countdown-s", type=float, default=3.0, help="seconds of autoboot countdown (default 3)")
     u.add_argument("--qemu", action="store_true", help="add qemu0: a QEMU board booting a real Linux kernel")
+    u.add_argument("--android", action="store_true",
+                   help="add tablet0: a simulated Android device speaking the ADB protocol (needs Debian's adb)")
     u.add_argument("--qemu-netboot", action="store_true",
                    help="qemu0 boots over the network from panio's TFTP server (`panio netboot start qemu0`)")
     u.add_argument("--prompt", metavar="TEXT", help="the boards' shell prompt (default 'root@sim:~# ')")
@@ -383,8 +415,11 @@ def run(argv: list[str]) -> int:
                 raise UsageError(f"--prompt/--banner {text!r}: give 1 to 80 printable characters")
         look += (["--no-setup"] if args.no_setup else []) + (["--no-screen"] if args.no_screen else [])
         boards = up(directory, args.boards, args.gen, args.password, args.boot_s, args.countdown_s, args.qemu,
-                    args.qemu_netboot, look, one_process=args.one_process)
+                    args.qemu_netboot, look, one_process=args.one_process, android=args.android)
         for b in boards:
+            if b.get("kind") == "android":
+                print(f"{b['name']}: Android device, adb serial {b['serial']} ({b['size']}), pid {b['pid']}")
+                continue
             if b.get("kind") == "qemu":
                 boot = (f", netboots from TFTP port {b['netboot']['tftp_port']} (run `panio netboot start "
                         f"{b['name']}`)") if b.get("netboot") else ""
@@ -394,11 +429,13 @@ def run(argv: list[str]) -> int:
                   f"pid {b['pid']}")
         print(f"lab file: {directory / 'lab.toml'}\n  export PANIO_LAB={shlex.quote(str(directory / 'lab.toml'))}")
         print(f"bundled suite: panio suite run {shlex.quote(str(directory / 'suite.toml'))} "
-              f"(on {', '.join(b['name'] for b in boards)}; its jobs start each board's serial capture)")
+              f"(on {', '.join(b['name'] for b in boards if b.get('kind') != 'android')}; its jobs start each "
+              "board's serial capture)")
     elif args.verb == "inject":
         from bench_agent.sim import faults
 
-        now = faults.inject(directory, [b["name"] for b in read_pids(directory) if b.get("kind") != "qemu"], args)
+        now = faults.inject(directory, [b["name"] for b in read_pids(directory)
+                                        if b.get("kind") not in ("qemu", "android")], args)
         if args.json:
             print(json.dumps({"board": args.board, "faults": now}, indent=2))
         elif now:
