@@ -10,6 +10,7 @@ its own process, so a click must not need to know the position),
     ch9329   a CH9329 UART-to-USB-HID chip on a serial port (the datasheet's frames)
     hidg     a Linux USB gadget, ``/dev/hidgN`` keyboard and ``/dev/hidg(N+1)`` absolute mouse
     qmp      a QEMU board's ``input-send-event``
+    adb      an Android device's ``input`` tool (keyevent, text, tap, swipe): backends/adb.py, docs/adb.md
 
 The command words (``panio hid send T ...``, MCP ``hid_send``):
 
@@ -39,12 +40,16 @@ def open_backend(hid: dict[str, Any]) -> HidBackend:
         from bench_agent.hid.backends.qmp import QmpBackend
 
         return QmpBackend(hid["device"].removeprefix("qmp:"))
+    if protocol == "adb":
+        from bench_agent.hid.backends.adb import AdbBackend
+
+        return AdbBackend(hid["device"])
     if protocol == "hidg":
         from bench_agent.hid.backends.hidg import HidgBackend
 
         return HidgBackend(hid["device"])
     raise NotConfigured(f"HID protocol {protocol!r} is not supported on this host yet",
-                        hint="use ch9329, hidg or qmp (docs/hid.md)", protocol=protocol)
+                        hint="use ch9329, hidg, qmp or adb (docs/hid.md)", protocol=protocol)
 
 
 def parse_combo(text: str) -> tuple[int, list[int]]:
@@ -107,6 +112,9 @@ class Driver:
         time.sleep(self.pace_s)
 
     def type_text(self, text: str) -> int:
+        own = getattr(self.backend, "type_text", None)  # a backend that types whole text (adb's `input text`)
+        if own is not None:
+            return own(text)
         reports = [char_report(ch) for ch in text]  # refuse the whole text before typing any of it
         for mods, usage in reports:
             self.tap(mods, [usage])
@@ -124,7 +132,11 @@ def run_words(driver: Driver, words: list[str]) -> dict[str, Any]:
         raise UsageError("give a HID command: key NAME | type TEXT | moveabs X Y | click [BUTTON] | scroll N")
     verb, rest = words[0].lower(), words[1:]
     if verb == "key" and len(rest) == 1:
-        driver.tap(*parse_combo(rest[0]))
+        own = getattr(driver.backend, "key", None)  # a backend with key names of its own (adb's keycodes)
+        if own is not None:
+            own(rest[0])
+        else:
+            driver.tap(*parse_combo(rest[0]))
         return {"verb": "key", "key": rest[0]}
     if verb == "type" and rest:
         return {"verb": "type", "chars": driver.type_text(" ".join(rest))}

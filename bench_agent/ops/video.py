@@ -65,7 +65,7 @@ def watch(target: str, video: dict[str, Any]) -> dict[str, Any]:
     target_daemons.reap(reaped, f"untracked video daemon of {target!r}")
     folder = video_dir(target, _state())
     (folder / "frame.json").unlink(missing_ok=True)
-    config = {k: video.get(k) for k in ("device", "width", "height")}
+    config = {k: video.get(k) for k in ("device", "width", "height", "poll_ms")}
     pid = target_daemons.start(MODULE, target, config, folder / "daemon.err")
     return {"target": target, "state": "running", "pid": pid, "device": video["device"], "already_running": False,
             "reaped": reaped, "reaped_because": why}

@@ -63,7 +63,7 @@ def open_port(cfg: dict[str, Any], timeout: float | None = 0.2) -> serial.Serial
     device = cfg["device"]
     refuse_unsupported(device, f"serial interface {cfg.get('name', 'console')!r}")
     scheme = urlsplit(device).scheme if "://" in device else ""
-    if scheme in ("rfc2217", "socket"):
+    if scheme in ("rfc2217", "socket", "adb"):
         _refuse_if_captured(device)
     options: dict[str, Any] = {} if scheme == "rfc2217" else {"write_timeout": WRITE_TIMEOUT_S}
     if scheme == "socket":
@@ -115,6 +115,10 @@ def _unopened(url: str, scheme: str, **settings: Any) -> serial.SerialBase:
         port = KeepInputSocketSerial(None, **settings)
         port.port = url
         return port
+    if scheme == "adb":  # an Android target's kept `adb shell` (bench_agent/adb/console.py)
+        from bench_agent.adb.console import AdbShellPort
+
+        return AdbShellPort(url)
     if scheme == "":
         port = KeepInputSerial(None, **settings)
         port.port = url
@@ -187,6 +191,9 @@ def read_now(port: serial.SerialBase, limit: int = READ_MAX) -> bytes:
 
     An empty answer from a readable descriptor means the device went away: SerialException.
     """
+    own = getattr(port, "read_now", None)  # a port that reads itself (an adb shell): it knows why it ended
+    if own is not None:
+        return own(limit)
     fd = getattr(port, "fd", None)
     if isinstance(fd, int):
         data = os.read(fd, limit)

@@ -12,12 +12,13 @@ opens whichever port a pattern finds. Only these reach pyserial:
     socket://HOST:PORT            ser2net's raw tcp; logging
     loop://                       pyserial's loopback (tests); logging
     simboard://PTY?state=FILE     the simulated board (bench_agent/sim/protocol_simboard.py); state, lines
+    adb://SERIAL                  an Android device's kept `adb shell` (bench_agent/adb/console.py); stream=logcat
 """
 
 from __future__ import annotations
 
 OPTIONS = {"rfc2217": ("ign_set_control", "poll_modem", "timeout", "logging"), "socket": ("logging",),
-           "loop": ("logging",), "simboard": ("state", "lines")}
+           "loop": ("logging",), "simboard": ("state", "lines"), "adb": ("stream",)}
 NETWORK = ("rfc2217", "socket")  # HOST:PORT, nothing after it but the options
 RULE = ("use a device path (/dev/ttyUSB0), rfc2217://HOST:PORT or socket://HOST:PORT (docs/serial.md)")
 
@@ -37,6 +38,8 @@ def device_problem(device: object) -> str | None:
     where, _, query = rest.partition("?")
     if scheme in NETWORK and (why := _host_port(where)):
         return f"{device!r}: {why}: use {scheme}://HOST:PORT"
+    if scheme == "adb" and (not where or "/" in where):
+        return f"{device!r}: no serial: use adb://SERIAL (as `adb devices` lists it)"
     if scheme == "loop" and where not in ("", "/"):
         return f"{device!r}: loop:// takes nothing but options"
     return _options(device, scheme, query)

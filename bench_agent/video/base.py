@@ -28,9 +28,12 @@ def backend_kind(device: str) -> str:
         return "mjpeg"
     if device.startswith("qmp:"):
         return "qmp"
+    if device.startswith("adb:") and not device.startswith("adb://"):
+        return "adb"
     if device.startswith("/dev/"):
         return "v4l2"
-    raise NotConfigured(f"video device {device!r} is not /dev/videoN, an http(s):// MJPEG stream or qmp:SOCKET",
+    raise NotConfigured(f"video device {device!r} is not /dev/videoN, an http(s):// MJPEG stream, qmp:SOCKET "
+                        "or adb:SERIAL",
                         hint="see docs/video.md", device=device)
 
 

@@ -9,6 +9,7 @@ string picks the backend:
     http://..., https://...      an MJPEG stream (capture boxes, PiKVM-like,
                                  the simulated board's screen) (backends/mjpeg.py)
     qmp:/path/to/socket          a QEMU display via QMP ``screendump`` (backends/qmp.py)
+    adb:SERIAL                   an Android screen via ``adb exec-out screencap -p`` (backends/adb.py)
 
 Frames are compared, not just hashed: a change of at most ``MIN_CHANGED_PX``
 pixels (a blinking text cursor is 9x2) does not make a new frame, so
@@ -30,9 +31,14 @@ MIN_CHANGED_PX = 24  # more than a blinking cursor (9x2 px), fewer than a typed 
 GREY_DELTA = 40  # a pixel changed when its grey level moved by more than this (JPEG noise stays below)
 
 
-def open_backend(device: str, width: int | None = None, height: int | None = None) -> VideoBackend:
-    """The backend for ``device`` (see the module docstring)."""
+def open_backend(device: str, width: int | None = None, height: int | None = None,
+                 poll_ms: int | None = None) -> VideoBackend:
+    """The backend for ``device`` (see the module docstring); ``poll_ms`` paces a device that pushes nothing (adb)."""
     kind = backend_kind(device)
+    if kind == "adb":
+        from bench_agent.video.backends.adb import AdbBackend
+
+        return AdbBackend(device.removeprefix("adb:"), poll_ms)
     if kind == "mjpeg":
         from bench_agent.video.backends.mjpeg import MjpegBackend
 

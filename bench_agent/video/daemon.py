@@ -64,7 +64,7 @@ class Watcher:
         while not self.stop.is_set():
             try:
                 backend = video.open_backend(self.config["device"], self.config.get("width"),
-                                             self.config.get("height"))
+                                             self.config.get("height"), self.config.get("poll_ms"))
             except PanioError as err:
                 self._lost(err.message)
                 continue

@@ -26,7 +26,7 @@ NAME_RULE = "lowercase letters, digits, '-' and '_', starting with a letter or d
 
 SENSE_SIGNALS = ("CTS", "DSR", "DCD", "RI")
 LINE_ENDINGS = ("cr", "lf", "crlf", "none")
-HID_PROTOCOLS = ("ch9329", "hidg", "qmp")
+HID_PROTOCOLS = ("ch9329", "hidg", "qmp", "adb")
 HOOKS = ("on_cmd", "off_cmd", "cycle_cmd", "state_cmd")
 MAX_SECONDS = 7 * 86400  # durations in the lab (hook and action timeouts): a week is already absurd
 MAX_PORT, MAX_BAUD, MAX_PIXELS = 65535, 100_000_000, 65535
@@ -216,7 +216,8 @@ NETBOOT = TableSpec(
     "netboot table",
 )
 VIDEO = TableSpec(
-    {"device": Field(_nonempty_string, required=True), "width": Field(_bounded_int(MAX_PIXELS)), "height": Field(_bounded_int(MAX_PIXELS))},
+    {"device": Field(_nonempty_string, required=True), "width": Field(_bounded_int(MAX_PIXELS)), "height": Field(_bounded_int(MAX_PIXELS)),
+     "poll_ms": Field(_bounded_int(60_000))},
     "video table",
 )
 HID = TableSpec(
@@ -224,7 +225,18 @@ HID = TableSpec(
      "reply_timeout_ms": Field(_bounded_int(60_000))},
     "hid table",
 )
-ADB = TableSpec({"serial": Field(_nonempty_string, required=True)}, "adb table")
+def _adb_serial(path: KeyPath, value: Any) -> None:
+    """A serial as `adb devices` prints it (R58M123ABC, emulator-5554, HOST:PORT): it becomes the console's
+    ``adb://SERIAL`` and the screen's ``adb:SERIAL`` (docs/adb.md), so no '/', '?', space or control character."""
+    import re
+
+    _nonempty_string(path, value)
+    if not re.fullmatch(r"[A-Za-z0-9._:-]{1,128}", value):
+        raise Problem(path, f"{_dotted(path)}: {value!r} is not an adb serial: use what `adb devices` lists "
+                            "(letters, digits, '.', '_', ':', '-')")
+
+
+ADB = TableSpec({"serial": Field(_adb_serial, required=True)}, "adb table")
 ACTION = TableSpec(
     {
         "command": Field(_command, required=True),
