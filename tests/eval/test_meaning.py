@@ -21,9 +21,10 @@ from scenarios.surface import Surface
 HERE = Path(__file__).parent
 ADVERSARIAL = HERE / "labelled" / "adversarial.toml"
 CATALOG_DIR = HERE.parent.parent / "scenarios" / "catalog"
-# the one disagreement left, kept in sight: 1000 800 with nothing said is read as pixels (as since issue 23,
-# tests/eval/test_runner.py::test_r6_clicks_in_screen_pixels_fail), where the label says it cannot be settled
-KNOWN = {"adv-hid-03"}
+# no disagreement is tolerated: adv-hid-03 (moveabs 1000 800, nothing said) is labelled fail, the rule of
+# tests/eval/test_runner.py::test_r6_clicks_in_screen_pixels_fail (values inside the screen, scaled from no pixel
+# point the answer gives, are its pixels)
+KNOWN: set[str] = set()
 
 
 @pytest.fixture(scope="module")
