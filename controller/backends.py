@@ -96,4 +96,28 @@ def celery_app(insecure: bool | None = None):
         raise NotConfigured("no broker: set PANIO_BROKER=redis://HOST:6379/N to queue jobs to workers",
                             hint="or run the job here with `panio job run FILE`")
     insecure = signing.insecure_from_env() if insecure is None else insecure
-    return make_app(url, redis_prefix(), visibility_timeout_s(), insecure)
+    made = (url, redis_prefix(), visibility_timeout_s(), insecure)
+    # One app a process while its keys stay the same files: making one loads the signing key and every trusted
+    # certificate (37 ms of CPU with 100 hosts' certificates, more with more), which a controller serving the API
+    # paid for each job it queued (docs/scale.md, "The controller under load"). A key or store changed on disk
+    # (a rotation) makes a new one.
+    from bench_agent.jobs import PER_HOST_ENV
+
+    stamp = (made, os.environ.get(PER_HOST_ENV), _keys_stamp(signing.configured()))
+    found = _APPS.get(made)
+    if found is None or found[0] != stamp:
+        found = _APPS[made] = (stamp, make_app(*made))
+    return found[1]
+
+
+_APPS: dict[tuple, tuple] = {}
+
+
+def _keys_stamp(keys) -> tuple | None:
+    """What says the signing keys are the same files as before: their paths and times of change."""
+    if keys is None:
+        return None
+    try:
+        return tuple((str(p), p.stat().st_mtime_ns) for p in (keys.key, keys.cert, keys.store))
+    except OSError:
+        return None
