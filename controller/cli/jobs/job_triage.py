@@ -22,10 +22,12 @@ Exit status: 0 (whatever the job's verdict); 3 no such job."""
 
 DETAILS_HISTORY = """\
 Per target: how the last N finished runs of job NAME went (P pass, F fail,
-oldest first), the pass rate, and a label: flaky (identical inputs, the verdict
-changed more than once) or a regression (passed, then fails with identical
-inputs: see `panio job triage`). Runs the lab failed (incomplete) count apart.
-Also names the boards whose jobs or health checks fail more than their peers'."""
+oldest first), the pass rate, and a label: flaky (identical inputs, at least
+two separate failures with passes between them: one failure among passes, or
+an outage then a fix, is not flaky) or a regression (passed, then fails with
+identical inputs: see `panio job triage`). Runs the lab failed (incomplete)
+count apart. Also names the boards whose jobs or health checks fail more than
+their peers', each judged on its own last 50 jobs."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
