@@ -27,6 +27,7 @@ def regrade(path: Path, out: Path | None = None, judge_cmd: str | None = None,
     from scenarios.adapters import adapter
     from scenarios.drift import Guard
     from scenarios.report import catalog_hash, methodology_hash
+    from scenarios.mcpmap import add_calls
     from scenarios.sandbox import Sandbox
     from scenarios.scenario import load_all
 
@@ -64,7 +65,7 @@ def regrade(path: Path, out: Path | None = None, judge_cmd: str | None = None,
         sc, root = by_id[t["scenario"]], trials_dir / t["id"]
         raw = (root / "stream.jsonl").read_text()
         box = Sandbox(root, cli=t["condition"] != "mcp")
-        ev = runner.add_mcp(runner.merge_shim(ad.parse(raw), box.records()), surface)
+        ev = add_calls(runner.merge_shim(ad.parse(raw), box.records()), surface)
         graded = runner.score(sc, ev, surface, t["condition"], box, cfg, raw, recorded=t)
         before = {"pass": t.get("pass"), "checker": (t.get("checker") or {}).get("verdict"), "scores": t.get("scores")}
         new = {k: v for k, v in t.items() if k not in ("judge", "judge2", "regraded")}

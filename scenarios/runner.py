@@ -23,6 +23,7 @@ from scenarios import checker, judge, t1
 from scenarios.adapters import MCP_CONFIG, Adapter, adapter
 from scenarios.drift import Guard
 from scenarios.evidence import Command, Evidence
+from scenarios.mcpmap import add_calls
 from scenarios.sandbox import Sandbox, real_panio
 from scenarios.scenario import Scenario
 
@@ -148,17 +149,6 @@ def merge_shim(ev: Evidence, records: list[dict]) -> Evidence:
     return ev
 
 
-def add_mcp(ev: Evidence, surface) -> Evidence:
-    """MCP tool calls become commands (source "mcp") the checker grades like shell ones."""
-    from scenarios.mcpmap import mcp_argv
-
-    for call in ev.mcp_calls:
-        argv = mcp_argv(surface, call.get("tool", ""), call.get("arguments") if isinstance(call.get("arguments"), dict) else {})
-        if argv is not None:
-            ev.commands.append(Command(argv, "mcp"))
-    return ev
-
-
 def trial_id(sc: Scenario, condition: str, index: int) -> str:
     return f"{sc.id}-{condition}-{index}"
 
@@ -209,7 +199,7 @@ def attempt(sc: Scenario, condition: str, index: int, cfg: RunConfig, guard: Gua
     (box.root / "stream.jsonl").write_text(run.out)
     (box.root / "stderr.txt").write_text(run.err)
     surface = guard.planned if cfg.planned else guard.live
-    ev = add_mcp(merge_shim(ad.parse(run.out), box.records()), surface)
+    ev = add_calls(merge_shim(ad.parse(run.out), box.records()), surface)
     from scenarios.adapters import stream_version
 
     version = stream_version(run.out)

@@ -187,7 +187,7 @@ def test_gemini_stream_current_tool_names_skills_and_mcp_names():
     import json
 
     from scenarios.adapters import parse_gemini
-    from scenarios.runner import add_mcp
+    from scenarios.mcpmap import add_calls
 
     events = [{"type": "init", "model": "gemini-2.5-pro"},
               {"type": "tool_use", "tool_name": "activate_skill", "tool_id": "a", "parameters": {"name": "panio"}},
@@ -195,7 +195,7 @@ def test_gemini_stream_current_tool_names_skills_and_mcp_names():
               {"type": "tool_use", "tool_name": "mcp_panio_power_state", "tool_id": "m", "parameters": {"target": "pico"}},
               {"type": "message", "role": "assistant", "content": "It is on.", "delta": True},
               {"type": "result", "status": "success", "stats": {"input_tokens": 5, "output_tokens": 1}}]
-    ev = add_mcp(parse_gemini("\n".join(json.dumps(e) for e in events)), LIVE)
+    ev = add_calls(parse_gemini("\n".join(json.dumps(e) for e in events)), LIVE)
     assert ev.reads == ["skill:panio"] and ev.model == "gemini-2.5-pro"
     assert [c.text for c in ev.commands] == ["panio power-state pico"] and len(ev.mcp_calls) == 1
     failed = parse_gemini(json.dumps({"type": "result", "status": "error", "error": {"message": "quota exceeded"}}))
