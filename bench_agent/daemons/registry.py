@@ -47,6 +47,15 @@ def _daemon_processes(state: Path, every_lab: bool = False) -> dict[int, str]:
 
     labs = f"{state}{os.sep}{LABS_DIR}{os.sep}"
     found = {}
+    for pid, given, cmd in _bench_daemons():
+        ours = given == str(state) or (every_lab and given.startswith(labs) and os.sep not in given[len(labs):])
+        if ours and pid_alive(pid):
+            found[pid] = cmd
+    return found
+
+
+def _bench_daemons():
+    """(pid, its --state-dir, command line) of each bench_agent daemon process of this user, any state directory."""
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -54,11 +63,24 @@ def _daemon_processes(state: Path, every_lab: bool = False) -> dict[int, str]:
         except OSError:
             continue
         if "-m" in argv and any(a.startswith("bench_agent.") for a in argv) and "--state-dir" in argv[:-1]:
-            given = argv[argv.index("--state-dir") + 1]
-            ours = given == str(state) or (every_lab and given.startswith(labs) and os.sep not in given[len(labs):])
-            if ours and pid_alive(int(pid)):
-                found[int(pid)] = " ".join(a for a in argv if a)
-    return found
+            yield int(pid), argv[argv.index("--state-dir") + 1], " ".join(a for a in argv if a)
+
+
+def daemons_anywhere(devices: set[str]) -> list[dict[str, Any]]:
+    """The running daemons of any state directory (another host's worker on this machine keeps its own) that use
+    any of ``devices``, as their discovery files say: ``{"name", "pid", "state_dir", "file"}``."""
+    by_state: dict[str, set[int]] = {}
+    for pid, state, _ in _bench_daemons():
+        if pid_alive(pid):
+            by_state.setdefault(state, set()).add(pid)
+    return [{"name": info.get("name"), "pid": info["pid"], "state_dir": state, "file": info["file"]}
+            for state, pids in by_state.items() for info in _records(Path(state))
+            if info.get("pid") in pids and _uses(info, devices)]
+
+
+def _uses(info: dict[str, Any], devices: set[str]) -> bool:
+    used = {i.get("device") for i in info.get("interfaces", [])} | {info.get("device"), info.get("tftp_root")}
+    return bool(used & devices)
 
 
 def list_daemons() -> list[dict[str, Any]]:
@@ -95,11 +117,7 @@ def daemons_of(devices: set[str]) -> list[dict[str, Any]]:
     """The running daemons of this state directory that use any of ``devices`` (e.g. a simulated bench's
     consoles, screens and TFTP roots), as ``list_daemons`` lists them: serial captures by their interfaces'
     devices, video and HID daemons by their device, netboot servers by their TFTP root."""
-    def uses(info: dict[str, Any]) -> bool:
-        used = {i.get("device") for i in info.get("interfaces", [])} | {info.get("device"), info.get("tftp_root")}
-        return bool(used & devices)
-
-    reading = {info.get("name") for info in _records(files.state_dir()) if uses(info)}
+    reading = {info.get("name") for info in _records(files.state_dir()) if _uses(info, devices)}
     return [e for e in list_daemons() if e["state"] == "running" and e["name"] in reading]
 
 

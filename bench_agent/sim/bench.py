@@ -292,6 +292,12 @@ def stop_captures(boards: list[dict]) -> list[dict]:
                     stopped.append(daemons.stop_daemon(entry))
                 except NotRunning:  # it stopped on its own meanwhile
                     continue
+    # and those of other state directories: the workers of two hosts on one machine each keep their own
+    done = {s.get("pid") for s in stopped}
+    for entry in daemons.daemons_anywhere(devices - {None}):
+        if entry["pid"] not in done:
+            how = daemons.terminate(entry["pid"], entry["name"], entry["name"], False)
+            stopped.append({"name": entry["name"], "pid": entry["pid"], "how": how, "state_dir": entry["state_dir"]})
     return stopped
 
 
