@@ -111,6 +111,8 @@ def ready(serial: str, timeout_s: float = 5.0) -> None:
 
 def _connect(serial: str, timeout_s: float) -> None:
     out = run(None, ["connect", serial], timeout_s).decode("utf-8", "replace")
+    if "authenticate" in out or "unauthorized" in out:
+        raise unauthorized(serial)
     if "connected to" not in out:
         raise Unreachable(f"adb cannot connect to {serial}: {out.strip()}", serial=serial,
                           hint="is the device up, and its adb listening on that port (`adb tcpip 5555`)?")
