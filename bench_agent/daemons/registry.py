@@ -78,6 +78,23 @@ def daemons_anywhere(devices: set[str]) -> list[dict[str, Any]]:
             if info.get("pid") in pids and _uses(info, devices)]
 
 
+def stop_captures_of(targets: set[str]) -> list[dict[str, Any]]:
+    """Stop the serial captures of ``targets`` in every lab of this state directory (a worker that stops takes the
+    captures of its host's targets with it: left running they hold the ports with nobody to read them)."""
+    from bench_agent.paths import known_labs, using_lab
+
+    stopped = []
+    for lab in [None, *known_labs()]:
+        with using_lab(lab):
+            for entry in _listed(files.state_dir()):
+                if entry["kind"] == "serial" and entry["state"] == "running" and entry["target"] in targets:
+                    try:
+                        stopped.append(stop_daemon(entry))
+                    except NotRunning:  # it stopped on its own meanwhile
+                        continue
+    return stopped
+
+
 def _uses(info: dict[str, Any], devices: set[str]) -> bool:
     used = {i.get("device") for i in info.get("interfaces", [])} | {info.get("device"), info.get("tftp_root")}
     return bool(used & devices)

@@ -302,11 +302,27 @@ def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeou
     from celery.utils.log import get_logger
 
     op_server.start(app, ctx.host, ctx.call_op, get_logger("panio.ops").warning)  # never behind the jobs
-    app.worker_main([
-        "worker", "-Q", queue_name(ctx.host), "-n", f"{ctx.host}.{os.getpid()}@{socket.gethostname()}",
-        "--pool", "threads", "-c", str(concurrency), "--without-gossip", "--without-mingle",
-        *([] if events else ["--without-heartbeat"]), "--loglevel", "INFO",
-    ])
+    try:
+        app.worker_main([
+            "worker", "-Q", queue_name(ctx.host), "-n", f"{ctx.host}.{os.getpid()}@{socket.gethostname()}",
+            "--pool", "threads", "-c", str(concurrency), "--without-gossip", "--without-mingle",
+            *([] if events else ["--without-heartbeat"]), "--loglevel", "INFO",
+        ])
+    finally:
+        _stop_captures(ctx)
+
+
+def _stop_captures(ctx: WorkerContext) -> None:
+    """The worker stops: so do the serial captures of its host's targets (its jobs started them)."""
+    from bench_agent.daemons import registry
+
+    try:
+        stopped = registry.stop_captures_of(set(ctx.config.owned()))
+    except Exception as exc:  # noqa: BLE001 - stopping anyway: say why the captures stay
+        print(f"panio worker: the captures of host {ctx.host}'s targets were not stopped: {exc}", flush=True)
+        return
+    for entry in stopped:
+        print(f"panio worker: stopped capture {entry.get('name')} (pid {entry.get('pid')})", flush=True)
 
 
 def submit(app, payload: dict, host: str, task_id: str | None = None) -> str:
