@@ -213,7 +213,9 @@ def test_automatic_rechecks_back_off_and_never_lift_an_operators_word(tmp_path):
     assert gate.blocked(job, 0, lambda: True) is not None  # not due yet: held back
     with gate.store.engine.begin() as c:
         c.execute(gate.store.current.update().values(recheck_at=time.time() - 1))
-    assert gate.blocked(job, 0, lambda: True) is None  # due: the job's runner re-checks first
+    assert gate.blocked(job, 0, lambda: True) is not None  # due, but a suite's job skips: the scheduler re-checks
+    job = {**job, "on_unhealthy": "wait"}
+    assert gate.blocked(job, 0, lambda: True) is None  # due: a job that waits for it has its runner re-check first
     why, held = gate.before_steps(job)
     assert held is None and "automatic re-check is due" in why
     gate.after(check, {"job_id": 8, "health": "complete", "result": "passed", "reason": "all steps passed"})

@@ -70,8 +70,12 @@ class HealthGate:
 
     @staticmethod
     def _holds(payload: dict, record: dict) -> bool:
-        return record["health"] in h.BLOCKING and not (payload.get("health_check")
-                                                       and h.recheck_due(record, time.time()))
+        """A bad target whose automatic re-check is due lets a job through that waits for it (its runner runs the
+        re-check first); one that skips (a suite's) is skipped at once: the re-check is the scheduler's, and a bad
+        board's re-checks never hold a suite (issue 43)."""
+        return record["health"] in h.BLOCKING and not (payload.get("health_check") and
+                                                       payload.get("on_unhealthy") != "skip" and
+                                                       h.recheck_due(record, time.time()))
 
     def before_steps(self, payload: dict, record: dict | None = None) -> tuple[str | None, Busy | None]:
         """Holding the lease: (why the target's health check must run first, None), (None, why the job may not
@@ -83,7 +87,13 @@ class HealthGate:
         record = record if record is not None else self.store.get(payload["target"])
         if self._holds(payload, record):
             return None, _held(payload, record, "held back after its lease was granted")
-        return h.check_due(record, payload.get("health_check"), time.time()), None
+        now, claim = time.time(), getattr(self.store, "claim_recheck", None)  # (a reporting host's: the recorder's)
+        if payload.get("health_check") and h.recheck_due(record, now) and claim is not None and not claim(
+                payload["target"], now):  # one re-check at a time per target: another asker took this one
+            record = self.store.get(payload["target"])
+            if record["health"] in h.BLOCKING:
+                return None, _held(payload, record, "its automatic re-check runs elsewhere")
+        return h.check_due(record, payload.get("health_check"), now), None
 
     def before_job(self, payload: dict, call: Call, run_check: RunCheck, record: dict | None = None) -> Busy | None:
         """Holding the lease, before a job's steps: None when they may run, else why not. A due health check runs

@@ -35,6 +35,7 @@ HEALTHS = ("good", "bad", "maintenance", "unknown")
 BLOCKING = ("bad", "maintenance")  # no new job runs on a target in these
 RETRY_S = 60.0  # the first automatic re-check of a bad target (the lab's [targets.T.health_check] retry_s)
 RETRY_MAX_S = 1800.0  # the longest pause between two re-checks (retry_max_s)
+RECHECK_CLAIM_S = 900.0  # a re-check taken (``claim_recheck``) is not due again for this long unless its verdict says
 _CREATED: set[str] = set()
 _CREATE_LOCK = threading.Lock()
 
@@ -122,6 +123,17 @@ class HealthStore:
             return c.execute(self.current.update().where(c_.target == target, c_.health.in_(("bad", "unknown")),
                                                          c_.recheck_at.is_not(None))
                              .values(reason=reason, recheck_at=recheck_at)).rowcount == 1
+
+    def claim_recheck(self, target: str, now: float, hold_s: float = RECHECK_CLAIM_S) -> bool:
+        """Take ``target``'s due automatic re-check: one at a time per target, whoever asks (the scheduler, a
+        job's runner). Its ``recheck_at`` moves ``hold_s`` on in one compare-and-set, so the next asker finds it
+        not due; the check's verdict then sets it anew (a checker that died leaves it due again after ``hold_s``).
+        True for the one that won."""
+        c_ = self.current.c
+        with self.engine.begin() as c:
+            return c.execute(self.current.update().where(c_.target == target, c_.health.in_(("bad", "unknown")),
+                                                         c_.recheck_at.is_not(None), c_.recheck_at <= now)
+                             .values(recheck_at=now + hold_s)).rowcount == 1
 
     def history(self, target: str, limit: int = 20) -> list[dict[str, Any]]:
         e = self.events.c

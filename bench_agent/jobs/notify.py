@@ -136,12 +136,19 @@ def summary(event: str, d: dict[str, Any]) -> str:
         return f"panio: target {d['target']} is now {d['health']} (was {d['previous']}): {d.get('reason') or ''}"
     if event == "suite_finished":
         text = f"panio: suite {d['suite']} finished: {d['verdict']} ({d['passed']} of {d['total']} jobs passed)"
-        return text + "".join(f"\n- job {j['id']} {j['name']} on {j['target']}: {j['triage']}"
-                              for j in d.get("jobs", []) if j.get("triage"))
+        return text + "".join(f"\n- job {j['id']} {j['name']} on {j['target']}: {_whose(j)}"
+                              f"{j.get('triage') or j.get('reason') or ''}"
+                              for j in d.get("jobs", []) if j.get("triage") or j.get("fault"))
     what = "failed (the board)" if event == "job_failed" else "incomplete (the lab)"
     job = "health check job" if d.get("kind") == "health_check" else "job"
     text = f"panio: {job} {d['job_id']} {d['name']} on {d['target']} {what}: {d.get('reason') or ''}"
     return text + (f"\ntriage: {d['triage']}" if d.get("triage") else "")
+
+
+def _whose(job: dict) -> str:
+    """What a suite's job's line says first: whose fault it was (the board, the lab) or that it was skipped."""
+    return {"board": "failed (the board): ", "lab": "incomplete (the lab): ",
+            "skipped": "skipped (its board is held): "}.get(job.get("fault") or "", "")
 
 
 def body(config: dict, message: dict) -> dict:

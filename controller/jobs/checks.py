@@ -60,7 +60,10 @@ def recheck(lab: Lab, target: str, progress, by: str) -> dict | None:
                                      payload["target_config"], payload["steps"])
     if backends.broker_url():
         found = [f for f in found if f["what"] != "host"]
+    store = h.HealthStore(backends.results_url())
     if found:
-        h.HealthStore(backends.results_url()).postpone(target, *h.held(found, payload, time.time()))
+        store.postpone(target, *h.held(found, payload, time.time()))
+        return None
+    if not store.claim_recheck(target, time.time()):  # one re-check at a time per target: a job's runner took it
         return None
     return run_check(lab, target, progress, auto=True, by=by)

@@ -132,14 +132,32 @@ def _tell(lab: Lab, name: str, jobs: list[dict]) -> None:
     from bench_agent.jobs import notify
 
     passed = [j for j in jobs if (j["health"], j["result"]) == ("complete", "passed")]
-    err = ci_error(name, jobs)
-    verdict = "passed" if err is None else ("the board failed" if isinstance(err, TestFailed) else "the lab failed")
+    # The verdict is the jobs that ran: a bad board's skipped jobs are its part, reported as skipped (issue 43),
+    # not "the lab failed" for the whole suite.
+    skipped = [j for j in jobs if (j["health"], j["result"]) == ("incomplete", "skipped")]
+    ran = [j for j in jobs if j not in skipped]
+    err = ci_error(name, ran)
+    verdict = ("nothing ran" if not ran else "passed" if err is None
+               else "the board failed" if isinstance(err, TestFailed) else "the lab failed")
+    if skipped:
+        verdict += f"; {len(skipped)} skipped on {', '.join(sorted({j['target'] for j in skipped}))}"
     notes = report.triage_notes(backends.results_store(), jobs) if notify.wanted(lab.data.get("notify"),
                                                                                  "suite_finished") else {}
     notify.send(lab.data.get("notify"), "suite_finished", {
-        "suite": name, "verdict": verdict, "passed": len(passed), "total": len(jobs),
+        "suite": name, "verdict": verdict, "passed": len(passed), "total": len(jobs), "skipped": len(skipped),
         "jobs": [{"id": j["id"], "name": j["name"], "target": j["target"], "health": j["health"],
-                  "result": j["result"], **notes.get(j["id"], {})} for j in jobs]})
+                  "result": j["result"], "fault": _fault(j), "reason": j.get("reason"), **notes.get(j["id"], {})}
+                 for j in jobs]})
+
+
+def _fault(job: dict) -> str | None:
+    """Whose a job's failure is: "board" (complete, failed), "lab" (incomplete), "skipped" (its board was held:
+    bad or in maintenance), None (passed)."""
+    if (job["health"], job["result"]) == ("complete", "passed"):
+        return None
+    if job["result"] == "skipped":
+        return "skipped"
+    return "board" if (job["health"], job["result"]) == ("complete", "failed") else "lab"
 
 
 def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
