@@ -17,10 +17,21 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     )
     sub = subcommands(p)
     c = command(sub, "add", "add a control host", func=add,
-                example="panio host add bench1 --ssh user@bench1.local",
-                see_also="panio target add --host, panio host show")
+                example=["panio host add bench1 --ssh user@bench1.local",
+                         "panio host add bench2 --local   # a host on this machine: no SSH, no Ansible"],
+                see_also="panio target add --host, panio host show, docs/hosts.md",
+                details="--local: a host whose worker runs on this machine (two hosts on one machine, a test\n"
+                        "bench). It is reached through its worker (transport celery, PANIO_BROKER), keeps its\n"
+                        "state in STATE_DIR/hosts/NAME, gets a signing key pair there that this machine\n"
+                        "trusts and that trusts this machine's (made if missing), and reads the lab file\n"
+                        "itself: its worker takes only its own targets from it and re-reads it on every\n"
+                        "change, so no host file is regenerated after a lab edit. The command prints the\n"
+                        "worker's command line.")
     c.add_argument("name", metavar="NAME")
-    _fields(c, required=True)
+    _fields(c, required=False)
+    c.add_argument("--local", action="store_true",
+                   help="the host's worker runs on this machine (no SSH): see above")
+    add_json(c)
 
     c = command(sub, "set", "change a control host's settings", func=set_,
                 example="panio host set bench1 --port 2222", see_also="panio host show")
@@ -74,12 +85,31 @@ def _values(args: argparse.Namespace) -> dict:
 
 
 def add(args: argparse.Namespace) -> None:
+    from bench_agent.errors import UsageError
+
     check_name("host", args.name)
+    if args.local == bool(args.ssh):
+        raise UsageError("give --ssh [USER@]HOST, or --local for a host whose worker runs on this machine",
+                         hint="panio host add bench1 --ssh user@bench1.local")
+    values = _values(args)
+    if args.local:
+        values.update(ssh="localhost", transport="celery",
+                      description=args.description or "its worker runs on the controller's machine (--local)")
     with edit(args.lab_path) as doc:
         hosts = edits.section(doc, "hosts")
         edits.require_absent(hosts, args.name, "host", str(args.lab_path))
-        hosts[args.name] = edits.new_table(_values(args))
-    say(f"added host {args.name} (ssh {args.ssh})")
+        hosts[args.name] = edits.new_table(values)
+    if not args.local:
+        say(f"added host {args.name} (ssh {args.ssh})")
+        return
+    from controller.cli.lab import host_local
+
+    done = host_local.prepare(args.name, str(args.lab_path))
+    if args.json:
+        print_json(done)
+        return
+    say(f"added host {args.name} on this machine (state {done['state_dir']}; keys exchanged)\n"
+        f"start its worker: {done['worker']}")
 
 
 def set_(args: argparse.Namespace) -> None:
