@@ -109,3 +109,24 @@ def test_a_board_is_judged_on_its_own_history_not_its_share_of_the_labs_newest_j
     named = flaky.outliers(store, window=10, lab_window=20)
     assert [o["target"] for o in named] == ["rare"] and named[0]["failed"] == 9, named
     assert "rare failed 9 of its last 9 jobs" in named[0]["why"]
+
+
+def test_which_lab_keys_changed_is_said_of_a_job_a_worker_ran(tmp_path):
+    """A worker's payload carries no table of its target (no hook travels on the broker): the inputs' digests per
+    key still say which keys changed."""
+    from bench_agent.triage.compare import inputs
+
+    store = ResultStore(f"sqlite:///{tmp_path / 'r.db'}")
+
+    def run(result: str, table: dict) -> int:
+        spec = {"steps": [], "target_config": {"host": "bench1"}, "inputs": inputs("# f\n", table, [], "1.0")}
+        job_id = store.create_job("boot", "b0", "bench1", spec)
+        store.record_steps(job_id, [(0, {"name": "s", "command": "panio ping b0", "status":
+                                         "pass" if result == "passed" else "fail", "exit_status": 0,
+                                         "checks": [], "captured": {}})])
+        store.finish(job_id, "complete", result, "")
+        return job_id
+
+    run("passed", {"host": "bench1", "power": {"cycle_cmd": "plug cycle 1"}, "tags": ["pi5"]})
+    failed = run("failed", {"host": "bench1", "power": {"cycle_cmd": "plug cycle 2"}, "tags": ["pi5"]})
+    assert triage(store, failed)["inputs"]["lab"] == {"changed": ["power"]}

@@ -42,7 +42,15 @@ def inputs(job_text: str, target_table: dict, tags: list[str], version: str) -> 
     compare, and the job file itself (its steps already travel in the payload)."""
     table = json.dumps(target_table, sort_keys=True, default=str)
     return {"job_sha256": hashlib.sha256(job_text.encode()).hexdigest(), "job_file": job_text,
-            "lab_sha256": hashlib.sha256(table.encode()).hexdigest(), "tags": sorted(tags), "panio": version}
+            "lab_sha256": hashlib.sha256(table.encode()).hexdigest(), "lab_keys": key_digests(target_table),
+            "tags": sorted(tags), "panio": version}
+
+
+def key_digests(table: dict) -> dict[str, str]:
+    """A short digest of each key of the target's table: which keys changed can be said of a job a worker ran,
+    whose payload carries no hook or command of the table (``controller.jobs.spec.target_config``)."""
+    return {k: hashlib.sha256(json.dumps(v, sort_keys=True, default=str).encode()).hexdigest()[:16]
+            for k, v in sorted(table.items())}
 
 
 @functools.cache
@@ -405,7 +413,9 @@ def input_diff(base: dict, job: dict) -> dict:
                                                     (b.get("job_file") or "").splitlines(),
                                                     f"job {base['id']}", f"job {job['id']}", lineterm="", n=1))
     if a.get("lab_sha256") != b.get("lab_sha256"):
-        ta, tb = base["spec"].get("target_config") or {}, job["spec"].get("target_config") or {}
+        ta, tb = a.get("lab_keys") or {}, b.get("lab_keys") or {}  # digests: a worker's payload has no table
+        if not (ta and tb):  # recorded before panio kept them: the tables, when the runner had them
+            ta, tb = base["spec"].get("target_config") or {}, job["spec"].get("target_config") or {}
         keys = sorted(k for k in set(ta) | set(tb) if ta.get(k) != tb.get(k))
         out["lab"] = {"changed": keys or ["(the target's table; the worker's copy is not recorded)"]}
     if a.get("panio") != b.get("panio"):
