@@ -17,6 +17,8 @@ def _row(channel: str, item: str, status: str, detail: str) -> dict[str, str]:
 
 
 def _device(channel: str, item: str, device: str) -> dict[str, str]:
+    if device.startswith("adb:"):  # an Android target's console, screen or input: one device, adb's row says
+        return _adb(device.removeprefix("adb:").removeprefix("//").partition("?")[0], channel, item)
     if "://" in device:
         return _row(channel, item, UNCHECKED, f"{device} is a network URL; not probed")
     path = os.path.expanduser(device)
@@ -43,13 +45,20 @@ def _netboot(nb: dict[str, Any], tftp_root: str) -> list[dict[str, str]]:
     return [_row("netboot", item, status, detail) for item, status, detail in doctor_rows(nb, tftp_root)]
 
 
-def _adb(serial: str) -> dict[str, str]:
+def _adb(serial: str, channel: str = "adb", item: str = "serial") -> dict[str, str]:
     devices = inventory.adb_devices()
     if devices is None:
-        return _row("adb", "serial", UNCHECKED, "adb is not installed on this host")
-    if any(d["serial"] == serial for d in devices):
-        return _row("adb", "serial", OK, f"{serial} attached")
-    return _row("adb", "serial", MISSING, f"{serial} not in `adb devices`")
+        return _row(channel, item, MISSING, "adb is not installed on this host (`apt-get install adb`; docs/adb.md)")
+    state = next((d["state"] for d in devices if d["serial"] == serial), None)
+    if state == "device":
+        return _row(channel, item, OK, f"adb {serial} attached")
+    if state == "unauthorized":
+        return _row(channel, item, PROBLEM, f"adb {serial} is unauthorized: accept \"Allow USB debugging\" on it")
+    if state is not None:
+        return _row(channel, item, PROBLEM, f"adb {serial} is {state}")
+    if ":" in serial:
+        return _row(channel, item, UNCHECKED, f"adb {serial} not connected yet (panio runs `adb connect` on use)")
+    return _row(channel, item, MISSING, f"adb {serial} not in `adb devices`")
 
 
 def check(config: dict[str, Any], tftp_root: str | None = None) -> list[dict[str, str]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,8 @@ def tablets(tmp_path_factory):
         panio = Panio(tmp)
         panio.env["ANDROID_ADB_SERVER_PORT"] = str(port)
         _lab(panio, {"tab": tab, "small": small})
+        for dev in (tab, small):  # as a lab's host has its devices attached before panio looks
+            subprocess.run(["adb", "connect", dev["serial"]], env=panio.env, check=True, capture_output=True)
         try:
             yield panio, {"tab": tab, "small": small}
         finally:
@@ -68,6 +71,14 @@ def test_serial_transact_on_the_adb_shell(tablets):
     r = panio("serial", "transact", "tab", "echo one two", "--until", PROMPT, "--timeout-ms", "10000", "--json")
     assert "one two" in json.dumps(json.loads(r.out))
     assert "getprop ro.product.model" in panio("serial", "log", "tab").out
+
+
+def test_doctor_checks_each_channel_through_adb(tablets):
+    panio, _ = tablets
+    rows = json.loads(panio("doctor", "tab", "--json").out)["targets"]["tab"]
+    adb_rows = {(r["channel"], r["item"]): r for r in rows if r["detail"].startswith("adb 127.")}
+    assert set(adb_rows) == {("serial", "console"), ("video", "device"), ("hid", "device"), ("adb", "serial")}
+    assert all(r["status"] == "ok" for r in adb_rows.values()), adb_rows
 
 
 def test_console_capture_through_a_reboot(tablets):
@@ -133,7 +144,6 @@ def test_a_transact_whose_device_drops_is_unreachable(tablets):
     panio, devs = tablets
     _watch(panio, "tab")
     panio("serial", "transact", "tab", "echo ready", "--until", PROMPT, "--timeout-ms", "10000")
-    import subprocess
     import threading
 
     reboot = threading.Timer(0.5, subprocess.run, args=(["adb", "-s", devs["tab"]["serial"], "reboot"],),
@@ -151,8 +161,6 @@ def test_a_transact_whose_device_drops_is_unreachable(tablets):
 def test_a_screencap_that_is_not_an_image_is_a_device_error(tablets, tmp_path):
     panio, devs = tablets
     serial = devs["small"]["serial"]
-    import subprocess
-
     subprocess.run(["adb", "-s", serial, "shell", "setprop", "debug.panio.screencap", "text"], env=panio.env,
                    check=True, capture_output=True)
     try:
