@@ -14,7 +14,10 @@ COMMANDS = [  # (the command line up to its options, the operation its flags are
     ("serial evidence pico", "serial.evidence"), ("serial dtr pico --ms 5", "serial.dtr"),
     ("video shot pico", "video.shot"), ("video read pico", "video.read"), ("video wait pico --text x", "video.wait"),
     ("netboot stop pico", "netboot.stop"), ("netboot status pico", "netboot.status"),
+    ("power on pico", "power.on"), ("power-cycle pico", "power.cycle"), ("power-state pico", "power.state"),
+    ("hid send", "hid.send"),  # its options before its target and words (the rest is its HID command)
 ]
+TAILS = {"hid send": ["pico", "key", "a"]}
 
 
 def _value(param):
@@ -36,6 +39,8 @@ def planned(panio):
     panio("serial", "add", "console", "-t", "pico", "--device", "/dev/null", "--power-button")
     panio("video", "set", "-t", "pico", "--device", "/dev/video9")
     panio("netboot", "set", "-t", "pico", "--interface", "eth9")
+    panio("power", "set", "-t", "pico", "--on-cmd", "true", "--off-cmd", "true")
+    panio("hid", "set", "-t", "pico", "--device", "/dev/null")
     from controller.cli.main import build_parser
     from controller.lab import load
 
@@ -59,15 +64,18 @@ def test_every_declared_parameter_reaches_the_operation(planned, line, op):
         action = flags[param.name]
         value, words = _value(param)
         flag = action.option_strings[-1] if param.kind is not bool else action.option_strings[0]
-        step = plan(base + [flag, *words])
+        step = plan(base + [flag, *words] + TAILS.get(line, []))
         assert step.opts.get(param.name) == value, (line, flag, step.opts)
+        assert "command" not in step.opts, step.opts  # the parser's own word is no parameter (hid.send's)
 
 
 def _subparser(parser, words: list[str]):
     import argparse
 
     p = parser
-    for word in words:
-        sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    for word in words:  # down the tree while the words name commands (`power-cycle pico`: one)
+        sub = next((a for a in p._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None or word not in sub.choices:
+            break
         p = sub.choices[word]
     return p

@@ -118,10 +118,16 @@ def spec_args(args: argparse.Namespace, op: str) -> dict[str, Any]:
     """The request arguments of operation ``op`` the command line gave: each parameter of its spec that the
     command declares (``common.add_param`` adds it under the parameter's own name), by that name. A plan passes
     these on as they are, so the spec names what reaches the operation; a plan adds only what the spec does not
-    have (the target's channel configuration, a flag of the command's own such as --no-newline)."""
+    have (the target's channel configuration, a flag of the command's own such as --no-newline). The parsers' own
+    routing names (``command``: the top-level command's word, ...) are never parameters: ``hid.send``'s
+    ``command`` is the body's to build from the words."""
     from bench_agent import ops
 
-    return {p.name: getattr(args, p.name) for p in ops.spec(op).params if hasattr(args, p.name)}
+    return {p.name: getattr(args, p.name) for p in ops.spec(op).params
+            if p.name not in _ROUTING and hasattr(args, p.name)}
+
+
+_ROUTING = ("command", "subcommand", "func", "verb")  # what the parsers and set_defaults put in a namespace
 
 
 def job_target(args: argparse.Namespace) -> str | None:

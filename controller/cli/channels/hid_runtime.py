@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from controller.cli.common import add_json, add_param, add_target_positional, command
-from controller.cli.runtime import Step, runtime
+from controller.cli.runtime import Step, runtime, spec_args
 
 DETAILS = """\
 COMMAND is one of:
@@ -69,4 +69,4 @@ def stop(args: argparse.Namespace, lab: Any) -> Step:
 @runtime
 def send(args: argparse.Namespace, lab: Any) -> Step:
     """The words go to the body as typed: options among them (`key ENTER --json`) are sorted out there."""
-    return _plan(args, lab, "hid.send", {"words": list(args.words), "pace_ms": args.pace_ms})
+    return _plan(args, lab, "hid.send", {"words": list(args.words), **spec_args(args, "hid.send")})

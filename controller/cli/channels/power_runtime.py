@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from controller.cli.common import add_json, add_param, add_target_positional, command
-from controller.cli.runtime import Step, runtime
+from controller.cli.runtime import Step, runtime, spec_args
 
 SEE_ALSO = "panio power set (configure hooks), panio helper (smart-plug helpers), docs/power.md"
 
@@ -44,19 +44,19 @@ def register_top(p: argparse.ArgumentParser, name: str) -> None:
     add_param(p, "power.cycle" if name == "power-cycle" else "power.state", "level", metavar="LEVEL")
 
 
-def _power_opts(args: argparse.Namespace, lab: Any) -> dict[str, Any]:
+def _power_opts(args: argparse.Namespace, lab: Any, op: str) -> dict[str, Any]:
     from controller import power
 
     return {"target": args.target, "power": lab.target(args.target).get("power"),
-            "sense": power.sense_interface(lab, args.target), "level": args.level}
+            "sense": power.sense_interface(lab, args.target), **spec_args(args, op)}
 
 
 @runtime
 def _switch(args: argparse.Namespace, lab: Any) -> Step:
     lab.channel(args.target, "power")  # not_configured, with its hint
-    return Step(f"power.{args.verb}", args.target, {**_power_opts(args, lab)})
+    return Step(f"power.{args.verb}", args.target, _power_opts(args, lab, f"power.{args.verb}"))
 
 
 @runtime
 def _state(args: argparse.Namespace, lab: Any) -> Step:
-    return Step("power.state", args.target, {**_power_opts(args, lab), "json": args.json})
+    return Step("power.state", args.target, {**_power_opts(args, lab, "power.state"), "json": args.json})
