@@ -145,9 +145,6 @@ class Connection:
     def _recv(self, n: int) -> bytes:
         buf = b""
         while len(buf) < n:
-            # ACK at once: adb's server writes a packet's header and payload apart without TCP_NODELAY, so a
-            # delayed ACK would hold each payload behind Nagle for ~40 ms (a phone over USB has no such wait)
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
             part = self.sock.recv(n - len(buf))
             if not part:
                 raise ConnectionError("host closed")
