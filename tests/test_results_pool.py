@@ -274,3 +274,12 @@ def test_the_light_reader_names_its_connection_as_the_pool_does(database):
     assert application_name(["/usr/bin/panio", "schedule", "serve", "--lab", "x"]) == "panio-schedule-serve"
     assert application_name(["/usr/bin/panio", "job", "status", "12"]) == "panio-job-status"
     assert application_name(["/opt/x/celery", "-A", "y"]) == "panio-celery"
+
+
+def test_a_pool_of_one_serves_a_command_that_reads_twice(panio, database):
+    """`token rm` of an unknown name lists the live ones for its hint: once its transaction is over, not inside it
+    (inside, with a pool of one, it waited 30 s for its own connection and failed)."""
+    panio.env.update({"PANIO_RESULTS_URL": database, "PANIO_RESULTS_POOL": "1"})
+    panio("token", "add", "pool-one", "--scope", "reader")
+    r = panio.fails("token", "rm", "no-such-token", code=3, timeout=20)
+    assert "pool-one" in r.error.get("known", []) or "pool-one" in r.err, r.err

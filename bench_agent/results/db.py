@@ -296,12 +296,16 @@ def _commit_mode(conn) -> None:
     if pooled.info.get("relaxed", False) == want:
         return
     dbapi_conn = pooled.dbapi_connection
-    autocommit = dbapi_conn.autocommit
-    dbapi_conn.autocommit = True
     try:
-        dbapi_conn.execute("SET synchronous_commit = " + ("off" if want else "on"))
-    finally:
-        dbapi_conn.autocommit = autocommit
+        autocommit = dbapi_conn.autocommit
+        dbapi_conn.autocommit = True
+        try:
+            dbapi_conn.execute("SET synchronous_commit = " + ("off" if want else "on"))
+        finally:
+            dbapi_conn.autocommit = autocommit
+    except Exception as exc:  # a connection the server dropped (a restart): not put back; the next caller gets a new one
+        pooled.invalidate(exc)
+        raise
     pooled.info["relaxed"] = want
 
 

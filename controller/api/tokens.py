@@ -117,11 +117,12 @@ class TokenStore:
         """Revoke the live token called ``name``; its record."""
         with self.engine.begin() as c:
             row = c.execute(self.t.select().where(self.t.c.name == name, self.t.c.revoked_at.is_(None))).mappings().first()
-            if row is None:
-                raise NotConfigured(f"no live token named {name!r}", name=name,
-                                    hint="see `panio token list`", known=[r["name"] for r in self.list()])
-            now = time.time()
-            c.execute(self.t.update().where(self.t.c.id == row["id"]).values(revoked_at=now))
+            if row is not None:
+                now = time.time()
+                c.execute(self.t.update().where(self.t.c.id == row["id"]).values(revoked_at=now))
+        if row is None:  # the names read once the transaction is over: never two connections at once (a pool of 1)
+            raise NotConfigured(f"no live token named {name!r}", name=name,
+                                hint="see `panio token list`", known=[r["name"] for r in self.list()])
         return _record({**row, "revoked_at": now})
 
     def check(self, secret: str) -> dict:
