@@ -195,3 +195,29 @@ def test_an_unauthorized_device_is_auth_failed(tmp_path):
         assert "unauthorized" in r.err and "Allow USB debugging" in r.err
         assert os.environ.get("ANDROID_ADB_SERVER_PORT") != str(port)
         assert Path(dev["state_dir"]).is_dir()
+
+
+def test_mcp_tools_drive_an_adb_target(tablets):
+    import anyio
+
+    from mcp_client import connect
+
+    panio, devs = tablets
+    _watch(panio, "small")
+    panio("video", "watch", "small")
+    before = len(events(devs["small"]))
+
+    async def go():
+        async with connect(panio.env) as c:
+            reply = await c.ok_json("serial_transact", {"target": "small", "text": "uname -a", "until": PROMPT,
+                                                        "timeout_ms": 10000})
+            assert reply["status"] == "matched" and "panio-sim" in reply["text"]
+            assert await c.ok("hid_send", {"target": "small", "command": ["type", "via mcp"]}) == \
+                "small: type 7 characters"
+            await c.ok("hid_send", {"target": "small", "command": ["moveabs", "32767", "0"]})
+            await c.ok("hid_send", {"target": "small", "command": ["click", "left"]})
+            seen = await c.ok("video_wait", {"target": "small", "text": "TEXT.*via mcp", "timeout_ms": 20000})
+            assert "via mcp" in seen
+
+    anyio.run(go)
+    assert events(devs["small"])[before:] == [{"type": "text", "text": "via mcp"}, {"type": "tap", "x": 719, "y": 0}]
