@@ -92,7 +92,7 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
         *api.routes(d),  # the controller API for people and CI: bearer tokens of its own (docs/ci.md)
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    watch = unreachable.Watch()  # the database or Redis away: 503 saying since when, never a 500
+    watch = unreachable.Watch(HEADERS, api.PREFIX)  # the database or Redis away: 503 saying since when, never a 500
 
     async def guard(request: Request, call_next):
         if request.url.path.startswith(api.PREFIX + "/"):  # each API handler checks its own bearer token

@@ -24,8 +24,10 @@ _log = logging.getLogger("panio.dashboard")
 class Watch:
     """The services this server found away, for its pages and its log."""
 
-    def __init__(self) -> None:
+    def __init__(self, headers: dict[str, str], api_prefix: str) -> None:
+        """``headers``: every answer's (the app's); ``api_prefix``: the paths answered as JSON."""
         self.outages = outage.Outages(_log.warning, "dashboard")
+        self.headers, self.api_prefix = headers, api_prefix
 
     def handlers(self) -> dict:
         """Starlette's exception handlers for the errors that say a service is away (by their classes)."""
@@ -46,12 +48,9 @@ class Watch:
         return self.response(request)
 
     def response(self, request: Request) -> Response:
-        from controller.dashboard.api import PREFIX
-        from controller.dashboard.app import HEADERS
-
         reason = self.outages.reason() or "the lab's services are unreachable"
-        headers = {**HEADERS, "Retry-After": str(RETRY_S)}
-        if request.url.path.startswith(PREFIX + "/"):
+        headers = {**self.headers, "Retry-After": str(RETRY_S)}
+        if request.url.path.startswith(self.api_prefix + "/"):
             body = {"error": "unreachable", "exit": 4, "message": reason,
                     "hint": f"the controller waits for it and answers again by itself; try again in {RETRY_S} s"}
             return Response(json.dumps(body), status_code=503, media_type="application/json", headers=headers)
