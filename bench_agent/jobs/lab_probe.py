@@ -87,8 +87,8 @@ def faults(call: Call, target: str, target_config: dict, used_serial: bool, expe
            seen_off: str | None = None, since: float | None = None, boots_expected: int = 0) -> list[dict]:
     """The lab's faults right now, each ``{"what", "message", "error", "exit"}``; empty when the lab looks fine.
     ``seen_off``: how a ``PowerWatch`` saw the target off during the step (``PowerWatch.stop``); ``since``: when
-    the step began (epoch seconds): a boot its serial log shows since then that the board did not announce, beyond
-    ``boots_expected`` (a power or reset step's own), is a power event the reads missed."""
+    the job began (epoch seconds): a boot its serial log shows since then that the board did not announce, beyond
+    ``boots_expected`` (its power and reset steps' own), is a power event the reads missed."""
     out = []
     try:
         _ask(lambda: call("system.ping", {"payload": 1}), "the target's host")
@@ -113,14 +113,14 @@ BOOT_RESETS = ("serial.reset",)  # steps that restart the board without switchin
 
 
 def boots_expected(steps: list[dict], idx: int) -> int:
-    """Boots a console may show while step ``idx`` runs: one when it, or the step just before it (whose boot goes
-    on printing), switches the power on, cycles it or resets the board; else none."""
-    return int(any(switches_power(s) in ("on", "cycle") or kind(s) in BOOT_RESETS
-                   for s in steps[max(0, idx - 1):idx + 1]))
+    """Boots the console may show from the job's start to the end of step ``idx``: one for each step up to it that
+    switches the power on, cycles it or resets the board (a boot goes on printing through later steps)."""
+    return sum(switches_power(s) in ("on", "cycle") or kind(s) in BOOT_RESETS for s in steps[:idx + 1])
 
 
 def _rebooted(call: Call, target: str, target_config: dict, since: float, expected: int) -> list[dict]:
-    """A boot in the console's lines since ``since`` that nobody asked for and the board did not announce."""
+    """A boot in the console's lines since ``since`` (the job's start) that nobody asked for and the board did not
+    announce: a second boot banner where the job asked for one."""
     from datetime import datetime
 
     from bench_agent.triage import reboots

@@ -391,21 +391,20 @@ class JobRunner:
                   "duration_s": round(time.monotonic() - start, 3), "output": out.text, "checks": [], "captured": {}}
         outcome = self._classify(step, record, why, variables, deadline, out.last_error)
         if outcome["status"] in ("fail", "timeout"):
-            outcome = self._ask_the_lab(payload, idx, record, outcome, call, seen_off)
+            outcome = self._ask_the_lab(payload, idx, record, outcome, call, seen_off, began["job_started_at"])
         screens.keep(self.store, job_id, idx, step, record["status"], payload, call)
         self.progress("step_end", {"idx": idx, **record})
         return outcome, record
 
     def _ask_the_lab(self, payload: dict, idx: int, record: dict, outcome: dict, call: Call,
-                     seen_off: str | None = None) -> dict:
+                     seen_off: str | None = None, job_started_at: float | None = None) -> dict:
         """A step failed or timed out: if the lab is at fault (power, capture, host), or the target's power was
         seen off while the step ran, the lab failed, not the board."""
         steps = payload["steps"]
         used_serial = any(map(reads_console, steps[:idx + 1]))
         found = lab_probe.faults(call, payload["target"], payload.get("target_config") or {}, used_serial,
                                  lab_probe.expects_off(steps, idx), seen_off,
-                                 since=time.time() - record["duration_s"] - 0.5,
-                                 boots_expected=lab_probe.boots_expected(steps, idx))
+                                 since=job_started_at, boots_expected=lab_probe.boots_expected(steps, idx))
         if not found:
             return outcome
         first = found[0]
