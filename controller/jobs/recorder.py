@@ -99,6 +99,7 @@ class Recorder:
         self._published: dict[str, str] = {}  # target -> the health record last published
         self._canceled: set[int] = set()  # the jobs whose cancel is published
         self._republish_at = 0.0
+        self._pool = None  # the threads that settle hosts' streams side by side (``_threads``)
 
     # --- the loop ------------------------------------------------------
 
@@ -132,15 +133,35 @@ class Recorder:
         pending = {s: i for s, i in self._streams.items() if i != ">"}
         got = self.r.xreadgroup(GROUP, CONSUMER, pending or dict(self._streams), count=100,
                                 block=None if pending else block_ms)
-        settled = 0
+        batches: list[tuple[str, list]] = []
         for name, entries in got or []:
             name = name.decode()
             if pending and not entries:
                 self._streams[name] = ">"  # this consumer's pending entries are all settled: new ones from now on
-            for entry_id, fields in entries:
-                self._settle(name, entry_id, fields)
-                settled += 1
-        return settled
+            if entries:
+                batches.append((name, entries))
+        if len(batches) < 2 or not str(self.store.url).startswith("postgresql"):  # SQLite: one writer at a time
+            return sum(self._settle_all(name, entries) for name, entries in batches)
+        self._health_store()  # made once, before the threads share it
+        return sum(self._threads().map(lambda batch: self._settle_all(*batch), batches))
+
+    def _settle_all(self, stream: str, entries: list) -> int:
+        """One host's entries, in their order: a job's reports all come on its host's stream."""
+        for entry_id, fields in entries:
+            self._settle(stream, entry_id, fields)
+        return len(entries)
+
+    def _threads(self):
+        """Hosts' streams are settled side by side, one thread a stream, as many as the database pool's connections:
+        a report's round trips (Redis, the database's commit) are waits, and one at a time the recorder fell
+        behind at 33 jobs/s with a fifth of a core busy (docs/scale.md, "The controller under load")."""
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            from bench_agent.results.db import pool_size
+
+            self._pool = ThreadPoolExecutor(max_workers=pool_size(), thread_name_prefix="panio-recorder")
+        return self._pool
 
     def _discover(self) -> None:
         import redis
