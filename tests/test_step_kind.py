@@ -44,3 +44,27 @@ def test_the_words_of_a_step_do_not_decide_its_kind():
     deferred = {"argv": ["serial", "wait", "pico", "--iface", "${i}"], "run": {"deferred": ["serial", "wait"]}}
     assert switches_power(failed) is None and not lab_probe.expects_off([failed], 1)
     assert kind(deferred) is None and not reads_console(deferred)  # known once it is planned, as it runs
+
+
+def test_a_whole_variable_gets_the_type_its_option_says_it_has(panio, tmp_path):
+    """`${var}` as a whole option value is typed as the option's own type says (``kind``), not by trying it."""
+    from controller.cli.common import number, spec_type
+    from controller.jobs.spec import _kind_of
+
+    panio("init")
+    panio("target", "add", "pico")
+    panio("serial", "add", "console", "-t", "pico", "--device", "/dev/null")
+    panio("video", "set", "-t", "pico", "--device", "/dev/video9")
+    runs = ["panio serial status pico", "panio serial wait pico --epoch ${e} --since 0 --timeout-ms ${e}",
+            "panio video wait pico --text x --threshold ${e}"]
+    body = 'target = "pico"\n[[steps]]\nrun = "%s"\ncapture = { e = "(1)" }\n' % runs[0]
+    body += "".join(f'[[steps]]\nrun = "{run}"\n' for run in runs[1:])
+    from controller.jobs import spec
+    from controller.lab import load
+
+    os.environ["PANIO_STATE_DIR"] = panio.env["PANIO_STATE_DIR"]
+    job = spec.load(Path(job_file(tmp_path, body)))
+    steps = spec.plan_steps(spec.compile_steps(job), load(str(panio.lab)), "pico")
+    assert steps[1]["run"]["typed"] == {"epoch": "int", "timeout_ms": "int"}
+    assert steps[2]["run"]["typed"] == {"threshold": "float"}
+    assert _kind_of(number(float, 0)) == "float" and _kind_of(spec_type("video.wait", "threshold")) == "float"

@@ -138,6 +138,7 @@ def number(convert: Callable[[str], Any], minimum: float | None = None, maximum:
         return value
 
     parse.__name__ = noun  # argparse names the type in its messages
+    parse.kind = convert.__name__  # type: ignore[attr-defined]  # what a job step's ${var} becomes (jobs/spec.py)
     parse.minimum, parse.maximum, parse.above, parse.bounds = minimum, maximum, above, words  # type: ignore[attr-defined]
     return parse
 
@@ -204,6 +205,7 @@ def spec_type(op: str, name: str) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(err.message.removeprefix(param.name + " ")) from None
 
     parse.__name__ = noun  # argparse names the type in its messages
+    parse.kind = convert.__name__  # type: ignore[attr-defined]  # what a job step's ${var} becomes (jobs/spec.py)
     if param.minimum is not None or param.maximum is not None:  # shown by add_param with the unit and default
         parse.minimum, parse.maximum, parse.above = param.minimum, param.maximum, False  # type: ignore[attr-defined]
         parse.bounds = param.bounds_text()  # type: ignore[attr-defined]

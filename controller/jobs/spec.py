@@ -260,7 +260,10 @@ def _defer_captured(parser) -> None:
 
 
 def _kind_of(convert) -> str:
-    """The type an argparse converter makes ("int", "float", "str"), found by trying it on sample values."""
+    """The type an argparse converter makes ("int", "float", "str"): as the converter says it (panio's own
+    number types, ``controller.cli.common``), else found by trying it on sample values."""
+    if getattr(convert, "kind", None) in ("int", "float", "str"):
+        return convert.kind
     for sample in ("1", "3000", "1.5"):
         try:
             value = convert(sample)
