@@ -221,3 +221,47 @@ def test_mcp_tools_drive_an_adb_target(tablets):
 
     anyio.run(go)
     assert events(devs["small"])[before:] == [{"type": "text", "text": "via mcp"}, {"type": "tap", "x": 719, "y": 0}]
+
+
+def test_a_job_drives_the_tablet_end_to_end(tablets, tmp_path):
+    """The local road (in-process worker, a lease on the target): the console, input, the screen showing it, a
+    reboot through the power hook and the screen back after it."""
+    panio, devs = tablets
+    job = tmp_path / "tablet.toml"
+    job.write_text("""name = "tablet"
+target = "tab"
+timeout_s = 120
+
+[[steps]]
+name = "capture"
+run = "panio serial watch tab"
+
+[[steps]]
+name = "model"
+run = "panio serial transact tab 'getprop ro.product.model' --until 'Panio[S]im' --timeout-ms 10000"
+timeout_s = 20
+expect_output = "PanioSim"
+
+[[steps]]
+name = "type"
+run = "panio hid send tab type from-a-job"
+
+[[steps]]
+name = "screen"
+run = "panio video wait tab --text 'TEXT.*from-a-job' --timeout-ms 20000"
+timeout_s = 40
+
+[[steps]]
+name = "reboot"
+run = "panio power-cycle tab"
+
+[[steps]]
+name = "back after the reboot"
+# the screen, not the console: a serial wait begun while the shell is away ends "went away" (docs/adb.md)
+run = "panio video wait tab --text 'BOOT [2-9]' --timeout-ms 30000"
+timeout_s = 40
+""")
+    before = len(events(devs["tab"]))
+    panio("video", "watch", "tab")
+    panio("job", "run", str(job), timeout=180)  # exit 0: every step passed
+    assert {"type": "text", "text": "from-a-job"} in events(devs["tab"])[before:]

@@ -89,8 +89,9 @@ class Device:
         draw = ImageDraw.Draw(img)
         px = max(16, self.width // 20)
         font = ImageFont.truetype(FONT, px)
+        fit = max(8, int(self.width / (px * 0.62)) - 6)  # the characters a line holds after its label
         lines = ["ANDROID SIM READY", f"BOOT {self.boots}", f"SIZE {self.width}X{self.height}",
-                 f"TEXT {self.typed}", f"LAST {self.last}"]
+                 f"TEXT {self.typed[-fit:]}", f"LAST {self.last[-fit:]}"]
         for i, line in enumerate(lines):
             draw.text((px, px + i * px * 2), line, fill=(0, 0, 0), font=font)
         out = io.BytesIO()
