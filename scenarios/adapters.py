@@ -90,7 +90,8 @@ def parse_claude(stdout: str) -> Evidence:
         elif t == "user":
             for item in (e.get("message") or {}).get("content") or []:
                 if isinstance(item, dict) and item.get("type") == "tool_result" and item.get("tool_use_id") in pending:
-                    _set_exit(ev, pending.pop(item["tool_use_id"]), 1 if item.get("is_error") else 0)
+                    _set_exit(ev, pending.pop(item["tool_use_id"]), 1 if item.get("is_error") else 0,
+                              _text_of(item.get("content")))
         elif t == "result":
             final = e
     if final is not None and final.get("is_error") and final.get("subtype") != "error_max_turns":
@@ -132,10 +133,21 @@ def _claude_tool(ev: Evidence, item: dict, pending: dict) -> None:
         ev.reads.append(f"skill:{inp.get('skill') or inp.get('name') or inp.get('command', '')}")
 
 
-def _set_exit(ev: Evidence, index: int, status: int) -> None:
+def _set_exit(ev: Evidence, index: int, status: int, output: str | None = None) -> None:
     for c in ev.commands[index:]:
         if c.exit is None:
             c.exit = status
+            if output:
+                c.output = output  # one shell line's output: each panio command of it may have printed it
+
+
+def _text_of(content) -> str:
+    """A tool result's text: a string, or a list of content blocks ({"type": "text", "text": ...})."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(x.get("text", "") for x in content if isinstance(x, dict) and isinstance(x.get("text"), str))
+    return ""
 
 
 # --- Codex -------------------------------------------------------------------------------------------------
@@ -149,7 +161,10 @@ def parse_codex(stdout: str) -> Evidence:
             item = e.get("item") or {}
             kind = item.get("type") or item.get("item_type")
             if kind == "command_execution":
+                before = len(ev.commands)
                 ev.add_shell(_unwrap_shell(item.get("command", "")), exit=item.get("exit_code"))
+                for c in ev.commands[before:]:
+                    c.output = _text_of(item.get("aggregated_output"))
                 for tok in _unwrap_shell(item.get("command", "")).split():
                     _note_read(ev, tok)
             elif kind == "mcp_tool_call":
@@ -195,7 +210,9 @@ def parse_gemini(stdout: str) -> Evidence:
             elif name not in GEMINI_BUILTIN:
                 ev.mcp_calls.append({"tool": name, "arguments": params})
         elif t == "tool_result" and e.get("tool_id") in pending:
-            _set_exit(ev, pending.pop(e["tool_id"]), 0 if e.get("status") == "success" else 1)
+            _set_exit(ev, pending.pop(e["tool_id"]), 0 if e.get("status") == "success" else 1,
+                      _text_of(e.get("output")) or _text_of((e.get("error") or {}).get("message")
+                                                            if isinstance(e.get("error"), dict) else None))
         elif t == "init":
             ev.model = e.get("model") or ev.model
         elif t == "result":
@@ -225,7 +242,9 @@ def parse_pi(stdout: str) -> Evidence:
             elif e.get("toolName") == "read":
                 _note_read(ev, args.get("path") or args.get("file_path"))
         elif t == "tool_execution_end" and e.get("toolCallId") in pending:
-            _set_exit(ev, pending.pop(e["toolCallId"]), 1 if e.get("isError") else 0)
+            result = e.get("result")
+            _set_exit(ev, pending.pop(e["toolCallId"]), 1 if e.get("isError") else 0,
+                      _text_of(result.get("content") if isinstance(result, dict) else result))
         elif t == "message_end" and (e.get("message") or {}).get("role") == "assistant":
             msg = e["message"]
             turns += 1

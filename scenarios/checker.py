@@ -58,6 +58,10 @@ def check(sc: Scenario, ev: Evidence, surface: Surface, condition: str = "cold",
     given = [c for c in cmds if not c.means]  # what the agent wrote, without the commands equivalences made
     res = CheckResult(scores={d: None for d in DIMS}, traps=[check_trap(surface, t, ev, lab) for t in sc.traps])
     _invent_and_form(res, given, surface, ev.hooks)
+    refused = [c.problem for c in ev.commands if c.problem and not c.rejected]  # a call panio's MCP server refuses
+    if refused:
+        res.malformed += refused
+        res.scores["d3"] = min(res.scores["d3"] or 0, 1) if len(refused) < len(given) else 0
     passing = meaning.flags_in_passing(ev, surface)
     if passing:
         res.invented += [f"{x} (named in passing)" for x in passing]
@@ -81,6 +85,7 @@ def _meaning(res: CheckResult, sc: Scenario, ev: Evidence, given: list[Command],
     goal not met (D6 = 0, which no judge can lift); a unit left open leaves D3 to the judge."""
     wrong, open_ = meaning.units(sc, ev, given, surface)
     claims = meaning.failed_claims(sc, ev, surface) if sc.tier == "t0" else []
+    claims += meaning.printed_claims(sc, ev, surface)  # what it says panio printed, against what panio printed
     refused = [f"panio would refuse {x}" for x in res.malformed]  # it does nothing: no goal reached through it
     res.contradictions += wrong + claims + refused
     if res.contradictions:

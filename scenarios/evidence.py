@@ -41,6 +41,8 @@ class Command:
     corrected: bool = False  # ran, failed, and the next panio command ran the same command right (not graded)
     means: str = ""  # made by an equivalence of the catalog (its id) from the commands before it: graded, not run
     pos: int = -1  # where a stated command is in the answer's text
+    problem: str = ""  # why panio would refuse it, known before parsing (a stated MCP call its server refuses)
+    output: str = ""  # what it printed (stdout and stderr) when it ran: a claim is held to it (scenarios.meaning)
 
     @property
     def is_help(self) -> bool:
@@ -78,7 +80,7 @@ class Evidence:
     def acted(self) -> list[Command]:
         """The commands the agent ran or recommends (not the ones it names only to reject, nor hook lines, nor a
         failed call it corrected at once)."""
-        return [c for c in self.commands if not c.rejected and not c.hook and not c.corrected]
+        return [c for c in self.commands if not c.rejected and not c.hook and not c.corrected and not c.problem]
 
     @property
     def hooks(self) -> list[Command]:
@@ -128,6 +130,7 @@ class Evidence:
                 c.pos = m.start()
         if len(self.commands) == first and not self.mcp_calls:
             self._add_prose(blanked, spans)
+        self._add_prose_inventions(blanked, spans, self.commands[first:])
 
     def _add_prose(self, text: str, spans: list[tuple[int, int]]) -> None:
         """Commands written in plain prose, in an answer that has no block or inline command ("start the capture
@@ -141,6 +144,28 @@ class Evidence:
             line = "panio " + shlex.join(words)
             self.add_shell(line, source="stated", rejected=stance.rejected(text, m.start(), m.end(), spans))
             for c in self.commands[-1:]:
+                c.inline, c.pos = True, m.start()
+
+    def _add_prose_inventions(self, text: str, spans: list[tuple[int, int]], stated: list[Command]) -> None:
+        """A command panio lacks, recommended in plain prose beside the answer's blocks ("panio serial follow
+        dut streams it live"): a real group, then a word that is none of its subcommands, then a target the
+        answer's own commands name (or a flag). Prose naming a real command is left to the blocks."""
+        surface = _prose_surface()
+        if surface is None:
+            return
+        targets = {t for c in stated for t in c.argv[1:] if not t.startswith("-")}
+        for m in PROSE_PANIO.finditer(text):
+            end = text.find("\n", m.end())
+            toks = _prose_tokens(text[m.end():end if end >= 0 else len(text)])
+            group = surface.root.children.get(toks[0]) if toks else None
+            if group is None or not group.children or len(toks) < 3 or toks[1] in group.children:
+                continue
+            if not re.fullmatch(r"[a-z][a-z-]+", toks[1]) or not (toks[2] in targets or toks[2].startswith("--")):
+                continue
+            before = len(self.commands)
+            self.add_shell("panio " + shlex.join(toks[:3]), source="stated",
+                           rejected=stance.rejected(text, m.start(), m.end(), spans))
+            for c in self.commands[before:]:
                 c.inline, c.pos = True, m.start()
 
     def _add_block(self, text: str, m) -> None:
@@ -160,9 +185,8 @@ PROSE_STOP = {"then", "and", "to", "so", "which", "if", "or", "because", "until"
               "first", "next", "afterwards", "after", "before", "when", "—", "still", "will", "should", "again"}
 
 
-def _prose_words(rest: str) -> list[str]:
-    """The words of a command in prose, up to the end of its clause; [] when it names no real command."""
-
+def _prose_tokens(rest: str) -> list[str]:
+    """The words from here to the end of the clause (a comma, full stop, "then", "and", ...)."""
     try:
         lex = shlex.shlex(rest, posix=True)
         lex.whitespace_split = True
@@ -178,6 +202,12 @@ def _prose_words(rest: str) -> list[str]:
                 break
     except ValueError:
         return []
+    return toks
+
+
+def _prose_words(rest: str) -> list[str]:
+    """The words of a command in prose, up to the end of its clause; [] when it names no real command."""
+    toks = _prose_tokens(rest)
     surface = _prose_surface()
     if surface is None or not toks or toks[0] not in surface.root.children:
         return []

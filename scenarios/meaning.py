@@ -8,9 +8,13 @@
   surface). A value the answer (or the goal) states in another unit ("``--timeout 30`` … 30 seconds"
   on a flag in ms) contradicts the command: a fail. A wait (a ``timeout`` flag) under a second with
   nothing said about it cannot be settled: undetermined.
-* **Claims after failures**: the command that gives the goal's result (the last required reference
-  step) ran and failed, never ran right after, and the answer reports a result anyway: a fail. An
-  answer that says it could not get the result claims nothing.
+* **Claims after failures**: a command of a step the goal needs (any required reference step) ran and
+  failed, never ran right after, and the answer reports a result anyway: a fail. An answer that says
+  it could not get the result (or that the step was refused) claims nothing.
+* **Claims against what panio printed** (``printed_claims``): output the answer quotes as the result
+  (an output block, or "reads `pico login:`") that no command printed; a state it reports that is the
+  opposite of the one panio printed (``off`` reported as on); a doctor report's missing item called
+  present, or the configuration called consistent while doctor lists something missing: a fail.
 * **Flags named in passing** (`` `--rust-only` also works``): checked against the command they are
   said of (the nearest stated command before them); one that no command the answer names has is an
   invented flag.
@@ -194,8 +198,12 @@ def units(sc: Scenario, ev: Evidence, cmds: list[Command], surface: Surface) -> 
                 v = float(value)
             except ValueError:
                 continue
-            other = [(n, u) for n, u in stated if n == v and u != opt.unit]
-            same = [(n, u) for n, u in stated if n == v and u == opt.unit]
+            ms = v * SCALE[opt.unit]  # what the command waits
+            # the flag's number read in another unit is a duration the answer states ("up to a minute" beside
+            # `--timeout 60` in ms), and nothing the answer states is what the command waits
+            other = [(n, u) for n, u in stated if u in SCALE and n * SCALE[u] != ms
+                     and any(n * SCALE[u] == v * SCALE[w] for w in SCALE if w != opt.unit)]
+            same = [(n, u) for n, u in stated if u in SCALE and n * SCALE[u] == ms]
             if other and not same:
                 n, u = other[0]
                 wrong.append(f"`{c.text}`: {flag} is in {opt.unit} (the operation's unit), but the answer means "
@@ -221,7 +229,8 @@ def failed_claims(sc: Scenario, ev: Evidence, surface: Surface) -> list[str]:
     required = [s for s in sc.reference if not s.optional]
     if not required or not ev.from_stream:
         return []
-    result_paths = {parse(surface, p, strict=False).path for p in required[-1].patterns()}
+    # any step the goal needs: a refused `netif mode ffx` under "switched over to ffx" is a claim on its result
+    result_paths = {parse(surface, p, strict=False).path for step in required for p in step.patterns()}
     runs = [c for c in ev.commands if c.source in ("run", "mcp") and not c.is_help and not c.hook and c.argv]
     failed = []
     for i, c in enumerate(runs):
@@ -263,3 +272,149 @@ def flags_in_passing(ev: Evidence, surface: Surface) -> list[str]:
         said_of = f" (said of `{before[-1].text}`)" if before else ""
         out.append(f"{flag}{said_of}: no command the answer names has it")
     return out
+
+
+# ---------------------------------------------------------------- claims against what panio printed
+
+SAY_VERB = r"(?:reads|read|says|said|shows|showed|shown|printed|prints|returned|returns|reported|reports|displays|displayed|outputs?)"
+SAID = re.compile(SAY_VERB + r"\s*:?\s*(?:`([^`\n]+)`|\"([^\"\n]+)\"|“([^”\n]+)”)", re.I)
+OPPOSITE = {"on": "off", "off": "on", "up": "down", "down": "up", "running": "stopped", "stopped": "running",
+            "enabled": "disabled", "disabled": "enabled"}
+STATE_CLAIM = r"\b(?:is|are|'s|was|were|powered|currently|now|still|stays|remains)\s+(?:[*_]{1,2})?(?:(?:currently|now|still|powered)\s+)?(?:[*_]{1,2})?(%s)\b(?=[*_]{0,2}(?:\s*[.,;:!)—–-]|\s*$|\s+(?:right\s+now|now|currently|at\s+the\s+moment|and|but|so)\b))"
+NEGATION = re.compile(r"\b(?:not|no|never|none|neither|nor|without|missing|absent|cannot)\b|n't\b", re.I)
+PRESENT = re.compile(r"\b(?:present|found|plugged\s+in|connected|detected|attached|available|ok)\b", re.I)
+CONSISTENT = re.compile(r"\b(?:consistent|matches|match|matching|in\s+sync|agrees?|lines\s+up)\b", re.I)
+EVERY = re.compile(r"\b(?:every|all|both|each|everything)\b", re.I)
+DOCTOR_LINE = re.compile(r"^\s*([A-Z]{2,})\s+(\w+)\s+(\S+)\s+(.*)$")
+CLAUSE = re.compile(r"[.;:!?](?=\s|$)|,\s|\n\s*\n|\s[—–]\s")
+ELLIPSIS = re.compile(r"\.\.\.|…|<[^<>]*>")
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def printed_claims(sc: Scenario, ev: Evidence, surface: Surface) -> list[str]:
+    """What the answer says panio printed, against what it printed: a claim it contradicts is a fail."""
+    ran = [c for c in ev.commands if c.source in ("run", "mcp") and not c.is_help and c.argv and c.output.strip()]
+    if not ran:
+        return []
+    printed = _norm("\n".join(c.output for c in ran))
+    prose, blocks = _prose_and_output_blocks(ev.text)
+    out = []
+    if _result_ran(sc, ev, surface):  # the answer reports the result of a command that ran: it must be that output
+        for line in blocks:
+            frags = [f for f in ELLIPSIS.split(line) if len(f.strip()) >= 4]
+            missing = next((f for f in frags if _norm(f) not in printed), None)
+            if missing is not None:
+                out.append(f"the answer shows {line.strip()!r} as the output, but no panio command printed it")
+        for m in SAID.finditer(ev.text):
+            quoted = next(g for g in m.groups() if g is not None)
+            if quoted.strip().startswith("panio ") or len(quoted.strip()) < 2:
+                continue
+            frags = [f for f in ELLIPSIS.split(quoted) if f.strip()]
+            if frags and any(_norm(f) not in printed for f in frags):
+                out.append(f"the answer says panio {m.group(0).split()[0].lower()} {quoted!r}, but no panio command "
+                           "printed it")
+    out += _state_claims(ran, prose) + _report_claims(ran, prose)
+    return out
+
+
+def _result_ran(sc: Scenario, ev: Evidence, surface: Surface) -> bool:
+    required = [s for s in sc.reference if not s.optional]
+    if not required:
+        return False
+    paths = {parse(surface, p, strict=False).path for p in required[-1].patterns()}
+    return any(c.exit == 0 and parse(surface, c.argv, strict=False).path in paths
+               for c in ev.commands if c.source in ("run", "mcp") and c.argv)
+
+
+def _prose_and_output_blocks(text: str) -> tuple[str, list[str]]:
+    """The answer's prose (fenced blocks out, inline code kept as its words) and the lines of the blocks it
+    gives as output (a data language such as ``text``, or introduced as output: "Output:")."""
+    from scenarios import stance
+    from scenarios.evidence import DATA_LANGS, FENCE_RE
+
+    lines, prose, last = [], [], 0
+    for m in FENCE_RE.finditer(text):
+        prose.append(text[last:m.start()])
+        last = m.end()
+        lang = m.group("lang").lower()
+        if lang in DATA_LANGS - {"json", "jsonl", "toml", "yaml", "yml", "ini", "diff", "csv", "xml", "html"} \
+                or (not lang and stance.output_block(text[:m.start()])):
+            lines += [x for x in m.group("body").splitlines() if x.strip()]
+    prose.append(text[last:])
+    return re.sub(r"`([^`\n]*)`", r"\1", "".join(prose)), lines
+
+
+def _state_claims(ran: list[Command], prose: str) -> list[str]:
+    """The last command that printed a bare state (``off``) against the state the answer reports."""
+    state = None
+    for c in ran:
+        words = _norm(c.output).split()
+        if len(words) == 1 and words[0] in OPPOSITE:
+            state = (c, words[0])
+    if state is None:
+        return []
+    c, got = state
+    said = {w for w in (OPPOSITE[got], got) if _claims(prose, STATE_CLAIM % w)}
+    if OPPOSITE[got] in said and got not in said:
+        return [f"`{c.text}` printed {got!r}, but the answer reports {OPPOSITE[got]!r}"]
+    return []
+
+
+def _claims(prose: str, pattern: str) -> bool:
+    for m in re.finditer(pattern, prose, re.I):
+        left = max([0, *[x.end() for x in CLAUSE.finditer(prose[:m.start()])]])
+        if not NEGATION.search(prose[left:m.end()]):
+            return True
+    return False
+
+
+def _report_claims(ran: list[Command], prose: str) -> list[str]:
+    """A doctor report's items that are not OK: none may be called present, nor the whole called consistent."""
+    bad: list[tuple[str, ...]] = []
+    for c in ran:
+        if c.argv[:1] != ["doctor"]:
+            continue
+        bad += _doctor_items(c.output)
+    if not bad:
+        return []
+    out = []
+    for clause in CLAUSE.split(prose):
+        if NEGATION.search(clause):
+            continue
+        low = clause.lower()
+        if PRESENT.search(clause):
+            named = [item for item in bad if any(w and w.lower() in low for w in item)]
+            if named or EVERY.search(clause):
+                what = "/".join(named[0][:2]) if named else "every item"
+                out.append(f"doctor reported {what} missing, but the answer calls it present: {clause.strip()!r}")
+                continue
+        if CONSISTENT.search(clause):
+            out.append(f"doctor reported {len(bad)} item(s) missing, but the answer calls the configuration "
+                       f"consistent: {clause.strip()!r}")
+    return out
+
+
+def _doctor_items(output: str) -> list[tuple[str, ...]]:
+    """(channel, item, device) of each item `panio doctor` reports not OK, from its text or its --json."""
+    import json
+
+    items = []
+    try:
+        data = json.loads(output)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("targets"), dict):
+        for rows in data["targets"].values():
+            for r in rows if isinstance(rows, list) else []:
+                if isinstance(r, dict) and str(r.get("status", "")).lower() not in ("ok", "present"):
+                    dev = str(r.get("detail", "")).split()[:1]
+                    items.append((str(r.get("channel", "")), str(r.get("item", "")), *dev))
+        return items
+    for line in output.splitlines():
+        m = DOCTOR_LINE.match(line)
+        if m and m.group(1) not in ("OK", "PRESENT"):
+            items.append((m.group(2), m.group(3), *m.group(4).split()[:1]))
+    return items

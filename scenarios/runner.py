@@ -145,7 +145,15 @@ def merge_shim(ev: Evidence, records: list[dict]) -> Evidence:
     if not records:
         return ev
     stated = [c for c in ev.commands if c.source == "stated" or c.hook]
-    ev.commands = [Command(r["argv"], "run", exit=r.get("exit"), refused=bool(r.get("refused"))) for r in records] + stated
+    seen = [c for c in ev.commands if c.source == "run" and not c.hook]
+    ran = []
+    for r in records:
+        c = Command(r["argv"], "run", exit=r.get("exit"), refused=bool(r.get("refused")))
+        same = next((i for i, s in enumerate(seen) if s.argv == c.argv), None)
+        if same is not None:  # what it printed is the stream's (the shim logs argv and status only)
+            c.output = seen.pop(same).output
+        ran.append(c)
+    ev.commands = ran + stated
     return ev
 
 
@@ -240,9 +248,9 @@ def score(sc: Scenario, ev: Evidence, surface, condition: str, box: Sandbox | No
     res = checker.check(sc, ev, surface, condition, lab=lab)
     scores = dict(res.scores)
     if t1_res is not None:
-        scores["d6"] = 2 if t1_res.passed else 0
+        scores["d6"] = 2 if t1_res.passed and not res.contradictions else 0  # a claim panio's output belies
     checker_verdict = res.verdict if t1_res is None else (
-        "fail" if not t1_res.passed else checker.verdict(scores, res.traps, condition)[0])
+        "fail" if not t1_res.passed or res.contradictions else checker.verdict(scores, res.traps, condition)[0])
     out: dict = {"checker": {**res.to_json(), "verdict": checker_verdict}, "t1": t1_res.to_json() if t1_res else None}
     jv = None
     for key, cmd in (("judge", cfg.judge_cmd), ("judge2", cfg.judge2_cmd)):

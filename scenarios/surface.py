@@ -353,19 +353,28 @@ def _check_arity(node: Node, out: Parsed, strict: bool) -> None:
         out.status, out.problem = "malformed", f"`panio {node.name}` needs {lo} positional argument(s), got {n}"
     elif missing_req:
         out.status, out.problem = "malformed", f"`panio {node.name}` requires {', '.join(missing_req)}"
-    elif strict and node.parser is not None and not any(_PLACEHOLDER.search(t) or "$" in t for t in out.argv):
-        _argparse_check(node, out)  # a stated `<seq>` or `$SEQ` (a shell expansion) is a placeholder, not a bad value
+    elif strict and node.parser is not None:
+        _argparse_check(node, out)
+
+
+STAND_IN = "1"  # a stated `<seq>` or `$SEQ` (a shell expansion) is a placeholder, not a bad value: "1" stands in
 
 
 def _argparse_check(node: Node, out: Parsed) -> None:
-    """Let the real parser judge types and choices (it raises, never exits)."""
+    """Let the real parser judge types and choices (it raises, never exits). A placeholder is judged as a
+    value the parser takes ("1"): an error about that stand-in is the placeholder's, not the command's, while
+    one about another value (`--timeout 30s` beside `--changed-since "$HASH"`) is panio's refusal."""
+    argv = [STAND_IN if (_PLACEHOLDER.search(t) or "$" in t) else t for t in out.argv]
     try:
-        node.parser.parse_args(out.argv[len(node.path):] if out.argv[:len(node.path)] == list(node.path)
-                               else _strip_globals(out.argv)[len(node.path):])
+        node.parser.parse_args(argv[len(node.path):] if argv[:len(node.path)] == list(node.path)
+                               else _strip_globals(argv)[len(node.path):])
     except SystemExit:
         pass
     except Exception as err:  # noqa: BLE001 - panio's Parser raises its UsageError; scenarios never import it
-        out.status, out.problem = "malformed", str(err.args[0] if err.args else err)
+        msg = str(err.args[0] if err.args else err)
+        if argv != out.argv and re.search(r"(?<![\w.])1(?![\w.])", msg):
+            return  # the stand-in is what the parser refused: a placeholder of another type
+        out.status, out.problem = "malformed", msg
 
 
 def _strip_globals(argv: list[str]) -> list[str]:

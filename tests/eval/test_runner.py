@@ -108,7 +108,7 @@ def test_mcp_tool_calls_are_read_and_graded_as_commands(panio_eval, agent_env, t
     assert r.code == 0, r.err
     t = json.loads((tmp_path / "mcp" / "run.json").read_text())["trials"][0]
     assert t["pass"] and t["mcp_calls"] == 1
-    assert {"argv": ["target", "list"], "source": "mcp", "exit": None, "refused": False} in t["commands"]
+    assert {"argv": ["target", "list", "--json"], "source": "mcp", "exit": None, "refused": False} in t["commands"]
 
 
 def test_claude_usage_is_deduplicated_by_message_id_without_a_result_event():
