@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from scenarios.scenario import ALL_CONDITIONS, CONDITIONS, CatalogError, EvalUsage, load_all, select
+from scenarios.scenario import ALL_CONDITIONS, CONDITIONS, CatalogError, EvalUsage, Interrupted, load_all, select
 
 
 class Parser(argparse.ArgumentParser):
@@ -148,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         return dispatch(args)
     except EvalUsage as exc:
         return _fail(str(exc), "usage", 2)
+    except Interrupted as exc:
+        return _fail(f"{exc}: {len(exc.trials)} trial(s) recorded as interrupted in {exc.path}; continue with "
+                     f"`panio-eval run --resume {exc.path}`", "interrupted", 128 + int(exc.signum))
     except CatalogError as exc:
         return _fail(str(exc), "catalog", 2)
     except BrokenPipeError:

@@ -10,9 +10,13 @@ group) and graded on what it produced.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import os
+import signal
 import subprocess
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +29,7 @@ from scenarios.drift import Guard
 from scenarios.evidence import Command, Evidence
 from scenarios.mcpmap import add_calls
 from scenarios.sandbox import Sandbox, real_panio
-from scenarios.scenario import Scenario
+from scenarios.scenario import Interrupted, Scenario
 
 T1_BRIEF = ("Use the `panio` command-line tool (already on PATH; the lab file is set up for you in $PANIO_LAB) "
             "to do this. Finish with a short summary of what you did.")
@@ -55,6 +59,7 @@ class RunConfig:
     agent_args: list[str] = field(default_factory=list)  # passed through to the harness as-is
     judge2_cmd: str | None = None  # an optional second rater
     retry: int = 0  # a trial whose harness failed (crashed, could not start) is run again up to this many times
+    stopping: threading.Event = field(default_factory=threading.Event, repr=False)  # set when panio-eval is stopped
 
 
 def prompt_for(sc: Scenario, condition: str = "cold") -> str:
@@ -206,6 +211,10 @@ def attempt(sc: Scenario, condition: str, index: int, cfg: RunConfig, guard: Gua
     run = run_agent(ad, sc, condition, box, cfg, skill)
     (box.root / "stream.jsonl").write_text(run.out)
     (box.root / "stderr.txt").write_text(run.err)
+    if cfg.stopping.is_set():  # stopped with panio-eval, not by its time limit: neither graded nor a limit
+        return {**rec, "status": "interrupted", "seconds": round(run.seconds, 2),
+                "reason": "panio-eval was stopped while the agent ran (its process group was stopped): "
+                          "`panio-eval run --resume` runs it again"}
     surface = guard.planned if cfg.planned else guard.live
     ev = add_calls(merge_shim(ad.parse(run.out), box.records()), surface)
     from scenarios.adapters import stream_version
@@ -404,6 +413,8 @@ def run(scenarios: list[Scenario], cfg: RunConfig, resume_from: dict | None = No
     else:
         head = {k: v for k, v in resume_from.items() if k not in ("trials", "state", "seconds")}
         for t in resume_from.get("trials", []):
+            if t.get("status") == "interrupted":  # stopped with panio-eval: run again (one_trial sets its dir aside)
+                continue
             if t.get("status") == "error":  # a harness error: run again, the failed attempt recorded
                 root = cfg.out / "trials" / t["id"]
                 earlier[t["id"]] = [*t.get("attempts", []), {
@@ -416,10 +427,53 @@ def run(scenarios: list[Scenario], cfg: RunConfig, resume_from: dict | None = No
         head["parallel"], head["retry"] = cfg.parallel, cfg.retry
         head["resumed"] = [*head.get("resumed", []), {"at": time.time(), "kept": len(kept), "ran": len(work)}]
     log = RunLog(cfg.out / "run.json", head, kept)
-    with ThreadPoolExecutor(max_workers=max(1, cfg.parallel)) as pool:
-        list(pool.map(lambda w: log.add(one_trial(w[0], w[1], w[2], cfg, guard, skill, earlier.get(trial_id(*w)))),
-                      work))
+
+    def trial(w) -> None:
+        if not cfg.stopping.is_set():
+            log.add(one_trial(w[0], w[1], w[2], cfg, guard, skill, earlier.get(trial_id(*w))))
+
+    from bench_agent import process
+
+    with process.scope() as children, _stop_on_signals() as stopped:
+        pool = ThreadPoolExecutor(max_workers=max(1, cfg.parallel))
+        try:  # each trial's children (agent, judge) are the scope's: a stop reaches every one of them
+            for f in [pool.submit(contextvars.copy_context().run, trial, w) for w in work]:
+                f.result()
+        except (KeyboardInterrupt, SystemExit):
+            cfg.stopping.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            children.stop_all()  # each agent's process group and descendants: TERM, then KILL, reaped
+            pool.shutdown(wait=True)  # the trials that were running record themselves as interrupted
+            log.write("interrupted")
+            raise Interrupted(stopped[0] or signal.SIGINT, log.path,
+                              [t["id"] for t in log.trials if t.get("status") == "interrupted"]) from None
+        pool.shutdown(wait=True)
     return log.write("complete")
+
+
+@contextlib.contextmanager
+def _stop_on_signals():
+    """SIGTERM (and SIGINT) end the run as an exception in the main thread, so its trials can be stopped and
+    recorded (SIGTERM's default would end the process at once, its agents left running). Yields a list that
+    holds the signal that came."""
+    got: list[int | None] = [None]
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+    from bench_agent import process
+
+    def on_signal(signum, frame):
+        got[0] = got[0] or signum
+        if process.defer_signal(signum):
+            return
+        raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(128 + signum)
+
+    before = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield got
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
 
 
 def config_of(head: dict, out: Path, parallel: int | None = None, retry: int | None = None) -> RunConfig:

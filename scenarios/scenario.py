@@ -28,6 +28,18 @@ class EvalUsage(Exception):
     """A panio-eval command line that cannot run (exit 2); here so every command module can raise it."""
 
 
+class Interrupted(Exception):
+    """panio-eval was stopped (SIGTERM, SIGINT) during a run: every agent was stopped, the trials that were
+    running are recorded as ``interrupted`` and run.json's state says so; ``--resume`` runs them again.
+    panio-eval exits 128 + the signal's number."""
+
+    def __init__(self, signum: int, path, trials: list[str]) -> None:
+        import signal
+
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum, self.path, self.trials = int(signum), path, trials
+
+
 @dataclass
 class Step:
     cmd: str

@@ -8,7 +8,8 @@ stream-json, pi --mode json. The script for each scenario comes from
 $FAKE_AGENT_SCRIPT (JSON: {scenario: {mode: {"run": [...], "answer": "..."}}}),
 the mode from $FAKE_AGENT_MODE (good/bad). Like the real harnesses it can fail:
 $FAKE_AGENT_CRASH=N exits N at once, $FAKE_AGENT_SILENT exits 0 saying nothing,
-$FAKE_AGENT_HANG (claude) runs its commands and then hangs before its final answer,
+$FAKE_AGENT_HANG (claude) runs its commands and then hangs before its final answer (with
+$FAKE_AGENT_PIDS=FILE it first starts a `sleep` in its process group and appends "AGENT_PID SLEEP_PID" to FILE),
 and the fake codex refuses the removed `--full-auto` flag. $FAKE_AGENT_LIMIT=turns|tokens
 ends the run the way each harness reports its own limit (Claude's error_max_turns /
 error_max_budget_usd result, Gemini CLI's exit 53, pi's stopReason "length", Codex's
@@ -77,6 +78,10 @@ if fmt == "claude":
     if os.environ.get("FAKE_AGENT_HANG"):  # hung (a model that never answers): the harness kills it
         import time
 
+        if os.environ.get("FAKE_AGENT_PIDS"):  # a tool it started (in its process group), and both pids, logged
+            tool = subprocess.Popen(["sleep", "3600"])
+            with open(os.environ["FAKE_AGENT_PIDS"], "a") as f:
+                f.write(f"{os.getpid()} {tool.pid}\n")
         time.sleep(3600)
     emit({"type": "assistant", "message": {"id": "msg_final", "role": "assistant",
           "usage": {"input_tokens": 50, "output_tokens": 20}, "content": [{"type": "text", "text": plan["answer"]}]}})
