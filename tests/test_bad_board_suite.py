@@ -60,3 +60,24 @@ def test_a_bad_boards_due_recheck_never_holds_a_suite(bench, panio, tmp_path, re
     # one re-check at a time per board: the first asker takes the due one, the next finds it taken
     assert health.claim_recheck("b2", time.time()) and not health.claim_recheck("b2", time.time())
     assert health.get("b2")["recheck_at"] > time.time() + 60
+
+
+def test_a_health_check_the_labs_own_services_failed_does_not_judge_the_board(tmp_path):
+    """Issue 43 item 2: a check whose step found Redis (or the results database) away ends incomplete, and the
+    board is not made bad for it: unknown, re-checked soon, its failures not counted. A check the board failed
+    still makes it bad."""
+    from bench_agent.errors import Unreachable
+    from bench_agent.health.gate import HealthGate
+
+    events = []
+    gate = HealthGate(f"sqlite:///{tmp_path / 'r.db'}", "worker w@h:1", lambda e, d: events.append((e, d)))
+    check = {"target": "b1", "kind": "health_check", "auto": True, "retry_s": 60, "retry_max_s": 1800}
+    gate.store.set("b1", "good", "health check job 1 passed", "worker w@h:1", 1, True)
+    away = Unreachable("Redis at redis://127.0.0.1:6379/0 unreachable: Error 111 connecting").to_json()
+    gate.after(check, {"job_id": 2, "health": "incomplete", "result": None, "error": away,
+                       "reason": f"step 'answers': lab failure: {away['message']}"})
+    record = gate.store.get("b1")
+    assert record["health"] == "unknown" and "the lab's Redis was unreachable" in record["reason"], record
+    assert record["recheck_at"] is not None and not record["failures"]
+    gate.after(check, {"job_id": 3, "health": "complete", "result": "failed", "reason": "failed: answers"})
+    assert gate.store.get("b1")["health"] == "bad"

@@ -160,6 +160,12 @@ class HealthGate:
             if summary.get("gated"):
                 return  # held for the lab (held_for_lab said so): not a verdict on the board
             passed = summary["health"] == "complete" and summary["result"] == "passed"
+            away = _lab_service_away(summary)
+            if away is not None:  # the lab's own Redis or database failed under it: no verdict on the board
+                again = {"recheck_at": time.time() + h.backoff_s(1, payload)} if payload.get("auto") else {}
+                self.set(payload, "unknown", f"health check job {job_id} could not judge the board: the lab's "
+                         f"{away} was unreachable ({summary['reason']})", job_id, **again)
+                return
             verdict = "passed" if passed else f"failed: {summary['reason'].removeprefix('failed: ')}"
             auto = {}
             if not passed and payload.get("auto"):
@@ -188,6 +194,24 @@ def after_incomplete(health: Any, jobs: Any, job: dict, reason: str, set_by: str
     again = {"recheck_at": time.time() + h.backoff_s(1, check)} if check and not check_runs_now else {}
     return health.set(job["target"], "unknown", f"job {job['id']} ended incomplete: {reason}", set_by, job["id"],
                       **again)
+
+
+def _lab_service_away(summary: dict) -> str | None:
+    """Which of the lab's own services (Redis, the results database) a check that ended incomplete says was
+    unreachable under it (its error, as the runner recorded it), or None."""
+    from bench_agent import outage
+    from bench_agent.errors import Unreachable
+
+    error = summary.get("error") or {}
+    if summary.get("health") != "incomplete" or error.get("error") != "unreachable":
+        return None
+    texts = [str(error.get("message") or ""), str(summary.get("reason") or "")]
+    for text in texts:
+        for part in (text, *text.split(": ")):  # "lease lost: Redis at ... unreachable", "step 'x': lab failure: ..."
+            found = outage.service_down(Unreachable(part.strip()))
+            if found is not None:
+                return found
+    return None
 
 
 def changed(configs: list[dict] | None, previous: str, record: dict) -> None:
