@@ -265,3 +265,59 @@ timeout_s = 40
     panio("video", "watch", "tab")
     panio("job", "run", str(job), timeout=180)  # exit 0: every step passed
     assert {"type": "text", "text": "from-a-job"} in events(devs["tab"])[before:]
+
+
+def test_a_job_drives_the_tablet_over_the_celery_road(tablets, tmp_path):
+    """A worker for host bench1 owns the tablet: `job submit --wait` queues the job to it, the worker leases the
+    target and runs every step through the same operations (the console, input, the screen)."""
+    from peerhelp import Workers, drop_keys
+
+    panio0, devs = tablets
+    workers = Workers(tmp_path, "redis://127.0.0.1:6379/5",
+                      ANDROID_ADB_SERVER_PORT=panio0.env["ANDROID_ADB_SERVER_PORT"])
+    panio = Panio(tmp_path)
+    panio.env.update(workers.env)
+    panio.lab, panio.env["PANIO_LAB"] = workers.lab, str(workers.lab)
+    panio("init")
+    panio("host", "add", "bench1", "--ssh", "ops@bench1.invalid")
+    panio("host", "set", "bench1", "--transport", "celery")
+    panio("target", "add", "tab", "--host", "bench1")
+    panio("adb", "set", "-t", "tab", "--serial", devs["tab"]["serial"])
+    job = tmp_path / "celery.toml"
+    job.write_text("""name = "tablet-celery"
+target = "tab"
+timeout_s = 120
+
+[[steps]]
+name = "capture"
+run = "panio serial watch tab"
+
+[[steps]]
+name = "model"
+run = "panio serial transact tab 'getprop ro.product.model' --until 'Panio[S]im' --timeout-ms 10000"
+timeout_s = 20
+expect_output = "PanioSim"
+
+[[steps]]
+name = "screen"
+run = "panio video watch tab"
+
+[[steps]]
+name = "type"
+run = "panio hid send tab type over-celery"
+
+[[steps]]
+name = "seen"
+run = "panio video wait tab --text 'TEXT.*over-celery' --timeout-ms 20000"
+timeout_s = 40
+""")
+    before = len(events(devs["tab"]))
+    try:
+        workers.start("bench1", concurrency=2)
+        panio("job", "submit", str(job), "--wait", timeout=180)  # exit 0: every step passed on the worker
+        assert {"type": "text", "text": "over-celery"} in events(devs["tab"])[before:]
+    finally:
+        panio("serial", "stop", "tab", timeout=90, check=False)  # the captures the worker started, through it
+        panio("video", "stop", "tab", timeout=90, check=False)
+        workers.stop_all()
+        drop_keys("redis://127.0.0.1:6379/5", workers.env["PANIO_REDIS_PREFIX"])

@@ -68,8 +68,10 @@ class HostConfig:
             st = self.path.stat()
             with self._lock:
                 if self._seen != (st.st_mtime_ns, st.st_size, st.st_ino):
-                    with open(self.path, "rb") as f:
-                        self._data = tomllib.load(f)
+                    from bench_agent.adb.channels import with_adb_channels
+
+                    with open(self.path, "rb") as f:  # with an adb table's channels, as the controller sees them
+                        self._data = with_adb_channels(tomllib.load(f))
                     self._seen = (st.st_mtime_ns, st.st_size, st.st_ino)
                 return self._data
         except (OSError, tomllib.TOMLDecodeError) as exc:

@@ -60,25 +60,9 @@ def load(path: LabPath) -> Lab:
     if data is None:
         data = load_text(path, text)
         _cache_put(cache, text, data)
+    from bench_agent.adb.channels import with_adb_channels
+
     return Lab(path, with_adb_channels(data))
-
-
-def with_adb_channels(data: dict) -> dict:
-    """A target with an ``adb`` table gets the channels adb carries, where the lab gives none of its own:
-    serial ``console`` = ``adb://SERIAL`` (a kept adb shell), video ``adb:SERIAL`` (screencap), hid protocol
-    ``adb`` (input). Derived on read, never written to the file (docs/adb.md)."""
-    targets = data.get("targets") or {}
-    if not any("adb" in t for t in targets.values()):
-        return data
-    out = {**data, "targets": dict(targets)}
-    for name, t in targets.items():
-        serial = (t.get("adb") or {}).get("serial")
-        if not serial:
-            continue
-        implied = {"serial": [{"name": "console", "device": f"adb://{serial}"}], "video": {"device": f"adb:{serial}"},
-                   "hid": {"device": f"adb:{serial}", "protocol": "adb"}}
-        out["targets"][name] = {**{k: v for k, v in implied.items() if k not in t}, **t}
-    return out
 
 
 def _cache_file(path: LabPath) -> str | None:
