@@ -106,13 +106,21 @@ def _reconciling(stopped) -> None:
         return
     rec.log = lambda line: log.warning("reconcile: %s", line)
 
+    from bench_agent import outage
+
+    outages = outage.Outages(log.warning, "recorder: reconciler")  # one line when a service goes, one when back
+
     def loop() -> None:
         while not stopped():
-            time.sleep(RECONCILE_S)
+            time.sleep(outages.delay_s() if outages.down else RECONCILE_S)
             try:
                 rec.pass_()
-            except Exception as exc:  # noqa: BLE001 - the database or the broker away: the next pass tries again
-                log.info("reconcile pass failed: %s: %s", type(exc).__name__, exc)
+            except Exception as exc:  # noqa: BLE001 - the database or the broker away: said once, tried again
+                if not outages.failed(exc):
+                    log.info("reconcile pass failed: %s: %s", type(exc).__name__, exc)
+                continue
+            if outages.down:
+                outages.ok()
 
     threading.Thread(target=loop, name="panio-reconcile", daemon=True).start()
 
