@@ -130,3 +130,11 @@ def test_which_lab_keys_changed_is_said_of_a_job_a_worker_ran(tmp_path):
     run("passed", {"host": "bench1", "power": {"cycle_cmd": "plug cycle 1"}, "tags": ["pi5"]})
     failed = run("failed", {"host": "bench1", "power": {"cycle_cmd": "plug cycle 2"}, "tags": ["pi5"]})
     assert triage(store, failed)["inputs"]["lab"] == {"changed": ["power"]}
+
+
+def test_the_cli_says_why_one_failure_is_not_flaky():
+    from controller.cli.jobs.job_triage import lines
+
+    t = {"job": {"id": 7, "name": "boot", "target": "b0", "health": "complete", "result": "failed", "reason": ""},
+         "baseline": None, "match": "no passing run of this job before it", "flaky": flaky.verdicts(_runs("PPPFPP"))}
+    assert any("not flaky (PPPFPP" in x and "one failure among passes" in x for x in lines(t))

@@ -141,7 +141,8 @@ def _flaky(t: dict) -> list[str]:
         return [f"  FLAKY: {f['why']}"]
     if f.get("regression_since"):
         return [f"  regression: {f['why']}"]
-    return [f"  not flaky ({f['sequence'] or 'no judged runs'} over the last runs)"] if f else []
+    why = f": {f['why']}" if f.get("why") else ""
+    return [f"  not flaky ({f['sequence'] or 'no judged runs'} over the last runs){why}"] if f else []
 
 
 def history(args: argparse.Namespace) -> None:
