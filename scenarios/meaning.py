@@ -287,6 +287,10 @@ CONSISTENT = re.compile(r"\b(?:consistent|matches|match|matching|in\s+sync|agree
 EVERY = re.compile(r"\b(?:every|all|both|each|everything)\b", re.I)
 DOCTOR_LINE = re.compile(r"^\s*([A-Z]{2,})\s+(\w+)\s+(\S+)\s+(.*)$")
 CLAUSE = re.compile(r"[.;:!?](?=\s|$)|,\s|\n\s*\n|\s[—–]\s")
+PROMPTED = re.compile(r"^\s*(?:\$|%|#|>|❯)\s|^\s*panio\s")
+OUTPUT_SUBJECT = re.compile(r"`|\b(?:panio|screen|console|output|log|status|doctor|reply|response|prompt|frame|"
+                            r"capture|it|which|that|state)\b", re.I)
+NOT_OUTPUT = re.compile(r"\b(?:skill|docs?|documentation|help|readme|manual|man\s+page|SKILL\.md)\b", re.I)
 ELLIPSIS = re.compile(r"\.\.\.|…|<[^<>]*>")
 
 
@@ -296,22 +300,29 @@ def _norm(text: str) -> str:
 
 def printed_claims(sc: Scenario, ev: Evidence, surface: Surface) -> list[str]:
     """What the answer says panio printed, against what it printed: a claim it contradicts is a fail."""
-    ran = [c for c in ev.commands if c.source in ("run", "mcp") and not c.is_help and c.argv and c.output.strip()]
+    every = [c for c in ev.commands if c.source in ("run", "mcp") and c.output.strip()]  # help printed, too
+    ran = [c for c in every if not c.is_help and c.argv]
     if not ran:
         return []
-    printed = _norm("\n".join(c.output for c in ran))
+    printed = _norm("\n".join(c.output for c in every))
     prose, blocks = _prose_and_output_blocks(ev.text)
     out = []
     if _result_ran(sc, ev, surface):  # the answer reports the result of a command that ran: it must be that output
         for line in blocks:
+            if PROMPTED.match(line):
+                continue  # the command the output came from, not output
             frags = [f for f in ELLIPSIS.split(line) if len(f.strip()) >= 4]
             missing = next((f for f in frags if _norm(f) not in printed), None)
             if missing is not None:
                 out.append(f"the answer shows {line.strip()!r} as the output, but no panio command printed it")
         for m in SAID.finditer(ev.text):
             quoted = next(g for g in m.groups() if g is not None)
-            if quoted.strip().startswith("panio ") or len(quoted.strip()) < 2:
-                continue
+            if quoted.strip().startswith(("panio ", "-")) or len(quoted.strip()) < 2:
+                continue  # a command or a flag named, not output quoted
+            left = max([0, *[x.end() for x in CLAUSE.finditer(ev.text[:m.start()])]])
+            subject = ev.text[max(left, m.start() - 80):m.start()]
+            if not OUTPUT_SUBJECT.search(subject) or NOT_OUTPUT.search(subject):
+                continue  # what the docs, the help or the skill say is not what a command printed
             frags = [f for f in ELLIPSIS.split(quoted) if f.strip()]
             if frags and any(_norm(f) not in printed for f in frags):
                 out.append(f"the answer says panio {m.group(0).split()[0].lower()} {quoted!r}, but no panio command "
@@ -348,11 +359,13 @@ def _prose_and_output_blocks(text: str) -> tuple[str, list[str]]:
 
 
 def _state_claims(ran: list[Command], prose: str) -> list[str]:
-    """The last command that printed a bare state (``off``) against the state the answer reports."""
+    """The last command that printed one state on one short line (``Power OFF (pico)``, ``off``) against the
+    state the answer reports."""
     state = None
     for c in ran:
-        words = _norm(c.output).split()
-        if len(words) == 1 and words[0] in OPPOSITE:
+        lines = [x for x in c.output.splitlines() if x.strip()]
+        words = [w for w in re.findall(r"[a-z]+", _norm(c.output)) if w in OPPOSITE]
+        if len(lines) == 1 and len(lines[0]) <= 80 and len(words) == 1:
             state = (c, words[0])
     if state is None:
         return []

@@ -59,6 +59,9 @@ def test_a_state_the_answer_reports_is_held_to_the_one_panio_printed():
     assert bad.verdict == "fail" and bad.contradictions == ["`panio power-state pico` printed 'off', but the answer reports 'on'"]
     assert _ran("R8", ["power-state", "pico"], "off\n", 0, "pico is **off**; nothing was switched.").verdict == "pass"
     assert _ran("R8", ["power-state", "pico"], "off\n", 0, "pico is not on: it is off.").verdict == "pass"
+    # panio's own line (`Power OFF (pico)`), as power-state prints it
+    assert _ran("R8", ["power-state", "pico"], "Power OFF (pico)\n", 0, "pico is **on**.").verdict == "fail"
+    assert _ran("R8", ["power-state", "pico"], "Power OFF (pico)\n", 0, "pico is **off**.").verdict == "pass"
 
 
 def test_output_the_answer_quotes_must_be_what_panio_printed():
@@ -77,6 +80,9 @@ def test_output_the_answer_quotes_must_be_what_panio_printed():
     res = checker.check(sc, ev("The screen reads `pico login:`: it booted."), Surface.live(), "cold")
     assert res.verdict == "fail" and "'pico login:'" in res.contradictions[0], res.contradictions
     assert checker.check(sc, ev("The screen shows `Kernel panic - not syncing: VFS`."), Surface.live(), "cold").verdict == "pass"
+    # what the skill or the help says is not output; the command line above output is not output either
+    said = "The skill says `wait for a stable frame`. Output:\n\n```text\n$ panio video read pico --stable\nKernel panic\n```"
+    assert checker.check(sc, ev(said), Surface.live(), "cold").verdict == "pass"
 
 
 def test_an_mcp_call_is_the_command_panio_s_server_runs_and_one_it_refuses_is_refused():
