@@ -31,7 +31,8 @@ def test_a_bad_boards_due_recheck_never_holds_a_suite(bench, panio, tmp_path, re
     check = job_file(tmp_path, CHECK, "b2-health.toml")
     with panio.lab.open("a") as f:
         f.write(f'\n[targets.b2.health_check]\njob = "{check}"\nretry_s = 60\n'
-                f'\n[[notify]]\nwebhook = "{receiver.url}/hook"\non = ["suite_finished"]\n')
+                f'\n[[notify]]\nwebhook = "{receiver.url}/hook"\non = ["suite_finished"]\n'
+                f'\n[[notify]]\nwebhook = "{receiver.url}/jobs"\non = ["job_incomplete", "job_failed"]\n')
     # as an automatic check leaves a board that failed it: bad, its re-check due now
     health = HealthStore(url)
     health.set("b2", "bad", "health check job 99 failed: answers", "worker w@h:1", None, True,
@@ -56,6 +57,10 @@ def test_a_bad_boards_due_recheck_never_holds_a_suite(bench, panio, tmp_path, re
     assert part["b1"]["fault"] is None and part["b2"]["fault"] == "skipped"
     assert "b2 is bad (health check job 99 failed: answers" in part["b2"]["reason"]
     assert "job %d answers on b2: skipped (its board is held): target b2 is bad" % part["b2"]["id"] in sent["text"]
+
+    told = wait_for(lambda: receiver.bodies("/jobs"), timeout_s=20)
+    assert [(b["target"], b["fault"]) for b in told] == [("b2", "skipped")], told
+    assert "on b2 skipped (its board is held): target b2 is bad" in told[0]["text"]
 
     # one re-check at a time per board: the first asker takes the due one, the next finds it taken
     assert health.claim_recheck("b2", time.time()) and not health.claim_recheck("b2", time.time())

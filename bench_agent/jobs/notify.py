@@ -82,7 +82,9 @@ def job_ended(payload: dict, summary: dict[str, Any], deliver: Callable[..., Any
         (deliver or send)(payload.get("notify"), event, {"job_id": summary["job_id"], "name": payload["name"],
                                             "target": payload["target"], "health": summary["health"],
                                             "result": summary["result"], "reason": summary["reason"],
-                                            "kind": payload.get("kind") or "job"})
+                                            "kind": payload.get("kind") or "job",
+                                            "fault": "skipped" if summary.get("gated") else
+                                            "board" if event == "job_failed" else "lab"})
 
 
 def drain(timeout_s: float = DRAIN_S) -> bool:
@@ -140,6 +142,8 @@ def summary(event: str, d: dict[str, Any]) -> str:
                               f"{j.get('triage') or j.get('reason') or ''}"
                               for j in d.get("jobs", []) if j.get("triage") or j.get("fault"))
     what = "failed (the board)" if event == "job_failed" else "incomplete (the lab)"
+    if d.get("fault") == "skipped":  # held by its board's health (bad, maintenance): not the lab's failure
+        what = "skipped (its board is held)"
     job = "health check job" if d.get("kind") == "health_check" else "job"
     text = f"panio: {job} {d['job_id']} {d['name']} on {d['target']} {what}: {d.get('reason') or ''}"
     return text + (f"\ntriage: {d['triage']}" if d.get("triage") else "")
