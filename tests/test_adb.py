@@ -321,3 +321,10 @@ timeout_s = 40
         panio("video", "stop", "tab", timeout=90, check=False)
         workers.stop_all()
         drop_keys("redis://127.0.0.1:6379/5", workers.env["PANIO_REDIS_PREFIX"])
+
+
+def test_discover_and_configure_name_the_attached_devices(tablets):
+    panio, devs = tablets
+    assert devs["tab"]["serial"] in panio("discover").out
+    proposal = panio("configure", "phone").out
+    assert devs["tab"]["serial"] in proposal and "adb" in proposal  # a block's adb table, or the comment naming it

@@ -75,7 +75,15 @@ def propose(target: str, host: str | None, inv: dict) -> dict:
         block["netboot"] = {"interface": links[0]["interface"]}
     if inv["video"]:
         block["video"] = {"device": inv["video"][0]["by_id"] or inv["video"][0]["device"]}
+    phones = attached_adb(inv)
+    if phones and not serial and not inv["video"]:  # an Android device alone: console, screen and input over adb
+        block["adb"] = {"serial": phones[0]}
     return block
+
+
+def attached_adb(inv: dict) -> list[str]:
+    """The serials `adb devices` lists as usable (``device``), in its order."""
+    return [d["serial"] for d in inv.get("adb") or [] if d.get("state") == "device"]
 
 
 def to_toml(target: str, block: dict) -> str:
@@ -92,13 +100,17 @@ def to_toml(target: str, block: dict) -> str:
 @command("hardware.configure")
 def configure(call: Call, opts: dict, out: Output, context: dict) -> None:
     target = opts["target"]
-    block = propose(target, opts.get("host"), call("system.discover", {}))
+    inv = call("system.discover", {})
+    block = propose(target, opts.get("host"), inv)
     if opts.get("json"):
         out.json({"target": target, "proposal": block, "written": False})
         return
     out.say(to_toml(target, block).rstrip())
-    if not any(k in block for k in ("serial", "netboot", "video")):
-        out.say("# no serial ports, USB network links or capture devices found: add channels by hand")
+    if not any(k in block for k in ("serial", "netboot", "video", "adb")):
+        out.say("# no serial ports, USB network links, capture devices or adb devices found: add channels by hand")
+    others = [s for s in attached_adb(inv) if s != block.get("adb", {}).get("serial")]
+    if others:
+        out.say(f"# adb devices: {', '.join(others)} (an Android target: adb = {{serial = \"SERIAL\"}}, docs/adb.md)")
     out.say("# nothing was written")
 
 
