@@ -140,3 +140,9 @@ def test_a_token_in_the_address_is_traded_for_a_session_and_left_out_of_it(dashb
     for elsewhere in ("//evil.example/", "https://evil.example/", "/\\evil.example"):
         status, headers, _ = Client(dashboard.url).get(f"/login?token={OP}&next={elsewhere}")
         assert status == 303 and headers["location"] == "/", elsewhere
+
+
+def test_the_job_list_and_a_job_say_how_long_it_took(dashboard):
+    c = signed_in(dashboard, READ)
+    assert len(re.findall(r'class="job-duration">\d+\.\d s<', c.get("/jobs?target=pico")[2])) >= 4
+    assert re.search(r'took <span id="job-took">\d+\.\d s</span>', c.get("/jobs/1")[2])
