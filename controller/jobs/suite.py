@@ -15,6 +15,7 @@ lease keeps them one at a time.
 
 from __future__ import annotations
 
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -43,6 +44,7 @@ SUITE = TableSpec({
 # A suite (and so a schedule) skips the jobs of a bad or maintenance target unless its file says "wait": one bad
 # board must never hold the others' night back (issue 27). The suite's choice applies to all of its jobs.
 ON_UNHEALTHY = "skip"
+_log = logging.getLogger("panio.jobs")
 
 
 def load(path: Path) -> dict:
@@ -123,7 +125,11 @@ def run(path: Path, lab: Lab, progress_for, deadline_s: float | None = None) -> 
     at = local.deadline_at(deadline_s)
     run_ = _run_queued if backends.broker_url() else _run_here
     jobs = run_(lab, entries, progress_for, at, data.get("on_unhealthy") or ON_UNHEALTHY, data["name"])
-    _tell(lab, data["name"], jobs)
+    from bench_agent import outage
+
+    # the database away as the suite ends (its triage notes read it): its verdict waits for it, it is not lost
+    outage.patiently(lambda: _tell(lab, data["name"], jobs), outage.Outages(_log.warning, f"suite {data['name']}"),
+                     give_up_s=outage.PATIENCE_S)
     return data, jobs
 
 
