@@ -149,7 +149,8 @@ class Evidence:
     def _add_prose_inventions(self, text: str, spans: list[tuple[int, int]], stated: list[Command]) -> None:
         """A command panio lacks, recommended in plain prose beside the answer's blocks ("panio serial follow
         dut streams it live"): a real group, then a word that is none of its subcommands, then a target the
-        answer's own commands name (or a flag). Prose naming a real command is left to the blocks."""
+        answer's own commands name (or a flag); or a command whose first word panio checks by name, given one
+        it lacks ("panio helper list"). Prose naming a real command is left to the blocks."""
         surface = _prose_surface()
         if surface is None:
             return
@@ -158,12 +159,20 @@ class Evidence:
             end = text.find("\n", m.end())
             toks = _prose_tokens(text[m.end():end if end >= 0 else len(text)])
             group = surface.root.children.get(toks[0]) if toks else None
-            if group is None or not group.children or len(toks) < 3 or toks[1] in group.children:
+            if group is None or len(toks) < 2 or not re.fullmatch(r"[a-z][a-z0-9-]+", toks[1]):
                 continue
-            if not re.fullmatch(r"[a-z][a-z-]+", toks[1]) or not (toks[2] in targets or toks[2].startswith("--")):
+            if not group.children:  # a leaf whose first word panio checks by name (`helper list`: no such helper)
+                from scenarios.surface import parse
+
+                if parse(surface, toks[:2], strict=False).status != "invented_command":
+                    continue
+                words = toks[:2]
+            elif len(toks) < 3 or toks[1] in group.children or not (toks[2] in targets or toks[2].startswith("--")):
                 continue
+            else:
+                words = toks[:3]
             before = len(self.commands)
-            self.add_shell("panio " + shlex.join(toks[:3]), source="stated",
+            self.add_shell("panio " + shlex.join(words), source="stated",
                            rejected=stance.rejected(text, m.start(), m.end(), spans))
             for c in self.commands[before:]:
                 c.inline, c.pos = True, m.start()

@@ -18,8 +18,11 @@ ABSENT = ("pico:\n  MISSING  serial   console        /dev/ttyUSB-panio-eval-abse
           "  MISSING  video    device         /dev/video-panio-eval-absent not found on this host\n")
 
 
-def test_the_second_adversarial_batch_has_no_false_pass_and_kappa_at_least_0_9(panio_eval):
-    r = panio_eval("calibrate", "--corpus", str(ADVERSARIAL2), "--json", timeout=300)
+@pytest.mark.parametrize("corpus", [ADVERSARIAL2, HERE / "labelled" / "adversarial3.toml"])
+def test_the_later_adversarial_batches_have_no_false_pass_and_kappa_at_least_0_9(panio_eval, corpus):
+    """adversarial3 (13 answers, held out from the second batch's change): 0.83 at its first grading (one
+    invented `panio helper list` in prose missed), 1.0 after."""
+    r = panio_eval("calibrate", "--corpus", str(corpus), "--json", timeout=300)
     assert r.code == 0, r.err
     a = r.json()["splits"]["all"]["checker"]
     assert a["confusion"]["fp"] == 0 and a["kappa"] >= 0.9, r.json()["disagreements"]
@@ -122,3 +125,6 @@ def test_an_invented_command_in_prose_beside_a_block_is_read():
     ev.add_answer("```\npanio serial watch dut\n```\nThen panio serial follow dut streams it live. "
                   "Reading panio serial docs helps too.")
     assert [c.text for c in ev.commands] == ["panio serial watch dut", "panio serial follow dut"]
+    ev = Evidence()
+    ev.add_answer("```\npanio helper\n```\nRun panio helper list to see them, or panio helper shellyplug --help.")
+    assert [c.text for c in ev.commands] == ["panio helper", "panio helper list"]
