@@ -21,7 +21,7 @@ import re
 import shlex
 
 from bench_agent.adb import client
-from bench_agent.errors import DeviceError, UsageError
+from bench_agent.errors import DeviceError, PanioError, UsageError
 from bench_agent.hid.base import ALIASES, BUTTONS, KEYS, LOGICAL_MAX, HidBackend
 
 KEYCODES = {chr(c): 29 + c - ord("a") for c in range(ord("a"), ord("z") + 1)}
@@ -78,7 +78,11 @@ class AdbBackend(HidBackend):
 
     def __init__(self, device: str) -> None:
         self.serial = device.removeprefix("adb:")
-        client.ready(self.serial)
+        try:
+            client.ready(self.serial)
+        except PanioError as err:  # the device was never reached: nothing was sent, safe to repeat
+            err.details["outcome"] = "none"
+            raise
         self._size: tuple[int, int] | None = None
         self._pos: tuple[int, int] | None = None
 
