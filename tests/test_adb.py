@@ -328,3 +328,8 @@ def test_discover_and_configure_name_the_attached_devices(tablets):
     assert devs["tab"]["serial"] in panio("discover").out
     proposal = panio("configure", "phone").out
     assert devs["tab"]["serial"] in proposal and "adb" in proposal  # a block's adb table, or the comment naming it
+
+
+def test_power_state_reads_adb_get_state(tablets):
+    panio, _ = tablets
+    assert panio("power-state", "small").out.strip() == "Power ON (small)"

@@ -232,8 +232,10 @@ def android_table(b: dict) -> dict:
     """The lab entry of a simulated Android device: its adb serial (console, screen and input follow from it)
     and a reboot hook, as a real tablet's (docs/adb.md)."""
     reboot = shlex.join(["adb", "-s", b["serial"], "reboot"])
+    state = shlex.join(["sh", "-c", f"adb -s {shlex.quote(b['serial'])} get-state 2>/dev/null | grep -qx device "
+                                    "&& echo on || echo off"])
     return {"description": f"simulated Android device (adb over TCP, {b['size']})", "tags": ["sim", "android"],
-            "adb": {"serial": b["serial"]}, "power": {"cycle_cmd": reboot}}
+            "adb": {"serial": b["serial"]}, "power": {"cycle_cmd": reboot, "state_cmd": state}}
 
 
 def read_pids(directory: Path) -> list[dict]:
