@@ -53,7 +53,8 @@ test-loaded:
 # The scale tools (seed_history.py, history_scale.py, scale.py; procmem.py reads a run's processes) take a
 # database and minutes: `make scale`.
 BENCH_OUT ?= bench-out
-SCALE := benchmarks/seed_history.py benchmarks/history_scale.py benchmarks/scale.py benchmarks/procmem.py
+SCALE := benchmarks/seed_history.py benchmarks/history_scale.py benchmarks/scale.py benchmarks/procmem.py \
+	benchmarks/controller_load.py
 
 bench: install .venv-labgrid/bin/python
 	$(BIN)/python -m compileall -q -j 0 bench_agent controller scenarios skills > /dev/null
@@ -64,13 +65,15 @@ bench: install .venv-labgrid/bin/python
 	$(BIN)/python benchmarks/_summary.py $(BENCH_OUT); \
 	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
 
-# docs/scale.md: a million jobs on PostgreSQL (the test suite's), their reads measured, then 10 hosts x 10 boards.
+# docs/scale.md: a million jobs on PostgreSQL (the test suite's), their reads measured, then 10 hosts x 10 boards,
+# then the controller alone under 1,000 boards of protocol-level hosts (ten minutes).
 SCALE_DB ?= postgresql://postgres@127.0.0.1:5432/panio_scale
 scale: install
 	$(BIN)/python -m compileall -q -j 0 bench_agent controller scenarios skills > /dev/null
 	$(BIN)/python benchmarks/seed_history.py --jobs 1000000 --results $(SCALE_DB)
 	$(BIN)/python benchmarks/history_scale.py --results $(SCALE_DB)
 	$(BIN)/python benchmarks/scale.py --hosts 10 --boards 10 --minutes 5
+	$(BIN)/python benchmarks/controller_load.py --boards 1000 --job-every-s 60 --minutes 10
 
 clean:
 	rm -rf $(VENV) demo-out $(BENCH_OUT)
