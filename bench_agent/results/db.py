@@ -391,3 +391,40 @@ def _created_meanwhile(exc) -> bool:
     if code:  # PostgreSQL
         return code in _CREATED_MEANWHILE
     return "already exists" in str(exc.orig)  # SQLite: "table panio_jobs already exists"
+
+
+@functools.cache  # once per process, like the job tables
+def bisect_tables():
+    """The bisections (``bench_agent.results.bisects``): each one's range and state, and its probes' verdicts.
+    A bisection's whole state is here, so ``panio bisect resume`` continues one whose process died."""
+    import sqlalchemy as sa
+
+    md = sa.MetaData()
+    bisects = sa.Table(
+        "panio_bisects", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("job_path", sa.Text, nullable=False),
+        sa.Column("job_text", sa.Text, nullable=False),  # the job file as started (a later edit does not count)
+        sa.Column("target", sa.String(64), nullable=False),
+        sa.Column("builds", sa.Text, nullable=False),  # JSON: [{name, artifacts}], good first, bad last
+        sa.Column("repeat", sa.Integer, nullable=False),
+        sa.Column("state", sa.String(16), nullable=False),  # running | done | stopped | failed
+        sa.Column("good", sa.Integer, nullable=False),  # index in builds of the last known good build
+        sa.Column("bad", sa.Integer, nullable=False),  # index of the first known bad build
+        sa.Column("signature", sa.Text),  # JSON: the bad build's failure (step, divergent lines)
+        sa.Column("reference", sa.Integer),  # a passing job of the good build: what failures are compared with
+        sa.Column("reason", sa.Text),
+        sa.Column("created_at", sa.Float, nullable=False),
+        sa.Column("updated_at", sa.Float, nullable=False),
+    )
+    probes = sa.Table(
+        "panio_bisect_probes", md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("bisect_id", sa.Integer, nullable=False, index=True),
+        sa.Column("build", sa.Integer, nullable=False),  # index in builds
+        sa.Column("job_id", sa.Integer, nullable=False),
+        sa.Column("verdict", sa.String(16), nullable=False),  # pass | bad | unrelated | inconclusive
+        sa.Column("why", sa.Text, nullable=False),
+        sa.Column("at", sa.Float, nullable=False),
+    )
+    return md, bisects, probes

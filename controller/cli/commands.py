@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "job": ("controller.cli.jobs.job", "operate", "run, queue and follow bench jobs (steps with expectations; JUnit, CI exit codes)"),
     "suite": ("controller.cli.jobs.suite", "operate", "run job files over a matrix of targets (parallel across targets)"),
     "schedule": ("controller.cli.jobs.schedule", "operate", "run suites at set times (exactly one scheduler)"),
+    "bisect": ("controller.cli.jobs.bisect", "operate", "find the first build that breaks a board: a job over builds, binary search"),
     "lease": ("controller.cli.jobs.lease", "operate", "list and break exclusive target leases held by jobs"),
     "worker": ("controller.cli.serve.worker", "operate", "run a control host's bench worker (Celery, queue host.NAME)"),
     "recorder": ("controller.cli.serve.recorder", "operate", "record the control hosts' signed reports (workers without a results URL)"),

@@ -66,9 +66,16 @@ def pick_target(leases, targets: list[str]) -> str:
 
 
 def run_now(path: Path, lab: Lab, target: str | None, progress, deadline_s: float | None = None) -> dict:
+    return run_prepared(spec.prepare(path, lab, target), lab, progress, deadline_s)
+
+
+def run_prepared(prepared: tuple[dict, list[dict], list[str]], lab: Lab, progress,
+                 deadline_s: float | None = None) -> dict:
+    """``run_now`` for a job already checked (``spec.prepare``'s tuple: a bisection's probe, whose job text is
+    made, not read from a file); the finished job."""
     from bench_agent.jobs.runner import JobRunner
 
-    job, steps, targets = spec.prepare(path, lab, target)
+    job, steps, targets = prepared
     store, leases = backends.results_store(), backends.lease_store(lab.key)
     payload = create(store, lab, job, steps, pick_target(leases, targets), deadline_at(deadline_s))
     runner = JobRunner(store, leases, holder_name("panio job run"), progress, caller=dispatch_caller(lab),

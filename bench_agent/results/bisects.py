@@ -1,0 +1,69 @@
+"""Bisections in the results database: each one's range (last good, first bad), its bad build's failure, and
+every probe job with its verdict. ``controller.jobs.bisect`` drives them; this only records and reads."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+from bench_agent.errors import NotConfigured
+from bench_agent.results.db import bisect_tables, create_tables
+
+_CREATED: set[str] = set()
+_LOCK = threading.Lock()
+_JSON = ("builds", "signature")
+
+
+class BisectStore:
+    """One short transaction a method, as the health store's."""
+
+    def __init__(self, url: str) -> None:
+        from bench_agent.results.store import ResultStore
+
+        jobs = ResultStore(url)  # the same database as the jobs
+        self.engine = jobs.engine
+        self.md, self.bisects, self.probes = bisect_tables()
+        with _LOCK:
+            if url not in _CREATED:
+                create_tables(self.engine, self.md)
+                _CREATED.add(url)
+
+    def create(self, job_path: str, job_text: str, target: str, builds: list[dict], repeat: int) -> int:
+        now = time.time()
+        with self.engine.begin() as c:
+            r = c.execute(self.bisects.insert().values(
+                job_path=job_path, job_text=job_text, target=target, builds=json.dumps(builds), repeat=repeat,
+                state="running", good=0, bad=len(builds) - 1, created_at=now, updated_at=now))
+            return int(r.inserted_primary_key[0])
+
+    def get(self, bisect_id: int) -> dict[str, Any]:
+        with self.engine.connect() as c:
+            row = c.execute(self.bisects.select().where(self.bisects.c.id == bisect_id)).mappings().first()
+            if row is None:
+                raise NotConfigured(f"no bisection {bisect_id}", hint="see `panio bisect status`", bisect=bisect_id)
+            probes = c.execute(self.probes.select().where(self.probes.c.bisect_id == bisect_id)
+                               .order_by(self.probes.c.id)).mappings().all()
+        out = dict(row)
+        for key in _JSON:
+            out[key] = json.loads(out[key]) if out[key] else None
+        out["probes"] = [dict(p) for p in probes]
+        return out
+
+    def latest(self) -> int | None:
+        with self.engine.connect() as c:
+            return c.execute(self.bisects.select().with_only_columns(self.bisects.c.id)
+                             .order_by(self.bisects.c.id.desc()).limit(1)).scalar()
+
+    def update(self, bisect_id: int, **values: Any) -> None:
+        values = {k: json.dumps(v) if k in _JSON else v for k, v in values.items()}
+        with self.engine.begin() as c:
+            c.execute(self.bisects.update().where(self.bisects.c.id == bisect_id)
+                      .values(updated_at=time.time(), **values))
+
+    def add_probe(self, bisect_id: int, build: int, job_id: int, verdict: str, why: str) -> None:
+        with self.engine.begin() as c:
+            c.execute(self.probes.insert().values(bisect_id=bisect_id, build=build, job_id=job_id, verdict=verdict,
+                                                  why=why, at=time.time()))
+            c.execute(self.bisects.update().where(self.bisects.c.id == bisect_id).values(updated_at=time.time()))

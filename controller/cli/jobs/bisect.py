@@ -1,0 +1,180 @@
+"""panio bisect start|resume|status|log|stop: the first build of a list that breaks a board, found by running
+a job on builds (``controller.jobs.bisect``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from controller.cli.common import add_json, command, load_lab, positive_int, print_json, say, subcommands
+
+DETAILS = """\
+BUILDS is an ordered file, oldest first: one build a line, its name then its
+artifacts (`v6.8-rc3 kernel=/srv/k/rc3/Image dtb=https://ci/rc3.dtb`, `#`
+comments), or TOML ([[builds]] name = "...", kernel = "..."). Each probe is the
+job file with ${build.ARTIFACT} (and ${build}: the name) replaced by the build's,
+run as an ordinary job (lease, health, results: `panio job status ID`).
+
+The good build is run until it passes once (the reference each failure is
+compared with), the bad build --repeat times (its failure: the failing step and
+the first lines that diverge from the reference, as `panio job triage` finds
+them). Then a binary search: a build is bad when a run fails with that same
+failure, good when --repeat runs pass; a run the lab failed (incomplete,
+canceled, timed out) or that failed another way is run again and not counted.
+The state is in the results database: after a crash, `panio bisect resume ID`.
+
+Exit status: 0 the first bad build was found; 2 the range is wrong (the good
+build does not pass, the bad one never fails); 4 a build could not be judged
+(its probes kept failing for the lab's reasons); 15 stopped (`bisect stop`);
+3 no such bisection."""
+
+
+def register(p: argparse.ArgumentParser, name: str) -> None:
+    p.description = ("Bisection: which build of an ordered list first breaks a board, found unattended by\n"
+                     "running a job on builds in a binary search (flakiness-aware). See docs/bisect.md.")
+    sub = subcommands(p)
+    c = command(sub, "start", "bisect BUILDS between a good and a bad build with a job; blocks, prints progress",
+                func=start, details=DETAILS,
+                example=["panio bisect start boot.toml --target pico --good v1 --bad v20 --builds builds.txt",
+                         "panio bisect start boot.toml --target pico --good v1 --bad v20 --builds b.txt --repeat 3"],
+                see_also="panio bisect status, panio bisect resume, panio job triage, docs/bisect.md")
+    c.add_argument("file", type=Path, metavar="JOB", help="the job file; ${build.ARTIFACT} is the build's artifact")
+    c.add_argument("--target", required=True, metavar="TARGET", help="the board every probe runs on")
+    c.add_argument("--good", required=True, metavar="BUILD", help="a build that passes the job")
+    c.add_argument("--bad", required=True, metavar="BUILD", help="a later build that fails it")
+    c.add_argument("--builds", required=True, type=Path, metavar="LIST", help="the ordered builds file")
+    c.add_argument("--repeat", type=positive_int, default=1, metavar="K",
+                   help="runs a build must pass to be good (default 1; 3 for a flaky board)")
+    add_json(c)
+    c = command(sub, "resume", "continue a bisection whose process stopped or died, from the database",
+                func=resume, example="panio bisect resume 3", see_also="panio bisect status, panio bisect start")
+    c.add_argument("id", type=positive_int, metavar="ID")
+    add_json(c)
+    for verb, summary, func in (("status", "the range, the first bad build once found, the probes' verdicts", status),
+                                ("log", "every probe: build, job, verdict and why, oldest first", log)):
+        c = command(sub, verb, summary, func=func, example=[f"panio bisect {verb}", f"panio bisect {verb} 3 --json"],
+                    see_also="panio bisect start, panio job triage")
+        c.add_argument("id", type=positive_int, nargs="?", metavar="ID", help="the bisection (default: the newest)")
+        add_json(c)
+    c = command(sub, "stop", "stop a running bisection after its current probe (resume continues it)", func=stop,
+                example="panio bisect stop 3", see_also="panio bisect resume")
+    c.add_argument("id", type=positive_int, nargs="?", metavar="ID", help="the bisection (default: the newest)")
+    add_json(c)
+
+
+def _stores():
+    from bench_agent.results.bisects import BisectStore
+    from controller import backends
+
+    return BisectStore(backends.results_url()), backends.results_store()
+
+
+def _id(args: argparse.Namespace, store) -> int:
+    from bench_agent.errors import NotConfigured
+
+    found = args.id or store.latest()
+    if found is None:
+        raise NotConfigured("no bisection yet", hint="start one: panio bisect start JOB --target T --good ...")
+    return found
+
+
+def start(args: argparse.Namespace) -> None:
+    from controller.jobs import bisect
+    from controller.lab import tomlfile
+
+    lab = load_lab(args)
+    lab.target(args.target)
+    builds = bisect.select(bisect.parse_builds(args.builds), args.good, args.bad)
+    text = tomlfile.read(args.file, "job file")
+    for b in builds:  # every build's job is checked before the first probe runs
+        job = bisect.job_for(text, str(args.file), b)
+        from controller.jobs import spec
+
+        spec.compile_steps(job)
+    store, _ = _stores()
+    bisect_id = store.create(str(args.file), text, args.target, builds, args.repeat)
+    if not args.json:
+        say(f"bisect {bisect_id}: {len(builds)} builds from {args.good} (good) to {args.bad} (bad) on "
+            f"{args.target}, {args.repeat} run(s) a build; `panio bisect resume {bisect_id}` continues it")
+    _drive(args, lab, bisect_id)
+
+
+def resume(args: argparse.Namespace) -> None:
+    from bench_agent.errors import UsageError
+
+    store, _ = _stores()
+    rec = store.get(args.id)
+    if rec["state"] == "done":
+        raise UsageError(f"bisection {args.id} is done: first bad build {rec['builds'][rec['bad']]['name']}",
+                         hint=f"panio bisect status {args.id}")
+    store.update(args.id, state="running", reason=None)
+    _drive(args, load_lab(args), args.id)
+
+
+def _drive(args: argparse.Namespace, lab, bisect_id: int) -> None:
+    from controller.jobs import bisect
+
+    store, results = _stores()
+    show = (lambda line: None) if args.json else say
+    rec = bisect.Bisection(store, results, lab, bisect_id, show).run()
+    r = bisect.report(store.get(rec["id"]))
+    if args.json:
+        print_json(r)
+        return
+    say("\n".join(_lines(r)))
+
+
+def status(args: argparse.Namespace) -> None:
+    from controller.jobs import bisect
+
+    store, _ = _stores()
+    r = bisect.report(store.get(_id(args, store)))
+    if args.json:
+        print_json(r)
+        return
+    say("\n".join(_lines(r)))
+
+
+def log(args: argparse.Namespace) -> None:
+    from controller.jobs import bisect
+
+    store, _ = _stores()
+    r = bisect.report(store.get(_id(args, store)))
+    if args.json:
+        print_json(r["probes"])
+        return
+    say("\n".join(_probe_lines(r)) or f"bisect {r['id']}: no probe yet")
+
+
+def stop(args: argparse.Namespace) -> None:
+    from bench_agent.errors import UsageError
+
+    store, _ = _stores()
+    bisect_id = _id(args, store)
+    rec = store.get(bisect_id)
+    if rec["state"] != "running":
+        raise UsageError(f"bisection {bisect_id} is {rec['state']}, not running", hint=f"panio bisect status {bisect_id}")
+    store.update(bisect_id, state="stopped", reason="stopped by `panio bisect stop`")
+    if args.json:
+        print_json({"id": bisect_id, "state": "stopped"})
+    else:
+        say(f"bisect {bisect_id}: stopped (after its current probe); `panio bisect resume {bisect_id}` continues it")
+
+
+def _lines(r: dict) -> list[str]:
+    out = [f"bisect {r['id']} on {r['target']} ({r['job_path']}): {r['state']}"
+           + (f": {r['reason']}" if r.get("reason") else "")]
+    if r["first_bad"]:
+        out.append(f"  first bad build: {r['first_bad']} (last good: {r['good']}); "
+                   f"{r['bisection_probes']} builds probed between them and the ends")
+    else:
+        out.append(f"  last good {r['good']}, first bad so far {r['bad']}; {len(r['remaining'])} builds between")
+    sig = r.get("signature")
+    if sig:
+        out.append(f"  the bad build's failure: step {sig['step']!r}: "
+                   f"{'; '.join(sig['lines']) or 'no divergent line'}")
+    return out + ["  evidence (`panio job triage JOB` for each):"] + _probe_lines(r)
+
+
+def _probe_lines(r: dict) -> list[str]:
+    return [f"    {p['build']}: job {p['job_id']} {p['verdict']}: {p['why']}" for p in r["probes"]]

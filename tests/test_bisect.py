@@ -1,0 +1,142 @@
+"""panio bisect (issue 42): the first bad build of twenty found on a simulated board in at most ⌈log2 20⌉ probes,
+still found when every board run flakes 1 in 3 for an unrelated reason (--repeat 3), and after the bisecting
+process is killed -9 (resume from the results database). A build is deployed by a lab action (its artifact names
+it) that makes the board's next boots print a line (as `panio-sim inject` does): builds 13 and later print a
+BUG line the job rejects."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+
+from conftest import PANIO
+from jobhelp import wait_for
+
+DEPLOY = """\
+import json, os, sys
+from pathlib import Path
+from bench_agent.sim import faults
+directory, board, kind = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+lines = ["BUG: unable to handle page fault at 0000dead (regression)"] if kind.startswith("bad") else []
+if kind.endswith("flaky"):  # every third deploy, whatever the build: a link that flaps, nothing to do with it
+    count = directory / "deploys"
+    n = int(count.read_text()) + 1 if count.exists() else 1
+    count.write_text(str(n))
+    if n % 3 == 0:
+        lines.append("WARNING: eth0: link flapped during boot")
+file = faults.path(directory, board)
+faults.write(file, {"boot_lines": lines}) if lines else faults.clear(file)
+"""
+
+JOB = """\
+name = "bisect-boot"
+timeout_s = 60
+[[steps]]
+name = "deploy ${build}"
+run = "panio action run ${target} ${build.flash}"
+[[steps]]
+name = "power-cycle"
+run = "panio power-cycle ${target}"
+[[steps]]
+name = "boots clean"
+run = "panio serial wait ${target} --since-step --pattern 'root@sim:~# ' --timeout-ms 20000"
+timeout_s = 30
+expect_output = '"status": "matched"'
+reject_output = "BUG:|WARNING:"
+"""
+
+FIRST_BAD = 13
+
+
+def _setup(bench, tmp_path, flaky: bool = False) -> tuple[str, str]:
+    script = tmp_path / "deploy.py"
+    script.write_text(DEPLOY)
+    for kind in ("good", "bad"):
+        mode = kind + ("-flaky" if flaky else "")
+        bench("action", "add", f"flash-{kind}", "-t", "board0",
+              "--command", f"{sys.executable} {script} {bench.dir} board0 {mode}")
+    builds = tmp_path / "builds.txt"
+    builds.write_text("# oldest first\n" + "".join(
+        f"b{i:02d} flash=flash-{'bad' if i >= FIRST_BAD else 'good'} kernel=/srv/b{i:02d}/Image\n"
+        for i in range(1, 21)))
+    job = tmp_path / "job.toml"
+    job.write_text(JOB)
+    return str(job), str(builds)
+
+
+def _start(job: str, builds: str, *more: str) -> list[str]:
+    return ["bisect", "start", job, "--target", "board0", "--good", "b01", "--bad", "b20", "--builds", builds, *more]
+
+
+def test_twenty_builds_the_thirteenth_breaks_found_in_log2_probes(panio, sim_bench, tmp_path):
+    job, builds = _setup(sim_bench, tmp_path)
+    r = panio(*_start(job, builds), "--json", timeout=600).json()
+    assert r["state"] == "done" and r["first_bad"] == f"b{FIRST_BAD}", r
+    assert r["good"] == f"b{FIRST_BAD - 1:02d}"
+    assert r["bisection_probes"] <= math.ceil(math.log2(20)), r["probes"]
+    assert r["signature"]["step"] == "boots clean"
+    assert any("BUG: unable to handle page fault" in line for line in r["signature"]["lines"]), r["signature"]
+    # each probe is an ordinary job in the results database; a verdict per run
+    verdicts = {p["build"]: p["verdict"] for p in r["probes"]}
+    assert verdicts["b01"] == "reference" and verdicts["b20"] == "bad"
+    assert all(v == "pass" for b, v in verdicts.items() if "b02" <= b < f"b{FIRST_BAD}"), verdicts
+    assert all(v == "bad" for b, v in verdicts.items() if b >= f"b{FIRST_BAD}"), verdicts
+    job_id = r["probes"][-1]["job_id"]
+    assert panio("job", "status", str(job_id), "--json").json()["id"] == job_id
+    text = panio("bisect", "status").out
+    assert f"first bad build: b{FIRST_BAD}" in text and f"job {job_id}" in text
+    assert panio("bisect", "log", str(r["id"]), "--json").json() == r["probes"]
+
+
+def test_a_flaky_board_does_not_mislead_with_repeat_3(panio, sim_bench, tmp_path):
+    job, builds = _setup(sim_bench, tmp_path, flaky=True)
+    r = panio(*_start(job, builds, "--repeat", "3"), "--json", timeout=900).json()
+    assert r["state"] == "done" and r["first_bad"] == f"b{FIRST_BAD}", r
+    unrelated = [p for p in r["probes"] if p["verdict"] == "unrelated"]
+    assert unrelated and all("WARNING: eth0: link flapped" in p["why"] for p in unrelated), r["probes"]
+    passes = [p for p in r["probes"] if p["build"] == f"b{FIRST_BAD - 1:02d}" and p["verdict"] == "pass"]
+    assert len(passes) == 3
+
+
+def test_resume_after_the_bisecting_process_is_killed(panio, sim_bench, tmp_path):
+    job, builds = _setup(sim_bench, tmp_path)
+    proc = subprocess.Popen([PANIO, *_start(job, builds)], env=panio.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        def probed() -> dict | None:
+            r = panio("bisect", "status", "--json", check=False)
+            if r.code != 0:
+                return None
+            s = r.json()
+            return s if sum(p["verdict"] in ("pass", "bad") for p in s["probes"]) >= 3 else None
+
+        before = wait_for(probed, timeout_s=300)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert before["state"] == "running"
+    r = panio("bisect", "resume", str(before["id"]), "--json", timeout=600).json()
+    assert r["state"] == "done" and r["first_bad"] == f"b{FIRST_BAD}", r
+    assert r["probes"][:len(before["probes"])] == before["probes"]  # what was judged before is kept, not run again
+    assert r["bisection_probes"] <= math.ceil(math.log2(20))
+    again = panio.fails("bisect", "resume", str(r["id"]), code=2)
+    assert "is done" in again.error["message"]
+
+
+def test_bad_input_is_one_line_and_nothing_starts(panio, sim_bench, tmp_path):
+    job, builds = _setup(sim_bench, tmp_path)
+    r = panio.fails("bisect", "start", job, "--target", "board0", "--good", "b20", "--bad", "b01",
+                    "--builds", builds, code=2)
+    assert "must come before" in r.error["message"]
+    r = panio.fails("bisect", "start", job, "--target", "board0", "--good", "b01", "--bad", "nope",
+                    "--builds", builds, code=2)
+    assert "'nope' is not in the builds list" in r.error["message"]
+    bad = tmp_path / "nokernel.toml"
+    bad.write_text(JOB.replace("${build.flash}", "${build.dtb}"))
+    r = panio.fails(*_start(str(bad), builds), code=2)
+    assert "has no artifact 'dtb'" in r.error["message"]
+    assert json.loads(panio("bisect", "status", check=False).err.splitlines()[-1])["error"] == "not_configured"
