@@ -333,3 +333,10 @@ def test_discover_and_configure_name_the_attached_devices(tablets):
 def test_power_state_reads_adb_get_state(tablets):
     panio, _ = tablets
     assert panio("power-state", "small").out.strip() == "Power ON (small)"
+
+
+def test_serial_connect_pipes_through_the_adb_shell(tablets):
+    panio, _ = tablets
+    panio("serial", "stop", "small", check=False)  # connect holds the shell alone, as it holds a UART
+    r = panio("serial", "connect", "small", input="echo piped-through\r", timeout=30)
+    assert "\npiped-through" in r.out.replace("\r", "")
