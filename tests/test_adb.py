@@ -340,3 +340,23 @@ def test_serial_connect_pipes_through_the_adb_shell(tablets):
     panio("serial", "stop", "small", check=False)  # connect holds the shell alone, as it holds a UART
     r = panio("serial", "connect", "small", input="echo piped-through\r", timeout=30)
     assert "\npiped-through" in r.out.replace("\r", "")
+
+
+def test_logcat_is_captured_beside_the_shell(tablets, tmp_path):
+    panio0, devs = tablets
+    panio = Panio(tmp_path)
+    panio.env["ANDROID_ADB_SERVER_PORT"] = panio0.env["ANDROID_ADB_SERVER_PORT"]
+    serial = devs["small"]["serial"]
+    panio.lab.write_text(f'[targets.cat]\nadb = {{serial = "{serial}"}}\n\n'
+                         f'[[targets.cat.serial]]\nname = "console"\ndevice = "adb://{serial}"\n\n'
+                         f'[[targets.cat.serial]]\nname = "logcat"\ndevice = "adb://{serial}?stream=logcat"\n')
+    panio("serial", "stop", "small", check=False)
+    panio("serial", "watch", "cat")
+    try:
+        wait_for(lambda: "boot" in panio("serial", "log", "cat", "-i", "logcat").out, what="logcat's first line")
+        panio("hid", "send", "cat", "type", "seen-in-logcat")
+        wait_for(lambda: "seen-in-logcat" in panio("serial", "log", "cat", "-i", "logcat").out, what="the event")
+        r = panio.fails("serial", "send", "cat", "-i", "logcat", "x", code=12)
+        assert "logcat takes no input" in r.err
+    finally:
+        panio("serial", "stop", "cat", check=False)

@@ -12,7 +12,7 @@ phone on Wi-Fi debugging.
 
 Services: ``shell:`` (an interactive shell: echoes the line, answers, prints a
 prompt), ``shell:CMD`` and ``exec:CMD`` (one command), ``reboot:``. Commands:
-echo, uname, getprop, setprop, id, true, false, sleep, wm size, input
+echo, uname, getprop, setprop, id, true, false, sleep, logcat (streams the input events), wm size, input
 (text/keyevent/tap/swipe, recorded as JSON lines in ``events.jsonl`` of the
 state dir and drawn on the screen), screencap -p (a PNG of the screen, text
 large enough for OCR), reboot, exit. Faults for tests: ``setprop
@@ -350,6 +350,19 @@ class Shell:
         deadline = time.monotonic() + float(args[0] if args else 1)
         while time.monotonic() < deadline and not self.stream.closed.is_set():
             time.sleep(0.02)
+        return b""
+
+    def cmd_logcat(self, args: list[str]) -> bytes:
+        """The boot's log lines, then each input event as it is recorded, until the host closes the stream."""
+        stamp = time.strftime("%m-%d %H:%M:%S.000")
+        self.stream.write(f"{stamp}  1000  1000 I panio_sim: boot {self.dev.boots} completed\n".encode())
+        seen = len(self.dev.events.read_text().splitlines()) if self.dev.events.exists() else 0
+        while not self.stream.closed.wait(0.05):
+            lines = self.dev.events.read_text().splitlines() if self.dev.events.exists() else []
+            for line in lines[seen:]:
+                self.stream.write(f"{time.strftime('%m-%d %H:%M:%S.000')}  1000  1000 I InputDispatcher: "
+                                  f"{line}\n".encode())
+            seen = len(lines)
         return b""
 
     def cmd_wm(self, args: list[str]) -> bytes:
