@@ -66,3 +66,16 @@ class Client:
 
     def csrf(self, path: str) -> str:
         return re.search(r'name="csrf" content="([0-9a-f]+)"', self.get(path)[2]).group(1)
+
+
+def tokened(env: dict, log: Path, operator: str, reader: str) -> DashboardProc:
+    """A dashboard that signs in an operator with one token and a reader with the other."""
+    return DashboardProc({**env, "PANIO_DASHBOARD_TOKEN": operator, "PANIO_DASHBOARD_READ_TOKEN": reader}, log)
+
+
+def signed_in(d: DashboardProc, token: str) -> Client:
+    """A client signed in with ``token`` (the login answers 303 to the dashboard's front page)."""
+    c = Client(d.url)
+    status, headers, _ = c.post("/login", {"token": token})
+    assert status == 303 and headers["location"] == "/"
+    return c

@@ -17,7 +17,7 @@ import pytest
 from bench_agent.errors import Refused
 from bench_agent.leases.redis_store import RETRY_S
 from conftest import PANIO, Panio
-from dashhelp import Client, DashboardProc
+from dashhelp import Client, DashboardProc, signed_in, tokened
 from jobhelp import job_file
 from peerhelp import Workers
 
@@ -58,17 +58,10 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def dashboard(lab, tmp_path_factory):
-    env = {**lab.env, "PANIO_DASHBOARD_TOKEN": OP, "PANIO_DASHBOARD_READ_TOKEN": READ}
-    d = DashboardProc(env, tmp_path_factory.mktemp("dash") / "dashboard.log")
+    d = tokened(lab.env, tmp_path_factory.mktemp("dash") / "dashboard.log", OP, READ)
     yield d
     d.stop()
 
-
-def signed_in(d: DashboardProc, token: str) -> Client:
-    c = Client(d.url)
-    status, headers, _ = c.post("/login", {"token": token})
-    assert status == 303 and headers["location"] == "/"
-    return c
 
 
 def test_nothing_without_a_token_and_a_wrong_one_is_refused(dashboard):

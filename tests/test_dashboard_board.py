@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from conftest import Panio
-from dashhelp import Client, DashboardProc
+from dashhelp import Client, signed_in, tokened
 from jobhelp import job_file
 
 OP, READ = "op-" + uuid.uuid4().hex, "rd-" + uuid.uuid4().hex
@@ -39,17 +39,10 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def dashboard(lab, tmp_path_factory):
-    env = {**lab.env, "PANIO_DASHBOARD_TOKEN": OP, "PANIO_DASHBOARD_READ_TOKEN": READ}
-    d = DashboardProc(env, tmp_path_factory.mktemp("dash") / "dashboard.log")
+    d = tokened(lab.env, tmp_path_factory.mktemp("dash") / "dashboard.log", OP, READ)
     yield d
     d.stop()
 
-
-def signed_in(d: DashboardProc, token: str) -> Client:
-    c = Client(d.url)
-    status, _, _ = c.post("/login", {"token": token})
-    assert status == 303
-    return c
 
 
 def test_a_board_page_shows_its_jobs_rate_last_good_health_trend_and_suite_runs(dashboard):
