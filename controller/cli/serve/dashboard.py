@@ -75,6 +75,30 @@ def _serve(args: argparse.Namespace, auth, sock) -> None:
     import sys
 
     sys.stdout.flush()
-    config = uvicorn.Config(build(lambda: load_lab(args), auth), log_level="warning", access_log=False,
-                            lifespan="off")
+    config = uvicorn.Config(build(_LabWhileUnchanged(args, load_lab), auth), log_level="warning",
+                            access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
+
+
+class _LabWhileUnchanged:
+    """The lab, loaded again only when its file changed (its inode, size or time of change): every API call and
+    page asks for it, and a 10,000-board lab costs 30 ms of CPU to load even from its kept parse, more than the
+    rest of a job's submission (docs/scale.md, "The controller under load")."""
+
+    def __init__(self, args: argparse.Namespace, load) -> None:
+        import threading
+
+        self.args, self.load, self.lock, self.last = args, load, threading.Lock(), (None, None)
+
+    def __call__(self):
+        import os
+
+        try:
+            st = os.stat(self.args.lab_path)
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError:
+            stamp = None  # gone: ``load`` says so
+        with self.lock:
+            if stamp is None or self.last[0] != stamp:
+                self.last = (stamp, self.load(self.args))
+            return self.last[1]
