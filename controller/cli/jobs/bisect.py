@@ -166,7 +166,7 @@ def _lines(r: dict) -> list[str]:
            + (f": {r['reason']}" if r.get("reason") else "")]
     if r["first_bad"]:
         out.append(f"  first bad build: {r['first_bad']} (last good: {r['good']}); "
-                   f"{r['bisection_probes']} builds probed between them and the ends")
+                   f"{r['bisection_probes']} builds probed besides the good and bad ones")
     else:
         out.append(f"  last good {r['good']}, first bad so far {r['bad']}; {len(r['remaining'])} builds between")
     sig = r.get("signature")
