@@ -284,6 +284,8 @@ STATE_CLAIM = r"\b(?:is|are|'s|was|were|powered|currently|now|still|stays|remain
 NEGATION = re.compile(r"\b(?:not|no|never|none|neither|nor|without|missing|absent|cannot)\b|n't\b", re.I)
 PRESENT = re.compile(r"\b(?:present|found|plugged\s+in|connected|detected|attached|available|ok)\b", re.I)
 CONSISTENT = re.compile(r"\b(?:consistent|matches|match|matching|in\s+sync|agrees?|lines\s+up)\b", re.I)
+# a clause that says what a command checks, or what will be, claims nothing about what it printed
+UNASSERTED = re.compile(r"\b(?:whether|if|checks|verif(?:y|ies)|would|will|should|once|until|unless|when|expect)\b", re.I)
 EVERY = re.compile(r"\b(?:every|all|both|each|everything)\b", re.I)
 DOCTOR_LINE = re.compile(r"^\s*([A-Z]{2,})\s+(\w+)\s+(\S+)\s+(.*)$")
 CLAUSE = re.compile(r"[.;:!?](?=\s|$)|,\s|\n\s*\n|\s[—–]\s")
@@ -379,7 +381,7 @@ def _state_claims(ran: list[Command], prose: str) -> list[str]:
 def _claims(prose: str, pattern: str) -> bool:
     for m in re.finditer(pattern, prose, re.I):
         left = max([0, *[x.end() for x in CLAUSE.finditer(prose[:m.start()])]])
-        if not NEGATION.search(prose[left:m.end()]):
+        if not NEGATION.search(prose[left:m.end()]) and not UNASSERTED.search(prose[left:m.end()]):
             return True
     return False
 
@@ -395,7 +397,7 @@ def _report_claims(ran: list[Command], prose: str) -> list[str]:
         return []
     out = []
     for clause in CLAUSE.split(prose):
-        if NEGATION.search(clause):
+        if NEGATION.search(clause) or UNASSERTED.search(clause):
             continue
         low = clause.lower()
         if PRESENT.search(clause):

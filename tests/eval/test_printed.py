@@ -34,6 +34,8 @@ def test_the_later_adversarial_batches_have_no_false_pass_and_kappa_at_least_0_9
     ("```\npanio doctor pico\n```\nThe serial console is present; only the video device is missing.", "fail"),
     ("```\npanio doctor pico\n```\nNo: doctor reports the serial console and the video device missing on this host.",
      "pass"),
+    ("```\npanio doctor pico\n```\ndoctor checks whether every configured device is present. Here: serial console and "
+     "video device MISSING, so no.", "pass"),
 ])
 def test_a_doctor_report_s_missing_read_as_present_fails_in_a_replay(panio_eval, tmp_path, text, verdict):
     """C8 (t1): the replay runs doctor on the fixture lab, whose devices are absent; an answer calling them
