@@ -141,6 +141,9 @@ def test_video_hid_adb_and_show_accept_positional_or_t(pico):
     assert pico("hid", "show", "-t", "pico", "--json").json()["protocol"] == "ch9329"
     assert "ABC123" in pico("adb", "show", "pico").out
     pico("video", "rm", "-t", "pico")
+    # the adb table implies the screen (docs/adb.md) until the lab names its own or the adb table goes
+    assert pico("video", "show", "pico", "--json").json()["device"] == "adb:ABC123"
+    pico("adb", "rm", "-t", "pico")
     pico.fails("video", "show", "pico", code=3)
 
 

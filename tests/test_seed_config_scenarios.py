@@ -52,7 +52,8 @@ def test_c4_inspect_the_lab(pico):
     out = pico("config", "show").out
     assert "pico" in out and "tablet" in out and "ABC123" in out and "en7" in out and "/dev/ttyUSB0" in out
     rows = {t["name"]: t["channels"] for t in pico("target", "list", "--json").json()}
-    assert rows == {"pico": ["serial", "netboot"], "tablet": ["adb"]}
+    # an adb table brings its console, screen and input (docs/adb.md)
+    assert rows == {"pico": ["serial", "netboot"], "tablet": ["serial", "video", "hid", "adb"]}
 
 
 def test_c5_drop_one_channel_keep_the_target(pico):
