@@ -23,7 +23,9 @@ A ``[hardware.sim]`` table shapes the simulated bench for one scenario: ``boot_s
 ``boards``, ``qemu = true`` (add the QEMU board ``qemu0``, a real kernel), ``netboot =
 true`` (that board boots over the network from panio's TFTP server), and ``target``
 (which of the bench's boards the job drives; default ``board0``, or ``qemu0`` when the
-bench has no simulated board).
+bench has no simulated board), ``android = true`` (add ``tablet0``, the simulated Android
+device, reached through Debian's adb on a private adb server port of the run's own; the
+target when the bench has no simulated board).
 
 Pending until panio has ``job run`` and the ``panio-sim`` executable exists.
 """
@@ -188,7 +190,7 @@ def job_toml(sc: Scenario, profile: dict | None = None, own_bench: bool = True, 
 # panio's simulated board as ``panio-sim up`` describes it (bench_agent.sim.board.SimBoard.profile)
 SIM_PROFILE = {"prompt": "root@sim:~# ", "screen_text": "(?i)simulated board", "setup_key": ["ENTER", "F2"],
                "setup_cue": "Hit any key", "setup_text": "Setup Utility"}
-SIM_DEFAULTS = {"boards": 1, "boot_s": 0.3, "countdown_s": 0.3, "qemu": False, "netboot": False}
+SIM_DEFAULTS = {"boards": 1, "boot_s": 0.3, "countdown_s": 0.3, "qemu": False, "netboot": False, "android": False}
 
 
 def sim_args(sc: Scenario) -> tuple[list[str], str]:
@@ -203,7 +205,9 @@ def sim_args(sc: Scenario) -> tuple[list[str], str]:
         argv.append("--qemu")
     if sim["netboot"]:
         argv.append("--qemu-netboot")
-    default = "board0" if int(sim["boards"]) > 0 else "qemu0"
+    if sim["android"]:
+        argv.append("--android")
+    default = "board0" if int(sim["boards"]) > 0 else "tablet0" if sim["android"] else "qemu0"
     return argv, str(sim.get("target", default))
 
 
@@ -219,7 +223,35 @@ def missing(guard: Guard, real_bench: bool, sc: Scenario | None = None) -> list[
     sim = ((sc.hardware or {}).get("sim", {}) if sc else {})
     if not real_bench and (sim.get("qemu") or sim.get("netboot")) and shutil.which("qemu-system-x86_64") is None:
         out.append("qemu-system-x86 (scripts/system-deps.sh installs it)")
+    if not real_bench and sim.get("android") and shutil.which("adb") is None:
+        out.append("adb (scripts/system-deps.sh installs it)")
     return out
+
+
+def connect_androids(sim: str, env: dict) -> None:
+    """`adb connect` the bench's simulated Android devices on this run's adb server."""
+    r = subprocess.run([sim, "status", "--json"], env=env, capture_output=True, text=True, timeout=30)
+    try:
+        boards = json.loads(r.stdout) if r.returncode == 0 else []
+    except ValueError:
+        boards = []
+    for b in boards if isinstance(boards, list) else boards.get("boards", []):
+        if isinstance(b, dict) and b.get("kind") == "android":
+            subprocess.run(["adb", "connect", b["serial"]], env=env, capture_output=True, timeout=30)
+
+
+def private_adb_server(env: dict) -> int | None:
+    """Start an adb server on a free loopback port for this run (its port in ``env``); None if it would not."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = subprocess.run(["adb", "-P", str(port), "start-server"], env=env, capture_output=True, timeout=60)
+    if r.returncode != 0:
+        return None
+    env["ANDROID_ADB_SERVER_PORT"] = str(port)
+    return port
 
 
 def no_form(sc: Scenario) -> str:
@@ -267,14 +299,19 @@ def run(sc: Scenario, root: Path, guard: Guard, lab: Path | None = None, target:
     sim = sim_exe() if own else None
     before: set[str] = set()
     ran = False  # the job started: on an operator's bench, what it started is stopped after it
+    adb_port = None
     try:
         if sim:
             argv, target = sim_args(sc)
+            if "--android" in argv and (adb_port := private_adb_server(env)) is None:
+                return HwResult(sc.id, "fail", ["could not start a private adb server"])
             up = subprocess.run([sim, "up", *argv], env=env, capture_output=True, text=True, timeout=180)
             if up.returncode != 0:
                 return HwResult(sc.id, "fail", [f"panio-sim up exited {up.returncode}: {up.stderr.strip()}"])
             lab = Path(subprocess.run([sim, "status", "--lab"], env=env, capture_output=True, text=True,
                                       timeout=30).stdout.strip())
+            if adb_port is not None:  # as a lab's host has its devices attached before a job runs
+                connect_androids(sim, env)
         if lab is None or target is None:
             return HwResult(sc.id, "fail", ["no bench: give --lab and --target, or install panio-sim"])
         table, err = target_table(lab, target, env)
@@ -305,6 +342,8 @@ def run(sc: Scenario, root: Path, guard: Guard, lab: Path | None = None, target:
             _end_leftovers(root / "state")
             if sim:
                 subprocess.run([sim, "down"], env=env, capture_output=True, timeout=60)
+            if adb_port is not None:
+                subprocess.run(["adb", "-P", str(adb_port), "kill-server"], env=env, capture_output=True, timeout=60)
         elif ran and lab is not None and target is not None:
             # the operator's daemons stay as they were: stop only what this run started
             for kind in sorted(running(lab, target, env) - before):

@@ -413,8 +413,8 @@ def run(argv: list[str]) -> int:
     else:
         directory = default_dir().resolve() if args.verb == "up" else find_bench()
     if args.verb == "up":
-        if not (0 if args.qemu else 1) <= args.boards <= 16:
-            raise UsageError(f"--boards must be 1..16 (0..16 with --qemu), not {args.boards}")
+        if not (0 if args.qemu or args.android else 1) <= args.boards <= 16:
+            raise UsageError(f"--boards must be 1..16 (0..16 with --qemu or --android), not {args.boards}")
         if args.qemu_netboot and not args.qemu:
             raise UsageError("--qemu-netboot needs --qemu")
         look = (["--prompt", args.prompt] if args.prompt else []) + (["--banner", args.banner] if args.banner else [])

@@ -74,7 +74,7 @@ def test_a_failed_hardware_job_leaves_no_capture_daemon_behind(tmp_path):
 def test_every_hardware_job_is_accepted_by_panio_job_check(tmp_path, eval_env):
     """Each step is a runtime command a job may run (a lab edit or `panio skill` would be refused)."""
     lab = tmp_path / "lab.toml"
-    lab.write_text('[targets.board0]\n[targets.qemu0]\n')
+    lab.write_text('[targets.board0]\n[targets.qemu0]\n[targets.tablet0]\n')
     # another board's look, with regex characters that must reach `--pattern` as one word
     zeta = {"prompt": "zeta (v2)> ", "screen_text": "Zeta $board", "setup_key": ["ctrl+alt+del", "F10"],
             "setup_cue": "Press <F10>", "setup_text": "BIOS [Setup]"}
