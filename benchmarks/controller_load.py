@@ -397,6 +397,8 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    # stopped from outside (a CI timeout, kill): still stop the controller's processes and drop the database
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     r = run(args)
     if not args.json:
         print(f"  {r['boards']} boards on {r['hosts']} hosts ({r['sim_processes']} processes), a job a board every "
