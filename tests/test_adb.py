@@ -223,12 +223,9 @@ def test_mcp_tools_drive_an_adb_target(tablets):
     assert events(devs["small"])[before:] == [{"type": "text", "text": "via mcp"}, {"type": "tap", "x": 719, "y": 0}]
 
 
-def test_a_job_drives_the_tablet_end_to_end(tablets, tmp_path):
-    """The local road (in-process worker, a lease on the target): the console, input, the screen showing it, a
-    reboot through the power hook and the screen back after it."""
-    panio, devs = tablets
-    job = tmp_path / "tablet.toml"
-    job.write_text("""name = "tablet"
+def job_head(name: str) -> str:
+    """A tablet job's name and its first steps: the console captured, then read through the kept shell."""
+    return f"""name = "{name}"
 target = "tab"
 timeout_s = 120
 
@@ -241,7 +238,15 @@ name = "model"
 run = "panio serial transact tab 'getprop ro.product.model' --until 'Panio[S]im' --timeout-ms 10000"
 timeout_s = 20
 expect_output = "PanioSim"
+"""
 
+
+def test_a_job_drives_the_tablet_end_to_end(tablets, tmp_path):
+    """The local road (in-process worker, a lease on the target): the console, input, the screen showing it, a
+    reboot through the power hook and the screen back after it."""
+    panio, devs = tablets
+    job = tmp_path / "tablet.toml"
+    job.write_text(job_head("tablet") + """
 [[steps]]
 name = "type"
 run = "panio hid send tab type from-a-job"
@@ -284,20 +289,7 @@ def test_a_job_drives_the_tablet_over_the_celery_road(tablets, tmp_path):
     panio("target", "add", "tab", "--host", "bench1")
     panio("adb", "set", "-t", "tab", "--serial", devs["tab"]["serial"])
     job = tmp_path / "celery.toml"
-    job.write_text("""name = "tablet-celery"
-target = "tab"
-timeout_s = 120
-
-[[steps]]
-name = "capture"
-run = "panio serial watch tab"
-
-[[steps]]
-name = "model"
-run = "panio serial transact tab 'getprop ro.product.model' --until 'Panio[S]im' --timeout-ms 10000"
-timeout_s = 20
-expect_output = "PanioSim"
-
+    job.write_text(job_head("tablet-celery") + """
 [[steps]]
 name = "screen"
 run = "panio video watch tab"

@@ -44,7 +44,6 @@ def dashboard(lab, tmp_path_factory):
     d.stop()
 
 
-
 def test_a_board_page_shows_its_jobs_rate_last_good_health_trend_and_suite_runs(dashboard):
     c = signed_in(dashboard, READ)
     assert '<a href="/targets/pico">pico</a>' in c.get("/")[2]
