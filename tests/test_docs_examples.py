@@ -30,11 +30,30 @@ def examples(path: Path) -> list[str]:
             line = line.strip().removeprefix("$ ")
             if not line.startswith("panio "):  # output ("panio: error ..."), other programs
                 continue
-            line = re.split(r"\s+#", line)[0]
-            for part in line.split(";"):
-                part = part.split(" | ")[0].strip()
+            for part in commands(line):
                 if part.startswith("panio ") and "..." not in part and "…" not in part:
                     out.append(part)
+    return out
+
+
+def commands(line: str) -> list[str]:
+    """The commands of a shell line: split at `;` and `|` and cut at a `#` comment, each outside quotes
+    (a hook's quoted pipeline is one argument), so `a "x | y"; b | c  # note` is ``['a "x | y"', 'b']``."""
+    out, start, quote, piped = [], 0, "", False
+    for i, ch in enumerate(line + ";"):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+            line = line[:i]
+            ch = ";"
+        if not quote and ch in ";|":
+            if not piped:
+                out.append(line[start:i].strip())
+            piped, start = ch == "|", i + 1
+            if i >= len(line):
+                break
     return out
 
 
