@@ -1,8 +1,9 @@
 """panio bisect (issue 42): the first bad build of twenty found on a simulated board in at most ⌈log2 20⌉ probes,
 still found when every board run flakes 1 in 3 for an unrelated reason (--repeat 3), and after the bisecting
-process is killed -9 (resume from the results database). A build is deployed by a lab action (its artifact names
-it) that makes the board's next boots print a line (as `panio-sim inject` does): builds 13 and later print a
-BUG line the job rejects."""
+process is killed -9 (resume from the results database); with --tag on three boards, probes side by side and a
+board that goes bad replaced by another. A build is deployed by a lab action (its artifact names it) that makes
+the board's next boots print a line (as `panio-sim inject` does): builds 13 and later print a BUG line the job
+rejects."""
 
 from __future__ import annotations
 
@@ -15,12 +16,17 @@ import sys
 
 from conftest import PANIO
 from jobhelp import wait_for
+from simbench import sim_bench
 
 DEPLOY = """\
-import json, os, sys
+import json, os, subprocess, sys
 from pathlib import Path
 from bench_agent.sim import faults
 directory, board, kind = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+if len(sys.argv) > 4 and not (directory / f"{board}.broke").exists():  # this board goes bad: its next job is held
+    (directory / f"{board}.broke").write_text("")
+    subprocess.run([sys.argv[4], "target", "health", board, "--set", "bad", "--reason", "its SD card died"],
+                   check=True, capture_output=True)
 lines = ["BUG: unable to handle page fault at 0000dead (regression)"] if kind.startswith("bad") else []
 if kind.endswith("flaky"):  # every third deploy, whatever the build: a link that flaps, nothing to do with it
     count = directory / "deploys"
@@ -52,13 +58,16 @@ reject_output = "BUG:|WARNING:"
 FIRST_BAD = 13
 
 
-def _setup(bench, tmp_path, flaky: bool = False) -> tuple[str, str]:
+def _setup(bench, tmp_path, flaky: bool = False, boards: int = 1, breaks: str = "") -> tuple[str, str]:
+    """The deploy actions of ``boards`` boards (``breaks``: the board whose first deploy sets its own health bad),
+    the builds list and the job file."""
     script = tmp_path / "deploy.py"
     script.write_text(DEPLOY)
     for kind in ("good", "bad"):
         mode = kind + ("-flaky" if flaky else "")
-        bench("action", "add", f"flash-{kind}", "-t", "board0",
-              "--command", f"{sys.executable} {script} {bench.dir} board0 {mode}")
+        for board in (f"board{n}" for n in range(boards)):
+            bench("action", "add", f"flash-{kind}", "-t", board, "--command",
+                  f"{sys.executable} {script} {bench.dir} {board} {mode}" + (f" {PANIO}" if board == breaks else ""))
     builds = tmp_path / "builds.txt"
     builds.write_text("# oldest first\n" + "".join(
         f"b{i:02d} flash=flash-{'bad' if i >= FIRST_BAD else 'good'} kernel=/srv/b{i:02d}/Image\n"
@@ -140,3 +149,33 @@ def test_bad_input_is_one_line_and_nothing_starts(panio, sim_bench, tmp_path):
     r = panio.fails(*_start(str(bad), builds), code=2)
     assert "has no artifact 'dtb'" in r.error["message"]
     assert json.loads(panio("bisect", "status", check=False).err.splitlines()[-1])["error"] == "not_configured"
+
+
+def test_a_tag_probes_side_by_side_and_a_board_gone_bad_is_replaced(panio, tmp_path):
+    """Three boards of tag sim; board1's first deploy sets its health bad (its SD card died): its next probe is
+    held by the health gate (inconclusive), run again on another board, and board1 takes no more probes."""
+    boards = ("board0", "board1", "board2")
+    with sim_bench(panio, tmp_path / "sim", boards=3, booted=True, watch=boards) as bench:
+        job, builds = _setup(bench, tmp_path, boards=3, breaks="board1")
+        r = panio("bisect", "start", job, "--tag", "sim", "--good", "b01", "--bad", "b20", "--builds", builds,
+                  "--json", timeout=600).json()
+        assert r["state"] == "done" and r["first_bad"] == f"b{FIRST_BAD}", r
+        assert r["tag"] == "sim" and r["target"] is None and not r["running"]
+        probes = r["probes"]
+        assert {p["target"] for p in probes} == set(boards), probes
+        held = [i for i, p in enumerate(probes) if p["verdict"] == "inconclusive"]
+        assert held, probes
+        first = probes[held[0]]
+        assert first["target"] == "board1" and "bad" in first["why"] and "another board" in first["why"], first
+        # the held run is made again on another board and judged there; board1 takes nothing after it
+        assert any(p["build"] == first["build"] and p["target"] != "board1" and p["verdict"] in ("pass", "bad")
+                   for p in probes[held[0] + 1:]), probes
+        assert all(p["target"] != "board1" for p in probes[held[0] + 1:]), probes
+        assert all(p["target"] == "board1" for p in (probes[i] for i in held)), probes
+        # side by side: some probe jobs of the search ran at the same time on different boards
+        jobs = [panio("job", "status", str(p["job_id"]), "--json").json() for p in probes
+                if p["verdict"] != "inconclusive"]
+        spans = sorted((j["started_at"], j["finished_at"]) for j in jobs)
+        assert any(b[0] < a[1] for a, b in zip(spans, spans[1:])), spans
+        text = panio("bisect", "status", str(r["id"])).out
+        assert "on tag sim" in text and "on board1 inconclusive" in text, text

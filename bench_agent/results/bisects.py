@@ -27,15 +27,28 @@ class BisectStore:
         self.md, self.bisects, self.probes = bisect_tables()
         with _LOCK:
             if url not in _CREATED:
-                create_tables(self.engine, self.md)
+                create_tables(self.engine, self.md, then=self._add_columns)
                 _CREATED.add(url)
 
-    def create(self, job_path: str, job_text: str, target: str, builds: list[dict], repeat: int) -> int:
+    def _add_columns(self, conn) -> None:
+        """The columns a database made by an earlier panio lacks (all nullable: ``tag``, a probe's ``target``)."""
+        import sqlalchemy as sa
+
+        inspector = sa.inspect(conn)
+        for table in (self.bisects, self.probes):
+            have = {c["name"] for c in inspector.get_columns(table.name)}
+            for col in table.columns:
+                if col.name not in have:
+                    kind = col.type.compile(dialect=self.engine.dialect)
+                    conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {col.name} {kind}"))
+
+    def create(self, job_path: str, job_text: str, target: str | None, builds: list[dict], repeat: int,
+               tag: str | None = None) -> int:
         now = time.time()
         with self.engine.begin() as c:
             r = c.execute(self.bisects.insert().values(
-                job_path=job_path, job_text=job_text, target=target, builds=json.dumps(builds), repeat=repeat,
-                state="running", good=0, bad=len(builds) - 1, created_at=now, updated_at=now))
+                job_path=job_path, job_text=job_text, target=target, tag=tag, builds=json.dumps(builds),
+                repeat=repeat, state="running", good=0, bad=len(builds) - 1, created_at=now, updated_at=now))
             return int(r.inserted_primary_key[0])
 
     def get(self, bisect_id: int) -> dict[str, Any]:
@@ -62,8 +75,20 @@ class BisectStore:
             c.execute(self.bisects.update().where(self.bisects.c.id == bisect_id)
                       .values(updated_at=time.time(), **values))
 
-    def add_probe(self, bisect_id: int, build: int, job_id: int, verdict: str, why: str) -> None:
+    def add_probe(self, bisect_id: int, build: int, job_id: int, verdict: str, why: str,
+                  target: str | None = None) -> int:
+        """A probe of ``build``: ``verdict`` "running" when its job starts (judged later: ``judge``)."""
         with self.engine.begin() as c:
-            c.execute(self.probes.insert().values(bisect_id=bisect_id, build=build, job_id=job_id, verdict=verdict,
-                                                  why=why, at=time.time()))
+            r = c.execute(self.probes.insert().values(bisect_id=bisect_id, build=build, job_id=job_id,
+                                                      verdict=verdict, why=why, at=time.time(), target=target))
             c.execute(self.bisects.update().where(self.bisects.c.id == bisect_id).values(updated_at=time.time()))
+            return int(r.inserted_primary_key[0])
+
+    def judge(self, probe_id: int, verdict: str, why: str) -> None:
+        """A probe's verdict (or its reason said again, once the bad build's failure is known)."""
+        with self.engine.begin() as c:
+            c.execute(self.probes.update().where(self.probes.c.id == probe_id)
+                      .values(verdict=verdict, why=why, at=time.time()))
+            of = self.probes.select().with_only_columns(self.probes.c.bisect_id).where(self.probes.c.id == probe_id)
+            c.execute(self.bisects.update().where(self.bisects.c.id == of.scalar_subquery())
+                      .values(updated_at=time.time()))

@@ -405,7 +405,8 @@ def bisect_tables():
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("job_path", sa.Text, nullable=False),
         sa.Column("job_text", sa.Text, nullable=False),  # the job file as started (a later edit does not count)
-        sa.Column("target", sa.String(64), nullable=False),
+        sa.Column("target", sa.String(64)),  # the board every probe runs on; None: any board of ``tag``
+        sa.Column("tag", sa.String(64)),  # probes in parallel on the boards carrying this tag (``--tag``)
         sa.Column("builds", sa.Text, nullable=False),  # JSON: [{name, artifacts}], good first, bad last
         sa.Column("repeat", sa.Integer, nullable=False),
         sa.Column("state", sa.String(16), nullable=False),  # running | done | stopped | failed
@@ -423,8 +424,11 @@ def bisect_tables():
         sa.Column("bisect_id", sa.Integer, nullable=False, index=True),
         sa.Column("build", sa.Integer, nullable=False),  # index in builds
         sa.Column("job_id", sa.Integer, nullable=False),
-        sa.Column("verdict", sa.String(16), nullable=False),  # pass | bad | unrelated | inconclusive
+        # running (its job not judged yet: a resumed bisection settles it) | reference | pass | bad | unrelated |
+        # inconclusive
+        sa.Column("verdict", sa.String(16), nullable=False),
         sa.Column("why", sa.Text, nullable=False),
-        sa.Column("at", sa.Float, nullable=False),
+        sa.Column("at", sa.Float, nullable=False),  # when it started, then when it was judged
+        sa.Column("target", sa.String(64)),  # the board it ran on
     )
     return md, bisects, probes

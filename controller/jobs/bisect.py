@@ -2,13 +2,15 @@
 
 A build is a name and its artifacts (``name kernel=URL rootfs=PATH``); a probe is the job file with
 ``${build.ARTIFACT}`` (and ``${build}``: the name) replaced by that build's, run as an ordinary job
-(``local.run_prepared``: lease, health, results). First the good build is run until it passes once (the
-*reference*: what each failure is compared with), then the bad build ``repeat`` times: its failure (the failing
-step and the first lines that diverge from the reference, ``bench_agent.triage.signature``) is *the* failure.
-Then a binary search: a build is bad as soon as one run fails with that failure, good when ``repeat`` runs
-passed; a run the lab failed (incomplete, canceled, timed out) or that failed some other way is not counted
-and is run again, at most ``retries`` times a build. Every verdict and decision is written to the results
-database before the next probe, so ``resume`` continues where a killed process stopped.
+(lease, health, results) on ``--target`` or on the boards of ``--tag``, side by side. First the good build
+is run until it passes once (the *reference*: what each failure is compared with), and the bad build
+``repeat`` times: its failure (the failing step and the first lines that diverge from the reference,
+``bench_agent.triage.signature``) is *the* failure. Then a search in rounds (a binary search on one board, a
+split in ``m + 1`` parts on several): a build is bad as soon as one run fails with that failure, good when
+``repeat`` runs passed; a run the lab failed (incomplete, canceled, timed out) or that failed some other way is
+not counted and is run again (on another board), at most ``retries`` times a build. Each probe is recorded
+when its job is made (``running``) and judged when it ends, so ``resume`` continues where a killed process
+stopped.
 """
 
 from __future__ import annotations
@@ -121,27 +123,40 @@ def job_for(text: str, path: str, build: dict) -> dict:
 
 
 class Bisection:
-    """One bisection, driven from its record (``BisectStore``); ``show(line)`` hears its progress."""
+    """One bisection, driven from its record (``BisectStore``); ``show(line)`` hears its progress.
+
+    Its boards are ``--target`` or every board of ``--tag``. Work goes in *rounds*: each round probes some builds
+    of the range, their runs side by side on the free boards (``picks``), and the range narrows as each build
+    is decided (a build found bad above another found bad, or good below another found good, is dropped
+    unprobed). A run whose board went bad (inconclusive) is run again on another board, and that board takes
+    no more runs until its health is no longer bad or maintenance."""
 
     def __init__(self, store, results, lab, bisect_id: int, show: Callable[[str], None],
                  retries: int | None = None) -> None:
+        from bench_agent.jobs.reconcile import Heartbeat
+        from bench_agent.leases.base import holder_name
+
         self.store, self.results, self.lab, self.id, self.show = store, results, lab, bisect_id, show
         self.rec = store.get(bisect_id)
         self.retries = retries if retries is not None else 2 * self.rec["repeat"] + 2
+        self.boards = boards(lab, self.rec)
+        self.me = holder_name("panio bisect")
+        self.heartbeat = Heartbeat(results)
+        self.benched: set[str] = set()  # boards whose last run the lab failed: none until their health allows
+        self.avoid: dict[int, set[str]] = {}  # the boards a build's run was inconclusive on
+
+    @property
+    def last(self) -> int:
+        return len(self.rec["builds"]) - 1
 
     def run(self) -> dict:
         try:
-            if self.rec["reference"] is None:
-                self._reference()
-            if self.rec["signature"] is None:
+            if self.rec["reference"] is None or self.rec["signature"] is None:
+                self._round([0, self.last])  # the reference and the bad build's failure, side by side
                 self._bad_failure()
             while self.rec["bad"] - self.rec["good"] > 1:
                 self._stopped()
-                mid = (self.rec["good"] + self.rec["bad"]) // 2
-                verdict = self._judge(mid)
-                self._set(**({"bad": mid} if verdict == "bad" else {"good": mid}))
-                self.show(f"bisect {self.id}: {self._name(mid)} is {verdict}; first bad is among "
-                          f"{self._name(self.rec['good'] + 1)}..{self._name(self.rec['bad'])}")
+                self._round(self._picks())
         except Canceled:
             raise
         except PanioError as err:
@@ -158,85 +173,182 @@ class Bisection:
         return self.rec["builds"][idx]["name"]
 
     def _stopped(self) -> None:
-        state = self.store.get(self.id)["state"]
-        if state == "stopped":
+        if self.store.get(self.id)["state"] == "stopped":
             raise Canceled(f"bisection {self.id} was stopped", hint=f"panio bisect resume {self.id}")
 
-    def _probe(self, idx: int) -> dict:
+    def _picks(self) -> list[int]:
+        """The builds of the next round: ``m`` builds that split the range in ``m + 1`` equal parts, where
+        ``m`` is how many builds the boards can run ``repeat`` times at once (docs/bisect.md: why)."""
+        good, bad = self.rec["good"], self.rec["bad"]
+        m = min(max(1, len(self.boards) // self.rec["repeat"]), bad - good - 1)
+        return sorted({good + (bad - good) * j // (m + 1) for j in range(1, m + 1)} - {good, bad})
+
+    def _needed(self, idx: int) -> int:
+        """How many more runs build ``idx`` needs (its runs still going not subtracted)."""
+        runs = self._runs(idx)
+        if idx == 0 and self.rec["reference"] is None:
+            return 1
+        if idx == self.last and self.rec["signature"] is None:
+            return max(0, self.rec["repeat"] - sum(p["verdict"] in ("bad", "pass") for p in runs))
+        if not self.rec["good"] < idx < self.rec["bad"] or any(p["verdict"] == "bad" for p in runs):
+            return 0
+        return max(0, self.rec["repeat"] - sum(p["verdict"] == "pass" for p in runs))
+
+    def _round(self, picks: list[int]) -> None:
+        """Run ``picks``' runs on the free boards until each is decided (or dropped from the range)."""
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+        running: dict = {}  # future -> (build, board, probe id, job id)
+        with ThreadPoolExecutor(max_workers=len(self.boards), thread_name_prefix="panio-bisect") as pool:
+            try:
+                while True:
+                    stopping = self.store.get(self.id)["state"] == "stopped"
+                    if not stopping:
+                        self._assign(picks, running, pool)
+                    if not running:
+                        self._stopped()
+                        if any(self._needed(i) for i in picks):
+                            raise Undecided(f"no board of tag {self.rec['tag']!r} is usable: "
+                                            f"{', '.join(self.boards)} are bad or in maintenance",
+                                            hint=f"fix the lab, then `panio bisect resume {self.id}`",
+                                            bisect=self.id)
+                        return
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        idx, board, probe_id, _ = running.pop(fut)
+                        self._judge(idx, board, probe_id, fut.result())
+            except BaseException:
+                for _, _, _, job_id in running.values():  # the pool waits for them: they stop at their next step
+                    self.results.request_cancel(job_id)
+                raise
+
+    def _assign(self, picks: list[int], running: dict, pool) -> None:
+        busy = {board for _, board, _, _ in running.values()}
+        free = [b for b in self.boards if b not in busy and self._usable(b)]
+        for idx in picks:
+            want = self._needed(idx) - sum(i == idx for i, _, _, _ in running.values())
+            while want > 0 and free:
+                self._budget(idx)
+                board = next((b for b in free if b not in self.avoid.get(idx, ())), free[0])
+                free.remove(board)
+                probe_id, payload = self._launch(idx, board)
+                running[pool.submit(self._probe, payload)] = (idx, board, probe_id, payload["job_id"])
+                want -= 1
+
+    def _usable(self, board: str) -> bool:
+        if board not in self.benched:
+            return True
+        from bench_agent.health.state import HealthStore
+        from controller import backends
+
+        if HealthStore(backends.results_url()).get(board)["health"] in ("bad", "maintenance"):
+            return False
+        self.benched.discard(board)
+        return True
+
+    def _launch(self, idx: int, board: str) -> tuple[int, dict]:
+        """Record build ``idx``'s job on ``board`` (held by this process, so a reader can tell when it died) and
+        its probe, ``running`` until judged."""
         from controller.jobs import local, spec
 
-        self._stopped()
         build = self.rec["builds"][idx]
         job = job_for(self.rec["job_text"], self.rec["job_path"], build)
-        prepared = (job, spec.compile_steps(job), spec.select_targets(job, self.lab, self.rec["target"]))
-        return local.run_prepared(prepared, self.lab, lambda event, data: None)
+        # on a tag a bad board's run ends at once (inconclusive) and goes to another board; one board: it waits
+        skip = "skip" if len(self.boards) > 1 else None
+        payload = local.create(self.results, self.lab, job, spec.compile_steps(job), board, on_unhealthy=skip)
+        self.results.take(payload["job_id"], self.me, 0.0)
+        self.heartbeat.add(payload["job_id"])
+        probe_id = self.store.add_probe(self.id, idx, payload["job_id"], "running", f"running on {board}",
+                                        target=board)
+        self.show(f"bisect {self.id}: {build['name']}: job {payload['job_id']} on {board}")
+        return probe_id, payload
 
-    def _record(self, idx: int, job: dict, verdict: str, why: str) -> None:
-        self.store.add_probe(self.id, idx, job["id"], verdict, why)
-        self.show(f"bisect {self.id}: {self._name(idx)}: job {job['id']} {verdict}: {why}")
+    def _probe(self, payload: dict) -> dict:
+        """Run a recorded probe job (in a thread of the round's pool); the finished job."""
+        from bench_agent.jobs.runner import JobRunner
+        from controller import backends
+        from controller.jobs import local, spec
+
+        runner = JobRunner(self.results, backends.lease_store(self.lab.key), self.me, lambda event, data: None,
+                           self.heartbeat, local.dispatch_caller(self.lab), spec.planner(self.lab))
+        try:
+            runner.run(payload)
+        finally:
+            self.heartbeat.discard(payload["job_id"])
+        return self.results.job(payload["job_id"])
+
+    def _judge(self, idx: int, board: str | None, probe_id: int, job: dict) -> None:
+        verdict, why = self._verdict(idx, job)
+        if verdict == "inconclusive" and len(self.boards) > 1 and board:
+            self.benched.add(board)
+            self.avoid.setdefault(idx, set()).add(board)
+            why += "; run again on another board"
+        self.store.judge(probe_id, verdict, why)
+        self.show(f"bisect {self.id}: {self._name(idx)}: job {job['id']}{f' on {board}' if board else ''} "
+                  f"{verdict}: {why}")
+        if verdict == "reference":
+            self._set(reference=job["id"])
+        elif 0 < idx < self.last:
+            self._decide(idx)
+
+    def _verdict(self, idx: int, job: dict) -> tuple[str, str]:
+        from bench_agent.triage import signature
+
+        passed = job["result"] == "passed"
+        if _lab_failed(job):
+            return "inconclusive", _lab_why(job)
+        if idx == 0 and self.rec["reference"] is None:
+            if passed:
+                return "reference", "passed: failures are compared with this run"
+            return "unrelated", f"the good build failed: {job['reason'] or ''}".strip()
+        if idx == self.last and self.rec["signature"] is None:
+            if passed:
+                return "pass", "the bad build passed this run"
+            sig = signature.of(self.results, job["id"], self.rec["reference"])
+            # a run that ends before the reference's: said again once it passed (``_bad_failure``)
+            return "bad", _words(sig) if self.rec["reference"] else f"step {sig['step']!r} failed"
+        if passed:
+            return "pass", "passed"
+        sig = signature.of(self.results, job["id"], self.rec["reference"])
+        if signature.same(self.rec["signature"], sig):
+            return "bad", _words(sig)
+        return "unrelated", f"another failure, not counted: {_words(sig)}"
+
+    def _decide(self, idx: int) -> None:
+        """Narrow the range once build ``idx`` is decided (a verdict at odds with the range is not taken)."""
+        runs = self._runs(idx)
+        if not self.rec["good"] < idx < self.rec["bad"]:
+            return
+        if any(p["verdict"] == "bad" for p in runs):
+            verdict = "bad"
+            self._set(bad=idx)
+        elif sum(p["verdict"] == "pass" for p in runs) >= self.rec["repeat"]:
+            verdict = "good"
+            self._set(good=idx)
+        else:
+            return
+        self.show(f"bisect {self.id}: {self._name(idx)} is {verdict}; first bad is among "
+                  f"{self._name(self.rec['good'] + 1)}..{self._name(self.rec['bad'])}")
 
     def _runs(self, idx: int) -> list[dict]:
-        """This build's probes so far (a resumed bisection counts the ones made before it stopped)."""
-        return [p for p in self.store.get(self.id)["probes"] if p["build"] == idx]
-
-    def _reference(self) -> None:
-        idx = 0
-        while True:
-            self._budget(idx)
-            job = self._probe(idx)
-            if _lab_failed(job):
-                self._record(idx, job, "inconclusive", _lab_why(job))
-                continue
-            if job["result"] == "passed":
-                self._record(idx, job, "reference", "passed: failures are compared with this run")
-                self._set(reference=job["id"])
-                return
-            self._record(idx, job, "unrelated", f"the good build failed: {job['reason'] or ''}".strip())
+        """This build's judged probes so far (a resumed bisection counts the ones made before it stopped)."""
+        return [p for p in self.store.get(self.id)["probes"] if p["build"] == idx and p["verdict"] != "running"]
 
     def _bad_failure(self) -> None:
         from bench_agent.triage import signature
 
-        idx = len(self.rec["builds"]) - 1
-        found = [signature.of(self.results, p["job_id"], self.rec["reference"])
-                 for p in self._runs(idx) if p["verdict"] == "bad"]  # a resumed bisection's earlier runs
-        while len(found) + sum(p["verdict"] == "pass" for p in self._runs(idx)) < self.rec["repeat"]:
-            self._budget(idx)
-            job = self._probe(idx)
-            if _lab_failed(job):
-                self._record(idx, job, "inconclusive", _lab_why(job))
-            elif job["result"] == "passed":
-                self._record(idx, job, "pass", "the bad build passed this run")
-            else:
-                found.append(signature.of(self.results, job["id"], self.rec["reference"]))
-                self._record(idx, job, "bad", _words(found[-1]))
+        found = []
+        for p in self._runs(self.last):
+            if p["verdict"] == "bad":
+                found.append(signature.of(self.results, p["job_id"], self.rec["reference"]))
+                if p["why"] != _words(found[-1]):
+                    self.store.judge(p["id"], "bad", _words(found[-1]))
         if not found:
-            raise UsageError(f"the bad build {self._name(idx)!r} passed {self.rec['repeat']} runs",
+            raise UsageError(f"the bad build {self._name(self.last)!r} passed {self.rec['repeat']} runs",
                              hint="give a --bad build that fails this job")
         # the failure most of its failing runs had (an unrelated flake among them does not decide)
         best = max(found, key=lambda s: sum(signature.same(s, o) for o in found))
         self._set(signature=best)
-
-    def _judge(self, idx: int) -> str:
-        from bench_agent.triage import signature
-
-        while True:
-            runs = self._runs(idx)
-            if any(p["verdict"] == "bad" for p in runs):
-                return "bad"
-            if sum(p["verdict"] == "pass" for p in runs) >= self.rec["repeat"]:
-                return "good"
-            self._budget(idx)
-            job = self._probe(idx)
-            if _lab_failed(job):
-                self._record(idx, job, "inconclusive", _lab_why(job))
-            elif job["result"] == "passed":
-                self._record(idx, job, "pass", "passed")
-            else:
-                sig = signature.of(self.results, job["id"], self.rec["reference"])
-                if signature.same(self.rec["signature"], sig):
-                    self._record(idx, job, "bad", _words(sig))
-                else:
-                    self._record(idx, job, "unrelated", f"another failure, not counted: {_words(sig)}")
 
     def _budget(self, idx: int) -> None:
         runs = self._runs(idx)
@@ -245,6 +357,20 @@ class Bisection:
             raise Undecided(f"build {self._name(idx)!r} could not be judged: {wasted} probes were inconclusive "
                             f"or failed another way", hint=f"fix the lab, then `panio bisect resume {self.id}`",
                             bisect=self.id, build=self._name(idx))
+
+
+def boards(lab, rec: dict) -> list[str]:
+    """The boards a bisection's probes run on: its target, or every target of its tag."""
+    if not rec.get("tag"):
+        lab.target(rec["target"])
+        return [rec["target"]]
+    found = sorted(name for name, t in lab.targets.items() if rec["tag"] in t.get("tags", []))
+    if not found:
+        from bench_agent.errors import NotConfigured
+
+        raise NotConfigured(f"no target in {lab.path} carries tag {rec['tag']!r}",
+                            hint="tag boards with `panio target set NAME --tag TAG`", tag=rec["tag"])
+    return found
 
 
 def _lab_failed(job: dict) -> bool:
@@ -263,13 +389,16 @@ def _words(sig: dict) -> str:
 def report(rec: dict) -> dict:
     """What ``panio bisect status --json`` prints: the range, the first bad build (once done), each probe."""
     builds = rec["builds"]
-    out = {k: rec[k] for k in ("id", "state", "target", "job_path", "repeat", "reason", "signature", "reference")}
+    out = {k: rec.get(k) for k in ("id", "state", "target", "tag", "job_path", "repeat", "reason", "signature",
+                                   "reference")}
     out["builds"] = [b["name"] for b in builds]
     out["good"], out["bad"] = builds[rec["good"]]["name"], builds[rec["bad"]]["name"]
     out["first_bad"] = out["bad"] if rec["state"] == "done" else None
     out["remaining"] = [b["name"] for b in builds[rec["good"] + 1:rec["bad"]]]
-    out["probes"] = [{"build": builds[p["build"]]["name"], "job_id": p["job_id"], "verdict": p["verdict"],
-                      "why": p["why"], "at": p["at"]} for p in rec["probes"]]
+    probes = [{"build": builds[p["build"]]["name"], "job_id": p["job_id"], "target": p.get("target"),
+               "verdict": p["verdict"], "why": p["why"], "at": p["at"]} for p in rec["probes"]]
+    out["probes"] = [p for p in probes if p["verdict"] != "running"]  # the evidence: judged probes
+    out["running"] = [p for p in probes if p["verdict"] == "running"]  # probe jobs not judged yet
     refs = {0, len(builds) - 1}
     out["bisection_probes"] = len({p["build"] for p in rec["probes"]} - refs)
     return out

@@ -21,11 +21,16 @@ the first lines that diverge from the reference, as `panio job triage` finds
 them). Then a binary search: a build is bad when a run fails with that same
 failure, good when --repeat runs pass; a run the lab failed (incomplete,
 canceled, timed out) or that failed another way is run again and not counted.
+With --tag, probes run side by side on the tag's boards (K boards, --repeat R:
+K // R builds a round, each on R boards); a run a board's fault spoiled (its
+health bad, its lease or host lost) goes to another board, and that board takes
+no more until its health is good again.
 The state is in the results database: after a crash, `panio bisect resume ID`.
 
 Exit status: 0 the first bad build was found; 2 the range is wrong (the good
 build does not pass, the bad one never fails); 4 a build could not be judged
-(its probes kept failing for the lab's reasons); 15 stopped (`bisect stop`);
+(its probes kept failing for the lab's reasons, or no board of the tag is
+usable); 15 stopped (`bisect stop`);
 3 no such bisection."""
 
 
@@ -36,10 +41,13 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c = command(sub, "start", "bisect BUILDS between a good and a bad build with a job; blocks, prints progress",
                 func=start, details=DETAILS,
                 example=["panio bisect start boot.toml --target pico --good v1 --bad v20 --builds builds.txt",
-                         "panio bisect start boot.toml --target pico --good v1 --bad v20 --builds b.txt --repeat 3"],
+                         "panio bisect start boot.toml --tag pi5 --good v1 --bad v20 --builds b.txt --repeat 3"],
                 see_also="panio bisect status, panio bisect resume, panio job triage, docs/bisect.md")
     c.add_argument("file", type=Path, metavar="JOB", help="the job file; ${build.ARTIFACT} is the build's artifact")
-    c.add_argument("--target", required=True, metavar="TARGET", help="the board every probe runs on")
+    where = c.add_mutually_exclusive_group(required=True)
+    where.add_argument("--target", metavar="TARGET", help="the board every probe runs on, one probe at a time")
+    where.add_argument("--tag", metavar="TAG", help="probes run side by side on the boards carrying TAG; a run "
+                                                    "a board's fault spoiled goes to another of them")
     c.add_argument("--good", required=True, metavar="BUILD", help="a build that passes the job")
     c.add_argument("--bad", required=True, metavar="BUILD", help="a later build that fails it")
     c.add_argument("--builds", required=True, type=Path, metavar="LIST", help="the ordered builds file")
@@ -83,7 +91,7 @@ def start(args: argparse.Namespace) -> None:
     from controller.lab import tomlfile
 
     lab = load_lab(args)
-    lab.target(args.target)
+    boards = bisect.boards(lab, {"target": args.target, "tag": args.tag})
     builds = bisect.select(bisect.parse_builds(args.builds), args.good, args.bad)
     text = tomlfile.read(args.file, "job file")
     for b in builds:  # every build's job is checked before the first probe runs
@@ -92,10 +100,11 @@ def start(args: argparse.Namespace) -> None:
 
         spec.compile_steps(job)
     store, _ = _stores()
-    bisect_id = store.create(str(args.file), text, args.target, builds, args.repeat)
+    bisect_id = store.create(str(args.file), text, args.target, builds, args.repeat, tag=args.tag)
     if not args.json:
+        on = args.target or f"tag {args.tag} ({', '.join(boards)})"
         say(f"bisect {bisect_id}: {len(builds)} builds from {args.good} (good) to {args.bad} (bad) on "
-            f"{args.target}, {args.repeat} run(s) a build; `panio bisect resume {bisect_id}` continues it")
+            f"{on}, {args.repeat} run(s) a build; `panio bisect resume {bisect_id}` continues it")
     _drive(args, lab, bisect_id)
 
 
@@ -162,7 +171,8 @@ def stop(args: argparse.Namespace) -> None:
 
 
 def _lines(r: dict) -> list[str]:
-    out = [f"bisect {r['id']} on {r['target']} ({r['job_path']}): {r['state']}"
+    on = r["target"] or f"tag {r['tag']}"
+    out = [f"bisect {r['id']} on {on} ({r['job_path']}): {r['state']}"
            + (f": {r['reason']}" if r.get("reason") else "")]
     if r["first_bad"]:
         out.append(f"  first bad build: {r['first_bad']} (last good: {r['good']}); "
@@ -173,8 +183,16 @@ def _lines(r: dict) -> list[str]:
     if sig:
         out.append(f"  the bad build's failure: step {sig['step']!r}: "
                    f"{'; '.join(sig['lines']) or 'no divergent line'}")
-    return out + ["  evidence (`panio job triage JOB` for each):"] + _probe_lines(r)
+    out += ["  evidence (`panio job triage JOB` for each):"] + _probe_lines(r)
+    if r["running"]:
+        out += ["  running:"] + [f"    {p['build']}: job {p['job_id']} on {p['target']}" for p in r["running"]]
+    return out
 
 
 def _probe_lines(r: dict) -> list[str]:
-    return [f"    {p['build']}: job {p['job_id']} {p['verdict']}: {p['why']}" for p in r["probes"]]
+    return [f"    {p['build']}: job {p['job_id']}{_on(r, p)} {p['verdict']}: {p['why']}" for p in r["probes"]]
+
+
+def _on(r: dict, probe: dict) -> str:
+    """Which board a probe ran on, where the bisection had several."""
+    return f" on {probe['target']}" if r["tag"] and probe.get("target") else ""
