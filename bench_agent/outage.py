@@ -50,6 +50,9 @@ def service_down(exc: BaseException) -> str | None:
     if type(exc).__name__ == "DBAPIError" and getattr(exc, "connection_invalidated", False):
         return DB  # a connection the server closed under a statement (pg_terminate_backend)
     if type(exc).__name__ == "Unreachable":  # panio's own, translated at a store's boundary
+        said = getattr(exc, "details", {}).get("service")
+        if said in (DB, REDIS):
+            return said
         text = str(getattr(exc, "message", exc))
         if text.startswith("results database"):
             return DB
@@ -98,6 +101,10 @@ class Outages:
         for s, at in was.items():
             self.log(f"{self.who}{s} back after {time.time() - at:.0f} s (unreachable since {_clock(at)})")
 
+    def say(self, text: str) -> None:
+        """One more line of this process's about a service away (what waiting for it ended in)."""
+        self.log(f"{self.who}{text}")
+
     def since(self, service: str) -> float | None:
         return self._since.get(service)
 
@@ -119,18 +126,19 @@ def _clock(at: float) -> str:
 
 
 def patiently(func: Callable, outages: Outages, should_stop: Callable[[], bool] = lambda: False,
-              give_up_s: float | None = None):
+              give_up_s: float | None = None, only: Callable[[BaseException], bool] | None = None):
     """``func()``, tried again while a service it needs is away (``outages`` says so once); its result. Raises
-    what is not a service away at once, and the last error after ``give_up_s`` or once ``should_stop()``."""
-    started = time.monotonic()
+    what is not a service away at once (nor one ``only`` accepts), and the last error after ``give_up_s`` or once
+    ``should_stop()``; the last wait ends at ``give_up_s``."""
+    end = None if give_up_s is None else time.monotonic() + give_up_s
     while True:
         try:
             result = func()
         except Exception as exc:
-            if not outages.failed(exc) or should_stop() or (
-                    give_up_s is not None and time.monotonic() - started >= give_up_s):
+            if (only is not None and not only(exc)) or not outages.failed(exc) or should_stop() or (
+                    end is not None and time.monotonic() >= end):
                 raise
-            _sleep(outages.delay_s(), should_stop)
+            _sleep(outages.delay_s() if end is None else min(outages.delay_s(), end - time.monotonic()), should_stop)
             continue
         if outages.down:
             outages.ok()

@@ -125,6 +125,13 @@ def scope():
         _SCOPE.reset(token)
 
 
+def stopped() -> bool:
+    """Whether the ``scope`` this context runs in was stopped (a job step's timeout or cancel): a wait inside it
+    (the lease store out of reach) ends there, and what it waited to do is not done."""
+    sc = _SCOPE.get()
+    return sc is not None and sc.closed
+
+
 @dataclass
 class Finished:
     argv: list[str]

@@ -66,7 +66,6 @@ DEADLINE_ERROR = reconcile.DEADLINE_ERROR
 # was confirmed held an instant before (``RedisLeaseStore.try_acquire``); every later step reads the store, and
 # the host checks the token before any side effect whatever the runner did (``lease_guard``).
 GRANT_FRESH_S = 0.5
-LEASE_WAIT_S = 30.0  # at least this long a runner waits for a lease store out of reach before it calls its lease lost
 
 
 @functools.cache
@@ -90,16 +89,25 @@ def _quiet(event: str, data: dict[str, Any]) -> None:
 def local_caller(target: str, token: str, leases: Any, lab_key: str | None = None) -> Call:
     """The worker's road: operations in this process (the target's host), each request carrying the lease's
     credential (``TOKEN:SECRET``), so the host's lease guard checks the fence before any side effect, and
-    the job's lab (``lab_key``), whose captures and leases the target's are."""
-    from bench_agent import ops
+    the job's lab (``lab_key``), whose captures and leases the target's are. A request the guard refused because
+    the lease store was out of reach is made again once it answers, for as long as the lease may still be held
+    (``Lease.riding_out``; not after the step was stopped)."""
+    from bench_agent import ops, process
     from bench_agent.errors import mark_outcome_unknown
-    from bench_agent.leases.guard import with_token
+    from bench_agent.leases.guard import unchecked, with_token
     from bench_agent.paths import LAB_ARG
+
+    lease = getattr(token, "lease", None)  # a job's ``Presented`` lease; a bare token cannot wait for its store
+
+    def once(op: str, args: dict[str, Any]) -> Any:
+        sent = with_token(args, leases, token)
+        return ops.call(op, {**sent, LAB_ARG: lab_key} if lab_key else sent)
 
     def call(op: str, args: dict[str, Any]) -> Any:
         try:
-            sent = with_token(args, leases, token)
-            return ops.call(op, {**sent, LAB_ARG: lab_key} if lab_key else sent)
+            if lease is None:
+                return once(op, args)
+            return lease.riding_out(lambda: once(op, args), _waits(), process.stopped, unchecked)
         except (Unreachable, Timeout) as err:
             if ops.spec(op).outcome_unknown_on_failure:
                 mark_outcome_unknown(err, op, target, args)
@@ -342,9 +350,8 @@ class JobRunner:
         if deadline is not None and time.monotonic() >= deadline:
             why = ("timed_out", "job timeout reached", Timeout("job timed out").to_json())
         else:
-            try:  # Redis restarting (its data kept) is not a lost lease: wait for it, then ask (issue 43)
-                outage.patiently(lambda: lease.check(GRANT_FRESH_S), _waits(),
-                                 give_up_s=max(2 * (lease.ttl_s or 30), LEASE_WAIT_S))
+            try:  # Redis restarting (its data kept) is not a lost lease while its TTL may hold it (issue 43)
+                lease.riding_out(lambda: lease.check(GRANT_FRESH_S), _waits())
             except (Refused, Unreachable) as err:
                 why = ("incomplete", f"lease lost: {err.message}", err.to_json())
         if why is not None and self.store.cancel_requested(job_id):

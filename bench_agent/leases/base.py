@@ -62,6 +62,9 @@ from bench_agent.leases.keeper import KEEPER, RELEASED
 from bench_agent.jobs import TOKEN_ENV  # noqa: E402,F401 - said once, in the package
 
 
+LEASE_WAIT_S = 30.0  # how long a check of a lease with no TTL (not kept) waits for its store out of reach
+
+
 def lab_prefix(prefix: str, lab_key: str | None) -> str:
     """The Redis key prefix of lab ``lab_key``'s leases (``prefix`` itself with no lab)."""
     if not lab_key:
@@ -110,6 +113,9 @@ class Lease:
         self.claimed: bool | None = None  # what ``acquire``'s ``claim`` said of the caller's record (None: not run)
         self.granted_at: float | None = None  # monotonic time its store confirmed it held, as it was granted
         self.taken_at: float | None = None  # monotonic time just before its store set it: its TTL runs from there
+        # monotonic time after which the store holds it no more unless a renewal got through: the TTL from the
+        # last renewal's answer (``keep`` and each ``renew``), None for a lease not kept
+        self.held_until: float | None = None
 
     @property
     def credential(self) -> str:
@@ -139,7 +145,7 @@ class Lease:
 
     def keep(self, ttl_s: float) -> None:
         """Renew the lease every ttl/3 until ``release`` (the process's keeper thread, ``lease_keeper``)."""
-        self.ttl_s = ttl_s
+        self.ttl_s, self.held_until = ttl_s, time.monotonic() + ttl_s
         KEEPER.add(self, ttl_s)
 
     def renew(self, ttl_s: float) -> bool:
@@ -151,8 +157,36 @@ class Lease:
                 self.lost = True
                 return False
         except Unreachable:
-            pass
+            return True
+        self.held_until = time.monotonic() + ttl_s
         return True
+
+    def held_for_s(self) -> float | None:
+        """How much longer the store may still hold this lease, by its TTL from its last renewal (None: not kept)."""
+        return None if self.held_until is None else max(0.0, self.held_until - time.monotonic())
+
+    def riding_out(self, func: Callable, outages, should_stop: Callable[[], bool] = lambda: False,
+                   only: Callable[[BaseException], bool] | None = None):
+        """``func()`` (a check of this lease, or an operation the host's lease guard checks first), tried again
+        while the lease store is out of reach, with backoff, for as long as the store may still hold this lease
+        (``held_for_s``: a Redis restarted with its data kept still has it); then the lease is lost (Refused).
+        ``outages`` (``bench_agent.outage.Outages``) says the store going and coming back; ``only``: which
+        errors are tried again (``patiently``). What the store answers once it is back (the lease expired or
+        was broken: Refused) is raised as it comes."""
+        from bench_agent import outage
+
+        left_s = self.held_for_s()
+        try:
+            return outage.patiently(func, outages, should_stop, LEASE_WAIT_S if left_s is None else left_s, only)
+        except Unreachable as err:
+            if should_stop() or outage.service_down(err) is None or (only is not None and not only(err)):
+                raise
+            self.lost = True
+            ttl = "" if self.ttl_s is None else f" (lease_ttl_s {self.ttl_s:g})"
+            outages.say(f"the lease on {self.target!r} (token {self.token}) is lost: its store stayed out of reach "
+                        f"for longer than it could hold the lease{ttl}")
+            raise Refused(f"lease on {self.target!r} lost: its store stayed out of reach for longer than it could "
+                          f"hold the lease{ttl}: {err.message}", target=self.target) from None
 
     def _retake(self, token: int) -> bool:
         """The lease with ``token`` is no longer in the store: take it again when the store can prove nobody else
@@ -168,6 +202,7 @@ class Lease:
                     return False
             except Unreachable:
                 return False
+            self.held_until = time.monotonic() + self.ttl_s
         if self.on_retake is not None:
             with contextlib.suppress(Exception):  # the record is for people; the lease itself is held again
                 self.on_retake()

@@ -38,6 +38,7 @@ import socket
 import time
 from typing import Any
 
+from bench_agent import outage
 from bench_agent.errors import UsageError, Unreachable
 from bench_agent.leases import base as leases
 from bench_agent.leases.file_store import FileLeaseStore
@@ -191,13 +192,20 @@ def held(target: str, checked: list[tuple[Any, str]] | None = None) -> list[tupl
     for store, why in checked:
         try:
             lease = store.holder(target)
-        except Unreachable as err:
+        except Unreachable as err:  # refused before any side effect: the outcome is known (nothing done)
             raise Unreachable(f"cannot check the lease on {target!r}: {err.message} (lease store {why})",
                               hint="start that Redis, or stop checking it with `panio lease store --forget URL`",
-                              target=target) from None
+                              target=target, check="lease", service=outage.service_down(err),
+                              outcome="none") from None
         if lease:
             found.append((store_key(store), lease))
     return found
+
+
+def unchecked(exc: BaseException) -> bool:
+    """Whether ``exc`` is this guard's refusal of an operation whose lease it could not check (a store out of
+    reach): nothing was done, so the same request may be made again once the store answers."""
+    return isinstance(exc, Unreachable) and exc.details.get("check") == "lease"
 
 
 def _every_lab(checked: list[tuple[Any, str]], target: str) -> list[tuple[Any, str]]:
