@@ -179,3 +179,34 @@ def test_a_tag_probes_side_by_side_and_a_board_gone_bad_is_replaced(panio, tmp_p
         assert any(b[0] < a[1] for a, b in zip(spans, spans[1:])), spans
         text = panio("bisect", "status", str(r["id"])).out
         assert "on tag sim" in text and "on board1 inconclusive" in text, text
+
+
+LISTER = """\
+import sys
+from pathlib import Path
+print(Path(sys.argv[1]).read_text(), end="")
+print("given:", *sys.argv[2:], file=sys.stderr)
+sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 0)
+"""
+
+
+def test_builds_from_a_command_run_without_a_shell(panio, sim_bench, tmp_path):
+    job, builds = _setup(sim_bench, tmp_path)
+    lister = tmp_path / "list.py"
+    lister.write_text(LISTER)
+    r = panio("bisect", "start", job, "--target", "board0", "--good", "b11", "--bad", "b14",
+              "--builds-cmd", f"{sys.executable} {lister} {builds}", "--json", timeout=300).json()
+    assert r["state"] == "done" and r["first_bad"] == f"b{FIRST_BAD}", r
+    assert r["builds"] == ["b11", "b12", "b13", "b14"]
+    # a failing command is one usage error and nothing starts; no shell reads its words ('; rm' is an argument)
+    failed = panio.fails("bisect", "start", job, "--target", "board0", "--good", "b01", "--bad", "b20",
+                         "--builds-cmd", f"{sys.executable} {lister} {builds} 3 ';' rm -rf /", code=2)
+    assert "--builds-cmd" in failed.error["message"] and "exit 3" in failed.error["message"], failed.error
+    assert "given: 3 ; rm -rf /" in failed.error["message"], failed.error
+    missing = panio.fails("bisect", "start", job, "--target", "board0", "--good", "b01", "--bad", "b20",
+                          "--builds-cmd", "no-such-lister --since v1", code=2)
+    assert "'no-such-lister' not found" in missing.error["message"], missing.error
+    empty = panio.fails("bisect", "start", job, "--target", "board0", "--good", "b01", "--bad", "b20",
+                        "--builds-cmd", "true", code=2)
+    assert "at least two builds, found 0" in empty.error["message"], empty.error
+    assert panio("bisect", "status", "--json").json()["id"] == r["id"]  # none of them recorded a bisection

@@ -32,22 +32,45 @@ class Undecided(PanioError):
     lab = True
 
 
+COMMAND_TIMEOUT_S = 60.0
+
+
 def parse_builds(path: Path) -> list[dict]:
     """The ordered builds of ``path``: TOML (``[[builds]] name = ..., ARTIFACT = ...``) or one a line
     (``NAME [ARTIFACT=VALUE ...]``, ``#`` comments)."""
     from controller.lab import tomlfile
 
     text = tomlfile.read(path, "builds list") if path.suffix == ".toml" else _read(path)
-    builds = _from_toml(path, text) if path.suffix == ".toml" else _from_lines(path, text)
+    return parse_text(str(path), text, path.suffix == ".toml")
+
+
+def builds_from_command(command: str, timeout_s: float = COMMAND_TIMEOUT_S) -> list[dict]:
+    """The builds a command prints (``--builds-cmd``), parsed as a builds file is (TOML when a line is
+    ``[[builds]]``). Run as a hook is: split into words (``shlex``), no shell, bounded in time; any failure
+    (not found, non-zero exit, too slow, nothing printed) is one usage error: nothing starts."""
+    from bench_agent import hooks
+
+    try:
+        out = hooks.run(command, name="--builds-cmd", timeout_s=timeout_s).stdout
+    except PanioError as err:
+        raise UsageError(err.message, hint="the command must print the builds, oldest first, and exit 0 "
+                                           "(it runs without a shell: wrap a pipeline in `sh -c '...'`)") from None
+    toml = any(line.strip() == "[[builds]]" for line in out.splitlines())
+    return parse_text(f"--builds-cmd `{command}`", out, toml)
+
+
+def parse_text(source: str, text: str, toml: bool) -> list[dict]:
+    """The builds of a list's ``text`` (``source``: the file or command it came from, for errors)."""
+    builds = _from_toml(source, text) if toml else _from_lines(source, text)
     seen: set[str] = set()
     for b in builds:
         if not NAME_RE.fullmatch(b["name"]):
-            raise UsageError(f"{path}: {b['name']!r} is not a build name", hint="letters, digits and ._+~-")
+            raise UsageError(f"{source}: {b['name']!r} is not a build name", hint="letters, digits and ._+~-")
         if b["name"] in seen:
-            raise UsageError(f"{path}: build {b['name']!r} is listed twice", hint="one line a build, oldest first")
+            raise UsageError(f"{source}: build {b['name']!r} is listed twice", hint="one line a build, oldest first")
         seen.add(b["name"])
     if len(builds) < 2:
-        raise UsageError(f"{path}: a bisection needs at least two builds, found {len(builds)}")
+        raise UsageError(f"{source}: a bisection needs at least two builds, found {len(builds)}")
     return builds
 
 
@@ -58,7 +81,7 @@ def _read(path: Path) -> str:
         raise UsageError(f"cannot read the builds list {path}: {exc}") from None
 
 
-def _from_lines(path: Path, text: str) -> list[dict]:
+def _from_lines(path: str, text: str) -> list[dict]:
     import shlex
 
     out = []
@@ -80,7 +103,7 @@ def _from_lines(path: Path, text: str) -> list[dict]:
     return out
 
 
-def _from_toml(path: Path, text: str) -> list[dict]:
+def _from_toml(path: str, text: str) -> list[dict]:
     import tomllib
 
     try:

@@ -11,9 +11,14 @@ from controller.cli.common import add_json, command, load_lab, positive_int, pri
 DETAILS = """\
 BUILDS is an ordered file, oldest first: one build a line, its name then its
 artifacts (`v6.8-rc3 kernel=/srv/k/rc3/Image dtb=https://ci/rc3.dtb`, `#`
-comments), or TOML ([[builds]] name = "...", kernel = "..."). Each probe is the
-job file with ${build.ARTIFACT} (and ${build}: the name) replaced by the build's,
-run as an ordinary job (lease, health, results: `panio job status ID`).
+comments), or TOML ([[builds]] name = "...", kernel = "..."); or --builds-cmd,
+a command that prints that list (`git rev-list --reverse v1^..v20`: names
+alone), split into words and run without a shell, within 60 s; if it fails,
+nothing starts (exit 2).
+
+Each probe is the job file with ${build.ARTIFACT} (and ${build}: the name)
+replaced by the build's, run as an ordinary job (lease, health, results:
+`panio job status ID`).
 
 The good build is run until it passes once (the reference each failure is
 compared with), the bad build --repeat times (its failure: the failing step and
@@ -50,7 +55,11 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                                                     "a board's fault spoiled goes to another of them")
     c.add_argument("--good", required=True, metavar="BUILD", help="a build that passes the job")
     c.add_argument("--bad", required=True, metavar="BUILD", help="a later build that fails it")
-    c.add_argument("--builds", required=True, type=Path, metavar="LIST", help="the ordered builds file")
+    listed = c.add_mutually_exclusive_group(required=True)
+    listed.add_argument("--builds", type=Path, metavar="LIST", help="the ordered builds file")
+    listed.add_argument("--builds-cmd", metavar="CMD",
+                        help="a command that prints the builds list (as the file would be), run without a shell, "
+                             "at most 60 s")
     c.add_argument("--repeat", type=positive_int, default=1, metavar="K",
                    help="runs a build must pass to be good (default 1; 3 for a flaky board)")
     add_json(c)
@@ -92,7 +101,8 @@ def start(args: argparse.Namespace) -> None:
 
     lab = load_lab(args)
     boards = bisect.boards(lab, {"target": args.target, "tag": args.tag})
-    builds = bisect.select(bisect.parse_builds(args.builds), args.good, args.bad)
+    listed = bisect.parse_builds(args.builds) if args.builds else bisect.builds_from_command(args.builds_cmd)
+    builds = bisect.select(listed, args.good, args.bad)
     text = tomlfile.read(args.file, "job file")
     for b in builds:  # every build's job is checked before the first probe runs
         job = bisect.job_for(text, str(args.file), b)
