@@ -112,25 +112,38 @@ def test_a_flaky_board_does_not_mislead_with_repeat_3(panio, sim_bench, tmp_path
 
 
 def test_resume_after_the_bisecting_process_is_killed(panio, sim_bench, tmp_path):
+    """Killed -9 while a probe job runs: that job (never judged) is settled by resume as `job status` settles it
+    (incomplete: its runner is gone), recorded inconclusive, not counted; the search goes on from the database."""
     job, builds = _setup(sim_bench, tmp_path)
     proc = subprocess.Popen([PANIO, *_start(job, builds)], env=panio.env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
-        def probed() -> dict | None:
+        def probing() -> dict | None:
             r = panio("bisect", "status", "--json", check=False)
             if r.code != 0:
                 return None
             s = r.json()
-            return s if sum(p["verdict"] in ("pass", "bad") for p in s["probes"]) >= 3 else None
+            judged = sum(p["verdict"] in ("pass", "bad") for p in s["probes"])
+            return s if judged >= 3 and s["running"] else None
 
-        before = wait_for(probed, timeout_s=300)
+        before = wait_for(probing, timeout_s=300)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     assert before["state"] == "running"
+    orphan = before["running"][0]  # (`job status` would settle it: resume must, with nothing else reading it)
     r = panio("bisect", "resume", str(before["id"]), "--json", timeout=600).json()
     assert r["state"] == "done" and r["first_bad"] == f"b{FIRST_BAD}", r
     assert r["probes"][:len(before["probes"])] == before["probes"]  # what was judged before is kept, not run again
+    settled = [p for p in r["probes"] if p["job_id"] == orphan["job_id"]]
+    assert len(settled) == 1 and settled[0]["verdict"] == "inconclusive", settled
+    assert "lost" in settled[0]["why"], settled
+    lost = panio("job", "status", str(orphan["job_id"]), "--json").json()
+    assert (lost["state"], lost["health"]) == ("done", "incomplete"), lost
+    # the orphan's build was judged by a run made after it, counted as usual
+    assert any(p["build"] == orphan["build"] and p["verdict"] in ("pass", "bad") and p["job_id"] > orphan["job_id"]
+               for p in r["probes"]), r["probes"]
+    assert not r["running"]
     assert r["bisection_probes"] <= math.ceil(math.log2(20))
     again = panio.fails("bisect", "resume", str(r["id"]), code=2)
     assert "is done" in again.error["message"]

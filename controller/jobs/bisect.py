@@ -174,6 +174,7 @@ class Bisection:
 
     def run(self) -> dict:
         try:
+            self._settle()
             if self.rec["reference"] is None or self.rec["signature"] is None:
                 self._round([0, self.last])  # the reference and the bad build's failure, side by side
                 self._bad_failure()
@@ -187,6 +188,35 @@ class Bisection:
             raise
         self._set(state="done", reason=f"first bad build: {self._name(self.rec['bad'])}")
         return self.rec
+
+    def _settle(self) -> None:
+        """The probes a dead process left running (their jobs never judged): each job settled as `panio job
+        status` settles one (its runner proven dead: incomplete, worker lost), or waited for while its runner
+        lives, then judged as any probe, before the search goes on."""
+        for p in self.store.get(self.id)["probes"]:
+            if p["verdict"] == "running":
+                self._judge(p["build"], p.get("target"), p["id"], self._settled(p["job_id"]))
+
+    def _settled(self, job_id: int) -> dict:
+        import time
+
+        from bench_agent.jobs.reconcile import dead_after_s
+        from controller.jobs.control import reconciled
+
+        job = reconciled(self.results, job_id)
+        if job["state"] != "done":
+            self.show(f"bisect {self.id}: job {job_id} of the stopped bisecting process is {job['state']}: "
+                      f"waiting for it to end (or for its runner to be proven dead)")
+        spec = job["spec"]
+        runs_s = spec.get("timeout_s") or sum(float(s.get("timeout_s") or 60) for s in spec.get("steps", []))
+        end = time.monotonic() + float(runs_s) + 3 * dead_after_s(spec) + 60  # its own time, then proven dead
+        while job["state"] != "done":
+            if time.monotonic() > end:
+                raise Undecided(f"probe job {job_id} is still {job['state']}", bisect=self.id, job=job_id,
+                                hint=f"`panio job cancel {job_id}`, then `panio bisect resume {self.id}`")
+            time.sleep(0.5)
+            job = reconciled(self.results, job_id)
+        return job
 
     def _set(self, **values: Any) -> None:
         self.store.update(self.id, **values)
