@@ -98,15 +98,19 @@ class History:
             return bool(c.execute(self.jobs.select().with_only_columns(self.jobs.c.cancel_requested)
                                   .where(self.jobs.c.id == job_id)).scalar())
 
-    def job(self, job_id: int) -> dict:
+    def job(self, job_id: int, steps: bool = True) -> dict:
+        """The job's row; with ``steps``, its step records under ``"steps"`` (a second statement: the recorder,
+        which checks each report against the row, reads without)."""
         import sqlalchemy as sa
 
         with self._reading() as c:  # the statements results_read.Reader sends too
             row = c.execute(sa.text(reads.JOB), {"id": job_id}).mappings().first()
             if row is None:
                 raise reads.no_such_job(self.url, job_id)
-            steps = c.execute(sa.text(reads.STEPS), {"id": job_id}).mappings().all()
-        return {**_job_dict(row), "steps": [_step_dict(s) for s in steps]}
+            if not steps:
+                return _job_dict(row)
+            records = c.execute(sa.text(reads.STEPS), {"id": job_id}).mappings().all()
+        return {**_job_dict(row), "steps": [_step_dict(s) for s in records]}
 
     def list_jobs(self, limit: int = 20, target: str | None = None, state: str | None = None,
                   before: int | None = None, **equal: str | None) -> list[dict]:

@@ -15,9 +15,11 @@ through the consumer group ``recorder`` and, for each report:
 4. checks the sequence number is above the last one recorded for the job (``PREFIX recorded:HOST``), so a
    report delivered twice or replayed changes nothing;
 
-then writes it with ``ResultStore`` / ``HealthStore``, records the sequence number, and only then ``XACK``s
-(and deletes) the entry: a recorder killed at any point loses nothing, as the entry is delivered again
-(its pending entries first) and applied idempotently. A report that fails a check is refused: logged with the
+then writes it with ``ResultStore`` / ``HealthStore``. A host's entries are read in batches (up to 100, in
+their order); once a batch is written, its sequence numbers and the ``XACK`` (and delete) of its entries go in
+one transaction (two round trips a batch to Redis, not three a report): a recorder killed at any point, or
+whose database went away mid-batch, loses nothing, as the entries not acknowledged are read again (its pending
+entries first, in order) and applied idempotently. A report that fails a check is refused: logged with the
 host's name and why, nothing written, acknowledged (never retried forever).
 
 Between reads the recorder publishes what reporting hosts read instead of the database: every target's
@@ -52,16 +54,27 @@ class Refused(Exception):
 
 
 class Certificates:
-    """The trusted certificates by their name (CN), re-read when the store's folder changes."""
+    """The trusted certificates by their name (CN), re-read when the store's folder changes.
+
+    The folder is looked at (a ``stat`` of each file) at most every ``LOOK_S``, and at once when the caller asks
+    for a ``fresh`` look (a signature none of the cached certificates verifies: a host just added, a certificate
+    replaced): at 1,000 hosts a look a report was a tenth of the recorder's CPU."""
+
+    LOOK_S = 1.0
 
     def __init__(self, folder: Path) -> None:
         self.folder, self._stamp, self._by_name = Path(folder), None, {}
+        self._looked_at = float("-inf")
 
-    def of(self, host: str) -> list:
-        stamp = self._look()
-        if stamp != self._stamp:
-            self._by_name, self._stamp = self._load(), stamp
-        return self._by_name.get(host, [])
+    def of(self, host: str, fresh: bool = False) -> list | tuple:
+        """``host``'s certificates; ``fresh``: look at the folder now. The same object again while nothing
+        changed (``()`` for a name none has)."""
+        if fresh or time.monotonic() - self._looked_at >= self.LOOK_S:
+            self._looked_at = time.monotonic()
+            stamp = self._look()
+            if stamp != self._stamp:
+                self._by_name, self._stamp = self._load(), stamp
+        return self._by_name.get(host, ())
 
     def _look(self):
         try:
@@ -119,7 +132,16 @@ class Recorder:
                 outages.ok()
 
     def step(self, block_ms: int = 1000) -> int:
-        """Read and settle what the streams hold (waiting up to ``block_ms``); how many entries were settled."""
+        """Read and settle what the streams hold (waiting up to ``block_ms``); how many entries were settled. On a
+        failure (Redis or the database away) every stream is read from this consumer's pending entries again:
+        the entries of a batch that was not finished are settled, in order, before any newer one."""
+        try:
+            return self._step(block_ms)
+        except Exception:
+            self._streams = dict.fromkeys(self._streams, "0")
+            raise
+
+    def _step(self, block_ms: int) -> int:
         now = time.monotonic()
         if now >= self._next_discover:
             self._discover()
@@ -146,9 +168,35 @@ class Recorder:
         return sum(self._threads().map(lambda batch: self._settle_all(*batch), batches))
 
     def _settle_all(self, stream: str, entries: list) -> int:
-        """One host's entries, in their order: a job's reports all come on its host's stream."""
-        for entry_id, fields in entries:
-            self._settle(stream, entry_id, fields)
+        """One host's entries, in their order (a job's reports all come on its host's stream): the host's last
+        recorded sequence numbers read in one round trip, each report checked and written, then the new marks
+        and the acknowledgement of every entry in one transaction. A failure (the database away) leaves the
+        batch's entries pending: ``step`` reads them again, in order, and what was written is written again
+        (each write is idempotent: the same verdict, step records by index, a claim already held)."""
+        host = stream[len(reports.stream(self.prefix, "")):]
+        parsed = []
+        for _entry_id, fields in entries:
+            try:
+                parsed.append(reports.parse(fields))
+            except reports.Malformed as err:
+                parsed.append(err)
+        fields = sorted({_mark_field(p[2]) for p in parsed if not isinstance(p, reports.Malformed)})
+        key = f"{self.prefix}recorded:{host}"
+        marks = {f: int(v) for f, v in zip(fields, self.r.hmget(key, fields) if fields else []) if v is not None}
+        new: dict[str, int] = {}
+        for one in parsed:
+            try:
+                report = self._checked(host, one, marks)
+                self._apply(host, report)
+            except Refused as why:
+                log.warning("recorder: refused report from %s: %s", host, why)
+                continue
+            marks[_mark_field(report)] = new[_mark_field(report)] = report["seq"]
+        ids = [entry_id for entry_id, _ in entries]
+        pipe = self.r.pipeline()  # MULTI: the marks are never behind what is acknowledged
+        if new:
+            pipe.hset(key, mapping=new)
+        pipe.xack(stream, GROUP, *ids).xdel(stream, *ids).execute()
         return len(entries)
 
     def _threads(self):
@@ -180,42 +228,27 @@ class Recorder:
 
     # --- one report ----------------------------------------------------
 
-    def _settle(self, stream: str, entry_id: bytes, fields: dict) -> None:
-        host = stream[len(reports.stream(self.prefix, "")):]
-        try:
-            report = self._checked(host, fields)
-            self._apply(host, report)
-            self._mark(host, report)
-        except Refused as why:
-            log.warning("recorder: refused report from %s: %s", host, why)
-        self.r.pipeline().xack(stream, GROUP, entry_id).xdel(stream, entry_id).execute()
-
-    def _checked(self, host: str, fields: dict) -> dict[str, Any]:
-        try:
-            body, sig, report = reports.parse(fields)
-        except reports.Malformed as err:
-            raise Refused(f"malformed: {err}") from None
+    def _checked(self, host: str, parsed: tuple | reports.Malformed, marks: dict[str, int]) -> dict[str, Any]:
+        """The report of ``parsed`` (``reports.parse``'s, or why it is not one) if it passes every check that needs
+        no job row; ``marks``: the host's last recorded sequence numbers by ``_mark_field``."""
+        if isinstance(parsed, reports.Malformed):
+            raise Refused(f"malformed: {parsed}")
+        body, sig, report = parsed
         if not sig:
             raise Refused(f"unsigned {report['kind']} report (job {report.get('job')})")
         if report["host"] != host:
             raise Refused(f"its body names host {report['host'][:80]!r}, not the stream's (job {report.get('job')})")
         certs = self.certs.of(host)
         if not any(reports.verify(c, body, sig) for c in certs):
-            raise Refused(f"{report['kind']} report of job {report.get('job')}: its signature is not {host}'s"
-                          + ("" if certs else f" (no trusted certificate is named {host})"))
-        key, last = self._last(host, report)
+            again = self.certs.of(host, fresh=True)  # a host added or a certificate replaced since the last look
+            if again is certs or not any(reports.verify(c, body, sig) for c in again):
+                raise Refused(f"{report['kind']} report of job {report.get('job')}: its signature is not {host}'s"
+                              + ("" if again else f" (no trusted certificate is named {host})"))
+        last = marks.get(_mark_field(report))
         if last is not None and report["seq"] <= last:
             raise Refused(f"{report['kind']} report of job {report.get('job')}: sequence {report['seq']} was "
                           f"recorded before (a replay)")
         return report
-
-    def _last(self, host: str, report: dict) -> tuple[str, int | None]:
-        key = _mark_field(report)
-        last = self.r.hget(f"{self.prefix}recorded:{host}", key)
-        return key, None if last is None else int(last)
-
-    def _mark(self, host: str, report: dict) -> None:
-        self.r.hset(f"{self.prefix}recorded:{host}", _mark_field(report), report["seq"])
 
     def _job(self, host: str, report: dict) -> dict:
         """The report's job, if it was given to ``host`` and its target is ``host``'s."""
@@ -225,7 +258,7 @@ class Recorder:
         if job_id is None:
             raise Refused(f"{report['kind']} report names no job")
         try:
-            job = self.store.job(job_id)
+            job = self.store.job(job_id, steps=False)
         except PanioError:
             raise Refused(f"{report['kind']} report of job {job_id}: no such job") from None
         if (job["host"] or "local") != host:
@@ -247,7 +280,7 @@ class Recorder:
         job = self._job(host, report)
         job_id, fence = job["id"], report.get("fence")
         if fence is not None and fence == job["fence"] and self._reopened(host, job):
-            job = self.store.job(job_id)
+            job = self.store.job(job_id, steps=False)
         try:
             if kind in ("taken", "beat") and fence is None:  # a runner that waits for the job's lease
                 return self._held(host, job, kind, data)
@@ -344,7 +377,7 @@ class Recorder:
                     "check_of": job["id"], "check_ref": ref,
                     **({"lab_key": parent["lab_key"]} if parent.get("lab_key") else {})}
             check_id = self.store.create_job(spec["name"], job["target"], job["host"], spec)
-        if self.store.job(check_id)["state"] == "queued":
+        if self.store.job(check_id, steps=False)["state"] == "queued":
             self.store.take(check_id, job["worker"], 0.0)
             self.store.claim(check_id, job["worker"], fence=fence)
         self.r.set(reports.check_key(self.prefix, host, seq), check_id, ex=CHECK_TTL_S)
@@ -363,8 +396,8 @@ class Recorder:
             raise Refused(f"started report of job {job['id']}: worker {str(worker)[:80]!r} is not one of {host}'s")
         if not isinstance(fence, int):
             raise Refused(f"started report of job {job['id']}: no fencing token")
-        if job["state"] == "running" and job["worker"] == worker and job["fence"] == fence:
-            return  # recorded already (a recorder that died before its mark): nothing to do
+        if job["state"] != "queued" and job["worker"] == worker and job["fence"] == fence:
+            return  # recorded already (a recorder that died, or lost its database, before its mark): nothing to do
         if job["state"] != "queued":
             raise Refused(f"started report of job {job['id']}: the job is {job['state']}, not queued")
         from bench_agent.leases.fences import FenceStore
