@@ -167,6 +167,10 @@ class Patient:
         self._obj, self._outages, self._give_up_s = obj, outages, give_up_s
         self._meanwhile = meanwhile or {}
 
+    def alike(self, obj) -> "Patient":
+        """``obj`` (another store of the same service) waited for as this one is."""
+        return Patient(obj, self._outages, self._give_up_s)
+
     def __getattr__(self, name: str):
         value = getattr(self._obj, name)
         if not callable(value):

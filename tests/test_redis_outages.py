@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from jobhelp import wait_for
+from jobhelp import job_file, wait_for
 from peerhelp import REDIS, PrivateRedis
 
 pytestmark = pytest.mark.skipif(not os.path.exists(REDIS), reason="redis-server not installed (scripts/system-deps.sh)")
@@ -105,3 +105,84 @@ def test_a_steps_lease_check_waits_for_redis_for_as_long_as_the_lease_may_hold(a
     assert store.current("t1") is None  # Redis kept the lease's TTL: it had expired, as the runner said
     with pytest.raises(leases.Refused):
         lease.check()
+
+
+CHECK = "name = 't1-health'\n[[steps]]\nname = 'probe'\nrun = 'panio action run ${target} probe'\n"
+
+
+def _health_lab(panio, workers, tmp_path) -> None:
+    """t1 on h1 with a health check, and a power state hook that waits for the test's ``go`` file: the gate asks
+    the lab (``hold_for_lab``) just before a health check would start, so the test can stop Redis right there."""
+    from peerhelp import worker_lab
+
+    worker_lab(panio, workers)
+    state = tmp_path / "state.sh"
+    state.write_text(f"#!/bin/sh\ntouch {tmp_path}/asked\nwhile [ ! -e {tmp_path}/go ]; do sleep 0.05; done\necho on\n")
+    state.chmod(0o755)
+    panio("power", "set", "-t", "t1", "--state-cmd", str(state))
+    panio("action", "add", "probe", "-t", "t1", "--command", "true")
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "t1.toml").write_text(CHECK)
+    with workers.lab.open("a") as f:
+        f.write('\n[targets.t1.health_check]\njob = "checks/t1.toml"\n')
+
+
+def _checks(store) -> list[dict]:
+    return [j for j in store.list_jobs(limit=100) if j["name"] == "t1-health"]
+
+
+def test_a_health_check_waits_for_redis_before_it_starts_and_never_judges_the_board_for_it(panio, tmp_path):
+    """Redis away at the instant a health check would start (the gate had just asked the lab): the check is not
+    made until Redis answers, then runs and passes; Redis away for longer than the job's lease may hold: the check
+    never starts, the job ends incomplete (skipped) saying the lab's Redis did not answer, and the board is not
+    judged (before: the check ran, lost its lease and marked the healthy board bad)."""
+    from peerhelp import Workers
+
+    redis = PrivateRedis(tmp_path, aof=True)
+    redis.start()
+    workers = Workers(tmp_path, redis.url)
+    go, asked = tmp_path / "go", tmp_path / "asked"
+    try:
+        _health_lab(panio, workers, tmp_path)
+        workers.start("h1")
+        store = workers.store()
+
+        def submit(ttl_s: int, name: str) -> int:
+            body = f"lease_ttl_s = {ttl_s}\n[[steps]]\nrun = 'ping ${{target}} --count 1'\n"
+            go.unlink(missing_ok=True)
+            asked.unlink(missing_ok=True)
+            job_id = panio("job", "submit", job_file(tmp_path, body, name), "--target", "t1", "--json").json()["job_id"]
+            wait_for(asked.exists, timeout_s=60)  # the gate asks the lab before the check: Redis goes now
+            redis.stop()
+            go.touch()
+            return job_id
+
+        job_id = submit(30, "held.toml")  # renewed every 10 s: Redis may hold the lease 20 s after it goes
+        wait_for(lambda: workers.logs().count("lease store: Redis unreachable since") == 1, timeout_s=60)
+        assert _checks(store) == [], _checks(store)  # no check made while Redis is away
+        redis.start()
+        done = wait_for(lambda: (j := store.job(job_id))["state"] == "done" and j, timeout_s=90)
+        assert (done["health"], done["result"]) == ("complete", "passed"), done["reason"]
+        assert [(c["health"], c["result"]) for c in _checks(store)] == [("complete", "passed")]
+        assert panio("target", "health", "t1", "--json").json()["health"] == "good"
+        assert "lease store: Redis back after" in workers.logs()
+
+        panio("target", "health", "t1", "--set", "unknown", "--reason", "a check is due again", "--no-check")
+        job_id = submit(4, "lost.toml")  # Redis away for longer than its lease (4 s) may hold
+        done = wait_for(lambda: (j := store.job(job_id))["state"] == "done" and j, timeout_s=90)
+        assert (done["health"], done["result"]) == ("incomplete", "skipped"), (done["reason"], workers.logs()[-3000:])
+        assert "health check did not start: the lab's Redis did not answer" in done["reason"], done["reason"]
+        assert len(_checks(store)) == 1  # none made
+        assert panio("target", "health", "t1", "--json").json()["health"] == "unknown"  # not judged
+        assert "is lost: its store stayed out of reach" in workers.logs()
+        redis.start()
+        job_id = panio("job", "submit", job_file(tmp_path, "[[steps]]\nrun = 'ping ${target}'\n", "after.toml"),
+                       "--target", "t1", "--json").json()["job_id"]
+        done = wait_for(lambda: (j := store.job(job_id))["state"] == "done" and j, timeout_s=90)
+        assert (done["health"], done["result"]) == ("complete", "passed"), done["reason"]
+        assert panio("target", "health", "t1", "--json").json()["health"] == "good"  # checked once Redis is back
+        assert all(p.poll() is None for p in workers.procs)
+    finally:
+        go.touch()
+        workers.stop_all()
+        redis.stop()

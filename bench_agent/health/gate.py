@@ -203,7 +203,11 @@ def _lab_service_away(summary: dict) -> str | None:
     from bench_agent.errors import Unreachable
 
     error = summary.get("error") or {}
-    if summary.get("health") != "incomplete" or error.get("error") != "unreachable":
+    if summary.get("health") != "incomplete":
+        return None
+    if error.get("service") in (outage.DB, outage.REDIS):  # a lease lost to Redis away (``Lease.riding_out``)
+        return error["service"]
+    if error.get("error") != "unreachable":
         return None
     texts = [str(error.get("message") or ""), str(summary.get("reason") or "")]
     for text in texts:

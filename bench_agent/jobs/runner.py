@@ -187,10 +187,14 @@ class JobRunner:
 
     def _gate(self):
         from bench_agent.health.gate import HealthGate
+        from bench_agent.health.state import HealthStore
 
         if self._health is None:
             # a reporting host's store carries the health it reads and reports (``ReportedHealth``)
-            self._health = HealthGate(getattr(self.store, "health", None) or self.store.url, self.worker, self.progress)
+            health = getattr(self.store, "health", None) or HealthStore(self.store.url)
+            if isinstance(self.store, outage.Patient):  # a worker's: the gate waits for the database as the runner
+                health = self.store.alike(health)
+            self._health = HealthGate(health, self.worker, self.progress)
         return self._health
 
     def _run(self, payload: dict, left_s: float | None, seen: dict | None = None) -> dict | None:
@@ -253,22 +257,54 @@ class JobRunner:
         """The job's steps, unless the target's health gate holds them (``HealthGate.before_job``: a due health
         check runs first); after a job that ended incomplete, the check runs at once, still under the lease."""
         run_check = lambda check, why: self._check_job(payload, check, why, lease, call)  # noqa: E731
+        held = self._lab_services(payload, lease) if payload.get("kind") == "health_check" else None
+        if held is not None:
+            return self._not_run(payload, held)
         # the lease came at once after the gate read the target's health: that read stands (no second one)
         seen = self._gate().last if lease.at_once else None
         held = self._gate().before_job(payload, call, run_check, seen)
         if held is not None:
-            variables = known_variables(payload["job_id"], payload["target"])
-            self._skip_rest(payload["job_id"], payload["steps"], 0, variables)
-            return self._finish(payload, "incomplete", "skipped", held.message, held.to_json(), gated=True)
+            return self._not_run(payload, held)
         summary = self._steps(payload, lease, call)
         if summary["health"] == "incomplete" and payload.get("health_check") and not lease.lost \
                 and payload.get("kind") != "health_check":
             self._gate().health_check(payload, call, f"job {payload['job_id']} ended incomplete", run_check)
         return summary
 
+    def _not_run(self, payload: dict, held: Busy) -> dict:
+        """The job does not run: ``held`` says why (its target's health, or the lab's services away)."""
+        variables = known_variables(payload["job_id"], payload["target"])
+        self._skip_rest(payload["job_id"], payload["steps"], 0, variables)
+        return self._finish(payload, "incomplete", "skipped", held.message, held.to_json(), gated=True)
+
+    def _lab_services(self, payload: dict, lease: leasing.Lease) -> Busy | None:
+        """Before a health check starts: wait for the lab's own services, Redis (``lease``'s check, for as long as
+        its TTL may hold it) and the results database (the target's health, read), each said once when it goes
+        and once when it is back. None once both answer; else why the check did not start. A check run while
+        either is away would judge the board for the lab's fault (issue 43)."""
+        try:
+            lease.riding_out(lease.check, _waits())
+            self._gate().store.get(payload["target"])
+        except Refused as err:  # the lease was lost (broken, expired, or its store away for longer than it holds)
+            why, service = err.message, err.details.get("service")
+        except Exception as err:
+            service = outage.service_down(err)
+            if service is None:
+                raise
+            why = outage.first_line(err)
+        else:
+            return None
+        return Busy(f"target {payload['target']}'s health check did not start: "
+                    + (f"the lab's {service} did not answer ({why})" if service else why),
+                    hint="the check runs once the lab's services are back and a job leases the target again",
+                    target=payload["target"], service=service)
+
     def _check_job(self, payload: dict, check: dict, why: str, lease: leasing.Lease, call: Call) -> dict:
         """Run the target's health check (``check``, from ``HealthGate.health_check``) as a job of its own, under
-        this job's lease; its summary."""
+        this job's lease, once the lab's services answer (``_lab_services``); its summary."""
+        held = self._lab_services(payload, lease)
+        if held is not None:
+            return {"job_id": None, "health": "incomplete", "result": "skipped", "reason": held.message, "held": held}
         host = (payload.get("target_config") or {}).get("host")
         check["check_of"] = payload["job_id"]  # under its lease (a reporting host's store reports the check so)
         try:

@@ -186,7 +186,8 @@ class Lease:
             outages.say(f"the lease on {self.target!r} (token {self.token}) is lost: its store stayed out of reach "
                         f"for longer than it could hold the lease{ttl}")
             raise Refused(f"lease on {self.target!r} lost: its store stayed out of reach for longer than it could "
-                          f"hold the lease{ttl}: {err.message}", target=self.target) from None
+                          f"hold the lease{ttl}: {err.message}", target=self.target,
+                          service=outage.service_down(err)) from None
 
     def _retake(self, token: int) -> bool:
         """The lease with ``token`` is no longer in the store: take it again when the store can prove nobody else
