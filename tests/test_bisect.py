@@ -14,8 +14,10 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from conftest import PANIO
-from jobhelp import wait_for
+from jobhelp import drop_pg_schema, pg_schema, wait_for
 from simbench import sim_bench
 
 DEPLOY = """\
@@ -223,3 +225,45 @@ def test_builds_from_a_command_run_without_a_shell(panio, sim_bench, tmp_path):
                         "--builds-cmd", "true", code=2)
     assert "at least two builds, found 0" in empty.error["message"], empty.error
     assert panio("bisect", "status", "--json").json()["id"] == r["id"]  # none of them recorded a bisection
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgresql"])
+def test_a_database_made_before_tag_gains_its_columns(db, tmp_path):
+    """A results database whose bisection tables an earlier panio made (no tag, no probe's target) gets the new
+    columns and a target that may be empty, keeps its rows, and records a tag bisection and each probe's board."""
+    import sqlalchemy as sa
+
+    from bench_agent.results.bisects import BisectStore
+    from bench_agent.results.db import engine_for
+
+    url = f"sqlite:///{tmp_path / 'old.db'}" if db == "sqlite" else pg_schema()
+    key = "INTEGER PRIMARY KEY" if db == "sqlite" else "SERIAL PRIMARY KEY"
+    try:
+        engine = engine_for(url)
+        with engine.begin() as c:
+            c.execute(sa.text(f"CREATE TABLE panio_bisects (id {key}, job_path TEXT NOT NULL, job_text TEXT NOT NULL, "
+                              "target VARCHAR(64) NOT NULL, builds TEXT NOT NULL, repeat INTEGER NOT NULL, "
+                              "state VARCHAR(16) NOT NULL, good INTEGER NOT NULL, bad INTEGER NOT NULL, "
+                              "signature TEXT, reference INTEGER, reason TEXT, created_at FLOAT NOT NULL, "
+                              "updated_at FLOAT NOT NULL)"))
+            c.execute(sa.text(f"CREATE TABLE panio_bisect_probes (id {key}, bisect_id INTEGER NOT NULL, "
+                              "build INTEGER NOT NULL, job_id INTEGER NOT NULL, verdict VARCHAR(16) NOT NULL, "
+                              "why TEXT NOT NULL, at FLOAT NOT NULL)"))
+            c.execute(sa.text("INSERT INTO panio_bisects (job_path, job_text, target, builds, repeat, state, good, "
+                              "bad, created_at, updated_at) "
+                              "VALUES ('j.toml', '', 'pico', '[]', 1, 'done', 0, 1, 0, 0)"))
+        engine.dispose()
+        store = BisectStore(url)
+        assert store.get(1)["target"] == "pico" and store.get(1)["tag"] is None
+        new = store.create("j.toml", "", None, [{"name": "a", "artifacts": {}}, {"name": "b", "artifacts": {}}], 1,
+                           tag="pi5")
+        assert new == 2
+        probe = store.add_probe(new, 0, 7, "running", "running on board2", target="board2")
+        assert store.get(new)["probes"][0]["verdict"] == "running"
+        store.judge(probe, "pass", "passed")
+        rec = store.get(new)
+        assert rec["target"] is None and rec["tag"] == "pi5"
+        assert [(p["verdict"], p["why"], p["target"]) for p in rec["probes"]] == [("pass", "passed", "board2")]
+    finally:
+        if db == "postgresql":
+            drop_pg_schema(url)

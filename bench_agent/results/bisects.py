@@ -31,7 +31,8 @@ class BisectStore:
                 _CREATED.add(url)
 
     def _add_columns(self, conn) -> None:
-        """The columns a database made by an earlier panio lacks (all nullable: ``tag``, a probe's ``target``)."""
+        """What a database made by an earlier panio lacks: the columns ``tag`` and a probe's ``target`` (both
+        nullable), and a bisection's ``target`` that may be empty (a ``--tag`` bisection has none)."""
         import sqlalchemy as sa
 
         inspector = sa.inspect(conn)
@@ -41,6 +42,18 @@ class BisectStore:
                 if col.name not in have:
                     kind = col.type.compile(dialect=self.engine.dialect)
                     conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {col.name} {kind}"))
+        target = next(c for c in inspector.get_columns("panio_bisects") if c["name"] == "target")
+        if target["nullable"]:
+            return
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.text("ALTER TABLE panio_bisects ALTER COLUMN target DROP NOT NULL"))
+            return
+        # SQLite cannot drop a NOT NULL: the table is made again and its rows copied (it has no index)
+        columns = ", ".join(c.name for c in self.bisects.columns)
+        conn.execute(sa.text("ALTER TABLE panio_bisects RENAME TO panio_bisects_before"))
+        self.bisects.create(conn)
+        conn.execute(sa.text(f"INSERT INTO panio_bisects ({columns}) SELECT {columns} FROM panio_bisects_before"))
+        conn.execute(sa.text("DROP TABLE panio_bisects_before"))
 
     def create(self, job_path: str, job_text: str, target: str | None, builds: list[dict], repeat: int,
                tag: str | None = None) -> int:

@@ -233,7 +233,8 @@ class Bisection:
         """The builds of the next round: ``m`` builds that split the range in ``m + 1`` equal parts, where
         ``m`` is how many builds the boards can run ``repeat`` times at once (docs/bisect.md: why)."""
         good, bad = self.rec["good"], self.rec["bad"]
-        m = min(max(1, len(self.boards) // self.rec["repeat"]), bad - good - 1)
+        usable = sum(self._usable(b) for b in self.boards)
+        m = min(max(1, usable // self.rec["repeat"]), bad - good - 1)
         return sorted({good + (bad - good) * j // (m + 1) for j in range(1, m + 1)} - {good, bad})
 
     def _needed(self, idx: int) -> int:

@@ -120,14 +120,17 @@ def start(args: argparse.Namespace) -> None:
 
 def resume(args: argparse.Namespace) -> None:
     from bench_agent.errors import UsageError
+    from controller.jobs import bisect
 
     store, _ = _stores()
     rec = store.get(args.id)
     if rec["state"] == "done":
         raise UsageError(f"bisection {args.id} is done: first bad build {rec['builds'][rec['bad']]['name']}",
                          hint=f"panio bisect status {args.id}")
+    lab = load_lab(args)
+    bisect.boards(lab, rec)  # its target, or a board of its tag, is still in the lab
     store.update(args.id, state="running", reason=None)
-    _drive(args, load_lab(args), args.id)
+    _drive(args, lab, args.id)
 
 
 def _drive(args: argparse.Namespace, lab, bisect_id: int) -> None:
