@@ -267,3 +267,24 @@ def test_a_database_made_before_tag_gains_its_columns(db, tmp_path):
     finally:
         if db == "postgresql":
             drop_pg_schema(url)
+
+
+@pytest.mark.parametrize(("boards", "repeat", "rounds"), [(1, 1, 5), (3, 1, 3), (3, 3, 5), (6, 3, 3)])
+def test_rounds_of_the_split_are_those_docs_bisect_md_gives(boards, repeat, rounds):
+    """docs/bisect.md's table: 20 builds, the worst first bad build, probe times a search takes (a round whose
+    runs outnumber the boards takes more than one)."""
+    from controller.jobs.bisect import split
+
+    def probe_times(first_bad: int) -> int:
+        good, bad, times = 0, 19, 0
+        while bad - good > 1:
+            picks = split(good, bad, boards, repeat)
+            assert picks and all(good < p < bad for p in picks)
+            times += math.ceil(len(picks) * repeat / boards)
+            bad = min([p for p in picks if p >= first_bad], default=bad)
+            good = max([p for p in picks if p < first_bad], default=good)
+        assert bad == first_bad
+        return times
+
+    assert max(probe_times(b) for b in range(1, 20)) == rounds
+    assert split(0, 19, 1, 1) == [9]  # one board: the middle build, as a binary search

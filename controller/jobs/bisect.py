@@ -232,10 +232,8 @@ class Bisection:
     def _picks(self) -> list[int]:
         """The builds of the next round: ``m`` builds that split the range in ``m + 1`` equal parts, where
         ``m`` is how many builds the boards can run ``repeat`` times at once (docs/bisect.md: why)."""
-        good, bad = self.rec["good"], self.rec["bad"]
-        usable = sum(self._usable(b) for b in self.boards)
-        m = min(max(1, usable // self.rec["repeat"]), bad - good - 1)
-        return sorted({good + (bad - good) * j // (m + 1) for j in range(1, m + 1)} - {good, bad})
+        return split(self.rec["good"], self.rec["bad"], sum(self._usable(b) for b in self.boards),
+                     self.rec["repeat"])
 
     def _needed(self, idx: int) -> int:
         """How many more runs build ``idx`` needs (its runs still going not subtracted)."""
@@ -411,6 +409,14 @@ class Bisection:
             raise Undecided(f"build {self._name(idx)!r} could not be judged: {wasted} probes were inconclusive "
                             f"or failed another way", hint=f"fix the lab, then `panio bisect resume {self.id}`",
                             bisect=self.id, build=self._name(idx))
+
+
+def split(good: int, bad: int, boards: int, repeat: int) -> list[int]:
+    """The builds a round probes between ``good`` and ``bad``: ``m = boards // repeat`` of them (at least one),
+    splitting the range in ``m + 1`` equal parts, so each has ``repeat`` boards and the round takes one probe's
+    time (on one board: the middle one, a binary search)."""
+    m = min(max(1, boards // repeat), bad - good - 1)
+    return sorted({good + (bad - good) * j // (m + 1) for j in range(1, m + 1)} - {good, bad})
 
 
 def boards(lab, rec: dict) -> list[str]:
