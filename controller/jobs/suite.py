@@ -145,6 +145,9 @@ def _tell(lab: Lab, name: str, jobs: list[dict]) -> None:
     err = ci_error(name, ran)
     verdict = ("nothing ran" if not ran else "passed" if err is None
                else "the board failed" if isinstance(err, TestFailed) else "the lab failed")
+    if err is not None:  # which boards: a night's operator reads the verdict line first (issue 43)
+        fault = "board" if isinstance(err, TestFailed) else "lab"
+        verdict += f" on {', '.join(sorted({j['target'] for j in ran if _fault(j) == fault}))}"
     if skipped:
         verdict += f"; {len(skipped)} skipped on {', '.join(sorted({j['target'] for j in skipped}))}"
     notes = report.triage_notes(backends.results_store(), jobs) if notify.wanted(lab.data.get("notify"),
@@ -176,7 +179,8 @@ def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
     heartbeat = Heartbeat(store)
     by_target: dict[str, list[dict]] = {}
     # record every job as queued first (one commit): all of the suite is visible at once
-    for payload in local.create_many(store, lab, entries, deadline_at, on_unhealthy=on_unhealthy, suite=suite):
+    payloads = local.create_many(store, lab, entries, deadline_at, on_unhealthy=on_unhealthy, suite=suite)
+    for payload in _skip_held(store, payloads, progress_for):
         target = payload["target"]
         store.take(payload["job_id"], me, 0.0)  # held by this process: if it dies, a reader can tell
         heartbeat.add(payload["job_id"])
@@ -190,10 +194,10 @@ def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
         for payload in payloads:
             runner.run(payload)
 
-    with ThreadPoolExecutor(max_workers=len(by_target)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
         for fut in [pool.submit(one_target, p) for p in by_target.values()]:
             fut.result()
-    return [store.job(p["job_id"]) for ps in by_target.values() for p in ps]
+    return [store.job(p["job_id"]) for p in payloads]
 
 
 def _run_queued(lab: Lab, entries: list, progress_for, deadline_at: float | None,
@@ -204,14 +208,50 @@ def _run_queued(lab: Lab, entries: list, progress_for, deadline_at: float | None
     # every job recorded at once (one commit), then sent
     payloads = local.create_many(store, lab, entries, deadline_at, for_worker=True, on_unhealthy=on_unhealthy,
                                 suite=suite)
-    ids = []
-    for payload, queue in zip(payloads, remote.publish_all(app, store, payloads)):
+    ids, sent = [], _skip_held(store, payloads, progress_for)
+    for payload, queue in zip(sent, remote.publish_all(app, store, sent) if sent else []):
         progress_for(payload["target"])("queued", {"job_id": payload["job_id"], "target": payload["target"],
                                                    "queue": queue})
         ids.append((payload["job_id"], payload["target"]))
     rec, watch = remote.reconciler(app), [i for i, _ in ids]
-    return [remote.follow(i, lambda e, d, t=t: progress_for(t)(e, d) if e == "job_end" else None,
-                          deadline_at=deadline_at, watch=watch, rec=rec) for i, t in ids]
+    ended = {i: remote.follow(i, lambda e, d, t=t: progress_for(t)(e, d) if e == "job_end" else None,
+                              deadline_at=deadline_at, watch=watch, rec=rec) for i, t in ids}
+    return [ended[p["job_id"]] if p["job_id"] in ended else store.job(p["job_id"]) for p in payloads]
+
+
+def _skip_held(store, payloads: list[dict], progress_for) -> list[dict]:
+    """The suite's jobs to run or queue. One whose board is held (bad or in maintenance, its automatic re-check
+    due or not: that is the scheduler's) in a suite that skips such boards ends skipped here, at once, as its
+    runner would have ended it, and is never queued: the suite's verdict never waits for a worker slot or a lease
+    that the bad board's re-check holds (issue 43; a night's healthy boards idled 13-26 s for it)."""
+    from bench_agent.health.gate import HealthGate
+    from bench_agent.jobs import notify
+    from bench_agent.jobs.steps import command_line, known_variables
+    from bench_agent.leases.base import holder_name
+
+    gate, held = HealthGate(backends.results_url(), holder_name("panio suite run"), lambda e, d: None), {}
+    run = []
+    for p in payloads:
+        target = p["target"]
+        if p.get("on_unhealthy") != "skip":
+            run.append(p)
+            continue
+        if target not in held:  # read once a target: the suite's jobs on it are judged alike
+            held[target] = gate.blocked(p, 0.0, lambda: True)
+        busy = held[target]
+        if busy is None:
+            run.append(p)
+            continue
+        variables = known_variables(p["job_id"], target)
+        steps = [(i, {"name": s["name"], "command": command_line(s, variables), "status": "skipped"})
+                 for i, s in enumerate(p["steps"])]
+        summary = {"job_id": p["job_id"], "health": "incomplete", "result": "skipped", "reason": busy.message,
+                   "error": busy.to_json()}
+        if store.finish(p["job_id"], "incomplete", "skipped", busy.message, busy.to_json(), only_if_queued=True,
+                        steps=steps):
+            progress_for(target)("job_end", summary)
+            notify.job_ended(p, {**summary, "gated": True})
+    return run
 
 
 def _locked(progress, lock: threading.Lock):
