@@ -197,7 +197,16 @@ def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
     with ThreadPoolExecutor(max_workers=max(1, len(by_target))) as pool:
         for fut in [pool.submit(one_target, p) for p in by_target.values()]:
             fut.result()
-    return [store.job(p["job_id"]) for p in payloads]
+    return _read_back(store, payloads, {}, suite)
+
+
+def _read_back(store, payloads: list[dict], have: dict[int, dict], suite: str | None) -> list[dict]:
+    """The suite's jobs as recorded (``have``: those read already), in its order. The results database away as
+    the suite ends is waited for, said once (``bench_agent.outage``): the verdict comes after, nothing is lost."""
+    from bench_agent import outage
+
+    return outage.patiently(lambda: [have.get(p["job_id"]) or store.job(p["job_id"]) for p in payloads],
+                            outage.Outages(_log.warning, f"suite {suite}"), give_up_s=outage.PATIENCE_S)
 
 
 def _run_queued(lab: Lab, entries: list, progress_for, deadline_at: float | None,
@@ -216,7 +225,7 @@ def _run_queued(lab: Lab, entries: list, progress_for, deadline_at: float | None
     rec, watch = remote.reconciler(app), [i for i, _ in ids]
     ended = {i: remote.follow(i, lambda e, d, t=t: progress_for(t)(e, d) if e == "job_end" else None,
                               deadline_at=deadline_at, watch=watch, rec=rec) for i, t in ids}
-    return [ended[p["job_id"]] if p["job_id"] in ended else store.job(p["job_id"]) for p in payloads]
+    return _read_back(store, payloads, ended, suite)
 
 
 def _skip_held(store, payloads: list[dict], progress_for) -> list[dict]:
