@@ -9,6 +9,7 @@ controller process holds at most its pool (one), and no worker process ever hold
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import threading
@@ -283,3 +284,43 @@ def test_a_pool_of_one_serves_a_command_that_reads_twice(panio, database):
     panio("token", "add", "pool-one", "--scope", "reader")
     r = panio.fails("token", "rm", "no-such-token", code=3, timeout=20)
     assert "pool-one" in r.error.get("known", []) or "pool-one" in r.err, r.err
+
+
+def test_a_request_that_finds_the_pool_busy_past_its_wait_gets_503_busy_not_500(panio, database, tmp_path):
+    """The dashboard's one connection is held by a request stuck on a lock (a slow statement): another request
+    waits ``PANIO_RESULTS_POOL_WAIT_S`` for it, then gets 503 ``busy`` (exit 8) with ``Retry-After``, never a
+    500 with SQLAlchemy's TimeoutError; once the statement ends both are served again."""
+    from bench_agent.results.store import ResultStore
+
+    ResultStore(database).create_job("one", "t1", None, {"steps": []})
+    Path(panio.env["PANIO_LAB"]).write_text("")
+    panio.env["PANIO_RESULTS_URL"] = database
+    token = panio("token", "add", "busy-reader", "--scope", "reader", "--json").json()["token"]
+    env = {**panio.env, "PANIO_RESULTS_POOL": "1", "PANIO_RESULTS_POOL_WAIT_S": "1", "HOME": str(tmp_path)}
+    dash = DashboardProc(env, tmp_path / "dashboard.log")
+    bearer = {"Authorization": f"Bearer {token}"}
+    stuck: list[int] = []
+    try:
+        assert Client(dash.url).get("/api/v1/jobs", **bearer)[0] == 200
+        import psycopg
+
+        with psycopg.connect(database, autocommit=True, connect_timeout=5) as locker:
+            db = database.rsplit("/", 1)[1]
+            with locker.transaction():
+                locker.execute("LOCK TABLE panio_jobs IN ACCESS EXCLUSIVE MODE")
+                slow = threading.Thread(target=lambda: stuck.append(Client(dash.url).get("/api/v1/jobs", **bearer)[0]))
+                slow.start()
+                wait_for(lambda: locker.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock'",
+                    (db,)).fetchone()[0] >= 1, timeout_s=30)  # the dashboard's only connection waits on the lock
+                status, headers, body = Client(dash.url).get("/api/v1/jobs", **bearer)
+                assert status == 503, (status, body)
+                answer = json.loads(body)
+                assert (answer["error"], answer["exit"]) == ("busy", 8) and "PANIO_RESULTS_POOL" in answer["message"]
+                assert {k.lower(): v for k, v in headers.items()}.get("retry-after") == "1"
+        slow.join(timeout=30)
+        assert stuck == [200]
+        assert Client(dash.url).get("/api/v1/jobs", **bearer)[0] == 200
+        assert "Traceback" not in (tmp_path / "dashboard.log").read_text()
+    finally:
+        dash.stop()

@@ -189,14 +189,16 @@ def token_table():
 
 
 POOL_ENV, POOL_DEFAULT = "PANIO_RESULTS_POOL", 4
-POOL_WAIT_S = 30.0  # how long a caller waits for a connection of a full pool before ``sa.exc.TimeoutError``
+# how long a caller waits for a connection of a full pool before ``sa.exc.TimeoutError`` (the dashboard's API
+# answers it 503 busy): ``PANIO_RESULTS_POOL_WAIT_S``
+POOL_WAIT_ENV, POOL_WAIT_S = "PANIO_RESULTS_POOL_WAIT_S", 30.0
 
 
 def pool_size() -> int:
     """Connections this process may hold to a PostgreSQL results database: ``PANIO_RESULTS_POOL`` (default 4).
 
     One pool a process and URL, shared by every store, both commit modes, reads and writes; a caller that finds
-    it full waits for a connection (up to ``POOL_WAIT_S``) and never opens one more. Only the controller's
+    it full waits for a connection (up to ``pool_wait_s``) and never opens one more. Only the controller's
     processes connect (a worker without ``PANIO_RESULTS_URL`` holds none): the database sees at most this many
     a controller process, whatever the number of hosts (docs/scale.md)."""
     raw = os.environ.get(POOL_ENV, "")
@@ -210,6 +212,21 @@ def pool_size() -> int:
         raise ConfigInvalid(f"{POOL_ENV}={raw!r}: want a whole number of connections from 1 to 1000",
                             hint=f"unset it for the default ({POOL_DEFAULT})")
     return size
+
+
+def pool_wait_s() -> float:
+    """How long a caller waits for a connection of a full pool: ``PANIO_RESULTS_POOL_WAIT_S`` (default 30)."""
+    raw = os.environ.get(POOL_WAIT_ENV, "")
+    if not raw:
+        return POOL_WAIT_S
+    try:
+        wait = float(raw)
+    except ValueError:
+        wait = -1.0
+    if not 0.1 <= wait <= 3600:
+        raise ConfigInvalid(f"{POOL_WAIT_ENV}={raw!r}: want seconds from 0.1 to 3600",
+                            hint=f"unset it for the default ({POOL_WAIT_S:g})")
+    return wait
 
 
 def engine_for(url: str, relaxed: bool = False):
@@ -241,7 +258,7 @@ def _new_engine(url: str, relaxed: bool):
         kwargs["connect_args"] = {"timeout": 30}
     elif url_eff.startswith("postgresql"):
         # bounded: a caller of a full pool waits (pool_timeout), none opens an overflow connection
-        kwargs.update(pool_size=pool_size(), max_overflow=0, pool_timeout=POOL_WAIT_S)
+        kwargs.update(pool_size=pool_size(), max_overflow=0, pool_timeout=pool_wait_s())
         from bench_agent.results.libpq import application_name  # libpq's, as the light reader's
 
         kwargs["connect_args"] = {"fallback_application_name": application_name()}

@@ -3,7 +3,8 @@
 A page says "results database unreachable since 02:14:07" (and reloads itself every few seconds, so it is
 back on its own); the API answers 503 with the same reason as panio's JSON error (``unreachable``, exit 4) and
 ``Retry-After``. The server's log says it once when the service goes and once when it is back
-(``bench_agent.outage``). Errors that are not a service away are raised as they came (a bug: 500).
+(``bench_agent.outage``). Errors that are not a service away are raised as they came (a bug: 500). A pool whose connections stayed busy
+past their wait is the controller overloaded: 503 ``busy`` (exit 8), ``Retry-After: 1``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from starlette.responses import HTMLResponse, Response
 from bench_agent import outage
 
 RETRY_S = 5
+BUSY_RETRY_S = 1
 _log = logging.getLogger("panio.dashboard")
 
 
@@ -40,7 +42,25 @@ class Watch:
             classes += [redis.exceptions.ConnectionError, redis.exceptions.TimeoutError]
         except ImportError:  # no Redis client: no Redis to lose
             pass
-        return {cls: self.answer for cls in classes}
+        return {**{cls: self.answer for cls in classes}, sqlalchemy.exc.TimeoutError: self.busy}
+
+    def busy(self, request: Request, exc: Exception) -> Response:
+        """Every connection of this process's pool is in use past ``PANIO_RESULTS_POOL_WAIT_S``: the controller is
+        overloaded, not the database away. 503 busy (exit 8) with ``Retry-After``; the server's log says it."""
+        from bench_agent.results.db import POOL_ENV, pool_size
+
+        reason = (f"the controller is busy: the {pool_size()} connection(s) of its results-database pool "
+                  f"({POOL_ENV}) were all in use while this request waited")
+        _log.warning("dashboard: %s (%s)", reason, request.url.path)
+        headers = {**self.headers, "Retry-After": str(BUSY_RETRY_S)}
+        if request.url.path.startswith(self.api_prefix + "/"):
+            body = {"error": "busy", "exit": 8, "message": reason,
+                    "hint": f"try again in {BUSY_RETRY_S} s; if this lasts, raise {POOL_ENV} (docs/scale.md)"}
+            return Response(json.dumps(body), status_code=503, media_type="application/json", headers=headers)
+        page = (f'<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="{BUSY_RETRY_S}">'
+                f"<title>panio: busy</title></head><body><h1>panio dashboard</h1><p><strong>{html.escape(reason)}"
+                "</strong></p><p>This page reloads by itself.</p></body></html>")
+        return HTMLResponse(page, status_code=503, headers=headers)
 
     def answer(self, request: Request, exc: Exception) -> Response:
         if not self.outages.failed(exc):
