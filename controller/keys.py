@@ -27,10 +27,18 @@ DEFAULT_DAYS = 1825
 SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
+def _folder(path: Path) -> None:
+    """A folder of keys panio makes: 0700 with every missing parent (the state directory too), whatever the umask,
+    and checked (``bench_agent.private``): under umask 000 the parents were made 0777, and another user could have
+    swapped in a ``trusted/`` of theirs. A folder that exists is left as it is (one the operator chose)."""
+    from bench_agent.private import private_dir
+
+    if not path.exists():
+        private_dir(path)
+
+
 def _write(path: Path, data: bytes) -> None:
-    if not path.parent.exists():
-        path.parent.mkdir(parents=True)
-        path.parent.chmod(0o700)
+    _folder(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
@@ -61,9 +69,7 @@ def create(name: str, keys: Keys | None = None, days: int = DEFAULT_DAYS, force:
             .not_valid_after(now + datetime.timedelta(days=days)).sign(key, hashes.SHA256()))
     pem = cert.public_bytes(serialization.Encoding.PEM)
     for folder in (keys.key.parent, keys.cert.parent, keys.store):
-        if not folder.exists():  # a folder panio makes is the owner's only; one that exists is left as it is
-            folder.mkdir(parents=True)
-            folder.chmod(0o700)
+        _folder(folder)
     _write(keys.key, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                        serialization.NoEncryption()))
     _write(keys.cert, pem)

@@ -27,6 +27,25 @@ def test_init_makes_an_owner_only_pair_and_trusts_it(panio, tmp_path):
     assert listed["cert"]["serial"] == made["serial"] and listed["trusted"][0]["days_left"] > 1800
 
 
+def test_init_in_a_new_state_directory_makes_every_folder_owner_only_whatever_the_umask(panio, tmp_path):
+    """The key folders' missing parents (the state directory itself) were made with the umask: under umask 000
+    the state directory was 0777, so another user could swap its `keys/` for theirs, their certificate in
+    `trusted/`, and every later panio command refused the directory (docs/security.md, "Files, sockets")."""
+    import subprocess
+
+    from conftest import PANIO
+
+    state = tmp_path / "new" / "state"
+    env = {**panio.env, "PANIO_STATE_DIR": str(state)}
+    p = subprocess.run(["sh", "-c", 'umask 000; exec "$0" "$@"', PANIO, "keys", "init"], env=env,
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr
+    for folder in (tmp_path / "new", state, state / "keys", state / "keys" / "trusted"):
+        assert mode(folder) == 0o700, folder
+    assert {mode(f) for f in (state / "keys").rglob("*") if f.is_file()} == {0o600}
+    assert subprocess.run([PANIO, "lease", "list"], env=env, capture_output=True, timeout=120).returncode == 0
+
+
 def test_trust_untrust_and_two_generations_during_a_rotation(panio, tmp_path):
     from bench_agent.jobs.signing import CERT_ENV, KEY_ENV, STORE_ENV
 
