@@ -70,6 +70,23 @@ def test_every_path_a_doc_names_exists(doc: Path) -> None:
     assert not broken, f"{doc.name} points to code that is not there: {broken}"
 
 
+# Variables the docs make up for an example (a lab file's `webhook_env = "PANIO_TEAMS_URL"`): the user names them.
+EXAMPLE_VARIABLES = {"PANIO_TEAMS_URL", "PANIO_SMTP_PASSWORD"}
+CODE = [ROOT / d for d in ("bench_agent", "controller", "benchmarks", "scripts", "scenarios", "tests", "ansible")]
+
+
+def test_every_variable_the_docs_name_is_read_by_panio() -> None:
+    """A `PANIO_...` variable a page tells the reader to set is one some code of panio's reads (or sets)."""
+    def variables(text: str) -> set[str]:
+        return set(re.findall(r"\bPANIO_[A-Z0-9_]*[A-Z0-9]\b", text))
+
+    named = {v for doc in DOCS for v in variables(doc.read_text())}
+    files = [f for top in CODE for f in top.rglob("*")
+             if f.suffix in (".py", ".yml", ".j2", ".cfg") and "__pycache__" not in f.parts] + [ROOT / "Makefile"]
+    read = {v for f in files for v in variables(f.read_text(errors="replace"))}
+    assert sorted(named - EXAMPLE_VARIABLES - read) == []
+
+
 def test_a_moved_module_is_caught() -> None:
     """The check itself: a name that moved fails, the forms the docs use pass."""
     assert resolve_path("bench_agent/jobs/results_db.py") == "no such file or folder"
