@@ -108,6 +108,10 @@ class Outages:
     def since(self, service: str) -> float | None:
         return self._since.get(service)
 
+    def away(self) -> list[str]:
+        """The services noted away now."""
+        return list(self._since)
+
     @property
     def down(self) -> bool:
         return bool(self._since)

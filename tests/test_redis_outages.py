@@ -186,3 +186,89 @@ def test_a_health_check_waits_for_redis_before_it_starts_and_never_judges_the_bo
         go.touch()
         workers.stop_all()
         redis.stop()
+
+
+PAGES = ("/", "/queue", "/jobs", "/targets/t1", "/schedules", "/api/v1/jobs", "/api/v1/leases", "/api/v1/schedules")
+
+
+def _since(text: str, what: str) -> float:
+    """Seconds since ``what unreachable since HH:MM:SS`` was said in ``text`` (0 before)."""
+    import re
+
+    m = re.search(what + r" unreachable since (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", text)
+    return time.time() - time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) if m else 0.0
+
+
+def test_the_scheduler_and_the_dashboard_ride_out_redis_away(panio, tmp_path):
+    """The Redis that `panio schedule serve` and `panio dashboard` use stopped for longer than their timeouts (the
+    scheduler lease's 15 s TTL, a Redis call's 3 s, the sockets' 5 s) and started again: both stay up, each says
+    it once when Redis goes and once when it is back, the dashboard answers 503 "... unreachable since ..." or
+    what it can (never a 500), and the schedule fires again by itself, its jobs run by the worker."""
+    import subprocess
+
+    from conftest import PANIO
+    from dashhelp import Client, DashboardProc
+    from jobhelp import stop
+    from peerhelp import Workers, worker_lab
+
+    redis = PrivateRedis(tmp_path, aof=True)
+    redis.start()
+    workers = Workers(tmp_path, redis.url, PANIO_DASHBOARD_TOKEN="t" * 32)
+    bearer = {"Authorization": f"Bearer {'t' * 32}"}
+    serve = dash = None
+    try:
+        worker_lab(panio, workers)
+        workers.start("h1")
+        job_file(tmp_path, "[[steps]]\nrun = 'ping ${target} --count 1'\n", "quick.toml")
+        suite = job_file(tmp_path, "targets = ['t1']\njobs = ['quick.toml']\n", "suite.toml")
+        panio("schedule", "add", "often", "--suite", suite, "--every", "2s")
+        log = tmp_path / "serve.log"
+        serve = subprocess.Popen([PANIO, "schedule", "serve"], env=panio.env, stdout=open(log, "w"),
+                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        dash = DashboardProc(panio.env, tmp_path / "dash.log")
+        web = Client(dash.url)
+        store = workers.store()
+        wait_for(lambda: any(j["state"] == "done" for j in store.list_jobs(limit=5)) or serve.poll() is not None,
+                 timeout_s=90)
+        for path in PAGES:
+            assert web.get(path, **bearer)[0] == 200, path
+
+        redis.stop()
+        seen: set[int] = set()
+
+        def looked() -> bool:  # every page, while Redis is away: an answer, never a 500
+            for path in PAGES:
+                status, _, body = web.get(path, **bearer)
+                assert status in (200, 503), (path, status, body[:2000])
+                if status == 503:
+                    assert "Redis unreachable since" in body, (path, body[:500])
+                seen.add(status)
+            return True
+
+        # away for longer than the scheduler lease's TTL (15 s): both processes stay up, said once
+        wait_for(lambda: looked() and (serve.poll() is not None or _since(log.read_text(), "Redis") >= 17),
+                 timeout_s=90, every_s=1.0)
+        assert serve.poll() is None and dash.proc.poll() is None, log.read_text()[-3000:]
+        assert 503 in seen
+        assert log.read_text().count("Redis unreachable since") == 1, log.read_text()[-3000:]
+        assert (tmp_path / "dash.log").read_text().count("Redis unreachable since") == 1
+
+        redis.start()
+        fired = len(store.list_jobs(limit=1000))
+        wait_for(lambda: "Redis back after" in log.read_text() or serve.poll() is not None, timeout_s=90)
+        # it fires again by itself, and the worker runs what it fired
+        wait_for(lambda: [j for j in store.list_jobs(limit=1000)[:-fired or None] if j["state"] == "done"],
+                 timeout_s=120)
+        wait_for(lambda: all(web.get(path, **bearer)[0] == 200 for path in PAGES) and
+                 "Redis back after" in (tmp_path / "dash.log").read_text(), timeout_s=60, every_s=0.5)
+        assert (tmp_path / "dash.log").read_text().count("Redis back after") == 1
+        assert serve.poll() is None and dash.proc.poll() is None
+        for text in (log.read_text(), (tmp_path / "dash.log").read_text()):
+            assert "Traceback" not in text, text[-3000:]
+    finally:
+        if serve is not None:
+            stop(serve)
+        if dash is not None:
+            dash.stop()
+        workers.stop_all()
+        redis.stop()

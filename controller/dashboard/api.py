@@ -35,6 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from bench_agent import outage
 from bench_agent.errors import (AlreadyExists, AuthFailed, ConfigInvalid, InvalidName, NotConfigured, PanioError,
                                 Refused, UsageError)
 from controller.api import MAX_JOB_BYTES
@@ -86,13 +87,21 @@ def _error(err: PanioError, status: int | None = None) -> JSONResponse:
     return JSONResponse(err.to_json(), status_code=status, headers=headers)
 
 
+def _not_away(err: PanioError) -> PanioError:
+    """``err``, unless it says one of the lab's own services is away (Redis, the results database): that is raised
+    for the app's watch, which answers 503 saying since when, with ``Retry-After`` (``unreachable``)."""
+    if outage.service_down(err) is not None:
+        raise err
+    return err
+
+
 async def _answer(d, request: Request, func, caller: dict | None = None) -> Response:
     """``func(token)`` in the thread pool, its result as JSON, a ``PanioError`` as its status."""
     try:
         caller = caller or await run_in_threadpool(token, d, request)
         result = await run_in_threadpool(func, caller)
     except PanioError as err:
-        return _error(err)
+        return _error(_not_away(err))
     return result if isinstance(result, Response) else JSONResponse(result)
 
 
@@ -102,7 +111,7 @@ async def _with_body(d, request: Request, work) -> Response:
     try:
         caller = await run_in_threadpool(token, d, request)
     except PanioError as err:
-        return _error(err)
+        return _error(_not_away(err))
     body = await _body(request)
     if isinstance(body, Response):
         return body

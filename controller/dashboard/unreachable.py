@@ -29,6 +29,7 @@ class Watch:
     def __init__(self, headers: dict[str, str], api_prefix: str) -> None:
         """``headers``: every answer's (the app's); ``api_prefix``: the paths answered as JSON."""
         self.outages = outage.Outages(_log.warning, "dashboard")
+        self._pinged_at = 0.0  # when Redis, noted away, was last asked whether it is back
         self.headers, self.api_prefix = headers, api_prefix
 
     def handlers(self) -> dict:
@@ -82,6 +83,30 @@ class Watch:
         return HTMLResponse(page, status_code=503, headers=headers)
 
     def served(self, request: Request, response: Response) -> None:
-        """A page or answer that read the stores was served: the services it needed are back."""
-        if self.outages.down and response.status_code < 500 and not request.url.path.startswith("/static/"):
-            self.outages.ok()
+        """A page or answer that read the stores was served: the results database is back (every page reads it);
+        Redis only once it answers, as a page that reads leases serves what it can without it ("unknown")."""
+        if not self.outages.down or response.status_code >= 500 or request.url.path.startswith("/static/"):
+            return
+        for service in self.outages.away():
+            if service != outage.REDIS or self._redis_answers():
+                self.outages.ok(service)
+
+    def _redis_answers(self) -> bool:
+        """One PING of the lab's Redis (at most one a second, fast: this runs on the server's loop)."""
+        import time
+
+        from controller import backends
+
+        if time.monotonic() - self._pinged_at < 1.0:
+            return False
+        self._pinged_at = time.monotonic()
+        try:
+            import redis
+
+            client = redis.Redis.from_url(backends.redis_url(), socket_connect_timeout=0.5, socket_timeout=0.5)
+            try:
+                return bool(client.ping())
+            finally:
+                client.close()
+        except Exception:  # noqa: BLE001 - any failure: not back yet
+            return False

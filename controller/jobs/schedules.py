@@ -188,7 +188,7 @@ class Scheduler:
         from bench_agent.leases import base as leases
         from controller import backends
 
-        from bench_agent.errors import Busy
+        from bench_agent.errors import Busy, Refused
 
         store = backends.lease_store(backends.NO_LAB)  # one scheduler for every lab: its lease is no lab's
         lease = outage.patiently(lambda: store.try_acquire(SCHEDULER_LEASE, {
@@ -210,7 +210,12 @@ class Scheduler:
                         continue
                     lease = again
                 try:
+                    # Redis answers and the lease is this scheduler's: only then does a slot fire (Redis away, a
+                    # slot's jobs would end "not queued", one failed slot a tick; it fires once Redis is back)
+                    lease.check()
                     self._tick()
+                except Refused:
+                    continue  # the lease is lost (``lease.lost``): taken again at the top of the loop
                 except Exception as exc:
                     if not self.outages.failed(exc):
                         raise
