@@ -178,6 +178,11 @@ def test_a_tag_probes_side_by_side_and_a_board_gone_bad_is_replaced(panio, tmp_p
         assert r["tag"] == "sim" and r["target"] is None and not r["running"]
         probes = r["probes"]
         assert {p["target"] for p in probes} == set(boards), probes
+        # each board's failures are compared with a pass of the good build on that board (their consoles differ)
+        assert {p["target"] for p in probes if p["verdict"] == "reference"} == set(boards), probes
+        assert any("BUG: unable to handle page fault" in line for line in r["signature"]["lines"]), r["signature"]
+        assert not [p for p in probes if p["verdict"] == "unrelated"], probes
+        assert all(p["verdict"] == "bad" for p in probes if p["build"] >= f"b{FIRST_BAD}"), probes
         held = [i for i, p in enumerate(probes) if p["verdict"] == "inconclusive"]
         assert held, probes
         first = probes[held[0]]

@@ -3,9 +3,10 @@
 A build is a name and its artifacts (``name kernel=URL rootfs=PATH``); a probe is the job file with
 ``${build.ARTIFACT}`` (and ``${build}``: the name) replaced by that build's, run as an ordinary job
 (lease, health, results) on ``--target`` or on the boards of ``--tag``, side by side. First the good build
-is run until it passes once (the *reference*: what each failure is compared with), and the bad build
-``repeat`` times: its failure (the failing step and the first lines that diverge from the reference,
-``bench_agent.triage.signature``) is *the* failure. Then a search in rounds (a binary search on one board, a
+is run until it passes once on each board (the board's *reference*: what a failure there is compared with;
+boards' consoles differ, in their names if nothing else), and the bad build ``repeat`` times: its failure (the
+failing step and the first lines that diverge from the reference, ``bench_agent.triage.signature``) is *the*
+failure. Then a search in rounds (a binary search on one board, a
 split in ``m + 1`` parts on several): a build is bad as soon as one run fails with that failure, good when
 ``repeat`` runs passed; a run the lab failed (incomplete, canceled, timed out) or that failed some other way is
 not counted and is run again (on another board), at most ``retries`` times a build. Each probe is recorded
@@ -167,6 +168,10 @@ class Bisection:
         self.heartbeat = Heartbeat(results)
         self.benched: set[str] = set()  # boards whose last run the lab failed: none until their health allows
         self.avoid: dict[int, set[str]] = {}  # the boards a build's run was inconclusive on
+        self.refs: dict[str, int] = {}  # board -> its reference: a passing job of the good build there
+        for p in self.rec["probes"]:
+            if p["verdict"] == "reference":  # (a probe recorded before probes had a board: the one target's)
+                self.refs.setdefault(p.get("target") or self.rec["target"], p["job_id"])
 
     @property
     def last(self) -> int:
@@ -232,14 +237,21 @@ class Bisection:
     def _picks(self) -> list[int]:
         """The builds of the next round: ``m`` builds that split the range in ``m + 1`` equal parts, where
         ``m`` is how many builds the boards can run ``repeat`` times at once (docs/bisect.md: why)."""
-        return split(self.rec["good"], self.rec["bad"], sum(self._usable(b) for b in self.boards),
-                     self.rec["repeat"])
+        return split(self.rec["good"], self.rec["bad"], len(self._ready()), self.rec["repeat"])
+
+    def _ready(self) -> list[str]:
+        """The boards that may take a probe: usable, and with a reference to compare their failures with."""
+        return [b for b in self.boards if b in self.refs and self._usable(b)]
+
+    def _ref(self, board: str | None) -> int | None:
+        """What a failure on ``board`` is compared with: its reference (else the good build's first pass)."""
+        return self.refs.get(board or "") or self.rec["reference"]
 
     def _needed(self, idx: int) -> int:
         """How many more runs build ``idx`` needs (its runs still going not subtracted)."""
         runs = self._runs(idx)
-        if idx == 0 and self.rec["reference"] is None:
-            return 1
+        if idx == 0 and self.rec["signature"] is None:  # a reference on each usable board
+            return sum(b not in self.refs and self._usable(b) for b in self.boards)
         if idx == self.last and self.rec["signature"] is None:
             return max(0, self.rec["repeat"] - sum(p["verdict"] in ("bad", "pass") for p in runs))
         if not self.rec["good"] < idx < self.rec["bad"] or any(p["verdict"] == "bad" for p in runs):
@@ -261,7 +273,8 @@ class Bisection:
                         self._stopped()
                         if any(self._needed(i) for i in picks):
                             raise Undecided(f"no board of tag {self.rec['tag']!r} is usable: "
-                                            f"{', '.join(self.boards)} are bad or in maintenance",
+                                            f"{', '.join(self.boards)} are bad, in maintenance or never "
+                                            "passed the good build",
                                             hint=f"fix the lab, then `panio bisect resume {self.id}`",
                                             bisect=self.id)
                         return
@@ -279,9 +292,13 @@ class Bisection:
         free = [b for b in self.boards if b not in busy and self._usable(b)]
         for idx in picks:
             want = self._needed(idx) - sum(i == idx for i, _, _, _ in running.values())
-            while want > 0 and free:
+            while want > 0:
+                # the good build on the boards without a reference yet; any other build on those with one
+                fit = [b for b in free if (b in self.refs) != (idx == 0)]
+                if not fit:
+                    break
                 self._budget(idx)
-                board = next((b for b in free if b not in self.avoid.get(idx, ())), free[0])
+                board = next((b for b in fit if b not in self.avoid.get(idx, ())), fit[0])
                 free.remove(board)
                 probe_id, payload = self._launch(idx, board)
                 running[pool.submit(self._probe, payload)] = (idx, board, probe_id, payload["job_id"])
@@ -339,29 +356,29 @@ class Bisection:
         self.show(f"bisect {self.id}: {self._name(idx)}: job {job['id']}{f' on {board}' if board else ''} "
                   f"{verdict}: {why}")
         if verdict == "reference":
-            self._set(reference=job["id"])
+            self.refs[job["target"]] = job["id"]
+            if self.rec["reference"] is None:
+                self._set(reference=job["id"])
         elif 0 < idx < self.last:
             self._decide(idx)
 
     def _verdict(self, idx: int, job: dict) -> tuple[str, str]:
         from bench_agent.triage import signature
 
-        passed = job["result"] == "passed"
+        passed, ref = job["result"] == "passed", self._ref(job["target"])
         if _lab_failed(job):
             return "inconclusive", _lab_why(job)
-        if idx == 0 and self.rec["reference"] is None:
+        if idx == 0 and self.rec["signature"] is None:
             if passed:
-                return "reference", "passed: failures are compared with this run"
+                return "reference", f"passed: failures on {job['target']} are compared with this run"
             return "unrelated", f"the good build failed: {job['reason'] or ''}".strip()
         if idx == self.last and self.rec["signature"] is None:
             if passed:
                 return "pass", "the bad build passed this run"
-            sig = signature.of(self.results, job["id"], self.rec["reference"])
-            # a run that ends before the reference's: said again once it passed (``_bad_failure``)
-            return "bad", _words(sig) if self.rec["reference"] else f"step {sig['step']!r} failed"
+            return "bad", _words(signature.of(self.results, job["id"], ref))
         if passed:
             return "pass", "passed"
-        sig = signature.of(self.results, job["id"], self.rec["reference"])
+        sig = signature.of(self.results, job["id"], ref)
         if signature.same(self.rec["signature"], sig):
             return "bad", _words(sig)
         return "unrelated", f"another failure, not counted: {_words(sig)}"
@@ -389,12 +406,8 @@ class Bisection:
     def _bad_failure(self) -> None:
         from bench_agent.triage import signature
 
-        found = []
-        for p in self._runs(self.last):
-            if p["verdict"] == "bad":
-                found.append(signature.of(self.results, p["job_id"], self.rec["reference"]))
-                if p["why"] != _words(found[-1]):
-                    self.store.judge(p["id"], "bad", _words(found[-1]))
+        found = [signature.of(self.results, p["job_id"], self._ref(p.get("target")))
+                 for p in self._runs(self.last) if p["verdict"] == "bad"]
         if not found:
             raise UsageError(f"the bad build {self._name(self.last)!r} passed {self.rec['repeat']} runs",
                              hint="give a --bad build that fails this job")

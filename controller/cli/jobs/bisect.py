@@ -20,8 +20,8 @@ Each probe is the job file with ${build.ARTIFACT} (and ${build}: the name)
 replaced by the build's, run as an ordinary job (lease, health, results:
 `panio job status ID`).
 
-The good build is run until it passes once (the reference each failure is
-compared with), the bad build --repeat times (its failure: the failing step and
+The good build is run until it passes once on each board (the reference a
+failure there is compared with), the bad build --repeat times (its failure: the failing step and
 the first lines that diverge from the reference, as `panio job triage` finds
 them). Then a binary search: a build is bad when a run fails with that same
 failure, good when --repeat runs pass; a run the lab failed (incomplete,
