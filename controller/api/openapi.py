@@ -10,7 +10,7 @@ ERRORS = {
     "401": "no token, or an unknown one",
     "403": "refused, with the reason: revoked, expired, a reader submitting, a target outside the allow list "
            "(submitting to it, cancelling or reading its jobs), not an operator (leases)",
-    "404": "no such job, artifact, target or schedule",
+    "404": "no such job, artifact, target, schedule or bisection",
     "409": "a schedule of that name exists",
     "503": "the lab failed: the results database or the broker",
 }
@@ -82,6 +82,22 @@ SCHEMAS: dict[str, Any] = {
         "jobs": {"type": "object", "additionalProperties": {"type": "string"},
                  "description": "each job file's text, by the name the suite's `jobs` gives it"}}},
     "Artifact": {"type": "object", "properties": {"name": {"type": "string"}, "bytes": {"type": "integer"}}},
+    "BisectSummary": {"type": "object", "additionalProperties": True, "properties": {
+        "id": {"type": "integer"}, "target": {"type": ["string", "null"]}, "tag": {"type": ["string", "null"]},
+        "state": {"enum": ["running", "done", "stopped", "failed"]}, "good": {"type": "string"},
+        "bad": {"type": "string"}, "left": {"type": "integer", "description": "builds between good and bad"},
+        "first_bad": {"type": ["string", "null"]}, "probes": {"type": "integer"}}},
+    "Bisect": {"type": "object", "additionalProperties": True,
+               "description": "as `panio bisect status ID --json` (docs/bisect.md), plus `steps`", "properties": {
+                   "id": {"type": "integer"}, "state": {"enum": ["running", "done", "stopped", "failed"]},
+                   "builds": {"type": "array", "items": {"type": "string"}}, "good": {"type": "string"},
+                   "bad": {"type": "string"}, "first_bad": {"type": ["string", "null"]},
+                   "signature": {"type": ["object", "null"], "description": "the bad build's failure"},
+                   "probes": {"type": "array", "items": {"type": "object", "additionalProperties": True}},
+                   "running": {"type": "array", "items": {"type": "object", "additionalProperties": True}},
+                   "steps": {"type": "array", "description": "each judged probe in the order it was judged, with "
+                             "the range after it (good, bad, left)",
+                             "items": {"type": "object", "additionalProperties": True}}}},
 }
 
 PATHS: dict[str, Any] = {
@@ -143,6 +159,15 @@ PATHS: dict[str, Any] = {
         "summary": "remove a schedule (an operator, or a submitter whose allow list covers its suite)",
         "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
         "responses": _answers("200", _ref("Message"), "removed", "401", "403", "404")}},
+    "/api/v1/bisects": {"get": {
+        "summary": "bisections, newest first (a token with an allow list: those on its boards only)",
+        "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 500}}],
+        "responses": _answers("200", {"type": "array", "items": _ref("BisectSummary")}, "the bisections",
+                              "400", "401")}},
+    "/api/v1/bisects/{id}": {"get": {
+        "summary": "a bisection as `panio bisect status ID --json`, plus the range after each probe (403 outside "
+                   "the token's allow list)", "parameters": [JOB_ID],
+        "responses": _answers("200", _ref("Bisect"), "the bisection", "401", "403", "404")}},
     "/api/v1/openapi.json": {"get": {"summary": "this description", "security": [],
                                      "responses": {"200": {"description": "OpenAPI 3.1"}}}},
 }

@@ -19,6 +19,8 @@ cancelling or reading its jobs; not an operator for leases), 404 no such job, 40
     POST /api/v1/targets/{name}/break-lease   operators only
     GET  /api/v1/leases?breaks=            operators only: held leases (or recorded breaks), as `panio lease list`
     GET  /api/v1/schedules                 as `panio schedule list`
+    GET  /api/v1/bisects?limit=            bisections, newest first (a token with an allow list: its boards' only)
+    GET  /api/v1/bisects/{id}              as `panio bisect status ID --json`, plus the range after each probe
     POST /api/v1/schedules                 {"name", "at" | "every", "toml", "file", "jobs"}: submitter on its allow list
     DELETE /api/v1/schedules/{name}        an operator, or a submitter whose allow list covers its suite
     GET  /api/v1/openapi.json              this, as OpenAPI 3.1 (``controller.api.openapi``), without a token
@@ -58,6 +60,8 @@ def routes(d) -> list[Route]:
         Route(f"{PREFIX}/leases", partial(leases, d)),
         Route(f"{PREFIX}/schedules", partial(schedules, d), methods=["GET", "POST"], max_body_size=MAX_JOB_BYTES),
         Route(f"{PREFIX}/schedules/{{name:str}}", partial(schedule, d), methods=["DELETE"]),
+        Route(f"{PREFIX}/bisects", partial(bisects, d)),
+        Route(f"{PREFIX}/bisects/{{id:int}}", partial(bisect, d)),
         Route(f"{PREFIX}/openapi.json", openapi),
     ]
 
@@ -79,7 +83,7 @@ def token(d, request: Request) -> dict:
 
 def _error(err: PanioError, status: int | None = None) -> JSONResponse:
     if status is None and isinstance(err, NotConfigured):
-        status = 404 if {"job", "artifact"} & err.details.keys() else 400
+        status = 404 if {"job", "artifact", "bisect"} & err.details.keys() else 400
     status = status or next((code for cls, code in STATUS.items() if isinstance(err, cls)), 503)
     if isinstance(err, NotConfigured) and "job" in err.details:  # never the database's URL (a password may be in it)
         err = NotConfigured(f"no job {err.details['job']}", hint="see GET /api/v1/jobs", job=err.details["job"])
@@ -243,6 +247,29 @@ async def schedule(d, request: Request) -> Response:
 
     return await _answer(d, request, lambda t: {"message": api_schedules.remove(d.load_lab(), t,
                                                                                  request.path_params["name"])})
+
+
+async def bisects(d, request: Request) -> Response:
+    """Bisections, newest first, as the dashboard's /bisects lists them (a reader's, like jobs)."""
+    from controller.api import bisects as api_bisects
+
+    limit = request.query_params.get("limit", "50")
+    if not (limit.isascii() and limit.isdigit()) or not 1 <= int(limit) <= 500:  # isdigit() alone takes "²"
+        return _error(UsageError("limit must be a whole number from 1 to 500"))
+    return await _answer(d, request, lambda t: api_bisects.listed(d.load_lab, t, int(limit)))
+
+
+async def bisect(d, request: Request) -> Response:
+    """One bisection, as `panio bisect status ID --json`, plus ``steps``: the range after each judged probe."""
+    from controller.api import bisects as api_bisects
+
+    def read(t) -> dict:
+        bisect_id = request.path_params["id"]
+        if bisect_id > MAX_ID:
+            raise NotConfigured(f"no bisection {bisect_id}", bisect=bisect_id)
+        return api_bisects.read(d.load_lab, t, bisect_id)
+
+    return await _answer(d, request, read)
 
 
 async def openapi(request: Request) -> Response:

@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from bench_agent.errors import NotConfigured, PanioError
-from controller.dashboard import api, board_page, reads, serial_page, triage_page, unreachable
+from controller.dashboard import api, bisect_page, board_page, reads, serial_page, triage_page, unreachable
 from controller.dashboard.auth import COOKIE, Auth, is_loopback
 from controller.dashboard.bodylimit import BodyLimit
 
@@ -89,6 +89,9 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
         Route("/targets/{name:str}/break-lease", partial(break_lease, d), methods=["POST"]),
         Route("/targets/{name:str}/health", partial(set_health, d), methods=["POST"]),
         Route("/schedules", partial(schedules, d)),
+        Route("/bisects", partial(bisect_page.listing, d)),
+        Route("/bisects/{id:int}", partial(bisect_page.page, d)),
+        Route("/bisects/{id:int}/live", partial(bisect_page.page, d, fragment=True)),
         *api.routes(d),  # the controller API for people and CI: bearer tokens of its own (docs/ci.md)
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
@@ -205,7 +208,7 @@ def job(d: Dashboard, request: Request, fragment: bool = False) -> Response:
         return d.page(request, "missing.html", status_code=404, what=f"job {request.path_params['id']}")
     images = [n for n in found["artifacts"] if Path(n).suffix.lower() in IMAGE_TYPES]
     return d.page(request, "job_live.html" if fragment else "job.html", job=found, images=images,
-                  message=_message(d, request))
+                  message=_message(d, request), probe=None if fragment else bisect_page.probe_of(found))
 
 
 def serial(d: Dashboard, request: Request, fragment: bool = False) -> Response:
