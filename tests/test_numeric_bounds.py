@@ -1,5 +1,5 @@
-"""Every numeric option of every command says its bounds in `--help`, and the bounds it says are the ones it
-enforces (issue 41 item 3): the type that checks a value carries its bounds (``common.number``, ``spec_type``:
+"""Every numeric option and positional argument of every command says its bounds in `--help`, and the bounds it
+says are the ones it enforces (issue 41 item 3): the type that checks a value carries its bounds (``common.number``, ``spec_type``:
 the operation's spec, ``add_field``: the lab schema's field), and the help shows them from there."""
 
 from __future__ import annotations
@@ -28,24 +28,30 @@ def _commands():
 def _numeric_options():
     for name, parser in _commands():
         for action in parser._actions:
-            if action.option_strings and (action.type in (int, float)
-                                          or getattr(action.type, "__name__", None) in NUMERIC):
+            if action.type in (int, float) or getattr(action.type, "__name__", None) in NUMERIC:
                 yield name, parser, action
 
 
 OPTIONS = list(_numeric_options())
 
 
+def _flags(action) -> list[str]:
+    """How the help lists an argument: its option strings, or a positional's metavar (else its dest)."""
+    return action.option_strings or [action.metavar or action.dest]
+
+
 def test_there_are_numeric_options_to_check():
     assert len(OPTIONS) > 40
+    positionals = {c for c, _, a in OPTIONS if not a.option_strings}
+    assert {"job status", "job cancel", "job triage", "bisect resume"} <= positionals
 
 
 @pytest.mark.parametrize("command, parser, action", OPTIONS,
-                         ids=[f"{c} {a.option_strings[-1]}" for c, _, a in OPTIONS])
+                         ids=[f"{c} {_flags(a)[-1]}" for c, _, a in OPTIONS])
 def test_the_help_shows_the_bounds_the_option_enforces(command, parser, action):
     convert = action.type
-    assert hasattr(convert, "bounds"), f"panio {command} {action.option_strings[-1]}: a number with no bounds"
-    entry = " ".join(_entry(parser.format_help(), action.option_strings).split())
+    assert hasattr(convert, "bounds"), f"panio {command} {_flags(action)[-1]}: a number with no bounds"
+    entry = " ".join(_entry(parser.format_help(), _flags(action)).split())
     shown = re.search(r"\((?:[^()]*?, )?((?:from|at least|at most|greater than) [^,()]+)", entry)
     assert shown and convert.bounds in entry, (command, entry)
     lo, hi = _numbers(shown.group(1))
@@ -61,10 +67,10 @@ def test_the_help_shows_the_bounds_the_option_enforces(command, parser, action):
 
 
 def _entry(text: str, flags: list[str]) -> str:
-    """The option's own entry under options (not the usage line), up to the next option."""
+    """The argument's own entry under its heading (not the usage line), up to the next argument or heading."""
     start = min(i for i in (text.find("\n  " + f) for f in flags) if i >= 0)
     rest = text[start + 3:]
-    end = re.search(r"\n  -", rest)
+    end = re.search(r"\n(?:\n|  \S)", rest)
     return rest[:end.start()] if end else rest
 
 

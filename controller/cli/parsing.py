@@ -22,7 +22,17 @@ def UNBUILT(args) -> None:  # noqa: N802 - a marker, compared by identity
 class _ShowsBounds:
     """A help formatter's mixin: an option whose type carries its bounds (``common.number``, ``common.spec_type``:
     ``type.bounds``) shows them in its help, unless its help says them already. The bounds are said once, by the
-    type that enforces them."""
+    type that enforces them. A positional argument without help (`job status JOB`) is listed with its kind and
+    bounds as its help ("a whole number (greater than 0)"): argparse lists such an argument with no text at all."""
+
+    def _format_action(self, action: argparse.Action) -> str:
+        bounds = getattr(action.type, "bounds", None)
+        if bounds and not action.help and not action.option_strings:
+            import copy
+
+            action = copy.copy(action)
+            action.help = f"{action.type.__name__} ({bounds})"
+        return super()._format_action(action)  # type: ignore[misc]
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = super()._get_help_string(action)  # type: ignore[misc]

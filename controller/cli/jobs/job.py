@@ -9,6 +9,7 @@ from pathlib import Path
 from controller.cli.jobs import job_remote
 from controller.cli.common import add_json, command, load_lab, positive_float, positive_int, print_json, say, subcommands
 
+JOB_ID_HELP = "the job's id (`panio job list`)"
 DETAILS_RUN = """\
 A job file (TOML) names a target (or tags) and steps; each step is a panio
 command line with expectations (exit status, a regex on its output), captured
@@ -92,7 +93,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 
     c = command(sub, "status", "show one job: health, result, each step", func=status,
                 example="panio job status 12 --json", see_also="panio job logs, panio job list")
-    c.add_argument("id", type=positive_int, metavar="JOB")
+    c.add_argument("id", type=positive_int, metavar="JOB", help=JOB_ID_HELP)
     job_remote.add_flag(c)
     add_json(c)
 
@@ -106,7 +107,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 
     c = command(sub, "logs", "print each step's command line and output", func=logs,
                 example="panio job logs 12 --step 2", see_also="panio job artifacts, panio job status")
-    c.add_argument("id", type=positive_int, metavar="JOB")
+    c.add_argument("id", type=positive_int, metavar="JOB", help=JOB_ID_HELP)
     c.add_argument("--step", type=positive_int, metavar="N", help="only step N (1-based)")
     job_remote.add_flag(c)
     add_json(c)
@@ -114,7 +115,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c = command(sub, "artifacts", "list a job's artifacts (step outputs, logs, screenshots) or save them to a folder",
                 func=artifacts, example="panio job artifacts 12 --out ./artifacts",
                 see_also="panio job logs")
-    c.add_argument("id", type=positive_int, metavar="JOB")
+    c.add_argument("id", type=positive_int, metavar="JOB", help=JOB_ID_HELP)
     c.add_argument("--out", type=Path, metavar="DIR", help="write every artifact into DIR")
     job_remote.add_flag(c)
     add_json(c)
@@ -125,7 +126,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
 
     c = command(sub, "cancel", "cancel a queued or running job (its running step is stopped)", func=cancel,
                 example="panio job cancel 12", see_also="panio job status, panio lease list")
-    c.add_argument("id", type=positive_int, metavar="JOB")
+    c.add_argument("id", type=positive_int, metavar="JOB", help=JOB_ID_HELP)
     job_remote.add_flag(c)
 
     c = command(sub, "prune", "remove finished jobs older than a duration, with their steps and artifacts",
