@@ -21,22 +21,21 @@ replaced by the build's, run as an ordinary job (lease, health, results:
 `panio job status ID`).
 
 The good build is run until it passes once on each board (the reference a
-failure there is compared with), the bad build --repeat times (its failure: the failing step and
-the first lines that diverge from the reference, as `panio job triage` finds
-them). Then a binary search: a build is bad when a run fails with that same
-failure, good when --repeat runs pass; a run the lab failed (incomplete,
-canceled, timed out) or that failed another way is run again and not counted.
-With --tag, probes run side by side on the tag's boards (K boards, --repeat R:
-K // R builds a round, each on R boards); a run a board's fault spoiled (its
-health bad, its lease or host lost) goes to another board, and that board takes
-no more until its health is good again.
+failure there is compared with), the bad build --repeat times (its failure: the
+failing step and the first lines that diverge from the reference, as `panio job
+triage` finds them). Then a binary search: a build is bad when a run fails with
+that same failure, good when --repeat runs pass; a run the lab failed
+(incomplete, canceled, timed out) or that failed another way is run again and
+not counted. With --tag, probes run side by side on the tag's boards (K boards,
+--repeat R: K // R builds a round, each on R boards); a run a board's fault
+spoiled (its health bad, its lease or host lost) goes to another board, and
+that board takes no more until its health is good again.
 The state is in the results database: after a crash, `panio bisect resume ID`.
 
 Exit status: 0 the first bad build was found; 2 the range is wrong (the good
 build does not pass, the bad one never fails); 4 a build could not be judged
 (its probes kept failing for the lab's reasons, or no board of the tag is
-usable); 15 stopped (`bisect stop`);
-3 no such bisection."""
+usable); 15 stopped (`bisect stop`); 3 no such bisection."""
 
 
 def register(p: argparse.ArgumentParser, name: str) -> None:
