@@ -244,3 +244,30 @@ def test_a_job_on_the_simulated_board_records_its_steps_and_serial_log(panio, tm
                         "HOME": str(peers.root), "PANIO_LAB": str(bench.lab)}
             subprocess.run([PANIO, "serial", "stop", "board0"], env=host_env, capture_output=True, timeout=60)
             drop_keys(SHARED_REDIS, peers.env["PANIO_REDIS_PREFIX"])
+
+
+def test_a_reporting_hosts_failed_job_is_told_by_the_recorder_with_its_triage(lab, peers, tmp_path, receiver):
+    """The host cannot triage a failure (the job's history is the controller's): its runner asks the recorder,
+    which sends ``job_failed`` with the triage made from the results database, to the channels of the job's
+    compiled spec (the lab's `[[notify]]`), once the row says the job failed."""
+    text = lab.lab.read_text()
+    lab.lab.write_text(text + f'\n[[notify]]\nwebhook = "{receiver.url}/jobs"\non = ["job_failed"]\n')
+    try:
+        def run(body: str) -> int:  # the same job (by its name) twice: its last pass is what triage compares with
+            path = job_file(tmp_path, body, "same.toml")
+            return lab("job", "submit", path, "--target", "b1a", "--json").json()["job_id"]
+
+        passed = run(QUICK)
+        assert done(lab, passed)["result"] == "passed"
+        job_id = run(QUICK.replace("expect_output = 'seq=3'", "expect_output = 'seq=99'"))
+        job = done(lab, job_id)
+        assert (job["health"], job["result"]) == ("complete", "failed"), job
+        sent = wait_for(lambda: receiver.bodies("/jobs"), timeout_s=30)
+    finally:
+        lab.lab.write_text(text)
+    assert len(sent) == 1, sent
+    told = sent[0]
+    assert (told["event"], told["job_id"], told["target"], told["fault"]) == ("job_failed", job_id, "b1a", "board")
+    assert told["triage"] and not told["triage"].startswith("no triage"), told["triage"]
+    assert told["last_pass"] == passed, told  # the controller's history: a host could not have said it
+    assert peers.refusals() == []

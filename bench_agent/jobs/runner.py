@@ -557,6 +557,9 @@ class JobRunner:
         held, self._held = self._held or [], None
         for configs, event, data in held:
             if event == "job_failed" and notify.wanted(configs, event):
+                if hasattr(self.store, "notice"):  # a reporting host: the recorder triages and sends it
+                    self.store.notice(data["job_id"], event)
+                    continue
                 data.update(triage.notice(self.store, data["job_id"]))
             notify.send(configs, event, data)
 

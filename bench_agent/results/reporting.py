@@ -18,7 +18,8 @@ A health check the runner makes a job of its own needs a job id, which only the 
 reports ``check`` under the job it holds the lease for (its fencing token), and the recorder makes the check's
 job (for that host, that target, claimed under that token) and answers with its id at ``PREFIX check:HOST:SEQ``;
 the runner waits up to ``CHECK_WAIT_S`` for it (``create_job``). A take is reported too (``taken``, with the
-runner's beats while it waits for its lease), so the controller's reconciler sees who holds a queued job.
+runner's beats while it waits for its lease), so the controller's reconciler sees who holds a queued job. A
+failed job's notification is sent by the recorder (``notice``), with the triage only the controller can make.
 """
 
 from __future__ import annotations
@@ -178,6 +179,12 @@ class ReportingStore:
     def beat(self, job_ids: list[int]) -> None:
         for job_id in job_ids:
             self._report("beat", job_id, {})
+
+    def notice(self, job_id: int, event: str) -> None:
+        """Ask the recorder to send the job's ``event`` notification (``job_failed``): it carries the failure's
+        triage, which reads the job's history, the controller's alone; the channels are the ones the controller
+        compiled into the job, never the host's word."""
+        self._report("notify", job_id, {"event": event})
 
     # --- reads a runner makes after its verdict --------------------------
 

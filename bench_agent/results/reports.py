@@ -28,7 +28,7 @@ from typing import Any
 
 VERSION = 1
 KINDS = ("taken", "started", "step_start", "steps", "artifact", "finish", "fence", "beat", "health", "health_postpone",
-         "check")
+         "check", "notify")
 MAX_BODY = 32 * 1024 * 1024  # a report with a screenshot or a serial log; a larger entry is refused unread
 
 

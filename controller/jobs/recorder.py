@@ -315,6 +315,8 @@ class Recorder:
             elif kind == "artifact":
                 for name, content in _artifacts(data.get("artifacts")):
                     self.store.add_artifact(job_id, name, content)
+            elif kind == "notify":
+                self._notify(host, job, data)
             elif kind == "finish":
                 arts = [(n, c) for n, c in _artifacts(data.get("artifacts")) if isinstance(c, str)]
                 self.store.finish(job_id, *_verdict(data), only_if_running=True, steps=_steps(data.get("steps")),
@@ -325,6 +327,24 @@ class Recorder:
         except (KeyError, TypeError, ValueError) as err:
             raise Refused(f"{kind} report of job {job_id}: malformed: {type(err).__name__}: {err}") from None
         return None
+
+    def _notify(self, host: str, job: dict, data: dict) -> None:
+        """A reporting host's runner asks for its failed job's notification: sent from here, with the triage made
+        from the results database and to the channels the controller compiled into the job (``spec["notify"]``),
+        once the job's row says it failed. (Read again after a failure mid-batch, it may be sent twice.)"""
+        from bench_agent.jobs import notify
+        from bench_agent.triage import compare as triage
+
+        if data.get("event") != "job_failed":
+            raise Refused(f"notify report of job {job['id']}: event {str(data.get('event'))[:40]!r} is not job_failed")
+        if (job["state"], job["health"], job["result"]) != ("done", "complete", "failed"):
+            raise Refused(f"notify report of job {job['id']}: the job is {job['state']} "
+                          f"{job['health'] or ''} {job['result'] or ''}, not failed")
+        spec = job["spec"]
+        message = {"job_id": job["id"], "name": job["name"], "target": job["target"], "health": job["health"],
+                   "result": job["result"], "reason": job["reason"], "kind": spec.get("kind") or "job",
+                   "fault": "board"}
+        notify.send(spec.get("notify"), "job_failed", {**message, **triage.notice(self.store, job["id"])})
 
     def _reopened(self, host: str, job: dict) -> bool:
         """A job a reconciler settled as lost (its runner silent, its lease gone) while its host's reports waited
