@@ -19,7 +19,8 @@ from mcp_client import connect, failure
 REVISIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 TOOLS = {"target_list", "serial_status", "serial_wait", "serial_evidence", "serial_log", "serial_send",
          "serial_transact", "action_list", "action_run", "power_state", "power_on", "power_off", "power_cycle",
-         "video_shot", "video_read", "video_wait", "hid_send"}
+         "video_shot", "video_read", "video_wait", "hid_send", "bisect_status"}
+NO_TARGET = {"target_list", "bisect_status"}
 CHANGERS = {"serial_send", "serial_transact", "action_run", "power_on", "power_off", "power_cycle", "hid_send"}
 
 
@@ -70,7 +71,7 @@ def test_tools_carry_annotations_and_bounds(lab):
         required = tool.input_schema.get("required", [])
         assert set(required) <= set(tool.input_schema["properties"]), name
         assert tool.input_schema["additionalProperties"] is False
-        assert ("target" in required) is (name != "target_list"), name
+        assert ("target" in required) is (name not in NO_TARGET), name
     assert tools["power_off"].annotations.destructive_hint is True
     assert tools["power_on"].annotations.destructive_hint is False
     assert tools["power_on"].annotations.idempotent_hint is True
@@ -135,6 +136,38 @@ def test_failing_command_is_an_error_result_with_exit_code_and_json(lab):
     assert amb_error  # two interfaces and none chosen: the CLI's usage error, passed through
     code, obj = failure(amb_text)
     assert code == 2 and "console, bmc" in obj["message"]
+
+
+def test_bisect_status_is_what_panio_bisect_status_json_prints(lab, tmp_path):
+    """Read through the CLI's road: no bisection yet is the CLI's error (3); after a real bisection (eight builds,
+    b06 the first bad one), the newest or a named one is `panio bisect status --json`, byte for byte parsed; an
+    id below 1 is a malformed call."""
+    from bisecthelp import bisect, deploy_actions
+
+    none_yet = lab.fails("bisect", "status", "--json", code=3).error
+
+    async def before():
+        async with connect(lab.env) as c:
+            return await c.call("bisect_status")
+
+    is_error, text = run(before)
+    assert is_error and failure(text) == (3, none_yet)
+    deploy_actions(lab, "pico")
+    done = bisect(lab, tmp_path, "pico")
+    cli = lab("bisect", "status", "--json").json()
+
+    async def after():
+        async with connect(lab.env) as c:
+            tools = await c.tools()
+            return (tools["bisect_status"], await c.ok_json("bisect_status"),
+                    await c.ok_json("bisect_status", {"id": done["id"]}), await c.call("bisect_status", {"id": 7}),
+                    await c.error("bisect_status", {"id": 0}))
+
+    tool, newest, named, (missing, missing_text), bad_id = run(after)
+    assert tool.annotations.read_only_hint is True and "required" not in tool.input_schema
+    assert newest == named == cli and cli["first_bad"] == "b06" and cli["probes"][0]["job_id"] >= 1
+    assert missing and failure(missing_text) == (3, lab.fails("bisect", "status", "7", "--json", code=3).error)
+    assert bad_id.code == types.INVALID_PARAMS and "minimum 1" in bad_id.message
 
 
 def test_bad_lab_file_fails_every_tool_as_a_result(lab):

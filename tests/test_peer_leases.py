@@ -289,6 +289,10 @@ def test_mcp_tools_are_runtime_commands():
 
     for tool in TOOLS:
         sub = tool.command[1] if len(tool.command) > 1 and not tool.command[1].startswith("-") else None
+        if tool.records:  # the lab's records (bisect_status): the controller's reads, read-only, no target
+            assert not is_runtime(tool.command[0], sub) and tool.annotations()["readOnlyHint"], tool.command
+            assert "target" not in tool.input_schema()["properties"], tool.command
+            continue
         assert is_runtime(tool.command[0], sub), tool.command
 
 

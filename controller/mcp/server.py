@@ -27,7 +27,8 @@ from controller.mcp import results, runner
 from controller.mcp.tools import BY_NAME, TOOLS, ToolSpec
 
 INSTRUCTIONS = (
-    "panio drives hardware test benches. Start with target_list; every other tool takes a target. "
+    "panio drives hardware test benches. Start with target_list; every other tool takes a target, but "
+    "bisect_status (a bisection's range, first bad build and probes, from the results database). "
     "Tools that change a target (serial_send, serial_transact, hid_send, action_run, power_on, power_off, "
     "power_cycle) "
     "are marked destructive or not read-only. A failed command comes back with isError and panio's exit code "

@@ -67,6 +67,9 @@ class ToolSpec:
     needs: dict[str, str] = field(default_factory=dict)  # argument -> argument it requires, beyond the op's rules
     exclusive: tuple[str, ...] = ()  # at most one of these (default: the operation's own rule)
     op_args: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None  # (values, lab) -> the op's arguments
+    # reads the lab's records (the results database), not a target: a command of the controller's, never a job
+    # step's (``controller.cli.commands.RUNTIME`` lists what a step runs; every other tool is one of those)
+    records: bool = False
 
     @property
     def changes_target(self) -> bool:
@@ -332,6 +335,22 @@ VIDEO_TOOLS: tuple[ToolSpec, ...] = (
               from_spec("hid.send", "pace_ms", "--pace-ms")),
              op="hid.send"),
 )
-TOOLS = TOOLS + VIDEO_TOOLS
+
+# -- the lab's records (issue 42) ---------------------------------------------------------------------
+# Reads only. Starting a bisection is not a tool: it runs for as long as its probes do (hours on real boards),
+# past any tool call's deadline, and holds boards meanwhile; it is `panio bisect start` in a shell (docs/mcp.md).
+
+RECORD_TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec("bisect_status", "Bisection status",
+             "A bisection (which build of an ordered list first breaks a board) as JSON: state, the range (last "
+             "good, first bad so far, builds remaining), first_bad once done, the bad build's failure (signature: "
+             "step and divergent lines), every judged probe (build, job_id, target, verdict, why; `panio job "
+             "triage JOB` for each) and the probes still running. Without id, the newest. As `panio bisect status "
+             "--json`; start one with `panio bisect start` in a shell (docs/bisect.md).",
+             ("bisect", "status", "--json"),
+             (Arg("id", "integer", "the bisection's id (default: the newest)", minimum=1, maximum=2**63 - 1),),
+             records=True),
+)
+TOOLS = TOOLS + VIDEO_TOOLS + RECORD_TOOLS
 
 BY_NAME: dict[str, ToolSpec] = {t.name: t for t in TOOLS}
