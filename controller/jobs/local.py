@@ -71,8 +71,8 @@ def run_now(path: Path, lab: Lab, target: str | None, progress, deadline_s: floa
 
 def run_prepared(prepared: tuple[dict, list[dict], list[str]], lab: Lab, progress,
                  deadline_s: float | None = None) -> dict:
-    """``run_now`` for a job already checked (``spec.prepare``'s tuple: a bisection's probe, whose job text is
-    made, not read from a file); the finished job."""
+    """``run_now`` for a job already checked (``spec.prepare``'s tuple); the finished job. (A bisection makes
+    and runs its probes itself, several at once: ``controller.jobs.bisect``.)"""
     from bench_agent.jobs.runner import JobRunner
 
     job, steps, targets = prepared
