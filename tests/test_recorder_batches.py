@@ -149,3 +149,27 @@ def test_a_host_trusted_after_the_recorder_looked_is_recorded_at_once(bench):
     bench.job_reports(job, fence=3, host="bench9")
     bench.settle(lambda: bench.store.job(job, steps=False)["state"] == "done")
     assert bench.store.job(job, steps=False)["result"] == "passed"
+
+
+def test_a_report_that_trips_a_bug_is_refused_and_the_hosts_later_reports_are_recorded(bench, caplog, monkeypatch):
+    """An entry the recorder fails on for a reason that is not a service away (a bug of ours, here made by a
+    patched write) is refused and acknowledged, logged with its traceback: read again it would stop the host's
+    stream for good. The host's next job is recorded."""
+    from controller.jobs.recorder import Recorder
+
+    bad, good = (bench.store.create_job(n, "b1", "bench1", {"steps": []}) for n in "ab")
+    real = Recorder._started
+
+    def started(self, host, job, fence, data):
+        if job["id"] == bad:
+            raise AttributeError("a bug")
+        return real(self, host, job, fence, data)
+
+    monkeypatch.setattr(Recorder, "_started", started)
+    bench.job_reports(bad, fence=4)
+    bench.job_reports(good, fence=5)
+    with caplog.at_level("WARNING", logger="panio.recorder"):
+        bench.settle(lambda: bench.store.job(good, steps=False)["state"] == "done")
+    assert "could not be recorded (AttributeError: a bug" in caplog.text
+    assert bench.store.job(good, steps=False)["result"] == "passed"
+    assert bench.store.job(bad, steps=False)["state"] == "queued"

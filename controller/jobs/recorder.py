@@ -191,6 +191,13 @@ class Recorder:
             except Refused as why:
                 log.warning("recorder: refused report from %s: %s", host, why)
                 continue
+            except Exception as exc:
+                if _transient(exc):
+                    raise  # the database or Redis away or busy: the batch is read again once they answer
+                # a bug of ours on this one report: read again, it would stop the host's stream for good
+                log.exception("recorder: refused report from %s: it could not be recorded (%s: %s; a bug of "
+                              "panio's, please report it)", host, type(exc).__name__, exc)
+                continue
             marks[_mark_field(report)] = new[_mark_field(report)] = report["seq"]
         ids = [entry_id for entry_id, _ in entries]
         pipe = self.r.pipeline()  # MULTI: the marks are never behind what is acknowledged
@@ -502,6 +509,14 @@ class Recorder:
             pipe.set(reports.cancel_key(self.prefix, job_id), 1, ex=CANCEL_TTL_S)
         self._canceled = canceled
         pipe.execute()
+
+
+def _transient(exc: BaseException) -> bool:
+    """A failure of the services rather than of the report: the database's or Redis's (away, busy, a statement
+    cut), which passes; the report is recorded when they answer."""
+    from bench_agent import outage
+
+    return bool(outage.service_down(exc)) or type(exc).__module__.split(".")[0] in ("sqlalchemy", "psycopg", "redis")
 
 
 def _glob_escape(text: str) -> str:
