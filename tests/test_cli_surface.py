@@ -73,6 +73,15 @@ def test_bad_flag_is_one_usage_line_pointing_at_help(panio):
     assert "panio target list --help" in r.err
 
 
+@pytest.mark.parametrize("argv", [["--tokn", "s3cr3t-XYZ"], ["--tokn=s3cr3t-XYZ"], ["--json", "--tokn", "s3cr3t-XYZ"]])
+def test_a_misspelt_option_is_named_but_its_value_never_echoed(panio, argv):
+    """A secret typed after a misspelt option must not reach the terminal or a CI log through the error."""
+    r = panio.fails("job", "list", *argv, code=2)
+    assert "s3cr3t-XYZ" not in r.out + r.err
+    assert "--tokn" in r.error["message"] and "1 value not shown" in r.error["message"]
+    assert "stray" in panio.fails("job", "list", "stray", code=2).error["message"]  # a stray word is shown
+
+
 def test_group_without_subcommand_prints_its_help(panio):
     r = panio("serial")
     assert "add" in r.out and "devices" in r.out

@@ -196,6 +196,25 @@ def _quick_values(spec, values: dict, given: dict[str, str]) -> bool:
     return True
 
 
+def shown_extra(extra: list[str]) -> str:
+    """The words argparse did not recognise, as an error may show them: an option's name but not its value (a
+    token typed after a misspelt `--tokn`, or as `--tokn=...`, must not reach a terminal or a CI log), a stray
+    word itself (cut at 40 characters)."""
+    shown, hidden, after_option = [], 0, False
+    for word in extra:
+        if word.startswith("-") and len(word) > 1:
+            name, eq, _value = word.partition("=")
+            shown.append(f"{name}=..." if eq else name)
+            hidden += bool(eq)
+            after_option = not eq
+        elif after_option:
+            hidden += 1
+            after_option = False
+        else:
+            shown.append(word if len(word) <= 40 else word[:40] + "...")
+    return " ".join(shown) + (f" (and {hidden} value{'s' if hidden > 1 else ''} not shown)" if hidden else "")
+
+
 def _find_command(argv: list[str]) -> str | None:
     skip = False
     for token in argv:
@@ -229,7 +248,7 @@ def run(argv: list[str]) -> int:
         args, extra = _quick_parse(name, argv) or _parse(name, argv)
         if extra:
             where = " ".join(["panio", name] + ([args.subcommand] if getattr(args, "subcommand", None) else []))
-            raise UsageError(f"{where}: unrecognized arguments: {' '.join(extra)}", hint=f"see `{where} --help`")
+            raise UsageError(f"{where}: unrecognized arguments: {shown_extra(extra)}", hint=f"see `{where} --help`")
     except UsageError as err:
         if "TARGET" in err.message or "-t" in err.message.split():
             err.hint = _positional_hint(argv) or err.hint
