@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "img"
 SHOTS = {"board": "board", "job-definition": "job-definition", "serial-search": "serial-search",  # test's: docs'
-         "triage-last-words": "triage-last-words", "02-job-running": "job-running"}
+         "triage-last-words": "triage-last-words", "02-job-running": "job-running", "bisect": "bisect"}
 
 
 def main() -> int:

@@ -206,3 +206,39 @@ def test_an_operator_signs_in_by_address_and_reads_a_board_a_job_its_log_and_its
         dashboard.stop()
     for name in ("board", "job-definition", "serial-search", "triage-last-words"):
         assert (tmp_path / "screenshots" / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_bisections_page_in_the_browser_shows_the_range_shrinking(panio, browser, tmp_path):
+    """A finished bisection of eight builds (b06 the first bad one): reached from the nav, its bar drawn (five good
+    builds, three bad), one row a probe with the range after it, the bad build's failure; a probe's job page
+    links back. Screenshot kept (scripts/dashboard_screenshots.py puts it in docs/img/)."""
+    from bisecthelp import bisect, deploy_actions
+
+    panio("init")
+    panio("target", "add", "pico")
+    deploy_actions(panio, "pico")
+    done = bisect(panio, tmp_path, "pico")
+    panio.env["PANIO_DASHBOARD_TOKEN"] = TOKEN
+    dashboard = DashboardProc(panio.env, tmp_path / "dashboard.log")
+    shots = Shots(browser, tmp_path / "screenshots")
+    try:
+        browser.get(f"{dashboard.url}/login?token={TOKEN}&next=/")
+        wait_for(lambda: "signed in: operator" in text_of(browser, "header"), timeout_s=10)
+        browser.find_element("id", "nav-bisects").click()
+        wait_for(lambda: "b06" in text_of(browser, "#bisects"), timeout_s=10)
+        browser.find_element("css selector", f'#bisects a[href="/bisects/{done["id"]}"]').click()
+        wait_for(lambda: "First bad build: b06" in text_of(browser, "#first-bad"), timeout_s=10)
+        spans = browser.find_elements("css selector", "#range-bar rect.span")
+        assert [s.get_attribute("class") for s in spans] == ["span good", "span bad"]
+        assert float(spans[0].get_attribute("width")) == 450.0  # five of eight builds, of 720 px
+        rows = browser.find_elements("css selector", "#probes tr.probe")
+        assert len(rows) == len(done["probes"]) and "b05..b06, 0 between" in rows[-1].text
+        assert "BUG: oops at <hex>" in text_of(browser, "#failure")
+        shots.take("bisect")
+        rows[2].find_element("css selector", "a[href^='/jobs/']").click()
+        wait_for(lambda: f"bisection #{done['id']}" in text_of(browser, "#bisect-link"), timeout_s=10)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\ndashboard log:\n{dashboard.log.read_text()}") from exc
+    finally:
+        dashboard.stop()
+    assert (tmp_path / "screenshots" / "bisect.png").read_bytes().startswith(b"\x89PNG")
