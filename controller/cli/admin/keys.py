@@ -28,7 +28,10 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                         "--force makes a new pair (rotation); the old certificate stays trusted\n"
                         "elsewhere until `panio keys untrust` removes it. " + WHERE)
     c.add_argument("--name", default="controller", help="the name in the certificate (default: controller)")
-    c.add_argument("--days", type=number(int, 1, 36500), default=1825, help="how long the certificate is valid (default 1825)")
+    from controller.keys import DEFAULT_DAYS, MAX_DAYS
+
+    c.add_argument("--days", type=number(int, 1, MAX_DAYS), default=DEFAULT_DAYS,
+                   help=f"how long the certificate is valid (default {DEFAULT_DAYS})")
     c.add_argument("--force", action="store_true", help="replace an existing key (rotation)")
     c.add_argument("--if-missing", action="store_true", help="do nothing when a key exists (for scripts)")
     add_json(c)
