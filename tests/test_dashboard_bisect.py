@@ -186,3 +186,32 @@ def test_the_range_replay_takes_no_verdict_at_odds_with_the_range():
     assert ranges == [("b0", "b0", "b9", 8), ("b9", "b0", "b9", 8), ("b3", "b0", "b3", 2), ("b6", "b0", "b3", 2),
                       ("b1", "b0", "b3", 2), ("b2", "b0", "b3", 2), ("b1", "b1", "b3", 1), ("b2", "b1", "b3", 1),
                       ("b2", "b2", "b3", 0)]
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgresql"])
+def test_the_list_and_a_jobs_bisection_read_alike_on_sqlite_and_postgresql(db, tmp_path):
+    """The reads behind /bisects and a probe's link back: newest first, a page before an id, each with its probe
+    count; the bisection a job was a probe of (its newest probe of that job), none for another job."""
+    from bench_agent.results.bisect_reads import listed, probe_of
+    from bench_agent.results.bisects import BisectStore
+    from jobhelp import drop_pg_schema, pg_schema
+
+    url = f"sqlite:///{tmp_path / 'r.db'}" if db == "sqlite" else pg_schema()
+    try:
+        store = BisectStore(url)
+        builds = [{"name": n, "artifacts": {}} for n in ("v1", "v2", "v3")]
+        ids = [store.create("j.toml", "", "pico", builds, 1) for _ in range(3)]
+        store.add_probe(ids[0], 0, 11, "reference", "passed")
+        store.add_probe(ids[0], 2, 12, "bad", "failed")
+        store.add_probe(ids[2], 1, 13, "running", "running on pico")
+        store.update(ids[0], state="done", good=1, bad=2)
+        rows = listed(store)
+        assert [(r["id"], r["probes"], r["state"]) for r in rows] == [(ids[2], 1, "running"), (ids[1], 0, "running"),
+                                                                     (ids[0], 2, "done")]
+        assert rows[2]["builds"] == ["v1", "v2", "v3"] and (rows[2]["good"], rows[2]["bad"]) == (1, 2)
+        assert [r["id"] for r in listed(store, limit=1, before=ids[2])] == [ids[1]]
+        assert probe_of(store, 12) == {"bisect_id": ids[0], "build": 2, "verdict": "bad"}
+        assert probe_of(store, 13)["verdict"] == "running" and probe_of(store, 99) is None
+    finally:
+        if db == "postgresql":
+            drop_pg_schema(url)
