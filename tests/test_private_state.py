@@ -187,3 +187,27 @@ def test_a_parse_cache_another_user_planted_is_ignored(panio, shared_tmp):
     panio.fails("power", "on", "pico", code=3)  # the lab has no power hook: the planted one is not believed
     assert not pwned.exists()
     assert cache.read_bytes() == planted  # and panio wrote nothing of its own where another user can reach
+
+
+def test_the_netboot_daemons_state_is_this_users_alone_whatever_the_umask(panio, tmp_path):
+    """The netboot daemon made its folders and wrote its discovery file, lock and the link's record with the
+    umask (0777 and 0666 under umask 000), where every other daemon's are 0700 and 0600 (docs/security.md)."""
+    root = tmp_path / "tftp"
+    root.mkdir()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    panio("init")
+    panio("target", "add", "pico")
+    panio("netboot", "set", "-t", "pico", "--interface", "lo", "--server", "panio", "--tftp-port", str(port),
+          "--tftp-root", str(root))
+    panio_umask0(panio, "netboot", "start", "pico")
+    try:
+        state = Path(panio.env["PANIO_STATE_DIR"])
+        made = [p for p in [state, *state.rglob("*")] if "netboot" in str(p.relative_to(state))]
+        assert made, "the daemon left nothing in the state directory"
+        for path in [state, *state.rglob("*")]:
+            mode = stat.S_IMODE(path.lstat().st_mode)
+            assert mode == (0o700 if path.is_dir() else 0o600), f"{path} is {mode:o}"
+    finally:
+        panio("netboot", "stop", "pico")

@@ -28,6 +28,7 @@ from typing import Any
 from bench_agent.errors import NotConfigured, Refused
 from bench_agent.netboot.settings import Settings
 from bench_agent.paths import lab_state_dir as state_dir  # every netboot path is a lab's
+from bench_agent.private import private_dir
 from bench_agent.process import start_daemon
 
 MODULE = "bench_agent.netboot.daemon"
@@ -116,7 +117,7 @@ def start(s: Settings) -> dict[str, Any]:
                             "boot files there (`panio netboot tftp-root` prints it)", tftp_root=s.tftp_root)
     state = state_dir()
     folder = target_dir(s.target, state)
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)  # this user's alone, its parents too, whatever the umask (bench_agent.private)
     reply = start_daemon(MODULE, "the netboot server", state=state, target=s.target, config=s.to_json(),
                          log=folder / "daemon.err", timeout_s=START_TIMEOUT_S)
     return {**reply["info"], "already_running": False}

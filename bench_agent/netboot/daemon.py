@@ -27,6 +27,7 @@ from typing import Any
 from bench_agent.errors import Busy, InternalError, PanioError
 from bench_agent.netboot import channel as netboot
 from bench_agent.netboot.settings import Settings
+from bench_agent.private import open_private, private_dir, write_private
 from bench_agent.daemons.signals import set_on
 
 MAX_RESTARTS = 5
@@ -53,7 +54,7 @@ class Daemon:
             # one the host's own configuration put there stays
             marker = self.folder / "address-added"
             if netif_links.add_address(self.s.interface, self.s.address):
-                marker.write_text(f"{self.s.interface} {self.s.address}\n")
+                write_private(marker, f"{self.s.interface} {self.s.address}\n".encode())
             self.added_address = marker.exists()
         from bench_agent.netboot.backends import make
 
@@ -62,8 +63,8 @@ class Daemon:
         return self._write_discovery()
 
     def _lock(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(self.folder / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        private_dir(self.folder)  # 0700 with its parents, 0600 files, whatever the umask (docs/security.md)
+        self._lock_fd = open_private(self.folder / "daemon.lock", os.O_RDWR)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -76,10 +77,8 @@ class Daemon:
                 "tftp_root": self.s.tftp_root, "tftp_port": self.s.tftp_port, "log": str(self.folder / "server.log"),
                 "argv": sys.argv, "state_dir": str(self.state)}
         path = netboot.discovery_path(self.s.target, self.state)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(info, indent=2) + "\n")
-        os.replace(tmp, path)
+        private_dir(path.parent)
+        write_private(path, (json.dumps(info, indent=2) + "\n").encode())
         return info
 
     def supervise(self) -> None:

@@ -48,11 +48,11 @@ def recorded(target: str) -> dict[str, Any]:
 
 def record(target: str, mode: str, **extra: Any) -> None:
     path = record_path(target)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from bench_agent.private import private_dir, write_private
+
+    private_dir(path.parent)
     data = {"mode": mode, "changed": datetime.now(timezone.utc).isoformat(timespec="seconds"), **extra}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data) + "\n")
-    os.replace(tmp, path)
+    write_private(path, (json.dumps(data) + "\n").encode())
 
 
 def _stop_netboot(target: str) -> bool:

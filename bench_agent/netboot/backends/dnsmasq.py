@@ -28,6 +28,7 @@ from pathlib import Path
 from bench_agent.errors import DeviceError, NotConfigured, Refused
 from bench_agent.netboot import values
 from bench_agent.netboot.settings import Settings
+from bench_agent.private import open_private, write_private
 
 READY_TEXT = "TFTP root is"
 START_WAIT_S = 10.0
@@ -94,14 +95,14 @@ class DnsmasqServer:
             text = self.config()
         except values.BadValue as exc:
             raise Refused(f"netboot of {self.s.target!r}: not writing dnsmasq.conf: {exc}", target=self.s.target) from None
-        conf.write_text(text)
+        write_private(conf, text.encode())  # the lab's values: this user's alone (bench_agent.private)
         log = self.folder / "server.log"
         offset = log.stat().st_size if log.exists() else 0
         reap_orphan(self.folder)
-        with open(self.folder / "dnsmasq.err", "wb") as err:
+        with os.fdopen(open_private(self.folder / "dnsmasq.err", os.O_WRONLY | os.O_TRUNC), "wb") as err:
             self.proc = subprocess.Popen([exe, "-C", str(conf), "--keep-in-foreground", "--pid-file="],
                                          stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd="/")
-        (self.folder / "dnsmasq.pid").write_text(f"{self.proc.pid}\n")
+        write_private(self.folder / "dnsmasq.pid", f"{self.proc.pid}\n".encode())
         self._wait_ready(log, offset)
 
     def config(self) -> str:

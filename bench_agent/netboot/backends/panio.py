@@ -17,13 +17,14 @@ from bench_agent.errors import Busy, Refused
 from bench_agent.netboot.settings import Settings
 from bench_agent.netboot.values import BadValue
 from bench_agent.netboot.tftp import TftpServer
+from bench_agent.private import open_private
 
 
 class PanioTftpServer:
     def __init__(self, s: Settings, folder: Path) -> None:
         self.s, self.folder = s, folder
         self.server: TftpServer | None = None
-        self._log = open(folder / "server.log", "a", buffering=1)
+        self._log = os.fdopen(open_private(folder / "server.log", os.O_WRONLY | os.O_APPEND), "a", buffering=1)
 
     def _write(self, text: str) -> None:
         # dnsmasq's log line shape, so `netboot status` parses one format
