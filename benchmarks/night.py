@@ -19,6 +19,20 @@ The faults, spread over the first three quarters of ``--minutes`` (each on a boa
                     the board's health check starts it as its first step
   worker-killed     host-01's worker killed with SIGKILL while it runs a job, started again 5 s later
   redis-restart     the private redis-server stopped and started again (no persistence: every key is lost)
+  results-db-away   the night's own results database (PostgreSQL) unreachable for 60 s: ``ALLOW_CONNECTIONS false``
+                    and its backends terminated, as a stopped or unreachable server would be; then allowed again
+  redis-restart-aof the private redis-server switched to AOF persistence (``CONFIG SET appendonly yes``), stopped
+                    and started again with it ~5 s later: its data kept (leases, queues)
+  board-panics      a board panics at every boot (``panio-sim inject --boot-line 'Kernel panic ...' --no-prompt``)
+                    for an eighth of the night (at least 45 s), then boots again (as after a good image is flashed)
+
+``--faults a,b`` injects only those (in this order). Without ``--results`` the night makes a PostgreSQL database
+of its own on 127.0.0.1:5432 (dropped at the end; SQLite in the run's folder if that server does not answer,
+and then no results-db-away). For the last three faults, and every fault, the verdict says: jobs lost or run
+twice among those it hit, the longest a healthy board idled (from the fault's end for the lab's own services,
+from its start for a board's) against the schedule's period and a backoff step, the boards set bad meanwhile
+other than the fault's own (a board blamed for the lab), whether the scheduler was still alive, the suites'
+verdicts sent and the notifications by event over the fault and the minute after it.
 
 Nothing is done by hand after a fault. At the end (schedules removed, jobs drained, up to 3 minutes for the
 boards to heal) it prints, per fault: when (seconds into the night), the board, the jobs it hit (those of the
@@ -27,7 +41,7 @@ and the jobs the other boards finished over the fault and at least the minute fr
 lab recovered with no operator action: every board ``good`` at the end (or why not), nothing left queued or
 running, the notifications received by event.
 
-Run: .venv/bin/python benchmarks/night.py [--minutes 10] [--every 10] [--results URL] [--json] [--keep]
+Run: .venv/bin/python benchmarks/night.py [--minutes 10] [--every 10] [--results URL] [--faults A,B] [--json] [--keep]
 ``--json`` prints one object (faults: [...], recovered, boards, stuck, notifications, jobs, ...). Exits 0 when
 the lab recovered on its own, 1 when it did not, 2 when the harness itself failed.
 """
@@ -38,6 +52,7 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -78,6 +93,13 @@ run = "panio serial transact ${target} 'uname -a' --until 'root@sim:~# ' --timeo
 expect_output = "Linux"
 """
 
+PANIC = "Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)"
+DB_AWAY_S, REDIS_DOWN_S = 60.0, 5.0
+OWN_DB = "postgresql://postgres@127.0.0.1:5432/panio_night?connect_timeout=3"
+FAULTS = ("plug-off-long", "plug-blip", "capture-stopped", "worker-killed", "plug-unreachable", "redis-restart",
+          "results-db-away", "redis-restart-aof", "board-panics")
+LAB_SERVICES = ("redis-restart", "results-db-away", "redis-restart-aof")  # the lab's own: measured from their end
+
 WRAPPER = """#!/bin/sh
 # the plug's state_cmd, unreachable while the flag file exists (the harness's plug-unreachable fault)
 if [ -e "$1" ]; then echo "shellyplug: $2: connection refused" >&2; exit 1; fi
@@ -91,6 +113,14 @@ class Night(scale.Run):
 
     def __init__(self, args) -> None:
         args.hosts, args.boards = 2, 2
+        self.own_db = None
+        if args.results is None:  # a PostgreSQL database of the night's own, which results-db-away makes unreachable
+            try:
+                import _history
+
+                self.own_db = args.results = _history.empty_like(OWN_DB, None)
+            except Exception as e:  # no server there: SQLite, and no results-db-away
+                print(f"night: no PostgreSQL at {OWN_DB} ({type(e).__name__}); SQLite results", file=sys.stderr)
         super().__init__(args)
         self.prefix = "night:"
         self.receiver = Receiver()
@@ -134,9 +164,12 @@ class Night(scale.Run):
 
     def _inject(self) -> None:
         span = self.args.minutes * 60
-        plan = [("plug-off-long", "board0", self._plug_off_long), ("plug-blip", "board1", self._plug_blip),
-                ("capture-stopped", "board2", self._capture_stopped), ("worker-killed", "board3", self._worker_kill),
-                ("plug-unreachable", "board1", self._plug_unreachable), ("redis-restart", None, self._redis_restart)]
+        every = {"plug-off-long": ("board0", self._plug_off_long), "plug-blip": ("board1", self._plug_blip),
+                 "capture-stopped": ("board2", self._capture_stopped), "worker-killed": ("board3", self._worker_kill),
+                 "plug-unreachable": ("board1", self._plug_unreachable), "redis-restart": (None, self._redis_restart),
+                 "results-db-away": (None, self._db_away), "redis-restart-aof": (None, self._redis_restart_aof),
+                 "board-panics": ("board2", self._board_panics)}
+        plan = [(kind, *every[kind]) for kind in self.args.faults]
         for i, (kind, board, act) in enumerate(plan):
             at = self.night_t0 + span * (0.08 + 0.65 * i / len(plan))
             while time.time() < at:
@@ -148,6 +181,7 @@ class Night(scale.Run):
             except Exception as e:  # the harness's own failure, reported with the fault
                 fault["harness_error"] = f"{type(e).__name__}: {e}"
             fault["end"] = time.time()
+            fault["scheduler_alive"] = self.scheduler.poll() is None
             self.faults.append(fault)
         while time.time() < self.night_t0 + span - 3:  # the boards' health as the night ends (schedules firing)
             if self.stopping.wait(0.5):
@@ -253,6 +287,59 @@ class Night(scale.Run):
         self.redis.restart(down_s=1.0)
         return {}
 
+    def _db_away(self, board: None) -> dict:
+        """The night's own results database unreachable for DB_AWAY_S: no new connection allowed, every open one
+        closed (the workers', the scheduler's, the dashboard's), then allowed again."""
+        if not self.results.startswith("postgresql://"):
+            return {"harness_error": "results-db-away needs PostgreSQL results (not injected)"}
+        self._allow_connections(False)
+        time.sleep(DB_AWAY_S)
+        self._allow_connections(True)
+        return {}
+
+    def _allow_connections(self, allow: bool) -> None:
+        import psycopg
+
+        base, _, rest = self.results.rpartition("/")
+        name = rest.split("?", 1)[0]
+        with psycopg.connect(f"{base}/postgres", autocommit=True, connect_timeout=10) as conn:
+            conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {"true" if allow else "false"}')
+            if not allow:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+
+    def _redis_restart_aof(self, board: None) -> dict:
+        """Redis made to keep its data (AOF, written as the server stops), then restarted, down REDIS_DOWN_S."""
+        import redis
+
+        r = redis.Redis.from_url(self.redis.url)
+        r.config_set("appendonly", "yes")  # its AOF is written from the data it holds now (a rewrite)
+        deadline = time.time() + 30
+        while time.time() < deadline and (r.info("persistence").get("aof_rewrite_in_progress")
+                                          or r.info("persistence").get("aof_rewrite_scheduled")):
+            time.sleep(0.1)
+        keys = r.dbsize()
+        r.close()
+        self.redis.aof = True  # started again with --appendonly yes: it loads what it wrote
+        self.redis.restart(down_s=REDIS_DOWN_S)
+        return {"keys_before": keys, "keys_after": redis.Redis.from_url(self.redis.url).dbsize()}
+
+    def _board_panics(self, board: str) -> dict:
+        """``board`` panics at every boot for a while (its jobs and checks boot it), then boots again."""
+        h, i = divmod(int(board.removeprefix("board")), self.args.boards)
+        where = ["--dir", str(self.sim_dir(h))]
+        subprocess.run([scale.SIM, "inject", f"board{i}", *where, "--boot-line", PANIC, "--no-prompt"],
+                       env=self.env, check=True, capture_output=True, timeout=60)
+        time.sleep(max(45.0, self.args.minutes * 60 / 8))
+        subprocess.run([scale.SIM, "inject", f"board{i}", *where, "--clear"], env=self.env, check=True,
+                       capture_output=True, timeout=60)
+        return {}
+
+    def _sample(self) -> dict:
+        """scale's sample (it reads the results database), waiting while results-db-away holds it away."""
+        from bench_agent import outage
+
+        return outage.patiently(super()._sample, outage.Outages(lambda line: None), give_up_s=DB_AWAY_S * 3)
+
     def _watch_fires(self) -> None:
         """Each firing of each schedule (``last_fired`` changing), besides scale's fire jitter."""
         from controller.jobs.schedules import ScheduleStore
@@ -288,6 +375,7 @@ class Night(scale.Run):
         store = ResultStore(self.results)
         jobs = store.list_jobs(limit=10**7)
         health = HealthStore(self.results).all()
+        twice = set(self._run_twice([j for j in jobs if j["state"] == "done" and j["name"] == "scale-5-step"]))
         faults = []
         for f in self.faults:
             a, b = f["start"], f["end"] + 5
@@ -301,7 +389,8 @@ class Night(scale.Run):
             overrode = next((j for j in jobs if f.get("overrode_job") and j["id"] == f["overrode_job"]), None)
             if overrode is not None:  # the job whose lease the capture stop overrode: how it ended
                 f = {**f, "overrode_job_ended": {k: overrode[k] for k in ("health", "result", "reason")}}
-            faults.append({**{k: v for k, v in f.items() if k not in ("start", "end")},
+            checks = self._fault_checks(f, jobs, twice)
+            faults.append({**checks, **{k: v for k, v in f.items() if k not in ("start", "end")},
                            "at_s": round(a - self.night_t0, 1), "for_s": round(f["end"] - a, 1),
                            "jobs_hit": [{"id": j["id"], "name": j["name"], "target": j["target"],
                                          "health": j["health"], "result": j["result"],
@@ -317,6 +406,9 @@ class Night(scale.Run):
             events[body.get("event", "?")] = events.get(body.get("event", "?"), 0) + 1
         real = [j for j in jobs if j["name"] != "scale-probe"]
         incomplete = [j for j in real if j["health"] == "incomplete"]
+        log = self.scheduler.log.read_text(errors="replace")
+        runs = sum(f"schedule {self.schedule_prefix}" in line and (": jobs" in line or ": failed" in line)
+                   for line in log.splitlines())
         unwanted = [{"id": j["id"], "name": j["name"], "target": j["target"], "result": j["result"],
                      "reason": (j["reason"] or "")[:240]}
                     for j in real if j["state"] == "done" and j["health"] == "complete" and j["result"] != "passed"]
@@ -327,13 +419,108 @@ class Night(scale.Run):
                 "healed_after_s": getattr(self, "healed_after_s", None), "notifications": events,
                 "jobs_total": len(real), "jobs_passed": sum(j["result"] == "passed" for j in real),
                 "jobs_incomplete": len(incomplete), "health_checks": sum(j["name"] == "board-health" for j in real),
-                "board_failures": unwanted, "recovered": recovered,
+                "board_failures": unwanted, "recovered": recovered, "suite_runs": runs,
+                "quiet_idle_s": self._quiet_idle(real),
                 "fires": {k: len(v) for k, v in self.fire_times.items()}}
+
+    def _quiet_idle(self, real: list[dict]) -> float:
+        """The longest a board idled between two of its jobs away from every fault (and the minute after it):
+        what a healthy board's idle is anyway, under this load and these schedules."""
+        windows = [(f["start"], f["end"] + 60) for f in self.faults]
+        longest = 0.0
+        for i in range(self.boards):
+            busy = sorted((j["started_at"], j["finished_at"]) for j in real
+                          if j["target"] == f"board{i}" and j["started_at"] and j["finished_at"])
+            end = None
+            for s, e in busy:
+                if end is not None and s > end and not any(a < s and end < b for a, b in windows):
+                    longest = max(longest, s - end)
+                end = e if end is None else max(end, e)
+        return round(longest, 1)
+
+    def _fault_checks(self, f: dict, jobs: list[dict], twice: set[int]) -> dict:
+        """What issue 43 asks of the lab under fault ``f``: nothing lost or run twice among the jobs it hit, no
+        healthy board idle longer than the schedule's period and a backoff step, no board blamed for the lab
+        (set bad meanwhile, other than the fault's own board), the scheduler alive, the suites' verdicts sent
+        and the notifications by event, over the fault and the minute after it."""
+        from bench_agent.health.state import HealthStore
+        from bench_agent.outage import BACKOFF_S
+
+        a, end = f["start"], f["end"]
+        after = min(end + 60, getattr(self, "t1", end + 60))
+        real = [j for j in jobs if j["name"] != "scale-probe"]
+        hit = [j for j in real if (f["board"] is None or j["target"] == f["board"]) and j["started_at"]
+               and j["started_at"] <= end + 5 and (j["finished_at"] or end) >= a]
+        lost = [j["id"] for j in hit if j["state"] != "done" or any(w in (j["reason"] or "") for w in (
+            "worker lost", "lease lost"))]
+        since = end if f["fault"] in LAB_SERVICES else a  # the lab's own services: how soon the boards resume
+        idle = {}
+        for i in range(self.boards):
+            board = f"board{i}"
+            if board == f["board"]:
+                continue
+            busy = sorted((j["started_at"], j["finished_at"] or after) for j in real
+                          if j["target"] == board and j["started_at"])
+            idle[board] = round(_longest_gap(busy, since, after if f["fault"] in LAB_SERVICES else max(end, since)), 1)
+        limit = self.args.every_s + max(BACKOFF_S)
+        store = HealthStore(self.results)
+        blamed = sorted({e["target"] for i in range(self.boards) if f"board{i}" != f["board"]
+                         for e in store.history(f"board{i}", limit=500)
+                         if e["health"] == "bad" and a <= e["at"] <= after})
+        told = [b for _, b in self.receiver.posts if a <= b.get("at", 0) <= after]
+        events: dict[str, int] = {}
+        for b in told:
+            events[b["event"]] = events.get(b["event"], 0) + 1
+        verdicts: dict[str, int] = {}
+        for b in told:
+            if b["event"] == "suite_finished":
+                verdicts[b["verdict"]] = verdicts.get(b["verdict"], 0) + 1
+        out = {"lost": lost, "run_twice": sorted(twice & {j["id"] for j in hit}), "idle_s": idle,
+               "idle_limit_s": limit, "idle_ok": all(v <= limit for v in idle.values()), "blamed": blamed,
+               "scheduler_alive_after": self.scheduler.poll() is None, "suite_verdicts": verdicts,
+               "notifications": events}
+        if f["board"] is not None:  # the board's own part: told as the board's (or skipped), never the lab's
+            parts: dict[str, int] = {}
+            for b in told:
+                for j in b.get("jobs", []) if b["event"] == "suite_finished" else []:
+                    if j["target"] == f["board"]:
+                        parts[j["fault"] or "passed"] = parts.get(j["fault"] or "passed", 0) + 1
+            checks = sorted((j["started_at"], j["finished_at"] or after) for j in real
+                            if j["target"] == f["board"] and j["name"] == "board-health" and j["started_at"]
+                            and a <= j["started_at"] <= after)
+            out.update(board_parts=parts, job_failed=sum(b["event"] == "job_failed" and b.get("target") == f["board"]
+                                                         for b in told),
+                       checks_overlapping=sum(x[1] > y[0] for x, y in zip(checks, checks[1:])))
+        return out
 
     def down(self) -> None:
         super().down()
+        if self.own_db:
+            import _history
+
+            _history.drop_empty(self.own_db)
         self.receiver.server.shutdown()
         self.receiver.server.server_close()
+
+
+def _longest_gap(busy: list[tuple[float, float]], start: float, end: float) -> float:
+    """The longest stretch of [start, end] that no interval of ``busy`` (sorted by start) covers."""
+    longest, at = 0.0, start
+    for s, e in busy:
+        if e <= at:
+            continue
+        if s >= end:
+            break
+        longest, at = max(longest, s - at), max(at, e)
+    return max(longest, end - at, 0.0)
+
+
+def _faults(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in FAULTS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{', '.join(unknown) or 'none given'}: the faults are {', '.join(FAULTS)}")
+    return names
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,6 +529,8 @@ def main(argv: list[str] | None = None) -> int:
     scale.run_arguments(p, minutes=10, every_s=10)
     # the scale harness's run, shaped as the night needs it: a process a board (its faults hit single boards),
     # both schedules from their first period, as many jobs a worker as it has boards
+    p.add_argument("--faults", type=_faults, default=list(FAULTS), metavar="A,B",
+                   help=f"the faults to inject, in this order (default: all: {','.join(FAULTS)})")
     p.set_defaults(board_processes=True, schedules=2, first_s=None, concurrency=None)
     args = p.parse_args(argv)
     if args.minutes < 2 or args.every_s < 5:
@@ -379,6 +568,13 @@ def main(argv: list[str] | None = None) -> int:
         for j in f["jobs_hit"]:
             print(f"           job {j['id']} {j['name']} on {j['target']}: {j['health']}, {j['result']}: "
                   f"{j['reason'][:160]}")
+        print(f"           lost {len(f['lost'])}, run twice {len(f['run_twice'])}; longest idle of a healthy board "
+              f"{max(f['idle_s'].values(), default=0):g} s (limit {f['idle_limit_s']:g} s: "
+              f"{'ok' if f['idle_ok'] else 'NO'}; {f['idle_s']}); boards blamed: {', '.join(f['blamed']) or 'none'}; "
+              f"scheduler {'alive' if f['scheduler_alive'] and f['scheduler_alive_after'] else 'DEAD'}")
+        print(f"           suite verdicts {f['suite_verdicts'] or 'NONE'}; notifications {f['notifications']}"
+              + (f"; {f['board']}'s part {f['board_parts']}, job_failed {f['job_failed']}, health checks "
+                 f"overlapping {f['checks_overlapping']}" if "board_parts" in f else ""))
     print(f"  jobs {out['jobs_total']} ({out['jobs_passed']} passed, {out['jobs_incomplete']} incomplete, "
           f"{out['health_checks']} health checks), board failures {len(out['board_failures'])}, lost {out['lost']}, "
           f"run twice {out['run_twice']}, overlapping leases {out['overlapping_leases']}")
@@ -387,7 +583,9 @@ def main(argv: list[str] | None = None) -> int:
         e = ended.get(b, {})
         print(f"  {b}: {v['health']} ({v['reason']}, by {v['set_by']}); as the night ended: {e.get('health')} "
               f"({e.get('reason')})")
-    print(f"  stuck queued/running: {len(out['stuck'])}; notifications: {out['notifications']}")
+    print(f"  stuck queued/running: {len(out['stuck'])}; notifications: {out['notifications']}; suite verdicts sent "
+          f"{out['notifications'].get('suite_finished', 0)} of {out['suite_runs']} suite runs; longest idle of a "
+          f"board away from the faults {out['quiet_idle_s']:g} s")
     print(f"  recovered with no operator action: {'yes' if out['recovered'] else 'NO'}"
           f" (every board good {out['healed_after_s']} s after the schedules stopped)")
     return 0 if out["recovered"] else 1
