@@ -53,3 +53,19 @@ def test_the_guard_keeps_nothing_outside_its_folder_or_in_one_others_may_write(t
     with pytest.raises(NotConfigured, match="not this user's alone"):
         SeenNonces(shared).first_time(nonce(), 60)
     assert list(shared.iterdir()) == []
+
+
+def test_the_folders_made_above_the_guard_are_this_users_alone_whatever_the_umask(tmp_path):
+    """`worker-HOST/` made for `ops-seen/` took the umask (0777 under umask 000), and then every private folder
+    below it (the host's record of the jobs it started) was refused: a worker whose first message was an
+    operation ran no job after it."""
+    from bench_agent.jobs.started import StartedJobs
+
+    old = os.umask(0)
+    try:
+        assert SeenNonces(tmp_path / "worker-h" / "ops-seen").first_time(nonce(), 60)
+    finally:
+        os.umask(old)
+    for folder in (tmp_path / "worker-h", tmp_path / "worker-h" / "ops-seen"):
+        assert folder.stat().st_mode & 0o777 == 0o700, folder
+    assert StartedJobs(tmp_path / "worker-h" / "jobs-started").mark(1, "taken")  # its neighbour is not refused

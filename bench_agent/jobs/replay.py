@@ -57,7 +57,10 @@ class SeenNonces:
         """The folder, made 0700 and checked: this user's alone, or the guard would be another user's to erase."""
         if self._ready:
             return
-        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        from bench_agent.private import private_dir
+
+        private_dir(self.folder.parent)  # the worker's folder: 0700 whatever the umask, as its other records' are
+        self.folder.mkdir(mode=0o700, exist_ok=True)
         st = self.folder.lstat()
         if st.st_uid != os.geteuid() or st.st_mode & 0o077 or not self.folder.is_dir() or self.folder.is_symlink():
             raise NotConfigured(f"the replay guard's folder {self.folder} is not this user's alone (mode "
