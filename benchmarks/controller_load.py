@@ -386,16 +386,17 @@ def rows_of(r: dict) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--boards", type=int, default=1000)
-    ap.add_argument("--boards-per-host", type=int, default=10)
+    ap.add_argument("--boards", type=int, default=1000, help="simulated boards (default 1000; issue 38: 1000, 10000)")
+    ap.add_argument("--boards-per-host", type=int, default=10, help="boards a simulated control host serves")
     ap.add_argument("--job-every-s", type=float, default=60.0, help="each board gets a job this often")
     ap.add_argument("--minutes", type=float, default=10.0, help="how long jobs are submitted")
     ap.add_argument("--drain-s", type=float, default=120.0, help="how long to wait for the last jobs after it")
     ap.add_argument("--sim-processes", type=int, default=0, help="processes the hosts run in (default: 250 a process)")
     ap.add_argument("--threads", type=int, default=16, help="the submitter's connections")
-    ap.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432")
-    ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432",
+                    help="PostgreSQL server (a database is made for the run and dropped after)")
+    ap.add_argument("--keep", action="store_true", help="keep the run's folder and database (their names on stderr)")
+    ap.add_argument("--json", action="store_true", help="one JSON object on stdout (the figures and the run)")
     args = ap.parse_args()
     # stopped from outside (a CI timeout, kill): still stop the controller's processes and drop the database
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
