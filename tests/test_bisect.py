@@ -239,7 +239,7 @@ def test_a_database_made_before_tag_gains_its_columns(db, tmp_path):
     import sqlalchemy as sa
 
     from bench_agent.results.bisects import BisectStore
-    from bench_agent.results.db import engine_for
+    from bench_agent.results.db import engine_for, index_names
 
     url = f"sqlite:///{tmp_path / 'old.db'}" if db == "sqlite" else pg_schema()
     key = "INTEGER PRIMARY KEY" if db == "sqlite" else "SERIAL PRIMARY KEY"
@@ -260,6 +260,10 @@ def test_a_database_made_before_tag_gains_its_columns(db, tmp_path):
         engine.dispose()
         store = BisectStore(url)
         assert store.get(1)["target"] == "pico" and store.get(1)["tag"] is None
+        with store.engine.connect() as c:
+            assert {"ix_panio_bisect_probes_job_id", "ix_panio_bisect_probes_bisect_id"} <= index_names(
+                c, "panio_bisect_probes")
+            assert "ix_panio_bisect_probes_job_id" in _plan(c, store, 7)  # a job's page finds its probe by it
         new = store.create("j.toml", "", None, [{"name": "a", "artifacts": {}}, {"name": "b", "artifacts": {}}], 1,
                            tag="pi5")
         assert new == 2
@@ -272,6 +276,20 @@ def test_a_database_made_before_tag_gains_its_columns(db, tmp_path):
     finally:
         if db == "postgresql":
             drop_pg_schema(url)
+
+
+def _plan(conn, store, job_id: int) -> str:
+    """How the database runs the dashboard's lookup of job ``job_id``'s probe (``bisect_reads.probe_of``), a
+    scan of the whole table ruled out on PostgreSQL (a table this small it would scan rather than use an index)."""
+    import sqlalchemy as sa
+
+    p = store.probes
+    query = p.select().where(p.c.job_id == job_id).order_by(p.c.id.desc()).limit(1)
+    sql = str(query.compile(conn, compile_kwargs={"literal_binds": True}))
+    if conn.dialect.name == "sqlite":
+        return " ".join(str(r[-1]) for r in conn.execute(sa.text(f"EXPLAIN QUERY PLAN {sql}")))
+    conn.execute(sa.text("SET LOCAL enable_seqscan = off"))
+    return " ".join(r[0] for r in conn.execute(sa.text(f"EXPLAIN {sql}")))
 
 
 @pytest.mark.parametrize(("boards", "repeat", "rounds"), [(1, 1, 5), (3, 1, 3), (3, 3, 5), (6, 3, 3)])

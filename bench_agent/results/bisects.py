@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from bench_agent.errors import NotConfigured
-from bench_agent.results.db import bisect_tables, create_tables
+from bench_agent.results.db import bisect_tables, create_tables, index_names
 
 _CREATED: set[str] = set()
 _LOCK = threading.Lock()
@@ -27,12 +27,13 @@ class BisectStore:
         self.md, self.bisects, self.probes = bisect_tables()
         with _LOCK:
             if url not in _CREATED:
-                create_tables(self.engine, self.md, then=self._add_columns)
+                create_tables(self.engine, self.md, then=self._add_columns_and_indexes)
                 _CREATED.add(url)
 
-    def _add_columns(self, conn) -> None:
+    def _add_columns_and_indexes(self, conn) -> None:
         """What a database made by an earlier panio lacks: the columns ``tag`` and a probe's ``target`` (both
-        nullable), and a bisection's ``target`` that may be empty (a ``--tag`` bisection has none)."""
+        nullable), the probes' indexes (``job_id``'s came later), and a bisection's ``target`` that may be empty
+        (a ``--tag`` bisection has none)."""
         import sqlalchemy as sa
 
         inspector = sa.inspect(conn)
@@ -42,6 +43,10 @@ class BisectStore:
                 if col.name not in have:
                     kind = col.type.compile(dialect=self.engine.dialect)
                     conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {col.name} {kind}"))
+            indexed = index_names(conn, table.name)
+            for index in table.indexes:
+                if index.name not in indexed:
+                    conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
         target = next(c for c in inspector.get_columns("panio_bisects") if c["name"] == "target")
         if target["nullable"]:
             return

@@ -440,7 +440,7 @@ def bisect_tables():
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("bisect_id", sa.Integer, nullable=False, index=True),
         sa.Column("build", sa.Integer, nullable=False),  # index in builds
-        sa.Column("job_id", sa.Integer, nullable=False),
+        sa.Column("job_id", sa.Integer, nullable=False, index=True),  # a job's page asks which bisection probed it
         # running (its job not judged yet: a resumed bisection settles it) | reference | pass | bad | unrelated |
         # inconclusive
         sa.Column("verdict", sa.String(16), nullable=False),
