@@ -34,23 +34,19 @@ def view(rec: dict) -> dict:
 
 
 def steps(rec: dict) -> list[dict]:
-    """The range after each judged probe, replayed from the verdicts as the bisection decided them
-    (``controller.jobs.bisect.Bisection._decide``): a build between the last good and the first bad is bad once one
-    of its runs is, good once ``repeat`` of its runs passed; the good and the bad build's own runs narrow nothing."""
-    builds, last, repeat = rec["builds"], len(rec["builds"]) - 1, rec["repeat"]
-    good, bad = 0, last
+    """The range after each judged probe, replayed from the verdicts by the rule the bisection decided them with
+    (``controller.jobs.bisect.narrowed``)."""
+    from controller.jobs.bisect import narrowed
+
+    builds = rec["builds"]
+    good, bad = 0, len(builds) - 1
     seen: dict[int, list[str]] = {}
     out = []
     judged = sorted((p for p in rec["probes"] if p["verdict"] != "running"), key=lambda p: (p["at"], p["id"]))
     for p in judged:
         idx = p["build"]
-        runs = seen.setdefault(idx, [])
-        runs.append(p["verdict"])
-        if good < idx < bad and 0 < idx < last:
-            if "bad" in runs:
-                bad = idx
-            elif runs.count("pass") >= repeat:
-                good = idx
+        seen.setdefault(idx, []).append(p["verdict"])
+        good, bad = narrowed(good, bad, idx, seen[idx], rec["repeat"])
         out.append({"build": builds[idx]["name"], "index": idx, "job_id": p["job_id"], "target": p.get("target"),
                     "verdict": p["verdict"], "why": p["why"], "at": p["at"], "good": builds[good]["name"],
                     "bad": builds[bad]["name"], "good_index": good, "bad_index": bad, "left": bad - good - 1})

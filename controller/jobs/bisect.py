@@ -384,18 +384,13 @@ class Bisection:
         return "unrelated", f"another failure, not counted: {_words(sig)}"
 
     def _decide(self, idx: int) -> None:
-        """Narrow the range once build ``idx`` is decided (a verdict at odds with the range is not taken)."""
-        runs = self._runs(idx)
-        if not self.rec["good"] < idx < self.rec["bad"]:
+        """Narrow the range once build ``idx`` is decided (``narrowed``)."""
+        verdicts = [p["verdict"] for p in self._runs(idx)]
+        good, bad = narrowed(self.rec["good"], self.rec["bad"], idx, verdicts, self.rec["repeat"])
+        if (good, bad) == (self.rec["good"], self.rec["bad"]):
             return
-        if any(p["verdict"] == "bad" for p in runs):
-            verdict = "bad"
-            self._set(bad=idx)
-        elif sum(p["verdict"] == "pass" for p in runs) >= self.rec["repeat"]:
-            verdict = "good"
-            self._set(good=idx)
-        else:
-            return
+        self._set(good=good, bad=bad)
+        verdict = "bad" if bad == idx else "good"
         self.show(f"bisect {self.id}: {self._name(idx)} is {verdict}; first bad is among "
                   f"{self._name(self.rec['good'] + 1)}..{self._name(self.rec['bad'])}")
 
@@ -422,6 +417,20 @@ class Bisection:
             raise Undecided(f"build {self._name(idx)!r} could not be judged: {wasted} probes were inconclusive "
                             f"or failed another way", hint=f"fix the lab, then `panio bisect resume {self.id}`",
                             bisect=self.id, build=self._name(idx))
+
+
+def narrowed(good: int, bad: int, idx: int, verdicts: list[str], repeat: int) -> tuple[int, int]:
+    """The range (``good``, ``bad``) once build ``idx`` has the judged runs ``verdicts``: a build between the
+    last good and the first bad is bad once one of its runs is, good once ``repeat`` of its runs passed; any
+    other build (the good and the bad build's own runs, or one already outside the range) narrows nothing.
+    The one rule the bisection decides by and the dashboard replays its steps with."""
+    if not good < idx < bad:
+        return good, bad
+    if "bad" in verdicts:
+        return good, idx
+    if verdicts.count("pass") >= repeat:
+        return idx, bad
+    return good, bad
 
 
 def split(good: int, bad: int, boards: int, repeat: int) -> list[int]:
