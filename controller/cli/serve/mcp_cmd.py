@@ -10,8 +10,10 @@ DESCRIPTION = """\
 Serve panio's runtime commands as Model Context Protocol (MCP) tools over
 stdio, for an agent harness (Claude Code, any MCP client). The harness starts
 it and keeps it running; stdout is the protocol, diagnostics go to stderr.
-Each tool runs the matching panio command as a child process against this lab
-file. Configuration stays in the CLI.
+Each tool call runs the matching panio command against this lab file inside
+the server's own process (no child panio per call; hooks and actions still
+run as their own processes), with the CLI's text and exit code. Configuration
+stays in the CLI.
 
 Tools:
 {tools}
