@@ -1,4 +1,4 @@
-"""Fencing high-water marks, kept where a Redis restart cannot reach them: the results database.
+"""Fencing high-water marks, kept where a Redis restart cannot reach them: a SQL database.
 
 Redis hands out a lease's fencing token (an ``INCR`` per target), but a Redis
 without persistence forgets its counters when it restarts, and the next lease
@@ -10,15 +10,24 @@ Two holders can therefore never share a token, and tokens only grow, whatever
 happens to Redis. Redis is told the high-water mark when it issues a token
 (``max(redis, durable) + 1``), so after a restart it carries on above it.
 
-Why the results database and not a file under the host's state directory: one
-target's lease is taken by the worker of its host *and* by ``panio job run``
-on the controller (with ``PANIO_REDIS_URL``), on different machines. Both
-already share the results database (a worker must use the controller's
-``PANIO_RESULTS_URL`` or the controller never sees its results); a file would
-be seen by one machine only. A job's own row records its token too (``fence``):
-a job's runner raises the mark and claims the job in one durable statement
-(``ResultStore.claim_fenced``, through ``leases.acquire``'s ``claim``) once the
-target's mark has a row; the first lease of a target makes the row here.
+Where the marks are (``FenceStore(url)``):
+
+* the results database (``results_url()``: ``PANIO_RESULTS_URL``, else SQLite
+  in the state directory), for every process that has it: a worker given
+  ``PANIO_RESULTS_URL`` and ``panio job run`` on the controller (with
+  ``PANIO_REDIS_URL``) take one target's lease from different machines, and
+  that database is the one store they already share (a file would be seen by
+  one machine only). A job's own row records its token too (``fence``): a
+  job's runner raises the mark and claims the job in one durable statement
+  (``ResultStore.claim_fenced``, through ``leases.acquire``'s ``claim``) once
+  the target's mark has a row; the first lease of a target makes the row here.
+* a file, for a worker without ``PANIO_RESULTS_URL`` (it reports to the
+  controller's recorder, issue 38): ``STATE/worker-HOST/fences.db``, private
+  SQLite (``jobs.worker.WorkerContext.reporting_stores``), which no other machine reads. Its
+  marks keep its own tokens growing; the recorder records such a job as
+  started only if its token is above the target's mark in the results
+  database, which it then raises (the controller's recorder), so an old
+  token from a host is refused there.
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ DETAILS = """\
 Run this on each control host, as a service. It serves the Celery queue
 host.NAME: jobs for targets whose host is NAME (`panio target add --host NAME`;
 targets without a host go to `--host local`). Each job takes the target's lease
-in Redis, runs its steps as local panio commands and records results in the
-shared results database.
+in Redis, runs its steps (panio command lines) inside the worker's own process
+and reports the results to the controller's `panio recorder` (with
+PANIO_RESULTS_URL: writes them in that database itself; see below).
 
 It serves only the targets of this host's own configuration: the lab file
 given with --lab (what `panio setup` installs on the host, default
