@@ -140,6 +140,19 @@ class History:
             rows = c.execute(sa.text(these), {"ids": ids if pg else json.dumps(ids)}).mappings().all() if ids else []
         return {r["target"]: _job_dict(r) for r in rows}
 
+    def jobs_by_id(self, ids: list[int]) -> dict[int, dict]:
+        """The rows of the jobs ``ids`` (spec included, steps not), by id, in one statement whose ids are one
+        parameter; an id with no job is left out."""
+        import sqlalchemy as sa
+
+        if not ids:
+            return {}
+        pg = self.engine.dialect.name == "postgresql"
+        these = _THESE_FULL_PG if pg else _THESE_FULL_SQLITE
+        with self._reading() as c:
+            rows = c.execute(sa.text(these), {"ids": list(ids) if pg else json.dumps(list(ids))}).mappings().all()
+        return {r["id"]: _job_dict(r) for r in rows}
+
     def later_job_started(self, job: dict) -> bool:
         """Whether a job of ``job``'s target submitted after it has started (it has held the target since: its
         own health gate and verdict speak for the board now). A range of the (target, id) index."""
@@ -184,3 +197,6 @@ _NEWEST_SQLITE = "SELECT (SELECT max(id) FROM panio_jobs WHERE target = t.value)
 _BRIEF = ", ".join(c for c in reads.JOB_COLUMNS if c != "spec")
 _THESE_PG = f"SELECT {_BRIEF} FROM panio_jobs WHERE id = ANY(CAST(:ids AS bigint[]))"
 _THESE_SQLITE = f"SELECT {_BRIEF} FROM panio_jobs WHERE id IN (SELECT value FROM json_each(:ids))"
+_FULL = ", ".join(reads.JOB_COLUMNS)
+_THESE_FULL_PG = f"SELECT {_FULL} FROM panio_jobs WHERE id = ANY(CAST(:ids AS bigint[]))"
+_THESE_FULL_SQLITE = f"SELECT {_FULL} FROM panio_jobs WHERE id IN (SELECT value FROM json_each(:ids))"

@@ -113,6 +113,7 @@ class Recorder:
         self._canceled: set[int] = set()  # the jobs whose cancel is published
         self._republish_at = 0.0
         self._pool = None  # the threads that settle hosts' streams side by side (``_threads``)
+        self._rows: dict[int, dict] = {}  # job id -> its row, read for the pass (``_step``), taken by its first report
 
     # --- the loop ------------------------------------------------------
 
@@ -155,31 +156,31 @@ class Recorder:
         pending = {s: i for s, i in self._streams.items() if i != ">"}
         got = self.r.xreadgroup(GROUP, CONSUMER, pending or dict(self._streams), count=100,
                                 block=None if pending else block_ms)
-        batches: list[tuple[str, list]] = []
+        batches: list[tuple[str, list, list]] = []
         for name, entries in got or []:
             name = name.decode()
             if pending and not entries:
                 self._streams[name] = ">"  # this consumer's pending entries are all settled: new ones from now on
             if entries:
-                batches.append((name, entries))
+                batches.append((name, entries, [_parsed(fields) for _entry_id, fields in entries]))
+        # the rows of every job these reports name, in one statement: a report's own read is for its job's second
+        # report of the pass (what the first wrote), or a job another host's thread holds no row of
+        self._rows = self.store.jobs_by_id(sorted({p[2]["job"] for _, _, parsed in batches for p in parsed
+                                                   if not isinstance(p, reports.Malformed)
+                                                   and p[2].get("job") is not None}))
         if len(batches) < 2 or not str(self.store.url).startswith("postgresql"):  # SQLite: one writer at a time
-            return sum(self._settle_all(name, entries) for name, entries in batches)
+            return sum(self._settle_all(*batch) for batch in batches)
         self._health_store()  # made once, before the threads share it
         return sum(self._threads().map(lambda batch: self._settle_all(*batch), batches))
 
-    def _settle_all(self, stream: str, entries: list) -> int:
-        """One host's entries, in their order (a job's reports all come on its host's stream): the host's last
-        recorded sequence numbers read in one round trip, each report checked and written, then the new marks
-        and the acknowledgement of every entry in one transaction. A failure (the database away) leaves the
-        batch's entries pending: ``step`` reads them again, in order, and what was written is written again
-        (each write is idempotent: the same verdict, step records by index, a claim already held)."""
+    def _settle_all(self, stream: str, entries: list, parsed: list) -> int:
+        """One host's entries, in their order (a job's reports all come on its host's stream), ``parsed``
+        (``_parsed``): the host's last recorded sequence numbers read in one round trip, each report checked and
+        written, then the new marks and the acknowledgement of every entry in one transaction. A failure (the
+        database away) leaves the batch's entries pending: ``step`` reads them again, in order, and what was
+        written is written again (each write is idempotent: the same verdict, step records by index, a claim
+        already held)."""
         host = stream[len(reports.stream(self.prefix, "")):]
-        parsed = []
-        for _entry_id, fields in entries:
-            try:
-                parsed.append(reports.parse(fields))
-            except reports.Malformed as err:
-                parsed.append(err)
         fields = sorted({_mark_field(p[2]) for p in parsed if not isinstance(p, reports.Malformed)})
         key = f"{self.prefix}recorded:{host}"
         marks = {f: int(v) for f, v in zip(fields, self.r.hmget(key, fields) if fields else []) if v is not None}
@@ -264,10 +265,12 @@ class Recorder:
         job_id = report.get("job")
         if job_id is None:
             raise Refused(f"{report['kind']} report names no job")
-        try:
-            job = self.store.job(job_id, steps=False)
-        except PanioError:
-            raise Refused(f"{report['kind']} report of job {job_id}: no such job") from None
+        job = self._rows.pop(job_id, None)  # read with the pass's others, for the job's first report of the pass
+        if job is None:
+            try:
+                job = self.store.job(job_id, steps=False)
+            except PanioError:
+                raise Refused(f"{report['kind']} report of job {job_id}: no such job") from None
         if (job["host"] or "local") != host:
             raise Refused(f"{report['kind']} report of job {job_id}: the job was queued for host "
                           f"{job['host'] or 'local'}, not {host}")
@@ -509,6 +512,13 @@ class Recorder:
             pipe.set(reports.cancel_key(self.prefix, job_id), 1, ex=CANCEL_TTL_S)
         self._canceled = canceled
         pipe.execute()
+
+
+def _parsed(fields: dict) -> tuple | reports.Malformed:
+    try:
+        return reports.parse(fields)
+    except reports.Malformed as err:
+        return err
 
 
 def _transient(exc: BaseException) -> bool:
