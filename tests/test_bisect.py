@@ -311,3 +311,55 @@ def test_rounds_of_the_split_are_those_docs_bisect_md_gives(boards, repeat, roun
 
     assert max(probe_times(b) for b in range(1, 20)) == rounds
     assert split(0, 19, 1, 1) == [9]  # one board: the middle build, as a binary search
+
+
+def test_a_tag_bisection_killed_mid_round_settles_every_orphan_probe(panio, tmp_path):
+    """--tag on three boards (no console: a build is deployed by an action whose output the job judges), killed -9
+    while a round's three probes run side by side, held by their deploys: resume settles each of the orphans
+    (incomplete, worker lost: inconclusive, not counted), runs their builds again on the same boards (a lost
+    runner is not the board's fault) and finds the first bad build."""
+    from bisecthelp import JOB, deploy_actions
+
+    gate = tmp_path / "deployed"
+    wait = f"while [ ! -e {gate} ]; do sleep 0.1; done"
+    panio("init")
+    for board in ("board0", "board1", "board2"):
+        panio("target", "add", board, "--tag", "t3")
+        deploy_actions(panio, board)
+        for kind, line in (("good", "boot ok"), ("bad", "BUG: oops at 0000dead")):  # until the test opens the gate
+            panio("action", "add", f"held-{kind}", "-t", board, "--command", f"/bin/sh -c '{wait}; echo {line}'")
+    builds = tmp_path / "builds.txt"  # b01 and b08 deploy at once; the search's builds wait for the gate
+    builds.write_text("b01 flash=flash-good\n" + "".join(f"b{i:02d} flash=held-{'bad' if i >= 6 else 'good'}\n"
+                                                         for i in range(2, 8)) + "b08 flash=flash-bad\n")
+    job = tmp_path / "boot.toml"
+    job.write_text(JOB)
+    proc = subprocess.Popen([PANIO, "bisect", "start", str(job), "--tag", "t3", "--good", "b01", "--bad", "b08",
+                             "--builds", str(builds)], env=panio.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        def mid_round() -> dict | None:
+            r = panio("bisect", "status", "--json", check=False)
+            running = r.json()["running"] if r.code == 0 else []
+            return r.json() if len(running) == 3 and all(p["build"] not in ("b01", "b08") for p in running) else None
+
+        before = wait_for(mid_round, timeout_s=120)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        gate.write_text("")  # the held deploys (their own process groups) end; the runs made from now on pass it
+    orphans = before["running"]
+    assert before["state"] == "running" and {p["target"] for p in orphans} == {"board0", "board1", "board2"}
+    assert sorted(p["build"] for p in orphans) == ["b02", "b04", "b06"]  # the round splits b01..b08 in four
+    r = panio("bisect", "resume", str(before["id"]), "--json", timeout=300).json()
+    assert r["state"] == "done" and r["first_bad"] == "b06", r
+    assert r["probes"][:len(before["probes"])] == before["probes"]  # judged before: kept, not run again
+    for orphan in orphans:
+        settled = [p for p in r["probes"] if p["job_id"] == orphan["job_id"]]
+        assert len(settled) == 1 and settled[0]["verdict"] == "inconclusive" and "lost" in settled[0]["why"], settled
+        lost = panio("job", "status", str(orphan["job_id"]), "--json").json()
+        assert (lost["state"], lost["health"]) == ("done", "incomplete"), lost
+    assert not r["running"] and not [p for p in r["probes"] if p["verdict"] == "unrelated"], r["probes"]
+    # the search went on after the orphans on the boards they ran on: none was set aside for its runner's death
+    after = r["probes"][len(before["probes"]) + len(orphans):]
+    assert after and all(p["verdict"] in ("pass", "bad") for p in after), r["probes"]
+    assert {p["target"] for p in after} == {"board0", "board1", "board2"}, after
