@@ -194,6 +194,23 @@ def test_bad_input_gets_the_message_job_check_gives_and_a_status(controller, tmp
         slow.close()
 
 
+def test_a_target_the_controllers_lab_lacks_is_said_as_the_controllers_to_the_ci_side(controller, tmp_path):
+    """A CI runner naming a target or tag the controller's lab has not: the error says it is the controller's lab,
+    lists only the targets the token may use, and neither names the lab file's path on the controller nor tells
+    the runner to add a target or set PANIO_LAB (the operator's, not CI's)."""
+    d, _, tokens = controller
+    runner = ci(tmp_path, d.url, tokens["ci-qemu"])
+    path = job_file(tmp_path, PING, "smoke.toml")
+    for argv, said in ((["job", "submit", path, "--target", "ghost"], "has no target 'ghost'"),
+                       (["job", "submit", job_file(tmp_path, "name = 'x'\ntags = ['nope']\n[[steps]]\n"
+                                                   "run = 'ping ${target} --count 1'\n", "tagged.toml")],
+                        "carries tags nope")):
+        r = runner.fails(*argv, code=3)
+        assert said in r.error["message"] and "controller's lab" in r.error["message"], r.error
+        assert r.error["known"] == ["qemu"]  # pico is the lab's too, but not this token's
+        assert "lab.toml" not in r.out + r.err and "PANIO_LAB" not in r.err and "target add" not in r.err
+
+
 def test_the_dashboards_tokens_work_on_the_api_and_an_api_token_opens_no_page(controller):
     d, _, tokens = controller
     assert call(d.url, "GET", "/api/v1/jobs?limit=1", OPERATOR)[0] == 200

@@ -9,6 +9,8 @@ run` would run it (the same ``JobRunner``, leases and results database), on its 
 
 from __future__ import annotations
 
+import contextlib
+
 from bench_agent.errors import Refused, UsageError
 from controller import backends
 from controller.api import tokens as tk
@@ -33,7 +35,8 @@ def submit(lab, token: dict, body: dict) -> dict:
     text, name, target, deadline_s = _fields(body)
     job = spec.parse(name, text)
     steps = spec.compile_steps(job)
-    targets = spec.select_targets(job, lab, target)
+    with _as_controllers(lab, token):
+        targets = spec.select_targets(job, lab, target)
     allowed = [t for t in targets if tk.allows(token, t, lab.target(t).get("tags", []))]
     if not allowed:
         raise Refused(f"token {token['name']!r} may submit only to {tk.allow_list(token)}; "
@@ -70,7 +73,8 @@ def submit_suite(lab, token: dict, body: dict) -> dict:
     texts = body.get("jobs")
     if not isinstance(texts, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in texts.items()):
         raise UsageError("\"jobs\" must map each job file the suite names to its text")
-    data, entries = suite.matrix(Path(name), lab, (text, texts))
+    with _as_controllers(lab, token):
+        data, entries = suite.matrix(Path(name), lab, (text, texts))
     outside = sorted({t for _, _, t in entries if not tk.allows(token, t, lab.target(t).get("tags", []))})
     if outside:
         raise Refused(f"token {token['name']!r} may submit only to {tk.allow_list(token)}; suite {data['name']} "
@@ -92,6 +96,29 @@ def submit_suite(lab, token: dict, body: dict) -> dict:
     return {"suite": data["name"], "deadline_at": at,
             "jobs": [{"job_id": p["job_id"], "name": p["name"], "target": p["target"], "queue": q}
                      for p, q in zip(payloads, queues)]}
+
+
+@contextlib.contextmanager
+def _as_controllers(lab, token: dict):
+    """A target the controller's lab does not have, said to an API client as what it is: the controller's lab
+    (not "add it with `panio target add`" or "set $PANIO_LAB", which are the controller operator's, nor the lab
+    file's path on the controller), listing only the targets the token may use."""
+    from bench_agent.errors import NotConfigured
+
+    try:
+        yield
+    except NotConfigured as err:
+        wanted, tags = err.details.get("target"), err.details.get("tags")
+        if isinstance(wanted, str) and isinstance(err.details.get("known"), list):
+            what, said = f"the controller's lab has no target {wanted!r}", {"target": wanted}
+        elif isinstance(tags, list) and wanted is None:
+            what, said = f"no target of the controller's lab carries tags {', '.join(map(str, tags))}", {"tags": tags}
+        else:
+            raise
+        usable = [t for t, conf in lab.targets.items() if tk.allows(token, t, conf.get("tags", []))]
+        raise NotConfigured(what, hint=(f"targets token {token['name']!r} may use: {', '.join(usable)}" if usable
+                                        else f"token {token['name']!r} may use no target of the controller's lab")
+                            + "; targets and tags are the controller's to change", known=usable, **said) from None
 
 
 def _fields(body: dict) -> tuple[str, str, str | None, float | None]:
