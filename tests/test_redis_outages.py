@@ -272,3 +272,54 @@ def test_the_scheduler_and_the_dashboard_ride_out_redis_away(panio, tmp_path):
             dash.stop()
         workers.stop_all()
         redis.stop()
+
+
+def _use(pid: int) -> tuple[int, int, int]:
+    """(RSS in KiB, threads, open file descriptors) of process ``pid`` (/proc)."""
+    from pathlib import Path
+
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return int(status["VmRSS"].split()[0]), int(status["Threads"]), len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_what_a_redis_restart_allocates_in_a_worker_is_given_back(panio, tmp_path):
+    """Redis restarted 20 times under a worker that runs a job after each: no thread and no connection is left
+    behind by a restart, and its memory (RSS) stays within a bound. Measured here: +1.3 MiB over 20 restarts
+    with jobs (+45 KiB a restart, on over 40); with MALLOC_ARENA_MAX=1 +0.7 MiB (the rest: malloc's arenas);
+    tracemalloc puts Python's own part at ~10 KiB a restart, Celery's and kombu's per-connection objects (a
+    consumer's Request classes, timer entries), none of panio's."""
+    from peerhelp import Workers, worker_lab
+
+    redis = PrivateRedis(tmp_path, aof=True)
+    redis.start()
+    workers = Workers(tmp_path, redis.url)
+    try:
+        worker_lab(panio, workers)
+        worker = workers.start("h1")
+        store = workers.store()
+        quick = job_file(tmp_path, "[[steps]]\nrun = 'ping ${target} --count 1'\n", "quick.toml")
+
+        def restart() -> None:
+            connects = worker.log.read_text().count("Connected to ")
+            redis.restart(down_s=0.5)
+            wait_for(lambda: worker.log.read_text().count("Connected to ") > connects or worker.poll() is not None,
+                     timeout_s=90)
+            job_id = panio("job", "submit", quick, "--target", "t1", "--json").json()["job_id"]
+            done = wait_for(lambda: (j := store.job(job_id))["state"] == "done" and j, timeout_s=90)
+            assert (done["health"], done["result"]) == ("complete", "passed"), done["reason"]
+
+        for _ in range(5):  # warm: pools, clients, Celery's per-connection state
+            restart()
+        rss_kib, threads, fds = _use(worker.pid)
+        for _ in range(20):
+            restart()
+        grown_kib, threads_after, fds_after = _use(worker.pid)
+        grown_kib -= rss_kib
+        print(f"worker RSS {rss_kib} KiB -> +{grown_kib} KiB over 20 Redis restarts; threads {threads} -> "
+              f"{threads_after}, fds {fds} -> {fds_after}")
+        assert threads_after <= threads and fds_after <= fds + 2, (threads, threads_after, fds, fds_after)
+        assert grown_kib < 6 * 1024, f"+{grown_kib} KiB over 20 Redis restarts"
+        assert worker.poll() is None
+    finally:
+        workers.stop_all()
+        redis.stop()
