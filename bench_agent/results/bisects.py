@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from bench_agent.errors import NotConfigured
-from bench_agent.results.db import bisect_tables, create_tables, index_names
+from bench_agent.results.db import add_missing, bisect_tables, create_tables
 
 _CREATED: set[str] = set()
 _LOCK = threading.Lock()
@@ -36,18 +36,8 @@ class BisectStore:
         (a ``--tag`` bisection has none)."""
         import sqlalchemy as sa
 
-        inspector = sa.inspect(conn)
-        for table in (self.bisects, self.probes):
-            have = {c["name"] for c in inspector.get_columns(table.name)}
-            for col in table.columns:
-                if col.name not in have:
-                    kind = col.type.compile(dialect=self.engine.dialect)
-                    conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {col.name} {kind}"))
-            indexed = index_names(conn, table.name)
-            for index in table.indexes:
-                if index.name not in indexed:
-                    conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
-        target = next(c for c in inspector.get_columns("panio_bisects") if c["name"] == "target")
+        add_missing(conn, (self.bisects, self.probes))
+        target = next(c for c in sa.inspect(conn).get_columns("panio_bisects") if c["name"] == "target")
         if target["nullable"]:
             return
         if conn.dialect.name == "postgresql":

@@ -201,32 +201,46 @@ def pool_size() -> int:
     it full waits for a connection (up to ``pool_wait_s``) and never opens one more. Only the controller's
     processes connect (a worker without ``PANIO_RESULTS_URL`` holds none): the database sees at most this many
     a controller process, whatever the number of hosts (docs/scale.md)."""
-    raw = os.environ.get(POOL_ENV, "")
-    if not raw:
-        return POOL_DEFAULT
-    try:
-        size = int(raw)
-    except ValueError:
-        size = 0
-    if not 1 <= size <= 1000:
-        raise ConfigInvalid(f"{POOL_ENV}={raw!r}: want a whole number of connections from 1 to 1000",
-                            hint=f"unset it for the default ({POOL_DEFAULT})")
-    return size
+    return int(_env_number(POOL_ENV, POOL_DEFAULT, int, 1, 1000, "a whole number of connections"))
 
 
 def pool_wait_s() -> float:
     """How long a caller waits for a connection of a full pool: ``PANIO_RESULTS_POOL_WAIT_S`` (default 30)."""
-    raw = os.environ.get(POOL_WAIT_ENV, "")
+    return _env_number(POOL_WAIT_ENV, POOL_WAIT_S, float, 0.1, 3600, "seconds")
+
+
+def _env_number(name: str, default: float, kind: type, low: float, high: float, what: str) -> float:
+    """The number in environment variable ``name`` (``default`` when unset), from ``low`` to ``high``;
+    ``ConfigInvalid`` saying ``what`` it wants otherwise."""
+    raw = os.environ.get(name, "")
     if not raw:
-        return POOL_WAIT_S
+        return default
     try:
-        wait = float(raw)
+        value = kind(raw)
     except ValueError:
-        wait = -1.0
-    if not 0.1 <= wait <= 3600:
-        raise ConfigInvalid(f"{POOL_WAIT_ENV}={raw!r}: want seconds from 0.1 to 3600",
-                            hint=f"unset it for the default ({POOL_WAIT_S:g})")
-    return wait
+        value = low - 1
+    if not low <= value <= high:
+        raise ConfigInvalid(f"{name}={raw!r}: want {what} from {low:g} to {high:g}",
+                            hint=f"unset it for the default ({default:g})")
+    return value
+
+
+def add_missing(conn, tables) -> None:
+    """What a database made by an older panio lacks of ``tables``: their newer columns (all nullable) and
+    indexes, added. Indexing a long history takes a while once (seconds a million jobs), under the DDL lock."""
+    import sqlalchemy as sa
+
+    inspector = sa.inspect(conn)
+    for table in tables:
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        for col in table.columns:
+            if col.name not in have:
+                kind = col.type.compile(dialect=conn.dialect)
+                conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {col.name} {kind}"))
+        indexed = index_names(conn, table.name)
+        for index in table.indexes:
+            if index.name not in indexed:
+                conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
 
 
 def engine_for(url: str, relaxed: bool = False):

@@ -28,7 +28,7 @@ from typing import Any
 from bench_agent.errors import ConfigInvalid, Unreachable
 from bench_agent.results import read as reads
 from bench_agent.results import sql
-from bench_agent.results.db import autocommit_for, engine_for, health_record, index_names, job_tables, create_tables
+from bench_agent.results.db import add_missing, autocommit_for, engine_for, health_record, job_tables, create_tables
 from bench_agent.results.history import BINARY_SUFFIXES, History
 
 _ENSURED: set[str] = set()
@@ -76,21 +76,8 @@ class ResultStore(History):
                                      "options (sslmode=..., connect_timeout=...)") from None
 
     def _add_columns_and_indexes(self, conn) -> None:
-        """A database made by an older panio lacks the newer job columns (all nullable) and indexes: add them.
-        Indexing a long history takes a while once (seconds a million jobs), under the DDL lock."""
-        import sqlalchemy as sa
-
-        inspector = sa.inspect(conn)
-        for table in (self.jobs, self.steps):
-            have = {c["name"] for c in inspector.get_columns(table.name)}
-            for col in table.columns:
-                if col.name not in have:
-                    kind = col.type.compile(dialect=self.engine.dialect)
-                    conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {col.name} {kind}"))
-        indexed = index_names(conn, "panio_jobs")
-        for index in self.jobs.indexes:
-            if index.name not in indexed:
-                conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
+        """A database made by an older panio lacks the newer job columns (all nullable) and indexes: add them."""
+        add_missing(conn, (self.jobs, self.steps))
 
     def _one(self, statement, relaxed: bool = False) -> int:
         """Run one statement as its own transaction (``relaxed``: not waiting for the disk); how many rows it
