@@ -15,7 +15,6 @@ from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -24,8 +23,9 @@ from starlette.templating import Jinja2Templates
 
 from bench_agent.errors import NotConfigured, PanioError
 from controller.dashboard import api, bisect_page, board_page, reads, serial_page, triage_page, unreachable
-from controller.dashboard.auth import COOKIE, Auth, is_loopback
+from controller.dashboard.auth import COOKIE, Auth
 from controller.dashboard.bodylimit import BodyLimit
+from controller.dashboard.guard import Guard
 
 HERE = Path(__file__).parent
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
@@ -97,31 +97,6 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
     ]
     watch = unreachable.Watch(HEADERS, api.PREFIX)  # the database or Redis away: 503 saying since when, never a 500
 
-    async def guard(request: Request, call_next):
-        if request.url.path.startswith(api.PREFIX + "/"):  # each API handler checks its own bearer token
-            response = await call_next(request)
-            response.headers.update(HEADERS)
-            watch.served(request, response)
-            return response
-        if d.auth.open and not is_loopback(request.url.hostname or ""):
-            # No token: only a page this machine asked for by a loopback name. A web page that rebinds its own
-            # DNS name to 127.0.0.1 must not be able to read the dashboard or post to it.
-            return PlainTextResponse("this dashboard has no token: open it as http://127.0.0.1:PORT/",
-                                     status_code=403)
-        request.state.role = d.auth.role(request.cookies.get(COOKIE), request.headers.get("authorization"))
-        if request.state.role is None and not request.url.path.startswith(PUBLIC):
-            if request.headers.get("authorization"):  # a script: say so, not a redirect to a form it cannot fill
-                return PlainTextResponse("wrong token: send Authorization: Bearer TOKEN with PANIO_DASHBOARD_TOKEN "
-                                         "or PANIO_DASHBOARD_READ_TOKEN", status_code=401,
-                                         headers={**HEADERS, "WWW-Authenticate": "Bearer"})
-            if request.headers.get("hx-request"):
-                return Response(status_code=401, headers={"HX-Redirect": "/login"})
-            return RedirectResponse("/login", status_code=303)
-        response = await call_next(request)
-        response.headers.update(HEADERS)
-        watch.served(request, response)
-        return response
-
     def lab_failed(request: Request, err: PanioError) -> Response:
         """The database, Redis or the lab file failed: say so on the page (and keep serving), no traceback."""
         if watch.outages.failed(err):
@@ -131,7 +106,8 @@ def build(load_lab, auth: Auth | None = None) -> Starlette:
 
     # A form or token larger than MAX_BODY_BYTES is not one of ours: refused before it is read (bodylimit.py).
     return Starlette(routes=routes, middleware=[Middleware(BodyLimit, routes=routes, max_bytes=MAX_BODY_BYTES),
-                                                Middleware(BaseHTTPMiddleware, dispatch=guard)],
+                                                Middleware(Guard, auth=d.auth, watch=watch, headers=HEADERS,
+                                                           api_prefix=api.PREFIX, public=PUBLIC)],
                      exception_handlers={PanioError: lab_failed, **watch.handlers()})
 
 

@@ -82,10 +82,11 @@ class Watch:
                 f"{RETRY_S} s). Running jobs go on on their hosts.</p></body></html>")
         return HTMLResponse(page, status_code=503, headers=headers)
 
-    def served(self, request: Request, response: Response) -> None:
-        """A page or answer that read the stores was served: the results database is back (every page reads it);
-        Redis only once it answers, as a page that reads leases serves what it can without it ("unknown")."""
-        if not self.outages.down or response.status_code >= 500 or request.url.path.startswith("/static/"):
+    def served(self, path: str, status: int) -> None:
+        """A page or answer (``path``, its ``status``) that read the stores was served: the results database is back
+        (every page reads it); Redis only once it answers, as a page that reads leases serves what it can without
+        it ("unknown")."""
+        if not self.outages.down or status >= 500 or path.startswith("/static/"):
             return
         for service in self.outages.away():
             if service != outage.REDIS or self._redis_answers():
