@@ -10,7 +10,11 @@ app runs, a chunked body once it passes the bound, and every ``413`` (a
 route's own included) closes its connection.
 
 A route with a ``max_body_size`` of its own keeps it, and its own ``413``
-(the controller API answers one in JSON).
+(the controller API answers one in JSON). Which route takes a request is found
+once per method and path (matching every route each request was a share of
+an API call's CPU at 10,000 boards): the answers are kept, at most
+``KNOWN_PATHS`` of them (then forgotten all at once, so a client walking
+through many job ids costs memory no more than a scan each).
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 REFUSAL = {"type": "http.response.start", "status": 413,
            "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]}
+KNOWN_PATHS = 4096
 
 
 class BodyLimit:
     def __init__(self, app: ASGIApp, routes: list[BaseRoute], max_bytes: int) -> None:
         self.app, self.routes, self.max_bytes = app, routes, max_bytes
+        self._bounds: dict[tuple[str, str, str], int | None] = {}  # (method, root path, path) -> its route's bound
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -39,6 +45,17 @@ class BodyLimit:
 
     def _route_bound(self, scope: Scope) -> int | None:
         """The ``max_body_size`` of the route that takes this request, if it has one."""
+        key = (scope.get("method", ""), scope.get("root_path", ""), scope["path"])
+        try:
+            return self._bounds[key]
+        except KeyError:
+            pass
+        if len(self._bounds) >= KNOWN_PATHS:
+            self._bounds.clear()
+        bound = self._bounds[key] = self._match(scope)
+        return bound
+
+    def _match(self, scope: Scope) -> int | None:
         for route in self.routes:
             if route.matches(scope)[0] == Match.FULL:
                 return getattr(getattr(route, "app", None), "max_body_size", None)
