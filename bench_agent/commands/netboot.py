@@ -1,8 +1,8 @@
-"""The bodies of ``panio netboot tftp-root|start|stop|status``.
+"""The bodies of ``panio netboot tftp-root|start|stop|status|stage``.
 
 ``opts`` carries ``target``, ``json``, ``netboot`` (the lab's table; the host
 resolves the TFTP root where it serves it), and ``force`` for ``stop``,
-``tail`` for ``status``. ``tftp-root`` resolves the root where the body runs.
+``tail`` for ``status``, ``source`` and ``name`` for ``stage``. ``tftp-root`` resolves the root where the body runs.
 """
 
 from __future__ import annotations
@@ -86,3 +86,15 @@ def _served(st: dict, out: Output) -> None:
         out.say(f"  tftp       {f['time']}  {f['result']}  {f['file']}{to}")
     if not (st["leases"] or st["dhcp"] or st["files"]):
         out.say("  no leases or files served yet")
+
+
+@command("netboot.stage")
+def stage(call: Call, opts: dict, out: Output, context: dict) -> None:
+    target = opts["target"]
+    staged = call("netboot.stage", {"target": target, "netboot": opts["netboot"], "source": opts["source"],
+                                    "name": opts.get("name")})
+    if opts.get("json"):
+        out.json(staged)
+    else:
+        out.say(f"netboot {target}: staged {staged['source']} as {staged['path']} ({staged['bytes']} bytes, "
+                f"sha256 {staged['sha256']})")

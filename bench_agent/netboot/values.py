@@ -90,10 +90,43 @@ def tftp_root(path: str) -> None:
     Only the text is checked: the folder is on the host that serves it, which may not be this machine.
     ``served_root`` checks the folder itself, there.
     """
+    _folder_text(path, "TFTP root")
+
+
+def stage_from(path: str) -> None:
+    """The folder ``netboot stage`` may take files from (``/srv/builds``), written by the rule of a TFTP root:
+    every file below it can be handed to anyone on the link, so never a system folder or a home directory."""
+    _folder_text(path, "stage_from folder")
+
+
+def served_root(path: str) -> str:
+    """The real folder behind ``path`` (symlinks resolved), checked again on the host that serves it: a
+    directory, not a system folder, not this user's home nor a folder holding it. A missing folder is
+    returned as is (the caller says how to create it)."""
+    return _real_folder(path, "TFTP root")
+
+
+def stage_root(path: str) -> str:
+    """``served_root`` for the ``stage_from`` folder, on the host that stages from it."""
+    return _real_folder(path, "stage_from folder")
+
+
+STAGE_NAME_RE = re.compile(r"[A-Za-z0-9_+@%=~:][A-Za-z0-9_.+@%=~:-]{0,254}\Z")
+
+
+def stage_name(name: str) -> None:
+    """The name ``netboot stage`` gives a file in the TFTP root: one plain file name, never a path."""
+    _string(name)
+    if not STAGE_NAME_RE.match(name):
+        raise BadValue(f"{name!r} is not a file name to stage as: 1 to 255 of letters, digits and _ . + - @ % = ~ :, "
+                       "not starting with '.' or '-', no '/', spaces or control characters")
+
+
+def _folder_text(path: str, what: str) -> None:
     _string(path)
     path = home_form(path)
     if not path or any(not (c.isalnum() or c in ROOT_EXTRA_CHARS) for c in path) or "~" in path[1:]:
-        raise BadValue(f"{path!r} is not a TFTP root panio will serve: letters, digits and {ROOT_EXTRA_CHARS} "
+        raise BadValue(f"{path!r} is not a {what} panio will serve: letters, digits and {ROOT_EXTRA_CHARS} "
                        "only (no spaces, commas, quotes or control characters), '~' only at the start")
     if path.startswith("~"):
         if "/" not in path.rstrip("/"):
@@ -102,21 +135,18 @@ def tftp_root(path: str) -> None:
         return
     if not path.startswith("/"):
         raise BadValue(f"{path!r} is relative: give an absolute path or one starting with ~/")
-    _not_system("/" + os.path.normpath(path).lstrip("/"), path)  # POSIX keeps a leading "//"
+    _not_system("/" + os.path.normpath(path).lstrip("/"), path, what)  # POSIX keeps a leading "//"
 
 
-def served_root(path: str) -> str:
-    """The real folder behind ``path`` (symlinks resolved), checked again on the host that serves it: a
-    directory, not a system folder, not this user's home nor a folder holding it. A missing folder is
-    returned as is (the caller says how to create it)."""
-    tftp_root(path)
+def _real_folder(path: str, what: str) -> str:
+    _folder_text(path, what)
     real = os.path.realpath(os.path.expanduser(home_form(path)))
     if os.path.exists(real) and not os.path.isdir(real):
-        raise BadValue(f"the TFTP root {path} is not a directory")
-    _not_system(real, path)
+        raise BadValue(f"the {what} {path} is not a directory")
+    _not_system(real, path, what)
     home = os.path.realpath(os.path.expanduser("~"))
     if real == home or home.startswith(real.rstrip("/") + "/"):
-        raise BadValue(f"the TFTP root {path} ({real}) is or holds the home directory {home}: serving it would "
+        raise BadValue(f"the {what} {path} ({real}) is or holds the home directory {home}: serving it would "
                        "hand out its ~/.ssh; give a folder made for TFTP, e.g. ~/tftp/TARGET")
     return real
 
@@ -126,11 +156,11 @@ def _string(value: object) -> None:
         raise BadValue(f"{value!r} is not a string")
 
 
-def _not_system(norm: str, given: str) -> None:
+def _not_system(norm: str, given: str, what: str) -> None:
     shown = given if norm == given else f"{given} ({norm})"
     if norm in SHARED_TOPS or any(norm == t or norm.startswith(t + "/") for t in SYSTEM_TREES):
-        raise BadValue(f"the TFTP root {shown} is a system folder: anyone on the link could read every file in it; "
+        raise BadValue(f"the {what} {shown} is a system folder: anyone on the link could read every file in it; "
                        "give a folder made for TFTP, e.g. /srv/tftp/TARGET")
     if os.path.dirname(norm) == "/home":
-        raise BadValue(f"the TFTP root {shown} is a home directory: serving it would hand out its ~/.ssh; "
+        raise BadValue(f"the {what} {shown} is a home directory: serving it would hand out its ~/.ssh; "
                        "give a folder made for TFTP, e.g. ~/tftp/TARGET")

@@ -1,4 +1,5 @@
-"""Netboot operations: serve DHCP and TFTP for a target on its dedicated link (netboot.start/stop/status).
+"""Netboot operations: serve DHCP and TFTP for a target on its dedicated link (netboot.start/stop/status), and
+put a file into its TFTP root (netboot.stage).
 
 Each takes the target's name and its ``netboot`` table from the lab file (plain
 data); the TFTP root is resolved on the host that owns the target, where the
@@ -56,3 +57,20 @@ def status(target: str, netboot: dict[str, Any], tftp_root: str | None = None, t
     from bench_agent.netboot import channel as nb
 
     return nb.status(_settings(target, netboot, tftp_root), tail)
+
+
+STAGE_DEADLINE_S = 300.0  # copying a few GB of root file system on a slow disk
+
+
+@operation("netboot.stage", side_effect=True, destructive=False, deadline=lambda args: STAGE_DEADLINE_S,
+           params=(Param("source", str, "the file to serve: an absolute path on the target's host, inside the "
+                         "netboot table's stage_from folder (symlinks followed); no URLs"),
+                   Param("name", str, "the file name in the TFTP root (default: SOURCE's file name)", default=None,
+                         flag="--as")))
+def stage(target: str, netboot: dict[str, Any], source: str, name: str | None = None,
+          tftp_root: str | None = None) -> dict[str, Any]:
+    """Copy SOURCE into the target's TFTP root as NAME (a temporary file renamed over it): what was staged."""
+    from bench_agent.netboot.settings import effective_root
+    from bench_agent.netboot.stage import stage as stage_file
+
+    return stage_file(target, netboot, effective_root(target, netboot, tftp_root), source, name)

@@ -202,6 +202,7 @@ NETBOOT = TableSpec(
     {
         "interface": Field(_netboot_value("interface"), required=True),
         "tftp_root": Field(_netboot_value("tftp_root")),
+        "stage_from": Field(_netboot_value("stage_from")),  # the folder `netboot stage` takes files from
         # netboot start/netif (docs/netboot.md): the server, its address and port, the PXE boot file,
         # and how `netif down-hard` cuts the link's adapter power
         "server": Field(_one_of(("dnsmasq", "panio"))),

@@ -39,6 +39,8 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--interface", metavar="IFACE", help="the control host's interface wired to the target (required the first time)")
     c.add_argument("--tftp-root", metavar="DIR", help="folder served over TFTP, never / nor a system or home folder "
                    "(default: panio's state dir, tftp/TARGET)")
+    c.add_argument("--stage-from", metavar="DIR", help="folder `netboot stage` may take files from (symlinks are "
+                   "resolved; never a system or home folder; default: none, staging refused)")
     c.add_argument("--server", choices=("dnsmasq", "panio"),
                    help="dnsmasq: DHCP+TFTP, needs root (default); panio: panio's own TFTP only, no root")
     c.add_argument("--address", metavar="CIDR", help="the host's address on the link (default 10.233.0.1/24)")
@@ -66,11 +68,11 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     netboot_runtime.register(sub)
 
 
-OPTIONAL = ("tftp_root", "server", "address", "tftp_port", "boot_file", "hard_down", "usb_port", "hard_down_cmd",
-            "hard_up_cmd")
+OPTIONAL = ("tftp_root", "stage_from", "server", "address", "tftp_port", "boot_file", "hard_down", "usb_port",
+            "hard_down_cmd", "hard_up_cmd")
 
 
-CHECKED = ("interface", "tftp_root", "address", "boot_file", "usb_port")  # they reach config files and sysfs paths
+CHECKED = ("interface", "tftp_root", "stage_from", "address", "boot_file", "usb_port")  # config files, sysfs, served
 
 
 def _values(args: argparse.Namespace) -> dict:
@@ -88,12 +90,13 @@ def _values(args: argparse.Namespace) -> dict:
     return values
 
 
-def _local_root_problem(root: str) -> str | None:
-    """Why a TFTP root on this machine, as it is on disk (a file, a symlink into a system folder), is not served."""
+def _local_root_problem(root: str, rule: str = "served_root") -> str | None:
+    """Why a TFTP root (or a stage_from folder: ``rule="stage_root"``) on this machine, as it is on disk (a file,
+    a symlink into a system folder), is not served."""
     from bench_agent.netboot import values as rules
 
     try:
-        rules.served_root(root)
+        getattr(rules, rule)(root)
     except rules.BadValue as exc:
         return str(exc)
     return None
@@ -106,6 +109,9 @@ def set_(args: argparse.Namespace) -> None:
         if args.tftp_root and not t.get("host"):  # the folder is here: check it as the server will
             if why := _local_root_problem(args.tftp_root):
                 raise UsageError(f"--tftp-root: {why}", argument="tftp_root")
+        if args.stage_from and not t.get("host"):
+            if why := _local_root_problem(args.stage_from, "stage_root"):
+                raise UsageError(f"--stage-from: {why}", argument="stage_from")
         if "netboot" not in t:
             if not args.interface:
                 raise NotConfigured(f"target {args.target!r} has no netboot channel yet: give --interface",

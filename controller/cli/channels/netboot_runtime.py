@@ -1,4 +1,4 @@
-"""panio netboot start|stop|status: serve a target's kernel over DHCP/TFTP on its dedicated link.
+"""panio netboot start|stop|status|stage: serve a target's kernel over DHCP/TFTP on its dedicated link.
 
 Each command's plan reads the target's netboot table; its body
 (``bench_agent.commands.netboot``) calls the ``netboot.<verb>`` operation on
@@ -46,6 +46,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_param(c, "netboot.status", "tail", metavar="N")
     add_json(c)
 
+    c = command(sub, "stage", "put a file (a build's kernel) into a target's TFTP root, from its stage_from folder",
+                func=stage, example=["panio netboot stage pico /srv/builds/v6.9/Image --as kernel_2712.img",
+                                     "panio netboot stage ${target} ${build.kernel} --as kernel8.img   # a job step"],
+                see_also=f"panio netboot set --stage-from, panio netboot tftp-root, docs/bisect.md, {SEE}",
+                details="Runs on the host that owns the target. SOURCE must be a file whose real path\n"
+                        "(symlinks followed) is inside the folder `netboot set --stage-from` allows; else\n"
+                        "refused (13); no such folder configured: not_configured (3). NAME is one plain\n"
+                        "file name (no '/', not starting with '.'). The file is copied to a temporary\n"
+                        "file in the root and renamed over NAME (a symlink there is replaced, never\n"
+                        "followed). Files only: a URL is refused (2).")
+    add_target_positional(c)
+    c.add_argument("source", metavar="SOURCE", help="the file: an absolute path on the target's host (relative: "
+                   "from here when the target is on this machine)")
+    add_param(c, "netboot.stage", "name", metavar="NAME")
+    add_json(c)
+
 
 # -- plans (the bodies are in bench_agent.commands.netboot) -----------------------------------------
 
@@ -68,3 +84,19 @@ def stop(args: argparse.Namespace, lab: Any) -> Step:
 @runtime
 def status(args: argparse.Namespace, lab: Any) -> Step:
     return _plan(args, lab, "netboot.status", spec_args(args, "netboot.status"))
+
+
+@runtime
+def stage(args: argparse.Namespace, lab: Any) -> Step:
+    import os
+
+    from bench_agent.errors import UsageError
+
+    source = args.source
+    if not os.path.isabs(source) and "://" not in source:
+        if lab.target(args.target).get("host"):
+            raise UsageError(f"netboot stage: {source!r} is relative, and {args.target!r} is on host "
+                             f"{lab.target(args.target)['host']!r}: give the file's absolute path there",
+                             argument="source")
+        source = os.path.abspath(source)  # the target is on this machine: from the current directory
+    return _plan(args, lab, "netboot.stage", {**spec_args(args, "netboot.stage"), "source": source})
