@@ -151,6 +151,24 @@ def test_resume_after_the_bisecting_process_is_killed(panio, sim_bench, tmp_path
     assert "is done" in again.error["message"]
 
 
+def test_a_bisection_the_lab_stopped_goes_on_once_the_lab_is_fixed(panio, sim_bench, tmp_path):
+    """The board's capture is not running: every run of the good build is the lab's fault, and after 2 x repeat + 2
+    of them the bisection stops (exit 4) saying "fix the lab, then resume". Once the capture runs, `resume` goes
+    on: the runs the lab spoiled before are not counted again (they were, so resume stopped at once, forever)."""
+    job, builds = _setup(sim_bench, tmp_path)
+    panio("serial", "stop", "board0")
+    try:
+        stopped = panio.fails(*_start(job, builds), code=4, timeout=600)
+        assert "fix the lab, then `panio bisect resume" in stopped.err
+    finally:
+        panio("serial", "watch", "board0")
+    bisect_id = stopped.error["bisect"]
+    r = panio("bisect", "resume", str(bisect_id), "--json", timeout=600).json()
+    assert r["state"] == "done" and r["first_bad"] == f"b{FIRST_BAD}", r
+    spoiled = [p for p in r["probes"] if p["verdict"] == "inconclusive"]
+    assert len(spoiled) == 4 and all("no serial capture is running" in p["why"] for p in spoiled), r["probes"]
+
+
 def test_bad_input_is_one_line_and_nothing_starts(panio, sim_bench, tmp_path):
     job, builds = _setup(sim_bench, tmp_path)
     r = panio.fails("bisect", "start", job, "--target", "board0", "--good", "b20", "--bad", "b01",

@@ -169,6 +169,9 @@ class Bisection:
         self.benched: set[str] = set()  # boards whose last run the lab failed: none until their health allows
         self.avoid: dict[int, set[str]] = {}  # the boards a build's run was inconclusive on
         self.refs: dict[str, int] = {}  # board -> its reference: a passing job of the good build there
+        # the probes of an earlier run of this bisection: what the lab spoiled then was fixed before a resume
+        # ("fix the lab, then resume"), so only this run's wasted probes count against a build's budget
+        self.earlier = {p["id"] for p in self.rec["probes"]}
         for p in self.rec["probes"]:
             if p["verdict"] == "reference":  # (a probe recorded before probes had a board: the one target's)
                 self.refs.setdefault(p.get("target") or self.rec["target"], p["job_id"])
@@ -411,7 +414,7 @@ class Bisection:
         self._set(signature=best)
 
     def _budget(self, idx: int) -> None:
-        runs = self._runs(idx)
+        runs = [p for p in self._runs(idx) if p["id"] not in self.earlier]
         wasted = sum(p["verdict"] in ("inconclusive", "unrelated") for p in runs)
         if wasted >= self.retries:
             raise Undecided(f"build {self._name(idx)!r} could not be judged: {wasted} probes were inconclusive "
