@@ -171,15 +171,33 @@ SCHEDULER_LEASE = "_scheduler"  # not a valid target name, so it never collides 
 HEAL_EVERY_S = 2.0  # how often the scheduler looks for bad targets whose automatic re-check is due
 
 
+class _Run:
+    """One firing of a schedule: its thread, its jobs as (id, target) once recorded (None before)."""
+
+    def __init__(self, seq: int) -> None:
+        self.seq, self.thread, self.jobs = seq, None, None
+
+    def created(self, payloads: list[dict]) -> None:
+        self.jobs = [(p["job_id"], p["target"]) for p in payloads]
+
+
 class Scheduler:
-    """The one scheduler: holds the scheduler lease, fires due schedules, one run per schedule at a time, and
-    re-checks bad targets when due (``due() -> [target]``, ``recheck(target) -> a line for the log or None``)."""
+    """The one scheduler: holds the scheduler lease, fires due schedules, and re-checks bad targets when due
+    (``due() -> [target]``, ``recheck(target) -> a line for the log or None``).
+
+    ``fire(schedule, busy, created) -> [job id]`` runs the schedule's suite: ``busy`` ({target: job id}) are the
+    boards still running a job of the schedule's previous run, whose part of this run ends skipped (a board never
+    gets two jobs of a schedule at once, and a slow board does not make the others skip the slot; issue 43);
+    ``created(payloads)`` is told the run's jobs once they are recorded."""
 
     def __init__(self, store: ScheduleStore, fire, log, ttl_s: float = 15.0, due=None, recheck=None) -> None:
+        import threading
+
         self.store, self.fire, self.log, self.ttl_s = store, fire, log, ttl_s
         self.due, self.recheck = due, recheck
         self.outages = outage.Outages(log)  # the database or Redis away: said once, waited out (bench_agent.outage)
-        self.running: dict[str, object] = {}
+        self.running: dict[str, list[_Run]] = {}  # each schedule's runs still going, oldest first
+        self._seq, self._recorded, self._record_lock = 0, {}, threading.Lock()
         self.checking: dict[str, object] = {}
         self.stopping = False
         self._looked_at, self._said = 0.0, ""
@@ -225,7 +243,7 @@ class Scheduler:
                     self.outages.ok()
                 time.sleep(tick_s)
         finally:
-            for th in [*self.running.values(), *self.checking.values()]:
+            for th in [*(r.thread for runs in self.running.values() for r in runs), *self.checking.values()]:
                 th.join()
             lease.release()
 
@@ -234,13 +252,15 @@ class Scheduler:
         import threading
 
         for s in self.store.claim_due(time.time()):
-            busy = self.running.get(s["name"])
-            if busy is not None and busy.is_alive():
-                self.log(f"schedule {s['name']}: previous run still going; this slot is skipped")
+            going = [r for r in self.running.get(s["name"], []) if r.thread.is_alive()]
+            if any(r.jobs is None for r in going):  # its jobs not recorded yet: which boards are busy is unknown
+                self.log(f"schedule {s['name']}: previous run still starting; this slot is skipped")
                 continue
-            th = threading.Thread(target=self._fire, args=(s,), name=f"schedule-{s['name']}")
-            self.running[s["name"]] = th
-            th.start()
+            self._seq += 1
+            run = _Run(self._seq)
+            run.thread = threading.Thread(target=self._fire, args=(s, run, going), name=f"schedule-{s['name']}")
+            self.running[s["name"]] = [*going, run]
+            run.thread.start()
         self._heal()
 
     def _retake(self, store, lost):
@@ -306,11 +326,37 @@ class Scheduler:
         if said:
             self.log(said)
 
-    def _fire(self, s: dict) -> None:
-        self.log(f"schedule {s['name']}: running {s['suite']}")
+    def _fire(self, s: dict, run: _Run, going: list[_Run]) -> None:
         try:
-            job_ids = self.fire(s)
-            outage.patiently(lambda: self.store.record(s["name"], job_ids), self.outages, lambda: self.stopping)
+            busy = self._busy(going)
+            said = "; ".join(f"{t} skipped, still running job {j} of the previous run" for t, j in sorted(busy.items()))
+            self.log(f"schedule {s['name']}: running {s['suite']}" + (f"; {said}" if said else ""))
+            job_ids = self.fire(s, busy, run.created)
+            outage.patiently(lambda: self._record(s["name"], run, job_ids), self.outages, lambda: self.stopping)
             self.log(f"schedule {s['name']}: jobs {', '.join(map(str, job_ids)) or 'none'}")
         except Exception as exc:  # noqa: BLE001 - a bad run must not stop the scheduler; it is logged and recorded
             self.log(f"schedule {s['name']}: failed: {getattr(exc, 'message', exc)}")
+
+    def _busy(self, going: list[_Run]) -> dict[str, int]:
+        """{target: its first job not done} of the schedule's runs still going (read from the results database,
+        waited for when it is away)."""
+        from controller import backends
+
+        ids = [i for r in going for i, _ in r.jobs or []]
+        if not ids:
+            return {}
+        active = outage.patiently(lambda: backends.results_store().active_jobs(ids), self.outages,
+                                  lambda: self.stopping)
+        busy: dict[str, int] = {}
+        for j in active:  # oldest first
+            busy.setdefault(j["target"], j["id"])
+        return busy
+
+    def _record(self, name: str, run: _Run, job_ids: list[int]) -> None:
+        """The run's jobs as the schedule's last, unless a later run of it recorded its own already (runs overlap:
+        a slow board's run can end after the next one)."""
+        with self._record_lock:
+            if self._recorded.get(name, 0) > run.seq:
+                return
+            self.store.record(name, job_ids)
+            self._recorded[name] = run.seq

@@ -118,13 +118,18 @@ def _no_job_file(suite_path: Path, text: str, idx: int, job_path) -> ConfigInval
                          file=str(suite_path), line=line, column=col)
 
 
-def run(path: Path, lab: Lab, progress_for, deadline_s: float | None = None) -> tuple[dict, list[dict]]:
+def run(path: Path, lab: Lab, progress_for, deadline_s: float | None = None, busy: dict[str, int] | None = None,
+        created=None) -> tuple[dict, list[dict]]:
     """Run the suite; ``progress_for(target)`` gives the progress callback of one target's jobs.
-    With ``deadline_s`` every job still queued then is withdrawn and a running one stopped (timed out)."""
+    With ``deadline_s`` every job still queued then is withdrawn and a running one stopped (timed out).
+    ``busy``: {target: job id} of a previous run still going (a schedule's, ``schedules.Scheduler``): those
+    targets' parts end skipped at once, never a second job on a board. ``created(payloads)``: told the jobs as
+    soon as they are recorded, before any runs."""
     data, entries = matrix(path, lab)
     at = local.deadline_at(deadline_s)
     run_ = _run_queued if backends.broker_url() else _run_here
-    jobs = run_(lab, entries, progress_for, at, data.get("on_unhealthy") or ON_UNHEALTHY, data["name"])
+    jobs = run_(lab, entries, progress_for, at, data.get("on_unhealthy") or ON_UNHEALTHY, data["name"],
+                busy or {}, created)
     from bench_agent import outage
 
     # the database away as the suite ends (its triage notes read it): its verdict waits for it, it is not lost
@@ -170,7 +175,8 @@ def _fault(job: dict) -> str | None:
 
 
 def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
-              on_unhealthy: str | None = None, suite: str | None = None) -> list[dict]:
+              on_unhealthy: str | None = None, suite: str | None = None, busy: dict[str, int] | None = None,
+              created=None) -> list[dict]:
     from bench_agent.leases.base import holder_name
     from bench_agent.jobs.reconcile import Heartbeat
     from bench_agent.jobs.runner import JobRunner
@@ -180,7 +186,7 @@ def _run_here(lab: Lab, entries: list, progress_for, deadline_at: float | None,
     by_target: dict[str, list[dict]] = {}
     # record every job as queued first (one commit): all of the suite is visible at once
     payloads = local.create_many(store, lab, entries, deadline_at, on_unhealthy=on_unhealthy, suite=suite)
-    for payload in _skip_held(store, payloads, progress_for):
+    for payload in _skip_held(store, payloads, progress_for, busy, created):
         target = payload["target"]
         store.take(payload["job_id"], me, 0.0)  # held by this process: if it dies, a reader can tell
         heartbeat.add(payload["job_id"])
@@ -210,14 +216,15 @@ def _read_back(store, payloads: list[dict], have: dict[int, dict], suite: str | 
 
 
 def _run_queued(lab: Lab, entries: list, progress_for, deadline_at: float | None,
-                on_unhealthy: str | None = None, suite: str | None = None) -> list[dict]:
+                on_unhealthy: str | None = None, suite: str | None = None, busy: dict[str, int] | None = None,
+                created=None) -> list[dict]:
     from controller.jobs import remote
 
     app, store = backends.celery_app(), backends.results_store()
     # every job recorded at once (one commit), then sent
     payloads = local.create_many(store, lab, entries, deadline_at, for_worker=True, on_unhealthy=on_unhealthy,
                                 suite=suite)
-    ids, sent = [], _skip_held(store, payloads, progress_for)
+    ids, sent = [], _skip_held(store, payloads, progress_for, busy, created)
     for payload, queue in zip(sent, remote.publish_all(app, store, sent) if sent else []):
         progress_for(payload["target"])("queued", {"job_id": payload["job_id"], "target": payload["target"],
                                                    "queue": queue})
@@ -228,21 +235,32 @@ def _run_queued(lab: Lab, entries: list, progress_for, deadline_at: float | None
     return _read_back(store, payloads, ended, suite)
 
 
-def _skip_held(store, payloads: list[dict], progress_for) -> list[dict]:
+def _skip_held(store, payloads: list[dict], progress_for, previous: dict[str, int] | None = None,
+               created=None) -> list[dict]:
     """The suite's jobs to run or queue. One whose board is held (bad or in maintenance, its automatic re-check
     due or not: that is the scheduler's) in a suite that skips such boards ends skipped here, at once, as its
     runner would have ended it, and is never queued: the suite's verdict never waits for a worker slot or a lease
-    that the bad board's re-check holds (issue 43; a night's healthy boards idled 13-26 s for it)."""
+    that the bad board's re-check holds (issue 43; a night's healthy boards idled 13-26 s for it). So does one
+    whose board still runs a job of its schedule's previous run (``previous``, {target: job id}), whatever the suite's
+    ``on_unhealthy``: a slow board is never given a second job, and the others' slot is not skipped (issue 43)."""
+    from bench_agent.errors import Busy
     from bench_agent.health.gate import HealthGate
     from bench_agent.jobs import notify
     from bench_agent.jobs.steps import command_line, known_variables
     from bench_agent.leases.base import holder_name
 
+    previous = previous or {}
+    if created is not None:  # told before any job is queued (the scheduler's next slot reads them)
+        created(payloads)
     gate, held = HealthGate(backends.results_url(), holder_name("panio suite run"), lambda e, d: None), {}
     run = []
     for p in payloads:
         target = p["target"]
-        if p.get("on_unhealthy") != "skip":
+        if target not in held and target in previous:
+            held[target] = Busy(f"target {target} is still running job {previous[target]} of the previous run",
+                                hint="the schedule fires faster than the board ends its jobs; its part of this "
+                                     "run is skipped", target=target, job=previous[target])
+        if p.get("on_unhealthy") != "skip" and target not in held:
             run.append(p)
             continue
         if target not in held:  # read once a target: the suite's jobs on it are judged alike

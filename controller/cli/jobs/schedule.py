@@ -112,9 +112,10 @@ def serve(args: argparse.Namespace) -> None:
         sys.stdout.write(time.strftime("%H:%M:%S ") + text + "\n")
         sys.stdout.flush()
 
-    def fire(s: dict) -> list[int]:
+    def fire(s: dict, busy: dict[str, int], created) -> list[int]:
         lab = load_lab(args)  # re-read each time: lab edits apply to the next run
-        _, jobs = suite.run(Path(s["suite"]), lab, lambda t: progress.PlainProgress(prefix=f"[{s['name']} {t}] "))
+        _, jobs = suite.run(Path(s["suite"]), lab, lambda t: progress.PlainProgress(prefix=f"[{s['name']} {t}] "),
+                            busy=busy, created=created)
         _retain(lab, log)
         return [j["id"] for j in jobs]
 
