@@ -347,3 +347,47 @@ def test_a_target_put_in_maintenance_while_a_job_waits_for_its_lease_holds_the_j
         lease.release()
     assert (summary["health"], summary["result"]) == ("incomplete", "skipped"), summary
     assert "held back after its lease was granted" in summary["reason"], summary["reason"]
+
+
+def test_a_running_automatic_re_check_is_said_as_running_not_as_due_later(panio, tmp_path):
+    """Issue 43: a re-check taken holds the target's ``recheck_at`` 15 min on; while it runs, the target's reason
+    (``target health``, a skipped job's error) says it runs now, not "re-checked automatically from <15 min on>"."""
+    from bench_agent.health.state import HealthStore
+
+    flag, go = tmp_path / "healthy", tmp_path / "go"
+    (tmp_path / "probe.sh").write_text(f"while [ ! -e {go} ]; do sleep 0.1; done\ntest -e {flag}\n")
+    panio("init")
+    panio("target", "add", "pico")
+    panio("action", "add", "probe", "-t", "pico", "--command", f"sh {tmp_path / 'probe.sh'}")
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "pico.toml").write_text(CHECK)
+    with panio.lab.open("a") as f:
+        f.write('\n[targets.pico.health_check]\njob = "checks/pico.toml"\n')
+    go.touch()
+    smoke = job_file(tmp_path, PING.format(extra=""), "smoke.toml")
+    panio.fails("job", "run", smoke, code=8)  # its automatic check (job 2) fails: bad, re-checked from 60 s on
+    shown = panio("target", "health", "pico").out
+    assert "re-checked automatically from" in shown and "running now" not in shown, shown
+    store = HealthStore(f"sqlite:///{tmp_path / 'state' / 'results.db'}")
+    with store.engine.begin() as c:  # its re-check due
+        c.execute(store.current.update().values(recheck_at=time.time() - 1))
+    go.unlink()
+    flag.touch()
+    proc = subprocess.Popen([PANIO, "job", "run", smoke], env=panio.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:  # its runner takes the re-check and runs it first; the check waits for `go`
+        wait_for(lambda: "running now" in panio("target", "health", "pico").out, 60)
+        shown = panio("target", "health", "pico").out
+        assert re.search(r"its automatic re-check is running now \(since \d\d:\d\d:\d\d\)", shown), shown
+        assert "re-checked automatically from" not in shown, shown
+        assert panio("target", "health", "pico", "--json").json()["rechecking_at"] <= time.time()
+        skipped = panio.fails("job", "run", job_file(tmp_path, PING.format(extra='on_unhealthy = "skip"'), "s.toml"),
+                              code=8)
+        assert "its automatic re-check is running now" in skipped.err, skipped.err
+        go.touch()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        stop(proc)
+    assert proc.returncode == 0, err
+    record = panio("target", "health", "pico", "--json").json()
+    assert (record["health"], record["rechecking_at"]) == ("good", None), record

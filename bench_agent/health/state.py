@@ -100,7 +100,7 @@ class HealthStore:
             raise UsageError(f"health must be one of {', '.join(HEALTHS)}, not {health!r}")
         now = time.time()
         row = {"health": health, "reason": reason, "set_by": set_by, "set_at": now, "job_id": job_id,
-               "recheck_at": recheck_at, "failures": failures}
+               "recheck_at": recheck_at, "failures": failures, "rechecking_at": None}
         if checked:
             row["checked_at"] = now
         c_ = self.current.c
@@ -122,18 +122,19 @@ class HealthStore:
         with self.engine.begin() as c:
             return c.execute(self.current.update().where(c_.target == target, c_.health.in_(("bad", "unknown")),
                                                          c_.recheck_at.is_not(None))
-                             .values(reason=reason, recheck_at=recheck_at)).rowcount == 1
+                             .values(reason=reason, recheck_at=recheck_at, rechecking_at=None)).rowcount == 1
 
     def claim_recheck(self, target: str, now: float, hold_s: float = RECHECK_CLAIM_S) -> bool:
         """Take ``target``'s due automatic re-check: one at a time per target, whoever asks (the scheduler, a
         job's runner). Its ``recheck_at`` moves ``hold_s`` on in one compare-and-set, so the next asker finds it
         not due; the check's verdict then sets it anew (a checker that died leaves it due again after ``hold_s``).
-        True for the one that won."""
+        ``rechecking_at`` says when it was taken: ``describe`` says the re-check runs now, not "from" the held
+        time (issue 43). True for the one that won."""
         c_ = self.current.c
         with self.engine.begin() as c:
             return c.execute(self.current.update().where(c_.target == target, c_.health.in_(("bad", "unknown")),
                                                          c_.recheck_at.is_not(None), c_.recheck_at <= now)
-                             .values(recheck_at=now + hold_s)).rowcount == 1
+                             .values(recheck_at=now + hold_s, rechecking_at=now)).rowcount == 1
 
     def history(self, target: str, limit: int = 20) -> list[dict[str, Any]]:
         e = self.events.c
@@ -197,7 +198,10 @@ def check_due(record: dict[str, Any], check: dict[str, Any] | None, now: float) 
 def describe(record: dict[str, Any]) -> str:
     who = f", set by {record['set_by']}" if record.get("set_by") else ""
     when = f" at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(record['set_at']))}" if record.get("set_at") else ""
-    again = ""
-    if record["health"] == "bad" and record.get("recheck_at"):
+    again, taken = "", record.get("rechecking_at")
+    if record["health"] == "bad" and taken and (record.get("recheck_at") or 0) > time.time():
+        # taken and held (``claim_recheck``): its recheck_at is the hold's end, not when it runs
+        again = f"; its automatic re-check is running now (since {time.strftime('%H:%M:%S', time.localtime(taken))})"
+    elif record["health"] == "bad" and record.get("recheck_at"):
         again = f"; re-checked automatically from {time.strftime('%H:%M:%S', time.localtime(record['recheck_at']))}"
     return f"{record['health']} ({record.get('reason') or 'no reason given'}{who}{when}{again})"

@@ -133,6 +133,7 @@ def health_tables():
             sa.Column("checked_at", sa.Float),
             sa.Column("recheck_at", sa.Float),  # set: an automatic check made it bad; re-checked from then on
             sa.Column("failures", sa.Integer),  # automatic checks failed in a row (the backoff's exponent)
+            sa.Column("rechecking_at", sa.Float),  # set: its automatic re-check was taken then and runs now
         )
         events = sa.Table(
             "panio_health_events", md,
@@ -153,7 +154,8 @@ def health_record(target: str, row: Any) -> dict[str, Any]:
     """Target ``target``'s health record from its row (a mapping, None: never checked)."""
     if row is None:
         return {"target": target, "health": "unknown", "reason": "never checked", "set_by": None,
-                "set_at": None, "job_id": None, "checked_at": None, "recheck_at": None, "failures": None}
+                "set_at": None, "job_id": None, "checked_at": None, "recheck_at": None, "failures": None,
+                "rechecking_at": None}
     return dict(row)
 
 
