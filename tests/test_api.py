@@ -279,6 +279,14 @@ def test_with_a_broker_the_controller_queues_to_the_hosts_worker(panio, tmp_path
         drop_keys(SHARED_REDIS, workers.env["PANIO_REDIS_PREFIX"])
 
 
+def _refused(store, secret: str) -> str | None:
+    try:
+        store.check(secret)
+    except Refused as err:
+        return "revoked" if "revoked" in err.message else err.message
+    return None
+
+
 def test_tokens_live_in_postgresql_too(panio):
     url = pg_schema()
     try:
@@ -290,9 +298,14 @@ def test_tokens_live_in_postgresql_too(panio):
         assert store.check(secret)["name"] == "ci-pg"
         with store.engine.connect() as c:
             assert [tuple(r) for r in c.exec_driver_sql("SELECT hash FROM panio_api_tokens")] == [(digest(secret),)]
-        panio("token", "rm", "ci-pg")
+        panio("token", "rm", "ci-pg")  # another process: this one's kept check is trusted for at most CHECKED_FOR_S
+        assert wait_for(lambda: _refused(store, secret), timeout_s=1.0, every_s=0.05) == "revoked"
+        # revoked in this process: at once, whatever this process checked just before
+        other = store.add("ci-pg-2", "reader")[0]
+        assert store.check(other)["name"] == "ci-pg-2"
+        store.revoke("ci-pg-2")
         with pytest.raises(Refused, match="revoked"):
-            store.check(secret)
+            store.check(other)
     finally:
         from bench_agent.results.db import dispose
 

@@ -17,6 +17,14 @@ looked up by its digest, compared again with ``hmac.compare_digest``.
 ``panio token rm`` revokes (the row stays, so the API can say why it refuses
 a revoked token, and who had it); an expired or revoked token gets 403 with
 the reason, an unknown one 401.
+
+A process trusts a live token's check for ``CHECKED_FOR_S`` (a database read
+a request was a share of each API call's CPU at 10,000 boards): a revoke in
+the same process forgets every check at once, a revoke in another process
+(``panio token rm`` beside a running ``panio dashboard``) is felt within
+``CHECKED_FOR_S``; expiry is compared on every request; only tokens that
+passed are kept (an unknown or refused one is read from the database each
+time), by digest, never the secret.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from bench_agent.errors import AlreadyExists, AuthFailed, NotConfigured, Refused
 SCOPES = ("reader", "submitter", "operator")
 PREFIX = "panio_"
 USED_EVERY_S = 60.0  # ``last_used_at`` is written at most this often a token: not one write a request
+CHECKED_FOR_S = 0.5  # a live token's check is trusted this long in a process (docs/security.md: revoked within 1 s)
 _CREATED: set[str] = set()
 _CREATE_LOCK = threading.Lock()
 
@@ -120,6 +129,7 @@ class TokenStore:
             if row is not None:
                 now = time.time()
                 c.execute(self.t.update().where(self.t.c.id == row["id"]).values(revoked_at=now))
+        _CHECKED.forget()  # a revoke takes effect in this process at once
         if row is None:  # the names read once the transaction is over: never two connections at once (a pool of 1)
             raise NotConfigured(f"no live token named {name!r}", name=name,
                                 hint="see `panio token list`", known=[r["name"] for r in self.list()])
@@ -128,6 +138,10 @@ class TokenStore:
     def check(self, secret: str) -> dict:
         """The record of the live token ``secret``; ``AuthFailed`` (unknown), ``Refused`` (revoked, expired)."""
         wanted = digest(secret)
+        kept = _CHECKED.get(self.url, wanted)
+        if kept is not None:
+            return kept
+        revokes, read_at = _CHECKED.revokes, time.monotonic()  # kept from before the read: never past the bound
         with self.engine.connect() as c:
             row = c.execute(self.t.select().where(self.t.c.hash == wanted)).mappings().first()
         if row is None or not hmac.compare_digest(row["hash"], wanted):
@@ -144,7 +158,42 @@ class TokenStore:
             with self.engine.begin() as c:
                 c.execute(self.t.update().where(self.t.c.id == row["id"]).values(last_used_at=now))
             token["last_used_at"] = now
+        _CHECKED.keep(self.url, wanted, token, revokes, read_at)
         return token
+
+
+class _Checked:
+    """The live tokens this process checked in the last ``CHECKED_FOR_S``, by (database URL, digest)."""
+
+    def __init__(self) -> None:
+        self.records: dict[tuple[str, str], tuple[float, dict]] = {}
+        self.revokes = 0  # revokes made in this process: a check read before one is not kept after it
+        self.lock = threading.Lock()
+
+    def get(self, url: str, wanted: str) -> dict | None:
+        kept = self.records.get((url, wanted))
+        if kept is None or time.monotonic() - kept[0] >= CHECKED_FOR_S:
+            return None
+        token = kept[1]
+        if token["expires_at"] is not None and token["expires_at"] <= time.time():
+            return None  # expired since: the database's answer says so, with the reason
+        return {**token}
+
+    def keep(self, url: str, wanted: str, token: dict, revokes: int, read_at: float) -> None:
+        with self.lock:
+            if revokes != self.revokes:
+                return
+            if len(self.records) >= 1024:  # only live tokens are kept, and a lab has far fewer: never let it grow
+                self.records.clear()
+            self.records[url, wanted] = (read_at, {**token})
+
+    def forget(self) -> None:
+        with self.lock:
+            self.revokes += 1
+            self.records.clear()
+
+
+_CHECKED = _Checked()
 
 
 def _record(row) -> dict:
