@@ -33,7 +33,7 @@ def seal(app, payload: dict, sealed_at: float | None = None) -> str:
     the job (``bench_agent.jobs.started``)."""
     from kombu.serialization import dumps
 
-    body = _message(app, stamped(payload, sealed_at), "", headers=False).body
+    body = _message(app, stamped(payload, sealed_at), "").body
     content_type, encoding, body = dumps(body, serializer=app.conf.task_serializer)
     return json.dumps({"content_type": content_type, "content_encoding": encoding,
                        "body": body.decode(encoding) if isinstance(body, bytes) else body})
@@ -59,16 +59,18 @@ def publish(app, payload: dict, sealed: str, task_id: str) -> str:
     return task_id
 
 
-def _message(app, payload: dict, task_id: str, headers: bool = True):
-    """The task message of ``payload``; without ``headers`` only its body is wanted (``seal``), so the arguments'
-    repr that Celery puts in the headers for logs is not made (a share of each submission's CPU)."""
+def _message(app, payload: dict, task_id: str):
+    """The task message of ``payload``. Its headers' ``argsrepr`` (what Celery's tools show of the arguments) says
+    which job it is, not Celery's repr of the whole payload: that repr was a share of each submission's CPU and
+    a kilobyte of each message, read by no one."""
     from bench_agent.jobs import TASK
 
-    reprs = {} if headers else {"argsrepr": "", "kwargsrepr": ""}
+    what = f"[job {payload.get('job_id')} {payload.get('name')!r} on {payload.get('target')!r}]"
     # ignore_result: the results database says how a job ended; without it Celery would subscribe to a result
     # that never comes, one more Redis round trip per job (and a subscription kept in a long-lived controller)
     return app.amqp.create_task_message(task_id, TASK, [payload], {}, ignore_result=True,
-                                        create_sent_event=app.conf.task_send_sent_event, **reprs)
+                                        create_sent_event=app.conf.task_send_sent_event, argsrepr=what,
+                                        kwargsrepr="{}")
 
 
 def send_again(app, store, job: dict, keys, own_only: bool = False) -> str:
