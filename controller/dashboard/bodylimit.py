@@ -1,8 +1,8 @@
 """A request body over its bound is answered ``413`` and its connection closed, before the body is read.
 
 Starlette's own ``max_body_size`` raises inside the body's reader; under the
-dashboard's auth middleware (a ``BaseHTTPMiddleware``, whose reads run in a
-task group) that exception reached the server as an exception group and was
+dashboard's auth middleware (then a ``BaseHTTPMiddleware``, whose reads ran in
+a task group; now a plain ASGI one, ``guard.py``) that exception reached the server as an exception group and was
 answered ``500``. And a ``413`` on a kept-alive connection makes uvicorn read
 the rest of the body to throw it away. So this middleware sits outside the
 others: a declared ``Content-Length`` over the bound is refused before the
