@@ -16,7 +16,6 @@ directory itself, the layout before labs were keyed (``legacy``).
 
 from __future__ import annotations
 
-import functools
 import os
 
 TYPE_CHECKING = False
@@ -75,21 +74,21 @@ def _sha256(data: bytes):
     """SHA-256 from the interpreter's own small module when it has one: ``hashlib`` loads OpenSSL's
     ``_hashlib`` and ``_blake2`` first, 4-8 ms of every command that reads the lab (its key is hashed)
     against well under 1 ms; the digest is the same."""
-    return _sha256_type()(data)
-
-
-@functools.cache
-def _sha256_type():
-    """Found once: a failed import is searched for again on every call (Python 3.11 has no ``_sha2``), a share
-    of each API submission's CPU in a long-lived controller."""
-    try:
-        from _sha2 import sha256  # Python 3.12+
-    except ImportError:
+    if not _SHA256:  # found once: a failed import is searched for again on every call (Python 3.11 has no
+        # ``_sha2``), a share of each API submission's CPU in a long-lived controller (no functools: a command
+        # that reads the lab imports nothing it does not use, tests/test_light_help.py)
         try:
-            from _sha256 import sha256  # Python 3.11
-        except ImportError:  # a build without them (FIPS builds may leave them out)
-            from hashlib import sha256
-    return sha256
+            from _sha2 import sha256  # Python 3.12+
+        except ImportError:
+            try:
+                from _sha256 import sha256  # Python 3.11
+            except ImportError:  # a build without them (FIPS builds may leave them out)
+                from hashlib import sha256
+        _SHA256.append(sha256)
+    return _SHA256[0](data)
+
+
+_SHA256: list = []
 
 
 def set_process_lab(key: str | None) -> None:
