@@ -16,7 +16,7 @@ rounds alternate which goes first (``_bench.paired``) and the figures are the me
 B / A: the dashboard's CPU a submission and submissions/s (a rate: B / A above 1 is better). With ``--base HEAD``
 and no change in the tree the ratios are 1 (the benchmark's own check).
 
-Run: .venv/bin/python benchmarks/api_cpu.py --base REV [--jobs 2000] [--threads 4] [--hosts 30] [--rounds 6] [--json]
+Run: .venv/bin/python benchmarks/api_cpu.py --base REV [--jobs 2000] [--threads 16] [--hosts 30] [--rounds 6] [--json]
 Needs /usr/bin/redis-server, git, and a PostgreSQL at ``--pg`` (default postgresql://postgres@127.0.0.1:5432).
 """
 
@@ -159,7 +159,9 @@ def main() -> None:
     ap.add_argument("--base", required=True, help="the git revision of side A (e.g. the commit before a change)")
     ap.add_argument("--jobs", type=int, default=2000, help="submissions measured a round")
     ap.add_argument("--warmup", type=int, default=100, help="submissions posted first each round, not measured")
-    ap.add_argument("--threads", type=int, default=4, help="the submitter's keep-alive connections")
+    ap.add_argument("--threads", type=int, default=16, help="the submitter's keep-alive connections (16, as "
+                    "controller_load.py: enough to keep the dashboard's core busy; with 4 the rate is bound by "
+                    "each submission's round trips, not by the API's CPU)")
     ap.add_argument("--hosts", type=int, default=30, help="control hosts in the lab, 10 boards each")
     ap.add_argument("--rounds", type=int, default=6, help="paired rounds (each runs both dashboards)")
     ap.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432", help="PostgreSQL server (a database "
