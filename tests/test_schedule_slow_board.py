@@ -114,6 +114,7 @@ def test_a_slow_board_does_not_make_its_schedule_skip_slots(panio, tmp_path, rec
         # the suite's verdict: board0's part passed, board1's skipped
         verdicts = [b["verdict"] for p, b in receiver.posts if p == "/night" and b["event"] == "suite_finished"]
         assert "passed; 1 skipped on board1" in verdicts, verdicts
+        assert not [v for v in verdicts if v.startswith("nothing ran")], verdicts  # every board busy: slot skipped
         # the schedule's record: the last run's jobs (runs overlap; an earlier one ending later does not win)
         (night,) = listed
         last = [j["id"] for j in jobs[-2:]]  # a run is recorded in one commit, one job a board

@@ -187,8 +187,9 @@ class Scheduler:
 
     ``fire(schedule, busy, created) -> [job id]`` runs the schedule's suite: ``busy`` ({target: job id}) are the
     boards still running a job of the schedule's previous run, whose part of this run ends skipped (a board never
-    gets two jobs of a schedule at once, and a slow board does not make the others skip the slot; issue 43);
-    ``created(payloads)`` is told the run's jobs once they are recorded."""
+    gets two jobs of a schedule at once, and a slow board does not make the others skip the slot; issue 43); a
+    slot that finds every board of the previous run busy is skipped. ``created(payloads)`` is told the run's jobs
+    once they are recorded."""
 
     def __init__(self, store: ScheduleStore, fire, log, ttl_s: float = 15.0, due=None, recheck=None) -> None:
         import threading
@@ -329,6 +330,11 @@ class Scheduler:
     def _fire(self, s: dict, run: _Run, going: list[_Run]) -> None:
         try:
             busy = self._busy(going)
+            boards = {t for r in going for _, t in r.jobs or []}
+            if busy and boards <= set(busy):  # no board of the previous run is free: a run of skipped parts only
+                self.log(f"schedule {s['name']}: previous run still going on every board ({', '.join(sorted(busy))}); "
+                         f"this slot is skipped")
+                return
             said = "; ".join(f"{t} skipped, still running job {j} of the previous run" for t, j in sorted(busy.items()))
             self.log(f"schedule {s['name']}: running {s['suite']}" + (f"; {said}" if said else ""))
             job_ids = self.fire(s, busy, run.created)
