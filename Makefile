@@ -53,6 +53,8 @@ test-loaded:
 # The scale tools (seed_history.py, history_scale.py, scale.py; procmem.py reads a run's processes) take a
 # database and minutes: `make scale`.
 BENCH_OUT ?= bench-out
+# Two source trees side by side (`--base REV`: the commit before a change against this tree), run by hand:
+COMPARE := benchmarks/recorder_drain.py benchmarks/api_cpu.py
 SCALE := benchmarks/seed_history.py benchmarks/history_scale.py benchmarks/scale.py benchmarks/procmem.py \
 	benchmarks/controller_load.py
 
@@ -60,7 +62,7 @@ bench: install .venv-labgrid/bin/python
 	$(BIN)/python -m compileall -q -j 0 bench_agent controller scenarios skills > /dev/null
 	rm -rf $(BENCH_OUT) && mkdir -p $(BENCH_OUT)
 	failed=""; \
-	for b in $(filter-out $(SCALE),$(wildcard benchmarks/[!_]*.py)); do \
+	for b in $(filter-out $(SCALE) $(COMPARE),$(wildcard benchmarks/[!_]*.py)); do \
 		PANIO_BENCH_OUT=$(BENCH_OUT) $(BIN)/python $$b || failed="$$failed $$b"; done; \
 	$(BIN)/python benchmarks/_summary.py $(BENCH_OUT); \
 	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
