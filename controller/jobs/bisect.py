@@ -172,6 +172,7 @@ class Bisection:
         # the probes of an earlier run of this bisection: what the lab spoiled then was fixed before a resume
         # ("fix the lab, then resume"), so only this run's wasted probes count against a build's budget
         self.earlier = {p["id"] for p in self.rec["probes"]}
+        self._passes: dict[int, set[str]] = {}  # a passing job -> its lines diverging from its reference
         for p in self.rec["probes"]:
             if p["verdict"] == "reference":  # (a probe recorded before probes had a board: the one target's)
                 self.refs.setdefault(p.get("target") or self.rec["target"], p["job_id"])
@@ -382,9 +383,25 @@ class Bisection:
         if passed:
             return "pass", "passed"
         sig = signature.of(self.results, job["id"], ref)
-        if signature.same(self.rec["signature"], sig):
+        noise = self._noise(job["target"], ref)
+        if signature.same(_without(self.rec["signature"], noise), _without(sig, noise)):
             return "bad", _words(sig)
         return "unrelated", f"another failure, not counted: {_words(sig)}"
+
+    def _noise(self, board: str | None, ref: int | None) -> set[str]:
+        """The lines by which a *passing* run on ``board`` diverges from its reference: no evidence of a failure
+        (the reference was the board's first boot, with no earlier prompt glued to its banner; a timestamp the
+        rules miss). A failure shares the bad build's only by another line."""
+        from bench_agent.triage import signature
+
+        out: set[str] = set()
+        for p in self.store.get(self.id)["probes"]:
+            if p["verdict"] != "pass" or (p.get("target") or self.rec["target"]) != board:
+                continue
+            if p["job_id"] not in self._passes:
+                self._passes[p["job_id"]] = set(signature.of(self.results, p["job_id"], ref)["lines"])
+            out |= self._passes[p["job_id"]]
+        return out
 
     def _decide(self, idx: int) -> None:
         """Narrow the range once build ``idx`` is decided (``narrowed``)."""
@@ -420,6 +437,10 @@ class Bisection:
             raise Undecided(f"build {self._name(idx)!r} could not be judged: {wasted} probes were inconclusive "
                             f"or failed another way", hint=f"fix the lab, then `panio bisect resume {self.id}`",
                             bisect=self.id, build=self._name(idx))
+
+
+def _without(sig: dict[str, Any], lines: set[str]) -> dict[str, Any]:
+    return {**sig, "lines": [line for line in sig.get("lines") or [] if line not in lines]}
 
 
 def narrowed(good: int, bad: int, idx: int, verdicts: list[str], repeat: int) -> tuple[int, int]:
