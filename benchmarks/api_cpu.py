@@ -42,12 +42,12 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the test suite's real-peer helpers (PrivateRedis)
 
-from _bench import emit, paired, row  # noqa: E402
+from _bench import emit, row  # noqa: E402
+from _trees import MAIN, base_tree, paired_trees  # noqa: E402
 from controller_load import JOB, board, make_keys, pg_admin, write_lab  # noqa: E402
 
 # CPU a submission of this tree's API against the base's: the goal of the issue 38 follow-up
 GOAL_CPU_RATIO = 0.8
-MAIN = "import sys; from controller.cli.main import main; sys.argv[0] = 'panio'; sys.exit(main())"
 
 
 class Bench:
@@ -148,12 +148,6 @@ class Bench:
         return {"cpu_ms": (b[1] - a[1]) * 1000 / self.args.jobs, "jobs_s": self.args.jobs / took}
 
 
-def worktree(rev: str, root: Path) -> Path:
-    path = root / "base"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(path), rev], check=True)
-    return path
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", required=True, help="the git revision of side A (e.g. the commit before a change)")
@@ -169,43 +163,30 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="panio-apicpu-"))
-    base = worktree(args.base, root)
-    rev = subprocess.run(["git", "-C", str(base), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    # both trees' byte code compiled first, so neither round pays for compiling the sources
-    for tree in (base, ROOT):
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "controller"), str(tree / "bench_agent")],
-                       check=True, env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
-    bench = Bench(args, root)
     try:
-        sides: dict[str, list[dict]] = {"a": [], "b": []}
+        with base_tree(args.base, root) as (base, rev):
+            # both trees' byte code compiled first, so neither round pays for compiling the sources
+            for tree in (base, ROOT):
+                subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "controller"),
+                                str(tree / "bench_agent")], check=True,
+                               env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
+            bench = Bench(args, root)
+            try:
+                def show(is_base: bool, r: dict) -> None:
+                    if not args.json:
+                        print(f"  {'base ' + rev if is_base else 'this tree':<14} dashboard {r['cpu_ms']:.2f} ms CPU "
+                              f"a submission, {r['jobs_s']:.1f} submissions/s", flush=True)
 
-        def side(name: str, tree: Path):
-            def one() -> float:
-                r = bench.measure(tree)
-                sides[name].append(r)
-                if not args.json:
-                    print(f"  {'base ' + rev if name == 'a' else 'this tree':<14} dashboard {r['cpu_ms']:.2f} ms CPU "
-                          f"a submission, {r['jobs_s']:.1f} submissions/s", flush=True)
-                return r["cpu_ms"]
-            return one
-
-        pairs = paired(side("a", base), side("b", ROOT), args.rounds, warmup=0)
-
-        def pairs_of(key: str) -> dict:
-            a, b = [r[key] for r in sides["a"]], [r[key] for r in sides["b"]]
-            return {**pairs, "floor": a, "panio": b, "ratios": [y / x for x, y in zip(a, b)]}
-
+                pairs = paired_trees(bench.measure, base, args.rounds, show)
+            finally:
+                bench.close()
         at = f" ({args.jobs} POST /api/v1/jobs, {args.threads} connections; floor = {rev})"
-        rows = [row("API CPU a submission, this tree / base" + at, pairs_of("cpu_ms"), "<=", GOAL_CPU_RATIO, "ms"),
-                row("submissions/s, this tree / base" + at, pairs_of("jobs_s"), ">=", 1.0, "jobs/s")]
+        rows = [row("API CPU a submission, this tree / base" + at, pairs["cpu_ms"], "<=", GOAL_CPU_RATIO, "ms"),
+                row("submissions/s, this tree / base" + at, pairs["jobs_s"], ">=", 1.0, "jobs/s")]
         emit(__file__, rows, args.json, {"base": rev, "jobs": args.jobs, "threads": args.threads,
                                          "boards": bench.boards})
     finally:
-        bench.close()
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
         shutil.rmtree(root, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()

@@ -37,7 +37,8 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the test suite's real-peer helpers (PrivateRedis)
 
-from _bench import emit, paired, row  # noqa: E402
+from _bench import emit, row  # noqa: E402
+from _trees import MAIN, base_tree, paired_trees  # noqa: E402
 from controller_load import make_keys, pg_admin, write_lab  # noqa: E402
 
 # CPU a job of the new recorder against the old: the bend is fixed when a job costs it at most half as much
@@ -111,8 +112,7 @@ class Bench:
 
         ids = self.backlog()
         log = self.root / f"recorder-{self.round}.log"
-        code = "import sys; from controller.cli.main import main; sys.argv[0] = 'panio'; sys.exit(main())"
-        proc = subprocess.Popen([sys.executable, "-c", code, "recorder", "--lab", str(self.lab)],
+        proc = subprocess.Popen([sys.executable, "-c", MAIN, "recorder", "--lab", str(self.lab)],
                                 env={**self.env, "PYTHONPATH": str(tree)}, cwd=tree, stdout=open(log, "w"),
                                 stderr=subprocess.STDOUT, start_new_session=True)
         tracker = Tracker(str(self.root), lambda: {proc.pid: "recorder"}, pg_database=self.db).start()
@@ -148,12 +148,6 @@ class Bench:
                 "db_cpu_ms": cpu.get("results_db", 0.0) * 1000 / len(ids), "jobs_s": len(ids) / wall}
 
 
-def worktree(rev: str, root: Path) -> Path:
-    path = root / "base"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(path), rev], check=True)
-    return path
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", required=True, help="the git revision of side A (e.g. the commit before a change)")
@@ -166,40 +160,25 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="panio-drain-"))
-    base = worktree(args.base, root)
-    rev = subprocess.run(["git", "-C", str(base), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    bench = Bench(args, root)
     try:
-        sides: dict[str, list[dict]] = {"a": [], "b": []}
+        with base_tree(args.base, root) as (base, rev):
+            bench = Bench(args, root)
+            try:
+                def show(is_base: bool, r: dict) -> None:
+                    if not args.json:
+                        print(f"  {'base ' + rev if is_base else 'this tree':<14} recorder {r['recorder_cpu_ms']:.2f} "
+                              f"ms a job, database {r['db_cpu_ms']:.2f} ms a job, {r['jobs_s']:.1f} jobs/s", flush=True)
 
-        def side(name: str, tree: Path):
-            def one() -> float:
-                r = bench.drain(tree)
-                sides[name].append(r)
-                if not args.json:
-                    print(f"  {'base ' + rev if name == 'a' else 'this tree':<14} recorder {r['recorder_cpu_ms']:.2f} "
-                          f"ms a job, database {r['db_cpu_ms']:.2f} ms a job, {r['jobs_s']:.1f} jobs/s", flush=True)
-                return r["recorder_cpu_ms"]
-            return one
-
-        pairs = paired(side("a", base), side("b", ROOT), args.rounds, warmup=0)
-
-        def pairs_of(key: str) -> dict:
-            a, b = [r[key] for r in sides["a"]], [r[key] for r in sides["b"]]
-            return {**pairs, "floor": a, "panio": b, "ratios": [y / x for x, y in zip(a, b)]}
-
+                pairs = paired_trees(bench.drain, base, args.rounds, show)
+            finally:
+                bench.close()
         at = f" ({args.jobs} jobs, {args.hosts} hosts; floor = {rev})"
-        rows = [row("recorder CPU a job, this tree / base" + at, pairs_of("recorder_cpu_ms"), "<=", GOAL_CPU_RATIO,
-                    "ms"),
-                row("database CPU a job, this tree / base" + at, pairs_of("db_cpu_ms"), "<=", 1.0, "ms"),
-                row("drain rate, this tree / base" + at, pairs_of("jobs_s"), ">=", 1.0, "jobs/s")]
+        rows = [row("recorder CPU a job, this tree / base" + at, pairs["recorder_cpu_ms"], "<=", GOAL_CPU_RATIO, "ms"),
+                row("database CPU a job, this tree / base" + at, pairs["db_cpu_ms"], "<=", 1.0, "ms"),
+                row("drain rate, this tree / base" + at, pairs["jobs_s"], ">=", 1.0, "jobs/s")]
         emit(__file__, rows, args.json, {"base": rev, "jobs": args.jobs, "hosts": args.hosts})
     finally:
-        bench.close()
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
         shutil.rmtree(root, ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()
