@@ -24,6 +24,28 @@ SHELL = b"root@sim:~# "
 UBOOT = b"=> "
 
 
+PROMPT = "root@sim:~# "
+
+
+def boot_job(wait_ms: int, wait_timeout_s: float, then: str = "") -> str:
+    """A job file that boots a simulated board as a suite's would: its capture running, a power-cycle, the shell's
+    prompt within ``wait_ms``; ``then``: more ``[[steps]]`` after it."""
+    return f"""name = "boot"
+timeout_s = 60
+[[steps]]
+name = "capture is running"
+run = "panio serial watch ${{target}}"
+[[steps]]
+name = "power-cycle"
+run = "panio power-cycle ${{target}}"
+timeout_s = 30
+[[steps]]
+name = "boots to a shell"
+run = "panio serial wait ${{target}} --since-step --pattern '{PROMPT}' --timeout-ms {wait_ms}"
+timeout_s = {wait_timeout_s:g}
+""" + then
+
+
 def sim(*args: str, env: dict, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
     """``panio-sim ARGS`` (``check``: it must exit 0)."""
     p = subprocess.run([SIM, *args], capture_output=True, text=True, env=env, timeout=timeout)

@@ -17,27 +17,13 @@ import time
 
 from conftest import PANIO
 from jobhelp import job_file, stop, wait_for
-from simbench import sim, sim_bench
+from simbench import PROMPT, boot_job, sim, sim_bench
 
-PROMPT = "root@sim:~# "
-BOOT = f"""name = "boot"
-timeout_s = 60
-[[steps]]
-name = "capture is running"
-run = "panio serial watch ${{target}}"
-[[steps]]
-name = "power-cycle"
-run = "panio power-cycle ${{target}}"
-timeout_s = 30
-[[steps]]
-name = "boots to a shell"
-run = "panio serial wait ${{target}} --since-step --pattern '{PROMPT}' --timeout-ms 6000"
-timeout_s = 15
-[[steps]]
+BOOT = boot_job(6000, 15, then=f"""[[steps]]
 name = "console answers"
 run = "panio serial transact ${{target}} 'uname -a' --until '{PROMPT}' --timeout-ms 5000"
 expect_output = "Linux"
-"""
+""")
 CHECK = BOOT.replace('name = "boot"', 'name = "board-health"')
 PANIC = "Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)"
 RETRY_S, RETRY_MAX_S, EVERY_S, EVERY_CHECK_S = 4, 16, 3, 20  # checked every 20 s: its first jobs fail first

@@ -17,23 +17,9 @@ import subprocess
 
 from conftest import PANIO
 from jobhelp import job_file, stop, wait_for
-from simbench import sim, sim_bench
+from simbench import boot_job, sim, sim_bench
 
-PROMPT = "root@sim:~# "
-SLOW = f"""name = "boot"
-timeout_s = 60
-[[steps]]
-name = "capture is running"
-run = "panio serial watch ${{target}}"
-[[steps]]
-name = "power-cycle"
-run = "panio power-cycle ${{target}}"
-timeout_s = 30
-[[steps]]
-name = "boots to a shell"
-run = "panio serial wait ${{target}} --since-step --pattern '{PROMPT}' --timeout-ms 12000"
-timeout_s = 20
-"""
+SLOW = boot_job(12000, 20)
 PANIC = "Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)"
 EVERY_S = 4
 SLACK_S = 2.5  # the scheduler's tick, the broker's hop, a loaded machine; board1's jobs take ~13 s
