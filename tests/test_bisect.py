@@ -297,7 +297,7 @@ def test_a_database_made_before_tag_gains_its_columns(db, tmp_path):
 
 
 def _plan(conn, store, job_id: int) -> str:
-    """How the database runs the dashboard's lookup of job ``job_id``'s probe (``bisect_reads.probe_of``), a
+    """How the database runs the dashboard's lookup of job ``job_id``'s probe (``BisectStore.probe_of``), a
     scan of the whole table ruled out on PostgreSQL (a table this small it would scan rather than use an index)."""
     import sqlalchemy as sa
 

@@ -192,7 +192,6 @@ def test_the_range_replay_takes_no_verdict_at_odds_with_the_range():
 def test_the_list_and_a_jobs_bisection_read_alike_on_sqlite_and_postgresql(db, tmp_path):
     """The reads behind /bisects and a probe's link back: newest first, a page before an id, each with its probe
     count; the bisection a job was a probe of (its newest probe of that job), none for another job."""
-    from bench_agent.results.bisect_reads import listed, probe_of
     from bench_agent.results.bisects import BisectStore
     from jobhelp import drop_pg_schema, pg_schema
 
@@ -205,13 +204,13 @@ def test_the_list_and_a_jobs_bisection_read_alike_on_sqlite_and_postgresql(db, t
         store.add_probe(ids[0], 2, 12, "bad", "failed")
         store.add_probe(ids[2], 1, 13, "running", "running on pico")
         store.update(ids[0], state="done", good=1, bad=2)
-        rows = listed(store)
+        rows = store.listed()
         assert [(r["id"], r["probes"], r["state"]) for r in rows] == [(ids[2], 1, "running"), (ids[1], 0, "running"),
                                                                      (ids[0], 2, "done")]
         assert rows[2]["builds"] == ["v1", "v2", "v3"] and (rows[2]["good"], rows[2]["bad"]) == (1, 2)
-        assert [r["id"] for r in listed(store, limit=1, before=ids[2])] == [ids[1]]
-        assert probe_of(store, 12) == {"bisect_id": ids[0], "build": 2, "verdict": "bad"}
-        assert probe_of(store, 13)["verdict"] == "running" and probe_of(store, 99) is None
+        assert [r["id"] for r in store.listed(limit=1, before=ids[2])] == [ids[1]]
+        assert store.probe_of(12) == {"bisect_id": ids[0], "build": 2, "verdict": "bad"}
+        assert store.probe_of(13)["verdict"] == "running" and store.probe_of(99) is None
     finally:
         if db == "postgresql":
             drop_pg_schema(url)

@@ -82,11 +82,9 @@ def read(load_lab, token: dict, bisect_id: int) -> dict:
 
 def listed(load_lab, token: dict, limit: int) -> list[dict]:
     """The newest ``limit`` bisections the token may read, each its state, range and first bad build once done."""
-    from bench_agent.results.bisect_reads import listed as rows
-
     s, everything = store(), readable(load_lab, token) is None
     out = []
-    for row in rows(s, limit=limit):
+    for row in s.listed(limit=limit):
         try:
             if not everything:
                 may_read(load_lab, token, s.get(row["id"]))
@@ -97,7 +95,7 @@ def listed(load_lab, token: dict, limit: int) -> list[dict]:
 
 
 def summarize(row: dict) -> dict:
-    """A listed bisection (``bisect_reads.listed``) with its range's build names."""
+    """A listed bisection (``BisectStore.listed``) with its range's build names."""
     names = row["builds"]
     return {**{k: v for k, v in row.items() if k not in ("builds", "good", "bad")}, "builds": len(names),
             "first": names[0], "last": names[-1], "good": names[row["good"]], "bad": names[row["bad"]],

@@ -17,12 +17,11 @@ MAX_ID = 2**63 - 1
 
 
 def listing(d, request: Request) -> Response:
-    from bench_agent.results.bisect_reads import listed
     from controller.api import bisects
 
     text = request.query_params.get("before", "")
     before = int(text) if text.isascii() and text.isdigit() and int(text) <= MAX_ID else None
-    rows = [bisects.summarize(r) for r in listed(bisects.store(), limit=PAGE, before=before)]
+    rows = [bisects.summarize(r) for r in bisects.store().listed(limit=PAGE, before=before)]
     more = rows[-1]["id"] if len(rows) == PAGE else None
     return d.page(request, "bisects.html", bisects=rows, more=more)
 
@@ -70,11 +69,10 @@ def bar(n: int, good: int, bad: int, marked: list[int], width: int, height: int)
 
 def probe_of(job: dict) -> dict | None:
     """The bisection ``job`` was a probe of, for its page's link back: ``bisect_id`` and the build's name."""
-    from bench_agent.results.bisect_reads import probe_of as find
     from controller.api import bisects
 
     store = bisects.store()
-    found = find(store, job["id"])
+    found = store.probe_of(job["id"])
     if found is None:
         return None
     builds = store.get(found["bisect_id"])["builds"]
