@@ -194,9 +194,9 @@ class History:
 _NEWEST_PG = ("SELECT (SELECT max(id) FROM panio_jobs WHERE target = t.name) "
               "FROM unnest(CAST(:targets AS text[])) AS t(name)")
 _NEWEST_SQLITE = "SELECT (SELECT max(id) FROM panio_jobs WHERE target = t.value) FROM json_each(:targets) AS t"
+# The jobs of a list of ids given as one parameter (an array on PostgreSQL, JSON on SQLite), with these columns
+_IDS_PG, _IDS_SQLITE = "id = ANY(CAST(:ids AS bigint[]))", "id IN (SELECT value FROM json_each(:ids))"
 _BRIEF = ", ".join(c for c in reads.JOB_COLUMNS if c != "spec")
-_THESE_PG = f"SELECT {_BRIEF} FROM panio_jobs WHERE id = ANY(CAST(:ids AS bigint[]))"
-_THESE_SQLITE = f"SELECT {_BRIEF} FROM panio_jobs WHERE id IN (SELECT value FROM json_each(:ids))"
 _FULL = ", ".join(reads.JOB_COLUMNS)
-_THESE_FULL_PG = f"SELECT {_FULL} FROM panio_jobs WHERE id = ANY(CAST(:ids AS bigint[]))"
-_THESE_FULL_SQLITE = f"SELECT {_FULL} FROM panio_jobs WHERE id IN (SELECT value FROM json_each(:ids))"
+_THESE_PG, _THESE_SQLITE = (f"SELECT {_BRIEF} FROM panio_jobs WHERE {ids}" for ids in (_IDS_PG, _IDS_SQLITE))
+_THESE_FULL_PG, _THESE_FULL_SQLITE = (f"SELECT {_FULL} FROM panio_jobs WHERE {ids}" for ids in (_IDS_PG, _IDS_SQLITE))
