@@ -66,6 +66,27 @@ def test_the_help_shows_the_bounds_the_option_enforces(command, parser, action):
         _refused(convert, convert.maximum + step)
 
 
+DEFAULTED = [(c, p, a) for c, p, a in OPTIONS if a.option_strings and a.default not in (None, argparse.SUPPRESS)]
+
+
+@pytest.mark.parametrize("command, parser, action", DEFAULTED,
+                         ids=[f"{c} {_flags(a)[-1]}" for c, _, a in DEFAULTED])
+def test_a_numeric_default_is_shown_from_the_option_and_never_restated(command, parser, action):
+    """The help shows the default the option really has (its ``default=``), beside its bounds; a help text that
+    says a default of its own could drift from it (issue 41: "--context ... (default 3)" was written twice)."""
+    own = action.help or ""
+    assert "default" not in own, f"panio {command} {_flags(action)[-1]}: the help restates its default: {own!r}"
+    entry = " ".join(_entry(parser.format_help(), _flags(action)).split())
+    shown = action.default
+    shown = int(shown) if isinstance(shown, float) and shown.is_integer() else shown
+    assert f"default {shown})" in entry, (command, entry)
+
+
+def test_numeric_options_with_defaults_exist():
+    assert {"--context", "--runs", "--limit", "--count", "--history", "--baud"} <= {
+        f for _, _, a in DEFAULTED for f in a.option_strings}
+
+
 def _entry(text: str, flags: list[str]) -> str:
     """The argument's own entry under its heading (not the usage line), up to the next argument or heading."""
     start = min(i for i in (text.find("\n  " + f) for f in flags) if i >= 0)

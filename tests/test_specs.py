@@ -12,7 +12,7 @@ import pytest
 
 from bench_agent import ops
 from bench_agent.errors import UsageError
-from bench_agent.ops.spec import HUGE
+from bench_agent.ops.spec import HUGE, REQUIRED
 
 GROUPS = ("serial", "power", "action", "daemons", "system", "video", "hid", "netboot", "netif")
 
@@ -86,8 +86,11 @@ def test_cli_flags_take_type_bounds_and_defaults_from_the_spec():
                 with pytest.raises(argparse.ArgumentTypeError, match="must be"):
                     action.type(str(int(param.maximum) + 1))
                 assert action.type(str(int(param.maximum))) == param.maximum
-                if param.maximum < HUGE:
-                    assert str(int(param.maximum)) in action.help, (command, action.dest, action.help)
+                if param.maximum < HUGE:  # the help as --help shows it (the formatter adds bounds and default)
+                    shown = parser._get_formatter()._get_help_string(action)
+                    assert str(int(param.maximum)) in shown, (command, action.dest, shown)
+                    if param.default not in (None, REQUIRED):
+                        assert f"default {param.default}" in shown, (command, action.dest, shown)
             if param.minimum is not None and param.kind is int:
                 with pytest.raises(argparse.ArgumentTypeError):
                     action.type(str(int(param.minimum) - 1))

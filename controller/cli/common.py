@@ -206,6 +206,7 @@ def spec_type(op: str, name: str) -> Callable[[str], Any]:
 
     parse.__name__ = noun  # argparse names the type in its messages
     parse.kind = convert.__name__  # type: ignore[attr-defined]  # what a job step's ${var} becomes (jobs/spec.py)
+    parse.spec = True  # type: ignore[attr-defined]  # its help shows its default (parsing.Parser), as its bounds
     if param.minimum is not None or param.maximum is not None:  # shown by add_param with the unit and default
         parse.minimum, parse.maximum, parse.above = param.minimum, param.maximum, False  # type: ignore[attr-defined]
         parse.bounds = param.bounds_text()  # type: ignore[attr-defined]
@@ -232,10 +233,7 @@ def add_param(p: argparse.ArgumentParser, op: str, name: str, *flags: str, **kw:
         kw.setdefault("required", True)
     else:
         kw.setdefault("default", param.default)
-    bounds = param.bounds_text() if param.minimum is not None or param.maximum is not None else ""
-    default = f"default {param.default}" if not param.required and param.default is not None else ""
-    extra = ", ".join(x for x in (bounds, default) if x)
-    kw["help"] = kw.get("help", param.help) + (f" ({extra})" if extra else "")  # bounds always from the spec
+    kw.setdefault("help", param.help)  # the help shows the bounds and default from the type (parsing.Parser)
     return p.add_argument(*flags, dest=kw.pop("dest", name), **kw)
 
 

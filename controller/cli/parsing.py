@@ -22,7 +22,8 @@ def UNBUILT(args) -> None:  # noqa: N802 - a marker, compared by identity
 class _ShowsBounds:
     """A help formatter's mixin: an option whose type carries its bounds (``common.number``, ``common.spec_type``:
     ``type.bounds``) shows them in its help, unless its help says them already. The bounds are said once, by the
-    type that enforces them. A positional argument without help (`job status JOB`) is listed with its kind and
+    type that enforces them, and a numeric option's default beside them, from its own ``default=`` (a help text
+    never restates it). A positional argument without help (`job status JOB`) is listed with its kind and
     bounds as its help ("a whole number (greater than 0)"): argparse lists such an argument with no text at all."""
 
     def _format_action(self, action: argparse.Action) -> str:
@@ -37,9 +38,18 @@ class _ShowsBounds:
     def _get_help_string(self, action: argparse.Action) -> str:
         text = super()._get_help_string(action)  # type: ignore[misc]
         bounds = getattr(action.type, "bounds", None)
-        if not bounds or not text or text == argparse.SUPPRESS or bounds in text:
+        if not text or text == argparse.SUPPRESS or not (bounds or getattr(action.type, "spec", False)):
             return text
-        return f"{text} ({bounds})"
+        default = action.default  # said once: the option's own (an operation's from its spec)
+        shown = [bounds if bounds and bounds not in text else "",
+                 f"default {_number(default)}" if action.option_strings and default not in (None, argparse.SUPPRESS)
+                 else ""]
+        extra = ", ".join(x for x in shown if x)
+        return f"{text} ({extra})" if extra else text
+
+
+def _number(value: object) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
 _FORMATTERS: dict[type, type] = {}

@@ -31,7 +31,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     from controller.keys import DEFAULT_DAYS, MAX_DAYS
 
     c.add_argument("--days", type=number(int, 1, MAX_DAYS), default=DEFAULT_DAYS,
-                   help=f"how long the certificate is valid (default {DEFAULT_DAYS})")
+                   help="how long the certificate is valid, in days")
     c.add_argument("--force", action="store_true", help="replace an existing key (rotation)")
     c.add_argument("--if-missing", action="store_true", help="do nothing when a key exists (for scripts)")
     add_json(c)

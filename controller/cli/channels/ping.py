@@ -18,9 +18,9 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     p.epilog = "example:\n  panio ping pico --count 3\n\nsee also: panio target show, docs/jobs.md"
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     add_target_positional(p)
-    p.add_argument("-c", "--count", type=positive_int, default=1, help="round trips to make (default 1)")
+    p.add_argument("-c", "--count", type=positive_int, default=1, help="round trips to make")
     p.add_argument("-i", "--interval", type=non_negative_float, default=0.0, metavar="S",
-                   help="seconds to wait between round trips (default 0)")
+                   help="seconds to wait between round trips")
     add_json(p)
     p.set_defaults(func=run)
 

@@ -44,7 +44,7 @@ def _register_config(sub: argparse._SubParsersAction) -> None:
     c.add_argument("name", metavar="NAME", help="interface name, e.g. console or bmc")
     add_target_option(c)
     c.add_argument("--device", required=True, help="port: /dev/..., rfc2217://HOST:PORT or socket://HOST:PORT")
-    add_field(c, SERIAL, "baud", default=115200, help="line rate (default 115200)")
+    add_field(c, SERIAL, "baud", default=115200, help="line rate")
     _common_flags(c)
 
     c = command(sub, "set", "change a serial interface's settings", func=set_,

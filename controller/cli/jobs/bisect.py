@@ -60,7 +60,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                         help="a command that prints the builds list (as the file would be), run without a shell, "
                              "at most 60 s")
     c.add_argument("--repeat", type=positive_int, default=1, metavar="K",
-                   help="runs a build must pass to be good (default 1; 3 for a flaky board)")
+                   help="runs a build must pass to be good; 3 for a flaky board")
     add_json(c)
     c = command(sub, "resume", "continue a bisection whose process stopped or died, from the database",
                 func=resume, example="panio bisect resume 3", see_also="panio bisect status, panio bisect start")

@@ -101,7 +101,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
                 example="panio job list --target pico --limit 5", see_also="panio job status")
     c.add_argument("--target", metavar="TARGET", help="only jobs on TARGET")
     c.add_argument("--state", choices=("queued", "running", "done"), help="only jobs in this state")
-    c.add_argument("--limit", type=positive_int, default=20, help="how many (default 20)")
+    c.add_argument("--limit", type=positive_int, default=20, help="how many")
     job_remote.add_flag(c)
     add_json(c)
 

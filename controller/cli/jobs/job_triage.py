@@ -35,14 +35,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                 func=triage, example=["panio job triage 42", "panio job triage 42 --json"],
                 see_also="panio job history, panio job logs, docs/triage.md", details=DETAILS_TRIAGE)
     c.add_argument("id", type=positive_int, metavar="JOB", help="the job's id (`panio job list`)")
-    c.add_argument("--context", type=positive_int, default=3, metavar="N", help="lines of context (default 3)")
+    c.add_argument("--context", type=positive_int, default=3, metavar="N", help="lines of context")
     add_json(c)
     c = command(sub, "history", "pass rate per target, flaky label, boards that fail more than their peers",
                 func=history, example=["panio job history boot", "panio job history boot --target board0 --runs 50"],
                 see_also="panio job triage, panio job list, docs/triage.md", details=DETAILS_HISTORY)
     c.add_argument("name", metavar="NAME", help="the job's name (its file's `name`, else the file's stem)")
     c.add_argument("--target", metavar="TARGET", help="only runs on TARGET")
-    c.add_argument("--runs", type=positive_int, default=20, metavar="N", help="the last N runs per target (default 20)")
+    c.add_argument("--runs", type=positive_int, default=20, metavar="N", help="the last N runs per target")
     add_json(c)
 
 

@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--check", action="store_true",
                    help="run the target's health-check job now and wait for it (no TARGET: every target's)")
     c.add_argument("--no-check", action="store_true", help="with --set: do not run the health check now")
-    c.add_argument("--history", type=positive_int, default=10, metavar="N", help="show the last N changes (default 10)")
+    c.add_argument("--history", type=positive_int, default=10, metavar="N", help="show the last N changes")
     add_json(c)
 
 

@@ -37,7 +37,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("--bind", default="127.0.0.1", metavar="ADDR",
                    help="address to listen on (default 127.0.0.1; anything else needs PANIO_DASHBOARD_TOKEN)")
     p.add_argument("--port", type=number(int, 0, 65535), default=8765, metavar="PORT",
-                   help="TCP port (default 8765; 0 = any free)")
+                   help="TCP port; 0 = any free")
     p.set_defaults(func=run)
 
 

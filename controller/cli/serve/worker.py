@@ -56,7 +56,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--host", required=True, metavar="NAME", help="the control host this worker serves")
     p.add_argument("--concurrency", type=positive_int, default=4, metavar="N",
-                   help="jobs at once on this host, one per target (default 4)")
+                   help="jobs at once on this host, one per target")
     p.add_argument("--lab", metavar="PATH", default=argparse.SUPPRESS,
                    help="this host's own configuration (default: $PANIO_LAB, else ~/.config/panio/lab.toml)")
     p.add_argument("--events", action="store_true",
