@@ -6,8 +6,8 @@ Job payload (plain data, built by ``controller.jobs.spec``)::
      "lease_ttl_s": 30, "lease_wait_s": 300, "target_config": {...},
      "steps": [{"name": "boot", "argv": ["serial", "transact", "${target}", "uname -a", "--until", "# $"],
                 "command": "panio serial transact ${target} 'uname -a' --until '# $'", "timeout_s": 60,
-                "run": {"command": "serial.transact", "opts": {"target": "pico", "iface": {...},
-                        "text": "uname -a", "until": "# $", ...}, "typed": {}},
+                "run": {"op": "serial.transact", "args": {"target": "pico", "iface": {...},
+                        "text": "uname -a", "until": "# $", ...}},
                 "expect_exit": [0], "expect_output": null, "reject_output": null,
                 "capture": {}, "continue_on_failure": false}]}
 
@@ -382,17 +382,34 @@ class JobRunner:
     def _stop_reason(self, job_id: int, lease: leasing.Lease, deadline: float | None) -> tuple | None:
         """Why the job stops before its next step: a cancel, else the deadline, else a lost lease. The cancel
         is read here only when the job stops anyway; otherwise with the step's start (``_start``)."""
+        timed_out = lambda: deadline is not None and time.monotonic() >= deadline  # noqa: E731
         why = None
-        if deadline is not None and time.monotonic() >= deadline:
+        if timed_out():
             why = ("timed_out", "job timeout reached", Timeout("job timed out").to_json())
         else:
-            try:  # Redis restarting (its data kept) is not a lost lease while its TTL may hold it (issue 43)
-                lease.riding_out(lambda: lease.check(GRANT_FRESH_S), _waits())
+            # Redis restarting (its data kept) is not a lost lease while its TTL may hold it (issue 43); the job's
+            # cancel and its deadline end that wait (read every CANCEL_POLL_S), not only the lease's TTL
+            canceled = _Polled(lambda: self._cancel_read(job_id), CANCEL_POLL_S)
+            try:
+                lease.riding_out(lambda: lease.check(GRANT_FRESH_S), _waits(), lambda: timed_out() or canceled())
             except (Refused, Unreachable) as err:
-                why = ("incomplete", f"lease lost: {err.message}", err.to_json())
+                if canceled.said:
+                    return _canceled()
+                why = (("timed_out", "job timeout reached while waiting for the lease store",
+                        Timeout("job timed out").to_json()) if timed_out()
+                       else ("incomplete", f"lease lost: {err.message}", err.to_json()))
         if why is not None and self.store.cancel_requested(job_id):
             return _canceled()
         return why
+
+    def _cancel_read(self, job_id: int) -> bool:
+        """Whether the job's cancel was requested; False while the results database is away (read again later)."""
+        try:
+            return bool(self.store.cancel_requested(job_id))
+        except Exception as exc:
+            if outage.service_down(exc) is None:
+                raise
+            return False
 
     def _retaken(self, job_id: int, lease: leasing.Lease) -> None:
         """Redis lost the job's lease and it was retaken (``Lease._retake``): the job's row names its new token."""
@@ -424,7 +441,7 @@ class JobRunner:
         def body() -> None:
             run = planned(payload["target"], step.get("run") or {}, variables, self.planner)
             step["run"] = run  # a deferred step's kind (``steps.kind``) is known once it is planned
-            commands.run(run["command"], step_call, bind(run, variables), out, began)
+            commands.run(run["op"], step_call, bind(run, variables), out, began)
 
         try:
             code, why = execute(body, out, timeout_s, lambda: self._interrupt(job_id, lease))
@@ -562,6 +579,22 @@ class JobRunner:
                     continue
                 data.update(triage.notice(self.store, data["job_id"]))
             notify.send(configs, event, data)
+
+
+CANCEL_POLL_S = 0.5  # how often a wait for the lease store between steps reads the job's cancel
+
+
+class _Polled:
+    """``read()``, at most once every ``every_s`` (the answer between reads is the last one); ``said``: it was
+    True once."""
+
+    def __init__(self, read: Callable[[], bool], every_s: float) -> None:
+        self.read, self.every_s, self.at, self.said = read, every_s, None, False
+
+    def __call__(self) -> bool:
+        if not self.said and (self.at is None or time.monotonic() - self.at >= self.every_s):
+            self.at, self.said = time.monotonic(), self.read()
+        return self.said
 
 
 def _canceled() -> tuple:
