@@ -331,8 +331,8 @@ def bench_kill(env: dict, tmp: Path, ttl_s: float = 3.0) -> dict:
     # one long step, as `job check` plans `panio ping victim --count 100000 --interval 0.05`
     step = {"name": "long", "argv": ["ping", "victim", "--count", "100000", "--interval", "0.05"],
             "command": "panio ping victim --count 100000 --interval 0.05", "timeout_s": 3600, "expect_exit": [0],
-            "run": {"command": "system.ping", "opts": {"target": "victim", "host": "killhost", "count": 100000,
-                                                       "interval_s": 0.05, "json": False}}}
+            "run": {"op": "system.ping", "args": {"target": "victim", "host": "killhost", "count": 100000,
+                                                  "interval_s": 0.05, "json": False}}}
     payload = {"name": "long", "target": "victim", "steps": [step], "timeout_s": None, "lease_wait_s": 5,
                "lease_ttl_s": ttl_s, "target_config": {}, "via": "broker"}
     job_id = store.create_job("long", "victim", "killhost", payload)

@@ -100,9 +100,39 @@ run = "panio serial wait ${target} --epoch ${epoch} --since 0 --pattern 'login:'
     job = spec.load(Path(job_file(tmp_path, body)))
     steps = spec.plan_steps(spec.compile_steps(job), load(str(panio.lab)), "pico")
     first, second = steps[0]["run"], steps[1]["run"]
-    assert first["command"] == "serial.status" and first["opts"]["iface"]["device"] == "/dev/null"
-    assert second["opts"]["epoch"] == "${epoch}" and second["typed"] == {"epoch": "int"}
-    assert second["opts"]["pattern"] == "login:"
+    assert first["op"] == "serial.status" and first["args"]["iface"]["device"] == "/dev/null"
+    assert second == {"op": "serial.wait", "args": second["args"]}  # no type beside it: the spec has it
+    assert second["args"]["epoch"] == "${epoch}" and second["args"]["pattern"] == "login:"
+
+
+def test_a_captured_number_becomes_what_its_operations_spec_says_when_the_step_runs(bench, panio, tmp_path):
+    """`--timeout-ms ${t}`: the payload carries `${t}`, and when the step runs the captured text becomes the
+    whole number serial.transact's spec says its timeout_ms is (the operation refuses a text); a captured
+    text that is no whole number is refused naming the flag, as the command line would refuse it."""
+    sim = bench.board("pico")["console"]
+    panio("serial", "watch", "pico")
+    sim.power_on()
+    assert bench.wait_for("pico", PROMPT, timeout_ms=30000)["status"] == "matched"
+    body = f"""
+target = "pico"
+[[steps]]
+run = "panio serial transact ${{target}} 'echo wait=5000 bad=5s' --until '{PROMPT}$'"
+capture = {{ t = 'wait=(\\d+)', bad = 'bad=(\\w+)' }}
+[[steps]]
+name = "a whole number"
+run = "panio serial transact ${{target}} 'echo ok' --until '{PROMPT}$' --timeout-ms ${{t}}"
+[[steps]]
+name = "no whole number"
+run = "panio serial transact ${{target}} 'echo ok' --until '{PROMPT}$' --timeout-ms=${{bad}}"
+expect_exit = 2
+expect_output = "--timeout-ms got '5s' from a captured variable: it must be a whole number"
+"""
+    r = panio("job", "run", job_file(tmp_path, body), "--json", timeout=120)
+    job = r.json()
+    assert (job["health"], job["result"]) == ("complete", "passed"), r.out
+    steps = panio("job", "status", str(job["id"]), "--json").json()["steps"]
+    assert steps[0]["captured"] == {"t": "5000", "bad": "5s"}
+    assert [s["status"] for s in steps] == ["pass", "pass", "pass"], steps
 
 
 def test_a_capture_stopped_during_a_step_is_worded_as_panios_capture_and_is_the_labs(bench, panio, tmp_path):

@@ -262,7 +262,7 @@ from bench_agent.results.store import ResultStore
 from bench_agent.jobs.runner import JobRunner
 store = ResultStore("sqlite:///{tmp_path / 'r.db'}")
 steps = [{{"name": "hook", "argv": ["power", "set", "-t", "pico", "--cycle-cmd", "sh -c 'touch {mark}'"],
-          "run": {{"command": "power.set", "opts": {{"target": "pico", "cycle_cmd": "sh -c 'touch {mark}'"}}}},
+          "run": {{"op": "power.set", "args": {{"target": "pico", "cycle_cmd": "sh -c 'touch {mark}'"}}}},
           "command": "x", "timeout_s": 30, "expect_exit": [0]}},
          {{"name": "old", "argv": ["power", "set", "-t", "pico"], "command": "y", "timeout_s": 30, "expect_exit": [0]}}]
 job_id = store.create_job("evil", "pico", None, {{}})

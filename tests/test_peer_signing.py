@@ -172,8 +172,8 @@ def test_a_forged_job_payload_runs_no_hook(lab, host, marks, app_signed_by):
     store = host.store()
     evil = marks / "job-evil"
     step = {"name": "cycle", "argv": ["power-cycle", "t1"], "command": "panio power-cycle t1", "timeout_s": 20,
-            "run": {"command": "power.cycle", "opts": {"target": "t1", "power": {"cycle_cmd": f"touch {evil}"},
-                                                       "sense": None, "level": None}},
+            "run": {"op": "power.cycle", "args": {"target": "t1", "power": {"cycle_cmd": f"touch {evil}"},
+                                                  "sense": None, "level": None}},
             "expect_exit": [0], "capture": {}}
     results = []
     for target, host_name in (("t1", "h1"), ("t2", "h1")):

@@ -109,9 +109,9 @@ def test_every_runtime_command_plans_to_a_body_for_a_job(tmp_path, monkeypatch):
     assert set(SAMPLES) == set(runtime_handlers()), "give each runtime command a sample line here"
     for name, line in SAMPLES.items():
         run = spec._plan(line.split(), spec._lenient_parser(), lab, "pico")
-        assert run["command"] != "system.fail", f"`{line}` failed to plan: {run['opts']['error']}"
-        assert json.loads(json.dumps(run["opts"])) == run["opts"], f"`{line}`: opts are not plain data"
-        commands.body(run["command"])  # registered, in the group the name says
+        assert run["op"] != "system.fail", f"`{line}` failed to plan: {run['args']['error']}"
+        assert json.loads(json.dumps(run["args"])) == run["args"], f"`{line}`: args are not plain data"
+        commands.body(run["op"])  # registered, in the group the name says
 
 
 def test_a_job_step_reaches_only_its_targets_host(tmp_path):
@@ -121,11 +121,11 @@ def test_a_job_step_reaches_only_its_targets_host(tmp_path):
     (tmp_path / "lab.toml").write_text(LAB + '\n[targets.far]\nhost = "bench1"\n')
     lab = load(str(tmp_path / "lab.toml"))
     doctor = spec._plan(["doctor"], spec._lenient_parser(), lab, "pico")
-    assert [t["name"] for t in doctor["opts"]["targets"]] == ["pico"]  # not far: its host is not the step's
+    assert [t["name"] for t in doctor["args"]["targets"]] == ["pico"]  # not far: its host is not the step's
     for line in ("doctor far", "discover --host bench1", "configure pi2 --host bench1"):
         run = spec._plan(line.split(), spec._lenient_parser(), lab, "pico")
-        assert run["command"] == "system.fail" and "in a job step would run on pico's host" in \
-            run["opts"]["error"]["message"], line
+        assert run["op"] == "system.fail" and "in a job step would run on pico's host" in \
+            run["args"]["error"]["message"], line
 
 
 # -- a step's output is the CLI's --------------------------------------------------------------------

@@ -65,8 +65,8 @@ def test_every_declared_parameter_reaches_the_operation(planned, line, op):
         value, words = _value(param)
         flag = action.option_strings[-1] if param.kind is not bool else action.option_strings[0]
         step = plan(base + [flag, *words] + TAILS.get(line, []))
-        assert step.opts.get(param.name) == value, (line, flag, step.opts)
-        assert "command" not in step.opts, step.opts  # the parser's own word is no parameter (hid.send's)
+        assert step.args.get(param.name) == value, (line, flag, step.args)
+        assert "command" not in step.args, step.args  # the parser's own word is no parameter (hid.send's)
 
 
 def _subparser(parser, words: list[str]):

@@ -6,17 +6,22 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from jobhelp import job_file
 
+from bench_agent.errors import UsageError
 from bench_agent.jobs import lab_probe
-from bench_agent.jobs.steps import kind, reads_console, switches_power
+from bench_agent.jobs.steps import bind, kind, reads_console, switches_power
 
 
 def _planned(panio, tmp_path, runs: list[str]) -> list[dict]:
+    return _planned_body(panio, tmp_path, 'target = "pico"\n' + "".join(f'[[steps]]\nrun = "{run}"\n' for run in runs))
+
+
+def _planned_body(panio, tmp_path, body: str) -> list[dict]:
     from controller.jobs import spec
     from controller.lab import load
 
-    body = 'target = "pico"\n' + "".join(f'[[steps]]\nrun = "{run}"\n' for run in runs)
     os.environ["PANIO_STATE_DIR"] = panio.env["PANIO_STATE_DIR"]
     job = spec.load(Path(job_file(tmp_path, body)))
     return spec.plan_steps(spec.compile_steps(job), load(str(panio.lab)), "pico")
@@ -40,17 +45,15 @@ def test_a_steps_kind_is_the_command_it_compiled_to(panio, tmp_path):
 def test_the_words_of_a_step_do_not_decide_its_kind():
     """A step's ``argv`` is what the user wrote; what it runs is its plan. A step whose words read `power off`
     but whose plan failed (the target has no power: ``system.fail``) switched nothing off."""
-    failed = {"argv": ["power", "off", "pico"], "run": {"command": "system.fail", "opts": {}}}
+    failed = {"argv": ["power", "off", "pico"], "run": {"op": "system.fail", "args": {}}}
     deferred = {"argv": ["serial", "wait", "pico", "--iface", "${i}"], "run": {"deferred": ["serial", "wait"]}}
     assert switches_power(failed) is None and not lab_probe.expects_off([failed], 1)
     assert kind(deferred) is None and not reads_console(deferred)  # known once it is planned, as it runs
 
 
-def test_a_whole_variable_gets_the_type_its_option_says_it_has(panio, tmp_path):
-    """`${var}` as a whole option value is typed as the option's own type says (``kind``), not by trying it."""
-    from controller.cli.common import number, spec_type
-    from controller.jobs.spec import _kind_of
-
+def test_a_step_compiles_to_its_operation_and_arguments_and_no_type_travels_beside_them(panio, tmp_path):
+    """`${var}` as a whole argument stays a placeholder in ``args``; the payload says no type for it (the
+    operation's spec does, when the step runs: ``bind``)."""
     panio("init")
     panio("target", "add", "pico")
     panio("serial", "add", "console", "-t", "pico", "--device", "/dev/null")
@@ -59,12 +62,58 @@ def test_a_whole_variable_gets_the_type_its_option_says_it_has(panio, tmp_path):
             "panio video wait pico --text x --threshold ${e}"]
     body = 'target = "pico"\n[[steps]]\nrun = "%s"\ncapture = { e = "(1)" }\n' % runs[0]
     body += "".join(f'[[steps]]\nrun = "{run}"\n' for run in runs[1:])
-    from controller.jobs import spec
-    from controller.lab import load
+    steps = _planned_body(panio, tmp_path, body)
+    assert [set(s["run"]) for s in steps] == [{"op", "args"}] * 3
+    assert steps[1]["run"]["op"] == "serial.wait" and steps[1]["run"]["args"]["timeout_ms"] == "${e}"
+    assert bind(steps[1]["run"], {"e": "1500"})["timeout_ms"] == 1500
+    assert bind(steps[1]["run"], {"e": "1500"})["epoch"] == 1500
+    assert bind(steps[2]["run"], {"e": "0.5"})["threshold"] == 0.5
+    with pytest.raises(UsageError, match=r"--epoch got '1.5' from a captured variable: it must be a whole number"):
+        bind(steps[1]["run"], {"e": "1.5"})
+    with pytest.raises(UsageError, match=r"--threshold got 'high' from a captured variable: it must be a number"):
+        bind(steps[2]["run"], {"e": "high"})
+
+
+def test_a_captured_number_for_a_commands_own_option_is_refused_when_the_job_is_planned(panio, tmp_path):
+    """`ping --count ${n}`: --count is ping's own option, not a parameter of system.ping's spec, so nothing would
+    make the captured text a number when the step runs. Refused before the job is created, naming the flag."""
+    panio("init")
+    panio("target", "add", "pico")
+    body = ('target = "pico"\n[[steps]]\nrun = "ping pico"\ncapture = { n = "seq=(1)" }\n'
+            '[[steps]]\nrun = "ping pico --count ${n}"\n')
+    path = job_file(tmp_path, body)
+    panio("job", "check", path)  # the file is well formed; its plan for a target is what cannot be
+    r = panio.fails("job", "run", path, code=2)
+    assert "`--count ${n}`: --count is the command's own option, not a parameter of system.ping" in r.err, r.err
+    assert panio("job", "list", "--json").json() == []  # nothing was created
+    from controller.cli.common import number, positive_int
+    from controller.jobs.spec import _kind_of
+
+    assert _kind_of(positive_int) == "int" and _kind_of(number(float, 0)) == "float"  # what makes it a number
+
+
+def test_a_payload_of_the_previous_form_still_runs(panio, tmp_path):
+    """A job queued by the previous panio (``run = {"command", "opts", "typed"}``, kept in the database or a
+    sealed message) is the same step: its kind, its arguments and its run through the job runner."""
+    from bench_agent.jobs.runner import JobRunner
+    from bench_agent.jobs.steps import normalised
+    from bench_agent.leases.file_store import FileLeaseStore
+    from bench_agent.results.store import ResultStore
+
+    old = {"command": "system.ping", "opts": {"target": "pico", "host": None, "count": 2, "interval_s": 0.0,
+                                             "json": False}, "typed": {}}
+    assert normalised(old) == {"op": "system.ping", "args": old["opts"]}
+    assert kind({"run": {"command": "power.cycle", "opts": {}}}) == "power.cycle"
+    assert normalised({"deferred": ["ping", "${t}"]}) == {"deferred": ["ping", "${t}"]}
+    captured = {"command": "serial.wait", "opts": {"timeout_ms": "${t}"}, "typed": {"timeout_ms": "int"}}
+    assert bind(normalised(captured), {"t": "250"}) == {"timeout_ms": 250}  # the spec types it, as typed did
 
     os.environ["PANIO_STATE_DIR"] = panio.env["PANIO_STATE_DIR"]
-    job = spec.load(Path(job_file(tmp_path, body)))
-    steps = spec.plan_steps(spec.compile_steps(job), load(str(panio.lab)), "pico")
-    assert steps[1]["run"]["typed"] == {"epoch": "int", "timeout_ms": "int"}
-    assert steps[2]["run"]["typed"] == {"threshold": "float"}
-    assert _kind_of(number(float, 0)) == "float" and _kind_of(spec_type("video.wait", "threshold")) == "float"
+    store = ResultStore(f"sqlite:///{tmp_path / 'r.db'}")
+    step = {"name": "ping", "argv": ["ping", "pico", "--count", "2"], "command": "panio ping pico --count 2",
+            "timeout_s": 30, "expect_exit": [0], "expect_output": "seq=2", "capture": {}, "run": old}
+    job_id = store.create_job("old", "pico", None, {})
+    payload = {"job_id": job_id, "name": "old", "target": "pico", "steps": [step], "timeout_s": None}
+    out = JobRunner(store, FileLeaseStore(str(tmp_path / "leases")), "t").run(payload)
+    assert (out["health"], out["result"]) == ("complete", "passed"), out
+    assert "pico (local): seq=2" in store.job(job_id)["steps"][0]["output"]

@@ -1,10 +1,13 @@
 """Run one job step: a compiled runtime command, in this process, bounded in time, judged by its expectations.
 
-``job check`` compiled the step's command line to ``{"command", "opts"}``
-(``bench_agent.commands``): the body the CLI runs for the same command line,
-with the lab's configuration already in ``opts``. ``${var}`` placeholders stay
-in ``opts`` until the step runs (``bind``); ``typed`` says which options were a
-whole ``${var}`` and what type the command line would have made of them.
+When the job was created, the step's command line was compiled to
+``run = {"op": NAME, "args": {...}}`` (``controller.jobs.spec``): the body the
+CLI runs for the same command line (``bench_agent.commands``), named by its
+operation, with the lab's configuration already in ``args``. ``${var}``
+placeholders stay in ``args`` until the step runs (``bind``); a whole
+``${var}`` then becomes the kind the operation's spec gives that parameter.
+A payload an older panio wrote (``{"command", "opts", "typed"}``) is read as
+the same step (``normalised``).
 
 ``execute`` runs the body in a thread of its own, with the lease token in
 every request, and records what it prints (stdout and stderr, in order, as the
@@ -31,20 +34,28 @@ STOP_CHECK_S = 0.25  # how often a running step asks whether it was canceled (a 
 # A job's moments, for `serial wait --since-step`/`--since-job` (a `panio` a step's own script runs inside a
 # job reads them from its environment; the job's own steps get them as the body's context).
 from bench_agent.jobs import JOB_STARTED_ENV, PREVIOUS_STEP_ENV  # noqa: E402,F401 - said once, in the package
-_CONVERT = {"int": int, "float": float}
-_KIND_WORDS = {"int": "a whole number", "float": "a number"}
 
 
 POWER_SWITCHES = {"power.on": "on", "power.off": "off", "power.cycle": "cycle"}
 
 
+def normalised(run: dict[str, Any]) -> dict[str, Any]:
+    """A step's ``run`` as this panio writes it, ``{"op", "args"}`` (or ``{"deferred": argv}``). An older panio
+    wrote ``{"command", "opts", "typed"}`` (a job queued before an upgrade, a sealed message kept in the
+    database): the same step, read here, the one place that knows the old form. Its ``typed`` is not needed:
+    the operation's spec types the step's arguments (``bind``)."""
+    if "command" not in run or "op" in run:
+        return run
+    return {"op": run["command"], "args": run.get("opts") or {}}
+
+
 def kind(step: dict) -> str | None:
-    """What a planned step does: the runtime command its command line compiled to (``power.off``,
-    ``serial.watch``: ``run["command"]``, the body named as its operation), never its words. The one place a
-    job step's kind is read (the lab probe, the power watch, the health gate). None while it is ``deferred``
-    (a captured value names what only the lab resolves: it is planned when it runs, ``planned``)."""
-    run = step.get("run") or {}
-    return None if "deferred" in run else run.get("command")
+    """What a planned step does: the operation its command line compiled to (``power.off``, ``serial.watch``:
+    ``run["op"]``), never its words. The one place a job step's kind is read (the lab probe, the power watch,
+    the health gate). None while it is ``deferred`` (a captured value names what only the lab resolves: it is
+    planned when it runs, ``planned``)."""
+    run = normalised(step.get("run") or {})
+    return None if "deferred" in run else run.get("op")
 
 
 def switches_power(step: dict) -> str | None:
@@ -76,18 +87,38 @@ def known_variables(job_id: int, target: str) -> dict[str, str]:
 
 
 def bind(run: dict[str, Any], variables: dict[str, str]) -> dict[str, Any]:
-    """The step's ``opts`` with every ``${var}`` filled; a whole-``${var}`` option gets the type the command
-    line would have given it (``run["typed"]``), and a value that is not of that type is a usage error."""
-    opts = _fill(run.get("opts", {}), variables)
-    for key, kind in (run.get("typed") or {}).items():
-        value = opts.get(key)
-        if isinstance(value, str) and kind in _CONVERT:
-            try:
-                opts[key] = _CONVERT[kind](value)
-            except ValueError:
-                raise UsageError(f"--{key.replace('_', '-')} got {value!r} from a captured variable: "
-                                 f"it must be {_KIND_WORDS[kind]}", argument=key) from None
-    return opts
+    """The step's ``args`` with every ``${var}`` filled. A whole-``${var}`` argument becomes the kind its
+    operation's spec gives that parameter (int, float: ``spec_param``), as the command line would have made it;
+    a value that is not of that kind is a usage error naming the flag."""
+    given = run.get("args") or {}
+    args = _fill(given, variables)
+    for name, template in given.items():
+        if isinstance(template, str) and VAR_RE.fullmatch(template):
+            param = spec_param(run["op"], name)
+            if param is not None and param.kind in (int, float):
+                args[name] = _number(param, args[name])
+    return args
+
+
+def spec_param(op: str, name: str):
+    """Parameter ``name`` of operation ``op``'s spec (a ``bench_agent.ops.Param``), or None: not one of its
+    parameters, or ``op`` names a body that is no single operation (``hardware.doctor``, ``system.print``)."""
+    from bench_agent import ops
+
+    try:
+        return ops.spec(op).param(name)
+    except UsageError:
+        return None
+
+
+def _number(param, value: str) -> int | float:
+    from bench_agent.ops.spec import _KINDS  # the spec's own words for its kinds
+
+    try:
+        return param.kind(value)
+    except ValueError:
+        raise UsageError(f"{param.cli_flag} got {value!r} from a captured variable: it must be "
+                         f"{_KINDS[param.kind]}", argument=param.name) from None
 
 
 def _fill(value: Any, variables: dict[str, str]) -> Any:
@@ -102,17 +133,18 @@ def _fill(value: Any, variables: dict[str, str]) -> Any:
 
 def planned(target: str, run: dict, variables: dict[str, str],
             planner: Callable[[str, list[str]], dict] | None) -> dict:
-    """The step's ``run``; a ``deferred`` one (a captured value names what only the lab resolves, as in
+    """The step's ``run`` (``normalised``); a ``deferred`` one (a captured value names what only the lab resolves, as in
     ``target show ${board}``) is planned now by ``planner``, where the lab file is (``panio job run``)."""
     from bench_agent import commands
     from bench_agent.errors import Refused
 
+    run = normalised(run)
     if "deferred" not in run:
-        if run.get("command") not in commands.BODIES:
+        if run.get("op") not in commands.BODIES:
             try:
-                commands.body(run.get("command") or "")
+                commands.body(run.get("op") or "")
             except UsageError:
-                raise Refused(f"the step names {run.get('command')!r}, which is not a runtime command: a job "
+                raise Refused(f"the step names {run.get('op')!r}, which is not a runtime command: a job "
                               "step never edits the lab file, configures a hook or manages jobs",
                               hint="see `panio job check` and docs/jobs.md") from None
         return run

@@ -1,11 +1,13 @@
 """Runtime commands on the CLI: plan (command line + lab file -> plain data), then run the body.
 
 A runtime command's handler is a *plan*: it reads the lab and returns a
-``Step`` (the body's name, the target and plain-data ``opts``). ``@runtime``
+``Step`` (the operation it runs, the target and the plain-data ``args`` of its
+body). ``@runtime``
 turns the plan into the argparse handler, which runs the body
 (``bench_agent.commands``) with this process's dispatcher and the terminal.
-``job check`` calls the same plan to compile a job step into the payload, and
-the worker runs the same body: one plan, one body, whatever the road.
+A job calls the same plan to compile a step into its payload (``{"op", "args"}``,
+``Step.payload``), and the worker runs the same body: one plan, one body,
+whatever the road.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ if TYPE_CHECKING:
 
 
 class Step:
-    """What a runtime command does, planned: run body ``command`` for ``target`` with ``opts``.
+    """What a runtime command does, planned: run the body of ``op`` for ``target`` with ``args``. ``op`` names
+    the operation the body carries out (``power.cycle``; a body that is no single operation has a name of the
+    same form: ``hardware.doctor``, ``system.print``); ``args`` are the body's, the operation's parameters
+    among them by their spec's names (``spec_args``), with what the lab resolved (the channel's configuration).
 
     ``hosts``: op -> the host it runs on, when not the target's. ``override``: the command's words when it
     may act under --override (serial watch/stop). ``route``: for a target-less step whose operations go to
@@ -33,11 +38,11 @@ class Step:
     job's operations run on its target's host. (A plain class, not a dataclass: dataclasses imports
     inspect, a tenth of an interpreter's start-up.)"""
 
-    __slots__ = ("command", "target", "opts", "hosts", "override", "route")
+    __slots__ = ("op", "target", "args", "hosts", "override", "route")
 
-    def __init__(self, command: str, target: str | None, opts: dict[str, Any], hosts: dict[str, Any] | None = None,
+    def __init__(self, op: str, target: str | None, args: dict[str, Any], hosts: dict[str, Any] | None = None,
                  override: str | None = None, route: Callable[[str, dict[str, Any]], str | None] | None = None) -> None:
-        self.command, self.target, self.opts = command, target, opts
+        self.op, self.target, self.args = op, target, args
         self.hosts = {} if hosts is None else hosts
         self.override, self.route = override, route
 
@@ -48,8 +53,9 @@ class Step:
         return "Step(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
 
     def payload(self) -> dict[str, Any]:
-        """The step as a job payload carries it (plain data; the worker runs it on the target's host)."""
-        return {"command": self.command, "opts": self.opts}
+        """The step as a job payload carries it, ``{"op", "args"}`` (the worker runs it on the target's host;
+        ``bench_agent.jobs.steps`` reads it). No parameter's type travels beside it: the operation's spec says it."""
+        return {"op": self.op, "args": self.args}
 
 
 class Terminal(Output):
@@ -100,7 +106,7 @@ def run_step(lab: Any, step: Step, args: argparse.Namespace | None = None, out: 
 
     out = out or Terminal()
     if step.override is None or args is None:
-        commands.run(step.command, call, step.opts, out, context_from_env())
+        commands.run(step.op, call, step.args, out, context_from_env())
         return
     from controller.jobs import overrides
 
@@ -111,7 +117,7 @@ def run_step(lab: Any, step: Step, args: argparse.Namespace | None = None, out: 
             finally:
                 overrides.settle(record)  # what it prints names the job whose lease the host overrode
 
-        commands.run(step.command, acted, {**step.opts, "override": record}, out, context_from_env())
+        commands.run(step.op, acted, {**step.args, "override": record}, out, context_from_env())
 
 
 def spec_args(args: argparse.Namespace, op: str) -> dict[str, Any]:
@@ -151,7 +157,7 @@ def on_job_host(args: argparse.Namespace, lab: Any, command: str) -> None:
 
 
 def printed(handler: Callable[[argparse.Namespace], Any], args: argparse.Namespace, lab: Any) -> dict[str, Any]:
-    """What a ``static`` command prints for ``args`` against ``lab``, as a ``system.print`` step's opts."""
+    """What a ``static`` command prints for ``args`` against ``lab``, as a ``system.print`` step's args."""
     import contextlib
     import io
 

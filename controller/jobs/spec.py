@@ -28,12 +28,13 @@ file, configures a hook or manages jobs.
 When a job is created for a target, each step is *planned* (``plan_steps``):
 its command line is parsed again and handed to the command's own plan (the
 CLI handler's ``plan``, ``controller.cli.runtime``), which resolves the
-target's channels from the lab into plain-data ``opts``. The payload carries
-``run = {"command", "opts", "typed"}``; the worker runs that body
-(``bench_agent.commands``) with no lab file. A ``${var}`` captured by an
-earlier step stays a placeholder in ``opts`` until the step runs; ``typed``
-says which options were a whole ``${var}`` and the type the command line gives
-them. A plan that fails (a channel the target lacks) becomes a step that fails
+target's channels from the lab into plain-data ``args``. The payload carries
+``run = {"op", "args"}`` (``controller.cli.runtime.Step.payload``); the worker
+runs that operation's body (``bench_agent.commands``) with no lab file. A
+``${var}`` captured by an earlier step stays a placeholder in ``args`` until the
+step runs, and a whole ``${var}`` then becomes the kind the operation's spec
+gives that parameter (``bench_agent.jobs.steps.bind``): no type travels beside
+it. A plan that fails (a channel the target lacks) becomes a step that fails
 the same way when it runs, as it did when each step was a ``panio`` child.
 """
 
@@ -198,7 +199,8 @@ def _parse_against_cli(job: dict, idx: int, argv: list[str], parser) -> None:
 class _Captured(str):
     """A whole ``${var}`` argument at check time: its value exists only when the step runs, and is checked then
     (type, bounds, choices). At check time it stands in as "1" and passes any type and choice; when a step is
-    planned it stays ``${var}``, and ``kind`` records the type its option's converter makes ("int", "float")."""
+    planned it stays ``${var}``, and ``kind`` records the type its option's converter makes ("int", "float"):
+    a number the operation's spec does not type cannot come from a variable (``_spec_typed``)."""
 
     kind = "str"
 
@@ -320,7 +322,7 @@ def planner(lab: Lab):
 
 
 def plan_steps(steps: list[dict], lab: Lab, target: str) -> list[dict]:
-    """``steps`` (from ``compile_steps``) with what each runs on ``target``: ``run = {command, opts, typed}``."""
+    """``steps`` (from ``compile_steps``) with what each runs on ``target``: ``run = {op, args}``."""
     parser = _lenient_parser()
     return [{**step, "run": _plan(step["argv"], parser, lab, target)} for step in steps]
 
@@ -345,21 +347,41 @@ def _plan(argv: list[str], parser, lab: Lab, target: str) -> dict:
     if getattr(args, "override", False):
         err = Refused("--override is for an operator beside a job; a job step already holds its target's lease",
                       hint="drop --override and --reason from the step")
-        return {"command": "system.fail", "opts": {"error": err.to_json()}}
+        return {"op": "system.fail", "args": {"error": err.to_json()}}
     if getattr(args.func, "static", False):
         if variable:  # what it prints depends on a value captured when the job runs
             return {"deferred": argv}
         from controller.cli.runtime import printed
 
-        return {"command": "system.print", "opts": printed(args.func, args, lab)}
+        return {"op": "system.print", "args": printed(args.func, args, lab)}
     try:
         planned = args.func.plan(args, lab)
     except PanioError as err:  # fails when the step runs, as the command would (the lab's fault: incomplete)
         if variable:  # a captured value names what the lab resolves (an interface, an action): plan it then
             return {"deferred": argv}
-        return {"command": "system.fail", "opts": {"error": err.to_json()}}
-    typed = {k: v.kind for k, v in planned.opts.items() if isinstance(v, _Captured) and v.kind != "str"}
-    return {"command": planned.command, "opts": json.loads(json.dumps(planned.opts)), "typed": typed}
+        return {"op": "system.fail", "args": {"error": err.to_json()}}
+    _spec_typed(planned, words)
+    return json.loads(json.dumps(planned.payload()))
+
+
+def _spec_typed(planned, words: list[str]) -> None:
+    """Refuse a whole ``${var}`` given to a number that is not a number parameter of the step's operation
+    (``ping --count``, ``serial wait --since-time``: the command's own options). When the step runs, a captured
+    value is made a number by the operation's spec alone (``bench_agent.jobs.steps.bind``), so nothing would
+    make it one there. The job file's fault, said when the job is created, before anything runs."""
+    from bench_agent.jobs.steps import spec_param
+
+    for name, value in planned.args.items():
+        if not isinstance(value, _Captured) or value.kind == "str":
+            continue
+        param = spec_param(planned.op, name)
+        if param is None or param.kind not in (int, float):
+            flag = next((words[i - 1] for i, w in enumerate(words)
+                         if w is value and i and words[i - 1].startswith("-")), name)
+            raise UsageError(f"`{flag} {value}`: {flag} is the command's own option, not a parameter of "
+                             f"{planned.op}: a captured variable cannot give it a number (only an operation's "
+                             "parameter is typed when the step runs)", hint=f"write {flag}'s value in the job file",
+                             argument=name)
 
 
 def select_targets(job: dict, lab: Lab, override: str | None) -> list[str]:
