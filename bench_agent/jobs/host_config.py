@@ -13,7 +13,7 @@ against it in ``bench_agent.ops.call`` before anything runs:
   action's command, the netboot table with its hook backends, a serial
   interface, the video and HID devices, a doctor's target table — is taken
   from the host's file. A message may repeat it (the job payload's step
-  ``opts`` keep the shape the CLI uses), but a value that differs from the
+  ``args`` keep the shape the CLI uses), but a value that differs from the
   host's is refused, whatever the message's signature;
 * an operation whose function takes configuration this module does not know
   how to check is refused over the broker altogether (nothing new fails open).
