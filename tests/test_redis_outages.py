@@ -97,8 +97,10 @@ def test_a_steps_lease_check_waits_for_redis_for_as_long_as_the_lease_may_hold(a
     with pytest.raises(leases.Refused, match="lost: its store stayed out of reach") as lost:
         call("action.run", mark)
     waited_s = time.monotonic() - started
-    # a guard's check of a request naming no lab reads two keys, each tried for RETRY_S: the last try's overrun
-    assert may_hold_s - 0.5 <= waited_s <= may_hold_s + 2 * RETRY_S + 1.5, (may_hold_s, waited_s, lost.value)
+    # said lost as the TTL runs out, not late: a guard's check of a request naming no lab reads two keys, each
+    # retried for RETRY_S, and a try begun just before the TTL's end said it up to ~6 s after (each try now
+    # gives up at the wait's end: ``leases.base.gives_up``)
+    assert may_hold_s - 0.5 <= waited_s <= may_hold_s + 1.0, (may_hold_s, waited_s, lost.value)
     assert lease.lost and marks.read_text() == "x\nx\nx\n"
     assert any("the lease on 't1'" in r.getMessage() and "is lost" in r.getMessage() for r in caplog.records)
     aof_redis.start()

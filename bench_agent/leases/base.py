@@ -63,6 +63,16 @@ from bench_agent.jobs import TOKEN_ENV  # noqa: E402,F401 - said once, in the pa
 
 
 LEASE_WAIT_S = 30.0  # how long a check of a lease with no TTL (not kept) waits for its store out of reach
+# While a lease is ridden out (``Lease.riding_out``), the wait's end and its ``should_stop``, in the waiting thread:
+# a store call made meanwhile stops retrying at either (``gives_up``), so one try never outlasts the wait
+_PATIENCE = threading.local()
+
+
+def gives_up() -> bool:
+    """Whether a lease store's call retrying now (its store out of reach) should stop: the lease ridden out in this
+    thread may no longer be held (the wait's end), or the wait was told to stop (a cancel, the job's deadline)."""
+    until, stop = getattr(_PATIENCE, "until", None), getattr(_PATIENCE, "stop", None)
+    return (until is not None and time.monotonic() >= until) or (stop is not None and bool(stop()))
 
 
 def lab_prefix(prefix: str, lab_key: str | None) -> str:
@@ -176,8 +186,15 @@ class Lease:
         from bench_agent import outage
 
         left_s = self.held_for_s()
+        wait_s = LEASE_WAIT_S if left_s is None else left_s
+        # each try gives up at the wait's end too: a try (a guard's check naming no lab reads two keys, each
+        # retried for ``RETRY_S``) that began just before it said "lost" up to ~6 s after the lease's TTL
+        outer = getattr(_PATIENCE, "until", None), getattr(_PATIENCE, "stop", None)
+        until = time.monotonic() + wait_s
+        _PATIENCE.until = until if outer[0] is None else min(until, outer[0])
+        _PATIENCE.stop = should_stop if outer[1] is None else (lambda: should_stop() or outer[1]())
         try:
-            return outage.patiently(func, outages, should_stop, LEASE_WAIT_S if left_s is None else left_s, only)
+            return outage.patiently(func, outages, should_stop, wait_s, only)
         except Unreachable as err:
             if should_stop() or outage.service_down(err) is None or (only is not None and not only(err)):
                 raise
@@ -188,6 +205,8 @@ class Lease:
             raise Refused(f"lease on {self.target!r} lost: its store stayed out of reach for longer than it could "
                           f"hold the lease{ttl}: {err.message}", target=self.target,
                           service=outage.service_down(err)) from None
+        finally:
+            _PATIENCE.until, _PATIENCE.stop = outer
 
     def _retake(self, token: int) -> bool:
         """The lease with ``token`` is no longer in the store: take it again when the store can prove nobody else

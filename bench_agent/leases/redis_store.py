@@ -17,7 +17,7 @@ import uuid
 
 from bench_agent.errors import Refused, Unreachable
 from bench_agent.leases.cache import LeaseCache
-from bench_agent.leases.base import Claim, Lease, lab_prefix, redact
+from bench_agent.leases.base import Claim, Lease, gives_up, lab_prefix, redact
 
 RETRY_S = 3.0  # how long a Redis call keeps retrying (a restart) before it fails as unreachable
 
@@ -77,13 +77,14 @@ class RedisLeaseStore:
         return f"{self.prefix}lease:{target}"
 
     def call(self, func, *args, retry_s: float = RETRY_S):
-        """Run one Redis call, riding out a restart of up to ``retry_s`` before calling Redis unreachable."""
+        """Run one Redis call, riding out a restart of up to ``retry_s`` before calling Redis unreachable; less
+        while a lease is ridden out in this thread and its wait ends or stops first (``base.gives_up``)."""
         deadline = time.monotonic() + retry_s
         while True:
             try:
                 return func(*args)
             except self._errors as exc:
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= deadline or gives_up():
                     raise Unreachable(f"Redis at {redact(self.url)} unreachable: {exc}",
                                       hint="check PANIO_REDIS_URL") from None
                 time.sleep(0.2)
