@@ -138,7 +138,7 @@ def number(convert: Callable[[str], Any], minimum: float | None = None, maximum:
         return value
 
     parse.__name__ = noun  # argparse names the type in its messages
-    parse.kind = convert.__name__  # type: ignore[attr-defined]  # what a job step's ${var} becomes (jobs/spec.py)
+    parse.kind = convert.__name__  # type: ignore[attr-defined]  # a whole ${var} in a job step is refused here (jobs/spec.py)
     parse.minimum, parse.maximum, parse.above, parse.bounds = minimum, maximum, above, words  # type: ignore[attr-defined]
     return parse
 
@@ -205,7 +205,7 @@ def spec_type(op: str, name: str) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(err.message.removeprefix(param.name + " ")) from None
 
     parse.__name__ = noun  # argparse names the type in its messages
-    parse.kind = convert.__name__  # type: ignore[attr-defined]  # what a job step's ${var} becomes (jobs/spec.py)
+    parse.kind = convert.__name__  # type: ignore[attr-defined]  # its kind in a job step: the spec types a ${var} (steps.bind)
     parse.spec = True  # type: ignore[attr-defined]  # its help shows its default (parsing.Parser), as its bounds
     if param.minimum is not None or param.maximum is not None:  # shown by add_param with the unit and default
         parse.minimum, parse.maximum, parse.above = param.minimum, param.maximum, False  # type: ignore[attr-defined]
