@@ -87,3 +87,72 @@ def test_a_suites_verdict_waits_for_the_results_database_away_as_it_ends(panio, 
     finally:
         logging.getLogger("panio").removeHandler(heard)
         db.drop()
+
+
+def test_a_queued_suites_verdict_waits_for_the_results_database_away_as_it_ends(panio, tmp_path, receiver,
+                                                                                 monkeypatch):
+    """The broker's road: the suite's jobs queued to a real `panio worker` (the machine's Redis as broker), the
+    suite followed from this process. Its last job ends, failed by the board: the verdict's triage of it reads the
+    results database, away at that instant. The suite waits for it (said once), then sends the verdict with the
+    failed job's triage; before, triage made do and the verdict said "no triage: OperationalError ..."."""
+    from bench_agent.jobs import notify
+    from bench_agent.results.store import ResultStore
+    from controller.jobs import suite
+    from controller.lab import store as labs
+    from peerhelp import SHARED_REDIS, Workers, drop_keys, worker_lab
+
+    db = AwayDatabase()
+    (tmp_path / "w").mkdir()
+    workers = Workers(tmp_path / "w", SHARED_REDIS, PANIO_RESULTS_URL=db.url)
+    heard = _Heard()
+    try:
+        worker_lab(panio, workers)
+        with workers.lab.open("a") as f:
+            f.write(f'\n[[notify]]\nwebhook = "{receiver.url}/suite"\non = ["suite_finished"]\n')
+        for name, value in panio.env.items():  # this process follows the suite: it reads the environment
+            if name.startswith("PANIO_") or name == "HOME":
+                monkeypatch.setenv(name, value)
+        job_file(tmp_path, "name = 'quick'\n[[steps]]\nrun = 'ping ${target} --count 1'\nexpect_output = 'seq=1'\n",
+                 "quick.toml")
+        job_file(tmp_path, "name = 'bad'\n[[steps]]\nrun = 'ping ${target} --count 1'\n"
+                 "expect_output = 'a line the board never prints'\n", "bad.toml")
+        path = Path(job_file(tmp_path, "name = 'night'\ntargets = ['t1']\njobs = ['quick.toml', 'bad.toml']\n",
+                             "night.toml"))
+        workers.start("h1")
+        logging.getLogger("panio").addHandler(heard)
+        ended, away_at = [], []
+
+        def progress_for(target: str):
+            def progress(event: str, data: dict) -> None:
+                if event != "job_end":
+                    return
+                ended.append(data["job_id"])
+                if len(ended) == 2:  # the suite's last verdict is in: the suite's end comes with the database away
+                    db.away()
+                    away_at.append(True)
+                    threading.Thread(target=back, daemon=True).start()
+            return progress
+
+        def back() -> None:
+            heard.said.wait(60)  # away until the suite has said it waits for it
+            db.back()
+
+        data, jobs = suite.run(path, labs.load(panio.lab), progress_for)
+        assert away_at and heard.said.is_set(), heard.lines  # the suite did end with the database away, and waited
+        assert [(j["name"], j["health"], j["result"]) for j in jobs] == \
+            [("quick", "complete", "passed"), ("bad", "complete", "failed")], [j["reason"] for j in jobs]
+        assert notify.drain(20)
+        sent = receiver.bodies("/suite")
+        assert len(sent) == 1 and sent[0]["verdict"] == "the board failed on t1" and sent[0]["total"] == 2, sent
+        assert sorted(j["id"] for j in sent[0]["jobs"]) == sorted(ended)
+        (bad,) = [j for j in sent[0]["jobs"] if j["name"] == "bad"]
+        assert bad["fault"] == "board" and bad["triage"] and not bad["triage"].startswith("no triage"), bad
+        assert any("results database back after" in line for line in heard.lines), heard.lines
+        # nothing lost or run twice: the database holds the two jobs, done once each
+        assert sorted((j["id"], j["state"]) for j in ResultStore(db.url).list_jobs(limit=100)) == \
+            sorted((i, "done") for i in ended)
+    finally:
+        logging.getLogger("panio").removeHandler(heard)
+        workers.stop_all()
+        drop_keys(SHARED_REDIS, workers.env["PANIO_REDIS_PREFIX"])
+        db.drop()

@@ -133,13 +133,16 @@ def run(path: Path, lab: Lab, progress_for, deadline_s: float | None = None, bus
     from bench_agent import outage
 
     # the database away as the suite ends (its triage notes read it): its verdict waits for it, it is not lost
-    outage.patiently(lambda: _tell(lab, data["name"], jobs), outage.Outages(_log.warning, f"suite {data['name']}"),
-                     give_up_s=outage.PATIENCE_S)
+    outages = outage.Outages(_log.warning, f"suite {data['name']}")
+    outage.patiently(lambda: _tell(lab, data["name"], jobs, outages), outages, give_up_s=outage.PATIENCE_S)
     return data, jobs
 
 
-def _tell(lab: Lab, name: str, jobs: list[dict]) -> None:
-    """suite_finished, to the lab's [[notify]] channels (queued; never holds up the suite's verdict)."""
+def _tell(lab: Lab, name: str, jobs: list[dict], outages=None) -> None:
+    """suite_finished, to the lab's [[notify]] channels (queued; never holds up the suite's verdict). A failed
+    job's triage is read through ``outages`` (waited for while the database is away, said once): triage makes
+    do with what it cannot read, so without the wait a verdict sent as the database went said "no triage"."""
+    from bench_agent import outage
     from bench_agent.jobs import notify
 
     passed = [j for j in jobs if (j["health"], j["result"]) == ("complete", "passed")]
@@ -155,8 +158,10 @@ def _tell(lab: Lab, name: str, jobs: list[dict]) -> None:
         verdict += f" on {', '.join(sorted({j['target'] for j in ran if _fault(j) == fault}))}"
     if skipped:
         verdict += f"; {len(skipped)} skipped on {', '.join(sorted({j['target'] for j in skipped}))}"
-    notes = report.triage_notes(backends.results_store(), jobs) if notify.wanted(lab.data.get("notify"),
-                                                                                 "suite_finished") else {}
+    store = backends.results_store()
+    if outages is not None:
+        store = outage.Patient(store, outages)
+    notes = report.triage_notes(store, jobs) if notify.wanted(lab.data.get("notify"), "suite_finished") else {}
     notify.send(lab.data.get("notify"), "suite_finished", {
         "suite": name, "verdict": verdict, "passed": len(passed), "total": len(jobs), "skipped": len(skipped),
         "jobs": [{"id": j["id"], "name": j["name"], "target": j["target"], "health": j["health"],
