@@ -19,7 +19,17 @@ payload: ``job check`` compiled it from the step's command line, and the
 worker runs it without a child ``panio``, a lab file or any stderr to parse.
 
 Bodies live in ``bench_agent/commands/<group>.py`` and register with
-``@command("serial.transact")``; a group is imported on first use.
+``@command("serial.transact", output=SHAPE)``; a group is imported on first use.
+
+``output`` is the JSON Schema of what the body prints with ``out.json``
+(with ``--json``, or always: ``always_json=True``), declared once beside the
+body with ``fields``/``items``/``keyed``: docs/commands.md shows it
+(scripts/cli_reference.py), the MCP tools advertise it as their
+``outputSchema`` and return the JSON as ``structuredContent``, and a test runs
+every command on the simulated bench and validates its output against it.
+Objects stay open for MCP clients (a field added later is no error there);
+the test also fails on a field the shape does not list, unless ``extra`` says
+the object carries more.
 """
 
 from __future__ import annotations
@@ -35,6 +45,8 @@ if TYPE_CHECKING:
 else:
     Call = Body = "Callable"  # names for annotations only: typing stays off the start-up path
 BODIES: dict[str, Body] = {}
+OUTPUTS: dict[str, dict] = {}  # command -> the JSON Schema of what it prints with --json (``output=``)
+ALWAYS_JSON: set[str] = set()  # commands that print their JSON without --json (serial wait, status, evidence)
 
 
 class Output:
@@ -89,16 +101,55 @@ class Recorder(Output):
         return "".join(self.parts)
 
 
-def command(name: str) -> Callable[[Body], Body]:
-    """Register a command's body under ``name`` (``<group>.<verb>``)."""
+def command(name: str, output: dict | None = None, always_json: bool = False) -> Callable[[Body], Body]:
+    """Register a command's body under ``name`` (``<group>.<verb>``), with the shape of its JSON output."""
 
     def register(body: Body) -> Body:
         if name in BODIES and BODIES[name] is not body:
             raise RuntimeError(f"command {name!r} registered twice")
         BODIES[name] = body
+        if output is not None:
+            OUTPUTS[name] = output
+        if always_json:
+            ALWAYS_JSON.add(name)
         return body
 
     return register
+
+
+# -- JSON output shapes, short to write: fields({"pid": ("integer", "its process"), "note?": ("string", "...")})
+
+
+def fields(props: dict[str, tuple], extra: str = "") -> dict:
+    """A JSON object: ``{name: (kind, meaning)}``; a name ending in ``?`` may be absent. A kind is a JSON
+    type (``"integer"``, ``"string|null"``) or a shape (``fields(...)``, ``items(...)``, ``keyed(...)``).
+    ``extra``: the other fields it carries, in words (the lab's table of a channel): it then takes any."""
+    shape = {"type": "object", "properties": {k.rstrip("?"): {**_kind(kind), "description": meaning}
+                                              for k, (kind, meaning) in props.items()},
+             "required": [k for k in props if not k.endswith("?")]}
+    return {**shape, "description": extra, "additionalProperties": True} if extra else shape
+
+
+def items(of: str | dict) -> dict:
+    """A JSON array of ``of`` (a kind, as in ``fields``)."""
+    return {"type": "array", "items": _kind(of)}
+
+
+def keyed(of: str | dict) -> dict:
+    """A JSON object keyed by name (a target's, an interface's), each value ``of``."""
+    return {"type": "object", "additionalProperties": _kind(of)}
+
+
+def maybe(shape: dict) -> dict:
+    """``shape`` or null."""
+    return {**shape, "type": [shape["type"], "null"]}
+
+
+def _kind(of: str | dict) -> dict:
+    if isinstance(of, dict):
+        return of
+    kinds = of.split("|")
+    return {"type": kinds[0] if len(kinds) == 1 else kinds}
 
 
 def body(name: str) -> Body:

@@ -14,14 +14,53 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench_agent.commands import Call, Output, command
+from bench_agent.commands import Call, Output, command, fields, items, keyed, maybe
+from bench_agent.commands.serial import PORT
 from bench_agent.errors import PanioError
 
 MARK = {"ok": "ok     ", "missing": "MISSING", "problem": "PROBLEM", "unchecked": "-      ", "warning": "WARNING"}
 NOTHING = {"status": "unchecked", "channel": "-", "item": "-", "detail": "no channels configured"}
 
+INVENTORY = fields({
+    "serial": (items(PORT), "serial ports"),
+    "video": (items(fields({"device": ("string", "the capture device node"),
+                            "by_id": ("string|null", "its stable by-id path"),
+                            "name": ("string", "what the driver calls it")})), "video capture devices"),
+    "hid": (items(fields({"kind": ("string", "ch9329 (probably) or hidg"), "device": ("string", "its device node"),
+                          "usb?": ("string|null", "USB VID:PID")})), "keyboard/mouse rigs"),
+    "usb": (items(fields({"vid": ("string", "vendor id (hex)"), "pid": ("string", "product id (hex)"),
+                          "bus": ("integer", "USB bus number"), "path": ("string", "bus-port path"), "manufacturer": ("string", "maker"),
+                          "product": ("string", "product name"), "serial": ("string", "serial number"),
+                          "role": ("string", "what panio takes it for (a serial adapter, a rig...), or empty")})),
+            "USB devices"),
+    "network": (items(fields({"interface": ("string", "the link's name"), "mac": ("string", "its MAC address"),
+                              "state": ("string", "operstate (up, down...)"), "carrier": ("boolean", "cable live"),
+                              "usb": ("boolean", "a USB adapter"),
+                              "primary": ("boolean", "carries the default route: never for netboot")})),
+                "network links"),
+    "adb": (maybe(items(fields({"serial": ("string", "the device's adb serial"),
+                                "state": ("string", "device, unauthorized, offline...")}))),
+            "adb devices (null: adb not installed)"),
+})
+ROW = fields({
+    "channel": ("string", "serial, video, hid, power, netboot, host..."),
+    "item": ("string", "the interface, device or hook checked"),
+    "status": ("string", "ok, missing, problem, unchecked or warning"),
+    "detail": ("string", "what was found"),
+})
+DOCTOR = fields({
+    "ok": ("boolean", "nothing missing or wrong (else exit 1 after the report)"),
+    "targets": (keyed(items(ROW)), "each target's rows (and `HOST (host)`'s with --host)"),
+    "broker?": (items(ROW), "the controller's broker checks (warnings only)"),
+})
+CONFIGURE = fields({
+    "target": ("string", "the proposed target's name"),
+    "proposal": ("object", "the target block (serial, netboot, video, adb, host), as lab.toml would hold it"),
+    "written": ("boolean", "always false: configure writes nothing"),
+})
 
-@command("hardware.discover")
+
+@command("hardware.discover", output=INVENTORY)
 def discover(call: Call, opts: dict, out: Output, context: dict) -> None:
     inv = call("system.discover", {})
     if opts.get("json"):
@@ -97,7 +136,7 @@ def to_toml(target: str, block: dict) -> str:
     return doc.as_string()
 
 
-@command("hardware.configure")
+@command("hardware.configure", output=CONFIGURE)
 def configure(call: Call, opts: dict, out: Output, context: dict) -> None:
     target = opts["target"]
     inv = call("system.discover", {})
@@ -114,7 +153,7 @@ def configure(call: Call, opts: dict, out: Output, context: dict) -> None:
     out.say("# nothing was written")
 
 
-@command("hardware.doctor")
+@command("hardware.doctor", output=DOCTOR)
 def doctor(call: Call, opts: dict, out: Output, context: dict) -> None:
     from bench_agent.netboot.settings import effective_root
 

@@ -10,20 +10,34 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench_agent.commands import Call, Output, command
+from bench_agent.commands import Call, Output, command, fields
+from bench_agent.commands.daemon_shapes import SHOW, STOPPED, WATCH
 from bench_agent.errors import UsageError
 
 OPTIONS = ("--json", "--pace-ms")
 
+SENT = fields({
+    "target": ("string", "the target"),
+    "protocol": ("string", "the rig's protocol (ch9329, hidg, qmp)"),
+    "via": ("string", "daemon (the rig's daemon held it) or direct"),
+    "verb": ("string", "key, type, moveabs, click or scroll"),
+    "key?": ("string", "key: the key or chord sent"),
+    "chars?": ("integer", "type: characters typed"),
+    "x?": ("integer", "moveabs: logical x (0..32767)"),
+    "y?": ("integer", "moveabs: logical y (0..32767)"),
+    "button?": ("string", "click: the button"),
+    "notches?": ("integer", "scroll: notches (negative: down)"),
+})
 
-@command("hid.show")
+
+@command("hid.show", output=SHOW)
 def show(call: Call, opts: dict, out: Output, context: dict) -> None:
     from bench_agent.commands.video import show as show_daemon
 
     show_daemon(call, opts, out)
 
 
-@command("hid.serve")
+@command("hid.serve", output=WATCH)
 def serve(call: Call, opts: dict, out: Output, context: dict) -> None:
     target = opts["target"]
     r = call("hid.serve", {"target": target, "hid": opts["hid"]})
@@ -36,7 +50,7 @@ def serve(call: Call, opts: dict, out: Output, context: dict) -> None:
             f"({r['device']})")
 
 
-@command("hid.stop")
+@command("hid.stop", output=STOPPED)
 def stop(call: Call, opts: dict, out: Output, context: dict) -> None:
     r = call("hid.stop", {"target": opts["target"]})
     if opts.get("json"):
@@ -78,7 +92,7 @@ def _trailing_options(flags: dict[str, Any], words: list[str]) -> list[str]:
     return words
 
 
-@command("hid.send")
+@command("hid.send", output=SENT)
 def send(call: Call, opts: dict, out: Output, context: dict) -> None:
     flags = {"json": opts.get("json", False), "pace_ms": opts.get("pace_ms")}
     words = _trailing_options(flags, _leading_options(flags, list(opts["words"])))

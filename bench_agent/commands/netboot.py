@@ -10,11 +10,67 @@ from __future__ import annotations
 import os
 import time
 
-from bench_agent.commands import Call, Output, command
+from bench_agent.commands import Call, Output, command, fields, items
 from bench_agent.errors import Refused
 
+ROOT = fields({
+    "target": ("string", "the target"),
+    "tftp_root": ("string", "the folder served over TFTP"),
+    "exists": ("boolean", "the folder exists"),
+    "interface": ("string", "the control host's link to the target"),
+})
+SERVER = {
+    "target": ("string", "the target"),
+    "pid": ("integer|null", "the server's process (null: not serving)"),
+    "started": ("string|null", "when it started (ISO 8601)"),
+    "server": ("string", "dnsmasq (DHCP+TFTP) or panio (TFTP only)"),
+    "interface": ("string", "the link it serves on"),
+    "address": ("string|null", "the host's address on the link (CIDR)"),
+    "tftp_root": ("string", "the folder served"),
+    "tftp_port": ("integer", "the TFTP port"),
+    "log": ("string", "the server's log file"),
+}
+STARTED = fields({
+    **SERVER,
+    "pid": ("integer", "the server's process"),
+    "already_running": ("boolean", "it was serving before (nothing started)"),
+    "name?": ("string", "the daemon's name (netboot-TARGET)"),
+    "kind?": ("string", "netboot"),
+    "argv?": (items("string"), "the daemon's command line"),
+    "state_dir?": ("string", "the state directory it keeps its files in"),
+})
+STOPPED = fields({
+    "target": ("string", "the target"),
+    "stopped": ("boolean", "a server (or an orphaned dnsmasq) was stopped"),
+    "was_running": ("boolean", "a server was running"),
+    "pid?": ("integer", "the server stopped"),
+    "how?": ("string", "how it ended (SIGTERM, SIGKILL...)"),
+    "orphan_pid?": ("integer|null", "an orphaned dnsmasq reaped (not running)"),
+})
+STATUS = fields({
+    **SERVER,
+    "serving": ("boolean", "the server runs"),
+    "leases": (items(fields({"ip": ("string", "address leased"), "mac": ("string", "the client"),
+                             "hostname": ("string|null", "the name it gave"),
+                             "expires": ("integer", "when the lease ends (epoch s)")})), "DHCP leases (dnsmasq)"),
+    "dhcp": (items(fields({"time": ("string", "log time"), "ip": ("string", "address acknowledged"),
+                           "mac": ("string", "the client"), "hostname": ("string|null", "the name it gave")})),
+             "recent DHCP acknowledgements (--tail)"),
+    "files": (items(fields({"time": ("string", "log time"), "file": ("string", "the path asked for"),
+                            "client": ("string|null", "who asked"), "result": ("string", "sent or not found")})),
+              "recent TFTP requests (--tail)"),
+})
+STAGED = fields({
+    "target": ("string", "the target"),
+    "source": ("string", "the file copied"),
+    "name": ("string", "its name in the TFTP root"),
+    "path": ("string", "where it now is"),
+    "bytes": ("integer", "its size"),
+    "sha256": ("string", "its SHA-256 (hex)"),
+})
 
-@command("netboot.tftp_root")
+
+@command("netboot.tftp_root", output=ROOT)
 def tftp_root(call: Call, opts: dict, out: Output, context: dict) -> None:
     from bench_agent.netboot.settings import effective_root
 
@@ -33,7 +89,7 @@ def tftp_root(call: Call, opts: dict, out: Output, context: dict) -> None:
         out.say(root)
 
 
-@command("netboot.start")
+@command("netboot.start", output=STARTED)
 def start(call: Call, opts: dict, out: Output, context: dict) -> None:
     target = opts["target"]
     info = call("netboot.start", {"target": target, "netboot": opts["netboot"]})
@@ -47,7 +103,7 @@ def start(call: Call, opts: dict, out: Output, context: dict) -> None:
             f"TFTP root {info['tftp_root']} (daemon netboot-{target}, pid {info['pid']})")
 
 
-@command("netboot.stop")
+@command("netboot.stop", output=STOPPED)
 def stop(call: Call, opts: dict, out: Output, context: dict) -> None:
     target = opts["target"]
     result = call("netboot.stop", {"target": target, "force": opts.get("force", False)})
@@ -59,7 +115,7 @@ def stop(call: Call, opts: dict, out: Output, context: dict) -> None:
         out.say(f"netboot for {target}: was not running")
 
 
-@command("netboot.status")
+@command("netboot.status", output=STATUS)
 def status(call: Call, opts: dict, out: Output, context: dict) -> None:
     target = opts["target"]
     st = call("netboot.status", {"target": target, "netboot": opts["netboot"], "tail": opts.get("tail", 10)})
@@ -88,7 +144,7 @@ def _served(st: dict, out: Output) -> None:
         out.say("  no leases or files served yet")
 
 
-@command("netboot.stage")
+@command("netboot.stage", output=STAGED)
 def stage(call: Call, opts: dict, out: Output, context: dict) -> None:
     target = opts["target"]
     staged = call("netboot.stage", {"target": target, "netboot": opts["netboot"], "source": opts["source"],

@@ -10,10 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench_agent.commands import Call, Output, command
+from bench_agent.commands import Call, Output, command, fields, items
 from bench_agent.errors import Refused
 
 DONE = {"on": "switched on", "off": "switched off", "cycle": "power-cycled"}
+STATE = items(fields({
+    "target": ("string", "the target"),
+    "level": ("string|null", "the power level (null: the default, listed first; then each named level)"),
+    "state": ("string", "on, off or unknown (no state_cmd, no sense line)"),
+    "source": ("string|null", "what told: state_cmd, or the sense line (`sense CTS (console)`)"),
+}))
 
 
 def states(call: Call, target: str, power: dict | None, sense: dict | None, level: str | None = None) -> list[dict]:
@@ -78,7 +84,7 @@ def cycle(call: Call, opts: dict, out: Output, context: dict) -> None:
     _switch("cycle", call, opts, out)
 
 
-@command("power.state")
+@command("power.state", output=STATE)
 def state(call: Call, opts: dict, out: Output, context: dict) -> None:
     found = states(call, opts["target"], opts.get("power"), opts.get("sense"), opts.get("level"))
     if opts.get("json"):

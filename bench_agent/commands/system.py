@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import time
 
-from bench_agent.commands import Call, Output, command
+from bench_agent.commands import Call, Output, command, fields, items
 from bench_agent.errors import DeviceError, from_json
 
+PING = fields({
+    "target": ("string", "the target"),
+    "host": ("string", "the control host that answered (local: this machine)"),
+    "count": ("integer", "round trips made"),
+    "times_ms": (items("number"), "each round trip's time, in ms"),
+})
 
-@command("system.ping")
+
+@command("system.ping", output=PING)
 def ping(call: Call, opts: dict, out: Output, context: dict) -> None:
     target, host = opts["target"], opts.get("host") or "local"
     times_ms = []

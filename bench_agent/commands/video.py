@@ -15,10 +15,41 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from bench_agent.commands import Call, Output, command
+from bench_agent.commands import Call, Output, command, fields
+from bench_agent.commands.daemon_shapes import SHOW, STOPPED, WATCH
 from bench_agent.errors import UsageError
 
 WAIT = ("timeout_ms", "stable", "stable_ms", "changed_since")
+
+FRAME = {
+    "target": ("string", "the target"),
+    "hash": ("string", "the frame's hash: pass it as --changed-since to wait for a change"),
+    "signal": ("string", "the capture's signal (ok, no signal...)"),
+}
+SHOT = fields({
+    **FRAME,
+    "width": ("integer", "pixels"),
+    "height": ("integer", "pixels"),
+    "time": ("number", "when the frame was captured (epoch s)"),
+    "png_b64?": ("string", "the PNG, base64 (with -o -)"),
+    "file?": ("string", "the file the PNG was written to"),
+})
+READ = fields({
+    **FRAME,
+    "region": ("string|null", "X,Y,W,H read (null: the whole frame)"),
+    "text": ("string", "the text read (OCR)"),
+    "ocr_ms": ("integer", "how long the OCR took"),
+})
+FOUND = fields({
+    **FRAME,
+    "region": ("string|null", "X,Y,W,H looked at (null: the whole frame)"),
+    "frames": ("integer", "frames looked at"),
+    "elapsed_ms": ("integer", "how long the wait took"),
+    "text?": ("string", "--text: the screen's text (OCR)"),
+    "match": ("string|object|null", "--text: the matched text; --image: x, y, w, h, score, logical [x, y]"),
+    "distance?": ("integer|null", "--text: the edit distance of the match"),
+    "max_distance?": ("integer", "--text: the edit distance allowed (--max-distance)"),
+})
 
 
 def describe(st: dict[str, Any], kind: str = "video") -> str:
@@ -46,7 +77,7 @@ def show(call: Call, opts: dict, out: Output) -> None:
     out.say(f"daemon: {describe(daemon, kind)}")
 
 
-@command("video.show")
+@command("video.show", output=SHOW)
 def show_video(call: Call, opts: dict, out: Output, context: dict) -> None:
     show(call, opts, out)
 
@@ -55,7 +86,7 @@ def _signal(out: Output, r: dict[str, Any]) -> None:
     out.note(f"signal={r['signal']} hash={r['hash']}")
 
 
-@command("video.watch")
+@command("video.watch", output=WATCH)
 def watch(call: Call, opts: dict, out: Output, context: dict) -> None:
     target = opts["target"]
     r = call("video.watch", {"target": target, "video": opts["video"]})
@@ -68,7 +99,7 @@ def watch(call: Call, opts: dict, out: Output, context: dict) -> None:
     out.say(f"video capture of {target}: {state} (pid {r['pid']}, {r['device']})")
 
 
-@command("video.stop")
+@command("video.stop", output=STOPPED)
 def stop(call: Call, opts: dict, out: Output, context: dict) -> None:
     r = call("video.stop", {"target": opts["target"]})
     if opts.get("json"):
@@ -77,7 +108,7 @@ def stop(call: Call, opts: dict, out: Output, context: dict) -> None:
         out.say(f"stopped the video daemon of {opts['target']} (pid {', '.join(map(str, r['pids']))})")
 
 
-@command("video.shot")
+@command("video.shot", output=SHOT)
 def shot(call: Call, opts: dict, out: Output, context: dict) -> None:
     target = opts["target"]
     r = call("video.shot", {"target": target, **{k: opts.get(k) for k in WAIT}})
@@ -122,7 +153,7 @@ def _write(path: str, png: bytes) -> None:
                          hint="give -o a file in a directory you can write, or -o - for stdout") from None
 
 
-@command("video.read")
+@command("video.read", output=READ)
 def read(call: Call, opts: dict, out: Output, context: dict) -> None:
     r = call("video.read", {"target": opts["target"], **{k: opts.get(k) for k in WAIT}, "region": opts.get("region")})
     _signal(out, r)
@@ -132,7 +163,7 @@ def read(call: Call, opts: dict, out: Output, context: dict) -> None:
         out.say(r["text"])
 
 
-@command("video.wait")
+@command("video.wait", output=FOUND)
 def wait(call: Call, opts: dict, out: Output, context: dict) -> None:
     image = opts.get("image")
     args: dict[str, Any] = {"target": opts["target"], "text": opts.get("text"), "region": opts.get("region"),
