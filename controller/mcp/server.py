@@ -76,6 +76,8 @@ class PanioTools:
         log(f"{tool.name}: {results.command_line(argv)} -> {outcome} in {done.elapsed_s:.2f} s")
         if tool.image and not is_error:
             return _image_result(done.out)
+        if tool.output_schema is not None and not is_error:
+            return _structured_result(text, done.out)
         return _text_result(text, is_error)
 
     def _peek_lab(self) -> Any:
@@ -93,6 +95,17 @@ def _text_result(text: str, is_error: bool) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
 
 
+def _structured_result(text: str, out: str) -> types.CallToolResult:
+    """The command's JSON twice: as text (what a client without outputSchema reads) and as structuredContent."""
+    import json
+
+    try:
+        obj = json.loads(out)
+    except ValueError:  # cut at the capture's limit: no structure to give, so the call cannot succeed as declared
+        return _text_result(f"{text}\n(the output is not the JSON this tool declares: it was cut or malformed)", True)
+    return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=obj, is_error=False)
+
+
 def _image_result(out: str) -> types.CallToolResult:
     """A screenshot: the PNG as image content, then the `signal=<s> hash=<h>` line (video_shot)."""
     import json
@@ -105,7 +118,7 @@ def _image_result(out: str) -> types.CallToolResult:
 
 def _tool(spec: ToolSpec) -> types.Tool:
     return types.Tool(name=spec.name, title=spec.title, description=spec.description,
-                      input_schema=spec.input_schema(),
+                      input_schema=spec.input_schema(), output_schema=spec.output_schema,
                       annotations=types.ToolAnnotations.model_validate(spec.annotations(), by_name=False))
 
 

@@ -84,6 +84,21 @@ class ToolSpec:
         return self.changes_target and ops.spec(self.op).extra.get("idempotent", False)
     image: bool = False  # the command prints JSON with png_b64: the result is MCP image content
 
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """The shape of the JSON the tool's command prints, when its result is that JSON (an object): declared
+        once beside the command's body (``bench_agent.commands.OUTPUTS``; a tool's operation and its command's
+        body share the name). The server advertises it as ``outputSchema`` and returns the JSON as
+        ``structuredContent``, beside the text. None for a tool whose result is text or an image."""
+        if self.op is None or self.image:
+            return None
+        from bench_agent import commands
+
+        commands.body(self.op)  # imports the command's group, which declares its shapes
+        shape = commands.OUTPUTS.get(self.op)
+        prints_json = "--json" in self.command or self.op in commands.ALWAYS_JSON
+        return shape if shape is not None and prints_json and shape["type"] == "object" else None
+
     def arg(self, name: str) -> Arg | None:
         return next((a for a in self.args if a.name == name), None)
 
