@@ -74,17 +74,20 @@ def test_a_step_compiles_to_its_operation_and_arguments_and_no_type_travels_besi
         bind(steps[2]["run"], {"e": "high"})
 
 
-def test_a_captured_number_for_a_commands_own_option_is_refused_when_the_job_is_planned(panio, tmp_path):
+def test_a_captured_number_for_a_commands_own_option_is_refused_by_job_check_and_run(panio, tmp_path):
     """`ping --count ${n}`: --count is ping's own option, not a parameter of system.ping's spec, so nothing would
-    make the captured text a number when the step runs. Refused before the job is created, naming the flag."""
+    make the captured text a number when the step runs. `job check` says so (it plans the steps as a run would),
+    and a run refuses it before the job is created; both name the file, the step and the flag."""
     panio("init")
     panio("target", "add", "pico")
     body = ('target = "pico"\n[[steps]]\nrun = "ping pico"\ncapture = { n = "seq=(1)" }\n'
             '[[steps]]\nrun = "ping pico --count ${n}"\n')
     path = job_file(tmp_path, body)
-    panio("job", "check", path)  # the file is well formed; its plan for a target is what cannot be
-    r = panio.fails("job", "run", path, code=2)
-    assert "`--count ${n}`: --count is the command's own option, not a parameter of system.ping" in r.err, r.err
+    for verb in ("check", "run"):
+        r = panio.fails("job", verb, path, code=2)
+        assert f"{path}: step 2: `--count ${{n}}`: --count is the command's own option, not a parameter of " \
+               "system.ping" in r.err, (verb, r.err)
+        assert r.error["step"] == 2 and r.error["argument"] == "count"
     assert panio("job", "list", "--json").json() == []  # nothing was created
     from controller.cli.common import number, positive_int
     from controller.jobs.spec import _kind_of

@@ -321,10 +321,20 @@ def planner(lab: Lab):
     return lambda target, argv: _plan(argv, _lenient_parser(), lab, target)
 
 
-def plan_steps(steps: list[dict], lab: Lab, target: str) -> list[dict]:
-    """``steps`` (from ``compile_steps``) with what each runs on ``target``: ``run = {op, args}``."""
+def plan_steps(steps: list[dict], lab: Lab, target: str, path: Path | str | None = None) -> list[dict]:
+    """``steps`` (from ``compile_steps``) with what each runs on ``target``: ``run = {op, args}``. A step the
+    plan refuses is the job file's fault: the error names the file (``path``) and the step."""
     parser = _lenient_parser()
-    return [{**step, "run": _plan(step["argv"], parser, lab, target)} for step in steps]
+    out = []
+    for idx, step in enumerate(steps, 1):
+        try:
+            run = _plan(step["argv"], parser, lab, target)
+        except UsageError as err:
+            named = f"step {idx}" + ("" if step["name"] == f"step {idx}" else f" ({step['name']})")
+            raise UsageError(f"{path}: {named}: {err.message}" if path else f"{named}: {err.message}",
+                             hint=err.hint, step=idx, **err.details) from None
+        out.append({**step, "run": run})
+    return out
 
 
 def _plan(argv: list[str], parser, lab: Lab, target: str) -> dict:
@@ -425,7 +435,7 @@ def payload(job: dict, steps: list[dict], target: str, job_id: int, lab: Lab, fo
 
     data = job["data"]
     table = lab.target(target)
-    return {"job_id": job_id, "name": data["name"], "target": target, "steps": plan_steps(steps, lab, target),
+    return {"job_id": job_id, "name": data["name"], "target": target, "steps": plan_steps(steps, lab, target, job["path"]),
             "lab_key": lab.key,  # the host keeps the target's captures and leases per lab (bench_agent.paths)
             "target_config": target_config(lab, target, for_worker),
             "timeout_s": data.get("timeout_s"), "lease_wait_s": data.get("lease_wait_s", 300),

@@ -237,7 +237,9 @@ def submit(args: argparse.Namespace) -> None:
 def check(args: argparse.Namespace) -> None:
     from controller.jobs import spec
 
-    job, steps, targets = spec.prepare(args.file, load_lab(args), args.target)
+    lab = load_lab(args)
+    job, steps, targets = spec.prepare(args.file, lab, args.target)
+    spec.plan_steps(steps, lab, targets[0], args.file)  # what only a plan refuses is said now, not at the run
     if args.json:
         print_json({"file": str(args.file), "name": job["data"]["name"], "targets": targets, "steps": steps})
         return
