@@ -3,7 +3,7 @@
 A runtime command has two halves:
 
 * its **plan**, on the controller: the CLI module turns the command line and
-  the lab file into plain-data ``opts`` (the target's channel configuration
+  the lab file into plain-data ``args`` (the target's channel configuration
   included), so nothing after it reads a lab file;
 * its **body**, here: ``body(call, opts, out, context)`` calls operations
   through ``call(op, args)`` (whatever road reaches the target's host), and
@@ -14,9 +14,10 @@ The CLI runs a body with its dispatcher and the terminal as ``out``; the job
 runner runs the *same* body on the worker with the local ops layer and an
 ``Output`` that records, so a step's output (what ``expect_output``,
 ``reject_output`` and ``capture`` match) is exactly what the CLI prints for
-the same command. A job step is ``{"command": NAME, "opts": {...}}`` in the
-payload: ``job check`` compiled it from the step's command line, and the
-worker runs it without a child ``panio``, a lab file or any stderr to parse.
+the same command. A job step is ``{"op": NAME, "args": {...}}`` in the
+payload (``controller.cli.runtime.Step.payload``): compiled from the step's
+command line when the job was created, the body named by its operation, and
+run by the worker without a child ``panio``, a lab file or any stderr to parse.
 
 Bodies live in ``bench_agent/commands/<group>.py`` and register with
 ``@command("serial.transact", output=SHAPE)``; a group is imported on first use.
