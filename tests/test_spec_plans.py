@@ -12,6 +12,7 @@ COMMANDS = [  # (the command line up to its options, the operation its flags are
     ("serial log pico", "serial.log"), ("serial send pico hi", "serial.send"),
     ("serial transact pico hi --until x", "serial.transact"), ("serial wait pico", "serial.wait"),
     ("serial evidence pico", "serial.evidence"), ("serial dtr pico --ms 5", "serial.dtr"),
+    ("serial stop pico", "serial.stop"),
     ("video shot pico", "video.shot"), ("video read pico", "video.read"), ("video wait pico --text x", "video.wait"),
     ("netboot stop pico", "netboot.stop"), ("netboot status pico", "netboot.status"),
     ("power on pico", "power.on"), ("power-cycle pico", "power.cycle"), ("power-state pico", "power.state"),

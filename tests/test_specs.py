@@ -233,3 +233,35 @@ def test_the_pytest_plugin_restates_no_operation_default():
                     assert p.default is None, f"{cls.__name__}.{verb}({name}={p.default!r}) restates the spec"
                     checked += 1
     assert checked >= 5
+
+
+# The parameters of a runtime command's operation that are not flags of their own name, and how the command gives
+# each: the rest of the whole command's plan. A parameter added to a spec that no flag and no line here gives
+# fails below, before an agent finds it in an MCP schema that the CLI cannot reach.
+NOT_A_FLAG = {
+    ("serial.watch", "interfaces"): "every [[serial]] table of the target, from the lab",
+    ("serial.send", "newline"): "--no-newline turns it over",
+    ("serial.transact", "newline"): "--no-newline turns it over",
+    ("serial.wait", "since_time_ns"): "--since-time S, --since-step, --since-job (the body makes the ns)",
+    ("power.on", "power"): "the target's [power] table, from the lab",
+    ("power.off", "power"): "the target's [power] table, from the lab",
+    ("power.cycle", "power"): "the target's [power] table, from the lab",
+    ("power.state", "power"): "the target's [power] table, from the lab",
+    ("action.run", "timeout_s"): "the action's timeout_s, from the lab",
+    ("daemons.stop", "names"): "the NAME arguments, or --all",
+    ("video.wait", "image_b64"): "--image FILE, read and encoded by the plan",
+    ("hid.send", "command"): "the words after the target",
+}
+
+
+def test_every_parameter_of_a_runtime_commands_operation_has_a_road_from_the_command_line():
+    all_specs()
+    commands = _runtime_commands()
+    for command, parser, op in commands:
+        flags = {a.dest for a in parser._actions}
+        for param in ops.spec(op).params:
+            assert param.name in flags or (op, param.name) in NOT_A_FLAG, (
+                f"panio {command}: {op}'s parameter {param.name} has no flag and no other road (NOT_A_FLAG)")
+    ops_of = {op for _, _, op in commands}
+    for op, name in NOT_A_FLAG:  # no line outlives its parameter
+        assert op in ops_of and ops.spec(op).param(name) is not None, (op, name)

@@ -153,6 +153,16 @@ def _kind(of: str | dict) -> dict:
     return {"type": kinds[0] if len(kinds) == 1 else kinds}
 
 
+def passed(op: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """The request arguments of operation ``op`` in a plan's ``opts``: each parameter of its spec that the plan
+    put there, by its own name (``controller.cli.runtime.spec_args``). A body passes these on as they are and
+    adds only what the spec does not have (the target, its channel configuration), so no body lists an
+    operation's parameters again; one the command line did not give is left to the operation's default."""
+    from bench_agent import ops
+
+    return {p.name: opts[p.name] for p in ops.spec(op).params if p.name in opts}
+
+
 def body(name: str) -> Body:
     if name not in BODIES:
         group = name.split(".", 1)[0]

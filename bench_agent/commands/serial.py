@@ -7,7 +7,7 @@ hints), ``json`` and the command's own flags (see ``controller.cli.channels.seri
 
 from __future__ import annotations
 
-from bench_agent.commands import Call, Output, command, fields, items, maybe
+from bench_agent.commands import Call, Output, command, fields, items, maybe, passed
 from bench_agent.errors import DeviceError, NotRunning, Timeout, Unreachable, UsageError
 
 TYPE_CHECKING = False  # avoid importing typing at start-up (see benchmarks/startup.py)
@@ -183,7 +183,7 @@ def watch(call: Call, opts: dict, out: Output, context: dict) -> None:
 @command("serial.stop", output=STOP)
 def stop(call: Call, opts: dict, out: Output, context: dict) -> None:
     override = opts.get("override")
-    r = _op(call, "serial.stop", opts, {}, with_iface=False)
+    r = _op(call, "serial.stop", opts, passed("serial.stop", opts), with_iface=False)
     if opts.get("json"):
         out.json({**r, "override": override})
     else:
@@ -200,7 +200,7 @@ def log(call: Call, opts: dict, out: Output, context: dict) -> None:
     if opts.get("first") is not None and opts.get("last") is not None and opts["first"] > opts["last"]:
         raise UsageError(f"--from {opts['first']} is after --to {opts['last']}")
     target = opts["target"]
-    r = _op(call, "serial.log", opts, {k: opts.get(k) for k in ("tail", "since", "first", "last", "raw")})
+    r = _op(call, "serial.log", opts, passed("serial.log", opts))
     if r["last_seq"] is None and not r["lines"] and not r["running"]:
         raise NotRunning(f"nothing captured yet for {target!r}", hint=f"run `panio serial watch {target}`",
                          target=target)
@@ -216,7 +216,7 @@ def log(call: Call, opts: dict, out: Output, context: dict) -> None:
 
 @command("serial.send", output=SENT)
 def send(call: Call, opts: dict, out: Output, context: dict) -> None:
-    r = _op(call, "serial.send", opts, {"text": opts["text"], "newline": opts["newline"], "pace_ms": opts.get("pace_ms")})
+    r = _op(call, "serial.send", opts, passed("serial.send", opts))
     if opts.get("json"):
         out.json(r)
     else:
@@ -229,8 +229,7 @@ def transact(call: Call, opts: dict, out: Output, context: dict) -> None:
     from bench_agent.serial.matcher import compile_pattern
 
     compile_pattern(opts["until"])
-    r = _op(call, "serial.transact", opts, {k: opts.get(k) for k in ("text", "until", "timeout_ms", "max_bytes",
-                                                                     "newline", "pace_ms")})
+    r = _op(call, "serial.transact", opts, passed("serial.transact", opts))
     if opts.get("json"):
         out.json(r)
     else:
@@ -270,8 +269,7 @@ def wait(call: Call, opts: dict, out: Output, context: dict) -> None:
 
     compile_pattern(opts.get("pattern"))
     extra = _start(opts, context)
-    r = _op(call, "serial.wait", opts, {**extra, **{k: opts.get(k) for k in (
-        "epoch", "since", "pattern", "timeout_ms", "max_bytes", "max_output_bytes", "include_pending", "follow")}})
+    r = _op(call, "serial.wait", opts, {**passed("serial.wait", opts), **extra})
     out.json(r)
     _raise_unless_matched(r, opts.get("pattern"), opts)
 
@@ -305,7 +303,7 @@ def _wait_from(r: dict[str, Any], opts: dict) -> str:
 def evidence(call: Call, opts: dict, out: Output, context: dict) -> None:
     if opts.get("since") is not None and opts.get("epoch") is None:
         raise UsageError("--since needs --epoch (the capture epoch the cursor came from)")
-    out.json(_op(call, "serial.evidence", opts, {k: opts.get(k) for k in ("epoch", "since", "max_bytes")}))
+    out.json(_op(call, "serial.evidence", opts, passed("serial.evidence", opts)))
 
 
 @command("serial.status", output=STATUS, always_json=True)
@@ -332,7 +330,7 @@ def reset(call: Call, opts: dict, out: Output, context: dict) -> None:
 
 @command("serial.dtr", output=PULSE)
 def dtr(call: Call, opts: dict, out: Output, context: dict) -> None:
-    _pulse_out(opts, out, _op(call, "serial.dtr", opts, {"ms": opts.get("ms")}))
+    _pulse_out(opts, out, _op(call, "serial.dtr", opts, passed("serial.dtr", opts)))
 
 
 @command("serial.devices", output=items(PORT))

@@ -71,6 +71,7 @@ def _register_capture(sub: argparse._SubParsersAction) -> None:
                         "command arrives, and who, when and why go in that job's history\n"
                         "(`panio job status JOB`). The job's next console step fails.")
     add_target_positional(c)
+    add_param(c, "serial.stop", "force")
     add_json(c)
     _override_flags(c)
 
@@ -117,6 +118,7 @@ def _register_input(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--until", required=True, metavar="REGEX", help="stop when the reply matches (Python regex)")
     _iface_opt(c)
     _wait_opts(c, "serial.transact")
+    add_param(c, "serial.transact", "max_output_bytes", metavar="N")
     _input_opts(c, "serial.transact")
     add_json(c)
 
@@ -223,7 +225,7 @@ def watch(args: argparse.Namespace, lab: Any) -> Step:
 @runtime
 def stop(args: argparse.Namespace, lab: Any) -> Step:
     lab.target(args.target)
-    return _plan(args, lab, "serial.stop", {}, with_iface=False, override="serial stop")
+    return _plan(args, lab, "serial.stop", spec_args(args, "serial.stop"), with_iface=False, override="serial stop")
 
 
 @runtime
