@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from bench_agent.commands import Call, Output, command, fields, items
+from bench_agent.commands import Call, Output, command, fields, items, passed
 from bench_agent.errors import Refused
 
 ROOT = fields({
@@ -106,7 +106,7 @@ def start(call: Call, opts: dict, out: Output, context: dict) -> None:
 @command("netboot.stop", output=STOPPED)
 def stop(call: Call, opts: dict, out: Output, context: dict) -> None:
     target = opts["target"]
-    result = call("netboot.stop", {"target": target, "force": opts.get("force", False)})
+    result = call("netboot.stop", {"target": target, **passed("netboot.stop", opts)})
     if opts.get("json"):
         out.json(result)
     elif result["was_running"]:
@@ -118,7 +118,7 @@ def stop(call: Call, opts: dict, out: Output, context: dict) -> None:
 @command("netboot.status", output=STATUS)
 def status(call: Call, opts: dict, out: Output, context: dict) -> None:
     target = opts["target"]
-    st = call("netboot.status", {"target": target, "netboot": opts["netboot"], "tail": opts.get("tail", 10)})
+    st = call("netboot.status", {"target": target, "netboot": opts["netboot"], **passed("netboot.status", opts)})
     if opts.get("json"):
         out.json(st)
         return
@@ -147,8 +147,7 @@ def _served(st: dict, out: Output) -> None:
 @command("netboot.stage", output=STAGED)
 def stage(call: Call, opts: dict, out: Output, context: dict) -> None:
     target = opts["target"]
-    staged = call("netboot.stage", {"target": target, "netboot": opts["netboot"], "source": opts["source"],
-                                    "name": opts.get("name")})
+    staged = call("netboot.stage", {"target": target, "netboot": opts["netboot"], **passed("netboot.stage", opts)})
     if opts.get("json"):
         out.json(staged)
     else:

@@ -15,11 +15,10 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from bench_agent.commands import Call, Output, command, fields
+from bench_agent.commands import Call, Output, command, fields, passed
 from bench_agent.commands.daemon_shapes import SHOW, STOPPED, WATCH
 from bench_agent.errors import UsageError
 
-WAIT = ("timeout_ms", "stable", "stable_ms", "changed_since")
 
 FRAME = {
     "target": ("string", "the target"),
@@ -111,7 +110,7 @@ def stop(call: Call, opts: dict, out: Output, context: dict) -> None:
 @command("video.shot", output=SHOT)
 def shot(call: Call, opts: dict, out: Output, context: dict) -> None:
     target = opts["target"]
-    r = call("video.shot", {"target": target, **{k: opts.get(k) for k in WAIT}})
+    r = call("video.shot", {"target": target, **passed("video.shot", opts)})
     where = opts.get("output") or str(default_shot_path(target))
     if where == "-" and opts.get("json"):  # the PNG inside the JSON (base64): what the MCP tool video_shot returns
         _signal(out, r)
@@ -155,7 +154,7 @@ def _write(path: str, png: bytes) -> None:
 
 @command("video.read", output=READ)
 def read(call: Call, opts: dict, out: Output, context: dict) -> None:
-    r = call("video.read", {"target": opts["target"], **{k: opts.get(k) for k in WAIT}, "region": opts.get("region")})
+    r = call("video.read", {"target": opts["target"], **passed("video.read", opts)})
     _signal(out, r)
     if opts.get("json"):
         out.json(r)
