@@ -36,6 +36,30 @@ def test_doctor_reports_present_and_missing_and_exits_1(panio, pty_device, tmp_p
     assert "MISSING" in human and "/dev/ttyUSB-absent" in human
 
 
+def test_doctor_checks_the_folder_netboot_stage_takes_files_from(panio, tmp_path):
+    """stage_from: missing until it exists, ok once it does, a problem when it is a folder no stage may use."""
+    panio("init")
+    panio("target", "add", "pico")
+    (tmp_path / "tftp").mkdir()
+    builds = tmp_path / "builds"
+    panio("netboot", "set", "-t", "pico", "--interface", "en-absent", "--tftp-root", str(tmp_path / "tftp"),
+          "--stage-from", str(builds))
+
+    def row():
+        rows = panio("doctor", "pico", "--json", check=False).json()["targets"]["pico"]
+        return next(x for x in rows if x["item"] == "stage_from")
+
+    missing = row()
+    assert missing["status"] == "missing" and str(builds) in missing["detail"], missing
+    builds.mkdir()
+    assert row()["status"] == "ok"
+    builds.rmdir()
+    builds.symlink_to(panio.env["HOME"])  # a link to the home folder: never a folder to hand out files from
+    problem = row()
+    assert problem["status"] == "problem" and "home" in problem["detail"], problem
+    assert "stage_from" in panio("doctor", "pico", check=False).out
+
+
 def test_doctor_exits_0_when_all_present(panio, pty_device):
     panio("init")
     panio("target", "add", "pico")

@@ -222,9 +222,27 @@ def doctor_rows(netboot: dict[str, Any], tftp_root: str) -> list[tuple[str, str,
         rows.append(("tftp_root", "ok" if ok else "missing", f"{s.tftp_root} {'exists' if ok else 'does not exist'}"))
     except Refused as exc:
         rows.append(("tftp_root", "problem", exc.message))
+    if netboot.get("stage_from"):
+        rows.append(("stage_from", *_stage_from_check(netboot["stage_from"])))
     if rows[0][1] != "ok":
         return rows + [("server", "unchecked", "checked once the interface is right")]
     return rows + [("server", *_server_check(s))]
+
+
+def _stage_from_check(given: str) -> tuple[str, str]:
+    """The folder ``netboot stage`` takes files from, as a stage would find it here: allowed, a folder, readable."""
+    from bench_agent.netboot import values
+
+    try:
+        real = values.stage_root(given)
+    except values.BadValue as exc:
+        return "problem", str(exc)
+    where = given if real == given else f"{given} ({real})"
+    if not os.path.isdir(real):
+        return "missing", f"{where} does not exist: `panio netboot stage` refuses until it does"
+    if not os.access(real, os.R_OK | os.X_OK):
+        return "problem", f"{where} cannot be read by this user: `panio netboot stage` cannot take files from it"
+    return "ok", f"{where} exists; `panio netboot stage` takes files from below it"
 
 
 def _server_check(s: Settings) -> tuple[str, str]:
