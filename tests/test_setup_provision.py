@@ -74,6 +74,7 @@ def test_setup_provisions_a_fresh_host_that_then_runs_a_job(panio, fresh, tmp_pa
     prefix = fresh.home / ".local" / "share" / "panio"
     host_lab = (prefix / "lab.toml").read_text()
     assert "[targets.board]" in host_lab and f"--lab {prefix / 'lab.toml'}" in unit.read_text()
+    assert oct(os.stat(prefix / "lab.toml").st_mode & 0o777) == "0o600"  # it names hooks and devices: the owner's
     assert oct(os.stat(prefix / "keys" / "signing.key").st_mode & 0o777) == "0o600"
     assert os.stat(prefix / "keys" / "signing.key").st_uid == fresh.uid
     assert (prefix / "keys" / "trusted" / "controller.crt").read_bytes() == \
