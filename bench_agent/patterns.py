@@ -41,6 +41,7 @@ MAX_DEPTH = 64  # groups inside groups
 MAX_UNROLLED = 100_000  # items once counted repetitions are written out: regex unrolls (ab{1000}){1000} to 263 MB
 PROBE_S = 0.5  # one probe of ``check`` (1,000 characters): a sane or quadratic pattern needs < 0.05 s
 PROBES_S = 1.0  # all the probes of one pattern (at most 64): a sane one needs a few ms
+FILE_PROBES_S = 3.0  # all the probes of one file's patterns (``probing``): a sane job file needs well under 0.1 s
 
 
 class PatternTooSlow(UsageError):
@@ -197,13 +198,64 @@ def _short(pattern: str, most: int = 60) -> str:
 
 
 @lru_cache(maxsize=256)
+class probing:
+    """``with patterns.probing("job file ci.toml"):``: every ``check`` inside shares ``FILE_PROBES_S`` of CPU for
+    its probes. One pattern's probes are bounded by ``PROBES_S``; a file holds many, and a job file comes from a
+    token holder through the controller's API: without a bound for the whole file, a thousand patterns that each
+    just pass would cost the controller a thousand seconds of CPU to check. A pattern already passed in this
+    process costs nothing again. (A class, not contextlib: captures import this module at start-up.)"""
+
+    def __init__(self, what: str, seconds: float = FILE_PROBES_S) -> None:
+        self.what, self.seconds, self.left = what, seconds, seconds
+
+    def __enter__(self) -> probing:
+        self._token = _PROBING.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _PROBING.reset(self._token)
+
+    def spent(self) -> UsageError:
+        return PatternTooSlow(f"the regular expressions of {self.what} take more than {self.seconds:g} s of CPU to "
+                              "check in all", hint="use fewer or simpler patterns (a literal prefix, no nested "
+                              "repetition)")
+
+
+def _probing_var():
+    from contextvars import ContextVar
+
+    return ContextVar("panio_pattern_probing", default=None)
+
+
+_PROBING = _probing_var()
+_PASSED: set[tuple[str, bool]] = set()  # patterns whose probes passed in this process (bounded below)
+
+
 def check(pattern: str, multiline: bool = True):
     """``pattern`` compiled for ``str`` input once it has passed the probes of ``bench_agent.backtracking``;
-    else a ``UsageError`` (``PatternTooSlow`` when a probe ran out of time) that says why."""
+    else a ``UsageError`` (``PatternTooSlow`` when a probe ran out of time, or the file's ``probing`` budget
+    did) that says why."""
+    import time
+
     from bench_agent import backtracking
 
     compiled = compile_text(pattern, multiline)
-    slow = backtracking.slow_input(parse(pattern), compiled, PROBE_S, PROBES_S)
+    if (pattern, multiline) in _PASSED:
+        return compiled
+    budget = _PROBING.get()
+    if budget is not None and budget.left <= 0:
+        raise budget.spent()
+    total = PROBES_S if budget is None else min(PROBES_S, budget.left)
+    began = time.thread_time()
+    slow = backtracking.slow_input(parse(pattern), compiled, PROBE_S, total)
+    if budget is not None:
+        budget.left -= time.thread_time() - began
+        if slow is not None and total < PROBES_S and budget.left <= 0:
+            raise budget.spent()  # the file's budget ran out, not this pattern's own
+    if slow is None:
+        if len(_PASSED) >= 4096:
+            _PASSED.clear()
+        _PASSED.add((pattern, multiline))
     if slow is not None:
         raise PatternTooSlow(
             f"the regular expression {_short(pattern)} backtracks catastrophically (over {PROBE_S:g} s on a text of "

@@ -62,6 +62,34 @@ def test_job_check_refuses_recursive_deep_long_and_empty_expectations_in_one_lin
     assert says in r.error["message"] and r.error["error"] == "config_invalid" and r.error["line"] == 4
 
 
+# Each passes its own probes in about 0.1 s of CPU (a repetition of a repetition, bounded by the literal tail);
+# a thousand of them would have cost a thousand times that to check, on the controller for an API token holder.
+COSTLY = "(?:\\d+\\.)+\\d+x{}"
+
+
+def test_a_job_files_patterns_share_one_budget_to_check(pico, tmp_path):
+    many = ", ".join(f"'{COSTLY.format(i)}'" for i in range(120))
+    started = time.monotonic()
+    r = pico.fails("job", "check", job_file(tmp_path, STEP + f"[triage]\nignore = [{many}]\n"), code=5, timeout=120)
+    assert time.monotonic() - started < SLOW_TO_CHECK_S
+    assert f"take more than {patterns.FILE_PROBES_S:g} s of CPU to check in all" in r.error["message"], r.error
+    assert "triage.ignore[" in r.error["message"]  # the key where the budget ran out
+    same = ", ".join(f"'{COSTLY.format(7)}'" for _ in range(120))  # one pattern 120 times: probed once
+    pico("job", "check", job_file(tmp_path, STEP + f"[triage]\nignore = [{same}]\n", "same.toml"))
+
+
+def test_the_budget_is_the_files_and_a_passed_pattern_costs_nothing_again():
+    import uuid as _uuid
+
+    with patterns.probing("job file t.toml", seconds=0.0):
+        with pytest.raises(patterns.PatternTooSlow, match="job file t.toml take more than 0 s"):
+            patterns.check(f"never-seen-{_uuid.uuid4().hex}")
+    patterns.check("seen-once")
+    with patterns.probing("job file u.toml", seconds=0.0):
+        patterns.check("seen-once")  # passed once in this process: free
+    patterns.check(f"no-budget-{_uuid.uuid4().hex}")  # outside a file, only each pattern's own bound applies
+
+
 def test_a_step_with_a_one_megabyte_word_is_checked_in_seconds(pico, tmp_path):
     word = "x" * (1 << 20)
     started = time.monotonic()

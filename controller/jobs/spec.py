@@ -151,7 +151,10 @@ def parse(path: Path | str, text: str) -> dict:
         if not data["steps"]:
             raise Problem(("steps",), "a job needs at least one [[steps]]")
 
-    data = tomlfile.parse(path, text, validate, "fix the job file; nothing was queued")
+    from bench_agent import patterns
+
+    with patterns.probing(f"job file {Path(path).name}"):  # a file's patterns share one CPU budget to check
+        data = tomlfile.parse(path, text, validate, "fix the job file; nothing was queued")
     data.setdefault("name", Path(path).stem)
     return {"data": data, "text": text, "path": path}
 
