@@ -342,10 +342,10 @@ def reap_when_done(proc: subprocess.Popen) -> None:
 
 
 def start_daemon(module: str, what: str, *, state: Path, target: str, config: Any, log: Path,
-                 timeout_s: float) -> dict:
+                 timeout_s: float, options: tuple[str, ...] = ()) -> dict:
     """Spawn ``module`` detached for ``target`` (its stdout and stderr appended to ``log``) and return its ready line.
 
-    The daemon is ``python -P -m module --state-dir STATE --target T --config JSON --ready-fd N``, in a
+    The daemon is ``python -P -m module --state-dir STATE --target T --config JSON --ready-fd N [OPTIONS]``, in a
     session of its own, in ``/``; ``read_ready`` waits for its line, and an ``ok: false`` one is raised
     as the error it carries.
     """
@@ -356,7 +356,7 @@ def start_daemon(module: str, what: str, *, state: Path, target: str, config: An
 
     r, w = os.pipe()
     argv = [*module_argv(module), "--state-dir", str(state), "--target", target,
-            "--config", json.dumps(config), "--ready-fd", str(w)]
+            "--config", json.dumps(config), "--ready-fd", str(w), *options]
     with os.fdopen(open_private(log, os.O_WRONLY | os.O_APPEND), "ab") as err:  # a log: 0600 (bench_agent.private)
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err, pass_fds=(w,),
                                 start_new_session=True, close_fds=True, cwd="/")

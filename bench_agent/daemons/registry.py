@@ -78,21 +78,28 @@ def daemons_anywhere(devices: set[str]) -> list[dict[str, Any]]:
             if info.get("pid") in pids and _uses(info, devices)]
 
 
-def stop_captures_of(targets: set[str]) -> list[dict[str, Any]]:
-    """Stop the serial captures of ``targets`` in every lab of this state directory (a worker that stops takes the
-    captures of its host's targets with it: left running they hold the ports with nobody to read them)."""
+def stop_captures_of(targets: set[str], worker_pid: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Stop the serial captures of ``targets`` that worker ``worker_pid``'s jobs started (or a gone worker's:
+    ``starter.a_workers``), in every lab of this state directory: left running they hold the ports with nobody
+    to read them. Returns (stopped, left): the captures of ``targets`` someone else started (``panio serial
+    watch`` by hand, sharing the worker's state directory) are left running."""
+    from bench_agent.daemons import starter
     from bench_agent.paths import known_labs, using_lab
 
-    stopped = []
+    stopped, left = [], []
     for lab in [None, *known_labs()]:
         with using_lab(lab):
             for entry in _listed(files.state_dir()):
-                if entry["kind"] == "serial" and entry["state"] == "running" and entry["target"] in targets:
-                    try:
-                        stopped.append(stop_daemon(entry))
-                    except NotRunning:  # it stopped on its own meanwhile
-                        continue
-    return stopped
+                if entry["kind"] != "serial" or entry["state"] != "running" or entry["target"] not in targets:
+                    continue
+                if not starter.a_workers(entry["started_by"], worker_pid):
+                    left.append(entry)
+                    continue
+                try:
+                    stopped.append(stop_daemon(entry))
+                except NotRunning:  # it stopped on its own meanwhile
+                    continue
+    return stopped, left
 
 
 def _uses(info: dict[str, Any], devices: set[str]) -> bool:
@@ -121,12 +128,13 @@ def _listed(state: Path) -> list[dict[str, Any]]:
         alive = pid in procs
         out.append({"name": info.get("name"), "kind": info.get("kind"), "target": info.get("target"), "pid": pid,
                     "state": "running" if alive else "stale", "epoch": info.get("epoch"),
-                    "started": info.get("started"), "file": info["file"],
+                    "started": info.get("started"), "started_by": info.get("started_by"), "file": info["file"],
                     "command": procs.get(pid) if alive else None})
         procs.pop(pid, None)
     for pid, cmd in sorted(procs.items()):
         out.append({"name": f"stray-{pid}", "kind": "stray", "target": _arg(cmd, "--target"), "pid": pid,
-                    "state": "stray", "epoch": None, "started": None, "file": None, "command": cmd})
+                    "state": "stray", "epoch": None, "started": None, "started_by": None, "file": None,
+                    "command": cmd})
     return out
 
 

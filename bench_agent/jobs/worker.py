@@ -148,12 +148,14 @@ class WorkerContext:
             _log_event("job_refused", {"job_id": payload.get("job_id"), "reason": err.message})
             store.finish(payload["job_id"], "incomplete", None, err.message, err.to_json(), only_if_queued=True)
             return None
+        from bench_agent.daemons import starter
         from bench_agent.jobs.runner import lab_caller
 
         lab = payload.get("lab_key")  # the job's lab: its target's leases and captures are that lab's
         try:
-            return JobRunner(store, leases.for_lab(lab), self.name, _log_event, self._heartbeat,
-                             caller=lab_caller(lab), once=once).run(payload)
+            with starter.for_job(payload["job_id"]):  # a capture a step starts is this worker's to stop
+                return JobRunner(store, leases.for_lab(lab), self.name, _log_event, self._heartbeat,
+                                 caller=lab_caller(lab), once=once).run(payload)
         except Exception as exc:  # a bug or a dead database: say so in the job rather than leave it running
             from bench_agent.errors import InternalError
 
@@ -313,16 +315,22 @@ def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeou
 
 
 def _stop_captures(ctx: WorkerContext) -> None:
-    """The worker stops: so do the serial captures of its host's targets (its jobs started them)."""
+    """The worker stops: so do the serial captures its jobs started on its host's targets. A capture an operator
+    started (``panio serial watch``, even in the worker's state directory) is left running, and said so."""
     from bench_agent.daemons import registry
 
     try:
-        stopped = registry.stop_captures_of(set(ctx.config.owned()))
+        stopped, left = registry.stop_captures_of(set(ctx.config.owned()), os.getpid())
     except Exception as exc:  # noqa: BLE001 - stopping anyway: say why the captures stay
         print(f"panio worker: the captures of host {ctx.host}'s targets were not stopped: {exc}", flush=True)
         return
     for entry in stopped:
         print(f"panio worker: stopped capture {entry.get('name')} (pid {entry.get('pid')})", flush=True)
+    for entry in left:
+        by = entry.get("started_by") or {}
+        print(f"panio worker: left capture {entry.get('name')} (pid {entry.get('pid')}) running: "
+              f"started by {by.get('kind', 'an older panio')}" + (f" pid {by['pid']}" if by.get("pid") else "")
+              + ", not by this worker's jobs", flush=True)
 
 
 def submit(app, payload: dict, host: str, task_id: str | None = None) -> str:

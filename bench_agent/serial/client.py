@@ -30,13 +30,19 @@ def request(target: str, req: dict[str, Any], timeout_s: float | None = 10.0, st
 
 
 def start(target: str, interfaces: list[dict[str, Any]]) -> dict[str, Any]:
-    """Spawn the detached supervisor and wait until it reports ready (or its start-up error)."""
+    """Spawn the detached supervisor and wait until it reports ready (or its start-up error). It records who
+    started it (``bench_agent.daemons.starter``): a worker that stops stops only its own jobs' captures."""
+    import json
+
+    from bench_agent.daemons import starter
+
     state = files.state_dir()
     log = files.target_dir(target, state) / "supervisor.err"
     private_dir(log.parent)  # the target's logs: this user's alone (bench_agent.private)
     _rotate(log)
+    by = json.dumps(starter.current(), separators=(",", ":"))
     return start_daemon(MODULE, "the serial supervisor", state=state, target=target, config=interfaces, log=log,
-                        timeout_s=START_TIMEOUT_S)
+                        timeout_s=START_TIMEOUT_S, options=("--started-by", by))
 
 
 ERR_LOG_MAX_BYTES = 1 << 20  # the supervisor's stderr, appended to at every start: one old copy is kept

@@ -1,13 +1,15 @@
 """The serial supervisor: one detached process per target that owns all its interfaces.
 
     python -m bench_agent.serial.supervisor --state-dir DIR --target T --config JSON [--ready-fd N]
+        [--started-by JSON]
 
 Start-up, in order: take the target's supervisor lock (a second watch is
 refused), check the logs' gap sidecars (see logstore), open every port
 exclusively (any failure ends start-up with that error, nothing left
 running), pick the next capture epoch, record a gap on any
 log whose previous capture did not stop cleanly, write an epoch-start record,
-serve the control socket, write the discovery file, report ready on
+serve the control socket, write the discovery file (with ``--started-by``,
+who started it: ``bench_agent.daemons.starter``), report ready on
 ``--ready-fd``. SIGTERM or the ``stop`` request end it cleanly: stop records,
 discovery file and socket removed.
 """
@@ -42,8 +44,9 @@ DRAIN_S = 2.0  # how long a stopping supervisor lets the waits it ended write th
 
 
 class Supervisor:
-    def __init__(self, state: Path, target: str, configs: list[dict[str, Any]]) -> None:
-        self.state, self.target, self.configs = state, target, configs
+    def __init__(self, state: Path, target: str, configs: list[dict[str, Any]],
+                 started_by: dict[str, Any] | None = None) -> None:
+        self.state, self.target, self.configs, self.started_by = state, target, configs, started_by
         self.stopping = threading.Event()
         self.started = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
         self.channels: dict[str, Channel] = {}
@@ -111,7 +114,7 @@ class Supervisor:
     def _write_discovery(self) -> None:
         info = {"name": f"serial-{self.target}", "kind": "serial", "target": self.target, "pid": os.getpid(),
                 "epoch": self.epoch, "started": self.started, "socket": files.socket_address(self.target, self.state),
-                "argv": sys.argv, "state_dir": str(self.state),
+                "argv": sys.argv, "state_dir": str(self.state), "started_by": self.started_by,
                 "interfaces": [{"name": c["name"], "device": c["device"], "baud": c.get("baud"),
                                 "log": str(files.log_path(self.target, c["name"], self.state))} for c in self.configs]}
         path = files.discovery_path(self.target, self.state)
@@ -237,13 +240,13 @@ def _report(fd: int | None, obj: dict[str, Any]) -> None:
         pass
 
 
-USAGE = f"usage: python -m {MODULE} --state-dir DIR --target T --config JSON [--ready-fd N]"
+USAGE = f"usage: python -m {MODULE} --state-dir DIR --target T --config JSON [--ready-fd N] [--started-by JSON]"
 
 
 def _options(argv: list[str]) -> dict[str, Any]:
     """The options panio passes (``--name value`` or ``--name=value``), without argparse: it and what it imports
     (gettext, locale, shutil and its compressors) are a fifth of an idle capture's own memory."""
-    known, got = ("state-dir", "target", "config", "ready-fd"), {"ready-fd": None}
+    known, got = ("state-dir", "target", "config", "ready-fd", "started-by"), {"ready-fd": None, "started-by": None}
     args = iter(argv)
     for arg in args:
         name, eq, value = arg.removeprefix("--").partition("=")
@@ -264,7 +267,8 @@ def _options(argv: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     a = _options(sys.argv[1:] if argv is None else argv)
-    sup = Supervisor(Path(a["state-dir"]), a["target"], json.loads(a["config"]))
+    by = a["started-by"]
+    sup = Supervisor(Path(a["state-dir"]), a["target"], json.loads(a["config"]), json.loads(by) if by else None)
     set_on(sup.stopping, signal.SIGTERM)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
