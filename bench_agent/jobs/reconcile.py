@@ -217,13 +217,15 @@ class Reconciler:
     message the controller sealed, kept with the job (``bench_agent.jobs.sealed.send_again``), never one it signs
     itself; it raises ``Refused`` for a row without one (the job then ends refused, and nothing is sent).
     ``broker`` (a ``BrokerView``) lets it find vanished messages. ``host``: send again only the jobs of that host
-    (a worker's reconciler)."""
+    (a worker's reconciler). ``on_lost(job_id)``: what else to keep of a job it just settled as lost (the
+    controller keeps the capture's serial window: ``controller.jobs.lost_window``), so a reader never has to."""
 
     def __init__(self, store, leases, resend: Callable[[dict], None] | None = None,
                  broker: BrokerView | None = None, fail_unsendable: bool = False,
-                 log: Callable[[str], None] = lambda msg: None, host: str | None = None) -> None:
+                 log: Callable[[str], None] = lambda msg: None, host: str | None = None,
+                 on_lost: Callable[[int], None] | None = None) -> None:
         self.store, self.leases, self.resend, self.broker = store, leases, resend, broker
-        self.fail_unsendable, self.log, self.host = fail_unsendable, log, host
+        self.fail_unsendable, self.log, self.host, self.on_lost = fail_unsendable, log, host, on_lost
         self._suspects: dict[int, tuple[float | None, float]] = {}
         self._looked_at = 0.0  # when the broker's queues were last read (at most once a second: they can be long)
 
@@ -305,6 +307,8 @@ class Reconciler:
         if not self.store.finish_lost(job["id"], reason, LOST, [check], planned):
             return
         self.log(f"job {job['id']}: {_who(job)} lost")
+        if self.on_lost is not None:
+            self.on_lost(job["id"])
         self._tell(job, reason)
 
     def _tell(self, job: dict, reason: str) -> None:

@@ -192,9 +192,9 @@ def serial(d: Dashboard, request: Request, fragment: bool = False) -> Response:
     if found is None:
         return d.page(request, "missing.html", status_code=404, what=f"job {request.path_params['id']}")
     logs, note = reads.serial_log(d.load_lab(), found), None
-    if not logs and found["state"] == "done":  # its runner saved none (it died): the capture still holds it
-        logs = reads.capture_window(d.load_lab(), found)
-        reads.keep_capture(d.store(), found, logs)
+    if found["state"] == "done" and reads.runner_died(found):  # it saved none: the capture held the window
+        if not logs:  # not kept as it was settled (a host's worker settled it, or the host was away): read only
+            logs = reads.capture_window(d.load_lab(), found)
         note = "read from the target's capture over the job's window: its runner saved none (it died)"
     paged = serial_page.view(logs, found["steps"], request.query_params) if found["state"] != "running" else None
     return d.page(request, "serial_live.html" if fragment else "serial.html", job=found, logs=logs, paged=paged,

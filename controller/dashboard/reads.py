@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime
 
 from bench_agent.errors import PanioError
 from controller import backends
@@ -225,75 +224,19 @@ def serial_log(lab, job: dict) -> dict[str, str]:
     return capture_window(lab, job, tail=2000)
 
 
-CAPTURE_CHUNK = 5000  # lines a serial.log call returns at most
-CAPTURE_MAX_LINES = 100_000  # how far back a dead runner's window is looked for
+def runner_died(job: dict) -> bool:
+    """Whether a reconciler settled ``job`` because its runner died (``reconcile.LOST``): any serial log it has
+    was read from the capture (``controller.jobs.lost_window``), not saved by its runner."""
+    from bench_agent.jobs.reconcile import LOST
+
+    return isinstance(job.get("error"), dict) and job["error"].get("message") == LOST["message"]
 
 
 def capture_window(lab, job: dict, tail: int | None = None) -> dict[str, str]:
-    """The target's capture over the job's window (from its lease to its end, or to now), per interface, read from
-    the host that owns the target. ``tail``: only the newest lines (a running job's live view); else as far back
-    as the window began (a job whose runner died saved none: the capture still holds it)."""
-    since = job.get("leased_at") or job.get("started_at") or job["created_at"]
-    until = job.get("finished_at") if job["state"] == "done" else None
-    out = {}
-    try:
-        config = lab.target(job["target"])
-    except PanioError:
-        return {}
-    for iface in config.get("serial", []):
-        try:
-            lines = _capture_lines(lab, config, job["target"], dict(iface), since, tail)
-        except PanioError as err:
-            out[iface["name"]] = f"(serial log unavailable: {err.message})\n"
-            continue
-        window = [item for item in _window(lines, since) if until is None or _when(item) <= until]
-        if window or tail:
-            out[iface["name"]] = "".join(_line(item) for item in window)
-    return out
+    """``controller.jobs.lost_window.capture_window``: read only, as a page's GET must be."""
+    from controller.jobs.lost_window import capture_window
 
-
-def keep_capture(store, job: dict, logs: dict[str, str]) -> None:
-    """Keep what the capture held over a finished job's window as the job's serial artifacts (what its runner
-    would have saved had it lived), before the capture's files rotate it away; triage reads them too."""
-    for iface, text in logs.items():
-        if text and not text.startswith("(serial log unavailable"):
-            store.add_artifact(job["id"], f"serial-{iface}.log", text)
-
-
-def _capture_lines(lab, config: dict, target: str, iface: dict, since: float, tail: int | None) -> list[dict]:
-    """The capture's newest lines (``tail``), or back in chunks until a line older than ``since``."""
-    from controller import dispatch
-
-    def call(args: dict) -> dict:
-        return dispatch.call_host(lab, config.get("host"), "serial.log", {"target": target, "iface": iface, **args})
-
-    lines = call({"tail": tail or CAPTURE_CHUNK})["lines"]
-    while not tail and len(lines) < CAPTURE_MAX_LINES:
-        oldest = next((item for item in lines if "seq" in item), None)
-        if oldest is None or _when(oldest) < since or oldest["seq"] == 0:
-            break
-        older = call({"first": max(0, oldest["seq"] - CAPTURE_CHUNK), "last": oldest["seq"] - 1})["lines"]
-        if not older:
-            break
-        lines = older + lines
-    return lines
-
-
-def _window(lines: list[dict], since: float) -> list[dict]:
-    """Lines from the job's start: the first one that began after it, and the line before, which may have
-    been the unterminated prompt the job's first command was typed into (as the saved window does)."""
-    first = next((i for i, item in enumerate(lines) if _when(item) >= since), len(lines))
-    return lines[max(0, first - 1):]
-
-
-def _when(item: dict) -> float:
-    return datetime.fromisoformat(item["time"]).timestamp()
-
-
-def _line(item: dict) -> str:
-    from bench_agent.serial.lines import format_entry
-
-    return format_entry(item) + "\n"
+    return capture_window(lab, job, tail)
 
 
 _SCHEDULES: dict[str, object] = {}

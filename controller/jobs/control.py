@@ -14,9 +14,12 @@ def reconciled(store, job_id: int, job: dict | None = None) -> dict:
 def reader_reconciler(store):
     from bench_agent.jobs.reconcile import Reconciler
     from controller import backends
+    from controller.jobs.lost_window import keeper
 
-    # Without a broker nobody else can settle a job whose process died before it started.
-    return Reconciler(store, backends.lease_store(), fail_unsendable=backends.broker_url() is None)
+    # Without a broker nobody else can settle a job whose process died before it started. A job it settles as
+    # lost keeps its capture's serial window then, the one write a settling does (never a page's GET itself).
+    return Reconciler(store, backends.lease_store(), fail_unsendable=backends.broker_url() is None,
+                      on_lost=keeper(store))
 
 
 def settled(store, jobs: list[dict]) -> list[dict]:

@@ -34,9 +34,11 @@ def reconciler(app=None):
     from bench_agent.jobs.reconcile import BrokerView, Reconciler
 
     app, store, keys = app or backends.celery_app(), backends.results_store(), signing.configured()
+    from controller.jobs.lost_window import keeper
+
     return Reconciler(store, backends.lease_store(),
                       resend=lambda job: sealed.send_again(app, store, job, keys, own_only=True),
-                      broker=BrokerView(backends.broker_url(), backends.redis_prefix()))
+                      broker=BrokerView(backends.broker_url(), backends.redis_prefix()), on_lost=keeper(store))
 
 
 def keep_sealed(app, store, payloads: list[dict]) -> list[str]:
