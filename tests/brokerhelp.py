@@ -66,7 +66,9 @@ def render(template: str, variables: dict) -> str:
 
 
 class LockedRedis:
-    def __init__(self, root: Path, **role_vars) -> None:
+    """``functions``: load panio's Redis function library as setup does (False: a Redis that lacks it)."""
+
+    def __init__(self, root: Path, functions: bool = True, **role_vars) -> None:
         self.root, self.port = root, free_port()
         self.tls = tls_files(root / "tls")
         variables = {**PASSWORDS, "panio_redis_bind": "127.0.0.1", "panio_redis_acl_file": str(root / "users.acl"),
@@ -79,6 +81,22 @@ class LockedRedis:
         wait_for(lambda: "Ready to accept connections" in (root / "redis.log").read_text() or self.proc.poll(),
                  timeout_s=10)
         assert self.proc.poll() is None, (root / "redis.log").read_text()
+        if functions:  # as `panio setup --broker-admin` or the controller's first use would
+            self.load_functions()
+
+    def client(self, user: str | None, password: str | None = None, **kw):
+        import redis
+
+        return redis.Redis.from_url(self.url(user, password), **kw)
+
+    def load_functions(self) -> None:
+        from bench_agent import redis_functions
+
+        client = self.client("panio-controller", PASSWORDS["panio_redis_controller_password"])
+        try:
+            redis_functions.load(client)
+        finally:
+            client.close()
 
     def url(self, user: str | None, password: str | None = None) -> str:
         who = f"{user}:{password}@" if user else ""

@@ -34,6 +34,10 @@ A message is decoded only if its content type is one its consumer accepts:
 kombu lets ``application/text`` through whatever the consumer said. Whether a
 message is one the worker takes (its signature, its task) is the consumer's to
 say (``bench_agent.jobs.intake``).
+
+And no Lua of its own: kombu refreshes and sweeps the binding tables of expiring queues (Celery's remote-control
+queues) with two scripts (EVALSHA, SCRIPT LOAD), which would let every broker user run any Lua. Here they are
+FCALLs of the same code in panio's Redis function library (``bench_agent.redis_functions``).
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ from queue import Empty
 from kombu.exceptions import ContentDisallowed
 from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
+import redis.client
+from kombu.utils.objects import cached_property
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 PATH = "bench_agent.jobs.kombu_redis:Transport"
@@ -104,9 +110,42 @@ class QoS(kombu_redis.QoS):
                 self._remove_from_indices(tag, pipe).execute()
 
 
+class _Function:
+    """A function of panio's library called as kombu calls a registered script: ``(keys=, args=, client=)``."""
+
+    def __init__(self, channel, name: str) -> None:
+        self.channel, self.name = channel, name
+
+    def __call__(self, keys, args, client):
+        from bench_agent import redis_functions
+        from bench_agent.errors import PanioError
+
+        try:
+            return self._call(redis_functions, keys, args, client)
+        except PanioError as exc:  # a user that may not load the library: a Redis error to kombu (it logs, retries)
+            logging.getLogger("panio.broker").error("%s (%s)", exc.message, exc.hint)
+            raise redis.exceptions.ResponseError(exc.message) from None
+
+    def _call(self, redis_functions, keys, args, client):
+        # kombu passes the first key bare (its prefixed client prefixes only EVALSHA's first key), not FCALL's
+        keys = [self.channel.global_keyprefix + keys[0], *keys[1:]]
+        if isinstance(client, redis.client.Pipeline):  # a missing function would only show at execute
+            redis_functions.ensure(self.channel.client)
+            return client.fcall(f"{redis_functions.LIBRARY_NAME}_{self.name}", len(keys), *keys, *args)
+        return redis_functions.fcall(client, self.name, keys, args)
+
+
 class Channel(kombu_redis.Channel):
     QoS = QoS
     Message = Message
+
+    @cached_property
+    def _refresh_binding(self):
+        return _Function(self, "refresh_binding")
+
+    @cached_property
+    def _sweep_bindings(self):
+        return _Function(self, "sweep_bindings")
 
     def _brpop_read(self, **options):
         try:

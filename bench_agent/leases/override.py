@@ -23,14 +23,9 @@ import secrets
 from typing import Any
 
 from bench_agent.leases.redis_store import RedisLeaseStore
+from bench_agent.redis_functions import fcall
 
 GRANT_TTL_S = 600  # a grant not used by then (the command never reached the host) is gone
-_TAKE = """
-if redis.call('hget', KEYS[1], 'target') ~= ARGV[1] or redis.call('hget', KEYS[1], 'op') ~= ARGV[2]
-   or redis.call('hexists', KEYS[1], 'used') == 1 then return 0 end
-redis.call('hset', KEYS[1], 'used', ARGV[3])
-return 1
-"""
 
 
 def grant(store: Any, target: str, op: str, by: str, reason: str) -> str:
@@ -60,7 +55,7 @@ def take(store: Any, nonce: str, target: str, op: str, overridden: list[dict]) -
         return False
     stamp = json.dumps([{k: h.get(k) for k in ("holder", "job", "token")} for h in overridden])
     if isinstance(store, RedisLeaseStore):
-        return bool(store.call(store.r.eval, _TAKE, 1, _key(store, nonce), target, op, stamp))
+        return bool(store.call(fcall, store.r, "take_override", [_key(store, nonce)], [target, op, stamp]))
     path = _path(store, nonce)
     try:
         fields = json.loads(path.read_text(encoding="utf-8"))

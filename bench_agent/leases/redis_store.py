@@ -4,8 +4,8 @@ A lease is a Redis hash with a TTL that a keeper thread renews while the job
 runs; a crashed holder's lease expires within its TTL. Each token is claimed
 in the results database before its lease is handed out (``fences``), and a
 kept lease whose key vanished because Redis lost its data is retaken under a
-new token when nobody was granted the target since (``retake``). The lease
-model and policy live in ``bench_agent.leases.base``.
+new token when nobody was granted the target since (``retake``). The atomic steps are FCALLs of panio's Redis
+functions (``bench_agent.redis_functions``). The lease model and policy live in ``bench_agent.leases.base``.
 """
 
 from __future__ import annotations
@@ -18,26 +18,12 @@ import uuid
 from bench_agent.errors import Refused, Unreachable
 from bench_agent.leases.cache import LeaseCache
 from bench_agent.leases.base import Claim, Lease, gives_up, lab_prefix, redact
+from bench_agent.redis_functions import fcall
 
 RETRY_S = 3.0  # how long a Redis call keeps retrying (a restart) before it fails as unreachable
 
-# The token is above both Redis's counter and the durable high-water mark (ARGV[4]): a Redis that lost its
-# counters in a restart carries on above every token ever handed out.
-_ACQUIRE = """
-if redis.call('exists', KEYS[1]) == 1 then return 0 end
-local t = redis.call('incr', KEYS[2])
-local floor = tonumber(ARGV[4])
-if t <= floor then t = floor + 1; redis.call('set', KEYS[2], t) end
-redis.call('hset', KEYS[1], 'token', t, 'owner', ARGV[5], 'secret', ARGV[6], 'info', ARGV[1], 'since', ARGV[3])
-redis.call('pexpire', KEYS[1], ARGV[2])
-return t
-"""
-# Retaking a lease whose key vanished: only when Redis lost its data (the target's token counter went too). A
-# lease that expired unrenewed or that an operator broke leaves the counter: its holder stays fenced.
-_RETAKE = "if redis.call('exists', KEYS[2]) == 1 then return 0 end" + _ACQUIRE
-_MINE = "redis.call('hget', KEYS[1], 'token') == ARGV[1] and (ARGV[2] == '' or redis.call('hget', KEYS[1], 'owner') == ARGV[2])"
-_RENEW = f"if {_MINE} then return redis.call('pexpire', KEYS[1], ARGV[3]) end return 0"
-_RELEASE = f"if {_MINE} then return redis.call('del', KEYS[1]) end return 0"
+# The Lua behind a lease (acquire, retake, renew, release) is in panio's Redis function library
+# (bench_agent.redis_functions): no broker user may run Lua of its own.
 
 
 class RedisLeaseStore:
@@ -105,8 +91,8 @@ class RedisLeaseStore:
         owner, secret = uuid.uuid4().hex, secrets.token_hex(16)
         high = self.fences.high(target)
         taken_at = time.monotonic()  # the key's TTL runs from about here, not from the grant below
-        token = int(self.call(self.r.eval, _ACQUIRE, 2, key, f"{self.prefix}fence:{target}", json.dumps(info),
-                             int(ttl_s * 1000), time.time(), high, owner, secret))
+        token = int(self.call(fcall, self.r, "acquire", [key, f"{self.prefix}fence:{target}"],
+                              [json.dumps(info), int(ttl_s * 1000), time.time(), high, owner, secret]))
         if not token:
             return None
         try:
@@ -137,8 +123,9 @@ class RedisLeaseStore:
         ``FenceStore.advance``). True: ``lease`` holds it again."""
         target, key = lease.target, self._key(lease.target)
         owner, secret = uuid.uuid4().hex, secrets.token_hex(16)
-        token = int(self.call(self.r.eval, _RETAKE, 2, key, f"{self.prefix}fence:{target}", json.dumps(lease.info),
-                             int(lease.ttl_s * 1000), time.time(), lease.token, owner, secret))
+        token = int(self.call(fcall, self.r, "retake", [key, f"{self.prefix}fence:{target}"],
+                              [json.dumps(lease.info), int(lease.ttl_s * 1000), time.time(), lease.token, owner,
+                               secret]))
         if not token:
             return False
         try:
@@ -158,7 +145,8 @@ class RedisLeaseStore:
         return lease
 
     def renew(self, target: str, token: int, ttl_s: float, owner: str | None = None) -> bool:
-        return bool(self.call(self.r.eval, _RENEW, 1, self._key(target), str(token), owner or "", int(ttl_s * 1000)))
+        return bool(self.call(fcall, self.r, "renew", [self._key(target)],
+                              [str(token), owner or "", int(ttl_s * 1000)]))
 
     def check(self, target: str, token: int, owner: str | None = None) -> None:
         held, held_by = self.call(self.r.hmget, self._key(target), "token", "owner")
@@ -168,7 +156,7 @@ class RedisLeaseStore:
                           + ("" if held else " (it expired or was broken)"), target=target)
 
     def release(self, target: str, token: int, owner: str | None = None) -> None:
-        self.call(self.r.eval, _RELEASE, 1, self._key(target), str(token), owner or "")
+        self.call(fcall, self.r, "release", [self._key(target)], [str(token), owner or ""])
 
     def current(self, target: str, secret: bool = False) -> dict | None:
         """The lease on ``target`` as ``lease list`` shows it; ``secret=True`` adds its secret (lease checks)."""

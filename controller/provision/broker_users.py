@@ -9,7 +9,8 @@ The host's password is random, made on its first setup and kept in ``STATE_DIR/s
 the controller's, and the host's ``worker.env``, nowhere else. That file is the role's variables
 (``panio_redis_hosts``): ``ansible-playbook ansible/controller.yml -e @FILE`` writes every host's user into Redis's
 ACL file. With an administrator's URL (``--broker-admin``, ``PANIO_BROKER_ADMIN``: the role's ``panio-admin``)
-setup also installs the user in the running Redis at once (``ACL SETUSER``, then ``ACL SAVE``).
+setup also installs the user in the running Redis at once (``ACL SETUSER``, then ``ACL SAVE``), and loads panio's
+Redis function library (``load_functions``: the only Lua broker users may run, by FCALL).
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def install(admin_url: str, host: str, entry: dict, prefix: str, db: int) -> Non
         client.execute_command("ACL", "SETUSER", user_name(host), "reset", "on", f">{entry['password']}",
                                *rules(host, entry["targets"], prefix, db).split())
         client.execute_command("ACL", "SAVE")
+        _load(client, admin_url, host)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         if isinstance(exc, redis.exceptions.AuthenticationError):
             raise _refused(admin_url, host, exc) from None
@@ -88,10 +90,43 @@ def install(admin_url: str, host: str, entry: dict, prefix: str, db: int) -> Non
         client.close()
 
 
-def _refused(admin_url: str, host: str, exc: Exception):
+def load_functions(admin_url: str, host: str | None = None) -> None:
+    """Load (or replace) panio's Redis function library through ``admin_url`` (the role's ``panio-admin``); Redis
+    keeps it in its AOF."""
+    import redis
+
+    from bench_agent.errors import Unreachable
+    from bench_agent.leases.base import redact
+
+    client = redis.Redis.from_url(admin_url, socket_timeout=10, socket_connect_timeout=10)
+    try:
+        _load(client, admin_url, host)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+        if isinstance(exc, redis.exceptions.AuthenticationError):
+            raise _refused(admin_url, host, exc, "load panio's Redis functions") from None
+        raise Unreachable(f"the broker at {redact(admin_url)} is unreachable: {exc}", host=host) from None
+    finally:
+        client.close()
+
+
+def _load(client, admin_url: str, host: str | None) -> None:
+    import redis
+
+    from bench_agent import redis_functions
+    from bench_agent.errors import NotConfigured
+
+    try:
+        redis_functions.load(client)
+    except (NotConfigured, redis.exceptions.ResponseError) as exc:  # an admin user from before the functions
+        raise _refused(admin_url, host, exc, "load panio's Redis functions") from None
+
+
+def _refused(admin_url: str, host: str | None, exc: Exception, what: str | None = None):
     from bench_agent.errors import NotConfigured
     from bench_agent.leases.base import redact
 
-    return NotConfigured(f"could not install Redis user {user_name(host)} through {redact(admin_url)}: {exc}",
-                         hint="--broker-admin takes the redis role's panio-admin user (panio_redis_admin_password); "
-                              "docs/security.md", host=host)
+    what = what or f"install Redis user {user_name(host)}"
+    return NotConfigured(f"could not {what} through {redact(admin_url)}: {getattr(exc, 'message', exc)}",
+                         hint="--broker-admin takes the redis role's panio-admin user (panio_redis_admin_password; "
+                              "re-run the redis role if it predates panio's Redis functions); docs/security.md",
+                         host=host)

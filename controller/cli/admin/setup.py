@@ -148,7 +148,11 @@ def _broker_identity(args: argparse.Namespace, lab, play_vars: dict) -> dict:
 
     if args.code_only:
         return {}
+    admin = args.broker_admin or os.environ.get("PANIO_BROKER_ADMIN")
     if not per_host_keys():
+        if admin and not (args.check or args.inventory):
+            broker_users.load_functions(admin, args.host)
+            _progress(args, "panio's Redis functions loaded")
         if not (args.check or args.inventory):
             _progress(args, f"{args.host}'s worker uses the shared panio-worker Redis user: it can reach every "
                             "host's queues and leases (set PANIO_BROKER_PER_HOST=1 on the controller and run setup "
@@ -157,11 +161,12 @@ def _broker_identity(args: argparse.Namespace, lab, play_vars: dict) -> dict:
     targets = [name for name, t in lab.targets.items() if hostlab.serves(t, args.host)]
     entry = broker_users.identity(_cache(), args.host, targets)
     url = broker_users.worker_url(play_vars["panio_broker_url"], args.host, entry["password"])
-    user, admin = broker_users.user_name(args.host), args.broker_admin or os.environ.get("PANIO_BROKER_ADMIN")
+    user = broker_users.user_name(args.host)
     if admin and not (args.check or args.inventory):
         db = int(urlsplit(url).path.strip("/") or 0)
         broker_users.install(admin, args.host, entry, play_vars["panio_redis_prefix"], db)
-        _progress(args, f"Redis user {user} installed (its targets: {', '.join(sorted(targets)) or 'none'})")
+        _progress(args, f"Redis user {user} installed (its targets: {', '.join(sorted(targets)) or 'none'}), "
+                        "panio's Redis functions loaded")
     elif not (args.check or args.inventory):
         _progress(args, f"Redis user {user}: install it with `ansible-playbook ansible/controller.yml "
                         f"-e @{_cache() / broker_users.USERS_FILE}` (or pass --broker-admin)")
