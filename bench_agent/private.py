@@ -158,3 +158,114 @@ def _unsafe(path: str, why: str, below: str | None = None):
                    "there; panio does not use it", path=path,
                    hint=f"remove it (rm -r {path}) and panio makes a private one, or set PANIO_STATE_DIR / "
                         "TMPDIR to a private directory")
+
+
+# What an operator put in place for panio to trust (message-signing keys and the certificates trusted, SSH
+# known_hosts, the lease stores a host must check): whoever could write it could make panio trust them. So,
+# as OpenSSH's StrictModes: owned by this user (or root), writable by neither group nor others, and so is
+# every directory above it; else ``Refused``, naming the path and the fix, never ignored.
+
+
+def not_trusted(st: os.stat_result, root_ok: bool = True, secret: bool = False) -> str | None:
+    """Why a file or directory with status ``st`` could have been written by someone other than this user (or
+    root, with ``root_ok``), or None. A group's write bit counts whatever the group (a umask-002 system's group
+    may hold other users). ``secret``: it must be readable by no one else either (a private key)."""
+    me = os.geteuid()
+    if st.st_uid != me and not (root_ok and st.st_uid == 0):
+        return f"is owned by uid {st.st_uid}, not by this user (uid {me}){' or root' if root_ok else ''}"
+    bits = 0o077 if secret else 0o022
+    if st.st_mode & bits:
+        how = "readable or writable" if secret else "writable"
+        who = "every user" if st.st_mode & (bits & 0o007) else f"group {st.st_gid}"
+        return f"is {how} by {who} (mode {st.st_mode & 0o7777:04o})"
+    return None
+
+
+def require_trusted(path: str | os.PathLike, what: str, directory: bool = False, secret: bool = False) -> None:
+    """``Refused`` unless only this user or root could have written ``path`` (``what`` names it): a regular file
+    (a directory with ``directory``) that ``not_trusted`` passes, checked on the opened descriptor (no symlink
+    swapped in after the check), in directories that, up to ``/`` as written and as resolved, are writable by no
+    one but this user and root (a root-owned sticky one such as ``/tmp`` passes)."""
+    fd = _open_trusted(path, what, directory, secret)
+    os.close(fd)
+
+
+def require_trusted_files(folder: str | os.PathLike, what: str) -> list[str]:
+    """``require_trusted`` for ``folder`` and each file in it (names starting with ``.`` aside: a glob skips
+    them); a symlink or a directory in it is refused too. Returns the names checked."""
+    dfd = _open_trusted(folder, what, directory=True)
+    names = []
+    try:
+        for name in sorted(os.listdir(dfd)):
+            if name.startswith("."):
+                continue
+            path = os.path.join(os.fspath(folder), name)
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+            except OSError as exc:
+                why = "is a symlink (copy the file in instead)" if exc.errno == errno.ELOOP else \
+                    f"cannot be opened ({exc.strerror})"
+                raise _refused(f"a file in {what}", path, why,
+                               f"remove it, or replace it by a regular file: {path}") from None
+            try:
+                _check_fd(fd, path, f"a file in {what}", directory=False, secret=False)
+            finally:
+                os.close(fd)
+            names.append(name)
+    finally:
+        os.close(dfd)
+    return names
+
+
+def _open_trusted(path: str | os.PathLike, what: str, directory: bool, secret: bool = False) -> int:
+    path = os.path.abspath(os.fspath(path))
+    real = os.path.realpath(path)
+    seen: set[str] = set()
+    for above in (os.path.dirname(path), os.path.dirname(real)):
+        while above not in seen:
+            seen.add(above)
+            try:
+                st = os.stat(above)
+            except OSError:
+                break
+            why = None if st.st_mode & _STICKY and st.st_uid == 0 else not_trusted(st)
+            if why:
+                raise _refused(what, path, f"is in {above}, which {why}", _fix(above, st))
+            above = os.path.dirname(above)
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0)
+    try:
+        fd = os.open(real, flags)
+    except OSError as exc:
+        why = f"is not a {'directory' if directory else 'file'}" if exc.errno == errno.ENOTDIR else \
+            f"cannot be opened ({exc.strerror})"
+        raise _refused(what, path, why, f"check {path}") from None
+    try:
+        _check_fd(fd, path, what, directory, secret)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _check_fd(fd: int, path: str, what: str, directory: bool, secret: bool) -> None:
+    st = os.fstat(fd)
+    kind = 0o040000 if directory else 0o100000
+    if st.st_mode & 0o170000 != kind:
+        raise _refused(what, path, f"is not a {'directory' if directory else 'regular file'}", f"check {path}")
+    why = not_trusted(st, secret=secret)
+    if why:
+        raise _refused(what, path, why, _fix(path, st, secret))
+
+
+def _fix(path: str, st: os.stat_result, secret: bool = False) -> str:
+    me = os.geteuid()
+    if st.st_uid not in (me, 0):
+        return f"if you put it there, make it yours (chown {me} {path}); else remove it: someone else made it"
+    return f"chmod {'go-rwx' if secret else 'go-w'} {path}"
+
+
+def _refused(what: str, path: str, why: str, fix: str):
+    from bench_agent.errors import Refused
+
+    return Refused(f"{what} {path} {why}, so someone else could have written it; panio does not trust it",
+                   path=path, hint=fix)

@@ -30,17 +30,20 @@ SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 def _folder(path: Path) -> None:
     """A folder of keys panio makes: 0700 with every missing parent (the state directory too), whatever the umask,
     and checked (``bench_agent.private``): under umask 000 the parents were made 0777, and another user could have
-    swapped in a ``trusted/`` of theirs. A folder that exists is left as it is (one the operator chose)."""
-    from bench_agent.private import private_dir
+    swapped in a ``trusted/`` of theirs. A folder that exists is left as it is (one the operator chose), if no one
+else could write to it (``bench_agent.private.require_trusted``: a key or a certificate put there would be
+refused anyway)."""
+    from bench_agent.private import private_dir, require_trusted
 
     if not path.exists():
         private_dir(path)
+    require_trusted(path, "the message-signing keys' folder", directory=True)  # as a worker checks it at start
 
 
 def _write(path: Path, data: bytes) -> None:
     _folder(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
         f.flush()

@@ -9,7 +9,9 @@ refused before it is decoded (and logged, ``bench_agent.jobs.intake``).
 
 Where the keys are: ``PANIO_SIGNING_KEY``, ``PANIO_SIGNING_CERT`` and
 ``PANIO_CERT_STORE``, else ``STATE_DIR/keys/signing.key``, ``signing.crt`` and
-``trusted/``. ``panio keys init`` makes a pair (``controller.keys``); ``panio
+``trusted/``. Each must be this user's (or root's), writable by no one else, in
+folders no one else can write (``check_trusted``), else nothing is signed or
+verified. ``panio keys init`` makes a pair (``controller.keys``); ``panio
 setup`` makes one on each control host and exchanges the certificates: the
 controller trusts every worker (their results), a worker trusts the
 controller and itself. A reconciler never signs a job: it sends again only the
@@ -80,7 +82,20 @@ def configured() -> Keys | None:
     if missing:
         raise NotConfigured(f"the message-signing keys are incomplete: missing {', '.join(missing)}", hint=HINT,
                             missing=missing)
+    check_trusted(keys)
     return keys
+
+
+def check_trusted(keys: Keys) -> None:
+    """``Refused`` unless only this user (or root) could have written the keys: the signing key (readable by no
+    one else), its certificate, the store and every certificate in it, and the folders they are in. Whoever
+    could add a certificate to the store could have their jobs run; a worker that refuses to start says so, one
+    that skipped the file would trust an attacker's or, confusingly, no one."""
+    from bench_agent.private import require_trusted, require_trusted_files
+
+    require_trusted(keys.key, "the message-signing key", secret=True)
+    require_trusted(keys.cert, "the message-signing certificate")
+    require_trusted_files(keys.store, "the trusted certificates' folder")
 
 
 SKEW_S = 60.0  # clocks of the controller and the hosts may differ this much (NTP keeps them far closer)

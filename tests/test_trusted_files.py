@@ -1,0 +1,98 @@
+"""Files whose content decides what panio trusts are refused when someone else could have written them.
+
+The message-signing key and certificates (a certificate added to a worker's store has its signer's jobs run),
+SSH known_hosts (a key pinned there is one panio connects to), a host's lease-stores.json (a store dropped from
+it lets side effects through a lease) and a daemon's discovery file (which process a client talks to). The tests
+run as root: "someone else" is a file or folder owned by ``nobody`` (uid 65534), or writable by group or others.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from bench_agent.errors import Refused
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def pair(tmp_path, monkeypatch):
+    """A key pair made by `panio keys init`'s code (0600 files in 0700 folders), as this process's keys."""
+    from bench_agent.jobs.signing import CERT_ENV, KEY_ENV, STORE_ENV, Keys
+    from controller import keys
+
+    folder = tmp_path / "keys"
+    k = Keys(folder / "signing.key", folder / "signing.crt", folder / "trusted")
+    keys.create("worker", k)
+    for name, path in ((KEY_ENV, k.key), (CERT_ENV, k.cert), (STORE_ENV, k.store)):
+        monkeypatch.setenv(name, str(path))
+    return k
+
+
+def test_keys_of_ours_that_no_one_else_can_write_are_used(pair):
+    from bench_agent.jobs import signing
+
+    assert signing.configured() == pair
+    os.chown(pair.store, 0, 0)  # root's (an ansible-made folder) is trusted too
+    assert signing.required() == pair
+
+
+@pytest.mark.parametrize("how", ["store g+w", "store o+w", "store nobody's", "cert nobody's", "cert g+w",
+                                 "cert symlink", "key readable", "key nobody's", "keys folder g+w",
+                                 "parent o+w"])
+def test_keys_another_user_could_have_written_are_refused(pair, how):
+    from bench_agent.jobs import signing
+
+    crt = next(pair.store.iterdir())
+    path = {"store": pair.store, "cert": crt, "key": pair.key, "keys": pair.key.parent,
+            "parent": pair.key.parent.parent}[how.split()[0]]
+    if how.endswith("g+w") or how.endswith("o+w"):
+        os.chmod(path, os.stat(path).st_mode | (0o020 if how.endswith("g+w") else 0o002))
+    elif how.endswith("nobody's"):
+        os.chown(path, NOBODY, NOBODY)
+    elif how.endswith("readable"):
+        os.chmod(path, 0o640)
+    elif how.endswith("symlink"):  # a certificate of someone else's, linked in
+        other = pair.key.parent.parent / "elsewhere"
+        other.mkdir(mode=0o700)
+        os.chown(other, NOBODY, NOBODY)
+        os.rename(crt, other / "theirs.crt")
+        os.symlink(other / "theirs.crt", crt)
+    with pytest.raises(Refused) as e:
+        signing.required()
+    assert str(path) in str(e.value) and "someone else could have written it" in str(e.value)
+    assert ("chown" if "nobody" in how else "go-w" if "+w" in how else "go-rwx" if "readable" in how
+            else "regular file") in e.value.hint
+
+
+def test_a_worker_refuses_to_start_with_a_store_others_can_write(pair, tmp_path):
+    """The whole road: `panio worker` exits 13 naming the folder and the fix, and serves nothing."""
+    from conftest import PANIO
+
+    os.chmod(pair.store, 0o770)
+    lab = tmp_path / "lab.toml"
+    lab.write_text("")
+    env = {**os.environ, "PANIO_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path),
+           "PANIO_BROKER": "redis://127.0.0.1:6379/15"}
+    r = subprocess.run([PANIO, "worker", "--host", "h9", "--lab", str(lab)], env=env, capture_output=True,
+                       text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 13, r.stderr
+    assert str(pair.store) in r.stderr and f"chmod go-w {pair.store}" in r.stderr, r.stderr
+
+
+def test_keys_init_and_trust_refuse_a_folder_others_can_write(pair, tmp_path):
+    from bench_agent.jobs.signing import Keys
+    from controller import keys
+
+    os.chmod(pair.store, 0o777)
+    with pytest.raises(Refused, match="writable by every user"):
+        keys.trust(pair.cert, pair.store, name="again")
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o775)
+    os.chmod(shared, 0o775)
+    with pytest.raises(Refused, match=str(shared)):
+        keys.create("h2", Keys(shared / "k", shared / "c", shared / "t"))
+    assert not (shared / "k").exists()
