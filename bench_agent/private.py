@@ -15,6 +15,7 @@ file of this user's, in a directory of this user's, that no one else can write; 
 from __future__ import annotations
 
 import errno
+import functools
 import os
 
 DIR_MODE, FILE_MODE = 0o700, 0o600
@@ -168,17 +169,32 @@ def _unsafe(path: str, why: str, below: str | None = None):
 
 def not_trusted(st: os.stat_result, root_ok: bool = True, secret: bool = False) -> str | None:
     """Why a file or directory with status ``st`` could have been written by someone other than this user (or
-    root, with ``root_ok``), or None. A group's write bit counts whatever the group (a umask-002 system's group
-    may hold other users). ``secret``: it must be readable by no one else either (a private key)."""
+    root, with ``root_ok``), or None. Writable by its group passes only when the owner is that group's one member
+    (a user's private group, as a umask-002 system makes files 0664; Debian's OpenSSH rule). ``secret``: it must
+    be readable by no one else either (a private key)."""
     me = os.geteuid()
     if st.st_uid != me and not (root_ok and st.st_uid == 0):
         return f"is owned by uid {st.st_uid}, not by this user (uid {me}){' or root' if root_ok else ''}"
-    bits = 0o077 if secret else 0o022
+    bits = 0o077 if secret else 0o002 if _sole_member(st.st_gid, st.st_uid) else 0o022
     if st.st_mode & bits:
         how = "readable or writable" if secret else "writable"
         who = "every user" if st.st_mode & (bits & 0o007) else f"group {st.st_gid}"
         return f"is {how} by {who} (mode {st.st_mode & 0o7777:04o})"
     return None
+
+
+@functools.lru_cache(maxsize=16)
+def _sole_member(gid: int, uid: int) -> bool:
+    """Whether user ``uid`` is the one member of group ``gid`` (by primary group and by the group's list)."""
+    import grp
+    import pwd
+
+    try:
+        name, listed = pwd.getpwuid(uid).pw_name, grp.getgrgid(gid).gr_mem
+    except KeyError:
+        return False
+    primary = {p.pw_uid for p in pwd.getpwall() if p.pw_gid == gid}
+    return primary | {uid for n in listed if n == name} == {uid} and set(listed) <= {name}
 
 
 def require_trusted(path: str | os.PathLike, what: str, directory: bool = False, secret: bool = False) -> None:

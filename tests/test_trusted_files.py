@@ -33,11 +33,18 @@ def pair(tmp_path, monkeypatch):
 
 
 def test_keys_of_ours_that_no_one_else_can_write_are_used(pair):
+    import grp
+
     from bench_agent.jobs import signing
 
     assert signing.configured() == pair
     os.chown(pair.store, 0, 0)  # root's (an ansible-made folder) is trusted too
     assert signing.required() == pair
+    if grp.getgrgid(os.getegid()).gr_mem in ([], [grp.getgrgid(os.getegid()).gr_name]):
+        # writable by a group whose one member is its owner (umask 002 with private groups): no one else
+        os.chmod(pair.store, 0o770)
+        os.chmod(next(pair.store.iterdir()), 0o660)
+        assert signing.required() == pair
 
 
 @pytest.mark.parametrize("how", ["store g+w", "store o+w", "store nobody's", "cert nobody's", "cert g+w",
@@ -49,8 +56,11 @@ def test_keys_another_user_could_have_written_are_refused(pair, how):
     crt = next(pair.store.iterdir())
     path = {"store": pair.store, "cert": crt, "key": pair.key, "keys": pair.key.parent,
             "parent": pair.key.parent.parent}[how.split()[0]]
-    if how.endswith("g+w") or how.endswith("o+w"):
-        os.chmod(path, os.stat(path).st_mode | (0o020 if how.endswith("g+w") else 0o002))
+    if how.endswith("g+w"):  # a group that holds another user (nogroup: nobody's)
+        os.chown(path, -1, NOBODY)
+        os.chmod(path, os.stat(path).st_mode | 0o020)
+    elif how.endswith("o+w"):
+        os.chmod(path, os.stat(path).st_mode | 0o002)
     elif how.endswith("nobody's"):
         os.chown(path, NOBODY, NOBODY)
     elif how.endswith("readable"):
@@ -72,7 +82,7 @@ def test_a_worker_refuses_to_start_with_a_store_others_can_write(pair, tmp_path)
     """The whole road: `panio worker` exits 13 naming the folder and the fix, and serves nothing."""
     from conftest import PANIO
 
-    os.chmod(pair.store, 0o770)
+    os.chmod(pair.store, 0o707)
     lab = tmp_path / "lab.toml"
     lab.write_text("")
     env = {**os.environ, "PANIO_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path),
@@ -91,8 +101,65 @@ def test_keys_init_and_trust_refuse_a_folder_others_can_write(pair, tmp_path):
     with pytest.raises(Refused, match="writable by every user"):
         keys.trust(pair.cert, pair.store, name="again")
     shared = tmp_path / "shared"
-    shared.mkdir(mode=0o775)
+    shared.mkdir()
+    os.chown(shared, -1, NOBODY)
     os.chmod(shared, 0o775)
     with pytest.raises(Refused, match=str(shared)):
         keys.create("h2", Keys(shared / "k", shared / "c", shared / "t"))
     assert not (shared / "k").exists()
+
+
+@pytest.fixture
+def remote(panio, tmp_path):
+    import sys
+
+    from sshd import Sshd
+
+    server = Sshd(tmp_path / "sshd", tmp_path / "home")
+    panio("init")
+    panio("host", "add", "bench", "--ssh", f"{server.user}@127.0.0.1", "--port", str(server.port),
+          "--python", sys.executable)
+    panio("target", "add", "far", "--host", "bench")
+    yield panio
+    server.stop()
+
+
+def test_a_known_hosts_someone_else_could_write_is_refused(remote, tmp_path):
+    """A real sshd: panio's known_hosts (or the user's ~/.ssh/known_hosts) writable by a group holding another
+    user, or owned by another user, is refused by a connection and by `panio host trust`; made ours again
+    (chmod go-w, chown), it is used."""
+    remote("host", "trust", "bench")
+    ours = tmp_path / "home" / ".config" / "panio" / "known_hosts"
+    assert remote("ping", "far", "--count", "1", "--json").json()["host"] == "bench"
+    os.chown(ours, -1, NOBODY)
+    os.chmod(ours, 0o664)
+    r = remote.fails("ping", "far", code=13)
+    assert str(ours) in r.err and f"chmod go-w {ours}" in r.err, r.err
+    r = remote.fails("host", "trust", "bench", code=13)
+    assert str(ours) in r.err
+    os.chmod(ours, 0o644)
+    assert remote("ping", "far", "--count", "1", "--json").json()["host"] == "bench"
+    user = tmp_path / "home" / ".ssh" / "known_hosts"  # the user's own, someone else's
+    user.write_text("")
+    os.chown(user, NOBODY, NOBODY)
+    r = remote.fails("ping", "far", code=13)
+    assert str(user) in r.err and "owned by uid 65534" in r.err and "chown" in r.err, r.err
+    os.chown(user, os.geteuid(), os.getegid())
+    os.chmod(user.parent, 0o777)  # the folder it is in
+    r = remote.fails("ping", "far", code=13)
+    assert f"is in {user.parent}, which is writable by every user" in r.err, r.err
+
+
+def test_panio_setup_does_not_hand_ssh_a_known_hosts_someone_else_could_write(tmp_path, monkeypatch):
+    """OpenSSH's client reads a known_hosts whatever its owner: `panio setup` checks before naming it to Ansible."""
+    from controller.provision import inventory
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    assert "StrictHostKeyChecking=yes" in inventory.ssh_args()  # none there yet: nothing to refuse
+    (tmp_path / ".ssh").mkdir(mode=0o700)
+    planted = tmp_path / ".ssh" / "known_hosts"
+    planted.write_text("")
+    os.chown(planted, NOBODY, NOBODY)
+    with pytest.raises(Refused, match=str(planted)):
+        inventory.ssh_args()

@@ -13,11 +13,15 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from controller.transports.known_hosts import destination, known_hosts_path
+from controller.transports.known_hosts import checked, destination, known_hosts_path
 
 
 def ssh_args() -> str:
+    """ssh's options for Ansible; ``Refused`` if someone else could have written a known_hosts (ssh itself
+    would read it: ``known_hosts.checked``)."""
     files = [str(known_hosts_path()), os.path.expanduser("~/.ssh/known_hosts")]
+    for path in files:
+        checked(Path(path))
     return shlex.join(["-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=" + " ".join(files),
                        "-o", "BatchMode=yes", "-o", "ConnectTimeout=15"])
 

@@ -4,11 +4,13 @@ panio's own file is ``~/.config/panio/known_hosts`` (OpenSSH's format); the
 user's ``~/.ssh/known_hosts`` is read too. A key is recorded only by
 ``panio host trust``, and a key that differs from the recorded one is replaced
 only when asked to (``--replace``): a changed key is what a man in the middle
-looks like, as well as a reinstalled host.
+looks like, as well as a reinstalled host. A known_hosts file someone else
+could have written is refused, not read (``checked``).
 """
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -70,14 +72,39 @@ def scan_host_key(name: str, host: dict, prefer: str | None = None):
         raise Unreachable(f"host {name}: cannot reach {hostname}:{port}: {exc}", host=name) from exc
 
 
+def user_known_hosts_path() -> Path:
+    return Path.home() / ".ssh" / "known_hosts"
+
+
+def checked(path: Path) -> Path | None:
+    """``path`` if it exists and only this user (or root) could have written it; None if absent. A known_hosts
+    that someone else could write (the file, or a folder above it, owned by another user or writable by group or
+    others) is refused: whoever wrote a key there is the host panio would talk to (as OpenSSH's StrictModes)."""
+    from bench_agent.private import require_trusted
+
+    if not os.path.lexists(path):
+        return None
+    require_trusted(path, "the known_hosts file")
+    return path
+
+
+def load_into(client) -> None:
+    """Load the host keys a connection checks into paramiko's ``client``: the user's ~/.ssh/known_hosts (as its
+    system keys: never written) and panio's, each ``checked``."""
+    if mine := checked(user_known_hosts_path()):
+        client.load_system_host_keys(str(mine))
+    if ours := checked(known_hosts_path()):
+        client.load_host_keys(str(ours))
+
+
 def recorded_keys(host: dict) -> list[tuple[Path, object]]:
     """(file, key) for the keys a connection checks: the user's ~/.ssh/known_hosts when it knows the host
     (it takes precedence, as in paramiko's SSHClient), else panio's known_hosts."""
     import paramiko
 
     _, hostname, port = destination(host)
-    for path in (Path.home() / ".ssh" / "known_hosts", known_hosts_path()):
-        if path.exists():
+    for path in (user_known_hosts_path(), known_hosts_path()):
+        if checked(path):
             found = paramiko.HostKeys(str(path)).lookup(key_name(hostname, port))
             if found:
                 return [(path, key) for key in found.values()]
@@ -95,12 +122,13 @@ def record_host_key(host: dict, key, replace: bool = False) -> Path:
 
     private_dir(path.parent.resolve())  # a symlinked config folder is followed, then checked
     keys = paramiko.HostKeys()
-    if path.exists():
+    if checked(path):  # its keys are kept: never those someone else put there
         keys.load(str(path))
     while replace and keys.lookup(name):
         del keys[name]
     keys.add(name, key.get_name(), key)
     partial = path.with_name(path.name + ".tmp")
     keys.save(str(partial))
+    os.chmod(partial, 0o600)  # not the umask's 0664: a group-writable known_hosts is refused
     partial.replace(path)  # a reader never sees half a file
     return path

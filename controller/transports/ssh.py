@@ -33,7 +33,8 @@ from typing import Any, Callable
 
 from bench_agent.errors import AuthFailed, PanioError, Refused, Timeout, Unreachable, unwrap
 from bench_agent.jsonlines import dump_line, load_line
-from controller.transports.known_hosts import CONNECT_TIMEOUT_S, destination, fingerprint, known_hosts_path
+from controller.transports import known_hosts
+from controller.transports.known_hosts import CONNECT_TIMEOUT_S, destination, fingerprint
 from controller.transports.ssh_link import PROBE_EVERY_S, PROTOCOL, SILENT_LIMIT_S, Liveness
 
 REPLY_MARGIN_S = 10.0  # an operation's own deadline, plus this for the trip and its start-up
@@ -56,9 +57,7 @@ class SSHTransport:
 
         user, hostname, port = destination(self.host)
         client = paramiko.SSHClient()
-        client.load_system_host_keys()
-        if known_hosts_path().exists():
-            client.load_host_keys(str(known_hosts_path()))
+        known_hosts.load_into(client)  # refused if someone else could have written a known_hosts
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
             client.connect(hostname, port=port, username=user, timeout=CONNECT_TIMEOUT_S,
