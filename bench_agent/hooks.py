@@ -65,17 +65,19 @@ def resolve(program: str, name: str) -> str:
 
 
 def run(command: str, *, name: str, timeout_s: float | None = None, env: dict[str, str] | None = None,
-        check: bool = True) -> HookResult:
+        check: bool = True, extra_args: list[str] | None = None) -> HookResult:
     """Run hook ``command`` (described as ``name`` in errors) and return its output.
 
-    With ``check`` a non-zero exit raises ``HookFailed``; without it the
-    caller reads ``returncode`` itself.
+    ``extra_args`` are appended to the command's words as they are (each one
+    word: never split, never expanded). With ``check`` a non-zero exit raises
+    ``HookFailed``; without it the caller reads ``returncode`` itself.
     """
     timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
     if timeout_s <= 0:
         raise UsageError(f"{name}: timeout must be greater than 0, not {timeout_s}")
     argv = split(command, name)
     argv[0] = resolve(argv[0], name)
+    argv += extra_args or []
     from bench_agent.process import Child
 
     try:

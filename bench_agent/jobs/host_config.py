@@ -131,8 +131,10 @@ class HostConfig:
             out["iface"] = self._iface(op, args, table)
         if "interfaces" in taken:
             out["interfaces"] = self._interfaces(op, args, table)
-        if op == "action.run":
-            out["command"] = self._same(op, "command", args, table["actions"][args["name"]].get("command"))
+        if op == "action.run":  # the command, and how many words a request may append to it, are this host's
+            act = table["actions"][args["name"]]
+            out["command"] = self._same(op, "command", args, act.get("command"))
+            out["max_args"] = self._same(op, "max_args", args, act.get("max_args"))
         if "tftp_root" in taken and args.get("tftp_root") is not None:
             self._same(op, "tftp_root", args, (table.get("netboot") or {}).get("tftp_root"))
         return out
@@ -179,7 +181,7 @@ class HostConfig:
                        + install_hint(self.host), host=self.host, **details)
 
 
-_OWN = {"action.run": {"name", "command"}}  # configuration an op names itself, checked above
+_OWN = {"action.run": {"name", "command", "max_args"}}  # configuration an op names itself, checked above
 
 
 def install(config: HostConfig) -> None:

@@ -30,6 +30,7 @@ HID_PROTOCOLS = ("ch9329", "hidg", "qmp", "adb")
 HOOKS = ("on_cmd", "off_cmd", "cycle_cmd", "state_cmd")
 MAX_SECONDS = 7 * 86400  # durations in the lab (hook and action timeouts): a week is already absurd
 MAX_PORT, MAX_BAUD, MAX_PIXELS = 65535, 100_000_000, 65535
+MAX_ACTION_ARGS = 64  # an action's max_args: words appended to its command (bench_agent.ops.action)
 
 def _command(path: KeyPath, value: Any) -> None:
     """A command line panio splits into words (``shlex``, never a shell): unbalanced quotes fail now, not when
@@ -245,6 +246,7 @@ ACTION = TableSpec(
         "requires_power": Field(_bool),
         "host": Field(_name),
         "timeout_s": Field(_positive_number),
+        "max_args": Field(_bounded_int(MAX_ACTION_ARGS)),
     },
     "action",
 )

@@ -26,6 +26,8 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--requires-power", action="store_true", help="refuse to run while the target is powered off")
     c.add_argument("--host", metavar="HOST", help="run it on this control host (default: the target's)")
     add_field(c, "ACTION", "timeout_s", help="how long it may run (default 600)")
+    add_field(c, "ACTION", "max_args", help="let `action run` append up to N arguments to the command, each one "
+                                            "word (default: it takes none)")
 
     c = command(sub, "rm", "remove a named action", func=rm,
                 example="panio action rm flash -t pico", see_also="panio action list")
@@ -58,6 +60,7 @@ def add(args: argparse.Namespace) -> None:
         t["actions"][args.name] = edits.new_table({
             "command": args.command, "description": args.description,
             "requires_power": True if args.requires_power else None, "host": args.host, "timeout_s": args.timeout_s,
+            "max_args": args.max_args,
         })
     say(f"added action {args.name} to {args.target}")
 
@@ -79,9 +82,11 @@ def rm(args: argparse.Namespace) -> None:
 def actions_of(lab, target: str) -> list[dict]:
     t = lab.target(target)
     default_host = t.get("host")
+    # max_args only where the action takes arguments: the shape agents and scripts already read stays as it was
     return [
         {"name": n, "description": a.get("description", ""), "command": a["command"],
-         "requires_power": bool(a.get("requires_power", False)), "host": a.get("host", default_host)}
+         "requires_power": bool(a.get("requires_power", False)), "host": a.get("host", default_host),
+         **({"max_args": a["max_args"]} if a.get("max_args") else {})}
         for n, a in t.get("actions", {}).items()
     ]
 
@@ -100,4 +105,6 @@ def list_(args: argparse.Namespace) -> None:
         for a in acts:
             power = "  [requires power]" if a["requires_power"] else ""
             desc = f"  {a['description']}" if a["description"] else ""
-            say(f"{a['name']}: {a['command']}{power}{desc}")
+            n = a.get("max_args", 0)
+            takes = f"  [takes up to {n} argument{'s' * (n != 1)}]" if n else ""
+            say(f"{a['name']}: {a['command']}{power}{takes}{desc}")
