@@ -279,7 +279,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("action_run", "Run a named action",
              "Run one of the target's named actions (a project command bound to it), as `panio action run`.",
              ("action", "run"),
-             (TARGET, Arg("name", "string", "the action (see action_list)", required=True, is_name=True)),
+             (TARGET, Arg("name", "string", "the action (see action_list)", required=True, is_name=True),
+              from_spec("action.run", "args")),
              op="action.run", op_args=_action_args),
     ToolSpec("power_state", "Read power state",
              "A line like `Power ON (pi5)`, as `panio power-state`; changes nothing. Without level, a target "
