@@ -163,3 +163,61 @@ def test_panio_setup_does_not_hand_ssh_a_known_hosts_someone_else_could_write(tm
     os.chown(planted, NOBODY, NOBODY)
     with pytest.raises(Refused, match=str(planted)):
         inventory.ssh_args()
+
+
+def test_a_lease_store_record_someone_else_wrote_refuses_side_effects(panio, tmp_path, prefix):
+    """The host records the real Redis store, a lease is held there; another user who swaps the record for one
+    naming no store does not let a power hook through: the guard refuses (13) naming the file, nothing runs."""
+    import json
+
+    from bench_agent.leases import redis_store
+    from bench_agent.leases.fences import FenceStore
+    from peerhelp import SHARED_REDIS
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    panio("init")
+    panio("target", "add", "pico")
+    panio("power", "set", "-t", "pico", "--on-cmd", f"touch {marks / 'powered'}")
+    panio("lease", "store", "--set", SHARED_REDIS, "--prefix", prefix)
+    store = redis_store.RedisLeaseStore(SHARED_REDIS, prefix,
+                                        FenceStore(f"sqlite:///{tmp_path / 'fences.db'}")).for_lab(panio.lab_key)
+    lease = store.try_acquire("pico", {"holder": "worker bench1@ctl:77", "job": 7}, ttl_s=600)
+    record = tmp_path / "theirs.json"
+    record.write_text(json.dumps({"stores": []}))
+    os.chown(record, NOBODY, NOBODY)
+    try:
+        panio.fails("power", "on", "pico", code=8)  # leased
+        os.replace(record, os.path.join(panio.env["PANIO_STATE_DIR"], "lease-stores.json"))
+        r = panio.fails("power", "on", "pico", code=13)
+        assert "lease-stores.json is owned by uid 65534" in r.err and "every side effect is refused" in r.err, r.err
+        assert not list(marks.iterdir()), "a hook ran while the lease was held"
+    finally:
+        lease.release()
+
+
+@pytest.mark.parametrize("how", ["file g+w", "file symlink", "folder o+w", "folder o+w, file gone"])
+def test_the_lease_store_record_is_checked_when_read_again(tmp_path, how):
+    from bench_agent.leases import guard
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    path = state / guard.RECORD_NAME
+    path.write_text('{"stores": [{"url": "redis://127.0.0.1:6379/0", "prefix": "p:"}]}')
+    os.chmod(path, 0o600)
+    assert [s["url"] for s in guard._recorded(str(state))[1]] == ["redis://127.0.0.1:6379/0"]
+    if how == "file g+w":
+        os.chown(path, -1, NOBODY)
+        os.chmod(path, 0o620)
+    elif how == "file symlink":
+        os.rename(path, tmp_path / "elsewhere.json")
+        os.symlink(tmp_path / "elsewhere.json", path)
+    else:
+        os.chmod(state, 0o777)
+        os.utime(path, ns=(1, 1))  # what a rewrite by someone else changes (or, below, the file gone)
+        if how.endswith("gone"):
+            path.unlink()
+    with pytest.raises(Refused) as e:
+        guard._recorded(str(state))
+    assert "every side effect is refused" in str(e.value)
+    assert e.value.hint.startswith("chmod go-w") or e.value.hint.startswith("remove it"), e.value.hint

@@ -31,6 +31,7 @@ made is not a pass.
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
@@ -39,7 +40,7 @@ import time
 from typing import Any
 
 from bench_agent import outage
-from bench_agent.errors import UsageError, Unreachable
+from bench_agent.errors import Refused, UsageError, Unreachable
 from bench_agent.leases import base as leases
 from bench_agent.leases.file_store import FileLeaseStore
 from bench_agent.leases.redis_store import RedisLeaseStore
@@ -68,33 +69,83 @@ def _recorded(state: str | None = None) -> tuple[tuple, list[dict[str, Any]]]:
     """``recorded()`` with the signature of the file it was read from (None when there is none), in state
     directory ``state`` (the current one for None). The file is read again only when its signature changed
     (``_RECORDED``): a check before every side effect costs one ``stat`` instead of an open, a read and a
-    JSON parse (benchmarks/dispatch.py). The signature is the path, inode, size and modification and change
-    times in ns; ``_write`` replaces the file."""
+    JSON parse (benchmarks/dispatch.py). The signature is the path, inode, size, modification and change
+    times in ns, owner and mode; ``_write`` replaces the file. On a change the file and its folder must be
+    this user's and writable by no one else (``_read``, ``_check_folder``): else ``Refused``, and so is every
+    side effect (someone else could have dropped a store that holds a lease)."""
     path = _record_path(state_dir_name() if state is None else state)
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return (path, None), []
+        sig, st = (path, None), None
     except OSError as exc:
         raise _unreadable(exc) from None
-    sig = (path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    else:
+        sig = (path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_uid, st.st_mode)
     cached = _RECORDED[0]
     if cached is not None and cached[0] == sig:
         return cached
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.loads(f.read())
-        stores = [s for s in data.get("stores", []) if isinstance(s, dict) and s.get("url")]
-    except FileNotFoundError:
-        return (path, None), []
-    except (OSError, ValueError, AttributeError) as exc:
-        raise _unreadable(exc) from None
+    _check_folder(path)  # a file gone, or one put in place, by someone who could write the folder: refused
+    if st is None:
+        stores: list[dict[str, Any]] = []
+    else:
+        try:
+            stores = _read(path)
+        except FileNotFoundError:
+            return (path, None), []
+        except (OSError, ValueError, AttributeError) as exc:
+            raise _unreadable(exc, path) from None
     _RECORDED[0] = (sig, stores)  # one assignment: a thread reads a signature with its own stores
     return sig, stores
 
 
-def _unreadable(exc: Exception) -> Unreachable:
-    return Unreachable(f"cannot read this host's lease stores from {record_path()}: {exc}",
+def _read(path: str) -> list[dict[str, Any]]:
+    """The stores of the record at ``path``, if this user wrote it: a regular file of ours that no one else can
+    write, opened without following a symlink (else ``Refused``: every side effect is refused)."""
+    from bench_agent.private import not_trusted
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise _untrusted(path, "is a symlink", f"remove it (rm {path}), then `panio lease store --set URL` for "
+                         "each store") from None
+    with open(fd, encoding="utf-8") as f:
+        st = os.fstat(f.fileno())
+        why = "is not a regular file" if st.st_mode & 0o170000 != 0o100000 else not_trusted(st, root_ok=False)
+        if why:
+            raise _untrusted(path, why, f"chmod go-w {path}" if st.st_uid == os.geteuid() else
+                             f"remove it (rm {path}), then `panio lease store --set URL` for each store")
+        data = json.loads(f.read())
+    return [s for s in data.get("stores", []) if isinstance(s, dict) and s.get("url")]
+
+
+def _check_folder(path: str) -> None:
+    """The record's folder must be this user's and writable by no one else: else whoever could write it could
+    remove the record, or replace it by theirs, and drop a store a lease is held in."""
+    from bench_agent.private import not_trusted
+
+    folder = os.path.dirname(path)
+    try:
+        st = os.stat(folder)
+    except FileNotFoundError:
+        return  # no state directory: no record, and nobody's
+    except OSError as exc:
+        raise _unreadable(exc) from None
+    why = not_trusted(st, root_ok=False)
+    if why:
+        raise _untrusted(folder, why, f"chmod go-w {folder}" if st.st_uid == os.geteuid() else
+                         "set PANIO_STATE_DIR to a directory of this user's")
+
+
+def _untrusted(path: str, why: str, fix: str) -> Refused:
+    return Refused(f"this host's lease stores cannot be checked: {path} {why}, so someone else could have "
+                       "removed a store from the record; every side effect is refused", path=path, hint=fix)
+
+
+def _unreadable(exc: Exception, path: str | None = None) -> Unreachable:
+    return Unreachable(f"cannot read this host's lease stores from {path or record_path()}: {exc}",
                        hint="fix or remove that file, then `panio lease store --set URL`")
 
 
