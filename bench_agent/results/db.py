@@ -337,6 +337,9 @@ def _commit_mode(conn) -> None:
         finally:
             dbapi_conn.autocommit = autocommit
     except Exception as exc:  # a connection the server dropped (a restart): not put back; the next caller gets a new one
+        # invalidated here, as SQLAlchemy never saw this error (the driver's, before its Connection exists): left
+        # alone, the connection went back through the pool's reset, whose ROLLBACK failed in turn, and the pool
+        # logged "Exception during reset or similar" with a traceback (tests/test_results_dropped.py)
         pooled.invalidate(exc)
         raise
     pooled.info["relaxed"] = want
