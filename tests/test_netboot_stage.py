@@ -1,6 +1,7 @@
 """`panio netboot stage`: a build's file put into a target's TFTP root and fetched over TFTP by busybox's client
-from panio's netboot daemon on loopback; what it refuses (outside stage_from, a symlink that escapes, bad names,
-no stage_from); and a `panio bisect` whose probes stage each build's kernel and fetch it as a board would."""
+from panio's netboot daemon on loopback, also under a subfolder (pxelinux.cfg/default); what it refuses (outside
+stage_from, a symlink that escapes, bad names, a subfolder planted as a symlink or a file, no stage_from); and a
+`panio bisect` whose probes stage each build's kernel and fetch it as a board would."""
 
 from __future__ import annotations
 
@@ -86,7 +87,8 @@ def test_what_stage_refuses(panio, tmp_path: Path) -> None:
                str(builds / "sub"): "not a regular file", str(builds / "fifo"): "not a regular file"}
     for source, why in refused.items():
         assert why in panio.fails("netboot", "stage", "pico", source, "--as", "k", code=13).error["message"], source
-    for name in ("../k", "a/b", ".hidden", "..", "-x", "k\n", "tab\there", ""):
+    for name in ("../k", "a/../k", "/abs/k", "a//k", "k/", "a/.k", ".hidden/k", "..", "-x", "k\n", "tab\there", "",
+                 "a/" * 8 + "k"):
         e = panio.fails("netboot", "stage", "pico", str(builds / "Image"), f"--as={name}", code=2).error
         assert e["argument"] == "name", name
     panio.fails("netboot", "stage", "pico", "https://ci.example/Image", code=2)
@@ -103,6 +105,51 @@ def test_what_stage_refuses(panio, tmp_path: Path) -> None:
     text = panio.lab.read_text().replace('tftp_root = ', 'stage_from = "/etc/ssl"\ntftp_root = ', 1)
     panio.lab.write_text(text)  # by hand: the lab file's own check
     assert "stage_from" in panio.fails("netboot", "stage", "pico", "/etc/ssl/x", code=5).error["message"]
+
+
+def test_a_file_staged_in_subfolders_is_served_over_tftp(panio, tmp_path: Path) -> None:
+    root, builds, port = _lab(panio, tmp_path)
+    (builds / "default").write_text("DEFAULT linux\nLABEL linux\n  KERNEL kernels/v5/bzImage\n")
+    kernel = os.urandom(300_000)
+    (builds / "bzImage").write_bytes(kernel)
+    (root / "pxelinux.cfg").mkdir(mode=0o700)  # a folder already there is used as it is
+    old = os.umask(0o077)
+    try:
+        staged = panio("netboot", "stage", "pico", str(builds / "bzImage"), "--as", "kernels/v5/bzImage",
+                       "--json").json()
+    finally:
+        os.umask(old)
+    assert staged["name"] == "kernels/v5/bzImage" and staged["path"] == str(root / "kernels" / "v5" / "bzImage")
+    assert (root / "kernels").stat().st_mode & 0o777 == 0o755  # made readable whatever the umask
+    assert (root / "kernels" / "v5").stat().st_mode & 0o777 == 0o755
+    panio("netboot", "stage", "pico", str(builds / "default"), "--as", "pxelinux.cfg/default")
+    assert (root / "pxelinux.cfg").stat().st_mode & 0o777 == 0o700
+    assert sorted(p.name for p in (root / "kernels" / "v5").iterdir()) == ["bzImage"]  # no temporary file left
+    panio("netboot", "start", "pico")
+    try:
+        assert _fetch(port, "pxelinux.cfg/default", tmp_path / "got-cfg").startswith(b"DEFAULT linux")
+        assert _fetch(port, "kernels/v5/bzImage", tmp_path / "got-kernel") == kernel
+    finally:
+        panio("netboot", "stop", "pico")
+
+
+def test_a_subfolder_planted_as_a_symlink_or_a_file_is_refused(panio, tmp_path: Path) -> None:
+    root, builds, _ = _lab(panio, tmp_path)
+    (builds / "default").write_text("DEFAULT evil\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "pxelinux.cfg").symlink_to(outside)  # what a board fetches is written to a folder out of the root
+    (root / "kernels").mkdir()
+    (root / "kernels" / "v5").symlink_to(outside)  # deeper down
+    (root / "inner").mkdir()
+    (root / "alias").symlink_to(root / "inner")  # even one that stays inside: a folder is a folder
+    (root / "file").write_text("x")
+    for name, why in (("pxelinux.cfg/default", "is a symlink"), ("kernels/v5/bzImage", "is a symlink"),
+                      ("alias/default", "is a symlink"), ("file/default", "is not a folder")):
+        e = panio.fails("netboot", "stage", "pico", str(builds / "default"), "--as", name, code=13).error
+        assert why in e["message"] and str(root / name.rsplit("/", 1)[0]) in e["message"], (name, e)
+    assert list(outside.iterdir()) == [] and list((root / "inner").iterdir()) == []
+    assert sorted(p.name for p in root.iterdir()) == ["alias", "file", "inner", "kernels", "pxelinux.cfg"]
 
 
 def test_a_bisection_stages_each_builds_kernel_and_the_board_fetches_it(panio, tmp_path: Path) -> None:

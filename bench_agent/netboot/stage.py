@@ -7,9 +7,13 @@ bounded here, on the host that serves the root, whatever road they came by:
   folder (the lab file's, itself checked as a TFTP root is: never a system folder or a home directory). The
   file is opened without following a last symlink and the opened file's own path is checked again, so a link
   swapped in between the check and the open does not widen it.
-- NAME is one plain file name (``values.stage_name``): no ``/``, no leading dot.
-- The copy goes to a fresh temporary file in the root (``O_EXCL``, never following a symlink) and is renamed
-  over NAME: a symlink already at NAME is replaced, never written through, and a board never reads half a file.
+- NAME is one plain file name or a relative path of them (``values.stage_name``: ``pxelinux.cfg/default``; no
+  ``..``, no leading dot, no absolute path, at most 8 parts). Its folders are made inside the root and each is
+  opened relative to the one before without following a symlink (``openat``, ``O_NOFOLLOW``): a folder, or a
+  symlink planted where one should be, can never lead the file out of the root.
+- The copy goes to a fresh temporary file in NAME's folder (``O_EXCL``, never following a symlink) and is
+  renamed over NAME: a symlink already at NAME is replaced, never written through, and a board never reads half
+  a file.
 
 Nothing here reaches a shell or a generated config file.
 """
@@ -32,11 +36,11 @@ CHUNK = 1 << 20
 def stage(target: str, netboot: dict[str, Any], tftp_root: str, source: str, name: str | None) -> dict[str, Any]:
     """Copy ``source`` into ``tftp_root`` as ``name`` (default: its file name); what was staged, with its sha256."""
     allowed = _allowed_folder(target, netboot)
-    name = _name(target, source, name)
+    name, parts = _name(target, source, name)
     root = _root(target, tftp_root)
     fd, real = _open_source(target, source, allowed)
     try:
-        size, digest = _place(fd, root, name)
+        size, digest = _place(fd, root, parts)
     finally:
         os.close(fd)
     return {"target": target, "source": real, "name": name,
@@ -59,14 +63,13 @@ def _allowed_folder(target: str, netboot: dict[str, Any]) -> str:
     return real
 
 
-def _name(target: str, source: str, name: str | None) -> str:
+def _name(target: str, source: str, name: str | None) -> tuple[str, list[str]]:
     chosen = os.path.basename(source) if name is None else name
     try:
-        values.stage_name(chosen)
+        return chosen, values.stage_name(chosen)
     except values.BadValue as exc:
         hint = None if name is not None else "give the name the board asks for: --as NAME"
         raise UsageError(f"netboot stage {target}: {exc}", hint=hint, argument="name") from None
-    return chosen
 
 
 def _root(target: str, tftp_root: str) -> str:
@@ -121,9 +124,11 @@ def _open_source(target: str, source: str, allowed: str) -> tuple[int, str]:
     return fd, opened
 
 
-def _place(src: int, root: str, name: str) -> tuple[int, str]:
-    """Copy ``src`` to a fresh temporary file in ``root``, then rename it over ``name``: (bytes, sha256)."""
-    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def _place(src: int, root: str, parts: list[str]) -> tuple[int, str]:
+    """Copy ``src`` to a fresh temporary file in the folder of ``parts`` below ``root`` (made as needed), then
+    rename it over the last part: (bytes, sha256)."""
+    folder = _folder(root, parts[:-1])
+    name, shown = parts[-1], os.path.join(root, *parts)
     tmp = f".stage-{secrets.token_hex(8)}"
     try:
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
@@ -137,8 +142,7 @@ def _place(src: int, root: str, name: str) -> tuple[int, str]:
         try:
             os.rename(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
         except IsADirectoryError:
-            raise Refused(f"{os.path.join(root, name)} is a folder: give another name with --as",
-                          name=name) from None
+            raise Refused(f"{shown} is a folder: give another name with --as", name="/".join(parts)) from None
         tmp = ""
         os.fsync(folder)
         return size, digest
@@ -149,6 +153,47 @@ def _place(src: int, root: str, name: str) -> tuple[int, str]:
             except FileNotFoundError:
                 pass
         os.close(folder)
+
+
+def _folder(root: str, folders: list[str]) -> int:
+    """A descriptor on ``root``/``folders``, each made if missing (0755: the TFTP server must read it) and each
+    opened relative to the one before without following a symlink, so nothing planted in the root (a symlink
+    to /etc where a folder should be) leads outside it."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for i, part in enumerate(folders):
+            try:
+                os.mkdir(part, 0o755, dir_fd=fd)
+                made = True
+            except FileExistsError:
+                made = False
+            try:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError as exc:
+                where = os.path.join(root, *folders[:i + 1])
+                why = _why_not_folder(part, fd, exc)
+                raise Refused(f"netboot stage: {where} {why}: a staged file's folders must be real folders in the "
+                              "TFTP root", hint=f"remove {where}, or give another name with --as",
+                              path=where) from None
+            os.close(fd)
+            fd = inner
+            if made:
+                os.fchmod(fd, 0o755)  # whatever the umask
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _why_not_folder(part: str, folder: int, exc: OSError) -> str:
+    """Why ``part`` of ``folder`` did not open as a folder (with O_NOFOLLOW a symlink fails as ENOTDIR or ELOOP)."""
+    if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+        return exc.strerror or str(exc)
+    try:
+        mode = os.stat(part, dir_fd=folder, follow_symlinks=False).st_mode
+    except OSError:
+        return "changed while it was opened"
+    return "is a symlink" if stat.S_ISLNK(mode) else "is not a folder"
 
 
 def _copy(src: int, out: int) -> tuple[int, str]:

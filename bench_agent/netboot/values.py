@@ -112,14 +112,28 @@ def stage_root(path: str) -> str:
 
 
 STAGE_NAME_RE = re.compile(r"[A-Za-z0-9_+@%=~:][A-Za-z0-9_.+@%=~:-]{0,254}\Z")
+STAGE_MAX_DEPTH = 8  # components of a staged path: pxelinux.cfg/default is 2, kernels/v5/bzImage 3
+STAGE_MAX_CHARS = 1024
 
 
-def stage_name(name: str) -> None:
-    """The name ``netboot stage`` gives a file in the TFTP root: one plain file name, never a path."""
+def stage_name(name: str) -> list[str]:
+    """The path ``netboot stage`` gives a file in the TFTP root, as its parts: one plain file name
+    (``kernel8.img``) or a relative path of them (``pxelinux.cfg/default``), never absolute, never ``..``."""
     _string(name)
-    if not STAGE_NAME_RE.match(name):
-        raise BadValue(f"{name!r} is not a file name to stage as: 1 to 255 of letters, digits and _ . + - @ % = ~ :, "
-                       "not starting with '.' or '-', no '/', spaces or control characters")
+    parts = name.split("/")
+    shown = repr(name) if len(name) <= 80 else repr(name[:80]) + "..."
+    if len(name) > STAGE_MAX_CHARS or len(parts) > STAGE_MAX_DEPTH:
+        raise BadValue(f"{shown} is not a name to stage as: at most {STAGE_MAX_DEPTH} parts (FOLDER/.../NAME) "
+                       f"and {STAGE_MAX_CHARS} characters")
+    if len(parts) > 1 and not all(parts):
+        raise BadValue(f"{shown} is not a name to stage as: a path in the TFTP root is relative "
+                       "(pxelinux.cfg/default), with no leading, trailing or double '/'")
+    bad = next((p for p in parts if not STAGE_NAME_RE.match(p)), None)
+    if bad is not None:
+        part = "" if len(parts) == 1 else f" (its part {bad!r})"
+        raise BadValue(f"{shown}{part} is not a name to stage as: each part 1 to 255 of letters, digits and "
+                       "_ . + - @ % = ~ :, not starting with '.' or '-', no spaces or control characters")
+    return parts
 
 
 def _folder_text(path: str, what: str) -> None:

@@ -65,7 +65,8 @@ STAGE_DEADLINE_S = 300.0  # copying a few GB of root file system on a slow disk
 @operation("netboot.stage", side_effect=True, destructive=False, deadline=lambda args: STAGE_DEADLINE_S,
            params=(Param("source", str, "the file to serve: an absolute path on the target's host, inside the "
                          "netboot table's stage_from folder (symlinks followed); no URLs"),
-                   Param("name", str, "the file name in the TFTP root (default: SOURCE's file name)", default=None,
+                   Param("name", str, "the file's name in the TFTP root, or a relative path (pxelinux.cfg/default: its "
+                         "folders are made) (default: SOURCE's file name)", default=None,
                          flag="--as")))
 def stage(target: str, netboot: dict[str, Any], source: str, name: str | None = None,
           tftp_root: str | None = None) -> dict[str, Any]:

@@ -48,14 +48,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     c = command(sub, "stage", "put a file (a build's kernel) into a target's TFTP root, from its stage_from folder",
                 func=stage, example=["panio netboot stage pico /srv/builds/v6.9/Image --as kernel_2712.img",
-                                     "panio netboot stage ${target} ${build.kernel} --as kernel8.img   # a job step"],
+                                     "panio netboot stage ${target} ${build.kernel} --as kernel8.img   # a job step",
+                                     "panio netboot stage pico /srv/builds/pxe/default --as pxelinux.cfg/default"],
                 see_also=f"panio netboot set --stage-from, panio netboot tftp-root, docs/bisect.md, {SEE}",
                 details="Runs on the host that owns the target. SOURCE must be a file whose real path\n"
                         "(symlinks followed) is inside the folder `netboot set --stage-from` allows; else\n"
-                        "refused (13); no such folder configured: not_configured (3). NAME is one plain\n"
-                        "file name (no '/', not starting with '.'). The file is copied to a temporary\n"
-                        "file in the root and renamed over NAME (a symlink there is replaced, never\n"
-                        "followed). Files only: a URL is refused (2).")
+                        "refused (13); no such folder configured: not_configured (3). NAME is a file name\n"
+                        "or a relative path of them (pxelinux.cfg/default; each part not starting with\n"
+                        "'.', no '..', at most 8 parts); its folders are made in the root, and one that\n"
+                        "is a symlink or a file is refused (13). The file is copied to a temporary file\n"
+                        "beside NAME and renamed over it (a symlink there is replaced, never followed).\n"
+                        "Local files only: a URL is refused (2).")
     add_target_positional(c)
     c.add_argument("source", metavar="SOURCE", help="the file: an absolute path on the target's host (relative: "
                    "from here when the target is on this machine)")
