@@ -12,7 +12,7 @@ from controller.cli.runtime import Step, runtime
 
 def register(sub: argparse._SubParsersAction) -> None:
     c = command(sub, "run", "run a target's named action (its command, without a shell)", func=run,
-                example="panio action run pico flash -- build/zephyr.uf2",
+                example=["panio action run pico flash", "panio action run pico flash build/zephyr.uf2"],
                 see_also="panio action list, panio action add, panio power-state",
                 details="An action marked requires_power is refused (refused, 13) while power-state\n"
                         "reads OFF; when the state cannot be read it runs, with a note. The action's\n"
