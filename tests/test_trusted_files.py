@@ -221,3 +221,49 @@ def test_the_lease_store_record_is_checked_when_read_again(tmp_path, how):
         guard._recorded(str(state))
     assert "every side effect is refused" in str(e.value)
     assert e.value.hint.startswith("chmod go-w") or e.value.hint.startswith("remove it"), e.value.hint
+
+
+@pytest.fixture
+def hid_daemon(tmp_path, monkeypatch):
+    """A live process whose command line is a HID daemon's of this state directory (what ``processes`` finds),
+    and the discovery file its daemon would write: (state, discovery file, pid)."""
+    import sys
+
+    from bench_agent.hid.daemon import MODULE, discovery_path
+    from bench_agent.private import private_dir, write_private
+    from jobhelp import wait_for
+
+    state = tmp_path / "state"
+    monkeypatch.setenv("PANIO_STATE_DIR", str(state))
+    monkeypatch.delenv("PANIO_LAB_KEY", raising=False)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "-m", MODULE, "--state-dir",
+                             str(state), "--target", "t1"])
+    wait_for(lambda: open(f"/proc/{proc.pid}/cmdline", "rb").read(), timeout_s=30)  # vfork returns mid-exec
+    disc = discovery_path("t1", state)
+    private_dir(disc.parent)
+    write_private(disc, f'{{"pid": {proc.pid}, "device": "/dev/hidg0"}}'.encode())
+    yield state, disc, proc.pid
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.parametrize("how", ["nobody's", "o+w", "folder o+w", "symlink"])
+def test_a_discovery_file_someone_else_could_have_written_counts_as_no_daemon(hid_daemon, how, caplog):
+    from bench_agent.daemons import per_target
+    from bench_agent.hid.daemon import MODULE
+
+    state, disc, pid = hid_daemon
+    assert per_target.discovery(MODULE, disc, "t1")["pid"] == pid  # ours: followed
+    if how == "nobody's":
+        os.chown(disc, NOBODY, NOBODY)
+    elif how == "o+w":
+        os.chmod(disc, 0o666)
+    elif how == "folder o+w":
+        os.chmod(disc.parent, 0o777)
+    else:
+        os.rename(disc, state / "planted.json")
+        os.symlink(state / "planted.json", disc)
+    with caplog.at_level("WARNING", logger="panio.daemons"):
+        assert per_target.discovery(MODULE, disc, "t1") is None
+    assert f"ignoring the discovery file {disc}" in caplog.text
+    assert per_target.status(MODULE, disc, "t1")["state"] == "untracked"  # a live daemon, no trusted record
