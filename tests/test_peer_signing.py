@@ -226,3 +226,26 @@ def test_a_worker_does_not_start_unsigned_or_without_its_configuration(lab, host
     finally:
         host.procs.append(proc)
         proc.log = log
+
+
+def test_action_arguments_reach_the_host_as_words_within_its_own_max_args(lab, host, marks, app_signed_by):
+    """Issue 42: `action run TARGET NAME ARG...` through the real worker: each argument one word of the host's
+    command (`touch` makes one file named by it, `;` and all), and the limit is the host's file's: a message
+    that raises max_args is refused, arguments to an action the host's file lets take none are a usage error."""
+    stamps = marks / "stamps"
+    stamps.mkdir(exist_ok=True)
+    lab("action", "add", "stamp", "-t", "t1", "--command", "touch", "--max-args", "2")
+    lab("host", "set", "h1", "--transport", "celery")
+    odd = stamps / "a b; touch pwned $(id)"
+    lab("action", "run", "t1", "stamp", "--", str(odd), str(stamps / "-second"))
+    assert sorted(p.name for p in stamps.iterdir()) == ["-second", odd.name]
+
+    app = app_signed_by(keyhelp.controller_env())
+    evil = stamps / "evil"
+    raised = send_op(app, "action.run", {"target": "t1", "name": "stamp", "args": [str(evil)] * 3, "max_args": 3})
+    assert not raised["ok"] and raised["error"]["error"] == "refused", raised
+    assert "max_args differs" in raised["error"]["message"]
+    none = send_op(app, "action.run", {"target": "t1", "name": "flash", "args": [str(evil)]})
+    assert not none["ok"] and none["error"]["error"] == "usage", none
+    assert "takes no arguments" in none["error"]["message"]
+    assert not evil.exists() and not (stamps / "pwned").exists()
