@@ -15,7 +15,6 @@ file of this user's, in a directory of this user's, that no one else can write; 
 from __future__ import annotations
 
 import errno
-import functools
 import os
 
 DIR_MODE, FILE_MODE = 0o700, 0o600
@@ -183,18 +182,23 @@ def not_trusted(st: os.stat_result, root_ok: bool = True, secret: bool = False) 
     return None
 
 
-@functools.lru_cache(maxsize=16)
 def _sole_member(gid: int, uid: int) -> bool:
-    """Whether user ``uid`` is the one member of group ``gid`` (by primary group and by the group's list)."""
-    import grp
-    import pwd
+    """Whether user ``uid`` is the one member of group ``gid`` (by primary group and by the group's list); asked
+    once a process for each pair (reading every user can be slow with a directory service)."""
+    if (gid, uid) not in _SOLE:
+        import grp
+        import pwd
 
-    try:
-        name, listed = pwd.getpwuid(uid).pw_name, grp.getgrgid(gid).gr_mem
-    except KeyError:
-        return False
-    primary = {p.pw_uid for p in pwd.getpwall() if p.pw_gid == gid}
-    return primary | {uid for n in listed if n == name} == {uid} and set(listed) <= {name}
+        try:
+            name, listed = pwd.getpwuid(uid).pw_name, grp.getgrgid(gid).gr_mem
+            primary = {p.pw_uid for p in pwd.getpwall() if p.pw_gid == gid}
+            _SOLE[gid, uid] = primary | {uid for n in listed if n == name} == {uid} and set(listed) <= {name}
+        except KeyError:
+            _SOLE[gid, uid] = False
+    return _SOLE[gid, uid]
+
+
+_SOLE: dict[tuple[int, int], bool] = {}
 
 
 def require_trusted(path: str | os.PathLike, what: str, directory: bool = False, secret: bool = False) -> None:
