@@ -107,6 +107,8 @@ def test_a_job_step_with_arguments_for_an_action_that_takes_none_fails_as_the_co
     assert r.code == 14 and "exit status in [0]: got 2" in r.out, r.out  # the step's usage error, 2
     assert "action plain of pico takes no arguments" in panio("job", "logs", "1", "--step", "1").out
     assert not rec.exists()
+    r = panio.fails("job", "check", job_file(tmp_path, body, "again.toml"), code=2)  # said before any run
+    assert r.error["step"] == 1 and "step 1: action plain of pico takes no arguments" in r.error["message"]
 
 
 def test_a_bisection_flashes_each_build_by_its_artifact(panio, tmp_path):

@@ -239,7 +239,12 @@ def check(args: argparse.Namespace) -> None:
 
     lab = load_lab(args)
     job, steps, targets = spec.prepare(args.file, lab, args.target)
-    spec.plan_steps(steps, lab, targets[0], args.file)  # what only a plan refuses is said now, not at the run
+    for i, step in enumerate(spec.plan_steps(steps, lab, targets[0], args.file), 1):  # as a run plans them
+        error = step["run"]["args"]["error"] if step["run"].get("op") == "system.fail" else None
+        if error and error.get("exit") == 2:  # the step's own words are wrong (a lab's gap may yet be filled)
+            from bench_agent.errors import UsageError
+
+            raise UsageError(f"{args.file}: step {i}: {error['message']}", hint=error.get("hint"), step=i)
     if args.json:
         print_json({"file": str(args.file), "name": job["data"]["name"], "targets": targets, "steps": steps})
         return
