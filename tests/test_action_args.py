@@ -78,6 +78,7 @@ def test_the_lab_key_its_flag_and_list(panio, rec):
     assert lab_data(panio)["targets"]["pico"]["actions"]["flash"]["max_args"] == 12
     assert "plain" in panio("action", "list", "pico").out
     assert "[takes up to 12 arguments]" in panio("action", "list", "pico").out
+    assert "flash: " in panio("target", "show", "pico").out and "[takes up to 12 arguments]" in panio("target", "show", "pico").out
     listed = {a["name"]: a for a in panio("action", "list", "pico", "--json").json()}
     assert listed["flash"]["max_args"] == 12 and "max_args" not in listed["plain"]
     panio.fails("action", "add", "big", "-t", "pico", "--command", "true", "--max-args", "65", code=2)

@@ -56,7 +56,8 @@ def target_lines(name: str, t: dict[str, Any]) -> list[str]:
         out.append(f"  adb      serial {t['adb']['serial']}")
     for aname, act in t.get("actions", {}).items():
         power = " [requires power]" if act.get("requires_power") else ""
-        out.append(f"  action   {aname}: {act['command']}{power}")
+        takes = f" [takes up to {act['max_args']} arguments]" if act.get("max_args") else ""
+        out.append(f"  action   {aname}: {act['command']}{takes}{power}")
     if "profile" in t:
         pr = t["profile"]
         keys = pr.get("setup_key")
