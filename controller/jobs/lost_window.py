@@ -24,11 +24,16 @@ def keeper(store, load_lab: Callable[[], object] | None = None) -> Callable[[int
         job = store.job(job_id)
         if any(n.startswith("serial-") and n.endswith(".log") for n in store.list_artifacts(job_id)):
             return  # its runner saved some before it died
+        # The job is settled already, whatever happens here: a window not kept stays on the capture, and the
+        # job's serial page reads it there. A lab or host panio cannot reach says so at INFO (a reader's
+        # `panio job status` keeps its stderr clean); anything else is a warning.
         try:
             lab = (load_lab or _default_lab)()
             keep(store, job, capture_window(lab, job))
-        except Exception as exc:  # noqa: BLE001 - the job is settled already: its window stays on the capture
-            _log.warning("job %s: its serial window was not kept: %s", job_id, getattr(exc, "message", exc))
+        except PanioError as err:
+            _log.info("job %s: its serial window was not kept: %s", job_id, err.message)
+        except Exception as exc:  # noqa: BLE001 - see above
+            _log.warning("job %s: its serial window was not kept: %s: %s", job_id, type(exc).__name__, exc)
 
     return on_lost
 
