@@ -2,7 +2,7 @@
 
 No broker user may run Lua of its own (EVAL, EVALSHA, SCRIPT LOAD): one ``while true do end`` would block Redis
 for every host. The few atomic steps panio needs (a lease's acquire, retake, renew and release; an override
-grant's one-time take; kombu's binding-expiry refresh and sweep) are functions of one library, ``LIBRARY_NAME``,
+grant's one-time take; kombu's binding-expiry refresh and sweep, and the release of its mutex) are functions of one library, ``LIBRARY_NAME``,
 which only a user allowed FUNCTION LOAD installs: the redis role's ``panio-admin`` at ``panio setup
 --broker-admin``, or the controller's user on first use. Redis keeps it in its AOF. Everyone else may only FCALL
 these functions. The name carries a version: a changed function is a new library beside the old one, so
@@ -52,6 +52,13 @@ local function take_override(KEYS, ARGV)
   redis.call('hset', KEYS[1], 'used', ARGV[3])
   return 1
 end
+-- redis-py's lock release (kombu's mutex around its restore of unacknowledged messages)
+local function lock_release(KEYS, ARGV)
+  local token = redis.call('get', KEYS[1])
+  if not token or token ~= ARGV[1] then return 0 end
+  redis.call('del', KEYS[1])
+  return 1
+end
 -- kombu's binding-expiry scripts (kombu.transport.redis REFRESH_BINDING, SWEEP_BINDINGS), as functions
 local function refresh_binding(KEYS, ARGV)
   redis.call('SADD', KEYS[1], ARGV[1])
@@ -74,6 +81,7 @@ redis.register_function('{LIBRARY_NAME}_retake', retake)
 redis.register_function('{LIBRARY_NAME}_renew', renew)
 redis.register_function('{LIBRARY_NAME}_release', release)
 redis.register_function('{LIBRARY_NAME}_take_override', take_override)
+redis.register_function('{LIBRARY_NAME}_lock_release', lock_release)
 redis.register_function('{LIBRARY_NAME}_refresh_binding', refresh_binding)
 redis.register_function('{LIBRARY_NAME}_sweep_bindings', sweep_bindings)
 redis.register_function{{function_name='{LIBRARY_NAME}_present', callback=function() return 1 end,

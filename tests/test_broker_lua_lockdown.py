@@ -114,8 +114,9 @@ def test_a_user_that_may_not_load_the_library_gets_panios_clear_error(bare, tmp_
     assert store.try_acquire("t1", {"holder": "me"}, ttl_s=30) is not None
 
 
-def test_kombus_binding_expiry_runs_as_panio_functions(bare):
-    """Celery's remote-control queues expire: kombu refreshes their bindings with Lua, here by FCALL."""
+def test_kombus_lua_runs_as_panio_functions(bare):
+    """Celery's remote-control queues expire: kombu refreshes their bindings with Lua, and releases the mutex of
+    its restore of unacknowledged messages with Lua; here by FCALL."""
     from kombu import Connection, Exchange, Queue
 
     from bench_agent.jobs.kombu_redis import PATH
@@ -138,6 +139,15 @@ def test_kombus_binding_expiry_runs_as_panio_functions(bare):
         assert r.smembers(f"{prefix}_kombu.binding.celery.pidbox")
         r.zadd(f"{prefix}_kombu.binding_deadlines", {"gone": 1})
         assert channel.sweep_bindings() == 1 and r.zscore(f"{prefix}_kombu.binding_deadlines", "gone") is None
+        # kombu's mutex around its restore of unacknowledged messages: taken by SET NX, released by FCALL
+        channel.qos.restore_visible()
+        assert r.get(f"{prefix}unacked_mutex") is None
+        r.set(f"{prefix}unacked_mutex", "someone else's", px=60_000)
+        lock = channel.client.lock("unacked_mutex", timeout=60)
+        lock.local.token = b"mine"
+        with pytest.raises(redis.exceptions.LockNotOwnedError):
+            lock.release()
+        assert r.get(f"{prefix}unacked_mutex") == "someone else's"
         r.close()
 
 
@@ -163,3 +173,13 @@ def _pings(r) -> bool:
         return r.ping()
     except redis.exceptions.ConnectionError:
         return False
+
+
+def test_the_roles_copy_of_the_library_is_panios():
+    """ansible/roles/redis loads files/NAME.lua (it cannot import panio): the same text as the code's."""
+    from brokerhelp import ROLE, render
+
+    assert (ROLE / "files" / f"{redis_functions.LIBRARY_NAME}.lua").read_text() == redis_functions.LIBRARY
+    assert "panio_redis_functions_library: " + redis_functions.LIBRARY_NAME in (ROLE / "defaults" / "main.yml").read_text()
+    acl = render("panio-users.acl.j2", {**PASSWORDS, "panio_redis_admin_password": "admin-secret-0123456789"})
+    assert "+eval" not in acl and "+script" not in acl and acl.count("+function|load") == 2  # controller, admin

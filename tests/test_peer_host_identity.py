@@ -113,8 +113,10 @@ def test_a_host_runs_its_own_job_and_cannot_touch_another_hosts_queue_leases_or_
         with pytest.raises(redis.exceptions.NoPermissionError):
             call()
             pytest.fail(f"refused[{i}] was allowed")
-    with pytest.raises(redis.exceptions.ResponseError, match="permissions"):  # a script is checked as its caller
+    with pytest.raises(redis.exceptions.NoPermissionError, match="'eval' command"):  # no Lua of its own at all
         a.eval("return redis.call('hgetall', KEYS[1])", 1, "panio:lease:tb")
+    with pytest.raises(redis.exceptions.NoPermissionError, match="keys"):  # panio's functions: checked as the caller
+        a.fcall("panio_v1_release", 1, "panio:lease:tb", str(hb_lease.token), "")
     replies = a.pubsub()
     replies.subscribe("panio:h.hb:celery:celery-task-meta-1")  # an operation's reply to hb's caller
     with pytest.raises(redis.exceptions.NoPermissionError):

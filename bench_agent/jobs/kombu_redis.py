@@ -36,14 +36,16 @@ message is one the worker takes (its signature, its task) is the consumer's to
 say (``bench_agent.jobs.intake``).
 
 And no Lua of its own: kombu refreshes and sweeps the binding tables of expiring queues (Celery's remote-control
-queues) with two scripts (EVALSHA, SCRIPT LOAD), which would let every broker user run any Lua. Here they are
-FCALLs of the same code in panio's Redis function library (``bench_agent.redis_functions``).
+queues) with two scripts (EVALSHA, SCRIPT LOAD), and releases the mutex around its restore of unacknowledged
+messages with redis-py's (a ``Lock``), which would let every broker user run any Lua. Here they are FCALLs of the
+same code in panio's Redis function library (``bench_agent.redis_functions``).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import logging
 from queue import Empty
@@ -52,6 +54,7 @@ from kombu.exceptions import ContentDisallowed
 from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 import redis.client
+import redis.lock
 from kombu.utils.objects import cached_property
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -118,26 +121,64 @@ class _Function:
 
     def __call__(self, keys, args, client):
         from bench_agent import redis_functions
-        from bench_agent.errors import PanioError
 
-        try:
-            return self._call(redis_functions, keys, args, client)
-        except PanioError as exc:  # a user that may not load the library: a Redis error to kombu (it logs, retries)
-            logging.getLogger("panio.broker").error("%s (%s)", exc.message, exc.hint)
-            raise redis.exceptions.ResponseError(exc.message) from None
+        return _functions_error(self._call, redis_functions, keys, args, client)
 
     def _call(self, redis_functions, keys, args, client):
         # kombu passes the first key bare (its prefixed client prefixes only EVALSHA's first key), not FCALL's
         keys = [self.channel.global_keyprefix + keys[0], *keys[1:]]
         if isinstance(client, redis.client.Pipeline):  # a missing function would only show at execute
-            redis_functions.ensure(self.channel.client)
+            redis_functions.ensure(self.channel._create_client())  # the pool's client, not the event loop's
             return client.fcall(f"{redis_functions.LIBRARY_NAME}_{self.name}", len(keys), *keys, *args)
         return redis_functions.fcall(client, self.name, keys, args)
+
+
+class _Lock(redis.lock.Lock):
+    """redis-py's lock, released by FCALL (kombu's ``Mutex`` only acquires, by SET NX, and releases it)."""
+
+    def do_release(self, expected_token) -> None:
+        from bench_agent import redis_functions
+
+        name = getattr(self.redis, "global_keyprefix", "") + self.name  # SET is prefixed, FCALL's keys are not
+        if not _functions_error(redis_functions.fcall, self.redis, "lock_release", [name], [expected_token]):
+            raise redis.exceptions.LockNotOwnedError("Cannot release a lock that's no longer owned",
+                                                     lock_name=self.name)
+
+
+class _FunctionLocks:
+    def lock(self, name, *args, **kwargs):
+        kwargs["lock_class"] = kwargs.get("lock_class") or _Lock
+        return super().lock(name, *args, **kwargs)
+
+
+class _Client(_FunctionLocks, redis.Redis):
+    pass
+
+
+class _PrefixedClient(_FunctionLocks, kombu_redis.PrefixedStrictRedis):
+    pass
+
+
+def _functions_error(func, *args):
+    """``func(*args)``; a user that may not load panio's functions is a Redis error to kombu, logged as panio's."""
+    from bench_agent.errors import PanioError
+
+    try:
+        return func(*args)
+    except PanioError as exc:
+        logging.getLogger("panio.broker").error("%s (%s)", exc.message, exc.hint)
+        raise redis.exceptions.ResponseError(exc.message) from None
 
 
 class Channel(kombu_redis.Channel):
     QoS = QoS
     Message = Message
+
+    def _get_client(self):
+        super()._get_client()  # kombu's check of redis-py's version
+        if self.global_keyprefix:
+            return functools.partial(_PrefixedClient, global_keyprefix=self.global_keyprefix)
+        return _Client
 
     @cached_property
     def _refresh_binding(self):
