@@ -226,8 +226,11 @@ class WorkerContext:
         if not self.results_url:  # a reporting host reads no job rows: the controller's side reconciles (issue 38)
             return None
         keys = signing.configured()  # what a job's kept message must be signed by: it sends again, never signs
+        from bench_agent.jobs import lost_window
+
         rec = Reconciler(store, leases, resend=lambda job: sealed.send_again(app, store, job, keys),
-                         broker=BrokerView(self.redis_url, self.prefix, self.host), log=log.warning, host=self.host)
+                         broker=BrokerView(self.redis_url, self.prefix, self.host), log=log.warning, host=self.host,
+                         on_lost=lost_window.keeper(store, lost_window.on_this_host(self.config)))
 
         def loop() -> None:
             while True:
