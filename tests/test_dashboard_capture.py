@@ -69,7 +69,7 @@ def test_a_get_of_a_dead_runners_job_changes_no_row(panio, sim_bench, tmp_path):
     settled job whose window was not kept (say its host's worker settled it), and writes none of it."""
     store = _dead_runner(panio, tmp_path)
     wait_for(lambda: panio("job", "status", "1", "--json").json()["state"] == "done", timeout_s=30)  # settled
-    with store.engine.begin() as c:  # as a host's worker settles it: the capture keeps the window, not the job
+    with store.engine.begin() as c:  # as when its host was out of reach as it was settled: no window kept
         c.exec_driver_sql("DELETE FROM panio_artifacts WHERE name LIKE 'serial-%'")
     before = _rows(store)
     dashboard = tokened(panio.env, tmp_path / "dashboard.log", "op-" + uuid.uuid4().hex, READ)
