@@ -183,3 +183,19 @@ def test_the_roles_copy_of_the_library_is_panios():
     assert "panio_redis_functions_library: " + redis_functions.LIBRARY_NAME in (ROLE / "defaults" / "main.yml").read_text()
     acl = render("panio-users.acl.j2", {**PASSWORDS, "panio_redis_admin_password": "admin-secret-0123456789"})
     assert "+eval" not in acl and "+script" not in acl and acl.count("+function|load") == 2  # controller, admin
+
+
+def test_setups_admin_user_loads_the_library(tmp_path):
+    """`panio setup --broker-admin` (controller.provision.broker_users.load_functions) as the role's panio-admin."""
+    from controller.provision import broker_users
+
+    admin = "admin-secret-0123456789"
+    locked = LockedRedis(tmp_path / "redis", functions=False, panio_redis_hosts=HOSTS, panio_redis_admin_password=admin)
+    try:
+        broker_users.load_functions(locked.url("panio-admin", admin), HOST)
+        store = leases(locked.url("panio-host-hx", HOST_PASSWORD), tmp_path)
+        assert store.try_acquire("t1", {"holder": "me"}, ttl_s=30) is not None
+        with pytest.raises(NotConfigured, match="could not load panio's Redis functions"):
+            broker_users.load_functions(locked.url("panio-host-hx", HOST_PASSWORD), HOST)  # not an admin
+    finally:
+        locked.stop()
