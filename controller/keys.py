@@ -31,8 +31,8 @@ def _folder(path: Path) -> None:
     """A folder of keys panio makes: 0700 with every missing parent (the state directory too), whatever the umask,
     and checked (``bench_agent.private``): under umask 000 the parents were made 0777, and another user could have
     swapped in a ``trusted/`` of theirs. A folder that exists is left as it is (one the operator chose), if no one
-else could write to it (``bench_agent.private.require_trusted``: a key or a certificate put there would be
-refused anyway)."""
+    else could write to it (``bench_agent.private.require_trusted``: a key or a certificate put there would be
+    refused anyway)."""
     from bench_agent.private import private_dir, require_trusted
 
     if not path.exists():

@@ -93,6 +93,14 @@ def test_a_worker_refuses_to_start_with_a_store_others_can_write(pair, tmp_path)
     assert str(pair.store) in r.stderr and f"chmod go-w {pair.store}" in r.stderr, r.stderr
 
 
+def test_doctor_says_why_the_keys_are_refused(pair):
+    from controller.jobs import broker_check
+
+    os.chmod(pair.store, 0o777)
+    row = {r["item"]: r for r in broker_check.rows("redis://127.0.0.1:6379/15")}["signing"]
+    assert row["status"] == "warning" and f"chmod go-w {pair.store}" in row["detail"], row
+
+
 def test_keys_init_and_trust_refuse_a_folder_others_can_write(pair, tmp_path):
     from bench_agent.jobs.signing import Keys
     from controller import keys

@@ -46,7 +46,7 @@ def answers_anonymously(url: str, timeout_s: float = 3.0) -> bool | None:
 
 
 def rows(url: str) -> list[dict[str, Any]]:
-    from bench_agent.errors import NotConfigured
+    from bench_agent.errors import NotConfigured, Refused
     from bench_agent.jobs import signing
 
     out = []
@@ -70,6 +70,8 @@ def rows(url: str) -> list[dict[str, Any]]:
         keys = signing.configured()
     except NotConfigured as err:
         out.append(_row("signing", WARNING, err.message))
+    except Refused as err:  # a key or certificate someone else could have written: nothing signs or verifies
+        out.append(_row("signing", WARNING, f"{err.message} ({err.hint})"))
     else:
         out.append(_signing(keys) if keys else
                    _row("signing", WARNING, "no message-signing keys: jobs cannot be queued (`panio keys init`)"))
