@@ -33,6 +33,21 @@ def job_file(tmp: Path, body: str, name: str = "job.toml") -> str:
     return str(path)
 
 
+def dying_job(marker: str) -> str:
+    """A job whose first step prints ``marker`` on the board's console and whose second runs long enough (a
+    2,000-round ping) for a test to kill its runner mid-job, with a 2 s lease TTL so the lease lapses quickly."""
+    return f"""name = "dies"
+lease_ttl_s = 2
+[[steps]]
+name = "say"
+run = "panio serial transact ${{target}} 'echo {marker}' --until 'root@sim:~# ' --timeout-ms 10000"
+expect_output = "{marker}"
+[[steps]]
+name = "long ping"
+run = "panio ping ${{target}} --count 2000 --interval 0.05"
+"""
+
+
 def pg_schema() -> str:
     """A fresh PostgreSQL schema; returns the results URL that uses it (the test is skipped without PostgreSQL)."""
     import sqlalchemy as sa

@@ -10,20 +10,11 @@ import uuid
 
 from conftest import PANIO
 from dashhelp import Client, DashboardProc, signed_in, tokened
-from jobhelp import job_file, wait_for
+from jobhelp import dying_job, job_file, wait_for
 
 MARKER = "dead-" + uuid.uuid4().hex[:8]
 READ = "read-" + uuid.uuid4().hex
-JOB = f"""name = "dies"
-lease_ttl_s = 2
-[[steps]]
-name = "say"
-run = "panio serial transact ${{target}} 'echo {MARKER}' --until 'root@sim:~# ' --timeout-ms 10000"
-expect_output = "{MARKER}"
-[[steps]]
-name = "long ping"
-run = "panio ping ${{target}} --count 2000 --interval 0.05"
-"""
+JOB = dying_job(MARKER)
 
 
 def _dead_runner(panio, tmp_path):

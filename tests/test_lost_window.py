@@ -11,22 +11,13 @@ import subprocess
 import uuid
 
 from conftest import PANIO
-from jobhelp import job_file, wait_for
+from jobhelp import dying_job, job_file, wait_for
 from peerhelp import Workers, drop_keys
 from simbench import sim_bench
 
 REDIS_URL = "redis://127.0.0.1:6379/7"
 MARKER = "lost-" + uuid.uuid4().hex[:8]
-JOB = f"""name = "dies"
-lease_ttl_s = 2
-[[steps]]
-name = "say"
-run = "panio serial transact ${{target}} 'echo {MARKER}' --until 'root@sim:~# ' --timeout-ms 10000"
-expect_output = "{MARKER}"
-[[steps]]
-name = "long ping"
-run = "panio ping ${{target}} --count 2000 --interval 0.05"
-"""
+JOB = dying_job(MARKER)
 
 
 def test_the_hosts_worker_that_settles_a_dead_runners_job_keeps_its_serial_window(panio, tmp_path):
