@@ -33,6 +33,31 @@ class _Heard(logging.Handler):
             self.said.set()
 
 
+def _away_as_the_suite_ends(db, heard: _Heard, jobs: int):
+    """A suite's ``progress_for`` that makes the database unreachable as the last of its ``jobs`` ends (its
+    verdict recorded, the suite's end to come), and brings it back once the suite has said it waits for it; the
+    list that says it went away, and the ended jobs' ids."""
+    ended, lock, away_at = [], threading.Lock(), []
+
+    def back() -> None:
+        heard.said.wait(60)
+        db.back()
+
+    def progress_for(target: str):
+        def progress(event: str, data: dict) -> None:
+            if event != "job_end":
+                return
+            with lock:
+                ended.append(data["job_id"])
+                if len(ended) == jobs:
+                    db.away()
+                    away_at.append(True)
+                    threading.Thread(target=back, daemon=True).start()
+        return progress
+
+    return progress_for, away_at, ended
+
+
 def test_a_suites_verdict_waits_for_the_results_database_away_as_it_ends(panio, tmp_path, receiver, monkeypatch):
     from bench_agent.jobs import notify
     from bench_agent.results.store import ResultStore
@@ -53,24 +78,7 @@ def test_a_suites_verdict_waits_for_the_results_database_away_as_it_ends(panio, 
                          "night.toml"))
     heard = _Heard()
     logging.getLogger("panio").addHandler(heard)
-    ended, lock, away_at = [], threading.Lock(), []
-
-    def progress_for(target: str):
-        def progress(event: str, data: dict) -> None:
-            if event != "job_end":
-                return
-            with lock:
-                ended.append(data["job_id"])
-                if len(ended) == 2:  # the suite's last verdict is recorded: its end comes with the database away
-                    db.away()
-                    away_at.append(True)
-                    threading.Thread(target=back, daemon=True).start()
-        return progress
-
-    def back() -> None:
-        heard.said.wait(60)  # away until the suite has said it waits for it
-        db.back()
-
+    progress_for, away_at, ended = _away_as_the_suite_ends(db, heard, jobs=2)
     try:
         data, jobs = suite.run(path, labs.load(panio.lab), progress_for)
         assert away_at and heard.said.is_set(), heard.lines  # the suite did end with the database away
@@ -120,23 +128,7 @@ def test_a_queued_suites_verdict_waits_for_the_results_database_away_as_it_ends(
                              "night.toml"))
         workers.start("h1")
         logging.getLogger("panio").addHandler(heard)
-        ended, away_at = [], []
-
-        def progress_for(target: str):
-            def progress(event: str, data: dict) -> None:
-                if event != "job_end":
-                    return
-                ended.append(data["job_id"])
-                if len(ended) == 2:  # the suite's last verdict is in: the suite's end comes with the database away
-                    db.away()
-                    away_at.append(True)
-                    threading.Thread(target=back, daemon=True).start()
-            return progress
-
-        def back() -> None:
-            heard.said.wait(60)  # away until the suite has said it waits for it
-            db.back()
-
+        progress_for, away_at, ended = _away_as_the_suite_ends(db, heard, jobs=2)
         data, jobs = suite.run(path, labs.load(panio.lab), progress_for)
         assert away_at and heard.said.is_set(), heard.lines  # the suite did end with the database away, and waited
         assert [(j["name"], j["health"], j["result"]) for j in jobs] == \
