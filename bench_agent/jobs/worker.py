@@ -6,6 +6,10 @@ Configured for hardware, not throughput:
   message nobody trusted signed is refused before it is decoded; one that is not even a message is
   dropped, never the worker's end (``bench_agent.jobs.intake``);
 * prefetch 1 and ``acks_late``: a worker reserves no more than it can start;
+* one pool thread a target at most: a job whose target another job of this worker holds (waiting for its
+  lease, or running) waits in that target's line without a thread, taken for this worker in the results
+  database, its message acknowledged; the thread holding the target runs it next. A slow or panicking
+  board's jobs never fill the pool while a healthy board of the same host has a job queued (issue 43);
 * timeouts are enforced inside the task by the job runner (Celery's own time
   limits do not fire in the solo or thread pools);
 * Redis redelivers an unacknowledged task after the visibility timeout, so a
@@ -40,6 +44,7 @@ cannot verify before it is decoded.
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 import os
@@ -67,6 +72,7 @@ class WorkerContext:
 
         self.state_dir, self.config = Path(state_dir), config
         self._in_flight: set[int] = set()
+        self._turns: dict[tuple, collections.deque] = {}  # a target's jobs behind the one that holds its turn
         self._seen = SeenNonces(self.state_dir / "ops-seen")
         self._started = StartedJobs(self.state_dir / "jobs-started")  # on the host: the database cannot erase it
         self._stores = None
@@ -74,17 +80,82 @@ class WorkerContext:
         self._lock = threading.Lock()
 
     def run_job(self, payload: dict) -> dict[str, Any] | None:
-        # A redelivered copy of a job this process is already running (or waiting to lease) is dropped
-        # at once instead of tying up a second pool thread.
+        """Run the job of ``payload`` in this pool thread, unless another job of this worker holds its target's
+        turn (waits for its lease, or runs): then it waits in that target's line, held for this worker in the
+        results database, and this thread is free at once for another target's job (``_in_line``)."""
+        # A redelivered copy of a job this process is already running (or waiting to lease, or has in a target's
+        # line) is dropped at once instead of tying up a second pool thread.
+        key = _turn_key(payload)
         with self._lock:
             if payload["job_id"] in self._in_flight:
                 return None
             self._in_flight.add(payload["job_id"])
+            behind = key in self._turns
+            if not behind:
+                self._turns[key] = collections.deque()
+        if behind:
+            return self._in_line(key, payload)
+        try:
+            return self._one(payload)
+        finally:
+            self._next_in_line(key)
+
+    def _one(self, payload: dict) -> dict[str, Any] | None:
         try:
             return self._run_job(payload)
         finally:
             with self._lock:
                 self._in_flight.discard(payload["job_id"])
+            if self._heartbeat is not None:
+                self._heartbeat.discard(payload["job_id"])  # beaten while it waited in line
+
+    def _in_line(self, key: tuple, payload: dict) -> dict[str, Any] | None:
+        """Another job of this worker holds ``key``'s target: ``payload``'s job waits behind it without a pool
+        thread (issue 43: jobs waiting for a slow or panicking board's lease held every thread, and a healthy
+        board on the same host idled). It is first taken for this worker in the results database and beaten
+        with the jobs it runs, so its message can be acknowledged now: the results database, not the broker, is
+        the record (a worker killed meanwhile is proven dead and the reconciler sends the job again, as for a
+        job waiting for its lease). The thread that holds the target's turn runs it next (``_next_in_line``)."""
+        from bench_agent.jobs.reconcile import dead_after_s
+
+        store, _ = self.stores()
+        if not store.take(payload["job_id"], self.name, time.time() - dead_after_s(payload)):
+            with self._lock:  # a live runner holds it, it started, or it was canceled: not this worker's
+                self._in_flight.discard(payload["job_id"])
+            return None
+        self._heartbeat.add(payload["job_id"])
+        with self._lock:
+            line = self._turns.get(key)
+            if line is None:  # the target's job ended meanwhile: this one runs here
+                self._turns[key] = collections.deque()
+            else:
+                line.append((payload, time.monotonic()))
+                ahead = len(line) - 1
+        if line is not None:
+            _task_log().info("job %s: waits in %s's line (%s ahead of it, and the job holding it), no thread held",
+                             payload["job_id"], key[1], ahead)
+            return None
+        try:
+            return self._one(payload)
+        finally:
+            self._next_in_line(key)
+
+    def _next_in_line(self, key: tuple) -> None:
+        """Run the jobs waiting in ``key``'s line, in the order they came, then give the target's turn back. A job
+        keeps what is left of its ``lease_wait_s`` (the time in line counts, as it did waiting in a thread)."""
+        log = logging.getLogger("panio.worker")
+        while True:
+            with self._lock:
+                line = self._turns[key]
+                if not line:
+                    del self._turns[key]
+                    return
+                payload, since = line.popleft()
+            left = max(0.0, payload.get("lease_wait_s", 300) - (time.monotonic() - since))
+            try:
+                self._one({**payload, "lease_wait_s": left})
+            except Exception:  # noqa: BLE001 - said in the job (``_run_job``) and here; the line goes on
+                log.exception("job %s (it waited in line for %s) failed", payload["job_id"], key[1])
 
     def stores(self):
         """One database engine, one Redis client and one heartbeat per worker, shared by its threads. Without a
@@ -243,6 +314,11 @@ class WorkerContext:
         thread = threading.Thread(target=loop, name="panio-reconcile", daemon=True)
         thread.start()
         return thread
+
+
+def _turn_key(payload: dict) -> tuple:
+    """Whose turn a job waits for: its target's, in its lab (a lab's leases are its own)."""
+    return payload.get("lab_key"), payload.get("target")
 
 
 @functools.cache  # once per process: Celery's lookup re-parents the logger each time (four lines a job)
