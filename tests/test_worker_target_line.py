@@ -6,11 +6,15 @@ its boot timeout (~13 s). Three jobs are queued for board1, then one for board0.
 waited for the lease in the worker's other thread and the third sat in the queue ahead of board0's: board0's
 job started only when a board1 job ended (13-26 s later). Now the jobs behind a target's running job wait in that
 target's line without a thread: board0's job starts at once. Asserted too: board1's jobs ran one after the
-other, each once, in the order they came, each as the board's failure (none 'lease not obtained').
+other, each once, in the order they came, each as the board's failure (none 'lease not obtained'); and a worker
+stopped (SIGTERM) while jobs wait in a line sends them back to the queue at once instead of running them first:
+it exits with its running job, and a worker started after it runs them.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 
 from conftest import PANIO
@@ -32,7 +36,7 @@ def test_a_healthy_board_is_not_held_behind_a_slow_boards_jobs(panio, tmp_path):
         workers.lab.write_text(bench.lab.read_text())
         boot = job_file(tmp_path / "w", SLOW, "boot.toml")
         panio.env["PANIO_STATE_DIR"] = str(tmp_path / "w" / "wstate")  # the host's: its captures are the worker's
-        workers.start("local", concurrency=2)
+        first = workers.start("local", concurrency=2)
         runs: list[subprocess.Popen] = []
         try:
             store = workers.store()
@@ -57,6 +61,13 @@ def test_a_healthy_board_is_not_held_behind_a_slow_boards_jobs(panio, tmp_path):
             healthy = store.job(healthy["id"])
             started_after = healthy["started_at"] - healthy["created_at"]
             busy = [j for j in jobs("board1") if j["state"] != "done"]
+            # stopped while a board1 job runs and another waits in line: that one goes back to the queue at once
+            wait_for(lambda: store.job(healthy["id"])["state"] == "done", timeout_s=30)
+            os.killpg(first.pid, signal.SIGTERM)
+            first.wait(timeout=40)  # its running job's boot wait (~13 s), not the ones in line too
+            back = [j for j in jobs("board1") if f"job {j['id']}: sent back to the queue" in first.log.read_text()]
+            assert back and all(store.job(j["id"])["state"] == "queued" for j in back), first.log.read_text()
+            workers.start("local", concurrency=2)
             # all of board1's jobs are done within their boot waits, one after the other
             wait_for(lambda: all(r.poll() is not None for r in runs), timeout_s=120, every_s=0.5)
         finally:

@@ -73,6 +73,8 @@ class WorkerContext:
         self.state_dir, self.config = Path(state_dir), config
         self._in_flight: set[int] = set()
         self._turns: dict[tuple, collections.deque] = {}  # a target's jobs behind the one that holds its turn
+        self._resend = None  # sends a job's kept message again (``start_reconciler``): what a stopping worker uses
+        self._stopping = False
         self._seen = SeenNonces(self.state_dir / "ops-seen")
         self._started = StartedJobs(self.state_dir / "jobs-started")  # on the host: the database cannot erase it
         self._stores = None
@@ -99,6 +101,44 @@ class WorkerContext:
             return self._one(payload)
         finally:
             self._next_in_line(key)
+
+    def stop_lines(self) -> None:
+        """The worker stops (SIGTERM): the jobs waiting in a target's line go back to the queue at once, for the
+        next worker, instead of keeping this one until each has run; the running jobs finish (a thread of its own:
+        this comes from the signal handler). A reporting host (no ``_resend``) runs its lines to the end."""
+        with self._lock:
+            self._stopping = True
+        if self._resend is not None:
+            threading.Thread(target=self._hand_back_lines, name="panio-hand-back", daemon=True).start()
+
+    def _hand_back_lines(self) -> None:
+        while True:
+            with self._lock:
+                line = next((line for line in self._turns.values() if line), None)
+                if line is None:
+                    return
+                payload, _ = line.popleft()
+            self._hand_back(payload)
+
+    def _hand_back(self, payload: dict) -> None:
+        """Give a job waiting in line back: not this worker's any more in the results database, and its kept
+        message (the controller's, ``sealed``) sent again. Should either fail, a reconciler sends it again once
+        this worker's beats stop, as for a job a dead worker held."""
+        job_id, log = payload["job_id"], logging.getLogger("panio.worker")
+        try:
+            store, _ = self.stores()
+            if store.release(job_id, self.name, float("inf")):
+                self._resend(store.job(job_id))
+                log.warning("job %s: sent back to the queue: the worker stops (it waited in %s's line)", job_id,
+                            payload.get("target"))
+        except Exception as exc:  # noqa: BLE001 - the database or broker away: the reconcilers' case
+            log.warning("job %s: not sent back (%s: %s): a reconciler sends it again once this worker is gone",
+                        job_id, type(exc).__name__, exc)
+        finally:
+            with self._lock:
+                self._in_flight.discard(job_id)
+            if self._heartbeat is not None:
+                self._heartbeat.discard(job_id)
 
     def _one(self, payload: dict) -> dict[str, Any] | None:
         try:
@@ -151,6 +191,10 @@ class WorkerContext:
                     del self._turns[key]
                     return
                 payload, since = line.popleft()
+                back = self._stopping and self._resend is not None
+            if back:
+                self._hand_back(payload)
+                continue
             left = max(0.0, payload.get("lease_wait_s", 300) - (time.monotonic() - since))
             try:
                 self._one({**payload, "lease_wait_s": left})
@@ -297,6 +341,7 @@ class WorkerContext:
         if not self.results_url:  # a reporting host reads no job rows: the controller's side reconciles (issue 38)
             return None
         keys = signing.configured()  # what a job's kept message must be signed by: it sends again, never signs
+        self._resend = lambda job: sealed.send_again(app, store, job, keys)  # a stopping worker's lines too
         from bench_agent.jobs import lost_window
 
         rec = Reconciler(store, leases, resend=lambda job: sealed.send_again(app, store, job, keys),
@@ -354,6 +399,10 @@ def register_task(app, ctx: WorkerContext) -> None:
     @app.task(name=OP_TASK, ignore_result=False, acks_late=False)
     def run_op(op: str, args: dict, stamp: dict | None = None) -> dict[str, Any]:
         return ctx.call_op(op, args, stamp)
+
+    from celery.signals import worker_shutting_down
+
+    worker_shutting_down.connect(lambda **_: ctx.stop_lines(), weak=False)  # the lines' jobs go back at once
 
 
 def op_message(op: str, args: dict, wait_s: float, host: str) -> list:
