@@ -248,6 +248,7 @@ NOT_A_FLAG = {
     ("power.cycle", "power"): "the target's [power] table, from the lab",
     ("power.state", "power"): "the target's [power] table, from the lab",
     ("action.run", "timeout_s"): "the action's timeout_s, from the lab",
+    ("action.run", "args"): "the ARG words after NAME (the action's max_args says how many)",
     ("daemons.stop", "names"): "the NAME arguments, or --all",
     ("video.wait", "image_b64"): "--image FILE, read and encoded by the plan",
     ("hid.send", "command"): "the words after the target",
