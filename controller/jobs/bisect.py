@@ -254,13 +254,22 @@ class Bisection:
     def _needed(self, idx: int) -> int:
         """How many more runs build ``idx`` needs (its runs still going not subtracted)."""
         runs = self._runs(idx)
-        if idx == 0 and self.rec["signature"] is None:  # a reference on each usable board
-            return sum(b not in self.refs and self._usable(b) for b in self.boards)
+        if idx == 0 and self.rec["signature"] is None:  # a reference on each usable board (and a second pass)
+            return sum((b not in self.refs or self._learns_noise(b)) and self._usable(b) for b in self.boards)
         if idx == self.last and self.rec["signature"] is None:
             return max(0, self.rec["repeat"] - sum(p["verdict"] in ("bad", "pass") for p in runs))
         if not self.rec["good"] < idx < self.rec["bad"] or any(p["verdict"] == "bad" for p in runs):
             return 0
         return max(0, self.rec["repeat"] - sum(p["verdict"] == "pass" for p in runs))
+
+    def _learns_noise(self, board: str) -> bool:
+        """With ``--repeat`` over 1 (a flaky board), whether ``board`` still wants a second pass of the good build
+        after its reference: the lines every later boot differs from the board's first by (a prompt glued to the
+        banner) are then known as noise before any failure there is judged, so a flake that comes before the
+        board's first pass of another build is not taken for the bad build's failure by such a line."""
+        return self.rec["repeat"] > 1 and board in self.refs and not any(
+            p["build"] == 0 and p["verdict"] == "pass" and (p.get("target") or self.rec["target"]) == board
+            for p in self.store.get(self.id)["probes"])
 
     def _round(self, picks: list[int]) -> None:
         """Run ``picks``' runs on the free boards until each is decided (or dropped from the range)."""
@@ -298,7 +307,7 @@ class Bisection:
             want = self._needed(idx) - sum(i == idx for i, _, _, _ in running.values())
             while want > 0:
                 # the good build on the boards without a reference yet; any other build on those with one
-                fit = [b for b in free if (b in self.refs) != (idx == 0)]
+                fit = [b for b in free if (b not in self.refs or self._learns_noise(b)) == (idx == 0)]
                 if not fit:
                     break
                 self._budget(idx)
@@ -373,6 +382,8 @@ class Bisection:
         if _lab_failed(job):
             return "inconclusive", _lab_why(job)
         if idx == 0 and self.rec["signature"] is None:
+            if passed and job["target"] in self.refs:  # the second pass (``_learns_noise``)
+                return "pass", "passed again: the lines it differs from the reference by are noise"
             if passed:
                 return "reference", f"passed: failures on {job['target']} are compared with this run"
             return "unrelated", f"the good build failed: {job['reason'] or ''}".strip()
@@ -426,9 +437,13 @@ class Bisection:
         if not found:
             raise UsageError(f"the bad build {self._name(self.last)!r} passed {self.rec['repeat']} runs",
                              hint="give a --bad build that fails this job")
-        # the failure most of its failing runs had (an unrelated flake among them does not decide)
+        # the failure most of its failing runs had (an unrelated flake among them does not decide), by the lines
+        # all of those runs share: a line one run diverged by as it happened (a late capture, a slow boot under
+        # load) is no part of the failure, and would match a flake that happened to diverge by it too
         best = max(found, key=lambda s: sum(signature.same(s, o) for o in found))
-        self._set(signature=best)
+        agreeing = [set(s["lines"]) for s in found if signature.same(best, s)]
+        core = set.intersection(*agreeing) if agreeing else set()
+        self._set(signature={**best, "lines": sorted(core)} if core else best)
 
     def _budget(self, idx: int) -> None:
         runs = [p for p in self._runs(idx) if p["id"] not in self.earlier]
