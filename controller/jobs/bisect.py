@@ -407,12 +407,28 @@ class Bisection:
 
         out: set[str] = set()
         for p in self.store.get(self.id)["probes"]:
-            if p["verdict"] != "pass" or (p.get("target") or self.rec["target"]) != board:
+            if p["verdict"] not in ("pass", "reference") or (p.get("target") or self.rec["target"]) != board:
                 continue
             if p["job_id"] not in self._passes:
-                self._passes[p["job_id"]] = set(signature.of(self.results, p["job_id"], ref)["lines"])
+                lines = set() if p["job_id"] == ref else set(signature.of(self.results, p["job_id"], ref)["lines"])
+                self._passes[p["job_id"]] = lines | self._printed(p["job_id"])
             out |= self._passes[p["job_id"]]
         return out
+
+    def _printed(self, job_id: int) -> set[str]:
+        """Every line a passing job printed (its steps' output and its serial logs), normalised as a signature's
+        lines are: a line a pass printed is no evidence of a failure, wherever a failing run's log happened to
+        diverge by it (a firmware line the reference's window began after, under load: "Network boot:
+        disabled", shared by the bad build's runs and a flake's, named a good build the first bad)."""
+        from bench_agent.triage import compare, logalign
+
+        job = self.results.job(job_id)
+        rules = logalign.Rules((job["spec"].get("triage") or {}).get("ignore", ()))
+        texts = [line for s in job["steps"] for line in compare.output_lines(s.get("output") or "")]
+        arts = self.results.list_artifacts(job_id)
+        texts += [compare._bare(line).strip() for name in arts if name.startswith("serial-") and name.endswith(".log")
+                  for line in arts[name].splitlines()]
+        return set(logalign.normalise([t.strip() for t in texts if t.strip()], rules))
 
     def _decide(self, idx: int) -> None:
         """Narrow the range once build ``idx`` is decided (``narrowed``)."""
