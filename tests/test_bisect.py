@@ -404,3 +404,19 @@ def test_a_tag_bisection_killed_mid_round_settles_every_orphan_probe(panio, tmp_
     after = r["probes"][len(before["probes"]) + len(orphans):]
     assert after and all(p["verdict"] in ("pass", "bad") for p in after), r["probes"]
     assert {p["target"] for p in after} == {"board0", "board1", "board2"}, after
+
+
+def test_a_build_value_with_spaces_quotes_and_newlines_is_one_word_and_adds_nothing_to_the_job():
+    """A build's name and artifacts are put in the job file's strings, not pasted into its text: a path with a
+    space is one argument of the step, and a name written as TOML cannot add a step to the job."""
+    from bench_agent import shellwords
+    from controller.jobs import bisect
+
+    text = JOB.replace("--since-step", "--since-step --pattern 'built ${build}'")
+    name = 'v1 "x"\n[[steps]]\nrun = "panio power off t1"'
+    job = bisect.job_for(text, "boot.toml", {"name": name, "artifacts": {"flash": "/srv/my builds/it's \"x\".img"}})
+    steps = job["data"]["steps"]
+    assert [s["name"] for s in steps] == [f"deploy {name}", "power-cycle", "boots clean"]
+    assert shellwords.split(steps[0]["run"]) == ["panio", "action", "run", "${target}", "/srv/my builds/it's \"x\".img"]
+    assert shellwords.split(steps[2]["run"])[5:9] == ["--pattern", f"built {name}", "--pattern", "root@sim:~# "]
+    assert job["data"]["timeout_s"] == 60 and "power off" not in "".join(s["run"] for s in steps[:2])

@@ -132,7 +132,15 @@ def select(builds: list[dict], good: str, bad: str) -> list[dict]:
 
 
 def job_for(text: str, path: str, build: dict) -> dict:
-    """The job of ``build``: the job file's text with its ``${build...}`` replaced, parsed and checked."""
+    """The job of ``build``: the job file with its ``${build...}`` replaced, parsed and checked.
+
+    A value is put in the file's parsed strings, never pasted into its text: the file is rewritten by tomlkit
+    (each string escaped as TOML wants it), and in a step's ``run`` each word is replaced alone and quoted if it
+    must be, so a build's name or artifact with a space, a quote or a newline is one word of the step and can
+    neither break the file nor add a key or a step to it."""
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
     from controller.jobs import spec
 
     def value(m: re.Match) -> str:
@@ -143,7 +151,50 @@ def job_for(text: str, path: str, build: dict) -> dict:
                              f"{m.group(1)!r} (it has: {', '.join(build['artifacts']) or 'none'})")
         return build["artifacts"][m.group(1)]
 
-    return spec.parse(path, BUILD_VAR.sub(value, text))
+    if not BUILD_VAR.search(text):
+        return spec.parse(path, text)
+    try:
+        doc = tomlkit.parse(text)
+    except TOMLKitError:
+        return spec.parse(path, text)  # says what is wrong with the file, with its line and column
+    _replace(doc, lambda s: BUILD_VAR.sub(value, s))
+    return spec.parse(path, tomlkit.dumps(doc))
+
+
+def _replace(node: Any, sub: Callable[[str], str]) -> None:
+    """Every string of a tomlkit table or array passed through ``sub``; a ``run`` line word by word."""
+    keys = node.keys() if isinstance(node, dict) else range(len(node)) if isinstance(node, list) else ()
+    for key in list(keys):
+        item = node[key]
+        if isinstance(item, str):
+            new = _run_line(item, sub) if key == "run" else sub(item)
+            if new != item:
+                node[key] = new
+        else:
+            _replace(item, sub)
+
+
+def _run_line(line: str, sub: Callable[[str], str]) -> str:
+    """A step's command line with ``sub`` applied to each of its words, each a word still (quoted if it must be)."""
+    import shlex
+
+    from bench_agent import shellwords
+
+    try:
+        words = shellwords.split(line)
+    except ValueError:
+        return line  # the job file's check says what is wrong with it
+    out = [sub(word) for word in words]
+    if out == words:
+        return line
+
+    def said(word: str) -> str:  # the word itself where it splits back to itself, else quoted
+        try:
+            return word if shellwords.split(word) == [word] else shlex.quote(word)
+        except ValueError:
+            return shlex.quote(word)
+
+    return " ".join(said(word) for word in out)
 
 
 class Bisection:
