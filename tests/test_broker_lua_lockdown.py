@@ -114,6 +114,34 @@ def test_a_user_that_may_not_load_the_library_gets_panios_clear_error(bare, tmp_
     assert store.try_acquire("t1", {"holder": "me"}, ttl_s=30) is not None
 
 
+def test_a_worker_whose_user_may_not_load_the_library_says_so_in_one_line_and_exits_3(panio, bare, tmp_path):
+    """Before Celery starts (its consumer stopped on the first FCALL with a traceback, and the worker exited 0,
+    which a unit's Restart=on-failure takes for a clean stop): panio's one line, exit 3; once the library is
+    there the same worker starts."""
+    import os
+
+    from conftest import PANIO
+    from peerhelp import Workers, worker_lab
+
+    workers = Workers(tmp_path, bare.url("panio-controller", PASSWORDS["panio_redis_controller_password"]),
+                      worker_broker=bare.url("panio-host-hx", HOST_PASSWORD), PANIO_REDIS_PREFIX="panio:",
+                      PANIO_BROKER_PER_HOST="1")
+    try:
+        worker_lab(panio, workers, host=HOST)
+        env = {**os.environ, **workers.env, **workers.worker_env, "PANIO_STATE_DIR": str(tmp_path / "wstate"),
+               "HOME": str(tmp_path)}
+        done = subprocess.run([PANIO, "worker", "--host", HOST, "--lab", str(workers.lab)], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 3, done.stderr[-2000:]
+        human, machine = done.stderr.strip().splitlines()
+        assert "panio-host-hx may not use or load panio's Redis functions" in human and "Traceback" not in done.stdout
+        assert '"error": "not_configured"' in machine
+        bare.load_functions()  # as `panio setup --broker-admin` does
+        assert workers.start(HOST).poll() is None
+    finally:
+        workers.stop_all()
+
+
 def test_kombus_lua_runs_as_panio_functions(bare):
     """Celery's remote-control queues expire: kombu refreshes their bindings with Lua, and releases the mutex of
     its restore of unacknowledged messages with Lua; here by FCALL."""

@@ -414,14 +414,17 @@ def op_message(op: str, args: dict, wait_s: float, host: str) -> list:
 
 
 def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeout_s: float,
-        events: bool = False, insecure: bool = False) -> None:
-    """Serve ``host.<name>`` until stopped (SIGTERM finishes the running jobs first).
+        events: bool = False, insecure: bool = False) -> int:
+    """Serve ``host.<name>`` until stopped (SIGTERM finishes the running jobs first); Celery's exit status
+    (0 when stopped, 1 after an error it cannot recover from: a unit's ``Restart=on-failure`` restarts it).
 
     ``events``: send Celery task events and worker heartbeats (what Flower shows); off by default,
     as every event is a message through Redis. ``insecure``: serve unsigned JSON when no keys are
     configured (``panio worker --insecure-unsigned``)."""
     from bench_agent.jobs.host_config import install
 
+    for url in dict.fromkeys((broker_url, ctx.redis_url)):
+        _has_functions(url)
     install(ctx.config)  # from now on every operation in this process obeys the host's own configuration
     app = make_app(broker_url, ctx.prefix, visibility_timeout_s, insecure, host=ctx.host)
     if events:
@@ -433,13 +436,33 @@ def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeou
 
     op_server.start(app, ctx.host, ctx.call_op, get_logger("panio.ops").warning)  # never behind the jobs
     try:
-        app.worker_main([
+        # app.start, not app.worker_main: that one drops the status of a worker that stopped on an error
+        return app.start([
             "worker", "-Q", queue_name(ctx.host), "-n", f"{ctx.host}.{os.getpid()}@{socket.gethostname()}",
             "--pool", "threads", "-c", str(concurrency), "--without-gossip", "--without-mingle",
             *([] if events else ["--without-heartbeat"]), "--loglevel", "INFO",
-        ])
+        ]) or 0
     finally:
         _stop_captures(ctx)
+
+
+def _has_functions(url: str | None) -> None:
+    """Redis at ``url`` has panio's function library, or this worker's user loads it: else ``NotConfigured``
+    (3) naming what loads it, before Celery starts (its consumer would stop on the first FCALL with a traceback).
+    A Redis that does not answer yet is Celery's to wait for, as at any start."""
+    if not url or not url.startswith(("redis://", "rediss://", "unix://")):
+        return
+    import redis
+
+    from bench_agent import redis_functions
+
+    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        redis_functions.ensure(client)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+        pass
+    finally:
+        client.close()
 
 
 def _stop_captures(ctx: WorkerContext) -> None:

@@ -67,7 +67,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace) -> int:
     from bench_agent.jobs.worker import WorkerContext, run as serve
     from controller import backends
     from bench_agent.paths import state_dir
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> None:
 
     # This host checks this lease store for every side effect from now on, whatever a caller's environment says.
     remember(backends.redis_url(), backends.redis_prefix(), f"panio worker --host {args.host}")
-    serve(ctx, backends.broker_url(), args.concurrency, backends.visibility_timeout_s(), args.events,
+    return serve(ctx, backends.broker_url(), args.concurrency, backends.visibility_timeout_s(), args.events,
           args.insecure_unsigned)
 
 
