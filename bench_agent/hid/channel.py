@@ -34,8 +34,10 @@ def open_backend(hid: dict[str, Any]) -> HidBackend:
     if protocol == "ch9329":
         from bench_agent.hid.backends.ch9329 import Ch9329Backend
 
+        from bench_agent.hid.backends.ch9329 import DEFAULT_BAUD
+
         ms = hid.get("reply_timeout_ms")
-        return Ch9329Backend(hid["device"], int(hid.get("baud") or 9600), ms / 1000 if ms else None)
+        return Ch9329Backend(hid["device"], int(hid.get("baud") or DEFAULT_BAUD), ms / 1000 if ms else None)
     if protocol == "qmp":
         from bench_agent.hid.backends.qmp import QmpBackend
 

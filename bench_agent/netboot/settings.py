@@ -16,6 +16,7 @@ from bench_agent.netboot import values
 
 SERVERS = ("dnsmasq", "panio")
 DEFAULT_ADDRESS = "10.233.0.1/24"
+TFTP_PORT = 69
 
 
 def effective_root(target: str, netboot: dict[str, Any], tftp_root: str | None = None) -> str:
@@ -39,7 +40,7 @@ class Settings:
     tftp_root: str
     server: str = "dnsmasq"
     address: str = DEFAULT_ADDRESS
-    tftp_port: int = 69
+    tftp_port: int = TFTP_PORT
     boot_file: str | None = None
 
     def __post_init__(self) -> None:
@@ -59,7 +60,7 @@ class Settings:
         if server not in SERVERS:
             raise UsageError(f"netboot server must be one of {', '.join(SERVERS)}, not {server!r}")
         return cls(target, netboot["interface"], tftp_root, server, netboot.get("address", DEFAULT_ADDRESS),
-                   int(netboot.get("tftp_port", 69)), netboot.get("boot_file"))
+                   int(netboot.get("tftp_port", TFTP_PORT)), netboot.get("boot_file"))
 
     @property
     def loopback(self) -> bool:

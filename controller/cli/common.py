@@ -166,7 +166,10 @@ def add_field(p: argparse.ArgumentParser, spec: Any, key: str, *flags: str, **kw
     TableSpec): its bounds come from the field's own check (a whole number from 1 to its ceiling, or seconds
     greater than 0 up to ``MAX_SECONDS``), are checked as the flag is parsed and are shown in its help, so the
     command, the lab file and ``--help`` say one thing. ``spec`` may be the table's name in the schema ("POWER"):
-    the schema is imported only for a command that is built (not for an ``Unbuilt`` sibling of the one that runs)."""
+    the schema is imported only for a command that is built (not for an ``Unbuilt`` sibling of the one that runs).
+
+    ``fallback``: "module:NAME", the value the runtime takes when the lab file leaves the field out (the flag's own
+    default is None: leaving it out changes nothing); the help shows it from there, so it is said once."""
     if isinstance(p, Unbuilt):
         return p  # type: ignore[return-value]
     from controller.lab import schema
@@ -176,7 +179,14 @@ def add_field(p: argparse.ArgumentParser, spec: Any, key: str, *flags: str, **kw
         parse = number(float, 0, schema.MAX_SECONDS, above=True)
     else:
         parse = number(int, 1, check.maximum)
-    return p.add_argument(*(flags or (f"--{key.replace('_', '-')}",)), type=parse, help=kw.pop("help", key), **kw)
+    fallback = kw.pop("fallback", None)
+    action = p.add_argument(*(flags or (f"--{key.replace('_', '-')}",)), type=parse, help=kw.pop("help", key), **kw)
+    if fallback:
+        import importlib
+
+        module, _, name = fallback.partition(":")
+        action.fallback = getattr(importlib.import_module(module), name)  # type: ignore[attr-defined]
+    return action
 
 
 def param_kind(param: Any) -> tuple[Callable[[str], Any], str]:

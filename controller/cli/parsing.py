@@ -41,6 +41,8 @@ class _ShowsBounds:
         if not text or text == argparse.SUPPRESS or not (bounds or getattr(action.type, "spec", False)):
             return text
         default = action.default  # said once: the option's own (an operation's from its spec)
+        if default is None:  # a config flag: what the runtime takes when the lab file leaves the field out
+            default = getattr(action, "fallback", None)
         shown = [bounds if bounds and bounds not in text else "",
                  f"default {_number(default)}" if action.option_strings and default not in (None, argparse.SUPPRESS)
                  else ""]

@@ -17,6 +17,7 @@ from pathlib import Path
 from bench_agent.errors import Unreachable
 from controller.paths import config_dir
 
+SSH_PORT = 22
 CONNECT_TIMEOUT_S = 10.0
 
 
@@ -33,11 +34,11 @@ def destination(host: dict) -> tuple[str | None, str, int]:
     if why := ssh_destination_problem(str(host["ssh"])):
         raise Refused(f"refusing to connect: {why}", hint="fix the host's ssh = \"USER@HOST\" in the lab file")
     user, _, hostname = host["ssh"].rpartition("@")
-    return (user or None), hostname, int(host.get("port", 22))
+    return (user or None), hostname, int(host.get("port", SSH_PORT))
 
 
 def key_name(hostname: str, port: int) -> str:
-    return hostname if port == 22 else f"[{hostname}]:{port}"
+    return hostname if port == SSH_PORT else f"[{hostname}]:{port}"
 
 
 def fingerprint(key) -> str:

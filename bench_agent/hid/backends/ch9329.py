@@ -27,7 +27,9 @@ REPLY_OK, REPLY_ERROR = 0x80, 0xC0
 STATUS_SUCCESS = 0x00
 STATUS_ERR_SUM = 0xE3  # the datasheet's "checksum error" status
 CH9329_ABS_MAX = 4095
-REPLY_TIMEOUT_S = 0.5
+DEFAULT_BAUD = 9600  # the CH9329's factory setting
+REPLY_TIMEOUT_MS = 500  # a rig on a local UART answers in ~5 ms
+REPLY_TIMEOUT_S = REPLY_TIMEOUT_MS / 1000
 
 
 def checksum(data: bytes) -> int:
@@ -86,7 +88,7 @@ def reply(addr: int, cmd: int, status: int = STATUS_SUCCESS) -> bytes:
 class Ch9329Backend(HidBackend):
     """A CH9329 on a serial port (pyserial URL or path); waits for each command's reply."""
 
-    def __init__(self, device: str, baud: int = 9600, reply_timeout_s: float | None = None) -> None:
+    def __init__(self, device: str, baud: int = DEFAULT_BAUD, reply_timeout_s: float | None = None) -> None:
         import serial
 
         from bench_agent.serial.urls import refuse_unsupported

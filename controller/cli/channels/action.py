@@ -25,7 +25,7 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--description", help="one line shown by action list")
     c.add_argument("--requires-power", action="store_true", help="refuse to run while the target is powered off")
     c.add_argument("--host", metavar="HOST", help="run it on this control host (default: the target's)")
-    add_field(c, "ACTION", "timeout_s", help="how long it may run (default 600)")
+    add_field(c, "ACTION", "timeout_s", help="how long it may run", fallback="bench_agent.ops.action:DEFAULT_TIMEOUT_S")
     add_field(c, "ACTION", "max_args", metavar="N", help="let `action run` append up to N arguments to the command, each one "
                                             "word (default: it takes none)")
 

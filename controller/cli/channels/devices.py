@@ -43,10 +43,10 @@ def _hid_flags(c: argparse.ArgumentParser, first: bool) -> None:
     c.add_argument("--protocol", choices=HID_PROTOCOLS, help="rig protocol (default ch9329)")
     from controller.lab.schema import HID
 
-    add_field(c, HID, "baud", help="line rate of a CH9329 rig (default 9600)")
-    add_field(c, HID, "reply_timeout_ms", metavar="MS",
-              help="how long a CH9329 rig's reply to each command may take, in ms (default 500; more for a rig\n"
-                   "reached over the network, e.g. rfc2217:// or ser2net)")
+    add_field(c, HID, "baud", help="line rate of a CH9329 rig", fallback="bench_agent.hid.backends.ch9329:DEFAULT_BAUD")
+    add_field(c, HID, "reply_timeout_ms", metavar="MS", fallback="bench_agent.hid.backends.ch9329:REPLY_TIMEOUT_MS",
+              help="how long a CH9329 rig's reply to each command may take, in ms (more for a rig reached\n"
+                   "over the network, e.g. rfc2217:// or ser2net)")
 
 
 def _adb_flags(c: argparse.ArgumentParser, first: bool) -> None:

@@ -44,7 +44,8 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--server", choices=("dnsmasq", "panio"),
                    help="dnsmasq: DHCP+TFTP, needs root (default); panio: panio's own TFTP only, no root")
     c.add_argument("--address", metavar="CIDR", help="the host's address on the link (default 10.233.0.1/24)")
-    add_field(c, "NETBOOT", "tftp_port", metavar="PORT", help="TFTP port of the panio server (default 69)")
+    add_field(c, "NETBOOT", "tftp_port", metavar="PORT", help="TFTP port of the panio server",
+              fallback="bench_agent.netboot.settings:TFTP_PORT")
     c.add_argument("--boot-file", metavar="FILE", help="DHCP boot file for PXE/iPXE/U-Boot boards "
                    "(default: none, answer Raspberry Pi firmware)")
     c.add_argument("--hard-down", choices=("usb-sysfs", "uhubctl", "hook"),

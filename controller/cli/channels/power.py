@@ -39,8 +39,9 @@ def register(p: argparse.ArgumentParser, name: str) -> None:
     c.add_argument("--level", metavar="LEVEL", help="a named level (e.g. hard); default: the target's default level")
     for _, flag in HOOK_FLAGS:
         c.add_argument(flag, metavar="CMD", help=f"command for {flag[2:].removesuffix('-cmd')}")
-    add_field(c, "POWER", "timeout_s", help="how long a hook may run (default 30)")
-    add_field(c, "POWER", "cycle_off_s", help="pause between off and on when there is no cycle hook (default 2)")
+    add_field(c, "POWER", "timeout_s", help="how long a hook may run", fallback="bench_agent.hooks:DEFAULT_TIMEOUT_S")
+    add_field(c, "POWER", "cycle_off_s", help="pause between off and on when there is no cycle hook",
+              fallback="bench_agent.ops.power:DEFAULT_CYCLE_OFF_S")
 
     c = command(sub, "rm", "remove a target's power hooks (or one named level)", func=rm,
                 example="panio power rm -t pico --level hard", see_also="panio power set")

@@ -71,7 +71,7 @@ def _fields(c: argparse.ArgumentParser, required: bool) -> None:
     c.add_argument("--ssh", required=required, metavar="[USER@]HOST", help="SSH destination")
     from controller.lab.schema import HOST
 
-    add_field(c, HOST, "port", help="SSH port (default 22)")
+    add_field(c, HOST, "port", help="SSH port", fallback="controller.transports.known_hosts:SSH_PORT")
     c.add_argument("--description", help="free text")
     c.add_argument("--python", metavar="PATH", help="python on the host that runs the bench agent")
     c.add_argument("--transport", choices=("ssh", "celery"),
