@@ -90,5 +90,7 @@ def test_a_healthy_board_is_not_held_behind_a_slow_boards_jobs(panio, tmp_path):
         for a, b in zip(ran, ran[1:]):  # may reach the next worker in another order)
             assert a["finished_at"] <= b["started_at"], (a["id"], b["id"])
         logs = workers.logs()
-        for j in slow:  # each ran once
+        for j in slow:  # each ran once, its log lines under its own task id (not the job's before it in line)
             assert logs.count(f"job {j['id']}: leased board1, running") == 1, j["id"]
+            lines = [line for line in logs.splitlines() if f"job {j['id']}: " in line and "run_job[" in line]
+            assert lines and all(f"[panio-job-{j['id']}" in line for line in lines), lines

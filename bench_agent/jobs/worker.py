@@ -45,6 +45,7 @@ cannot verify before it is decoded.
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import logging
 import os
@@ -117,7 +118,7 @@ class WorkerContext:
                 line = next((line for line in self._turns.values() if line), None)
                 if line is None:
                     return
-                payload, _ = line.popleft()
+                payload, _, _ = line.popleft()
             self._hand_back(payload)
 
     def _hand_back(self, payload: dict) -> None:
@@ -169,7 +170,7 @@ class WorkerContext:
             if line is None:  # the target's job ended meanwhile: this one runs here
                 self._turns[key] = collections.deque()
             else:
-                line.append((payload, time.monotonic()))
+                line.append((payload, time.monotonic(), _task_request()))
                 ahead = len(line) - 1
         if line is not None:
             _task_log().info("job %s: waits in %s's line (%s ahead of it, and the job holding it), no thread held",
@@ -190,14 +191,15 @@ class WorkerContext:
                 if not line:
                     del self._turns[key]
                     return
-                payload, since = line.popleft()
+                payload, since, request = line.popleft()
                 back = self._stopping and self._resend is not None
             if back:
                 self._hand_back(payload)
                 continue
             left = max(0.0, payload.get("lease_wait_s", 300) - (time.monotonic() - since))
             try:
-                self._one({**payload, "lease_wait_s": left})
+                with _as_task(request):  # its log lines carry its own task id, not the one of the job before it
+                    self._one({**payload, "lease_wait_s": left})
             except Exception:  # noqa: BLE001 - said in the job (``_run_job``) and here; the line goes on
                 log.exception("job %s (it waited in line for %s) failed", payload["job_id"], key[1])
 
@@ -359,6 +361,29 @@ class WorkerContext:
         thread = threading.Thread(target=loop, name="panio-reconcile", daemon=True)
         thread.start()
         return thread
+
+
+def _task_request() -> tuple | None:
+    """(task, its request's id) of the Celery task this thread runs, if any."""
+    from celery import current_task
+
+    task = current_task._get_current_object() if current_task else None
+    return (task, task.request.id) if task is not None else None
+
+
+@contextlib.contextmanager
+def _as_task(request: tuple | None):
+    """This thread's Celery task seen as the request ``request`` (``_task_request``) while inside: Celery's task
+    log lines name the task id of the request on top of the task's stack."""
+    if request is None:
+        yield
+        return
+    task, task_id = request
+    task.push_request(id=task_id)
+    try:
+        yield
+    finally:
+        task.pop_request()
 
 
 def _turn_key(payload: dict) -> tuple:
