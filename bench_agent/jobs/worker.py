@@ -450,6 +450,7 @@ def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeou
 
     for url in dict.fromkeys((broker_url, ctx.redis_url)):
         _has_functions(url)
+    logging.getLogger("celery.worker.request").addFilter(_AckLost())
     install(ctx.config)  # from now on every operation in this process obeys the host's own configuration
     app = make_app(broker_url, ctx.prefix, visibility_timeout_s, insecure, host=ctx.host)
     if events:
@@ -469,6 +470,21 @@ def run(ctx: WorkerContext, broker_url: str, concurrency: int, visibility_timeou
         ]) or 0
     finally:
         _stop_captures(ctx)
+
+
+class _AckLost(logging.Filter):
+    """kombu logs an acknowledgement that failed because the broker connection went (Redis restarted) as CRITICAL
+    with a traceback, once a message. Nothing is lost: Redis delivers the message again once the worker is back,
+    and a job that started is not run again (the host's own record, ``started``). Said in one warning line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.CRITICAL and str(record.msg).startswith(("Couldn't ack", "Couldn't reject")):
+            tag, exc = (tuple(record.args) + (None, None))[:2] if isinstance(record.args, tuple) else (None, None)
+            record.msg, record.args = ("message %s not acknowledged, the broker connection went: %s; Redis "
+                                       "delivers it again, and a job that started is not run again", (tag, exc))
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info, record.exc_text = None, None
+        return True
 
 
 def _has_functions(url: str | None) -> None:
