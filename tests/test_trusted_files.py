@@ -275,3 +275,38 @@ def test_a_discovery_file_someone_else_could_have_written_counts_as_no_daemon(hi
         assert per_target.discovery(MODULE, disc, "t1") is None
     assert f"ignoring the discovery file {disc}" in caplog.text
     assert per_target.status(MODULE, disc, "t1")["state"] == "untracked"  # a live daemon, no trusted record
+
+
+@pytest.mark.parametrize("how", ["nobody's", "o+w", "symlink"])
+def test_a_serial_capture_record_someone_else_could_have_written_is_no_capture(tmp_path, how):
+    """A serial capture's discovery file names the process `serial stop` signals and `panio-sim down` stops in
+    any state directory: one someone else could have written is no capture there."""
+    import sys
+
+    from bench_agent.daemons import registry
+    from bench_agent.private import private_dir, write_private
+    from bench_agent.serial import files
+    from jobhelp import wait_for
+
+    state = tmp_path / "state"
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "-m", files.SUPERVISOR,
+                             "--state-dir", str(state), "--target", "t1"])
+    try:
+        wait_for(lambda: open(f"/proc/{proc.pid}/cmdline", "rb").read(), timeout_s=30)
+        disc = files.discovery_path("t1", state)
+        private_dir(disc.parent)
+        write_private(disc, f'{{"name": "t1", "pid": {proc.pid}, "device": "/dev/ttyUSB0"}}'.encode())
+        assert files.discovery("t1", state)["pid"] == proc.pid  # ours: followed
+        assert [d["pid"] for d in registry.daemons_anywhere({"/dev/ttyUSB0"})] == [proc.pid]
+        if how == "nobody's":
+            os.chown(disc, NOBODY, NOBODY)
+        elif how == "o+w":
+            os.chmod(disc, 0o666)
+        else:
+            os.rename(disc, state / "planted.json")
+            os.symlink(state / "planted.json", disc)
+        assert files.discovery("t1", state) is None
+        assert registry.daemons_anywhere({"/dev/ttyUSB0"}) == []
+    finally:
+        proc.kill()
+        proc.wait()

@@ -29,11 +29,18 @@ from bench_agent.serial.client import terminate
 
 
 def _records(state: Path) -> list[dict[str, Any]]:
+    """The discovery files of state directory ``state`` that this user's daemons could have written: one someone
+    else could have planted or changed (``private.trusted_read``) is no daemon, as for ``per_target.discovery``."""
+    from bench_agent.private import trusted_read
+
     out = []
     for path in sorted(files.daemons_dir(state).glob("*.json")):
+        data = trusted_read(str(path))
         try:
-            info = json.loads(path.read_text())
-        except (OSError, ValueError):
+            info = json.loads(data) if data is not None else None
+        except ValueError:
+            continue
+        if not isinstance(info, dict):
             continue
         info["file"] = str(path)
         out.append(info)
@@ -55,9 +62,13 @@ def _daemon_processes(state: Path, every_lab: bool = False) -> dict[int, str]:
 
 
 def _bench_daemons():
-    """(pid, its --state-dir, command line) of each bench_agent daemon process of this user, any state directory."""
+    """(pid, its --state-dir, command line) of each bench_agent daemon process of this user, any state directory
+    (another user's, root's included, is never listed: nothing here stops it)."""
+    me = os.geteuid()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
+            if os.stat(f"/proc/{pid}").st_uid != me:
+                continue
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = f.read().decode(errors="replace").split("\0")
         except OSError:

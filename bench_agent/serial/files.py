@@ -89,17 +89,21 @@ def socket_address(target: str, state: Path | None = None, kind: str = "serial")
 
 
 def discovery(target: str, state: Path | None = None) -> dict | None:
-    """The running supervisor's discovery record, or None (a record whose pid is gone counts as none).
-    Here, not in ``client``, so a reading command learns whether a capture runs without importing it."""
+    """The running supervisor's discovery record, or None (a record whose pid is gone counts as none, and so does
+    one someone else could have written: ``private.trusted_read``). Here, not in ``client``, so a reading command
+    learns whether a capture runs without importing it."""
     where = os.path.join(lab_state_dir_name(), "daemons", f"serial-{target}.json") if state is None else \
         discovery_path(target, state)
-    try:
-        with open(where, "rb") as f:
-            text = f.read()
-        import json  # only when a capture has run: a read of a stopped target's log need not import it
+    from bench_agent.private import trusted_read
 
+    text = trusted_read(str(where))
+    if text is None:
+        return None
+    import json  # only when a capture has run: a read of a stopped target's log need not import it
+
+    try:
         info = json.loads(text)
-    except (FileNotFoundError, ValueError):
+    except ValueError:
         return None
     from bench_agent.procinfo import command_line, pid_alive
     pid = info.get("pid", -1)
