@@ -116,7 +116,8 @@ def trusted_read(path: str) -> bytes | None:
 
 def _untrusted(st: os.stat_result, mine: bool) -> str | None:
     """Why a directory (or file) with status ``st`` cannot be trusted, or None. ``mine``: it must be this user's;
-    else root's will do too (a directory above ours)."""
+    else root's will do too (a directory above ours). Writable by its group passes only when this user is the
+    group's one member (it passed for any group that was this process's: a primary group shared with others)."""
     me = os.geteuid()
     if st.st_uid != me and (mine or st.st_uid != 0):
         return f"is owned by uid {st.st_uid}, not by this user (uid {me})"
@@ -124,7 +125,7 @@ def _untrusted(st: os.stat_result, mine: bool) -> str | None:
         return None
     if st.st_mode & 0o002:
         return f"is writable by every user (mode {st.st_mode & 0o7777:04o})"
-    if st.st_mode & 0o020 and st.st_gid != os.getegid():
+    if st.st_mode & 0o020 and not _sole_member(st.st_gid, me):  # as ``not_trusted``: a user's private group only
         return f"is writable by group {st.st_gid} (mode {st.st_mode & 0o7777:04o})"
     return None
 

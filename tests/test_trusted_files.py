@@ -310,3 +310,27 @@ def test_a_serial_capture_record_someone_else_could_have_written_is_no_capture(t
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_file_writable_by_a_shared_group_is_not_trusted_even_when_it_is_our_group(tmp_path):
+    """A group-writable file passes only in this user's private group: a primary group other users share (here
+    nogroup, nobody's, as this process's group) could have written it."""
+    import sys
+
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    path = folder / "parsed.json"
+    path.write_text("{}")
+    os.chmod(path, 0o600)
+    script = ("import os, sys; os.setegid(int(sys.argv[2])); from bench_agent.private import trusted_read; "
+              "print(trusted_read(sys.argv[1]) is not None)")
+
+    def trusted_as(gid: int) -> bool:
+        out = subprocess.run([sys.executable, "-c", script, str(path), str(gid)], capture_output=True, text=True,
+                             check=True).stdout
+        return out.strip() == "True"
+
+    assert trusted_as(NOBODY)  # ours, 0600: trusted whatever our group
+    os.chown(path, -1, NOBODY)
+    os.chmod(path, 0o660)
+    assert not trusted_as(NOBODY)  # group nogroup can write it, and nobody is in it: not ours alone
