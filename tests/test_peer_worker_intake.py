@@ -145,7 +145,8 @@ def test_messages_that_do_not_parse_or_are_not_signed_are_dropped_and_the_worker
         ("application/data", b"not a signature")))]
     # signed by the controller, but with headers (outside the signature) that make no task of it
     mangled = [forged(signed_job, "application/data", None, **h) for h in
-               ({"task": ["panio.run_job"]}, {"task": "panio.nosuch"}, {"eta": "garbage"}, {"expires": "x"})]
+               ({"task": ["panio.run_job"]}, {"task": "panio.nosuch"}, {"eta": "garbage"}, {"expires": "x"},
+                {"eta": "2099-01-01T00:00:00+00:00"})]  # held unacknowledged until then, by each worker
     before = dropped(host)
     for queue in (queue_name("h1"), ops_queue_name("h1")):
         for raw in hostile:

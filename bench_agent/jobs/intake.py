@@ -16,7 +16,8 @@ serializer may decode it. Three gates, each where the bytes are read:
   Celery unverified; the ``auth`` serializer's type is ``application/data``,
   whose only decoder is that serializer;
 * a message that then fails to verify, or is not a task, is acknowledged and
-  dropped the same way; nothing a message does while it is taken in is raised
+  dropped the same way, and so is one with an ETA (panio sends none; its header is
+  outside the signature, and Celery holds such a message unacknowledged until then); nothing a message does while it is taken in is raised
   into the loop, only a lost broker connection (which Celery recovers from).
 
 Each drop is one ``WARNING`` line: ``refused a message that is not signed by a
@@ -78,6 +79,11 @@ class GuardedConsumer(Consumer):
             if why:
                 refused(message, why)
                 return self._settle(message)
+            headers = getattr(message, "headers", None)
+            if isinstance(headers, dict) and headers.get("eta") is not None:
+                # outside the signature: a captured job sent again with an ETA years ahead would be held by
+                # Celery unacknowledged until then, by each worker it is restored to
+                return self._drop(message, f"it carries an ETA ({str(headers['eta'])[:40]}); panio sends none")
             try:
                 return handle(message)
             except errors:
