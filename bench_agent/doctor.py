@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 from typing import Any
 
-from bench_agent import inventory
+from bench_agent import inventory, shellwords
 
 OK, MISSING, PROBLEM, UNCHECKED = "ok", "missing", "problem", "unchecked"
 
@@ -29,7 +28,7 @@ def _device(channel: str, item: str, device: str) -> dict[str, str]:
 
 def _command(channel: str, item: str, command: str) -> dict[str, str]:
     try:
-        argv = shlex.split(command)
+        argv = shellwords.split(command)
     except ValueError as exc:
         return _row(channel, item, PROBLEM, f"cannot parse {command!r}: {exc}")
     exe = os.path.expanduser(argv[0]) if argv else ""

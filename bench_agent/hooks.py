@@ -1,7 +1,7 @@
 """Run a configured hook command: no shell, bounded in time, failures made clear.
 
 A hook is a command line from the lab file (``shellyplug -d 192.0.2.41
-cycle``, ``~/bin/relay.sh 3 off``). It is split with ``shlex`` and executed
+cycle``, ``~/bin/relay.sh 3 off``). It is split into words by shlex's rules (``shellwords``) and executed
 directly, so runtime input never reaches a shell. A word starting with ``~/``
 is expanded as a shell would; nothing else is.
 
@@ -15,12 +15,12 @@ Failures, each with its own exit status:
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_agent import shellwords
 from bench_agent.errors import HookFailed, NotConfigured, Timeout, UsageError
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -37,7 +37,7 @@ class HookResult:
 def split(command: str, name: str) -> list[str]:
     """The argv of ``command``, with ``~/`` words expanded."""
     try:
-        argv = shlex.split(command)
+        argv = shellwords.split(command)
     except ValueError as exc:
         raise NotConfigured(f"{name} {command!r} cannot be split into words: {exc}", hook=name) from None
     if not argv:

@@ -33,13 +33,13 @@ MAX_PORT, MAX_BAUD, MAX_PIXELS = 65535, 100_000_000, 65535
 MAX_ACTION_ARGS = 64  # an action's max_args: words appended to its command (bench_agent.ops.action)
 
 def _command(path: KeyPath, value: Any) -> None:
-    """A command line panio splits into words (``shlex``, never a shell): unbalanced quotes fail now, not when
-    the hook or action first runs."""
-    import shlex
+    """A command line panio splits into words (``shellwords``, shlex's rules, never a shell): unbalanced quotes
+    fail now, not when the hook or action first runs."""
+    from bench_agent import shellwords
 
     _nonempty_string(path, value)
     try:
-        shlex.split(value)
+        shellwords.split(value)
     except ValueError as exc:
         raise Problem(path, f"{_dotted(path)} cannot be split into words ({exc}): {value!r}") from None
 
