@@ -197,7 +197,6 @@ def _short(pattern: str, most: int = 60) -> str:
     return repr(pattern) if len(pattern) <= most else repr(pattern[:most]) + f"... ({len(pattern)} characters)"
 
 
-@lru_cache(maxsize=256)
 class probing:
     """``with patterns.probing("job file ci.toml"):``: every ``check`` inside shares ``FILE_PROBES_S`` of CPU for
     its probes. One pattern's probes are bounded by ``PROBES_S``; a file holds many, and a job file comes from a

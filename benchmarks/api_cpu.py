@@ -136,10 +136,13 @@ class Bench:
                     raise SystemExit(f"the dashboard of {tree} did not start: {log.read_text()[-800:]}")
                 time.sleep(0.05)
             hostport = found.group(1)
-            self.post(hostport, self.args.warmup, self.args.threads)
-            a = stat_cpu(proc.pid)
-            took = self.post(hostport, self.args.jobs, self.args.threads)
-            b = stat_cpu(proc.pid)
+            try:
+                self.post(hostport, self.args.warmup, self.args.threads)
+                a = stat_cpu(proc.pid)
+                took = self.post(hostport, self.args.jobs, self.args.threads)
+                b = stat_cpu(proc.pid)
+            except SystemExit as exc:  # the server's side of it: what its log says
+                raise SystemExit(f"{exc} (the dashboard of {tree}: {log.read_text()[-1500:]})") from None
             if a is None or b is None or a[0] != b[0]:
                 raise SystemExit(f"the dashboard of {tree} ended while measured: {log.read_text()[-800:]}")
         finally:

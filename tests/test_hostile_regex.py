@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import shlex
+import sys
 import threading
 import time
 import urllib.error
@@ -88,6 +89,41 @@ def test_the_budget_is_the_files_and_a_passed_pattern_costs_nothing_again():
     with patterns.probing("job file u.toml", seconds=0.0):
         patterns.check("seen-once")  # passed once in this process: free
     patterns.check(f"no-budget-{_uuid.uuid4().hex}")  # outside a file, only each pattern's own bound applies
+
+
+def test_each_file_checked_has_its_own_budget_also_when_files_of_one_name_are_checked_at_once():
+    """The controller's API checks job files in threads, many of one name (noop.toml): each check has its own
+    budget (one object a file, never one shared by name: the second ``with`` reset the first's context and the
+    API answered 500, and a name's budget ran out for every later file of that name)."""
+    import uuid as _uuid
+
+    with patterns.probing("job file same.toml") as budget:
+        budget.left = 0.0  # as a file of many slow patterns leaves it
+        with pytest.raises(patterns.PatternTooSlow):
+            patterns.check(f"spent-{_uuid.uuid4().hex}")
+    with patterns.probing("job file same.toml"):
+        patterns.check(f"fresh-{_uuid.uuid4().hex}")  # a budget of its own, not the spent one of that name
+    failed: list[BaseException] = []
+
+    def check_files() -> None:
+        try:
+            for _ in range(200):
+                with patterns.probing("job file noop.toml"):
+                    patterns.check("seen-by-all")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failed.append(exc)
+
+    threads = [threading.Thread(target=check_files) for _ in range(8)]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads interleave inside each ``with``, as a busy API's do
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert not failed, failed[:1]
 
 
 def test_a_step_with_a_one_megabyte_word_is_checked_in_seconds(pico, tmp_path):
