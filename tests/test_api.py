@@ -151,6 +151,28 @@ def test_a_token_is_refused_outside_its_scope_with_the_reason(controller, tmp_pa
         r = ci(tmp_path, d.url, tokens[who]).fails("job", "cancel", str(queued["job_id"]), code=13)
 
 
+def test_many_pipelines_sending_one_job_file_at_once_each_get_their_answer(controller):
+    """Job files of one name checked at once in the API's threads (CI pipelines of one repository): each gets its
+    own answer. A check budget shared by the file's name answered 500 under 16 submitters (benchmarks/api_cpu.py).
+    Refused here for the token's allow list, after the file is checked, so nothing is queued."""
+    import threading
+
+    d, _, tokens = controller
+    body = json.dumps({"toml": PING + "expect_output = 'seq=2'\n", "file": "smoke.toml"}).encode()
+    statuses: list[int] = []
+
+    def submit() -> None:
+        for _ in range(25):
+            statuses.append(call(d.url, "POST", "/api/v1/jobs", tokens["ci-qemu"], body)[0])
+
+    threads = [threading.Thread(target=submit) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert statuses == [403] * 200, sorted(set(statuses))
+
+
 def test_bad_input_gets_the_message_job_check_gives_and_a_status(controller, tmp_path):
     d, lab, tokens = controller
     bad = job_file(tmp_path, "name = 'x'\ntarget = 'pico'\n[[steps]]\nrun = 'panio target add other'\n", "bad.toml")
