@@ -100,10 +100,12 @@ def celery_app(insecure: bool | None = None):
     # One app a process while its keys stay the same files: making one loads the signing key and every trusted
     # certificate (37 ms of CPU with 100 hosts' certificates, more with more), which a controller serving the API
     # paid for each job it queued (docs/scale.md, "The controller under load"). A key or store changed on disk
-    # (a rotation) makes a new one.
+    # (a rotation) makes a new one, and so does one whose mode or owner changed: making the app loads the keys and
+    # checks who could have written them (``signing.required``), so the files are checked whenever they are read,
+    # not at each job (0.9 ms of CPU with 100 certificates, a fifth of the API's CPU a submission).
     from bench_agent.jobs import PER_HOST_ENV
 
-    stamp = (made, os.environ.get(PER_HOST_ENV), _keys_stamp(signing.configured()))
+    stamp = (made, os.environ.get(PER_HOST_ENV), _keys_stamp(signing.configured(check=False)))
     found = _APPS.get(made)
     if found is None or found[0] != stamp:
         found = _APPS[made] = (stamp, make_app(*made))
@@ -114,10 +116,12 @@ _APPS: dict[tuple, tuple] = {}
 
 
 def _keys_stamp(keys) -> tuple | None:
-    """What says the signing keys are the same files as before: their paths and times of change."""
+    """What says the signing keys are the same files as before: their paths and times of change (of their content,
+    and of their mode or owner: ``st_ctime``; a certificate added to or removed from the store changes its
+    folder's)."""
     if keys is None:
         return None
     try:
-        return tuple((str(p), p.stat().st_mtime_ns) for p in (keys.key, keys.cert, keys.store))
+        return tuple((str(p), (st := p.stat()).st_mtime_ns, st.st_ctime_ns) for p in (keys.key, keys.cert, keys.store))
     except OSError:
         return None

@@ -334,3 +334,20 @@ def test_a_file_writable_by_a_shared_group_is_not_trusted_even_when_it_is_our_gr
     os.chown(path, -1, NOBODY)
     os.chmod(path, 0o660)
     assert not trusted_as(NOBODY)  # group nogroup can write it, and nobody is in it: not ours alone
+
+
+def test_the_controllers_app_checks_its_keys_when_it_loads_them_and_again_once_their_mode_changes(pair,
+                                                                                                   monkeypatch):
+    """The controller makes its Celery app once while its keys stay the same files (each API submission asks for
+    it); a change of the keys' content, mode or owner makes it load and check them again."""
+    from controller import backends
+
+    monkeypatch.setenv("PANIO_BROKER", "redis://127.0.0.1:1/0")  # never reached: making an app connects nowhere
+    first = backends.celery_app()
+    assert backends.celery_app() is first  # the same files: neither loaded nor checked again
+    os.chmod(pair.store, 0o777)
+    with pytest.raises(Refused) as e:
+        backends.celery_app()
+    assert str(pair.store) in str(e.value)
+    os.chmod(pair.store, 0o700)
+    assert backends.celery_app() is not first  # loaded and checked once more
