@@ -335,17 +335,19 @@ class Scheduler:
                 self.log(f"schedule {s['name']}: previous run still going on every board ({', '.join(sorted(busy))}); "
                          f"this slot is skipped")
                 return
-            said = "; ".join(f"{t} skipped, still running job {j} of the previous run" for t, j in sorted(busy.items()))
+            from controller.jobs.suite import still
+
+            said = "; ".join(f"{t} skipped: {still(t, j['id'], j['state'])}" for t, j in sorted(busy.items()))
             self.log(f"schedule {s['name']}: running {s['suite']}" + (f"; {said}" if said else ""))
-            job_ids = self.fire(s, busy, run.created)
+            job_ids = self.fire(s, {t: j["id"] for t, j in busy.items()}, run.created)
             outage.patiently(lambda: self._record(s["name"], run, job_ids), self.outages, lambda: self.stopping)
             self.log(f"schedule {s['name']}: jobs {', '.join(map(str, job_ids)) or 'none'}")
         except Exception as exc:  # noqa: BLE001 - a bad run must not stop the scheduler; it is logged and recorded
             self.log(f"schedule {s['name']}: failed: {getattr(exc, 'message', exc)}")
 
-    def _busy(self, going: list[_Run]) -> dict[str, int]:
-        """{target: its first job not done} of the schedule's runs still going (read from the results database,
-        waited for when it is away)."""
+    def _busy(self, going: list[_Run]) -> dict[str, dict]:
+        """{target: its first job not done (its row)} of the schedule's runs still going (read from the results
+        database, waited for when it is away)."""
         from controller import backends
 
         ids = [i for r in going for i, _ in r.jobs or []]
@@ -353,9 +355,9 @@ class Scheduler:
             return {}
         active = outage.patiently(lambda: backends.results_store().active_jobs(ids), self.outages,
                                   lambda: self.stopping)
-        busy: dict[str, int] = {}
+        busy: dict[str, dict] = {}
         for j in active:  # oldest first
-            busy.setdefault(j["target"], j["id"])
+            busy.setdefault(j["target"], j)
         return busy
 
     def _record(self, name: str, run: _Run, job_ids: list[int]) -> None:

@@ -240,6 +240,14 @@ def _run_queued(lab: Lab, entries: list, progress_for, deadline_at: float | None
     return _read_back(store, payloads, ended, suite)
 
 
+def still(target: str, job_id: int, state: str | None) -> str:
+    """How a board's unfinished job of a schedule's previous run is said: "board1 is still running job 12 of the
+    previous run", or "board1 has job 12 of the previous run still queued" (waiting for its worker or lease)."""
+    if state == "running":
+        return f"{target} is still running job {job_id} of the previous run"
+    return f"{target} has job {job_id} of the previous run still {state or 'queued'}"
+
+
 def _skip_held(store, payloads: list[dict], progress_for, previous: dict[str, int] | None = None,
                created=None) -> list[dict]:
     """The suite's jobs to run or queue. One whose board is held (bad or in maintenance, its automatic re-check
@@ -262,7 +270,8 @@ def _skip_held(store, payloads: list[dict], progress_for, previous: dict[str, in
     for p in payloads:
         target = p["target"]
         if target not in held and target in previous:
-            held[target] = Busy(f"target {target} is still running job {previous[target]} of the previous run",
+            job = store.job(previous[target]) or {}
+            held[target] = Busy(f"target {still(target, previous[target], job.get('state'))}",
                                 hint="the schedule fires faster than the board ends its jobs; its part of this "
                                      "run is skipped", target=target, job=previous[target])
         if p.get("on_unhealthy") != "skip" and target not in held:
