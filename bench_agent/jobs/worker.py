@@ -85,7 +85,8 @@ class WorkerContext:
     def run_job(self, payload: dict) -> dict[str, Any] | None:
         """Run the job of ``payload`` in this pool thread, unless another job of this worker holds its target's
         turn (waits for its lease, or runs): then it waits in that target's line, held for this worker in the
-        results database, and this thread is free at once for another target's job (``_in_line``)."""
+        results database, and this thread is free at once for another target's job (``_in_line``). A job that
+        comes while the worker stops is sent back to the queue at once (``_back_at_once``)."""
         # A redelivered copy of a job this process is already running (or waiting to lease, or has in a target's
         # line) is dropped at once instead of tying up a second pool thread.
         key = _turn_key(payload)
@@ -93,9 +94,12 @@ class WorkerContext:
             if payload["job_id"] in self._in_flight:
                 return None
             self._in_flight.add(payload["job_id"])
+            stopping = self._stopping and self._resend is not None
             behind = key in self._turns
-            if not behind:
+            if not behind and not stopping:
                 self._turns[key] = collections.deque()
+        if stopping:
+            return self._back_at_once(payload)
         if behind:
             return self._in_line(key, payload)
         try:
@@ -121,7 +125,20 @@ class WorkerContext:
                 payload, _, _ = line.popleft()
             self._hand_back(payload)
 
-    def _hand_back(self, payload: dict) -> None:
+    def _back_at_once(self, payload: dict) -> None:
+        """The worker stops and Celery still delivers (the message in flight as the consumer stops, often one
+        this worker just sent back): the job is neither started nor lined but taken for this worker, so that only
+        one sends it, and sent back to the queue for the next worker."""
+        from bench_agent.jobs.reconcile import dead_after_s
+
+        store, _ = self.stores()
+        if store.take(payload["job_id"], self.name, time.time() - dead_after_s(payload)):
+            self._hand_back(payload, "delivered after its stop began")
+        else:  # a live runner holds it, it started, or it was canceled: not this worker's
+            with self._lock:
+                self._in_flight.discard(payload["job_id"])
+
+    def _hand_back(self, payload: dict, why: str | None = None) -> None:
         """Give a job waiting in line back: not this worker's any more in the results database, and its kept
         message (the controller's, ``sealed``) sent again. Should either fail, a reconciler sends it again once
         this worker's beats stop, as for a job a dead worker held."""
@@ -130,8 +147,8 @@ class WorkerContext:
             store, _ = self.stores()
             if store.release(job_id, self.name, float("inf")):
                 self._resend(store.job(job_id))
-                log.warning("job %s: sent back to the queue: the worker stops (it waited in %s's line)", job_id,
-                            payload.get("target"))
+                log.warning("job %s: sent back to the queue: the worker stops (%s)", job_id,
+                            why or f"it waited in {payload.get('target')}'s line")
         except Exception as exc:  # noqa: BLE001 - the database or broker away: the reconcilers' case
             log.warning("job %s: not sent back (%s: %s): a reconciler sends it again once this worker is gone",
                         job_id, type(exc).__name__, exc)
@@ -194,7 +211,8 @@ class WorkerContext:
                 payload, since, request = line.popleft()
                 back = self._stopping and self._resend is not None
             if back:
-                self._hand_back(payload)
+                with _as_task(request):
+                    self._hand_back(payload)
                 continue
             left = max(0.0, payload.get("lease_wait_s", 300) - (time.monotonic() - since))
             try:
