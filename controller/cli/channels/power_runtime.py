@@ -27,8 +27,9 @@ def register_top(p: argparse.ArgumentParser, name: str) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     if name == "power-cycle":
         p.description = ("Power-cycle a target: its cycle_cmd hook, or without one: off_cmd, a pause\n"
-                         "(cycle_off_s, default 2 s), on_cmd. A failed or timed-out hook is reported with\n"
-                         "its stderr; after a timeout the outcome is unknown (check with power-state).")
+                         "(cycle_off_s: `panio power set --help`), on_cmd. A failed or timed-out hook is\n"
+                         "reported with its stderr; after a timeout the outcome is unknown (check with\n"
+                         "power-state).")
         p.epilog = ("example:\n  panio power-cycle pico\n  panio power-cycle pico --level hard\n\n"
                     f"see also: panio power-state, {SEE_ALSO}")
         p.set_defaults(func=_switch, verb="cycle")
