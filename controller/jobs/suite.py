@@ -245,7 +245,9 @@ def still(target: str, job_id: int, state: str | None) -> str:
     previous run", or "board1 has job 12 of the previous run still queued" (waiting for its worker or lease)."""
     if state == "running":
         return f"{target} is still running job {job_id} of the previous run"
-    return f"{target} has job {job_id} of the previous run still {state or 'queued'}"
+    if state == "queued":
+        return f"{target} has job {job_id} of the previous run still queued"
+    return f"{target} was busy with job {job_id} of the previous run"  # it ended since the board was found busy
 
 
 def _skip_held(store, payloads: list[dict], progress_for, previous: dict[str, int] | None = None,
