@@ -36,6 +36,12 @@ def _records(state: Path) -> list[dict[str, Any]]:
     out = []
     for path in sorted(files.daemons_dir(state).glob("*.json")):
         data = trusted_read(str(path))
+        if data is None and os.path.lexists(path):
+            import logging
+
+            logging.getLogger("panio.daemons").warning(
+                "ignoring the discovery file %s: someone else could have written it (not a regular file of this "
+                "user's, in a folder of this user's, that no one else can write)", path)
         try:
             info = json.loads(data) if data is not None else None
         except ValueError:
