@@ -115,36 +115,34 @@ def trusted_read(path: str) -> bytes | None:
 
 
 def _untrusted(st: os.stat_result, mine: bool) -> str | None:
-    """Why a directory (or file) with status ``st`` cannot be trusted, or None. ``mine``: it must be this user's;
-    else root's will do too (a directory above ours). Writable by its group passes only when this user is the
-    group's one member (it passed for any group that was this process's: a primary group shared with others)."""
-    me = os.geteuid()
-    if st.st_uid != me and (mine or st.st_uid != 0):
-        return f"is owned by uid {st.st_uid}, not by this user (uid {me})"
-    if st.st_mode & _STICKY and not mine:
+    """Why a directory (or file) with status ``st`` cannot be trusted, or None: ``not_trusted``'s rule. ``mine``:
+    it must be this user's; else root's will do too, and a sticky one (``/tmp``) passes (a directory above ours)."""
+    if not mine and st.st_mode & _STICKY and st.st_uid in (0, os.geteuid()):
         return None
-    if st.st_mode & 0o002:
-        return f"is writable by every user (mode {st.st_mode & 0o7777:04o})"
-    if st.st_mode & 0o020 and not _sole_member(st.st_gid, me):  # as ``not_trusted``: a user's private group only
-        return f"is writable by group {st.st_gid} (mode {st.st_mode & 0o7777:04o})"
-    return None
+    return not_trusted(st, root_ok=not mine)
 
 
-def _check_parents(path: str) -> None:
-    """Every directory above ``path``, as written and as resolved, must be writable by no one but us and root."""
+def _above(*starts: str):
+    """(directory, its status) of each directory from each of ``starts`` up to ``/``, each once; a walk ends at
+    one that cannot be read."""
     seen = set()
-    for start in (os.path.dirname(path), os.path.realpath(os.path.dirname(path))):
-        above = start
+    for above in starts:
         while above not in seen:
             seen.add(above)
             try:
                 st = os.stat(above)
             except OSError:
-                return
-            why = _untrusted(st, mine=False)
-            if why:
-                raise _unsafe(above, why, below=path)
+                break
+            yield above, st
             above = os.path.dirname(above)
+
+
+def _check_parents(path: str) -> None:
+    """Every directory above ``path``, as written and as resolved, must be writable by no one but us and root."""
+    for above, st in _above(os.path.dirname(path), os.path.realpath(os.path.dirname(path))):
+        why = _untrusted(st, mine=False)
+        if why:
+            raise _unsafe(above, why, below=path)
 
 
 def _unsafe(path: str, why: str, below: str | None = None):
@@ -241,18 +239,10 @@ def require_trusted_files(folder: str | os.PathLike, what: str) -> list[str]:
 def _open_trusted(path: str | os.PathLike, what: str, directory: bool, secret: bool = False) -> int:
     path = os.path.abspath(os.fspath(path))
     real = os.path.realpath(path)
-    seen: set[str] = set()
-    for above in (os.path.dirname(path), os.path.dirname(real)):
-        while above not in seen:
-            seen.add(above)
-            try:
-                st = os.stat(above)
-            except OSError:
-                break
-            why = None if st.st_mode & _STICKY and st.st_uid == 0 else not_trusted(st)
-            if why:
-                raise _refused(what, path, f"is in {above}, which {why}", _fix(above, st))
-            above = os.path.dirname(above)
+    for above, st in _above(os.path.dirname(path), os.path.dirname(real)):
+        why = None if st.st_mode & _STICKY and st.st_uid == 0 else not_trusted(st)
+        if why:
+            raise _refused(what, path, f"is in {above}, which {why}", _fix(above, st))
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_DIRECTORY if directory else 0)
     try:
         fd = os.open(real, flags)
