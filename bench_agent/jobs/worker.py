@@ -94,7 +94,7 @@ class WorkerContext:
             if payload["job_id"] in self._in_flight:
                 return None
             self._in_flight.add(payload["job_id"])
-            stopping = self._stopping and self._resend is not None
+            stopping = self._handing_back()
             behind = key in self._turns
             if not behind and not stopping:
                 self._turns[key] = collections.deque()
@@ -116,6 +116,23 @@ class WorkerContext:
         if self._resend is not None:
             threading.Thread(target=self._hand_back_lines, name="panio-hand-back", daemon=True).start()
 
+    def _handing_back(self) -> bool:
+        """Whether the worker stops and gives its jobs not started back (a reporting host runs them); under
+        ``_lock``."""
+        return self._stopping and self._resend is not None
+
+    def _take(self, payload: dict) -> bool:
+        """Take ``payload``'s queued job for this worker in the results database; if a live runner holds it, it
+        started, or it was canceled, it is not this worker's: False, and forgotten here."""
+        from bench_agent.jobs.reconcile import dead_after_s
+
+        store, _ = self.stores()
+        if store.take(payload["job_id"], self.name, time.time() - dead_after_s(payload)):
+            return True
+        with self._lock:
+            self._in_flight.discard(payload["job_id"])
+        return False
+
     def _hand_back_lines(self) -> None:
         while True:
             with self._lock:
@@ -129,14 +146,8 @@ class WorkerContext:
         """The worker stops and Celery still delivers (the message in flight as the consumer stops, often one
         this worker just sent back): the job is neither started nor lined but taken for this worker, so that only
         one sends it, and sent back to the queue for the next worker."""
-        from bench_agent.jobs.reconcile import dead_after_s
-
-        store, _ = self.stores()
-        if store.take(payload["job_id"], self.name, time.time() - dead_after_s(payload)):
+        if self._take(payload):
             self._hand_back(payload, "delivered after its stop began")
-        else:  # a live runner holds it, it started, or it was canceled: not this worker's
-            with self._lock:
-                self._in_flight.discard(payload["job_id"])
 
     def _hand_back(self, payload: dict, why: str | None = None) -> None:
         """Give a job waiting in line back: not this worker's any more in the results database, and its kept
@@ -174,12 +185,7 @@ class WorkerContext:
         with the jobs it runs, so its message can be acknowledged now: the results database, not the broker, is
         the record (a worker killed meanwhile is proven dead and the reconciler sends the job again, as for a
         job waiting for its lease). The thread that holds the target's turn runs it next (``_next_in_line``)."""
-        from bench_agent.jobs.reconcile import dead_after_s
-
-        store, _ = self.stores()
-        if not store.take(payload["job_id"], self.name, time.time() - dead_after_s(payload)):
-            with self._lock:  # a live runner holds it, it started, or it was canceled: not this worker's
-                self._in_flight.discard(payload["job_id"])
+        if not self._take(payload):
             return None
         self._heartbeat.add(payload["job_id"])
         with self._lock:
@@ -209,7 +215,7 @@ class WorkerContext:
                     del self._turns[key]
                     return
                 payload, since, request = line.popleft()
-                back = self._stopping and self._resend is not None
+                back = self._handing_back()
             if back:
                 with _as_task(request):
                     self._hand_back(payload)
@@ -364,7 +370,7 @@ class WorkerContext:
         self._resend = lambda job: sealed.send_again(app, store, job, keys)  # a stopping worker's lines too
         from bench_agent.jobs import lost_window
 
-        rec = Reconciler(store, leases, resend=lambda job: sealed.send_again(app, store, job, keys),
+        rec = Reconciler(store, leases, resend=self._resend,
                          broker=BrokerView(self.redis_url, self.prefix, self.host), log=log.warning, host=self.host,
                          on_lost=lost_window.keeper(store, lost_window.on_this_host(self.config)))
 
