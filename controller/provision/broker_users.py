@@ -15,6 +15,7 @@ Redis function library (``load_functions``: the only Lua broker users may run, b
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -71,28 +72,27 @@ def install(admin_url: str, host: str, entry: dict, prefix: str, db: int) -> Non
     """Make (or remake) ``host``'s user in the running Redis at ``admin_url``, then save the ACL file."""
     import redis
 
-    from bench_agent.errors import Unreachable
-    from bench_agent.leases.base import redact
-
-    client = redis.Redis.from_url(admin_url, socket_timeout=10, socket_connect_timeout=10)
-    try:
-        client.execute_command("ACL", "SETUSER", user_name(host), "reset", "on", f">{entry['password']}",
-                               *rules(host, entry["targets"], prefix, db).split())
-        client.execute_command("ACL", "SAVE")
-        _load(client, admin_url, host)
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        if isinstance(exc, redis.exceptions.AuthenticationError):
+    with _admin(admin_url, host, f"install Redis user {user_name(host)}") as client:
+        try:
+            client.execute_command("ACL", "SETUSER", user_name(host), "reset", "on", f">{entry['password']}",
+                                   *rules(host, entry["targets"], prefix, db).split())
+            client.execute_command("ACL", "SAVE")
+        except redis.exceptions.ResponseError as exc:  # a user without ACL SETUSER, a Redis without an ACL file
             raise _refused(admin_url, host, exc) from None
-        raise Unreachable(f"the broker at {redact(admin_url)} is unreachable: {exc}", host=host) from None
-    except redis.exceptions.ResponseError as exc:  # a user without ACL SETUSER, a Redis without an ACL file
-        raise _refused(admin_url, host, exc) from None
-    finally:
-        client.close()
+        _load(client, admin_url, host)
 
 
 def load_functions(admin_url: str, host: str | None = None) -> None:
     """Load (or replace) panio's Redis function library through ``admin_url`` (the role's ``panio-admin``); Redis
     keeps it in its AOF."""
+    with _admin(admin_url, host, "load panio's Redis functions") as client:
+        _load(client, admin_url, host)
+
+
+@contextlib.contextmanager
+def _admin(admin_url: str, host: str | None, what: str):
+    """A client of the Redis administrator at ``admin_url``; a refused login is ``_refused`` (to do ``what``), a
+    broker out of reach ``Unreachable``."""
     import redis
 
     from bench_agent.errors import Unreachable
@@ -100,10 +100,10 @@ def load_functions(admin_url: str, host: str | None = None) -> None:
 
     client = redis.Redis.from_url(admin_url, socket_timeout=10, socket_connect_timeout=10)
     try:
-        _load(client, admin_url, host)
+        yield client
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
         if isinstance(exc, redis.exceptions.AuthenticationError):
-            raise _refused(admin_url, host, exc, "load panio's Redis functions") from None
+            raise _refused(admin_url, host, exc, what) from None
         raise Unreachable(f"the broker at {redact(admin_url)} is unreachable: {exc}", host=host) from None
     finally:
         client.close()
