@@ -151,7 +151,7 @@ def last_words(job: dict, artifacts: dict) -> dict | None:
     for name in sorted(n for n in artifacts if n.startswith("serial-") and n.endswith(".log")):
         lines = artifacts[name].splitlines()
         window = step_window(lines, step) if step.get("started_at") else []
-        words = [_bare(x).rstrip() for x in (window or lines) if _bare(x).strip()]
+        words = [bare(x).rstrip() for x in (window or lines) if bare(x).strip()]
         if words:
             return {"source": name, "step": step["idx"] + 1, "line": words[-1].strip(), "lines": words[-LAST_WORDS:]}
     words = [x.rstrip() for x in received(step.get("output") or "").splitlines() if x.strip()]
@@ -314,7 +314,7 @@ def _first(blocks: list[logalign.Block], a: list[str], b: list[str], context: in
             kind, line, at = ("changed" if blk.tag == "replace" else "extra"), b[blk.b0], blk.b0
         else:
             kind, line, at = "missing", a[blk.a0], blk.a0
-        return {"kind": kind, "line": line, "text": _bare(line), "failing_line_no": blk.b0 + 1,
+        return {"kind": kind, "line": line, "text": bare(line), "failing_line_no": blk.b0 + 1,
                 "passing_line_no": blk.a0 + 1,
                 "instead_of": a[blk.a0] if blk.tag == "replace" else None,
                 "failing": _window(b, blk.b0, max(blk.b1, blk.b0 + 1), context),
@@ -322,7 +322,7 @@ def _first(blocks: list[logalign.Block], a: list[str], b: list[str], context: in
     return None
 
 
-def _bare(line: str) -> str:
+def bare(line: str) -> str:
     """A serial-log line without its time and sequence prefix (``[12:00:01.234] #17 ``)."""
     if _seconds(line) is not None and line[14:15] == " " and line[15:16] == "#":
         return line[15:].split(" ", 1)[1] if " " in line[15:] else ""
@@ -480,10 +480,10 @@ def summary(t: dict) -> str:
         late = next((x["late"] for x in t.get("logs", []) if x.get("late")), None)
         never = next((x["never_reached"][0] for x in t.get("logs", []) if x.get("never_reached")), None)
         if late:
-            parts.append(f"late: {_bare(late['line']).strip()[:120]!r} came {late['wait_s']:g} s after the line "
+            parts.append(f"late: {bare(late['line']).strip()[:120]!r} came {late['wait_s']:g} s after the line "
                          f"before it (passing run: {late['passing_wait_s']:g} s)")
         if never and not d:
-            parts.append(f"never reached: {_bare(never).strip()[:120]!r}")
+            parts.append(f"never reached: {bare(never).strip()[:120]!r}")
         if not (d or late or never or said):
             parts.append("no divergent line")
         changed = [k for k in ("job_file", "lab", "panio", "captured") if k in (t.get("inputs") or {})]

@@ -24,7 +24,7 @@ def of(store, job_id: int, passing_id: int | None) -> dict[str, Any]:
     lines = []
     for d in compare._log_diffs(arts, base, job, first, rules):
         if d.get("first"):
-            lines.append(logalign.normalise([compare._bare(d["first"]["line"]).strip()], rules)[0])
+            lines.append(logalign.normalise([compare.bare(d["first"]["line"]).strip()], rules)[0])
     out["lines"] = sorted(set(lines))
     return out
 

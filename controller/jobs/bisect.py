@@ -477,7 +477,7 @@ class Bisection:
         rules = logalign.Rules((job["spec"].get("triage") or {}).get("ignore", ()))
         texts = [line for s in job["steps"] for line in compare.output_lines(s.get("output") or "")]
         arts = self.results.list_artifacts(job_id)
-        texts += [compare._bare(line).strip() for name in arts if name.startswith("serial-") and name.endswith(".log")
+        texts += [compare.bare(line).strip() for name in arts if name.startswith("serial-") and name.endswith(".log")
                   for line in arts[name].splitlines()]
         return set(logalign.normalise([t.strip() for t in texts if t.strip()], rules))
 
