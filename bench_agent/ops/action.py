@@ -1,6 +1,6 @@
 """Named actions: run a project's command bound to a target (action.run).
 
-The command is split with ``shlex`` and executed without a shell, with
+The command is split by shlex's rules (``shellwords``) and executed without a shell, with
 ``PANIO_TARGET`` and ``PANIO_ACTION`` in its environment, bounded by its
 ``timeout_s`` (default 600). Its output is returned, not streamed.
 
