@@ -46,23 +46,10 @@ def discovery(module: str, path: Path, target: str) -> dict[str, Any] | None:
     """The discovery record of ``target``'s running ``module`` daemon, or None. Only a file this user's daemon
     could have written is followed (``trusted_read``): one someone else could have planted or changed (not ours,
     writable by others, a symlink, in a folder not ours) counts as no daemon, and says so in the log."""
-    from bench_agent.private import trusted_read
+    from bench_agent.daemons.registry import record
 
-    data = trusted_read(str(path))
-    if data is None:
-        if os.path.lexists(path):
-            import logging
-
-            logging.getLogger("panio.daemons").warning(
-                "ignoring the discovery file %s: someone else could have written it (not a regular file of this "
-                "user's, in a folder of this user's, that no one else can write); no %s daemon counted for %s",
-                path, module, target)
-        return None
-    try:
-        info = json.loads(data)
-    except ValueError:
-        return None
-    return info if isinstance(info, dict) and info.get("pid") in processes(module, target) else None
+    info = record(path, f"; no {module} daemon counted for {target}")
+    return info if info is not None and info.get("pid") in processes(module, target) else None
 
 
 def status(module: str, path: Path, target: str) -> dict[str, Any]:

@@ -31,26 +31,35 @@ from bench_agent.serial.client import terminate
 def _records(state: Path) -> list[dict[str, Any]]:
     """The discovery files of state directory ``state`` that this user's daemons could have written: one someone
     else could have planted or changed (``private.trusted_read``) is no daemon, as for ``per_target.discovery``."""
-    from bench_agent.private import trusted_read
-
     out = []
     for path in sorted(files.daemons_dir(state).glob("*.json")):
-        data = trusted_read(str(path))
-        if data is None and os.path.lexists(path):
+        info = record(path)
+        if info is not None:
+            info["file"] = str(path)
+            out.append(info)
+    return out
+
+
+def record(path: Path, ignored: str = "") -> dict[str, Any] | None:
+    """The discovery record at ``path`` if this user's daemon could have written it (``private.trusted_read``),
+    else None: absent, not a JSON object, or one someone else could have planted or changed (not ours, writable
+    by others, a symlink, in a folder not ours), which the log says (``ignored``: what that means here)."""
+    from bench_agent.private import trusted_read
+
+    data = trusted_read(str(path))
+    if data is None:
+        if os.path.lexists(path):
             import logging
 
             logging.getLogger("panio.daemons").warning(
                 "ignoring the discovery file %s: someone else could have written it (not a regular file of this "
-                "user's, in a folder of this user's, that no one else can write)", path)
-        try:
-            info = json.loads(data) if data is not None else None
-        except ValueError:
-            continue
-        if not isinstance(info, dict):
-            continue
-        info["file"] = str(path)
-        out.append(info)
-    return out
+                "user's, in a folder of this user's, that no one else can write)%s", path, ignored)
+        return None
+    try:
+        info = json.loads(data)
+    except ValueError:
+        return None
+    return info if isinstance(info, dict) else None
 
 
 def _daemon_processes(state: Path, every_lab: bool = False) -> dict[int, str]:
