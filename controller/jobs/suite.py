@@ -272,8 +272,8 @@ def _skip_held(store, payloads: list[dict], progress_for, previous: dict[str, in
     for p in payloads:
         target = p["target"]
         if target not in held and target in previous:
-            job = store.job(previous[target]) or {}
-            held[target] = Busy(f"target {still(target, previous[target], job.get('state'))}",
+            state = next((j["state"] for j in store.active_jobs([previous[target]])), None)  # its row, no steps
+            held[target] = Busy(f"target {still(target, previous[target], state)}",
                                 hint="the schedule fires faster than the board ends its jobs; its part of this "
                                      "run is skipped", target=target, job=previous[target])
         if p.get("on_unhealthy") != "skip" and target not in held:
